@@ -1,0 +1,358 @@
+"""Writes include/QNN/ from the ABI facts in tests/data/qnn-abi-2.43.json.
+
+The QNN headers are facts (names, layouts, values), so we emit them from the manifest rather
+than typing 41 files by hand; the prose in them is ours.  Run after editing the manifest copy:
+
+    python tools/gen_headers.py [--check]
+
+--check exits non-zero when the committed headers differ from what would be generated.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MANIFEST = ROOT / "tests" / "data" / "qnn-abi-2.43.json"
+OUT = ROOT / "include" / "QNN"
+
+# One line of our own describing each header.
+PURPOSE = {
+    "QnnCommon.h": "Handles, error-code layout, API version numbers and the common error codes.",
+    "QnnTypes.h": "Data types, tensors, quantization encodings, op configs and parameters.",
+    "QnnBackend.h": "Backend component: lifetime, configuration, op packages, supported ops.",
+    "QnnContext.h": "Context component: creation, binaries, binary sections, async loading.",
+    "QnnDevice.h": "Device component: platform/hardware info and device infrastructure.",
+    "QnnError.h": "Error component: messages for error handles.",
+    "QnnGlobalConfig.h": "Process-wide configuration.",
+    "QnnGraph.h": "Graph component: creation, nodes, finalize and execute.",
+    "QnnInterface.h": "The provider table an application obtains with QnnInterface_getProviders.",
+    "QnnLog.h": "Log component: application callbacks and levels.",
+    "QnnMem.h": "Memory registration of application buffers (ion / dma-buf / custom).",
+    "QnnOpDef.h": "Op type names and parameter names of the QNN op definitions.",
+    "QnnOpPackage.h": "Op package interface implemented by op libraries.",
+    "QnnProfile.h": "Profiling component: levels, events and their data.",
+    "QnnProperty.h": "Capability keys answered by QnnProperty_hasCapability.",
+    "QnnSdkBuildId.h": "Build identifier of the SDK these facts come from.",
+    "QnnSignal.h": "Signals that abort or time out long-running calls.",
+    "QnnTensor.h": "Tensor creation and updates.",
+    "HTP/QnnHtpCommon.h": "HTP backend id, provider name and backend API version.",
+    "HTP/QnnHtpContext.h": "HTP custom context configurations and properties.",
+    "HTP/QnnHtpDevice.h": "HTP custom device configurations, device-info extension, infrastructure.",
+    "HTP/QnnHtpGraph.h": "HTP custom graph configurations (optimization, precision, VTCM, ...).",
+    "HTP/QnnHtpMem.h": "HTP shared-memory descriptors.",
+    "HTP/QnnHtpPerfInfrastructure.h": "HTP power/performance votes (DCVS, HMX, RPC, memory).",
+    "HTP/QnnHtpProfile.h": "HTP profiling event types and levels.",
+    "HTP/QnnHtpProperty.h": "HTP-specific capability keys.",
+    "HTP/QnnHtpSystemContext.h": "HTP graph blob information reported by the System library.",
+    "LPAI/QnnLpaiBackend.h": "LPAI backend custom configurations.",
+    "LPAI/QnnLpaiCommon.h": "LPAI backend id, provider name and backend API version.",
+    "LPAI/QnnLpaiContext.h": "LPAI custom context configurations.",
+    "LPAI/QnnLpaiDevice.h": "LPAI device-info extension.",
+    "LPAI/QnnLpaiGraph.h": "LPAI custom graph configurations and properties.",
+    "LPAI/QnnLpaiMem.h": "LPAI memory descriptors.",
+    "LPAI/QnnLpaiTypes.h": "LPAI common types.",
+    "System/QnnSystemCommon.h": "System library handles, versions and common error codes.",
+    "System/QnnSystemContext.h": "System library: context binary inspection.",
+    "System/QnnSystemDlc.h": "System library: DLC file handling.",
+    "System/QnnSystemInterface.h": "The System library provider table.",
+    "System/QnnSystemLog.h": "System library logging.",
+    "System/QnnSystemProfile.h": "System library profile serialization.",
+    "System/QnnSystemTensor.h": "System library tensor helpers.",
+}
+
+# Backend-specific definitions of structs that the core headers only forward-declare.
+STRUCT_TAGS = {
+    "QnnHtpDevice_DeviceInfoExtension_t": "_QnnDevice_DeviceInfoExtension_t",
+    "QnnLpaiDevice_DeviceInfoExtension_t": "_QnnDevice_DeviceInfoExtension_t",
+    "QnnHtpDevice_Infrastructure_t": "_QnnDevice_Infrastructure_t",
+}
+
+# Macros the manifest does not place in a header's list: where we put them.
+MACRO_HOME = {
+    "QNN_API": "QnnCommon.h",
+    "QNN_GET_ERROR_CODE": "QnnCommon.h",
+    "QNN_PASTE_THREE": "QnnCommon.h",
+    "QNN_SYSTEM_API": "System/QnnSystemCommon.h",
+    "QNN_LPAI_CORE_AFFINITY": "LPAI/QnnLpaiGraph.h",
+}
+
+
+def macro_home(name: str) -> str:
+    if name in MACRO_HOME:
+        return MACRO_HOME[name]
+    if name.startswith("QNN_SYSTEM_INTERFACE"):
+        return "System/QnnSystemInterface.h"
+    if name.startswith("QNN_INTERFACE"):
+        return "QnnInterface.h"
+    raise KeyError(name)
+
+
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def c_int(value: int) -> str:
+    if value < 0:
+        return f"({value})"
+    if value > 0x7FFFFFFF:
+        return f"0x{value:X}u" if value <= 0xFFFFFFFF else f"0x{value:X}ull"
+    return str(value)
+
+
+def c_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class Generator:
+    def __init__(self, manifest: dict):
+        self.m = manifest
+        self.home: dict[str, str] = {}
+        for header, names in manifest["headers"].items():
+            for name in names:
+                self.home.setdefault(name, header)
+        for section in ("structs", "enums", "function_pointer_types", "functions", "typedefs"):
+            for name, entry in manifest[section].items():
+                self.home.setdefault(name, entry["header"])
+        for key in manifest["macros"]:
+            name = key.split("(")[0]
+            if name not in self.home:
+                self.home[name] = macro_home(name)
+        names = [*manifest["constants"], *manifest["strings"], *manifest["initializers"]]
+        missing = [n for n in names if n not in self.home]
+        if missing:
+            raise KeyError(f"in no header's list: {missing[:5]}")
+        self.struct_tag = {}
+        self.typedef_skip = set()
+        for name, td in manifest["typedefs"].items():
+            mt = re.fullmatch(r"typedef struct (\w+) (\w+)", td["decl"])
+            if mt and mt.group(2) in manifest["structs"]:
+                self.struct_tag[mt.group(2)] = mt.group(1)
+                self.typedef_skip.add(name)
+        for name in manifest["structs"]:
+            self.struct_tag.setdefault(name, STRUCT_TAGS.get(name, "_" + name))
+
+    # -- dependencies -------------------------------------------------------------------
+    def refs(self, text: str) -> set[str]:
+        return {t for t in IDENT.findall(text) if t in self.home}
+
+    def header_deps(self, header: str, names: list[str]) -> list[str]:
+        deps = set()
+        for name in names:
+            for ref in self.refs(self.text_of(name)):
+                if self.home[ref] != header:
+                    deps.add(self.home[ref])
+        # Backend extension structs reuse the core tag; they need the core header.
+        return sorted(deps)
+
+    def text_of(self, name: str) -> str:
+        m = self.m
+        if name in m["structs"]:
+            return " ".join(f.get("type", "") for f in m["structs"][name]["fields"])
+        for section in ("function_pointer_types", "functions", "typedefs"):
+            if name in m[section]:
+                return m[section][name]["decl"]
+        if name in m["initializers"]:
+            return m["initializers"][name]
+        for key, text in m["macros"].items():
+            if key.split("(")[0] == name:
+                return text
+        return ""
+
+    # -- emitters -----------------------------------------------------------------------
+    def struct_body(self, name: str) -> list[str]:
+        fields = self.m["structs"][name]["fields"]
+        lines: list[str] = []
+        i = 0
+        while i < len(fields):
+            f = fields[i]
+            if f.get("anonymous") == "union":
+                start = fields[i + 1]["offset"]
+                lines.append("  union {")
+                i += 1
+                while i < len(fields) and "name" in fields[i] and fields[i]["offset"] == start:
+                    lines.append("    " + self.field_decl(fields[i]) + ";")
+                    i += 1
+                lines.append("  };")
+                continue
+            lines.append("  " + self.field_decl(f) + ";")
+            i += 1
+        return lines
+
+    @staticmethod
+    def field_decl(f: dict) -> str:
+        ctype, name = f["type"], f["name"]
+        arr = re.fullmatch(r"(.*?)\s*(\[\d+\])", ctype)
+        if arr:
+            return f"{arr.group(1)} {name}{arr.group(2)}"
+        if ctype.endswith("*"):
+            return f"{ctype}{name}"
+        return f"{ctype} {name}"
+
+    def order_structs(self, names: list[str]) -> list[str]:
+        """Topological order by by-value members (pointers need only the forward typedef)."""
+        local = set(names)
+        deps = {}
+        for n in names:
+            d = set()
+            for f in self.m["structs"][n]["fields"]:
+                t = f.get("type", "")
+                if "*" in t:
+                    continue
+                d |= {r for r in IDENT.findall(t) if r in local and r != n}
+            deps[n] = d
+        done: list[str] = []
+        seen: set[str] = set()
+
+        def visit(n: str) -> None:
+            if n in seen:
+                return
+            seen.add(n)
+            for d in sorted(deps[n]):
+                visit(d)
+            done.append(n)
+
+        for n in names:
+            visit(n)
+        return done
+
+    def header(self, header: str) -> str:
+        m = self.m
+        mine = [n for n, h in self.home.items() if h == header]
+        guard = "QNNEMU_" + re.sub(r"\W", "_", header).upper()
+        consts = [n for n in m["constants"] if self.home[n] == header]
+        strings = [n for n in m["strings"] if self.home[n] == header]
+        inits = [n for n in m["initializers"] if self.home[n] == header]
+        macros = [k for k in m["macros"] if self.home[k.split("(")[0]] == header]
+        typedefs = [n for n in m["typedefs"] if self.home[n] == header and n not in self.typedef_skip]
+        enums = [n for n in m["enums"] if self.home[n] == header]
+        structs = [n for n in m["structs"] if self.home[n] == header]
+        fnptrs = [n for n in m["function_pointer_types"] if self.home[n] == header]
+        funcs = [n for n in m["functions"] if self.home[n] == header]
+        deps = self.header_deps(header, consts + strings + inits + typedefs + structs + fnptrs + funcs
+                                + [k.split("(")[0] for k in macros])
+        if any(n in STRUCT_TAGS for n in structs) and "QnnDevice.h" not in deps:
+            deps.append("QnnDevice.h")
+        out = [
+            f"/* qnnemu: {PURPOSE[header]}",
+            " * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */",
+            f"#ifndef {guard}",
+            f"#define {guard}",
+            "",
+            "#include <stddef.h>",
+            "#include <stdint.h>",
+        ]
+        if "va_list" in " ".join(self.text_of(n) for n in fnptrs + funcs):
+            out.append("#include <stdarg.h>")
+        out.append("#ifndef __cplusplus")
+        out.append("#include <stdbool.h>")
+        out.append("#endif")
+        for d in deps:
+            out.append(f'#include "{self.rel_include(header, d)}"')
+        out += ["", "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
+        if consts or strings or macros:
+            out.append("/* Constants. */")
+            for n in consts:
+                out.append(f"#define {n} {c_int(m['constants'][n])}")
+            for n in strings:
+                out.append(f"#define {n} {c_string(m['strings'][n])}")
+            for k in self.order_macros(macros):
+                out.append(f"#define {k} {m['macros'][k]}".rstrip())
+            out.append("")
+        if typedefs:
+            out.append("/* Handles and scalar aliases. */")
+            for n in self.order_typedefs(typedefs):
+                out.append(m["typedefs"][n]["decl"] + ";")
+            out.append("")
+        for n in enums:
+            values = sorted(m["enums"][n]["values"].items(), key=lambda kv: (kv[1], kv[0]))
+            out.append("typedef enum {")
+            out += [f"  {k} = {c_int(v)}," for k, v in values]
+            out[-1] = out[-1].rstrip(",")
+            out.append(f"}} {n};")
+            out.append("")
+        if structs:
+            out.append("/* Structures, declared first so that pointers to them can be used anywhere. */")
+            for n in structs:
+                out.append(f"typedef struct {self.struct_tag[n]} {n};")
+            out.append("")
+        if fnptrs:
+            out.append("/* Function pointer types. */")
+            for n in fnptrs:
+                out.append(f"typedef {m['function_pointer_types'][n]['decl']};")
+            out.append("")
+        for n in self.order_structs(structs):
+            out.append(f"struct {self.struct_tag[n]} {{")
+            out += self.struct_body(n)
+            out.append("};")
+            out.append("")
+        if inits:
+            out.append("/* Initializers. */")
+            for n in inits:
+                out.append(f"#define {n} {m['initializers'][n]}")
+            out.append("")
+        if funcs:
+            out.append("/* Entry points. */")
+            for n in funcs:
+                out.append(f"{m['functions'][n]['decl']};")
+            out.append("")
+        out += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
+        return "\n".join(out)
+
+    def order_typedefs(self, names: list[str]) -> list[str]:
+        local = set(names)
+        done: list[str] = []
+
+        def visit(n: str) -> None:
+            if n in done:
+                return
+            for r in IDENT.findall(self.m["typedefs"][n]["decl"]):
+                if r in local and r != n:
+                    visit(r)
+            done.append(n)
+
+        for n in names:
+            visit(n)
+        return done
+
+    @staticmethod
+    def order_macros(keys: list[str]) -> list[str]:
+        return sorted(keys, key=lambda k: k.split("(")[0])
+
+    @staticmethod
+    def rel_include(src: str, dst: str) -> str:
+        # Headers include each other relative to include/QNN, like the SDK's own layout:
+        # a sub-folder header reaches a top-level one with "../".
+        if "/" in src and "/" not in dst:
+            return "../" + dst
+        if "/" in src and "/" in dst and src.split("/")[0] == dst.split("/")[0]:
+            return dst.split("/", 1)[1]
+        if "/" in src:
+            return "../" + dst
+        return dst
+
+
+def main() -> int:
+    manifest = json.loads(MANIFEST.read_text())
+    gen = Generator(manifest)
+    check = "--check" in sys.argv
+    differ = []
+    for header in manifest["headers"]:
+        text = gen.header(header)
+        path = OUT / header
+        if check:
+            if not path.exists() or path.read_text() != text:
+                differ.append(header)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    if check and differ:
+        print("headers out of date: " + ", ".join(differ))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
