@@ -1,0 +1,2 @@
+"""The package version; baked into libQnnHtpEmu.so at build time and checked when it loads."""
+__version__ = "0.1.0"

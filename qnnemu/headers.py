@@ -1,0 +1,155 @@
+"""Reads our own QNN headers (include/QNN, see QnnCommon.h ... QnnInterface.h) at run time.
+
+Two products, so that no C declaration or constant is ever written twice:
+- ``constants()``: every enum value and integer/string macro as a name -> value dict;
+- ``cdef(roots)``: C declarations for cffi (both the embedded library and the ABI-mode client),
+  obtained by following ``#include`` from the given root headers.
+
+The headers are produced by tools/gen_headers.py in a regular format; this reader relies on
+that format (one declaration per line group, guards, ``extern "C"`` blocks) rather than on a
+C preprocessor, so it works on machines without a compiler.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+
+_PKG = Path(__file__).resolve().parent
+
+
+def include_dir() -> str:
+    """Directory to pass as ``-I`` to compile applications against our QNN headers.
+
+    Installed packages carry the headers inside the package; a source checkout has them at
+    the top level next to the package.
+    """
+    for candidate in (_PKG / "include", _PKG.parent / "include"):
+        if (candidate / "QNN" / "QnnInterface.h").is_file():
+            return str(candidate)
+    raise FileNotFoundError("qnnemu: QNN headers not found next to the package")
+
+
+def qnn_dir() -> Path:
+    return Path(include_dir()) / "QNN"
+
+
+_DEFINE = re.compile(r"^#define\s+(\w+)\s+(.+?)\s*$")
+_ENUM_VALUE = re.compile(r"^\s+(\w+)\s*=\s*(.+?),?\s*$")
+_INT = re.compile(r"^\(?(-?)(0x[0-9A-Fa-f]+|\d+)(u|ull|ll|ul)?\)?$")
+
+
+def _int_literal(text: str) -> int | None:
+    m = _INT.match(text.strip())
+    if not m:
+        return None
+    value = int(m.group(2), 0)
+    return -value if m.group(1) else value
+
+
+@functools.lru_cache(maxsize=None)
+def constants() -> dict[str, int | str]:
+    """All enum values and literal integer/string macros of every header."""
+    out: dict[str, int | str] = {}
+    for path in sorted(qnn_dir().rglob("*.h")):
+        in_enum = False
+        for line in path.read_text().splitlines():
+            if line.startswith("typedef enum {"):
+                in_enum = True
+                continue
+            if in_enum:
+                if line.startswith("}"):
+                    in_enum = False
+                    continue
+                m = _ENUM_VALUE.match(line)
+                if m:
+                    value = _int_literal(m.group(2))
+                    if value is not None:
+                        out[m.group(1)] = value
+                continue
+            m = _DEFINE.match(line)
+            if not m:
+                continue
+            name, body = m.groups()
+            if body.startswith('"') and body.endswith('"'):
+                out.setdefault(name, bytes(body[1:-1], "utf-8").decode("unicode_escape"))
+                continue
+            value = _int_literal(body)
+            if value is not None:
+                out.setdefault(name, value)
+    return out
+
+
+class _Namespace:
+    """Attribute access to constants(): ``Q.QNN_DATATYPE_FLOAT_32``."""
+
+    def __getattr__(self, name: str):
+        try:
+            return constants()[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def enum(self, prefix: str) -> dict[int, str]:
+        """value -> name for every constant starting with prefix (first name wins)."""
+        out: dict[int, str] = {}
+        for k, v in constants().items():
+            if k.startswith(prefix) and isinstance(v, int):
+                out.setdefault(v, k)
+        return out
+
+
+Q = _Namespace()
+
+
+def _strip_for_cdef(text: str) -> tuple[list[str], str]:
+    """Returns (included headers, declarations) of one header, preprocessor lines removed."""
+    includes: list[str] = []
+    body: list[str] = []
+    skip_depth = 0
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            m = re.match(r'#include\s+"([^"]+)"', stripped)
+            if m:
+                includes.append(m.group(1))
+            if stripped.startswith("#ifdef __cplusplus"):
+                skip_depth += 1
+            elif stripped.startswith("#endif") and skip_depth:
+                skip_depth -= 1
+            continue
+        if skip_depth:
+            continue
+        body.append(line)
+    decls = "\n".join(body)
+    decls = re.sub(r"/\*.*?\*/", "", decls, flags=re.S)
+    # On x86-64 a va_list parameter is passed as a pointer; cffi has no va_list type.
+    decls = re.sub(r"\bva_list\b", "void *", decls)
+    return includes, decls
+
+
+@functools.lru_cache(maxsize=None)
+def cdef(roots: tuple[str, ...] = ("QnnInterface.h", "HTP/QnnHtpDevice.h", "HTP/QnnHtpGraph.h",
+                                    "HTP/QnnHtpContext.h", "HTP/QnnHtpPerfInfrastructure.h",
+                                    "HTP/QnnHtpProfile.h", "HTP/QnnHtpMem.h",
+                                    "HTP/QnnHtpProperty.h", "HTP/QnnHtpCommon.h",
+                                    "QnnOpDef.h")) -> str:
+    """cffi declarations for the given headers and everything they include, in order."""
+    base = qnn_dir()
+    seen: set[str] = set()
+    chunks: list[str] = []
+
+    def visit(rel: str) -> None:
+        path = os.path.normpath(rel)
+        if path in seen:
+            return
+        seen.add(path)
+        includes, decls = _strip_for_cdef((base / path).read_text())
+        folder = os.path.dirname(path)
+        for inc in includes:
+            visit(os.path.normpath(os.path.join(folder, inc)))
+        chunks.append(decls)
+
+    for root in roots:
+        visit(root)
+    return "\n".join(chunks)

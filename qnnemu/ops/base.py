@@ -1,0 +1,234 @@
+"""The op contract (QnnOpDef.h op types and parameters), in the style of onnx/reference/ops.
+
+Each op is a class named exactly like its QNN op type (``Conv2d``, ``ElementWiseAdd``).  It
+declares its inputs, outputs and parameters by their QNN names and provides:
+
+- ``check(inputs, params)`` (classmethod): validation and shape/dtype inference, used by
+  ``backendValidateOpConfig``, ``graphAddNode`` and ``graphFinalize``.  It raises
+  ``OpCheckError(rule, path, message)``; ``path`` is relative to the op config
+  (``inputTensors[1].dimensions``, ``params[stride]``).
+- ``run(*arrays)``: checks the arrays against the node and calls ``_run(*arrays, **params)``,
+  the computation, with parameters by their QNN names.
+
+A fast variant of an op shares its class and is picked by ``config.kernels`` (``fast`` uses the
+C kernels in ``qnnemu._kernels``; ``reference`` uses numpy only).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..core import dtypes
+from ..errors import OpCheckError
+from ..headers import Q
+
+REGISTRY: dict[str, type["Op"]] = {}
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """Quantization of a fixed-point tensor (QNN_QUANTIZATION_ENCODING_SCALE_OFFSET / AXIS_...).
+
+    ``scale``/``offset`` are scalars for per-tensor encodings and 1-D arrays (with ``axis``) for
+    per-axis ones.  real = scale * (q + offset), QNN's sign convention.
+    """
+
+    encoding: int
+    scale: Any
+    offset: Any
+    axis: int | None = None
+    bitwidth: int | None = None
+
+
+@dataclass
+class TensorSpec:
+    """What an op sees of a tensor while checking: shape, dtype, quantization, static data."""
+
+    shape: tuple[int, ...]
+    dtype: int
+    quant: QuantSpec | None = None
+    data: np.ndarray | None = None  # contents of STATIC tensors
+    name: str = ""
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass
+class Param:
+    """A parameter as the app passed it: a scalar (Python value) or a tensor (numpy array)."""
+
+    name: str
+    kind: str  # "scalar" or "tensor"
+    dtype: int
+    value: Any
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter of an op definition.
+
+    kind: "scalar" or "tensor".  types: allowed categories among "float", "int", "uint",
+    "bool", "string" (fixed-point types count as their storage int/uint).  shape: for tensors,
+    a tuple whose entries are ints or None (any size); ``None`` for any shape.
+    default: value used when the param is absent (a callable is called for a fresh value);
+    required: the param must be given.
+    """
+
+    kind: str
+    types: tuple[str, ...]
+    shape: tuple[int | None, ...] | None = None
+    default: Any = None
+    required: bool = False
+
+
+def type_category(dtype: int) -> str:
+    if dtype in dtypes.FLOAT_TYPES:
+        return "float"
+    if dtype in dtypes.BOOL_TYPES:
+        return "bool"
+    if dtype == Q.QNN_DATATYPE_STRING:
+        return "string"
+    name = dtypes.name(dtype)
+    if "UINT" in name or "UFIXED" in name:
+        return "uint"
+    if "INT" in name or "SFIXED" in name:
+        return "int"
+    return "unknown"
+
+
+class Op:
+    """Base of all ops.  Subclasses set ``inputs``, ``outputs``, ``params``."""
+
+    op_type: ClassVar[str] = ""
+    # Names of inputs in order; a trailing "*" on the last one means variadic (1 or more),
+    # a trailing "?" means optional.
+    inputs: ClassVar[tuple[str, ...]] = ()
+    outputs: ClassVar[tuple[str, ...]] = ("out[0]",)
+    params: ClassVar[dict[str, ParamSpec]] = {}
+
+    def __init_subclass__(cls, register: bool = True, **kw):
+        super().__init_subclass__(**kw)
+        if register and not cls.__name__.startswith("_"):
+            cls.op_type = cls.op_type or cls.__name__
+            REGISTRY[cls.op_type] = cls
+
+    # ---- checking -----------------------------------------------------------------------
+    @classmethod
+    def input_count_range(cls) -> tuple[int, int | None]:
+        required = sum(1 for n in cls.inputs if not n.endswith(("?", "*")))
+        if cls.inputs and cls.inputs[-1].endswith("*"):
+            return max(required, 1), None
+        return required, len(cls.inputs)
+
+    @classmethod
+    def parse_params(cls, params: dict[str, Param]) -> dict[str, Any]:
+        """Checks params against the definition; returns QNN name -> value (defaults filled).
+
+        Scalars become Python int/float/bool; tensors stay numpy arrays.
+        """
+        values: dict[str, Any] = {}
+        for name in params:
+            if name not in cls.params:
+                raise OpCheckError("QNNEMU-op-param-unknown", f"params[{name}]",
+                                   f"{cls.op_type} has no parameter '{name}' "
+                                   f"(known: {', '.join(cls.params) or 'none'})")
+        for name, spec in cls.params.items():
+            p = params.get(name)
+            if p is None:
+                if spec.required:
+                    raise OpCheckError("QNNEMU-op-param-missing", f"params[{name}]",
+                                       f"{cls.op_type} requires parameter '{name}'")
+                values[name] = spec.default() if callable(spec.default) else spec.default
+                continue
+            if p.kind != spec.kind:
+                raise OpCheckError("QNNEMU-op-param-kind", f"params[{name}]",
+                                   f"must be a {spec.kind} parameter, got a {p.kind}")
+            cat = type_category(p.dtype)
+            if cat not in spec.types:
+                raise OpCheckError("QNNEMU-op-param-type", f"params[{name}]",
+                                   f"data type {dtypes.name(p.dtype)} not allowed "
+                                   f"(expected {'/'.join(spec.types)})")
+            if spec.kind == "tensor":
+                arr = np.asarray(p.value)
+                if spec.shape is not None:
+                    ok = arr.ndim == len(spec.shape) and all(
+                        want is None or want == got for want, got in zip(spec.shape, arr.shape))
+                    if not ok:
+                        want = "x".join("N" if s is None else str(s) for s in spec.shape)
+                        raise OpCheckError("QNNEMU-op-param-shape", f"params[{name}]",
+                                           f"shape must be [{want}], got {list(arr.shape)}")
+                values[name] = arr
+            else:
+                v = p.value
+                if cat == "bool":
+                    v = bool(v)
+                elif cat in ("int", "uint"):
+                    v = int(v)
+                elif cat == "float":
+                    v = float(v)
+                values[name] = v
+        return values
+
+    @classmethod
+    def check(cls, inputs: list[TensorSpec], params: dict[str, Param]) -> list[TensorSpec]:
+        """Validates a node and returns the inferred output specs (shape, dtype)."""
+        lo, hi = cls.input_count_range()
+        if len(inputs) < lo or (hi is not None and len(inputs) > hi):
+            want = f"{lo}" if lo == hi else f"{lo}..{hi if hi is not None else 'N'}"
+            raise OpCheckError("QNNEMU-op-input-count", "numOfInputs",
+                               f"{cls.op_type} takes {want} inputs, got {len(inputs)}")
+        values = cls.parse_params(params)
+        return cls.infer(inputs, values)
+
+    @classmethod
+    def infer(cls, inputs: list[TensorSpec], params: dict[str, Any]) -> list[TensorSpec]:
+        raise NotImplementedError
+
+    # ---- running ------------------------------------------------------------------------
+    def __init__(self, params: dict[str, Any], inputs: list[TensorSpec] | None = None,
+                 outputs: list[TensorSpec] | None = None):
+        """``params`` are parsed values (``parse_params``); specs are kept for kernels."""
+        self.param_values = params
+        self.input_specs = inputs or []
+        self.output_specs = outputs or []
+
+    def run(self, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+        for i, (a, spec) in enumerate(zip(arrays, self.input_specs)):
+            if tuple(a.shape) != tuple(spec.shape):
+                raise OpCheckError("QNNEMU-op-run-shape", f"inputTensors[{i}]",
+                                   f"array shape {list(a.shape)} != declared {list(spec.shape)}")
+        out = self._run(*arrays, **self.param_values)
+        return out if isinstance(out, tuple) else (out,)
+
+    def _run(self, *arrays: np.ndarray, **params: Any):
+        raise NotImplementedError
+
+
+def same_spec(spec: TensorSpec, shape=None, dtype=None) -> TensorSpec:
+    """A spec like ``spec`` (quantization included) with a new shape/dtype."""
+    return dataclasses.replace(spec, shape=tuple(spec.shape if shape is None else shape),
+                               dtype=spec.dtype if dtype is None else dtype, data=None, name="")
+
+
+def check_rank(op: str, idx: int, spec: TensorSpec, ranks) -> None:
+    if spec.rank not in ranks:
+        raise OpCheckError(f"QNNEMU-{op}-input-rank", f"inputTensors[{idx}].rank",
+                           f"{op} input {idx} must have rank {' or '.join(map(str, ranks))}, "
+                           f"got {spec.rank} (dimensions {list(spec.shape)})")
+
+
+def check_float(op: str, idx: int, spec: TensorSpec) -> None:
+    """The foundation executes float tensors; fixed-point execution arrives with quantization."""
+    if spec.dtype not in (Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16):
+        from ..errors import OpUnsupportedError
+        raise OpUnsupportedError(f"QNNEMU-{op}-dtype", f"inputTensors[{idx}].dataType",
+                                 f"{op} runs float32/float16 tensors; got {dtypes.name(spec.dtype)}")
+
+
+__all__ = ["Op", "Param", "ParamSpec", "TensorSpec", "QuantSpec", "REGISTRY",
+           "OpCheckError", "same_spec", "check_rank", "check_float", "type_category"]
