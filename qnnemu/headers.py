@@ -102,8 +102,15 @@ class _Namespace:
 Q = _Namespace()
 
 
-def _strip_for_cdef(text: str) -> tuple[list[str], str]:
-    """Returns (included headers, declarations) of one header, preprocessor lines removed."""
+_PROTOTYPE = re.compile(r"^(?!typedef)[A-Za-z_][\w \*]*\b\w+\(.*\);$")
+
+
+def _strip_for_cdef(text: str, prototypes: bool) -> tuple[list[str], str]:
+    """Returns (included headers, declarations) of one header, preprocessor lines removed.
+
+    Without ``prototypes`` the exported-function prototypes (QnnBackend_create, ...) are
+    dropped: a library that implements the API through its table must not reference them.
+    """
     includes: list[str] = []
     body: list[str] = []
     skip_depth = 0
@@ -118,7 +125,7 @@ def _strip_for_cdef(text: str) -> tuple[list[str], str]:
             elif stripped.startswith("#endif") and skip_depth:
                 skip_depth -= 1
             continue
-        if skip_depth:
+        if skip_depth or (not prototypes and _PROTOTYPE.match(line)):
             continue
         body.append(line)
     decls = "\n".join(body)
@@ -133,7 +140,7 @@ def cdef(roots: tuple[str, ...] = ("QnnInterface.h", "HTP/QnnHtpDevice.h", "HTP/
                                     "HTP/QnnHtpContext.h", "HTP/QnnHtpPerfInfrastructure.h",
                                     "HTP/QnnHtpProfile.h", "HTP/QnnHtpMem.h",
                                     "HTP/QnnHtpProperty.h", "HTP/QnnHtpCommon.h",
-                                    "QnnOpDef.h")) -> str:
+                                    "QnnOpDef.h"), prototypes: bool = True) -> str:
     """cffi declarations for the given headers and everything they include, in order."""
     base = qnn_dir()
     seen: set[str] = set()
@@ -144,7 +151,7 @@ def cdef(roots: tuple[str, ...] = ("QnnInterface.h", "HTP/QnnHtpDevice.h", "HTP/
         if path in seen:
             return
         seen.add(path)
-        includes, decls = _strip_for_cdef((base / path).read_text())
+        includes, decls = _strip_for_cdef((base / path).read_text(), prototypes)
         folder = os.path.dirname(path)
         for inc in includes:
             visit(os.path.normpath(os.path.join(folder, inc)))

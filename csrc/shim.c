@@ -1,0 +1,164 @@
+/* libQnnHtpEmu.so, the C side (QnnInterface.h: QnnInterface_getProviders).
+ *
+ * QnnInterface_getProviders is plain C on purpose: if the embedded interpreter cannot start
+ * (package or _cffi_backend not importable), cffi's generated wrappers return 0, which is
+ * QNN_SUCCESS.  Here we start Python ourselves, call the Python-side init and only hand out
+ * the table when it reported success with the version baked in at build time.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "QnnInterface.h"
+#include "HTP/QnnHtpCommon.h"
+#include "qnnemu_entries.h"
+
+#define QNNEMU_EXPORT __attribute__((visibility("default")))
+
+/* Provided by the cffi embedding module (embedding_api). */
+int qnnemu_embed_init(const char *baked_version, uint32_t *core_api_version);
+
+/* Clients built against newer headers copy a longer table by value; the slots past the 71 we
+ * know answer NOT_SUPPORTED.  Returning an integer is safe for any signature on x86-64. */
+#define QNNEMU_EXTRA_SLOTS 64
+
+static Qnn_ErrorHandle_t qnnemu_unsupported_entry(void) { return QNN_COMMON_ERROR_NOT_SUPPORTED; }
+
+typedef struct {
+  QnnInterface_t iface;
+  void *extra[QNNEMU_EXTRA_SLOTS];
+} PaddedInterface;
+
+static PaddedInterface g_provider;
+static const QnnInterface_t *g_provider_list[1];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static Qnn_ErrorHandle_t g_init_status = QNN_COMMON_ERROR_LOADING_BINARIES;
+
+/* Log callbacks take a va_list; Python cannot build one, so it calls this with a finished
+ * message and we forward it as "%s". */
+static void forward_log(QnnLog_Callback_t cb, QnnLog_Level_t level, uint64_t ts, const char *fmt,
+                        ...) {
+  va_list args;
+  va_start(args, fmt);
+  cb(fmt, level, ts, args);
+  va_end(args);
+}
+
+void qnnemu_log_emit(void *callback, QnnLog_Level_t level, uint64_t timestamp,
+                     const char *message) {
+  if (callback) forward_log((QnnLog_Callback_t)callback, level, timestamp, "%s", message);
+}
+
+/* Directory of this shared object, e.g. <site-packages>/qnnemu/lib. */
+static int library_dir(char *out, size_t size) {
+  Dl_info info;
+  if (!dladdr((void *)&QnnInterface_getProviders, &info) || !info.dli_fname) return -1;
+  snprintf(out, size, "%s", info.dli_fname);
+  char *slash = strrchr(out, '/');
+  if (!slash) return -1;
+  *slash = '\0';
+  return 0;
+}
+
+/* Starts the interpreter when no Python is running (a C application), with the package's
+ * site directory on sys.path so that a venv install is found too.  In a Python process
+ * (ctypes, ONNX Runtime inside Python) the running interpreter is used as is. */
+static int ensure_python(void) {
+  if (Py_IsInitialized()) return 0;
+  PyConfig config;
+  PyConfig_InitPythonConfig(&config);
+  config.install_signal_handlers = 0;
+  config.parse_argv = 0;
+  PyStatus status = PyConfig_SetBytesString(&config, &config.home, QNNEMU_PYTHON_HOME);
+  if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
+  PyConfig_Clear(&config);
+  if (PyStatus_Exception(status)) {
+    fprintf(stderr, "qnnemu: cannot start Python (home %s): %s\n", QNNEMU_PYTHON_HOME,
+            status.err_msg ? status.err_msg : "unknown error");
+    return -1;
+  }
+  char dir[4096];
+  PyObject *sys_path = PySys_GetObject("path"); /* borrowed */
+  if (sys_path && library_dir(dir, sizeof dir) == 0) {
+    /* <site>/qnnemu/lib -> <site>: where the package and its dependencies live. */
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    PyObject *p = PyUnicode_DecodeFSDefault(dir);
+    if (p) {
+      PyList_Insert(sys_path, 0, p);
+      Py_DECREF(p);
+    }
+  }
+  if (sys_path) {
+    /* Baked build-time site directories, then QNNEMU_PYTHONPATH (':'-separated). */
+    const char *lists[2] = {QNNEMU_PYTHON_PATHS, getenv("QNNEMU_PYTHONPATH")};
+    for (int i = 0; i < 2; i++) {
+      if (!lists[i] || !*lists[i]) continue;
+      char *copy = strdup(lists[i]);
+      for (char *tok = strtok(copy, ":"); tok; tok = strtok(NULL, ":")) {
+        PyObject *p = PyUnicode_DecodeFSDefault(tok);
+        if (p) {
+          PyList_Append(sys_path, p);
+          Py_DECREF(p);
+        }
+      }
+      free(copy);
+    }
+  }
+  /* Release the GIL: cffi takes it with PyGILState_Ensure on every call. */
+  PyEval_SaveThread();
+  return 0;
+}
+
+static void init_once(void) {
+  uint32_t core[3] = {0, 0, 0};
+  if (ensure_python() != 0) return;
+  int rc = qnnemu_embed_init(QNNEMU_PACKAGE_VERSION, core);
+  if (rc == 0) {
+    /* cffi returns 0 when the embedded Python failed to initialise. */
+    fprintf(stderr, "qnnemu: the embedded Python backend failed to initialise "
+                    "(is the qnnemu package importable by this interpreter?)\n");
+    return;
+  }
+  if (rc < 0) {
+    /* The Python side already logged why (version mismatch, bad configuration). */
+    g_init_status = QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES;
+    return;
+  }
+  static const QNN_INTERFACE_VER_TYPE table = QNNEMU_TABLE_INITIALIZER;
+  QnnInterface_t *iface = &g_provider.iface;
+  iface->backendId = QNN_BACKEND_ID_HTP;
+  iface->providerName = "QNNEMU_HTP";
+  iface->apiVersion.coreApiVersion.major = core[0];
+  iface->apiVersion.coreApiVersion.minor = core[1];
+  iface->apiVersion.coreApiVersion.patch = core[2];
+  iface->apiVersion.backendApiVersion.major = QNN_HTP_API_VERSION_MAJOR;
+  iface->apiVersion.backendApiVersion.minor = QNN_HTP_API_VERSION_MINOR;
+  iface->apiVersion.backendApiVersion.patch = QNN_HTP_API_VERSION_PATCH;
+  iface->QNN_INTERFACE_VER_NAME = table;
+  for (int i = 0; i < QNNEMU_EXTRA_SLOTS; i++) g_provider.extra[i] = (void *)&qnnemu_unsupported_entry;
+  g_provider_list[0] = iface;
+  g_init_status = QNN_SUCCESS;
+}
+
+QNNEMU_EXPORT Qnn_ErrorHandle_t QnnInterface_getProviders(const QnnInterface_t ***providerList,
+                                                          uint32_t *numProviders) {
+  if (!providerList || !numProviders) return QNN_INTERFACE_ERROR_INVALID_PARAMETER;
+  pthread_once(&g_once, init_once);
+  if (g_init_status != QNN_SUCCESS) {
+    *providerList = NULL;
+    *numProviders = 0;
+    return g_init_status;
+  }
+  *providerList = g_provider_list;
+  *numProviders = 1;
+  return QNN_SUCCESS;
+}

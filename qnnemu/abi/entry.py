@@ -1,0 +1,818 @@
+"""QnnInterface.h: the 71 entries of QnnInterface_ImplementationV2_32_t, as cffi ``def_extern``.
+
+Each entry converts C arguments (marshal.py), calls the core and returns the QNN error code.
+Rules at this boundary:
+- every ``def_extern`` declares a non-zero ``error=`` (QNN_COMMON_ERROR_GENERAL) and an
+  ``onerror`` that logs through the app's QnnLog callback: an unexpected Python exception can
+  never come back as QNN_SUCCESS;
+- expected failures are ``QnnError``s: logged (function, parameter path, rule id, value) and
+  their code returned; the text is kept for ``errorGetMessage``;
+- entries not implemented yet return the component's NOT_SUPPORTED / UNSUPPORTED_FEATURE code
+  and log why.
+"""
+from __future__ import annotations
+
+import threading
+import traceback
+
+import numpy as np
+
+from .. import _version
+from ..core import backend as core_backend
+from ..core import dtypes
+from ..core.backend import Backend
+from ..core.context import Context
+from ..core.device import PERF, Device, model_from_configs
+from ..core.graph import Graph, validate_op_config
+from ..core.handles import HANDLES
+from ..core.log import NULL_LOGGER, PY_LOGGER, Logger, valid_level
+from ..core.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
+from ..errors import QnnError
+from ..headers import Q, constants
+from . import marshal
+from .marshal import c_str, config_list, read_op_config, read_tensor, require
+
+ffi = None
+lib = None
+PREFIX = "qnnemu_abi_"
+
+_state_lock = threading.Lock()
+_messages: dict[int, str] = {}          # error code -> last message (errorGetMessage)
+_message_buffers: dict[int, object] = {}  # keeps returned char* alive
+_verbose: dict[int, object] = {}        # address -> buffer, until errorFreeVerboseMessage
+_platform_infos: dict[int, list] = {}   # address -> owned cdata, until deviceFreePlatformInfo
+_keepalive: dict[str, object] = {}
+
+
+def _active_logger() -> Logger:
+    """The app logger for messages that belong to no handle: the newest live one."""
+    loggers = HANDLES.live(Logger)
+    return loggers[-1] if loggers else NULL_LOGGER
+
+
+def _logger_of(obj) -> Logger:
+    log = getattr(obj, "log", None)
+    return log if isinstance(log, Logger) else _active_logger()
+
+
+def _fail(func: str, err: QnnError, logger: Logger | None = None) -> int:
+    with _state_lock:
+        _messages[err.code] = str(err)
+    (logger or _active_logger()).error(str(err))
+    return err.code
+
+
+def _onerror_for(name: str):
+    def onerror(exc_type, exc_value, tb):
+        text = "".join(traceback.format_exception(exc_type, exc_value, tb))
+        msg = f"{name}: internal error (returned QNN_COMMON_ERROR_GENERAL): {exc_value!r}"
+        with _state_lock:
+            _messages[Q.QNN_COMMON_ERROR_GENERAL] = msg
+        try:
+            _active_logger().error(msg)
+            PY_LOGGER.debug(text)
+        except Exception:  # logging must not raise inside cffi's error path
+            pass
+        return None
+    return onerror
+
+
+_ENTRIES: dict[str, object] = {}
+
+
+def entry(fn):
+    """Registers ``fn`` as the implementation of table slot ``fn.__name__``."""
+    name = fn.__name__
+
+    def wrapper(*args):
+        try:
+            code = fn(*args)
+            return Q.QNN_SUCCESS if code is None else code
+        except QnnError as err:
+            return _fail(name, err)
+
+    wrapper.__name__ = name
+    _ENTRIES[name] = wrapper
+    return fn
+
+
+def not_supported(name: str, code: int, why: str):
+    """Table slot ``name`` answers ``code`` and logs why."""
+    def fn(*args):
+        raise QnnError(code, f"{name}: not supported by qnnemu {_version.__version__}: {why}",
+                       rule="QNNEMU-not-supported")
+    fn.__name__ = name
+    entry(fn)
+
+
+def _configs(pp, ctype: str) -> list:
+    return config_list(pp, ctype)
+
+
+# ---------------------------------------------------------------------------- property, log
+@entry
+def propertyHasCapability(key):
+    return core_backend.has_capability(int(key))
+
+
+@entry
+def logCreate(callback, maxLogLevel, logger):
+    require(logger, Q.QNN_LOG_ERROR_INVALID_ARGUMENT, "logCreate", "logger")
+    if not valid_level(int(maxLogLevel)):
+        raise QnnError(Q.QNN_LOG_ERROR_INVALID_ARGUMENT,
+                       f"logCreate: maxLogLevel: {int(maxLogLevel)} is not a QnnLog_Level_t "
+                       f"(1=ERROR .. 5=DEBUG)", rule="QNNEMU-logCreate-level")
+    sink = None
+    if callback != ffi.NULL:
+        cb = ffi.cast("void *", callback)
+
+        def sink(level, timestamp, message, _cb=cb):
+            lib.qnnemu_log_emit(_cb, level, timestamp, message.encode("utf-8", "replace"))
+    logger[0] = ffi.cast("Qnn_LogHandle_t", HANDLES.new(Logger(sink, int(maxLogLevel))))
+
+
+def _get(handle, kind, code, what):
+    return HANDLES.get(int(ffi.cast("uintptr_t", handle)), kind, code, what)
+
+
+def _hval(handle) -> int:
+    return int(ffi.cast("uintptr_t", handle))
+
+
+@entry
+def logSetLogLevel(logger, maxLogLevel):
+    log = _get(logger, Logger, Q.QNN_LOG_ERROR_INVALID_HANDLE, "logger")
+    if not valid_level(int(maxLogLevel)):
+        raise QnnError(Q.QNN_LOG_ERROR_INVALID_ARGUMENT,
+                       f"logSetLogLevel: maxLogLevel: {int(maxLogLevel)} is not a QnnLog_Level_t",
+                       rule="QNNEMU-logSetLogLevel-level")
+    log.level = int(maxLogLevel)
+
+
+@entry
+def logFree(logger):
+    log = _get(logger, Logger, Q.QNN_LOG_ERROR_INVALID_HANDLE, "logger")
+    log.freed = True
+    HANDLES.release(_hval(logger))
+
+
+def _optional_logger(handle, code: int) -> Logger | None:
+    if handle == ffi.NULL:
+        return None
+    return _get(handle, Logger, code, "logger")
+
+
+# ---------------------------------------------------------------------------------- backend
+@entry
+def backendCreate(logger, config, backend):
+    require(backend, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendCreate", "backend")
+    log = _optional_logger(logger, Q.QNN_BACKEND_ERROR_INVALID_HANDLE)
+    configs = {}
+    for i, c in enumerate(_configs(config, "QnnBackend_Config_t")):
+        opt = int(c.option)
+        if opt == Q.QNN_BACKEND_CONFIG_OPTION_ERROR_REPORTING:
+            configs["errorReporting"] = int(c.errorConfig.reportingLevel)
+        elif opt == Q.QNN_BACKEND_CONFIG_OPTION_PLATFORM:
+            configs["platformOption"] = c_str(c.platformOption)
+        elif opt == Q.QNN_BACKEND_CONFIG_OPTION_CUSTOM:
+            # The HTP backend defines no custom backend configs; accept and ignore (as HTP does).
+            (log or NULL_LOGGER).warn(f"backendCreate: config[{i}]: custom backend config ignored")
+        else:
+            raise QnnError(Q.QNN_BACKEND_ERROR_INVALID_CONFIG,
+                           f"backendCreate: config[{i}].option: unknown option {opt}",
+                           rule="QNNEMU-backendCreate-config-option")
+    be = Backend(log, configs)
+    backend[0] = ffi.cast("Qnn_BackendHandle_t", HANDLES.new(be))
+    be.log.info(f"backendCreate: qnnemu {_version.__version__} (build id {core_backend.BUILD_ID})")
+
+
+@entry
+def backendSetConfig(backend, config):
+    be = _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend")
+    for i, c in enumerate(_configs(config, "QnnBackend_Config_t")):
+        opt = int(c.option)
+        if opt == Q.QNN_BACKEND_CONFIG_OPTION_ERROR_REPORTING:
+            be.configs["errorReporting"] = int(c.errorConfig.reportingLevel)
+        elif opt == Q.QNN_BACKEND_CONFIG_OPTION_PLATFORM:
+            be.configs["platformOption"] = c_str(c.platformOption)
+        else:
+            raise QnnError(Q.QNN_BACKEND_ERROR_INVALID_CONFIG,
+                           f"backendSetConfig: config[{i}].option: option {opt} cannot be set here",
+                           rule="QNNEMU-backendSetConfig-config-option")
+
+
+@entry
+def backendGetApiVersion(pVersion):
+    require(pVersion, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendGetApiVersion", "pVersion")
+    core = core_backend.core_api_version()
+    pVersion.coreApiVersion.major, pVersion.coreApiVersion.minor, pVersion.coreApiVersion.patch = core
+    pVersion.backendApiVersion.major = Q.QNN_HTP_API_VERSION_MAJOR
+    pVersion.backendApiVersion.minor = Q.QNN_HTP_API_VERSION_MINOR
+    pVersion.backendApiVersion.patch = Q.QNN_HTP_API_VERSION_PATCH
+
+
+@entry
+def backendGetBuildId(id):
+    require(id, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendGetBuildId", "id")
+    buf = _keepalive.setdefault("build_id", ffi.new("char[]", core_backend.BUILD_ID.encode()))
+    id[0] = buf
+
+
+@entry
+def backendGetSupportedOperations(backend, numOperations, operations):
+    _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend")
+    require(numOperations, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendGetSupportedOperations", "numOperations")
+    require(operations, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendGetSupportedOperations", "operations")
+    table = _keepalive.get("ops")
+    if table is None:
+        names = core_backend.supported_operations()
+        strings = [ffi.new("char[]", s.encode()) for pair in names for s in pair] + [ffi.new("char[]", b"HTP")]
+        arr = ffi.new("QnnBackend_OperationName_t[]", len(names))
+        for i in range(len(names)):
+            arr[i].packageName, arr[i].name, arr[i].target = strings[2 * i], strings[2 * i + 1], strings[-1]
+        table = _keepalive["ops"] = (arr, len(names), strings)
+    numOperations[0] = table[1]
+    operations[0] = table[0]
+
+
+@entry
+def backendValidateOpConfig(backend, opConfig):
+    be = _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend")
+    try:
+        validate_op_config(read_op_config(opConfig))
+    except QnnError as err:
+        # "Unsupported" answers are part of normal partitioning: log at INFO, not ERROR.
+        with _state_lock:
+            _messages[err.code] = str(err)
+        be.log.info(str(err))
+        return err.code
+
+
+@entry
+def backendGetProperty(backendHandle, properties):
+    _get(backendHandle, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backendHandle")
+    require(properties, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendGetProperty", "properties")
+    for i, p in enumerate(_configs(properties, "QnnBackend_Property_t")):
+        raise QnnError(Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
+                       f"backendGetProperty: properties[{i}].option: {int(p.option)}: the HTP backend "
+                       f"defines no backend properties", rule="QNNEMU-backendGetProperty-option")
+
+
+@entry
+def backendFree(backend):
+    be = _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend")
+    be.free()
+    HANDLES.release(_hval(backend))
+
+
+not_supported("backendRegisterOpPackage", Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
+              "op packages are not emulated yet; all ops come from the built-in qti.aisw package")
+
+
+# ----------------------------------------------------------------------------------- device
+def _device_configs(config, func: str):
+    soc = arch = signed = None
+    for i, c in enumerate(_configs(config, "QnnDevice_Config_t")):
+        opt = int(c.option)
+        if opt == Q.QNN_DEVICE_CONFIG_OPTION_CUSTOM:
+            require(c.customConfig, Q.QNN_DEVICE_ERROR_INVALID_CONFIG, func, f"config[{i}].customConfig")
+            cc = ffi.cast("QnnHtpDevice_CustomConfig_t *", c.customConfig)
+            copt = int(cc.option)
+            if copt == Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC:
+                soc = int(cc.socModel)
+            elif copt == Q.QNN_HTP_DEVICE_CONFIG_OPTION_ARCH:
+                arch = int(cc.arch.arch)
+            elif copt == Q.QNN_HTP_DEVICE_CONFIG_OPTION_SIGNEDPD:
+                signed = bool(cc.useSignedProcessDomain.useSignedProcessDomain)
+            elif copt == Q.QNN_HTP_DEVICE_CONFIG_OPTION_SECUREPD:
+                raise QnnError(Q.QNN_DEVICE_ERROR_UNSUPPORTED_FEATURE,
+                               f"{func}: config[{i}].customConfig.option: secure PD is not emulated",
+                               rule="QNNEMU-device-securepd")
+            else:
+                raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
+                               f"{func}: config[{i}].customConfig.option: unknown HTP device option {copt}",
+                               rule="QNNEMU-device-config-option")
+        elif opt == Q.QNN_DEVICE_CONFIG_OPTION_PLATFORM_INFO:
+            pass  # a platform description supplied by the app; the emulated device is fixed
+        else:
+            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
+                           f"{func}: config[{i}].option: unknown option {opt}", rule="QNNEMU-device-config-option")
+    return model_from_configs(soc, arch, signed)
+
+
+@entry
+def deviceCreate(logger, config, device):
+    require(device, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceCreate", "device")
+    log = _optional_logger(logger, Q.QNN_DEVICE_ERROR_INVALID_HANDLE)
+    dev = Device(_device_configs(config, "deviceCreate"), log or _active_logger())
+    device[0] = ffi.cast("Qnn_DeviceHandle_t", HANDLES.new(dev))
+    dev.logger.info(f"deviceCreate: emulated HTP v{dev.model.arch}, SoC model {dev.model.soc_model}, "
+                    f"VTCM {dev.model.vtcm_mb} MiB")
+
+
+@entry
+def deviceSetConfig(device, config):
+    dev = _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
+    dev.model = _device_configs(config, "deviceSetConfig") if config != ffi.NULL else dev.model
+
+
+@entry
+def deviceFree(device):
+    dev = _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
+    users = [c for c in HANDLES.live(Context) if c.device is dev]
+    if users:
+        raise QnnError(Q.QNN_DEVICE_ERROR_ASSOCIATED_TO_CONTEXT,
+                       f"deviceFree: device is still used by {len(users)} context(s); free them first",
+                       rule="QNNEMU-deviceFree-in-use")
+    HANDLES.release(_hval(device))
+
+
+def _platform_info(model) -> object:
+    """A QnnDevice_PlatformInfo_t (v1) describing one on-chip HTP; owned until freed."""
+    info = ffi.new("QnnDevice_PlatformInfo_t *")
+    hw = ffi.new("QnnDevice_HardwareDeviceInfo_t[1]")
+    cores = ffi.new("QnnDevice_CoreInfo_t[1]")
+    ext = ffi.new("QnnHtpDevice_DeviceInfoExtension_t *")
+    ext.devType = Q.QNN_HTP_DEVICE_TYPE_ON_CHIP
+    ext.onChipDevice.vtcmSize = model.vtcm_mb
+    ext.onChipDevice.socModel = model.soc_model
+    ext.onChipDevice.signedPdSupport = model.signed_pd
+    ext.onChipDevice.dlbcSupport = model.dlbc
+    ext.onChipDevice.arch = model.arch
+    cores[0].version = Q.QNN_DEVICE_CORE_INFO_VERSION_1
+    cores[0].v1.coreId = 0
+    cores[0].v1.coreType = Q.QNN_HTP_CORE_TYPE_NSP
+    hw[0].version = Q.QNN_DEVICE_HARDWARE_DEVICE_INFO_VERSION_1
+    hw[0].v1.deviceId = 0
+    hw[0].v1.deviceType = Q.QNN_HTP_DEVICE_TYPE_ON_CHIP
+    hw[0].v1.numCores = 1
+    hw[0].v1.cores = cores
+    hw[0].v1.deviceInfoExtension = ffi.cast("QnnDevice_DeviceInfoExtension_t", ext)
+    info.version = Q.QNN_DEVICE_PLATFORM_INFO_VERSION_1
+    info.v1.numHwDevices = 1
+    info.v1.hwDevices = hw
+    _platform_infos[int(ffi.cast("uintptr_t", info))] = [info, hw, cores, ext]
+    return info
+
+
+@entry
+def deviceGetPlatformInfo(logger, platformInfo):
+    require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceGetPlatformInfo", "platformInfo")
+    from ..core.device import DeviceModel
+    platformInfo[0] = _platform_info(DeviceModel())
+
+
+@entry
+def deviceGetInfo(device, platformInfo):
+    dev = _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
+    require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceGetInfo", "platformInfo")
+    platformInfo[0] = _platform_info(dev.model)
+
+
+@entry
+def deviceFreePlatformInfo(logger, platformInfo):
+    require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceFreePlatformInfo", "platformInfo")
+    if _platform_infos.pop(int(ffi.cast("uintptr_t", platformInfo)), None) is None:
+        raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT,
+                       "deviceFreePlatformInfo: platformInfo was not returned by deviceGetPlatformInfo "
+                       "or deviceGetInfo (or was already freed)", rule="QNNEMU-deviceFreePlatformInfo-unknown")
+
+
+@entry
+def deviceGetInfrastructure(deviceInfra):
+    require(deviceInfra, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceGetInfrastructure", "deviceInfra")
+    infra = _keepalive.get("infra")
+    if infra is None:
+        infra = ffi.new("QnnHtpDevice_Infrastructure_t *")
+        infra.infraType = Q.QNN_HTP_DEVICE_INFRASTRUCTURE_TYPE_PERF
+        perf = infra.perfInfra
+        perf.createPowerConfigId = lib.qnnemu_perf_createPowerConfigId
+        perf.destroyPowerConfigId = lib.qnnemu_perf_destroyPowerConfigId
+        perf.setPowerConfig = lib.qnnemu_perf_setPowerConfig
+        perf.setMemoryConfig = lib.qnnemu_perf_setMemoryConfig
+        _keepalive["infra"] = infra
+    # The parameter is declared const but is where the infrastructure pointer is written.
+    ffi.cast("QnnDevice_Infrastructure_t *", deviceInfra)[0] = ffi.cast("QnnDevice_Infrastructure_t", infra)
+
+
+# ----------------------------------------------------------------------- perf infrastructure
+def perf_createPowerConfigId(deviceId, coreId, powerConfigId):
+    require(powerConfigId, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "createPowerConfigId", "powerConfigId")
+    powerConfigId[0] = PERF.create_id(int(deviceId), int(coreId))
+
+
+def perf_destroyPowerConfigId(powerConfigId):
+    PERF.destroy_id(int(powerConfigId))
+
+
+_POWER_FIELDS = {
+    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DCVS_V3: "dcvsV3Config",
+    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_RPC_CONTROL_LATENCY: "rpcControlLatencyConfig",
+    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_RPC_POLLING_TIME: "rpcPollingTimeConfig",
+    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_HMX_TIMEOUT_INTERVAL_US: "hmxTimeoutIntervalUsConfig",
+    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_HMX_V2: "hmxV2Config",
+    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_ADAPTIVE_POLLING_TIME: "adaptivePollingTimeConfig",
+    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DDR_PERF_MODE: "ddrPerfModeConfig",
+}
+
+
+def _struct_to_dict(value) -> dict | int:
+    tp = ffi.typeof(value)
+    if tp.kind != "struct":
+        return int(value)
+    return {name: _struct_to_dict(getattr(value, name)) for name, _ in tp.fields}
+
+
+def perf_setPowerConfig(powerConfigId, config):
+    require(config, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "setPowerConfig", "config")
+    votes = []
+    for i, c in enumerate(_configs(config, "QnnHtpPerfInfrastructure_PowerConfig_t")):
+        field = _POWER_FIELDS.get(int(c.option))
+        if field is None:
+            raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
+                           f"setPowerConfig: config[{i}].option: unknown power config option {int(c.option)}",
+                           rule="QNNEMU-perf-option")
+        votes.append((int(c.option), _struct_to_dict(getattr(c, field))))
+    PERF.set_power(int(powerConfigId), votes)
+
+
+def perf_setMemoryConfig(deviceId, coreId, config):
+    require(config, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "setMemoryConfig", "config")
+    for i, c in enumerate(_configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t")):
+        if int(c.option) != Q.QNN_HTP_PERF_INFRASTRUCTURE_MEMORY_CONFIGOPTION_GROW_SIZE:
+            raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
+                           f"setMemoryConfig: config[{i}].option: unknown memory config option {int(c.option)}",
+                           rule="QNNEMU-perf-memory-option")
+        PERF.memory.setdefault((int(deviceId), int(coreId)), {})[int(c.option)] = int(c.memGrowSizeConfig)
+
+
+# ---------------------------------------------------------------------------------- context
+def _context_configs(config, func: str) -> dict:
+    out: dict = {}
+    for i, c in enumerate(_configs(config, "QnnContext_Config_t")):
+        opt = int(c.option)
+        if opt == Q.QNN_CONTEXT_CONFIG_OPTION_PRIORITY:
+            out["priority"] = int(c.priority)
+        elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_ERROR_REPORTING:
+            out["errorReporting"] = int(c.errorConfig.reportingLevel)
+        elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_OEM_STRING:
+            out["oemString"] = c_str(c.oemString)
+        elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM:
+            require(c.customConfig, Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"config[{i}].customConfig")
+            cc = ffi.cast("QnnHtpContext_CustomConfig_t *", c.customConfig)
+            name = Q.enum("QNN_HTP_CONTEXT_CONFIG_OPTION_").get(int(cc.option))
+            if name is None or name.endswith("UNKNOWN"):
+                raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                               f"{func}: config[{i}].customConfig.option: unknown HTP context option {int(cc.option)}",
+                               rule="QNNEMU-context-config-option")
+            # Recorded for the HTP device model; the options' effects arrive with it.
+            out.setdefault("htp", {})[name] = _struct_to_dict(cc[0])
+        else:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                           f"{func}: config[{i}].option: option {opt} is not supported",
+                           rule="QNNEMU-context-config-option")
+    return out
+
+
+@entry
+def contextCreate(backend, device, config, context):
+    be = _get(backend, Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
+    require(context, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextCreate", "context")
+    dev = None if device == ffi.NULL else _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
+    configs = _context_configs(config, "contextCreate")
+    context[0] = ffi.cast("Qnn_ContextHandle_t", be.create_context(dev, be.log, configs))
+
+
+@entry
+def contextSetConfig(context, config):
+    ctx = _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
+    ctx.configs.update(_context_configs(config, "contextSetConfig"))
+
+
+@entry
+def contextGetProperty(contextHandle, properties):
+    _get(contextHandle, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextHandle")
+    require(properties, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextGetProperty", "properties")
+    for i, p in enumerate(_configs(properties, "QnnContext_Property_t")):
+        if int(p.option) != Q.QNN_CONTEXT_PROPERTY_OPTION_CUSTOM or p.customProperty == ffi.NULL:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
+                           f"contextGetProperty: properties[{i}].option: {int(p.option)} (only CUSTOM "
+                           f"with a QnnHtpContext_CustomProperty_t is defined)", rule="QNNEMU-contextGetProperty-option")
+        cp = ffi.cast("QnnHtpContext_CustomProperty_t *", p.customProperty)
+        opt = int(cp.option)
+        if opt == Q.QNN_HTP_CONTEXT_GET_PROP_BUFFER_START_ALIGNMENT:
+            cp.bufferStartAlignment = 64
+        elif opt == Q.QNN_HTP_CONTEXT_GET_PROP_MAX_SPILLFILL_BUFFER_SIZE:
+            # No VTCM planning yet, hence no spill-fill buffer: 0 bytes is the true size.
+            cp.spillfillBufferSize = 0
+        elif opt == Q.QNN_HTP_CONTEXT_GET_PROP_WEIGHTS_BUFFER_SIZE:
+            ctx = _get(contextHandle, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextHandle")
+            total = sum(t.data.nbytes for g in ctx.graphs.values()
+                        for t in HANDLES.lookup(g).tensors.values() if t.data is not None)
+            cp.weightsBufferSize = total
+        else:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
+                           f"contextGetProperty: properties[{i}].customProperty.option: unknown option {opt}",
+                           rule="QNNEMU-contextGetProperty-option")
+
+
+@entry
+def contextFree(context, profile):
+    ctx = _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
+    ctx.backend.free_context(_hval(context))
+
+
+for _name in ("contextGetBinarySize", "contextGetBinary", "contextCreateFromBinary", "contextValidateBinary",
+              "contextCreateFromBinaryWithSignal", "contextCreateFromBinaryListAsync",
+              "contextGetBinarySectionSize", "contextGetBinarySection", "contextApplyBinarySection",
+              "contextGetIncrementalBinary", "contextReleaseIncrementalBinary", "contextFinalize",
+              "contextCreateFromBinaryWithCallback", "contextGetBinarySectionUpdate",
+              "contextFreeBinarySectionUpdate"):
+    not_supported(_name, Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
+                  "context binaries are not implemented yet")
+
+
+# ------------------------------------------------------------------------------------ graph
+def _graph_configs(config, func: str) -> dict:
+    out: dict = {}
+    for i, c in enumerate(_configs(config, "QnnGraph_Config_t")):
+        opt = int(c.option)
+        if opt == Q.QNN_GRAPH_CONFIG_OPTION_PRIORITY:
+            out["priority"] = int(c.priority)
+        elif opt == Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM:
+            require(c.customConfig, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, f"config[{i}].customConfig")
+            cc = ffi.cast("QnnHtpGraph_CustomConfig_t *", c.customConfig)
+            name = Q.enum("QNN_HTP_GRAPH_CONFIG_OPTION_").get(int(cc.option))
+            if name is None or name.endswith("UNKNOWN"):
+                raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
+                               f"{func}: config[{i}].customConfig.option: unknown HTP graph option {int(cc.option)}",
+                               rule="QNNEMU-graph-config-option")
+            # Recorded for the HTP device model (precision, VTCM, optimization...).
+            out.setdefault("htp", {})[name] = _struct_to_dict(cc[0])
+        elif opt in (Q.QNN_GRAPH_CONFIG_OPTION_PROFILE_HANDLE, Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_STATE,
+                     Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_NUM_EXECUTIONS):
+            raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
+                           f"{func}: config[{i}].option: profiling configs need profiling, not implemented yet",
+                           rule="QNNEMU-graph-config-profiling")
+        else:
+            raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
+                           f"{func}: config[{i}].option: option {opt} is not supported",
+                           rule="QNNEMU-graph-config-option")
+    return out
+
+
+@entry
+def graphCreate(contextHandle, graphName, config, graphHandle):
+    ctx = _get(contextHandle, Context, Q.QNN_GRAPH_ERROR_INVALID_CONTEXT, "contextHandle")
+    require(graphHandle, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphCreate", "graphHandle")
+    configs = _graph_configs(config, "graphCreate")
+    handle = ctx.create_graph(c_str(graphName) if graphName != ffi.NULL else "")
+    HANDLES.lookup(handle).configs = configs
+    graphHandle[0] = ffi.cast("Qnn_GraphHandle_t", handle)
+
+
+@entry
+def graphRetrieve(contextHandle, graphName, graphHandle):
+    ctx = _get(contextHandle, Context, Q.QNN_GRAPH_ERROR_INVALID_CONTEXT, "contextHandle")
+    require(graphHandle, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphRetrieve", "graphHandle")
+    graphHandle[0] = ffi.cast("Qnn_GraphHandle_t", ctx.retrieve_graph(c_str(graphName) if graphName != ffi.NULL else ""))
+
+
+@entry
+def graphSetConfig(graphHandle, config):
+    g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
+    new = _graph_configs(config, "graphSetConfig")
+    g.configs.setdefault("htp", {}).update(new.pop("htp", {}))
+    g.configs.update(new)
+
+
+@entry
+def graphGetProperty(graphHandle, properties):
+    _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
+    require(properties, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphGetProperty", "properties")
+    for i, p in enumerate(_configs(properties, "QnnGraph_Property_t")):
+        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
+                       f"graphGetProperty: properties[{i}].option: {int(p.option)}: the HTP backend defines "
+                       f"no graph properties the emulator answers yet", rule="QNNEMU-graphGetProperty-option")
+
+
+@entry
+def graphAddNode(graphHandle, opConfig):
+    g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
+    g.add_node(read_op_config(opConfig))
+
+
+@entry
+def graphFinalize(graphHandle, profileHandle, signalHandle):
+    g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
+    if profileHandle != ffi.NULL or signalHandle != ffi.NULL:
+        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
+                       "graphFinalize: profileHandle/signalHandle: profiling and signals are not implemented yet "
+                       "(pass NULL)", rule="QNNEMU-graphFinalize-profile-signal")
+    g.finalize()
+
+
+def _io_buffer(t, func: str, path: str):
+    """(tensor id, name, version struct) of an execute argument, with RAW memory checked."""
+    version = int(t.version)
+    if version not in (1, 2):
+        raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR, f"{func}: {path}.version: {version} is not 1 or 2",
+                       rule="QNNEMU-graphExecute-tensor-version")
+    v = t.v1 if version == 1 else t.v2
+    if int(v.memType) != Q.QNN_TENSORMEMTYPE_RAW:
+        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
+                       f"{func}: {path}.v{version}.memType: only QNN_TENSORMEMTYPE_RAW is supported yet "
+                       f"(memory handles need memRegister)", rule="QNNEMU-graphExecute-memtype")
+    return int(v.id), (c_str(v.name) if v.name != ffi.NULL else None), v, version
+
+
+@entry
+def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle):
+    func = "graphExecute"
+    g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
+    if profileHandle != ffi.NULL or signalHandle != ffi.NULL:
+        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
+                       f"{func}: profileHandle/signalHandle: profiling and signals are not implemented yet "
+                       f"(pass NULL)", rule="QNNEMU-graphExecute-profile-signal")
+    if not g.finalized:
+        raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED,
+                       f"{func}: graph '{g.name}' is not finalized (call graphFinalize first)",
+                       rule="QNNEMU-graphExecute-not-finalized")
+    n_in, n_out = int(numInputs), int(numOutputs)
+    if n_in and inputs == ffi.NULL or n_out and outputs == ffi.NULL:
+        raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, f"{func}: inputs/outputs is NULL with a non-zero count",
+                       rule="QNNEMU-graphExecute-null")
+    feeds: dict[int, np.ndarray] = {}
+    for i in range(n_in):
+        path = f"inputs[{i}]"
+        tid, name, v, ver = _io_buffer(inputs[i], func, path)
+        t = g.match_io(tid, name, func, path, APP_INPUT_TYPES)
+        if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != t.nbytes:
+            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
+                           f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {t.nbytes} bytes "
+                           f"({list(t.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}"
+                           f"{' and a NULL data pointer' if v.clientBuf.data == ffi.NULL else ''}",
+                           rule="QNNEMU-graphExecute-buffer-size")
+        feeds[t.id] = np.frombuffer(ffi.buffer(v.clientBuf.data, t.nbytes),
+                                    dtype=dtypes.numpy_dtype(t.dtype)).reshape(t.dims)
+    targets = []
+    for i in range(n_out):
+        path = f"outputs[{i}]"
+        tid, name, v, ver = _io_buffer(outputs[i], func, path)
+        t = g.match_io(tid, name, func, path, APP_OUTPUT_TYPES)
+        if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != t.nbytes:
+            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
+                           f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {t.nbytes} bytes "
+                           f"({list(t.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}",
+                           rule="QNNEMU-graphExecute-buffer-size")
+        targets.append((t, v.clientBuf.data))
+    results = g.execute(feeds, [t.id for t, _ in targets])
+    for t, dst in targets:
+        arr = np.ascontiguousarray(results[t.id])
+        ffi.memmove(dst, ffi.from_buffer(arr), t.nbytes)
+
+
+not_supported("graphCreateSubgraph", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "subgraphs are not emulated yet")
+not_supported("graphExecuteAsync", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "async execute is not implemented yet")
+not_supported("graphPrepareExecutionEnvironment", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
+              "execution environments are not implemented yet")
+not_supported("graphReleaseExecutionEnvironment", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
+              "execution environments are not implemented yet")
+
+
+# ----------------------------------------------------------------------------------- tensor
+def _write_back_id(tensor, tid: int) -> None:
+    if int(tensor.version) == 1:
+        tensor.v1.id = tid
+    else:
+        tensor.v2.id = tid
+
+
+@entry
+def tensorCreateGraphTensor(graph, tensor):
+    g = _get(graph, Graph, Q.QNN_TENSOR_ERROR_INVALID_HANDLE, "graph")
+    require(tensor, Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, "tensorCreateGraphTensor", "tensor")
+    t = g.create_tensor(read_tensor(tensor))
+    _write_back_id(tensor, t.id)
+
+
+@entry
+def tensorCreateContextTensor(context, tensor):
+    ctx = _get(context, Context, Q.QNN_TENSOR_ERROR_INVALID_HANDLE, "context")
+    require(tensor, Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, "tensorCreateContextTensor", "tensor")
+    t = ctx.create_tensor(read_tensor(tensor))
+    _write_back_id(tensor, t.id)
+
+
+not_supported("tensorUpdateGraphTensors", Q.QNN_TENSOR_ERROR_UNSUPPORTED_FEATURE,
+              "updatable tensors are not implemented yet")
+not_supported("tensorUpdateContextTensors", Q.QNN_TENSOR_ERROR_UNSUPPORTED_FEATURE,
+              "updatable tensors are not implemented yet")
+
+
+# ------------------------------------------------------------------- profile, mem, signal
+for _name in ("profileCreate", "profileSetConfig", "profileGetEvents", "profileGetSubEvents",
+              "profileGetEventData", "profileGetExtendedEventData", "profileFree"):
+    not_supported(_name, Q.QNN_PROFILE_ERROR_UNSUPPORTED, "profiling is not implemented yet")
+not_supported("memRegister", Q.QNN_MEM_ERROR_NOT_SUPPORTED, "shared-memory registration is not implemented yet")
+not_supported("memDeRegister", Q.QNN_MEM_ERROR_NOT_SUPPORTED, "shared-memory registration is not implemented yet")
+for _name in ("signalCreate", "signalSetConfig", "signalTrigger", "signalFree"):
+    not_supported(_name, Q.QNN_SIGNAL_ERROR_UNSUPPORTED, "signals are not implemented yet")
+
+
+# ------------------------------------------------------------------------- error, global
+def _describe(code: int) -> str:
+    names = [k for k, v in constants().items()
+             if v == code and "_ERROR_" in k and not k.endswith(("MIN_ERROR", "MAX_ERROR"))]
+    return " / ".join(sorted(names)[:3]) or f"error {code}"
+
+
+@entry
+def errorGetMessage(errorHandle, errorMessage):
+    require(errorMessage, Q.QNN_ERROR_INVALID_ARGUMENT, "errorGetMessage", "errorMessage")
+    code = int(errorHandle) & 0xFFFF
+    if code == 0:
+        raise QnnError(Q.QNN_ERROR_INVALID_ERROR_HANDLE, "errorGetMessage: errorHandle 0 is QNN_SUCCESS, not an error",
+                       rule="QNNEMU-errorGetMessage-success")
+    with _state_lock:
+        text = f"{_describe(code)}: {_messages.get(code, 'no further detail recorded')}"
+        buf = _message_buffers[code] = ffi.new("char[]", text.encode("utf-8", "replace"))
+    errorMessage[0] = buf
+
+
+@entry
+def errorGetVerboseMessage(errorHandle, errorMessage):
+    require(errorMessage, Q.QNN_ERROR_INVALID_ARGUMENT, "errorGetVerboseMessage", "errorMessage")
+    code = int(errorHandle) & 0xFFFF
+    with _state_lock:
+        text = f"{_describe(code)} (code {code}): {_messages.get(code, 'no further detail recorded')}"
+        buf = ffi.new("char[]", text.encode("utf-8", "replace"))
+        _verbose[int(ffi.cast("uintptr_t", buf))] = buf
+    errorMessage[0] = buf
+
+
+@entry
+def errorFreeVerboseMessage(errorMessage):
+    require(errorMessage, Q.QNN_ERROR_INVALID_ARGUMENT, "errorFreeVerboseMessage", "errorMessage")
+    with _state_lock:
+        if _verbose.pop(int(ffi.cast("uintptr_t", errorMessage)), None) is None:
+            raise QnnError(Q.QNN_ERROR_INVALID_ARGUMENT,
+                           "errorFreeVerboseMessage: errorMessage was not returned by errorGetVerboseMessage "
+                           "(or was already freed)", rule="QNNEMU-errorFreeVerboseMessage-unknown")
+
+
+@entry
+def globalConfigSet(config):
+    require(config, Q.QNN_GLOBAL_CONFIG_ERROR_INVALID_CONFIG, "globalConfigSet", "config")
+    for i, c in enumerate(_configs(config, "QnnGlobalConfig_t")):
+        name = Q.enum("QNN_GLOBAL_CONFIG_OPTION_").get(int(c.option))
+        if name is None or name.endswith("UNDEFINED"):
+            raise QnnError(Q.QNN_GLOBAL_CONFIG_ERROR_INVALID_CONFIG,
+                           f"globalConfigSet: config[{i}].option: unknown option {int(c.option)}",
+                           rule="QNNEMU-globalConfigSet-option")
+        _active_logger().info(f"globalConfigSet: {name} accepted")
+
+
+# ------------------------------------------------------------------------------ installing
+def install(the_ffi, the_lib, expected: tuple[str, ...] = ()) -> None:
+    """Binds every entry to its ``extern "Python+C"`` slot; called from the embedding init code.
+
+    ``expected`` are the table's field names as the library was built; a slot without a
+    Python implementation would fail at call time, so it fails the load instead.
+    """
+    global ffi, lib
+    ffi = marshal.ffi = the_ffi
+    lib = the_lib
+    missing = sorted(set(expected) - set(_ENTRIES))
+    for name, wrapper in _ENTRIES.items():
+        the_ffi.def_extern(name=PREFIX + name, error=Q.QNN_COMMON_ERROR_GENERAL,
+                           onerror=_onerror_for(name))(wrapper)
+    for fn in (perf_createPowerConfigId, perf_destroyPowerConfigId, perf_setPowerConfig, perf_setMemoryConfig):
+        short = fn.__name__[len("perf_"):]
+
+        def wrapper(*args, _fn=fn, _short=short):
+            try:
+                _fn(*args)
+                return Q.QNN_SUCCESS
+            except QnnError as err:
+                return _fail(_short, err)
+        the_ffi.def_extern(name="qnnemu_perf_" + short, error=Q.QNN_COMMON_ERROR_GENERAL,
+                           onerror=_onerror_for(short))(wrapper)
+
+    @the_ffi.def_extern(name="qnnemu_embed_init", error=0, onerror=_onerror_for("QnnInterface_getProviders"))
+    def embed_init(baked_version, core_api_version):
+        if missing:
+            PY_LOGGER.error("qnnemu: no implementation for table entries %s", missing)
+            return -3
+        baked = c_str(baked_version)
+        if baked != _version.__version__:
+            PY_LOGGER.error("libQnnHtpEmu.so was built for qnnemu %s but the importable package is %s; "
+                            "rebuild/reinstall so they match", baked, _version.__version__)
+            return -1
+        try:
+            core = core_backend.core_api_version()
+        except QnnError as err:
+            PY_LOGGER.error("%s", err)
+            return -2
+        core_api_version[0], core_api_version[1], core_api_version[2] = core
+        return 1

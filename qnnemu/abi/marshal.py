@@ -1,0 +1,160 @@
+"""C structs of QnnTypes.h -> core objects, and back (Qnn_Tensor_t, Qnn_OpConfig_t, configs).
+
+Everything is copied out of application memory here: apps may free their structs right after
+the call returns.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.graph import OpConfigDesc, ParamDesc
+from ..core.tensor import RawQuant, TensorDesc
+from ..errors import QnnError
+from ..headers import Q
+
+ffi = None  # set by install(): the embedded library's FFI
+
+# Qnn_DataType_t -> (Qnn_Scalar_t member, Python converter)
+_SCALAR_FIELDS = {
+    Q.QNN_DATATYPE_FLOAT_32: "floatValue", Q.QNN_DATATYPE_FLOAT_64: "doubleValue",
+    Q.QNN_DATATYPE_UINT_64: "uint64Value", Q.QNN_DATATYPE_INT_64: "int64Value",
+    Q.QNN_DATATYPE_UINT_32: "uint32Value", Q.QNN_DATATYPE_INT_32: "int32Value",
+    Q.QNN_DATATYPE_UINT_16: "uint16Value", Q.QNN_DATATYPE_INT_16: "int16Value",
+    Q.QNN_DATATYPE_UINT_8: "uint8Value", Q.QNN_DATATYPE_INT_8: "int8Value",
+    Q.QNN_DATATYPE_BOOL_8: "bool8Value", Q.QNN_DATATYPE_BFLOAT_16: "bfloat16Value",
+    Q.QNN_DATATYPE_STRING: "stringValue",
+    Q.QNN_DATATYPE_UFIXED_POINT_8: "uint8Value", Q.QNN_DATATYPE_SFIXED_POINT_8: "int8Value",
+    Q.QNN_DATATYPE_UFIXED_POINT_16: "uint16Value", Q.QNN_DATATYPE_SFIXED_POINT_16: "int16Value",
+    Q.QNN_DATATYPE_UFIXED_POINT_32: "uint32Value", Q.QNN_DATATYPE_SFIXED_POINT_32: "int32Value",
+    Q.QNN_DATATYPE_FLOAT_16: "floatValue",
+}
+
+
+def c_str(p) -> str | None:
+    if p == ffi.NULL:
+        return None
+    return ffi.string(p).decode("utf-8", errors="replace")
+
+
+def require(ptr, code: int, func: str, what: str, rule: str = "QNNEMU-arg-null") -> None:
+    if ptr == ffi.NULL:
+        raise QnnError(code, f"{func}: {what} is NULL", rule=rule)
+
+
+def read_quant(qp) -> RawQuant:
+    q = RawQuant(int(qp.encodingDefinition), int(qp.quantizationEncoding))
+    if q.definition != Q.QNN_DEFINITION_DEFINED:
+        return q
+    enc = q.encoding
+    if enc == Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET:
+        q.scale, q.offset = float(qp.scaleOffsetEncoding.scale), int(qp.scaleOffsetEncoding.offset)
+    elif enc == Q.QNN_QUANTIZATION_ENCODING_BW_SCALE_OFFSET:
+        b = qp.bwScaleOffsetEncoding
+        q.bitwidth, q.scale, q.offset = int(b.bitwidth), float(b.scale), int(b.offset)
+    elif enc == Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET:
+        a = qp.axisScaleOffsetEncoding
+        q.axis = int(a.axis)
+        n = int(a.numScaleOffsets)
+        if n and a.scaleOffset != ffi.NULL:
+            raw = np.frombuffer(ffi.buffer(a.scaleOffset, n * ffi.sizeof("Qnn_ScaleOffset_t")),
+                                dtype=np.dtype([("scale", "<f4"), ("offset", "<i4")])).copy()
+            q.scales, q.offsets = raw["scale"].copy(), raw["offset"].copy()
+    elif enc == Q.QNN_QUANTIZATION_ENCODING_BW_AXIS_SCALE_OFFSET:
+        b = qp.bwAxisScaleOffsetEncoding
+        q.bitwidth, q.axis = int(b.bitwidth), int(b.axis)
+        n = int(b.numElements)
+        if n and b.scales != ffi.NULL:
+            q.scales = np.frombuffer(ffi.buffer(b.scales, 4 * n), dtype=np.float32).copy()
+            q.offsets = (np.frombuffer(ffi.buffer(b.offsets, 4 * n), dtype=np.int32).copy()
+                         if b.offsets != ffi.NULL else np.zeros(n, np.int32))
+    return q
+
+
+def read_tensor(t, with_data: bool = True) -> TensorDesc:
+    """Copies a Qnn_Tensor_t (v1 or v2).  ``t`` is a ``Qnn_Tensor_t *`` or struct."""
+    version = int(t.version)
+    if version not in (1, 2):
+        return TensorDesc(version, 0, None, 0, 0, 0, RawQuant(0, 0), None, 0)
+    v = t.v1 if version == 1 else t.v2
+    rank = int(v.rank)
+    dims: tuple[int, ...] | None
+    if rank == 0:
+        dims = ()
+    elif v.dimensions == ffi.NULL:
+        dims = None
+    else:
+        dims = tuple(np.frombuffer(ffi.buffer(v.dimensions, 4 * rank), dtype=np.uint32).tolist())
+    d = TensorDesc(version, int(v.id), c_str(v.name), int(v.type), int(v.dataFormat), int(v.dataType),
+                   read_quant(v.quantizeParams), dims, int(v.memType))
+    if d.mem_type == Q.QNN_TENSORMEMTYPE_RAW:
+        d.has_data_pointer = v.clientBuf.data != ffi.NULL
+        d.data_size = int(v.clientBuf.dataSize)
+        if with_data and d.has_data_pointer and d.data_size:
+            d.data = bytes(ffi.buffer(v.clientBuf.data, d.data_size))
+    if version == 2:
+        v2 = t.v2
+        if v2.isDynamicDimensions != ffi.NULL and rank:
+            d.dynamic_dims = tuple(bool(x) for x in ffi.buffer(v2.isDynamicDimensions, rank))
+    return d
+
+
+def read_scalar(s) -> tuple[int, object]:
+    dtype = int(s.dataType)
+    member = _SCALAR_FIELDS.get(dtype)
+    if member is None:
+        return dtype, None
+    value = getattr(s, member)
+    if member == "stringValue":
+        value = c_str(value)
+    elif member == "bool8Value":
+        value = bool(value)
+    return dtype, value
+
+
+def read_op_config(oc) -> OpConfigDesc:
+    version = int(oc.version)
+    if version != 1:
+        return OpConfigDesc(version, None, None, None, [], [], [])
+    v = oc.v1
+    params = []
+    for i in range(int(v.numOfParams) if v.params != ffi.NULL else 0):
+        p = v.params[i]
+        kind_raw = int(p.paramType)
+        name = c_str(p.name)
+        if kind_raw == Q.QNN_PARAMTYPE_SCALAR:
+            dtype, value = read_scalar(p.scalarParam)
+            params.append(ParamDesc(name, "scalar", dtype, value))
+        elif kind_raw == Q.QNN_PARAMTYPE_TENSOR:
+            params.append(ParamDesc(name, "tensor", tensor=read_tensor(ffi.addressof(p, "tensorParam"))))
+        else:
+            params.append(ParamDesc(name, str(kind_raw)))
+    if int(v.numOfParams) and v.params == ffi.NULL:
+        raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG,
+                       f"opConfig.v1.params is NULL but numOfParams is {int(v.numOfParams)}",
+                       rule="QNNEMU-op-params-null")
+    tensors = []
+    for what, count, arr in (("inputTensors", v.numOfInputs, v.inputTensors),
+                             ("outputTensors", v.numOfOutputs, v.outputTensors)):
+        n = int(count)
+        if n and arr == ffi.NULL:
+            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG,
+                           f"opConfig.v1.{what} is NULL but its count is {n}", rule="QNNEMU-op-tensors-null")
+        tensors.append([read_tensor(arr + i, with_data=True) for i in range(n)])
+    return OpConfigDesc(1, c_str(v.name), c_str(v.packageName), c_str(v.typeName), params,
+                        tensors[0], tensors[1])
+
+
+def config_list(pp, ctype: str) -> list:
+    """The entries of a NULL-terminated ``const X **`` list (NULL list = no entries)."""
+    out = []
+    if pp == ffi.NULL:
+        return out
+    i = 0
+    while pp[i] != ffi.NULL:
+        out.append(pp[i])
+        i += 1
+        if i > 4096:
+            raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
+                           f"{ctype} list has no NULL terminator within 4096 entries",
+                           rule="QNNEMU-config-list-unterminated")
+    return out

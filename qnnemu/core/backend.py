@@ -1,0 +1,110 @@
+"""QnnBackend.h + QnnProperty.h: the backend object, its build id, supported operations and
+capabilities.
+
+Freeing a backend invalidates everything created from it (contexts, their graphs); live
+contexts at that point are reported with a warning, since well-behaved apps free them first.
+"""
+from __future__ import annotations
+
+import os
+
+from .. import ops
+from .._version import __version__
+from ..errors import QnnError
+from ..headers import Q, constants
+from .context import Context
+from .handles import HANDLES
+from .log import NULL_LOGGER
+
+# The QNN SDK release whose ABI our headers reproduce; the build id a client parses
+# ("vMAJOR.MINOR.PATCH.BUILD").
+SDK_VERSION = (2, 43, 0)
+BUILD_ID = "v{}.{}.{}.{}".format(*SDK_VERSION, "".join(f"{int(p):02d}" for p in __version__.split(".")))
+
+DEFAULT_CORE_API = (2, 40, 0)
+MIN_CORE_API_MINOR = 32
+
+
+def core_api_version() -> tuple[int, int, int]:
+    """Core API version advertised to clients; QNNEMU_CORE_API_VERSION=2.NN[.P] overrides it.
+
+    Clients built against newer headers accept a provider only if its minor version is at
+    least theirs (ONNX Runtime's QNN EP was built against 2.40).
+    """
+    text = os.environ.get("QNNEMU_CORE_API_VERSION")
+    if not text:
+        return DEFAULT_CORE_API
+    parts = text.strip().split(".")
+    try:
+        nums = [int(p) for p in parts]
+    except ValueError:
+        raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
+                       f"QNNEMU_CORE_API_VERSION='{text}' is not MAJOR.MINOR[.PATCH]",
+                       rule="QNNEMU-env-core-api") from None
+    if len(nums) not in (2, 3) or nums[0] != 2 or not MIN_CORE_API_MINOR <= nums[1] <= 99:
+        raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
+                       f"QNNEMU_CORE_API_VERSION='{text}': must be 2.{MIN_CORE_API_MINOR} or later",
+                       rule="QNNEMU-env-core-api")
+    return (nums[0], nums[1], nums[2] if len(nums) == 3 else 0)
+
+
+SUPPORTED_PROPERTIES = frozenset({
+    Q.QNN_PROPERTY_GROUP_CORE, Q.QNN_PROPERTY_GROUP_BACKEND, Q.QNN_PROPERTY_GROUP_CONTEXT,
+    Q.QNN_PROPERTY_GROUP_GRAPH, Q.QNN_PROPERTY_GROUP_TENSOR, Q.QNN_PROPERTY_GROUP_LOG,
+    Q.QNN_PROPERTY_GROUP_DEVICE, Q.QNN_PROPERTY_GROUP_ERROR,
+    Q.QNN_PROPERTY_DEVICE_SUPPORT_INFRASTRUCTURE,
+    Q.QNN_PROPERTY_GRAPH_SUPPORT_EXECUTE, Q.QNN_PROPERTY_GRAPH_SUPPORT_CONFIG,
+    Q.QNN_PROPERTY_GRAPH_SUPPORT_NULL_INPUTS,
+    Q.QNN_PROPERTY_CONTEXT_SUPPORT_CONFIGURATION,
+    Q.QNN_PROPERTY_TENSOR_SUPPORT_CONTEXT_TENSORS,
+    Q.QNN_PROPERTY_TENSOR_SUPPORT_QUANTIZATION_ENCODING_SCALE_OFFSET,
+    Q.QNN_PROPERTY_TENSOR_SUPPORT_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET,
+    Q.QNN_PROPERTY_TENSOR_SUPPORT_QUANTIZATION_ENCODING_BW_SCALE_OFFSET,
+    Q.QNN_PROPERTY_TENSOR_SUPPORT_QUANTIZATION_ENCODING_BW_AXIS_SCALE_OFFSET,
+    Q.QNN_PROPERTY_ERROR_GET_VERBOSE_MESSAGE,
+})
+KNOWN_PROPERTIES = frozenset(
+    v for k, v in constants().items()
+    if isinstance(v, int) and k.startswith("QNN_PROPERTY_")
+    and (k.startswith("QNN_PROPERTY_GROUP_") or "_SUPPORT" in k))
+
+
+def has_capability(key: int) -> int:
+    if key in SUPPORTED_PROPERTIES:
+        return Q.QNN_PROPERTY_SUPPORTED
+    if key in KNOWN_PROPERTIES:
+        return Q.QNN_PROPERTY_NOT_SUPPORTED
+    return Q.QNN_PROPERTY_ERROR_UNKNOWN_KEY
+
+
+def supported_operations() -> list[tuple[str, str]]:
+    """(package, op type) of every op this emulator executes."""
+    return [(ops.PACKAGE_NAME, name) for name in sorted(ops.REGISTRY)]
+
+
+class Backend:
+    def __init__(self, logger=None, configs=None):
+        self.log = logger or NULL_LOGGER
+        self.configs = configs or {}
+        self.contexts: list[int] = []
+        self.devices: list[int] = []
+
+    def create_context(self, device, logger, configs) -> int:
+        handle = HANDLES.new(Context(self, device, logger or self.log, configs))
+        self.contexts.append(handle)
+        return handle
+
+    def free_context(self, handle: int) -> None:
+        ctx = HANDLES.lookup(handle)
+        if isinstance(ctx, Context):
+            ctx.free()
+        HANDLES.release(handle)
+        if handle in self.contexts:
+            self.contexts.remove(handle)
+
+    def free(self) -> None:
+        if self.contexts:
+            self.log.warn(f"backendFree: {len(self.contexts)} context(s) still alive; freeing them "
+                          f"and their graphs (their handles are invalid from now on)")
+        for handle in list(self.contexts):
+            self.free_context(handle)

@@ -1,0 +1,71 @@
+"""QnnContext.h: contexts own graphs and context tensors; freeing a context frees its graphs."""
+from __future__ import annotations
+
+import itertools
+import threading
+
+from ..errors import QnnError
+from ..headers import Q
+from .graph import Graph
+from .handles import HANDLES
+from .log import NULL_LOGGER
+from .tensor import Tensor, TensorDesc, from_desc, validate_desc
+
+
+class Context:
+    def __init__(self, backend, device, logger=None, configs=None):
+        self.backend = backend
+        self.device = device
+        self.log = logger or NULL_LOGGER
+        self.configs = configs or {}
+        self.graphs: dict[str, int] = {}  # name -> graph handle
+        self.tensors: dict[int, Tensor] = {}
+        self.tensor_names: dict[str, int] = {}
+        self._ids = itertools.count(1)
+        self.lock = threading.Lock()
+
+    def next_tensor_id(self) -> int:
+        with self.lock:
+            return next(self._ids)
+
+    def find_tensor_by_name(self, name: str) -> Tensor | None:
+        tid = self.tensor_names.get(name)
+        return self.tensors.get(tid) if tid is not None else None
+
+    def create_graph(self, name: str) -> int:
+        if not name:
+            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_NAME, "graphCreate: graphName is NULL or empty",
+                           rule="QNNEMU-graphCreate-name")
+        if name in self.graphs:
+            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_NAME,
+                           f"graphCreate: graphName: a graph named '{name}' already exists in this context",
+                           rule="QNNEMU-graphCreate-name-unique")
+        handle = HANDLES.new(Graph(self, name, self.log))
+        self.graphs[name] = handle
+        return handle
+
+    def retrieve_graph(self, name: str) -> int:
+        handle = self.graphs.get(name or "")
+        if handle is None:
+            raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_DOES_NOT_EXIST,
+                           f"graphRetrieve: graphName: no graph named '{name}' in this context "
+                           f"(graphs: {sorted(self.graphs) or 'none'})", rule="QNNEMU-graphRetrieve-name")
+        return handle
+
+    def create_tensor(self, d: TensorDesc) -> Tensor:
+        func = "tensorCreateContextTensor"
+        quant, static = validate_desc(d, func, "tensor")
+        if d.name in self.tensor_names:
+            raise QnnError(Q.QNN_TENSOR_ERROR_NAME_HASH_COLLISION,
+                           f"{func}: tensor.v{d.version}.name: a context tensor named '{d.name}' already exists",
+                           rule="QNNEMU-tensor-name-unique")
+        t = from_desc(d, self.next_tensor_id(), quant, static)
+        self.tensors[t.id] = t
+        self.tensor_names[t.name] = t.id
+        return t
+
+    def free(self) -> None:
+        for handle in list(self.graphs.values()):
+            HANDLES.release(handle)
+        self.graphs.clear()
+        self.tensors.clear()

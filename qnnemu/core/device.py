@@ -1,0 +1,111 @@
+"""QnnDevice.h + HTP/QnnHtpDevice.h: the emulated HTP device, its platform info and the
+performance infrastructure (HTP/QnnHtpPerfInfrastructure.h) votes.
+
+This is the foundation's device: one on-chip HTP with a documented default SoC (SM8550,
+v73, 8 MiB VTCM).  Custom configs SOC and ARCH select another SoC/arch; the full SoC table,
+VTCM planning and the voting rules of the seed documents build on this model.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+
+from ..errors import QnnError
+from ..headers import Q
+
+# socModel -> (HTP arch, VTCM MiB, signed PD support, DLBC support)
+SOC_TABLE = {
+    Q.QNN_SOC_MODEL_SM8550: (73, 8, True, False),
+    Q.QNN_SOC_MODEL_SM8650: (75, 8, True, True),
+    Q.QNN_SOC_MODEL_SM8750: (79, 8, True, True),
+}
+DEFAULT_SOC = Q.QNN_SOC_MODEL_SM8550
+KNOWN_ARCHS = (68, 69, 73, 75, 79, 81, 85)
+
+
+@dataclass
+class DeviceModel:
+    soc_model: int = DEFAULT_SOC
+    arch: int = SOC_TABLE[DEFAULT_SOC][0]
+    vtcm_mb: int = SOC_TABLE[DEFAULT_SOC][1]
+    signed_pd: bool = SOC_TABLE[DEFAULT_SOC][2]
+    dlbc: bool = SOC_TABLE[DEFAULT_SOC][3]
+    use_signed_pd: bool = False
+
+
+@dataclass
+class Device:
+    model: DeviceModel
+    logger: object
+    backend: object = None
+    freed: bool = False
+
+
+@dataclass
+class PowerConfigId:
+    device_id: int
+    core_id: int
+    votes: dict[int, dict] = field(default_factory=dict)
+
+
+class PerfInfrastructure:
+    """Power-config ids and the votes recorded on them (process-wide, like the DSP's)."""
+
+    def __init__(self):
+        self._ids = itertools.count(1)
+        self.configs: dict[int, PowerConfigId] = {}
+        self.memory: dict[tuple[int, int], dict[int, int]] = {}
+        self.lock = threading.Lock()
+
+    def create_id(self, device_id: int, core_id: int) -> int:
+        with self.lock:
+            pid = next(self._ids)
+            self.configs[pid] = PowerConfigId(device_id, core_id)
+            return pid
+
+    def destroy_id(self, pid: int) -> None:
+        with self.lock:
+            if self.configs.pop(pid, None) is None:
+                raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
+                               f"destroyPowerConfigId: powerConfigId {pid} does not exist",
+                               rule="QNNEMU-perf-id-unknown")
+
+    def set_power(self, pid: int, votes: list[tuple[int, dict]]) -> None:
+        with self.lock:
+            cfg = self.configs.get(pid)
+            if cfg is None:
+                raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
+                               f"setPowerConfig: powerConfigId {pid} does not exist "
+                               f"(create it with createPowerConfigId)", rule="QNNEMU-perf-id-unknown")
+            for option, values in votes:
+                cfg.votes[option] = values
+
+
+PERF = PerfInfrastructure()
+
+
+def model_from_configs(soc: int | None, arch: int | None, signed_pd: bool | None) -> DeviceModel:
+    """SOC wins over ARCH when both are given (HTP backend documentation)."""
+    model = DeviceModel()
+    if soc is not None:
+        if soc not in SOC_TABLE:
+            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
+                           f"deviceCreate: config.customConfig.socModel: SoC model {soc} is not in the "
+                           f"emulator's SoC table (known: {sorted(SOC_TABLE)})", rule="QNNEMU-device-soc")
+        a, vtcm, spd, dlbc = SOC_TABLE[soc]
+        model = DeviceModel(soc, a, vtcm, spd, dlbc)
+    elif arch is not None:
+        if arch not in KNOWN_ARCHS:
+            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
+                           f"deviceCreate: config.customConfig.arch.arch: {arch} is not an HTP arch "
+                           f"({', '.join(map(str, KNOWN_ARCHS))})", rule="QNNEMU-device-arch")
+        match = [s for s, v in SOC_TABLE.items() if v[0] == arch]
+        if match:
+            a, vtcm, spd, dlbc = SOC_TABLE[match[0]]
+            model = DeviceModel(match[0], a, vtcm, spd, dlbc)
+        else:
+            model = DeviceModel(Q.QNN_SOC_MODEL_UNKNOWN, arch, 8, True, arch >= 75)
+    if signed_pd:
+        model.use_signed_pd = True
+    return model

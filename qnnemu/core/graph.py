@@ -1,0 +1,368 @@
+"""QnnGraph.h: graphs, nodes (graphAddNode), finalize and execute; QnnBackend_validateOpConfig.
+
+Validation is kept apart from execution: ``check_op_config`` applies the op-config rules (used
+both by ``backendValidateOpConfig`` on never-created tensors and by ``graphAddNode``), and
+``Graph.finalize`` builds an immutable execution plan that ``Graph.execute`` runs.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import ops
+from ..errors import OpCheckError, OpUnsupportedError, QnnError
+from ..headers import Q
+from ..ops.base import Param, TensorSpec
+from . import dtypes
+from .log import NULL_LOGGER, Logger
+from .tensor import (APP_INPUT_TYPES, APP_OUTPUT_TYPES, NODE_OUTPUT_TYPES, Tensor, TensorDesc,
+                     from_desc, type_name, validate_desc)
+
+
+@dataclass
+class ParamDesc:
+    """A Qnn_Param_t, copied: scalars as (dtype, value); tensors as a TensorDesc."""
+
+    name: str | None
+    kind: str  # "scalar", "tensor" or the raw paramType value as text when unknown
+    dtype: int = 0
+    value: Any = None
+    tensor: TensorDesc | None = None
+
+
+@dataclass
+class OpConfigDesc:
+    """A Qnn_OpConfig_t (v1), copied."""
+
+    version: int
+    name: str | None
+    package: str | None
+    type_name: str | None
+    params: list[ParamDesc]
+    inputs: list[TensorDesc]
+    outputs: list[TensorDesc]
+
+
+@dataclass
+class Node:
+    name: str
+    op_type: str
+    op_cls: type
+    params: dict[str, Any]
+    inputs: list[int | None]  # tensor ids; None for NULL (absent optional) inputs
+    outputs: list[int]
+    input_specs: list[TensorSpec] = field(default_factory=list)
+    output_specs: list[TensorSpec] = field(default_factory=list)
+
+
+def _where(func: str, path: str) -> str:
+    return f"{func}: {path}"
+
+
+def _bad(func: str, rule: str, path: str, msg: str, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG) -> QnnError:
+    return QnnError(code, f"{_where(func, path)}: {msg}", rule=rule)
+
+
+def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None) -> dict[str, Param]:
+    """Qnn_Param_t list -> op Params, rejecting unnamed, duplicate or ill-formed entries."""
+    out: dict[str, Param] = {}
+    for i, p in enumerate(cfg.params):
+        path = f"opConfig.v1.params[{i}]"
+        if not p.name:
+            raise _bad(func, "QNNEMU-op-param-name", f"{path}.name", "parameter without a name", code)
+        if p.name in out:
+            raise _bad(func, "QNNEMU-op-param-duplicate", f"{path}.name",
+                       f"parameter '{p.name}' given twice", code)
+        if p.kind == "scalar":
+            if not dtypes.is_known(p.dtype) or p.dtype == Q.QNN_DATATYPE_STRING and not isinstance(p.value, str):
+                raise _bad(func, "QNNEMU-op-param-scalar-type", f"{path}.scalarParam.dataType",
+                           f"'{p.name}': {dtypes.name(p.dtype)}", code)
+            out[p.name] = Param(p.name, "scalar", p.dtype, p.value)
+        elif p.kind == "tensor":
+            t = p.tensor
+            if t is None:
+                raise _bad(func, "QNNEMU-op-param-tensor-null", f"{path}.tensorParam",
+                           f"'{p.name}': tensor parameter without a tensor", code)
+            data = None
+            if static_lookup is not None and t.id:
+                created = static_lookup(t.id)
+                if created is not None and created.data is not None:
+                    data = created.data
+            if data is None:
+                try:
+                    _, data = validate_desc(t, func, f"{path}.tensorParam", code=code)
+                except QnnError as e:
+                    raise QnnError(code, str(e.detail), rule=e.rule) from None
+                if data is None:
+                    raise _bad(func, "QNNEMU-op-param-tensor-static", f"{path}.tensorParam.v{t.version}.type",
+                               f"'{p.name}': tensor parameters must be STATIC with data, got "
+                               f"{type_name(t.type)}", code)
+            out[p.name] = Param(p.name, "tensor", t.dtype, np.array(data))
+        else:
+            raise _bad(func, "QNNEMU-op-param-kind", f"{path}.paramType",
+                       f"'{p.name}': paramType {p.kind} is neither SCALAR nor TENSOR", code)
+    return out
+
+
+def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str, Param],
+             declared_outputs: list[TensorSpec], func: str, code: int) -> tuple[type, dict, list[TensorSpec]]:
+    """Runs the op's own rules; returns (op class, parsed params, inferred outputs)."""
+    cls = ops.get(cfg.type_name or "", cfg.package or "")
+    if cls is None:
+        if cfg.package not in (ops.PACKAGE_NAME, "", None):
+            raise _bad(func, "QNNEMU-op-package-unknown", "opConfig.v1.packageName",
+                       f"op package '{cfg.package}' is not registered (only '{ops.PACKAGE_NAME}')",
+                       Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE if code != Q.QNN_BACKEND_ERROR_NOT_SUPPORTED else code)
+        raise _bad(func, "QNNEMU-op-type-unknown", "opConfig.v1.typeName",
+                   f"op type '{cfg.type_name}' is not supported by qnnemu "
+                   f"(see backendGetSupportedOperations)",
+                   Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE if code != Q.QNN_BACKEND_ERROR_NOT_SUPPORTED else code)
+    prefix = "opConfig.v1."
+    try:
+        parsed = cls.parse_params(params)
+        lo, hi = cls.input_count_range()
+        if len(input_specs) < lo or (hi is not None and len(input_specs) > hi):
+            want = f"{lo}" if lo == hi else f"{lo}..{hi if hi is not None else 'N'}"
+            raise OpCheckError("QNNEMU-op-input-count", "numOfInputs",
+                               f"{cls.op_type} takes {want} inputs, got {len(input_specs)}")
+        outs = cls.infer(input_specs, parsed, declared_outputs=declared_outputs)
+    except OpUnsupportedError as e:
+        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE if code != Q.QNN_BACKEND_ERROR_NOT_SUPPORTED else code,
+                       f"{func}: node '{cfg.name}' ({cls.op_type}): {prefix}{e.path}: {e.detail}",
+                       rule=e.rule) from None
+    except OpCheckError as e:
+        raise QnnError(code, f"{func}: node '{cfg.name}' ({cls.op_type}): {prefix}{e.path}: {e.detail}",
+                       rule=e.rule) from None
+    if len(outs) != len(declared_outputs):
+        raise _bad(func, "QNNEMU-op-output-count", "opConfig.v1.numOfOutputs",
+                   f"node '{cfg.name}' ({cls.op_type}) produces {len(outs)} outputs, "
+                   f"{len(declared_outputs)} given", code)
+    for i, (got, want) in enumerate(zip(outs, declared_outputs)):
+        path = f"opConfig.v1.outputTensors[{i}]"
+        if tuple(got.shape) != tuple(want.shape):
+            raise _bad(func, "QNNEMU-op-output-shape", f"{path}.dimensions",
+                       f"node '{cfg.name}' ({cls.op_type}) computes dimensions {list(got.shape)}, "
+                       f"the tensor declares {list(want.shape)}", code)
+        if got.dtype != want.dtype:
+            raise _bad(func, "QNNEMU-op-output-dtype", f"{path}.dataType",
+                       f"node '{cfg.name}' ({cls.op_type}) computes {dtypes.name(got.dtype)}, "
+                       f"the tensor declares {dtypes.name(want.dtype)}", code)
+    return cls, parsed, outs
+
+
+def _basic_config_checks(cfg: OpConfigDesc, func: str, code: int) -> None:
+    if cfg.version != 1:
+        raise _bad(func, "QNNEMU-op-config-version", "opConfig.version",
+                   f"must be QNN_OPCONFIG_VERSION_1, got {cfg.version}", code)
+    if not cfg.type_name:
+        raise _bad(func, "QNNEMU-op-type-null", "opConfig.v1.typeName", "typeName is NULL or empty", code)
+    if not cfg.name:
+        raise _bad(func, "QNNEMU-op-name", "opConfig.v1.name", "a node needs a non-empty name", code)
+
+
+def validate_op_config(cfg: OpConfigDesc) -> None:
+    """QnnBackend_validateOpConfig: the graphAddNode rules on tensors that were never created."""
+    func = "backendValidateOpConfig"
+    code = Q.QNN_BACKEND_ERROR_NOT_SUPPORTED
+    _basic_config_checks(cfg, func, code)
+    specs: list[TensorSpec] = []
+    for role, descs, out in (("inputTensors", cfg.inputs, specs), ("outputTensors", cfg.outputs, None)):
+        for i, d in enumerate(descs):
+            quant, static = validate_desc(d, func, f"opConfig.v1.{role}[{i}]", code=code)
+            if out is not None and d.type != Q.QNN_TENSOR_TYPE_NULL:
+                out.append(TensorSpec(tuple(d.dims), d.dtype, quant, static, d.name or ""))
+    _trim_null_inputs(cfg, func, code)
+    declared = [TensorSpec(tuple(d.dims), d.dtype, None, None, d.name or "") for d in cfg.outputs]
+    check_op(cfg, specs, parse_params(cfg, func, code), declared, func, code)
+
+
+def _trim_null_inputs(cfg: OpConfigDesc, func: str, code: int) -> int:
+    """Trailing NULL tensors mark absent optional inputs; returns how many inputs remain."""
+    n = len(cfg.inputs)
+    while n and cfg.inputs[n - 1].type == Q.QNN_TENSOR_TYPE_NULL:
+        n -= 1
+    for i in range(n):
+        if cfg.inputs[i].type == Q.QNN_TENSOR_TYPE_NULL:
+            raise _bad(func, "QNNEMU-op-null-input-position", f"opConfig.v1.inputTensors[{i}].type",
+                       "a NULL (absent) input may only be followed by other NULL inputs", code)
+    return n
+
+
+class Graph:
+    """A graph of one context.  Thread-safe: one execute at a time per graph."""
+
+    def __init__(self, context, name: str, logger: Logger | None = None):
+        self.context = context
+        self.name = name
+        self.log = logger or NULL_LOGGER
+        self.tensors: dict[int, Tensor] = {}
+        self.by_name: dict[str, int] = {}
+        self.nodes: list[Node] = []
+        self.node_names: set[str] = set()
+        self.finalized = False
+        self.plan: list[tuple[Node, Any]] | None = None
+        self.configs: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self.executions = 0
+
+    # ---- tensors ------------------------------------------------------------------------
+    def create_tensor(self, d: TensorDesc) -> Tensor:
+        func = "tensorCreateGraphTensor"
+        if self.finalized:
+            raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED,
+                           f"{func}: graph '{self.name}' is finalized; no tensors can be added",
+                           rule="QNNEMU-graph-immutable")
+        quant, static = validate_desc(d, func, "tensor")
+        if d.name in self.by_name or self.context.find_tensor_by_name(d.name) is not None:
+            raise QnnError(Q.QNN_TENSOR_ERROR_NAME_HASH_COLLISION,
+                           f"{func}: tensor.v{d.version}.name: a tensor named '{d.name}' already exists "
+                           f"in graph '{self.name}'", rule="QNNEMU-tensor-name-unique")
+        t = from_desc(d, self.context.next_tensor_id(), quant, static)
+        self.tensors[t.id] = t
+        self.by_name[t.name] = t.id
+        return t
+
+    def tensor(self, tensor_id: int) -> Tensor | None:
+        t = self.tensors.get(tensor_id)
+        return t if t is not None else self.context.tensors.get(tensor_id)
+
+    # ---- nodes --------------------------------------------------------------------------
+    def _resolve(self, d: TensorDesc, func: str, path: str) -> Tensor:
+        """The created tensor a node refers to; its description must match the creation."""
+        t = self.tensor(d.id) if d.id else None
+        if t is None:
+            raise _bad(func, "QNNEMU-graphAddNode-tensor-unknown", f"{path}.v{d.version}.id",
+                       f"tensor id {d.id} ('{d.name}') was not created in graph '{self.name}' "
+                       f"or its context (create it with tensorCreateGraphTensor first)",
+                       Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+        if d.dims is not None and tuple(d.dims) != t.dims:
+            raise _bad(func, "QNNEMU-graphAddNode-tensor-dims", f"{path}.v{d.version}.dimensions",
+                       f"{list(d.dims)} differs from the dimensions {list(t.dims)} tensor '{t.name}' "
+                       f"(id {t.id}) was created with", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+        if d.dtype != t.dtype:
+            raise _bad(func, "QNNEMU-graphAddNode-tensor-dtype", f"{path}.v{d.version}.dataType",
+                       f"{dtypes.name(d.dtype)} differs from {dtypes.name(t.dtype)} tensor '{t.name}' "
+                       f"(id {t.id}) was created with", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+        return t
+
+    def add_node(self, cfg: OpConfigDesc) -> Node:
+        func = "graphAddNode"
+        code = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG
+        if self.finalized:
+            raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED,
+                           f"{func}: graph '{self.name}' is finalized; no nodes can be added",
+                           rule="QNNEMU-graph-immutable")
+        _basic_config_checks(cfg, func, code)
+        if cfg.name in self.node_names:
+            raise _bad(func, "QNNEMU-graphAddNode-name-unique", "opConfig.v1.name",
+                       f"a node named '{cfg.name}' already exists in graph '{self.name}'", code)
+        n_in = _trim_null_inputs(cfg, func, code)
+        inputs: list[Tensor] = []
+        for i in range(n_in):
+            path = f"opConfig.v1.inputTensors[{i}]"
+            t = self._resolve(cfg.inputs[i], func, path)
+            if t.type == Q.QNN_TENSOR_TYPE_NATIVE and t.producer is None:
+                raise _bad(func, "QNNEMU-graphAddNode-input-order", f"{path}.v{cfg.inputs[i].version}.id",
+                           f"NATIVE tensor '{t.name}' has no producer yet; nodes must be added in "
+                           f"dependency order", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+            if t.type == Q.QNN_TENSOR_TYPE_APP_READ:
+                raise _bad(func, "QNNEMU-graphAddNode-input-type", f"{path}.v{cfg.inputs[i].version}.type",
+                           f"APP_READ tensor '{t.name}' is a graph output and cannot feed a node; "
+                           f"use APP_READWRITE", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+            inputs.append(t)
+        outputs: list[Tensor] = []
+        for i, d in enumerate(cfg.outputs):
+            path = f"opConfig.v1.outputTensors[{i}]"
+            t = self._resolve(d, func, path)
+            if t.type not in NODE_OUTPUT_TYPES:
+                raise _bad(func, "QNNEMU-graphAddNode-output-type", f"{path}.v{d.version}.type",
+                           f"{type_name(t.type)} tensor '{t.name}' cannot be a node output "
+                           f"(NATIVE, APP_READ or APP_READWRITE)", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+            if t.producer is not None or any(t is o for o in outputs):
+                raise _bad(func, "QNNEMU-graphAddNode-output-producer", f"{path}.v{d.version}.id",
+                           f"tensor '{t.name}' is already written by node '{t.producer or cfg.name}'",
+                           Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+            outputs.append(t)
+        params = parse_params(cfg, func, code, static_lookup=self.tensor)
+        cls, parsed, outs = check_op(cfg, [t.spec() for t in inputs], params,
+                                     [t.spec() for t in outputs], func, code)
+        node = Node(cfg.name, cls.op_type, cls, parsed, [t.id for t in inputs], [t.id for t in outputs],
+                    [t.spec() for t in inputs], [t.spec() for t in outputs])
+        for t in inputs:
+            t.consumers.append(node.name)
+        for t in outputs:
+            t.producer = node.name
+        self.nodes.append(node)
+        self.node_names.add(node.name)
+        self.log.debug(f"graph '{self.name}': added node '{node.name}' ({node.op_type})")
+        return node
+
+    # ---- finalize -----------------------------------------------------------------------
+    def finalize(self) -> None:
+        func = "graphFinalize"
+        if self.finalized:
+            # Finalizing twice is harmless and some clients do it; the plan stays.
+            self.log.info(f"{func}: graph '{self.name}' is already finalized")
+            return
+        for t in self.tensors.values():
+            if t.type in APP_OUTPUT_TYPES and t.producer is None and t.type != Q.QNN_TENSOR_TYPE_APP_READWRITE:
+                raise QnnError(Q.QNN_GRAPH_ERROR_UNCONNECTED_NODE,
+                               f"{func}: graph '{self.name}': output tensor '{t.name}' (id {t.id}) is "
+                               f"written by no node", rule="QNNEMU-graphFinalize-output-unproduced")
+        if not self.nodes:
+            raise QnnError(Q.QNN_GRAPH_ERROR_FINALIZE_FAILED,
+                           f"{func}: graph '{self.name}' has no nodes", rule="QNNEMU-graphFinalize-empty")
+        plan = []
+        for node in self.nodes:
+            plan.append((node, node.op_cls(node.params, node.input_specs, node.output_specs)))
+        self.plan = plan
+        self.finalized = True
+        self.log.info(f"{func}: graph '{self.name}' finalized: {len(self.nodes)} nodes, "
+                      f"{len(self.tensors)} tensors")
+
+    # ---- execute ------------------------------------------------------------------------
+    def app_inputs(self) -> list[Tensor]:
+        return [t for t in self.tensors.values() if t.type in APP_INPUT_TYPES]
+
+    def app_outputs(self) -> list[Tensor]:
+        return [t for t in self.tensors.values() if t.type in APP_OUTPUT_TYPES]
+
+    def match_io(self, tensor_id: int, name: str | None, func: str, path: str, allowed) -> Tensor:
+        """The graph tensor an execute argument refers to: by id, falling back to name."""
+        t = self.tensors.get(tensor_id) if tensor_id else None
+        if t is None and name:
+            tid = self.by_name.get(name)
+            t = self.tensors.get(tid) if tid is not None else None
+        if t is None:
+            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
+                           f"{func}: {path}: no tensor with id {tensor_id} or name '{name}' in graph "
+                           f"'{self.name}'", rule="QNNEMU-graphExecute-tensor-unknown")
+        if t.type not in allowed:
+            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
+                           f"{func}: {path}: tensor '{t.name}' is {type_name(t.type)}; expected "
+                           f"{' or '.join(type_name(a) for a in allowed)}", rule="QNNEMU-graphExecute-tensor-type")
+        return t
+
+    def execute(self, feeds: dict[int, np.ndarray], wanted: list[int]) -> dict[int, np.ndarray]:
+        """Runs the plan; ``feeds`` maps input tensor ids to arrays of their declared shape."""
+        if not self.finalized:
+            raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED,
+                           f"graphExecute: graph '{self.name}' is not finalized (call graphFinalize first)",
+                           rule="QNNEMU-graphExecute-not-finalized")
+        missing = [t.name for t in self.app_inputs() if t.id not in feeds and t.producer is None]
+        if missing:
+            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
+                           f"graphExecute: inputs: graph '{self.name}' input(s) {missing} not given",
+                           rule="QNNEMU-graphExecute-input-missing")
+        with self.lock:
+            env: dict[int, np.ndarray] = dict(feeds)
+            for node, impl in self.plan:
+                args = [env[i] if i in env else self.tensor(i).data for i in node.inputs]
+                results = impl.run(*args)
+                for tid, spec, value in zip(node.outputs, node.output_specs, results):
+                    env[tid] = value.astype(dtypes.numpy_dtype(spec.dtype), copy=False)
+            self.executions += 1
+        return {i: env[i] for i in wanted}

@@ -1,0 +1,179 @@
+"""QnnTensor.h / QnnTypes.h Qnn_Tensor_t: the emulator's copy of an application tensor.
+
+The ABI layer deep-copies everything the app passes (name, dimensions, quantization arrays,
+static data) into a ``TensorDesc`` at create/addNode time; ``validate_desc`` applies the
+creation rules, each with a stable rule id.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import QnnError
+from ..headers import Q
+from ..ops.base import QuantSpec, TensorSpec
+from . import dtypes
+
+SUPPORTED_TYPES = {
+    Q.QNN_TENSOR_TYPE_APP_WRITE: "APP_WRITE",
+    Q.QNN_TENSOR_TYPE_APP_READ: "APP_READ",
+    Q.QNN_TENSOR_TYPE_APP_READWRITE: "APP_READWRITE",
+    Q.QNN_TENSOR_TYPE_NATIVE: "NATIVE",
+    Q.QNN_TENSOR_TYPE_STATIC: "STATIC",
+    Q.QNN_TENSOR_TYPE_NULL: "NULL",
+}
+APP_INPUT_TYPES = (Q.QNN_TENSOR_TYPE_APP_WRITE, Q.QNN_TENSOR_TYPE_APP_READWRITE)
+APP_OUTPUT_TYPES = (Q.QNN_TENSOR_TYPE_APP_READ, Q.QNN_TENSOR_TYPE_APP_READWRITE)
+NODE_OUTPUT_TYPES = (Q.QNN_TENSOR_TYPE_NATIVE, Q.QNN_TENSOR_TYPE_APP_READ,
+                     Q.QNN_TENSOR_TYPE_APP_READWRITE)
+
+
+def type_name(t: int) -> str:
+    return f"QNN_TENSOR_TYPE_{SUPPORTED_TYPES[t]}" if t in SUPPORTED_TYPES else f"tensor type {t}"
+
+
+@dataclass
+class RawQuant:
+    """Quantization exactly as passed (already copied out of C memory)."""
+
+    definition: int
+    encoding: int
+    scale: float = 0.0
+    offset: int = 0
+    axis: int = 0
+    bitwidth: int = 0
+    scales: np.ndarray | None = None
+    offsets: np.ndarray | None = None
+
+
+@dataclass
+class TensorDesc:
+    """A tensor as the app described it (v1 or v2), copied."""
+
+    version: int
+    id: int
+    name: str | None
+    type: int
+    data_format: int
+    dtype: int
+    quant: RawQuant
+    dims: tuple[int, ...] | None
+    mem_type: int
+    data: bytes | None = None  # clientBuf contents (static data)
+    data_size: int = 0
+    has_data_pointer: bool = False
+    dynamic_dims: tuple[bool, ...] | None = None
+
+
+@dataclass
+class Tensor:
+    """A created tensor, owned by a graph (or a context for context tensors)."""
+
+    id: int
+    name: str
+    type: int
+    dtype: int
+    dims: tuple[int, ...]
+    quant: QuantSpec | None
+    data: np.ndarray | None = None
+    producer: str | None = None  # name of the node that writes it
+    consumers: list[str] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.dims, dtype=np.int64)) * dtypes.itemsize(self.dtype)
+
+    def spec(self) -> TensorSpec:
+        return TensorSpec(self.dims, self.dtype, self.quant, self.data, self.name)
+
+
+def _fail(code: int, rule: str, func: str, path: str, message: str) -> QnnError:
+    return QnnError(code, f"{func}: {path}: {message}", rule=rule)
+
+
+def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, rank: int) -> QuantSpec | None:
+    """Checks quantization against the data type; returns the executable form."""
+    fixed = dtype in dtypes.FIXED_POINT_TYPES
+    if q.definition != Q.QNN_DEFINITION_DEFINED:
+        if fixed:
+            raise _fail(code, "QNNEMU-tensor-quant-required", func, f"{path}.quantizeParams",
+                        f"{dtypes.name(dtype)} needs quantization parameters "
+                        f"(encodingDefinition must be QNN_DEFINITION_DEFINED)")
+        return None
+    if not fixed:
+        # Float tensors may carry defined-but-unused encodings (converters emit them); ignore.
+        return None
+    enc = q.encoding
+    if enc in (Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET, Q.QNN_QUANTIZATION_ENCODING_BW_SCALE_OFFSET):
+        if not np.isfinite(q.scale) or q.scale <= 0:
+            raise _fail(code, "QNNEMU-tensor-quant-scale", func, f"{path}.quantizeParams",
+                        f"scale must be a positive finite number, got {q.scale}")
+        return QuantSpec(enc, float(q.scale), int(q.offset), None, q.bitwidth or None)
+    if enc in (Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET,
+               Q.QNN_QUANTIZATION_ENCODING_BW_AXIS_SCALE_OFFSET):
+        if not 0 <= q.axis < max(rank, 1):
+            raise _fail(code, "QNNEMU-tensor-quant-axis", func, f"{path}.quantizeParams",
+                        f"axis {q.axis} is outside the tensor's rank {rank}")
+        if q.scales is None or len(q.scales) == 0:
+            raise _fail(code, "QNNEMU-tensor-quant-axis-values", func, f"{path}.quantizeParams",
+                        "per-axis encoding without scale/offset values")
+        if not np.all(np.isfinite(q.scales)) or np.any(q.scales <= 0):
+            raise _fail(code, "QNNEMU-tensor-quant-scale", func, f"{path}.quantizeParams",
+                        "per-axis scales must be positive finite numbers")
+        return QuantSpec(enc, q.scales, q.offsets, q.axis, q.bitwidth or None)
+    raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-quant-encoding", func,
+                f"{path}.quantizeParams.quantizationEncoding",
+                f"encoding {q.encoding} is not supported by the emulator yet "
+                f"(scale-offset and axis-scale-offset encodings are)")
+
+
+def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM,
+                  allow_null_type: bool = True) -> tuple[QuantSpec | None, np.ndarray | None]:
+    """Creation rules for a tensor description; returns (quantization, static array)."""
+    if d.version not in (1, 2):
+        raise _fail(code, "QNNEMU-tensor-version", func, f"{path}.version",
+                    f"must be QNN_TENSOR_VERSION_1 or _2, got {d.version}")
+    v = f"{path}.v{d.version}"
+    if not d.name:
+        raise _fail(code, "QNNEMU-tensor-name", func, f"{v}.name", "a tensor needs a non-empty name")
+    if d.type not in SUPPORTED_TYPES or (d.type == Q.QNN_TENSOR_TYPE_NULL and not allow_null_type):
+        unsupported = 0 <= d.type <= 0x7FFFFFFE and d.type not in SUPPORTED_TYPES
+        raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM if unsupported else code,
+                    "QNNEMU-tensor-type", func, f"{v}.type",
+                    f"{type_name(d.type)} is not supported here (supported: "
+                    f"{', '.join(SUPPORTED_TYPES.values())})")
+    if d.data_format != Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER:
+        raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-data-format", func,
+                    f"{v}.dataFormat", f"only QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER is supported, got {d.data_format}")
+    if not dtypes.is_known(d.dtype):
+        raise _fail(code, "QNNEMU-tensor-dtype", func, f"{v}.dataType", f"{dtypes.name(d.dtype)}")
+    if d.dims is None:
+        raise _fail(code, "QNNEMU-tensor-dims-null", func, f"{v}.dimensions",
+                    "rank > 0 but dimensions is NULL")
+    for i, n in enumerate(d.dims):
+        if n == 0 and not (d.dynamic_dims and d.dynamic_dims[i]):
+            raise _fail(code, "QNNEMU-tensor-dims-zero", func, f"{v}.dimensions[{i}]",
+                        f"dimension is 0 (dimensions {list(d.dims)})")
+    if d.dynamic_dims and any(d.dynamic_dims):
+        raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-dynamic-dims", func,
+                    f"{v}.isDynamicDimensions", "dynamic dimensions are not supported yet")
+    quant = quant_spec(d.quant, d.dtype, func, v, code, len(d.dims))
+    static = None
+    if d.type == Q.QNN_TENSOR_TYPE_STATIC:
+        if d.mem_type != Q.QNN_TENSORMEMTYPE_RAW:
+            raise _fail(code, "QNNEMU-tensor-static-memtype", func, f"{v}.memType",
+                        f"STATIC tensors carry their data in clientBuf (QNN_TENSORMEMTYPE_RAW), got {d.mem_type}")
+        if d.data is None:
+            raise _fail(code, "QNNEMU-tensor-static-data", func, f"{v}.clientBuf.data",
+                        "a STATIC tensor needs its data at creation")
+        want = int(np.prod(d.dims, dtype=np.int64)) * dtypes.itemsize(d.dtype)
+        if d.data_size != want:
+            raise _fail(code, "QNNEMU-tensor-static-size", func, f"{v}.clientBuf.dataSize",
+                        f"is {d.data_size} bytes; dimensions {list(d.dims)} of {dtypes.name(d.dtype)} need {want}")
+        static = np.frombuffer(d.data, dtype=dtypes.numpy_dtype(d.dtype)).reshape(d.dims)
+    return quant, static
+
+
+def from_desc(d: TensorDesc, tensor_id: int, quant: QuantSpec | None, static: np.ndarray | None) -> Tensor:
+    return Tensor(tensor_id, d.name or "", d.type, d.dtype, tuple(d.dims or ()), quant, static)
