@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from .base import REGISTRY, Op, OpCheckError, Param, ParamSpec, QuantSpec, TensorSpec
-from . import activation  # noqa: F401  (registers ops)
+from . import activation, conv, elementwise, matmul, pool, shape  # noqa: F401  (registers ops)
 
 PACKAGE_NAME = "qti.aisw"
 

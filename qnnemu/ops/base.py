@@ -16,6 +16,7 @@ C kernels in ``qnnemu._kernels``; ``reference`` uses numpy only).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -116,6 +117,14 @@ class Op:
         if register and not cls.__name__.startswith("_"):
             cls.op_type = cls.op_type or cls.__name__
             REGISTRY[cls.op_type] = cls
+        # The graph layer calls infer(..., declared_outputs=...) on every op: fail at import,
+        # not at graphAddNode, if an op's infer cannot take it.
+        own = cls.__dict__.get("infer")
+        if own is not None:
+            sig = inspect.signature(own.__func__ if isinstance(own, classmethod) else own)
+            if "declared_outputs" not in sig.parameters and not any(
+                    p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+                raise TypeError(f"{cls.__name__}.infer must accept declared_outputs=None")
 
     # ---- checking -----------------------------------------------------------------------
     @classmethod
@@ -175,18 +184,27 @@ class Op:
         return values
 
     @classmethod
-    def check(cls, inputs: list[TensorSpec], params: dict[str, Param]) -> list[TensorSpec]:
-        """Validates a node and returns the inferred output specs (shape, dtype)."""
+    def check(cls, inputs: list[TensorSpec], params: dict[str, Param],
+              declared_outputs: list[TensorSpec] | None = None) -> list[TensorSpec]:
+        """Validates a node and returns the inferred output specs (shape, dtype).
+
+        ``declared_outputs``: the node's output tensors as the app declared them.  Optional;
+        passed on to ``infer``, where only ops that cannot infer their output shape (Reshape)
+        read it (they raise OpCheckError without it).
+        """
         lo, hi = cls.input_count_range()
         if len(inputs) < lo or (hi is not None and len(inputs) > hi):
             want = f"{lo}" if lo == hi else f"{lo}..{hi if hi is not None else 'N'}"
             raise OpCheckError("QNNEMU-op-input-count", "numOfInputs",
                                f"{cls.op_type} takes {want} inputs, got {len(inputs)}")
         values = cls.parse_params(params)
-        return cls.infer(inputs, values)
+        return cls.infer(inputs, values, declared_outputs=declared_outputs)
 
     @classmethod
-    def infer(cls, inputs: list[TensorSpec], params: dict[str, Any]) -> list[TensorSpec]:
+    def infer(cls, inputs: list[TensorSpec], params: dict[str, Any],
+              declared_outputs: list[TensorSpec] | None = None) -> list[TensorSpec]:
+        """Output specs from input specs and parsed params.  ``declared_outputs`` (the node's
+        declared output tensors, or None) matters only to ops such as Reshape."""
         raise NotImplementedError
 
     # ---- running ------------------------------------------------------------------------
@@ -230,5 +248,29 @@ def check_float(op: str, idx: int, spec: TensorSpec) -> None:
                                  f"{op} runs float32/float16 tensors; got {dtypes.name(spec.dtype)}")
 
 
+def check_float_inputs(op: str, inputs: list[TensorSpec]) -> None:
+    """check_float on every input, then all inputs must share input 0's float type."""
+    for i, spec in enumerate(inputs):
+        check_float(op, i, spec)
+    for i, spec in enumerate(inputs[1:], 1):
+        if spec.dtype != inputs[0].dtype:
+            raise OpCheckError(f"QNNEMU-{op}-dtype-mismatch", f"inputTensors[{i}].dataType",
+                               f"{op} inputs must share one data type: input 0 is "
+                               f"{dtypes.name(inputs[0].dtype)}, input {i} is "
+                               f"{dtypes.name(spec.dtype)}")
+
+
+def to_compute(a: np.ndarray | None) -> np.ndarray | None:
+    """Float16 computes in float32 (rounded back at the output by ``from_compute``)."""
+    if a is None:
+        return None
+    return a.astype(np.float32) if a.dtype == np.float16 else a
+
+
+def from_compute(y: np.ndarray, dtype) -> np.ndarray:
+    return y.astype(dtype, copy=False)
+
+
 __all__ = ["Op", "Param", "ParamSpec", "TensorSpec", "QuantSpec", "REGISTRY",
-           "OpCheckError", "same_spec", "check_rank", "check_float", "type_category"]
+           "OpCheckError", "same_spec", "check_rank", "check_float", "type_category",
+           "check_float_inputs", "to_compute", "from_compute"]

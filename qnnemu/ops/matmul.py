@@ -1,0 +1,119 @@
+"""Matrix products: FullyConnected and MatMul (QnnOpDef.h QNN_OP_FULLY_CONNECTED, QNN_OP_MAT_MUL).
+
+FullyConnected: input of rank >= 2 is flattened to [n, k] (k = weights' second dimension),
+weights [m, k], optional bias [m]; output [n, m], or with ``keep_dims`` the input's leading
+dimensions followed by m (which needs the input's last dimension to be k).
+
+MatMul: in0 [..., m, k] and in1 [..., k, n] (the last two dimensions swapped when
+``transpose_in0`` / ``transpose_in1``), batch dimensions broadcast like numpy.matmul.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _fast
+from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_float_inputs, check_rank,
+                   from_compute, same_spec, to_compute)
+
+
+def _check_min_rank(op: str, idx: int, spec: TensorSpec, least: int) -> None:
+    if spec.rank < least:
+        raise OpCheckError(f"QNNEMU-{op}-input-rank", f"inputTensors[{idx}].rank",
+                           f"{op} input {idx} must have rank >= {least}, got {spec.rank} "
+                           f"(dimensions {list(spec.shape)})")
+
+
+class FullyConnected(Op):
+    inputs = ("in[0]", "in[1]", "in[2]?")
+    params = {"keep_dims": ParamSpec("scalar", ("bool",), default=False)}
+
+    @classmethod
+    def infer(cls, inputs: list[TensorSpec], params,
+              declared_outputs=None) -> list[TensorSpec]:
+        op = cls.op_type
+        x, w = inputs[0], inputs[1]
+        _check_min_rank(op, 0, x, 2)
+        check_rank(op, 1, w, (2,))
+        if len(inputs) > 2:
+            check_rank(op, 2, inputs[2], (1,))
+        check_float_inputs(op, inputs)
+        m, k = w.shape
+        size = int(np.prod(x.shape, dtype=np.int64))
+        if params["keep_dims"]:
+            if x.shape[-1] != k:
+                raise OpCheckError(f"QNNEMU-{op}-k-mismatch", "inputTensors[1].dimensions",
+                                   f"with keep_dims the input's last dimension "
+                                   f"({x.shape[-1]}) must equal weights dimension 1 ({k}); "
+                                   f"input {list(x.shape)}, weights {list(w.shape)}")
+            out_shape = tuple(x.shape[:-1]) + (m,)
+        else:
+            if k == 0 or size % k != 0:
+                raise OpCheckError(f"QNNEMU-{op}-k-mismatch", "inputTensors[1].dimensions",
+                                   f"input element count ({size}) must be a multiple of "
+                                   f"weights dimension 1 ({k}); input {list(x.shape)}, "
+                                   f"weights {list(w.shape)}")
+            out_shape = (size // k, m)
+        if len(inputs) > 2 and tuple(inputs[2].shape) != (m,):
+            raise OpCheckError(f"QNNEMU-{op}-bias-shape", "inputTensors[2].dimensions",
+                               f"bias must have dimensions [{m}] (weights dimension 0), got "
+                               f"{list(inputs[2].shape)}")
+        return [same_spec(x, shape=out_shape)]
+
+    def _run(self, x, w, b=None, keep_dims=False):
+        dtype = x.dtype
+        x, w, b = to_compute(x), to_compute(w), to_compute(b)
+        m, k = w.shape
+        x2 = x.reshape(-1, k)
+        if _fast.enabled():
+            y = _fast.gemm(x2, w.T, b)  # w.T is a transposed view: no copy
+        else:
+            y = x2 @ w.T
+            if b is not None:
+                y = y + b
+        out_shape = x.shape[:-1] + (m,) if keep_dims else (x2.shape[0], m)
+        return from_compute(y.reshape(out_shape), dtype)
+
+
+class MatMul(Op):
+    inputs = ("in[0]", "in[1]")
+    params = {
+        "transpose_in0": ParamSpec("scalar", ("bool",), default=False),
+        "transpose_in1": ParamSpec("scalar", ("bool",), default=False),
+    }
+
+    @classmethod
+    def infer(cls, inputs: list[TensorSpec], params,
+              declared_outputs=None) -> list[TensorSpec]:
+        op = cls.op_type
+        a, b = inputs
+        _check_min_rank(op, 0, a, 2)
+        _check_min_rank(op, 1, b, 2)
+        check_float_inputs(op, inputs)
+        m, k = a.shape[-2:][::-1] if params["transpose_in0"] else a.shape[-2:]
+        k2, n = b.shape[-2:][::-1] if params["transpose_in1"] else b.shape[-2:]
+        if k != k2:
+            raise OpCheckError(f"QNNEMU-{op}-inner-dim", "inputTensors[1].dimensions",
+                               f"inner dimensions differ: in0 gives k={k} "
+                               f"(transpose_in0={params['transpose_in0']}, {list(a.shape)}), "
+                               f"in1 gives k={k2} (transpose_in1={params['transpose_in1']}, "
+                               f"{list(b.shape)})")
+        try:
+            batch = np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+        except ValueError:
+            raise OpCheckError(f"QNNEMU-{op}-broadcast", "inputTensors[1].dimensions",
+                               f"batch dimensions {list(b.shape[:-2])} of in1 do not "
+                               f"broadcast with {list(a.shape[:-2])} of in0") from None
+        return [same_spec(a, shape=tuple(batch) + (m, n))]
+
+    def _run(self, a, b, transpose_in0=False, transpose_in1=False):
+        dtype = a.dtype
+        a, b = to_compute(a), to_compute(b)
+        if _fast.enabled():
+            y = _fast.matmul(a, b, transpose_in0, transpose_in1)
+        else:
+            y = np.matmul(np.swapaxes(a, -1, -2) if transpose_in0 else a,
+                          np.swapaxes(b, -1, -2) if transpose_in1 else b)
+        return from_compute(y, dtype)
+
+
+__all__ = ["FullyConnected", "MatMul"]
