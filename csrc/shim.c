@@ -70,6 +70,11 @@ static int library_dir(char *out, size_t size) {
  * site directory on sys.path so that a venv install is found too.  In a Python process
  * (ctypes, ONNX Runtime inside Python) the running interpreter is used as is. */
 static int ensure_python(void) {
+  /* Apps usually dlopen backends RTLD_LOCAL, which keeps libpython's symbols private to us;
+   * extension modules (_cffi_backend, numpy) need them global, so promote libpython. */
+  Dl_info py_info;
+  if (dladdr((void *)&Py_IsInitialized, &py_info) && py_info.dli_fname)
+    dlopen(py_info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
   if (Py_IsInitialized()) return 0;
   PyConfig config;
   PyConfig_InitPythonConfig(&config);

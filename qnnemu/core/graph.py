@@ -122,13 +122,8 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
                    Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE if code != Q.QNN_BACKEND_ERROR_NOT_SUPPORTED else code)
     prefix = "opConfig.v1."
     try:
+        outs = cls.check(input_specs, params, declared_outputs=declared_outputs)
         parsed = cls.parse_params(params)
-        lo, hi = cls.input_count_range()
-        if len(input_specs) < lo or (hi is not None and len(input_specs) > hi):
-            want = f"{lo}" if lo == hi else f"{lo}..{hi if hi is not None else 'N'}"
-            raise OpCheckError("QNNEMU-op-input-count", "numOfInputs",
-                               f"{cls.op_type} takes {want} inputs, got {len(input_specs)}")
-        outs = cls.infer(input_specs, parsed, declared_outputs=declared_outputs)
     except OpUnsupportedError as e:
         raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE if code != Q.QNN_BACKEND_ERROR_NOT_SUPPORTED else code,
                        f"{func}: node '{cfg.name}' ({cls.op_type}): {prefix}{e.path}: {e.detail}",
