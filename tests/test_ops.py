@@ -144,7 +144,11 @@ def ref_pool(x, k, s, pad, ceil, kind, count_pad=False):
             xs = [q for q in range(x0, x0 + k[1]) if 0 <= q < w]
             win = x[:, ys][:, :, xs]
             if kind == "max":
+                # Padded cells count as zeros (the HTP backend's behaviour).
+                padded = len(ys) * len(xs) < k[0] * k[1]
                 y[:, oy, ox] = win.max(axis=(1, 2))
+                if padded:
+                    y[:, oy, ox] = np.maximum(y[:, oy, ox], 0.0)
             else:
                 if count_pad:  # cells inside the explicitly padded extent count
                     ny = len([r for r in range(y0, y0 + k[0]) if -pad[0][0] <= r < h + pad[0][1]])
@@ -379,11 +383,17 @@ def test_pool_avg_count_pad_for_edges(mode):
     assert_close(y, ref, f"PoolAvg2d count_pad_for_edges rounding_mode={mode}")
 
 
-def test_pool_all_negative_max_ignores_padding():
+def test_pool_max_padding_counts_as_zero():
+    # The HTP backend's PoolMax2d pads with zeros (checked against the vendor's backend in
+    # tests/test_differential.py): windows touching padding never go below 0.
     x = -np.ones((1, 2, 2, 1), np.float32) - 1.0
     y = run_op("PoolMax2d", [x], {"filter_size": [2, 2], "stride": [1, 1],
                                   "pad_amount": [[1, 1], [1, 1]]})
-    assert (y == -2.0).all(), f"padded cells never win a max of negatives: {y.ravel()}"
+    want = np.zeros((1, 3, 3, 1), np.float32)
+    want[0, 1, 1, 0] = -2.0  # the centre window covers the input only
+    assert (y == want).all(), f"windows touching the zero pad give 0, the centre one -2: {y.ravel()}"
+    y = run_op("PoolMax2d", [x], {"filter_size": [2, 2], "stride": [1, 1]})
+    assert (y == -2.0).all(), f"without padding the max of negatives stays negative: {y.ravel()}"
 
 
 def test_pool_rounding_mode_constants():

@@ -19,7 +19,8 @@ from .log import NULL_LOGGER
 # The QNN SDK release whose ABI our headers reproduce; the build id a client parses
 # ("vMAJOR.MINOR.PATCH.BUILD").
 SDK_VERSION = (2, 43, 0)
-BUILD_ID = "v{}.{}.{}.{}".format(*SDK_VERSION, "".join(f"{int(p):02d}" for p in __version__.split(".")))
+# BUILD: the package version's digits (0.1.0 -> 010), so the id changes with every release.
+BUILD_ID = "v{}.{}.{}.{}".format(*SDK_VERSION, "".join(ch for ch in __version__ if ch.isdigit()) or "0")
 
 DEFAULT_CORE_API = (2, 40, 0)
 MIN_CORE_API_MINOR = 32

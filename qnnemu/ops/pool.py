@@ -7,7 +7,7 @@ window that would start past the input and the leading padding is dropped (as ON
 which maps ONNX ceil_mode onto this parameter, computes shapes), so every window holds at
 least one input cell.  Cells past the explicit padding (the CEIL overhang) never count.
 
-Max pooling ignores padded cells.  Average pooling divides by the number of input cells in
+Max pooling treats padded cells as zeros, as the HTP backend does.  Average pooling divides by the number of input cells in
 the window, or, with ``count_pad_for_edges``, by the input and explicit-padding cells.
 """
 from __future__ import annotations
@@ -103,8 +103,9 @@ class PoolMax2d(_Pool2d):
         k, s, pad, out_hw = self.geometry(x.shape, dict(
             filter_size=filter_size, stride=stride, pad_amount=pad_amount,
             rounding_mode=rounding_mode))
-        # -inf padding never wins the max: padded cells are ignored.
-        return self._windows(x, k, s, pad, out_hw, -np.inf).max(axis=(4, 5))
+        # Padded cells hold 0 and take part in the max: what the HTP backend computes
+        # (tests/test_differential.py PoolMax2d_3x3_s1_pad1 against the vendor's backend).
+        return self._windows(x, k, s, pad, out_hw, 0.0).max(axis=(4, 5))
 
 
 class PoolAvg2d(_Pool2d):

@@ -1,0 +1,592 @@
+"""A small Pythonic client that drives any QNN backend library through its C ABI.
+
+It uses cffi in ABI mode (``ffi.dlopen``) with declarations generated from our own headers
+(``qnnemu.headers.cdef()``), so it works with our ``libQnnHtpEmu.so`` as well as with the
+vendor's ``libQnnHtp.so``/``libQnnSaver.so``::
+
+    from qnnemu.client import Backend
+    with Backend(path) as be:                       # None -> qnnemu.backend_library_path()
+        ctx = be.context()
+        g = ctx.graph("g0", precision="fp16")       # HTP custom graph config
+        x = g.input("x", (1, 8, 8, 3), np.float32)  # APP_WRITE
+        w = g.static("w", weights)                  # STATIC
+        y = g.node("Conv2d", [x, w, b], params={"stride": np.array([1, 1], np.uint32), ...},
+                   outputs=[("y", (1, 8, 8, 4), np.float32)], app_read=True)
+        g.finalize()
+        out = g.execute({"x": arr})                 # {"y": ndarray}
+
+Parameter rule (``Graph.node(params=...)``):
+
+- an ``np.ndarray`` with ``ndim >= 1`` becomes a tensor parameter: a STATIC tensor created
+  with ``tensorCreateGraphTensor`` (named ``<node>.<param>``), as QNN requires;
+- a numpy scalar (or 0-d array) becomes a scalar of the matching QNN type
+  (``np.uint32`` -> ``QNN_DATATYPE_UINT_32``, ``np.float32`` -> ``FLOAT_32``,
+  ``np.bool_`` -> ``BOOL_8``, ...);
+- a Python ``bool`` -> ``BOOL_8``; a Python ``float`` -> ``FLOAT_32``; a Python ``int`` ->
+  ``UINT_32`` when non-negative (most QNN integer parameters, e.g. ``group`` and ``axis``, are
+  ``uint32``), else ``INT_32``. Pass ``np.int32(...)`` to force ``INT_32``.
+
+Every QNN call's status is checked; a failure raises :class:`QnnCallError` carrying the API
+function name, the code and the backend's own ``errorGetMessage`` text. All memory handed to
+the backend (names, dimensions, static data, configs) stays referenced by the owning
+graph/context/backend object until that object is freed; handles are freed in reverse order
+of creation (contexts, which free their graphs, then device, backend, log).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import cffi
+import numpy as np
+
+from .core import dtypes
+from .headers import Q, cdef
+
+__all__ = ["Backend", "Context", "Graph", "Tensor", "QnnCallError", "ApiVersion",
+           "GraphConfig", "htp_graph_config", "ffi"]
+
+log = logging.getLogger("qnnemu.client")
+
+ffi = cffi.FFI()
+ffi.cdef(cdef())
+# The log callback receives a va_list, which on x86-64 is passed as a pointer; libc's
+# vsnprintf is declared with a void * last argument so that it can be forwarded unchanged.
+ffi.cdef("int vsnprintf(char *str, size_t size, const char *format, void *ap);")
+# graphAddNode and backendValidateOpConfig take Qnn_OpConfig_t by value; cffi's ABI mode cannot
+# pass a struct containing an anonymous union, so the calls go through a pointer type whose
+# argument is a layout-identical struct with a named member (80 bytes, passed in memory).
+ffi.cdef("typedef struct { Qnn_OpConfigVersion_t version; Qnn_OpConfigV1_t v1; } "
+         "qnnemu_OpConfigByValue_t;"
+         "typedef Qnn_ErrorHandle_t (*qnnemu_AddNodeFn_t)(void *, qnnemu_OpConfigByValue_t);")
+assert ffi.sizeof("qnnemu_OpConfigByValue_t") == ffi.sizeof("Qnn_OpConfig_t")
+_libc = ffi.dlopen(None)
+
+_LOG_LEVELS = {
+    "error": Q.QNN_LOG_LEVEL_ERROR, "warn": Q.QNN_LOG_LEVEL_WARN, "info": Q.QNN_LOG_LEVEL_INFO,
+    "verbose": Q.QNN_LOG_LEVEL_VERBOSE, "debug": Q.QNN_LOG_LEVEL_DEBUG,
+}
+_PY_LEVELS = {
+    Q.QNN_LOG_LEVEL_ERROR: logging.ERROR, Q.QNN_LOG_LEVEL_WARN: logging.WARNING,
+    Q.QNN_LOG_LEVEL_INFO: logging.INFO, Q.QNN_LOG_LEVEL_VERBOSE: logging.DEBUG,
+    Q.QNN_LOG_LEVEL_DEBUG: logging.DEBUG,
+}
+_PRECISIONS = {"fp16": Q.QNN_PRECISION_FLOAT16, "fp32": Q.QNN_PRECISION_FLOAT32}
+
+
+@ffi.callback("QnnLog_Callback_t")
+def _log_callback(fmt, level, timestamp, args):
+    # One callback for the whole process: backends may log from their own threads and even
+    # after logFree, so it must outlive every Backend object.
+    try:
+        buf = ffi.new("char[]", 4096)
+        _libc.vsnprintf(buf, 4096, fmt, args)
+        log.log(_PY_LEVELS.get(level, logging.DEBUG), "%s",
+                ffi.string(buf).decode("utf-8", "replace").rstrip("\n"))
+    except Exception:  # an exception must never cross back into C
+        pass
+
+
+class QnnCallError(RuntimeError):
+    """A QNN API function returned an error code."""
+
+    def __init__(self, function: str, code: int, message: str | None = None):
+        self.function = function
+        self.code = int(code)
+        self.message = message or ""
+        text = f"{function} failed with error {self.code}"
+        super().__init__(f"{text}: {self.message}" if self.message else text)
+
+
+@dataclass(frozen=True)
+class ApiVersion:
+    """``Qnn_ApiVersion_t``: the core API version and the backend's own API version."""
+    core: tuple[int, int, int]
+    backend: tuple[int, int, int]
+
+
+class GraphConfig:
+    """One ``QnnGraph_Config_t`` plus whatever it points to (kept alive with it)."""
+
+    def __init__(self, config, keep: Sequence[Any] = ()):
+        self.config = config  # cdata "QnnGraph_Config_t *"
+        self._keep = list(keep)
+
+
+def htp_graph_config(option: str | int, **field: Any) -> GraphConfig:
+    """An HTP custom graph config (``QnnHtpGraph_CustomConfig_t``, HTP/QnnHtpGraph.h).
+
+    ``option`` is the suffix of ``QNN_HTP_GRAPH_CONFIG_OPTION_*`` (or its value) and exactly one
+    keyword names the union member to set, e.g.
+    ``htp_graph_config("PRECISION", precision=Q.QNN_PRECISION_FLOAT16)`` or
+    ``htp_graph_config("VTCM_SIZE", vtcmSizeInMB=8)``.
+    """
+    if len(field) != 1:
+        raise TypeError("htp_graph_config: give exactly one union member")
+    custom = ffi.new("QnnHtpGraph_CustomConfig_t *")
+    custom.option = (option if isinstance(option, int)
+                     else getattr(Q, f"QNN_HTP_GRAPH_CONFIG_OPTION_{option}"))
+    (member, value), = field.items()
+    setattr(custom, member, value)
+    config = ffi.new("QnnGraph_Config_t *")
+    config.option = Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM
+    config.customConfig = custom
+    return GraphConfig(config, [custom])
+
+
+def _null_terminated(ptrs: Sequence[Any], ctype: str):
+    """A NULL-terminated ``const T **`` array, as QNN config arguments are."""
+    if not ptrs:
+        return ffi.NULL
+    arr = ffi.new(f"{ctype} *[]", len(ptrs) + 1)
+    for i, p in enumerate(ptrs):
+        arr[i] = p
+    return arr
+
+
+class Backend:
+    """A loaded backend library with its log, backend and (if supported) device handles.
+
+    ``path`` defaults to our ``libQnnHtpEmu.so``. The provider is the one whose core API
+    major version equals ours and whose minor is at least ours (``backend_id`` narrows the
+    choice). ``log_level`` is one of error/warn/info/verbose/debug, or None for no logger;
+    messages go to the Python logger ``qnnemu.client``. ``device=False`` skips deviceCreate.
+    """
+
+    def __init__(self, path: str | None = None, log_level: str | None = "warn",
+                 device: bool = True, backend_id: int | None = None):
+        if path is None:
+            from . import backend_library_path
+            path = backend_library_path()
+        self.path = str(path)
+        self._lib = ffi.dlopen(self.path)
+        self._log = self._backend = self._device = None
+        self._contexts: list[Context] = []
+        self._provider = self._pick_provider(backend_id)
+        self.fn = self._provider.v2_32  # the function table, for calls this API does not wrap
+        try:
+            if log_level is not None:
+                out = ffi.new("Qnn_LogHandle_t *")
+                self.call("logCreate", _log_callback, _LOG_LEVELS[log_level], out)
+                self._log = out[0]
+            out = ffi.new("Qnn_BackendHandle_t *")
+            self.call("backendCreate", self._log or ffi.NULL, ffi.NULL, out)
+            self._backend = out[0]
+            if device and self._has_capability("propertyHasCapability",
+                                               Q.QNN_PROPERTY_GROUP_DEVICE):
+                out = ffi.new("Qnn_DeviceHandle_t *")
+                self.call("deviceCreate", self._log or ffi.NULL, ffi.NULL, out)
+                self._device = out[0]
+        except BaseException:
+            self.free()
+            raise
+
+    def _pick_provider(self, backend_id):
+        providers = ffi.new("const QnnInterface_t ***")
+        count = ffi.new("uint32_t *")
+        code = self._lib.QnnInterface_getProviders(providers, count)
+        if code != Q.QNN_SUCCESS:
+            raise QnnCallError("QnnInterface_getProviders", code)
+        seen = []
+        for i in range(count[0]):
+            p = providers[0][i]
+            core = p.apiVersion.coreApiVersion
+            seen.append(f"{ffi.string(p.providerName).decode()} (id {p.backendId}, "
+                        f"core {core.major}.{core.minor})")
+            if backend_id is not None and p.backendId != backend_id:
+                continue
+            if core.major == Q.QNN_API_VERSION_MAJOR and core.minor >= Q.QNN_API_VERSION_MINOR:
+                return p
+        raise RuntimeError(f"{self.path}: no provider with core API "
+                           f"{Q.QNN_API_VERSION_MAJOR}.>={Q.QNN_API_VERSION_MINOR}; "
+                           f"found {', '.join(seen) or 'none'}")
+
+    # -- information --------------------------------------------------------------------
+    @property
+    def provider_name(self) -> str:
+        return ffi.string(self._provider.providerName).decode()
+
+    @property
+    def backend_id(self) -> int:
+        return int(self._provider.backendId)
+
+    @property
+    def api_version(self) -> ApiVersion:
+        a = self._provider.apiVersion
+        return ApiVersion((a.coreApiVersion.major, a.coreApiVersion.minor, a.coreApiVersion.patch),
+                          (a.backendApiVersion.major, a.backendApiVersion.minor,
+                           a.backendApiVersion.patch))
+
+    @property
+    def build_id(self) -> str:
+        out = ffi.new("const char **")
+        self.call("backendGetBuildId", out)
+        return ffi.string(out[0]).decode() if out[0] != ffi.NULL else ""
+
+    def supported_operations(self) -> list[str]:
+        """Op type names from ``backendGetSupportedOperations``."""
+        n = ffi.new("uint32_t *")
+        ops = ffi.new("const QnnBackend_OperationName_t **")
+        self.call("backendGetSupportedOperations", self._backend, n, ops)
+        return [ffi.string(ops[0][i].name).decode() for i in range(n[0])
+                if ops[0][i].name != ffi.NULL]
+
+    @property
+    def device(self):
+        """The device handle, or None when the backend has no device support."""
+        return self._device
+
+    @property
+    def handle(self):
+        return self._backend
+
+    # -- calls --------------------------------------------------------------------------
+    def error_message(self, code: int) -> str | None:
+        fn = self.fn.errorGetMessage
+        if fn == ffi.NULL:
+            return None
+        out = ffi.new("const char **")
+        try:
+            if fn(code, out) != Q.QNN_SUCCESS or out[0] == ffi.NULL:
+                return None
+        except Exception:
+            return None
+        return ffi.string(out[0]).decode("utf-8", "replace")
+
+    def call(self, function: str, *args) -> None:
+        """Calls ``function`` from the provider's table; raises QnnCallError on failure.
+
+        A ``Qnn_OpConfig_t`` argument (graphAddNode, backendValidateOpConfig) is given as a
+        ``Qnn_OpConfig_t *`` and passed by value."""
+        fn = getattr(self.fn, function)
+        if fn == ffi.NULL:
+            raise QnnCallError(function, Q.QNN_COMMON_ERROR_NOT_SUPPORTED,
+                               "not provided by this backend")
+        if function in ("graphAddNode", "backendValidateOpConfig"):
+            handle, op = args
+            fn = ffi.cast("qnnemu_AddNodeFn_t", fn)
+            args = (handle, ffi.cast("qnnemu_OpConfigByValue_t *", op)[0])
+        code = fn(*args)
+        if code != Q.QNN_SUCCESS:
+            raise QnnCallError(function, code, self.error_message(code))
+
+    def _has_capability(self, function: str, key: int) -> bool:
+        fn = getattr(self.fn, function)
+        return fn != ffi.NULL and fn(key) == Q.QNN_PROPERTY_SUPPORTED
+
+    # -- objects ------------------------------------------------------------------------
+    def context(self, configs: Sequence[Any] = ()) -> "Context":
+        """contextCreate; ``configs`` are ``QnnContext_Config_t *`` cdata kept by the caller."""
+        ctx = Context(self, configs)
+        self._contexts.append(ctx)
+        return ctx
+
+    def free(self) -> None:
+        """Frees contexts (newest first), device, backend and log; safe to call twice."""
+        errors = []
+        for ctx in reversed(self._contexts):
+            try:
+                ctx.free()
+            except QnnCallError as e:
+                errors.append(e)
+        self._contexts.clear()
+        for attr, function in (("_device", "deviceFree"), ("_backend", "backendFree"),
+                               ("_log", "logFree")):
+            handle = getattr(self, attr)
+            if handle is not None:
+                setattr(self, attr, None)
+                try:
+                    self.call(function, handle)
+                except QnnCallError as e:
+                    errors.append(e)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> "Backend":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+
+class Context:
+    """A QNN context (``contextCreate``); owns its graphs."""
+
+    def __init__(self, backend: Backend, configs: Sequence[Any] = ()):
+        self.backend = backend
+        self._keep = [_null_terminated(list(configs), "QnnContext_Config_t")]
+        out = ffi.new("Qnn_ContextHandle_t *")
+        backend.call("contextCreate", backend.handle, backend.device or ffi.NULL,
+                     self._keep[0], out)
+        self.handle = out[0]
+        self.graphs: list[Graph] = []
+
+    def graph(self, name: str, precision: str | None = None,
+              configs: Iterable[GraphConfig] = (), tensor_version: int = 2) -> "Graph":
+        """graphCreate. ``precision`` ("fp16"/"fp32") adds the HTP PRECISION custom config;
+        ``configs`` are further :class:`GraphConfig` objects (see :func:`htp_graph_config`);
+        ``tensor_version`` 1 or 2 picks the tensor struct version used for every tensor."""
+        configs = list(configs)
+        if precision is not None:
+            configs.insert(0, htp_graph_config("PRECISION", precision=_PRECISIONS[precision]))
+        g = Graph(self, name, configs, tensor_version)
+        self.graphs.append(g)
+        return g
+
+    def free(self) -> None:
+        if self.handle is not None:
+            handle, self.handle = self.handle, None
+            self.backend.call("contextFree", handle, ffi.NULL)
+            for g in self.graphs:
+                g.handle = None
+            self.graphs.clear()  # the graphs' buffers may go now
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+
+class Tensor:
+    """A graph tensor: its name, QNN id, type, shape and data type."""
+
+    def __init__(self, struct, name: str, shape: tuple[int, ...], dtype: int, type_: int):
+        self.struct = struct  # cdata "Qnn_Tensor_t *" as created (id filled in)
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype  # Qnn_DataType_t
+        self.type = type_   # Qnn_TensorType_t
+
+    @property
+    def id(self) -> int:
+        s = self.struct
+        return int(s.v2.id if s.version == Q.QNN_TENSOR_VERSION_2 else s.v1.id)
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return dtypes.numpy_dtype(self.dtype)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name!r}, {self.shape}, {dtypes.name(self.dtype)})"
+
+
+class Graph:
+    """A QNN graph under construction, then finalized and executable.
+
+    ``tensor_version`` selects ``Qnn_TensorV2_t`` (default) or ``Qnn_TensorV1_t`` structs.
+    """
+
+    def __init__(self, context: Context, name: str, configs: Sequence[GraphConfig] = (),
+                 tensor_version: int = 2):
+        self.context = context
+        self.backend = context.backend
+        self.name = name
+        self.tensor_version = tensor_version
+        self._keep: list[Any] = list(configs)
+        self.inputs: list[Tensor] = []
+        self.outputs: list[Tensor] = []
+        self.tensors: dict[str, Tensor] = {}
+        self._nodes = 0
+        cfg = _null_terminated([c.config for c in configs], "QnnGraph_Config_t")
+        self._keep.append(cfg)
+        cname = ffi.new("char[]", name.encode())
+        self._keep.append(cname)
+        out = ffi.new("Qnn_GraphHandle_t *")
+        self.backend.call("graphCreate", context.handle, cname, cfg, out)
+        self.handle = out[0]
+
+    # -- tensors ------------------------------------------------------------------------
+    def _tensor(self, name: str, shape, dtype, type_: int, data: np.ndarray | None = None,
+                quant: tuple[float, int] | None = None) -> Tensor:
+        if name in self.tensors:
+            raise ValueError(f"graph {self.name}: tensor {name!r} already exists")
+        shape = tuple(int(d) for d in shape)
+        qtype = dtype if isinstance(dtype, int) else dtypes.from_numpy(dtype)
+        t = ffi.new("Qnn_Tensor_t *")
+        t.version = (Q.QNN_TENSOR_VERSION_2 if self.tensor_version == 2
+                     else Q.QNN_TENSOR_VERSION_1)
+        v = t.v2 if self.tensor_version == 2 else t.v1
+        cname = ffi.new("char[]", name.encode())
+        dims = ffi.new("uint32_t[]", list(shape) or [0])
+        self._keep += [cname, dims]
+        v.id = 0
+        v.name = cname
+        v.type = type_
+        v.dataFormat = Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER
+        v.dataType = qtype
+        if quant is None:
+            v.quantizeParams.encodingDefinition = Q.QNN_DEFINITION_UNDEFINED
+            v.quantizeParams.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_UNDEFINED
+        else:
+            v.quantizeParams.encodingDefinition = Q.QNN_DEFINITION_DEFINED
+            v.quantizeParams.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET
+            v.quantizeParams.scaleOffsetEncoding.scale = quant[0]
+            v.quantizeParams.scaleOffsetEncoding.offset = quant[1]
+        v.rank = len(shape)
+        v.dimensions = dims
+        v.memType = Q.QNN_TENSORMEMTYPE_RAW
+        if data is not None:
+            data = np.ascontiguousarray(data, dtype=dtypes.numpy_dtype(qtype))
+            if data.shape != shape:
+                raise ValueError(f"tensor {name!r}: data shape {data.shape} != {shape}")
+            buf = ffi.from_buffer(data)
+            self._keep += [data, buf]
+            v.clientBuf.data = buf
+            v.clientBuf.dataSize = data.nbytes
+        else:
+            v.clientBuf.data = ffi.NULL
+            v.clientBuf.dataSize = 0
+        if self.tensor_version == 2:
+            v.isDynamicDimensions = ffi.NULL
+            v.sparseParams.type = Q.QNN_SPARSE_LAYOUT_UNDEFINED
+            v.isProduced = 0
+        self.backend.call("tensorCreateGraphTensor", self.handle, t)
+        tensor = Tensor(t, name, shape, qtype, type_)
+        self.tensors[name] = tensor
+        return tensor
+
+    def input(self, name: str, shape, dtype=np.float32,
+              quant: tuple[float, int] | None = None) -> Tensor:
+        """An APP_WRITE tensor, fed by :meth:`execute`."""
+        t = self._tensor(name, shape, dtype, Q.QNN_TENSOR_TYPE_APP_WRITE, quant=quant)
+        self.inputs.append(t)
+        return t
+
+    def static(self, name: str, data: np.ndarray, dtype=None,
+               quant: tuple[float, int] | None = None) -> Tensor:
+        """A STATIC tensor holding ``data`` (its dtype unless ``dtype`` is given)."""
+        data = np.asarray(data)
+        return self._tensor(name, data.shape, data.dtype if dtype is None else dtype,
+                            Q.QNN_TENSOR_TYPE_STATIC, data=data, quant=quant)
+
+    # -- nodes --------------------------------------------------------------------------
+    def _scalar(self, value) -> tuple[int, str, Any]:
+        if isinstance(value, (bool, np.bool_)):
+            return Q.QNN_DATATYPE_BOOL_8, "bool8Value", int(bool(value))
+        if isinstance(value, float) and not isinstance(value, np.generic):
+            return Q.QNN_DATATYPE_FLOAT_32, "floatValue", value
+        if isinstance(value, int) and not isinstance(value, np.generic):
+            if value >= 0:
+                return Q.QNN_DATATYPE_UINT_32, "uint32Value", value
+            return Q.QNN_DATATYPE_INT_32, "int32Value", value
+        arr = np.asarray(value)
+        qtype = dtypes.from_numpy(arr.dtype)
+        member = {
+            np.dtype(np.float32): "floatValue", np.dtype(np.float64): "doubleValue",
+            np.dtype(np.uint64): "uint64Value", np.dtype(np.int64): "int64Value",
+            np.dtype(np.uint32): "uint32Value", np.dtype(np.int32): "int32Value",
+            np.dtype(np.uint16): "uint16Value", np.dtype(np.int16): "int16Value",
+            np.dtype(np.uint8): "uint8Value", np.dtype(np.int8): "int8Value",
+        }.get(arr.dtype)
+        if member is None:
+            raise TypeError(f"no QNN scalar for numpy dtype {arr.dtype}")
+        return qtype, member, arr.item()
+
+    def node(self, op_type: str, inputs: Sequence[Tensor], outputs: Sequence[Any],
+             params: Mapping[str, Any] | None = None, name: str | None = None,
+             package: str = "qti.aisw", app_read: bool | Iterable[str] = False,
+             validate: bool = False):
+        """graphAddNode. ``outputs`` are ``(name, shape, dtype[, (scale, offset)])`` tuples;
+        they become NATIVE tensors, or APP_READ graph outputs when ``app_read`` is True or
+        names them. With ``validate`` the op config first goes through
+        ``backendValidateOpConfig`` (the vendor's graphAddNode accepts unknown op types and
+        only graphFinalize rejects them). Returns the output Tensor (a list if several)."""
+        name = name or f"{op_type}_{self._nodes}"
+        self._nodes += 1
+        params = dict(params or {})
+        read = (set(o[0] for o in outputs) if app_read is True
+                else set() if app_read is False else set(app_read))
+        out_tensors = []
+        for spec in outputs:
+            oname, shape, dtype = spec[:3]
+            quant = spec[3] if len(spec) > 3 else None
+            type_ = Q.QNN_TENSOR_TYPE_APP_READ if oname in read else Q.QNN_TENSOR_TYPE_NATIVE
+            t = self._tensor(oname, shape, dtype, type_, quant=quant)
+            if oname in read:
+                self.outputs.append(t)
+            out_tensors.append(t)
+
+        cparams = ffi.new("Qnn_Param_t[]", max(len(params), 1))
+        keep: list[Any] = [cparams]
+        for i, (pname, value) in enumerate(params.items()):
+            p = cparams[i]
+            pn = ffi.new("char[]", pname.encode())
+            keep.append(pn)
+            p.name = pn
+            if isinstance(value, np.ndarray) and value.ndim >= 1:
+                t = self._tensor(f"{name}.{pname}", value.shape, value.dtype,
+                                 Q.QNN_TENSOR_TYPE_STATIC, data=value)
+                p.paramType = Q.QNN_PARAMTYPE_TENSOR
+                p.tensorParam = t.struct[0]
+            elif isinstance(value, Tensor):
+                p.paramType = Q.QNN_PARAMTYPE_TENSOR
+                p.tensorParam = value.struct[0]
+            else:
+                qtype, member, v = self._scalar(value)
+                p.paramType = Q.QNN_PARAMTYPE_SCALAR
+                p.scalarParam.dataType = qtype
+                setattr(p.scalarParam, member, v)
+        cin = ffi.new("Qnn_Tensor_t[]", max(len(inputs), 1))
+        for i, t in enumerate(inputs):
+            cin[i] = t.struct[0]
+        cout = ffi.new("Qnn_Tensor_t[]", max(len(out_tensors), 1))
+        for i, t in enumerate(out_tensors):
+            cout[i] = t.struct[0]
+        cname = ffi.new("char[]", name.encode())
+        ctype = ffi.new("char[]", op_type.encode())
+        cpkg = ffi.new("char[]", package.encode())
+        keep += [cin, cout, cname, ctype, cpkg]
+        self._keep += keep
+        op = ffi.new("Qnn_OpConfig_t *")
+        op.version = Q.QNN_OPCONFIG_VERSION_1
+        op.v1.name = cname
+        op.v1.packageName = cpkg
+        op.v1.typeName = ctype
+        op.v1.numOfParams = len(params)
+        op.v1.params = cparams if params else ffi.NULL
+        op.v1.numOfInputs = len(inputs)
+        op.v1.inputTensors = cin if inputs else ffi.NULL
+        op.v1.numOfOutputs = len(out_tensors)
+        op.v1.outputTensors = cout
+        if validate:
+            self.backend.call("backendValidateOpConfig", self.backend.handle, op)
+        self.backend.call("graphAddNode", self.handle, op)
+        return out_tensors[0] if len(out_tensors) == 1 else out_tensors
+
+    # -- finalize / execute ---------------------------------------------------------------
+    def finalize(self) -> None:
+        self.backend.call("graphFinalize", self.handle, ffi.NULL, ffi.NULL)
+
+    def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """graphExecute with ``feeds`` (input name -> array); returns output name -> array."""
+        missing = [t.name for t in self.inputs if t.name not in feeds]
+        if missing:
+            raise KeyError(f"graph {self.name}: no data for inputs {missing}")
+        keep = []
+        cin = ffi.new("Qnn_Tensor_t[]", max(len(self.inputs), 1))
+        for i, t in enumerate(self.inputs):
+            arr = np.ascontiguousarray(feeds[t.name], dtype=t.numpy_dtype)
+            if arr.shape != t.shape:
+                raise ValueError(f"input {t.name!r}: shape {arr.shape} != {t.shape}")
+            keep.append(arr)
+            cin[i] = t.struct[0]
+            _set_buffer(cin[i], ffi.from_buffer(arr), arr.nbytes, keep)
+        results = {}
+        cout = ffi.new("Qnn_Tensor_t[]", max(len(self.outputs), 1))
+        for i, t in enumerate(self.outputs):
+            arr = np.zeros(t.shape, dtype=t.numpy_dtype)
+            results[t.name] = arr
+            cout[i] = t.struct[0]
+            _set_buffer(cout[i], ffi.from_buffer(arr), arr.nbytes, keep)
+        self.backend.call("graphExecute", self.handle, cin, len(self.inputs), cout,
+                          len(self.outputs), ffi.NULL, ffi.NULL)
+        return results
+
+
+def _set_buffer(t, buf, size: int, keep: list) -> None:
+    keep.append(buf)
+    v = t.v2 if t.version == Q.QNN_TENSOR_VERSION_2 else t.v1
+    v.clientBuf.data = buf
+    v.clientBuf.dataSize = size

@@ -1,0 +1,314 @@
+"""Raw C-ABI access to libQnnHtpEmu.so for conformance tests (cffi ABI mode).
+
+Deliberately independent of ``qnnemu.client``: tests here must be able to pass anything a C
+program could pass (NULL, garbage and freed handles, handles of the wrong kind, malformed
+structs), which a checked, Pythonic wrapper would refuse to do.
+
+- :func:`table` loads the library once per process and returns the
+  ``QnnInterface_ImplementationV2_32_t`` function table (``providers[0].v2_32``);
+- :func:`call` calls a table entry and returns its raw ``Qnn_ErrorHandle_t``; ``Qnn_OpConfig_t``
+  by-value arguments (graphAddNode, backendValidateOpConfig) are given as :class:`OpConfig`;
+- :func:`vp` turns an ``int`` handle value into a ``void *`` (every ``Qnn_*Handle_t`` is one);
+- :class:`LogRecorder` is an app log callback that formats the ``va_list`` with libc
+  ``vsnprintf`` and records ``(level, message)``;
+- :func:`tensor`, :func:`op_config`, :func:`scalar_param`, :func:`tensor_param` build
+  ``Qnn_Tensor_t`` (v1/v2), ``Qnn_Param_t`` and ``Qnn_OpConfig_t`` structs whose buffers
+  (names, dimensions, data) stay alive as long as the returned Python object.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import cffi
+import numpy as np
+
+import qnnemu
+from qnnemu.core import dtypes
+from qnnemu.headers import Q, cdef
+
+ffi = cffi.FFI()
+ffi.cdef(cdef())
+# The log callback's va_list arrives as a pointer on x86-64 (our cdef maps va_list to void *);
+# vsnprintf is declared with a void * last parameter so that it can be forwarded unchanged.
+ffi.cdef("int vsnprintf(char *, size_t, const char *, void *);")
+# cffi's ABI mode cannot pass Qnn_OpConfig_t by value (a struct holding an anonymous union), so
+# graphAddNode / backendValidateOpConfig are called through a pointer type taking a
+# layout-identical struct with a named member.
+ffi.cdef("typedef struct { Qnn_OpConfigVersion_t version; Qnn_OpConfigV1_t v1; } abi_OpConfigByValue_t;"
+         "typedef Qnn_ErrorHandle_t (*abi_OpConfigFn_t)(void *, abi_OpConfigByValue_t);")
+assert ffi.sizeof("abi_OpConfigByValue_t") == ffi.sizeof("Qnn_OpConfig_t")
+libc = ffi.dlopen(None)
+NULL = ffi.NULL
+
+_loaded: dict[str, Any] = {}
+BY_VALUE = ("graphAddNode", "backendValidateOpConfig")
+
+
+def library_path() -> str:
+    return qnnemu.backend_library_path()
+
+
+def library_available() -> bool:
+    return os.path.isfile(library_path())
+
+
+def table():
+    """The provider's function table (``QnnInterface_t.v2_32``), loading the library once."""
+    if "table" not in _loaded:
+        lib = ffi.dlopen(library_path())
+        providers = ffi.new("const QnnInterface_t ***")
+        count = ffi.new("uint32_t *")
+        code = lib.QnnInterface_getProviders(providers, count)
+        assert code == Q.QNN_SUCCESS, f"QnnInterface_getProviders returned {code}"
+        assert count[0] >= 1, "QnnInterface_getProviders: no provider"
+        _loaded.update(lib=lib, providers=providers, iface=providers[0][0])
+        _loaded["table"] = providers[0][0].v2_32
+    return _loaded["table"]
+
+
+def interface():
+    """The ``QnnInterface_t`` (provider name, backend id, API version, table)."""
+    table()
+    return _loaded["iface"]
+
+
+def call(name: str, *args) -> int:
+    """Calls table entry ``name``; returns the raw error code (an ``int``)."""
+    fn = getattr(table(), name)
+    assert fn != NULL, f"table entry {name} is NULL"
+    if name in BY_VALUE:
+        handle, op = args
+        fn = ffi.cast("abi_OpConfigFn_t", fn)
+        args = (handle, ffi.cast("abi_OpConfigByValue_t *", op.ptr)[0])
+    return int(fn(*args))
+
+
+def vp(value: int | None):
+    """A handle value as ``void *`` (``None``/0 -> NULL)."""
+    return ffi.cast("void *", value or 0)
+
+
+def hval(cdata) -> int:
+    return int(ffi.cast("uintptr_t", cdata))
+
+
+def create(name: str, *args) -> tuple[int, int]:
+    """Calls a creator whose last parameter is a ``Qnn_*Handle_t *`` output.
+
+    Returns ``(code, handle value)``; the handle is 0 when the output was not written."""
+    out = ffi.new("void **")
+    code = call(name, *args, ffi.cast(_OUT_TYPES[name], out))
+    return code, hval(out[0])
+
+
+_OUT_TYPES = {
+    "logCreate": "Qnn_LogHandle_t *", "backendCreate": "Qnn_BackendHandle_t *",
+    "deviceCreate": "Qnn_DeviceHandle_t *", "contextCreate": "Qnn_ContextHandle_t *",
+    "graphCreate": "Qnn_GraphHandle_t *", "graphRetrieve": "Qnn_GraphHandle_t *",
+}
+
+
+def cstr(text: str | bytes | None, keep: list | None = None):
+    if text is None:
+        return NULL
+    buf = ffi.new("char[]", text.encode() if isinstance(text, str) else text)
+    if keep is not None:
+        keep.append(buf)
+    return buf
+
+
+def null_terminated(ctype: str, items: Sequence[Any], keep: list):
+    """A NULL-terminated ``const T **`` list, as QNN config arguments are."""
+    arr = ffi.new(f"{ctype} *[]", len(items) + 1)
+    for i, p in enumerate(items):
+        arr[i] = p
+    keep.append(arr)
+    return arr
+
+
+# ------------------------------------------------------------------------------------ logs
+class LogRecorder:
+    """An app ``QnnLog_Callback_t`` recording ``(level, message)`` tuples in ``records``.
+
+    Recorders are kept alive for the whole process (the library may call a callback for as
+    long as its logger lives), so they never dangle."""
+
+    _all: list["LogRecorder"] = []
+
+    def __init__(self):
+        self.records: list[tuple[int, str]] = []
+        self.callback = ffi.callback("QnnLog_Callback_t", self._on_log)
+        LogRecorder._all.append(self)
+
+    def _on_log(self, fmt, level, timestamp, args):
+        try:
+            buf = ffi.new("char[]", 8192)
+            libc.vsnprintf(buf, 8192, fmt, args)
+            self.records.append((int(level), ffi.string(buf).decode("utf-8", "replace")))
+        except Exception:  # never let an exception cross into C
+            pass
+
+    def clear(self) -> None:
+        self.records.clear()
+
+    def messages(self, level: int | None = None) -> list[str]:
+        return [m for lv, m in self.records if level is None or lv == level]
+
+    def errors(self) -> list[str]:
+        return self.messages(Q.QNN_LOG_LEVEL_ERROR)
+
+    def text(self) -> str:
+        return "".join(m for _, m in self.records)
+
+
+# --------------------------------------------------------------------------------- structs
+class Struct:
+    """A cdata pointer (``ptr``) plus everything it points to (``keep``)."""
+
+    def __init__(self, ptr, keep: list):
+        self.ptr = ptr
+        self.keep = keep
+
+    @property
+    def v(self):
+        """The version member (``v1``/``v2``) of a tensor or op config."""
+        return self.ptr.v2 if int(self.ptr.version) == 2 else self.ptr.v1
+
+    @property
+    def id(self) -> int:
+        return int(self.v.id)
+
+
+def tensor(name: str | None, dims: Sequence[int] | None, dtype: int = Q.QNN_DATATYPE_FLOAT_32,
+           type_: int = Q.QNN_TENSOR_TYPE_APP_WRITE, version: int = 2, data: np.ndarray | bytes | None = None,
+           data_size: int | None = None, rank: int | None = None, tensor_id: int = 0,
+           quant: tuple[float, int] | None = None, mem_type: int = Q.QNN_TENSORMEMTYPE_RAW,
+           data_format: int = Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER,
+           dynamic: Sequence[bool] | None = None) -> Struct:
+    """A ``Qnn_Tensor_t`` (v1 or v2; any other ``version`` is written as-is with v2 fields).
+
+    ``dims=None`` with ``rank`` > 0 gives a NULL dimensions pointer; ``data`` goes to
+    clientBuf (``data_size`` overrides its byte count); ``quant`` is (scale, offset) for a
+    SCALE_OFFSET encoding; ``dynamic`` fills v2 ``isDynamicDimensions``."""
+    keep: list = []
+    t = ffi.new("Qnn_Tensor_t *")
+    t.version = version
+    v = t.v1 if version == 1 else t.v2
+    v.id = tensor_id
+    v.name = cstr(name, keep)
+    v.type = type_
+    v.dataFormat = data_format
+    v.dataType = dtype
+    if quant is None:
+        v.quantizeParams.encodingDefinition = Q.QNN_DEFINITION_UNDEFINED
+        v.quantizeParams.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_UNDEFINED
+    else:
+        v.quantizeParams.encodingDefinition = Q.QNN_DEFINITION_DEFINED
+        v.quantizeParams.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET
+        v.quantizeParams.scaleOffsetEncoding.scale = quant[0]
+        v.quantizeParams.scaleOffsetEncoding.offset = quant[1]
+    v.rank = len(dims) if rank is None else rank
+    if dims is None:
+        v.dimensions = NULL
+    else:
+        d = ffi.new("uint32_t[]", list(dims) or [0])
+        keep.append(d)
+        v.dimensions = d
+    v.memType = mem_type
+    if data is not None:
+        raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+        buf = ffi.new("char[]", raw or b"\0")
+        keep.append(buf)
+        v.clientBuf.data = buf
+        v.clientBuf.dataSize = len(raw) if data_size is None else data_size
+    else:
+        v.clientBuf.data = NULL
+        v.clientBuf.dataSize = data_size or 0
+    if version != 1:
+        if dynamic is not None:
+            dd = ffi.new("uint8_t[]", [int(b) for b in dynamic] or [0])
+            keep.append(dd)
+            t.v2.isDynamicDimensions = dd
+        else:
+            t.v2.isDynamicDimensions = NULL
+        t.v2.sparseParams.type = Q.QNN_SPARSE_LAYOUT_UNDEFINED
+        t.v2.isProduced = 0
+    return Struct(t, keep)
+
+
+def static_tensor(name: str, array: np.ndarray, version: int = 2, **kw) -> Struct:
+    """A STATIC tensor holding ``array`` (its numpy dtype mapped to the plain QNN type)."""
+    array = np.ascontiguousarray(array)
+    return tensor(name, array.shape, dtypes.from_numpy(array.dtype), Q.QNN_TENSOR_TYPE_STATIC,
+                  version, data=array, **kw)
+
+
+def set_buffer(t: Struct, array: np.ndarray | None, size: int | None = None) -> None:
+    """Points a tensor's clientBuf at ``array`` (kept alive with ``t``)."""
+    v = t.v
+    if array is None:
+        v.clientBuf.data = NULL
+        v.clientBuf.dataSize = size or 0
+        return
+    buf = ffi.from_buffer(array)
+    t.keep += [array, buf]
+    v.clientBuf.data = buf
+    v.clientBuf.dataSize = array.nbytes if size is None else size
+
+
+def tensor_array(tensors: Sequence[Struct], keep: list):
+    """A ``Qnn_Tensor_t[]`` copying the given structs (their buffers stay in ``keep``)."""
+    arr = ffi.new("Qnn_Tensor_t[]", max(len(tensors), 1))
+    for i, t in enumerate(tensors):
+        arr[i] = t.ptr[0]
+        keep.append(t)
+    keep.append(arr)
+    return arr
+
+
+def scalar_param(name: str | None, dtype: int, member: str, value) -> Struct:
+    """A ``Qnn_Param_t`` scalar (``member`` is the Qnn_Scalar_t field, e.g. ``floatValue``)."""
+    keep: list = []
+    p = ffi.new("Qnn_Param_t *")
+    p.paramType = Q.QNN_PARAMTYPE_SCALAR
+    p.name = cstr(name, keep)
+    p.scalarParam.dataType = dtype
+    setattr(p.scalarParam, member, value)
+    return Struct(p, keep)
+
+
+def tensor_param(name: str | None, t: Struct) -> Struct:
+    keep: list = [t]
+    p = ffi.new("Qnn_Param_t *")
+    p.paramType = Q.QNN_PARAMTYPE_TENSOR
+    p.name = cstr(name, keep)
+    p.tensorParam = t.ptr[0]
+    return Struct(p, keep)
+
+
+def op_config(name: str | None, type_name: str | None, inputs: Sequence[Struct] = (),
+              outputs: Sequence[Struct] = (), params: Sequence[Struct] = (),
+              package: str | None = "qti.aisw", version: int = 1) -> Struct:
+    """A ``Qnn_OpConfig_t`` v1 (tensors/params are copied into owned arrays)."""
+    keep: list = []
+    op = ffi.new("Qnn_OpConfig_t *")
+    op.version = version
+    v = op.v1
+    v.name = cstr(name, keep)
+    v.packageName = cstr(package, keep)
+    v.typeName = cstr(type_name, keep)
+    if params:
+        arr = ffi.new("Qnn_Param_t[]", len(params))
+        for i, p in enumerate(params):
+            arr[i] = p.ptr[0]
+        keep += [arr, *params]
+        v.params = arr
+    else:
+        v.params = NULL
+    v.numOfParams = len(params)
+    v.numOfInputs = len(inputs)
+    v.inputTensors = tensor_array(inputs, keep) if inputs else NULL
+    v.numOfOutputs = len(outputs)
+    v.outputTensors = tensor_array(outputs, keep) if outputs else NULL
+    return Struct(op, keep)
