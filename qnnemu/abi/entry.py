@@ -37,7 +37,7 @@ lib = None
 PREFIX = "qnnemu_abi_"
 
 _state_lock = threading.Lock()
-_messages: dict[int, str] = {}          # error code -> last message (errorGetMessage)
+_messages: dict[int, tuple[str, str]] = {}  # code -> (function, last message) for errorGetMessage
 _message_buffers: dict[int, object] = {}  # keeps returned char* alive
 _verbose: dict[int, object] = {}        # address -> buffer, until errorFreeVerboseMessage
 _platform_infos: dict[int, list] = {}   # address -> owned cdata, until deviceFreePlatformInfo
@@ -57,7 +57,7 @@ def _logger_of(obj) -> Logger:
 
 def _fail(func: str, err: QnnError, logger: Logger | None = None) -> int:
     with _state_lock:
-        _messages[err.code] = str(err)
+        _messages[err.code] = (func, str(err))
     (logger or _active_logger()).error(str(err))
     return err.code
 
@@ -67,7 +67,7 @@ def _onerror_for(name: str):
         text = "".join(traceback.format_exception(exc_type, exc_value, tb))
         msg = f"{name}: internal error (returned QNN_COMMON_ERROR_GENERAL): {exc_value!r}"
         with _state_lock:
-            _messages[Q.QNN_COMMON_ERROR_GENERAL] = msg
+            _messages[Q.QNN_COMMON_ERROR_GENERAL] = (name, msg)
         try:
             _active_logger().error(msg)
             PY_LOGGER.debug(text)
@@ -243,7 +243,7 @@ def backendValidateOpConfig(backend, opConfig):
     except QnnError as err:
         # "Unsupported" answers are part of normal partitioning: log at INFO, not ERROR.
         with _state_lock:
-            _messages[err.code] = str(err)
+            _messages[err.code] = ("backendValidateOpConfig", str(err))
         be.log.info(str(err))
         return err.code
 
@@ -416,11 +416,18 @@ _POWER_FIELDS = {
 }
 
 
-def _struct_to_dict(value) -> dict | int:
+def _to_python(value):
+    """A copy of a C value as plain Python (structs/unions -> dicts, pointers -> addresses)."""
+    if not isinstance(value, ffi.CData):
+        return value
     tp = ffi.typeof(value)
-    if tp.kind != "struct":
-        return int(value)
-    return {name: _struct_to_dict(getattr(value, name)) for name, _ in tp.fields}
+    if tp.kind in ("struct", "union"):
+        return {name: _to_python(getattr(value, name)) for name, _ in tp.fields}
+    if tp.kind == "array":
+        return [_to_python(v) for v in value]
+    if tp.kind in ("pointer", "function"):
+        return int(ffi.cast("uintptr_t", value))
+    return value
 
 
 def perf_setPowerConfig(powerConfigId, config):
@@ -432,7 +439,7 @@ def perf_setPowerConfig(powerConfigId, config):
             raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
                            f"setPowerConfig: config[{i}].option: unknown power config option {int(c.option)}",
                            rule="QNNEMU-perf-option")
-        votes.append((int(c.option), _struct_to_dict(getattr(c, field))))
+        votes.append((int(c.option), _to_python(getattr(c, field))))
     PERF.set_power(int(powerConfigId), votes)
 
 
@@ -466,7 +473,7 @@ def _context_configs(config, func: str) -> dict:
                                f"{func}: config[{i}].customConfig.option: unknown HTP context option {int(cc.option)}",
                                rule="QNNEMU-context-config-option")
             # Recorded for the HTP device model; the options' effects arrive with it.
-            out.setdefault("htp", {})[name] = _struct_to_dict(cc[0])
+            out.setdefault("htp", {})[name] = _to_python(cc[0])
         else:
             raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
                            f"{func}: config[{i}].option: option {opt} is not supported",
@@ -548,7 +555,7 @@ def _graph_configs(config, func: str) -> dict:
                                f"{func}: config[{i}].customConfig.option: unknown HTP graph option {int(cc.option)}",
                                rule="QNNEMU-graph-config-option")
             # Recorded for the HTP device model (precision, VTCM, optimization...).
-            out.setdefault("htp", {})[name] = _struct_to_dict(cc[0])
+            out.setdefault("htp", {})[name] = _to_python(cc[0])
         elif opt in (Q.QNN_GRAPH_CONFIG_OPTION_PROFILE_HANDLE, Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_STATE,
                      Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_NUM_EXECUTIONS):
             raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
@@ -721,10 +728,25 @@ for _name in ("signalCreate", "signalSetConfig", "signalTrigger", "signalFree"):
 
 
 # ------------------------------------------------------------------------- error, global
-def _describe(code: int) -> str:
-    names = [k for k, v in constants().items()
-             if v == code and "_ERROR_" in k and not k.endswith(("MIN_ERROR", "MAX_ERROR"))]
-    return " / ".join(sorted(names)[:3]) or f"error {code}"
+# API function prefix -> the prefix of its component's error names.
+_COMPONENT = (("backend", "QNN_BACKEND_"), ("context", "QNN_CONTEXT_"), ("graph", "QNN_GRAPH_"),
+              ("tensor", "QNN_TENSOR_"), ("log", "QNN_LOG_"), ("device", "QNN_DEVICE_"),
+              ("profile", "QNN_PROFILE_"), ("mem", "QNN_MEM_"), ("signal", "QNN_SIGNAL_"),
+              ("error", "QNN_ERROR_"), ("property", "QNN_PROPERTY_"), ("globalConfig", "QNN_GLOBAL_CONFIG_"))
+
+
+def _describe(code: int, func: str) -> str:
+    """The error code's name in the component of ``func`` (codes below 4000 are shared)."""
+    prefix = next((p for f, p in _COMPONENT if func.startswith(f)), "QNN_COMMON_")
+    names = [k for k, v in constants().items() if v == code and "ERROR" in k
+             and not k.endswith(("MIN_ERROR", "MAX_ERROR"))]
+    mine = [k for k in names if k.startswith(prefix)] or [k for k in names if k.startswith("QNN_COMMON_")]
+    return (mine or names or [f"error {code}"])[0]
+
+
+def _message_for(code: int) -> str:
+    func, text = _messages.get(code, ("", "no further detail recorded"))
+    return f"{_describe(code, func)}: {text}"
 
 
 @entry
@@ -735,7 +757,7 @@ def errorGetMessage(errorHandle, errorMessage):
         raise QnnError(Q.QNN_ERROR_INVALID_ERROR_HANDLE, "errorGetMessage: errorHandle 0 is QNN_SUCCESS, not an error",
                        rule="QNNEMU-errorGetMessage-success")
     with _state_lock:
-        text = f"{_describe(code)}: {_messages.get(code, 'no further detail recorded')}"
+        text = _message_for(code)
         buf = _message_buffers[code] = ffi.new("char[]", text.encode("utf-8", "replace"))
     errorMessage[0] = buf
 
@@ -745,7 +767,7 @@ def errorGetVerboseMessage(errorHandle, errorMessage):
     require(errorMessage, Q.QNN_ERROR_INVALID_ARGUMENT, "errorGetVerboseMessage", "errorMessage")
     code = int(errorHandle) & 0xFFFF
     with _state_lock:
-        text = f"{_describe(code)} (code {code}): {_messages.get(code, 'no further detail recorded')}"
+        text = f"(code {code}) {_message_for(code)}"
         buf = ffi.new("char[]", text.encode("utf-8", "replace"))
         _verbose[int(ffi.cast("uintptr_t", buf))] = buf
     errorMessage[0] = buf

@@ -1,0 +1,53 @@
+"""ONNX Runtime's QNN execution provider on libQnnHtpEmu.so: the library loaded by ORT inside a
+Python process, every node on our backend (CPU fallback disabled), numbers vs ORT's CPU EP.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import qnnemu
+
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime (test extra) is not installed")
+onnxruntime_qnn = pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
+onnx = pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
+
+from onnx import helper  # noqa: E402
+
+from test_saver_replay import MODELS  # noqa: E402  (the same small float models)
+
+if not Path(qnnemu.backend_library_path()).exists():
+    pytest.skip("libQnnHtpEmu.so is not built", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def qnn_device():
+    try:
+        ort.register_execution_provider_library("QNNExecutionProvider", onnxruntime_qnn.get_library_path())
+    except Exception as e:  # already registered in this process
+        if "already" not in str(e).lower():
+            raise
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"]
+    assert devices, "ONNX Runtime lists a QNNExecutionProvider device"
+    return devices[0]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_qnn_ep_runs_every_node_on_qnnemu(tmp_path, qnn_device, name):
+    model = helper.make_model(MODELS[name](), opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(model, path)
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    so.add_provider_for_devices([qnn_device], {"backend_path": qnnemu.backend_library_path()})
+    sess = ort.InferenceSession(path, so)
+    rng = np.random.default_rng(0)
+    feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in sess.get_inputs()}
+    got = sess.run(None, feeds)[0]
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    err = float(np.max(np.abs(got - want)))
+    assert err <= 1e-5 * max(1.0, float(np.max(np.abs(want)))), \
+        f"{name}: QNN EP on qnnemu vs ORT CPU EP max abs difference {err:.3g}"
