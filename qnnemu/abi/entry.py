@@ -22,7 +22,7 @@ from ..core import backend as core_backend
 from ..core import dtypes
 from ..core.backend import Backend
 from ..core.context import Context
-from ..core.device import PERF, Device, model_from_configs
+from ..core.device import PERF, Device, DeviceModel, model_from_configs
 from ..core.graph import Graph, validate_op_config
 from ..core.handles import HANDLES
 from ..core.log import NULL_LOGGER, PY_LOGGER, Logger, valid_level
@@ -358,7 +358,6 @@ def _platform_info(model) -> object:
 @entry
 def deviceGetPlatformInfo(logger, platformInfo):
     require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceGetPlatformInfo", "platformInfo")
-    from ..core.device import DeviceModel
     platformInfo[0] = _platform_info(DeviceModel())
 
 

@@ -77,9 +77,9 @@ def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None) ->
             raise _bad(func, "QNNEMU-op-param-duplicate", f"{path}.name",
                        f"parameter '{p.name}' given twice", code)
         if p.kind == "scalar":
-            if not dtypes.is_known(p.dtype) or p.dtype == Q.QNN_DATATYPE_STRING and not isinstance(p.value, str):
+            if p.value is None:  # the ABI layer found no Qnn_Scalar_t member for this type
                 raise _bad(func, "QNNEMU-op-param-scalar-type", f"{path}.scalarParam.dataType",
-                           f"'{p.name}': {dtypes.name(p.dtype)}", code)
+                           f"'{p.name}': {dtypes.name(p.dtype)} is not a scalar data type", code)
             out[p.name] = Param(p.name, "scalar", p.dtype, p.value)
         elif p.kind == "tensor":
             t = p.tensor
@@ -110,23 +110,24 @@ def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None) ->
 def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str, Param],
              declared_outputs: list[TensorSpec], func: str, code: int) -> tuple[type, dict, list[TensorSpec]]:
     """Runs the op's own rules; returns (op class, parsed params, inferred outputs)."""
+    # Something we cannot run: validateOpConfig answers NOT_SUPPORTED, graphAddNode
+    # UNSUPPORTED_FEATURE; broken configs get ``code``.
+    unsupported = code if code == Q.QNN_BACKEND_ERROR_NOT_SUPPORTED else Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE
     cls = ops.get(cfg.type_name or "", cfg.package or "")
     if cls is None:
         if cfg.package not in (ops.PACKAGE_NAME, "", None):
             raise _bad(func, "QNNEMU-op-package-unknown", "opConfig.v1.packageName",
                        f"op package '{cfg.package}' is not registered (only '{ops.PACKAGE_NAME}')",
-                       Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE if code != Q.QNN_BACKEND_ERROR_NOT_SUPPORTED else code)
+                       unsupported)
         raise _bad(func, "QNNEMU-op-type-unknown", "opConfig.v1.typeName",
                    f"op type '{cfg.type_name}' is not supported by qnnemu "
-                   f"(see backendGetSupportedOperations)",
-                   Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE if code != Q.QNN_BACKEND_ERROR_NOT_SUPPORTED else code)
+                   f"(see backendGetSupportedOperations)", unsupported)
     prefix = "opConfig.v1."
     try:
         outs = cls.check(input_specs, params, declared_outputs=declared_outputs)
         parsed = cls.parse_params(params)
     except OpUnsupportedError as e:
-        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE if code != Q.QNN_BACKEND_ERROR_NOT_SUPPORTED else code,
-                       f"{func}: node '{cfg.name}' ({cls.op_type}): {prefix}{e.path}: {e.detail}",
+        raise QnnError(unsupported, f"{func}: node '{cfg.name}' ({cls.op_type}): {prefix}{e.path}: {e.detail}",
                        rule=e.rule) from None
     except OpCheckError as e:
         raise QnnError(code, f"{func}: node '{cfg.name}' ({cls.op_type}): {prefix}{e.path}: {e.detail}",
