@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
-    "ci", max_examples=60, stateful_step_count=30, deadline=None, derandomize=False,
+    "ci", max_examples=100, stateful_step_count=40, deadline=None, derandomize=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     print_blob=True)
 settings.register_profile(

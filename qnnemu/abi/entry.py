@@ -50,9 +50,17 @@ def _active_logger() -> Logger:
     return loggers[-1] if loggers else NULL_LOGGER
 
 
-def _logger_of(obj) -> Logger:
-    log = getattr(obj, "log", None)
-    return log if isinstance(log, Logger) else _active_logger()
+def _logger_for_args(args) -> Logger:
+    """The app logger of the first live handle among a call's arguments (its backend's)."""
+    for a in args:
+        if isinstance(a, ffi.CData) and ffi.typeof(a).kind == "pointer" and a != ffi.NULL:
+            obj = HANDLES.lookup(int(ffi.cast("uintptr_t", a)))
+            if isinstance(obj, Logger):
+                return obj
+            log = getattr(obj, "log", None)
+            if isinstance(log, Logger):
+                return log
+    return _active_logger()
 
 
 def _fail(func: str, err: QnnError, logger: Logger | None = None) -> int:
@@ -89,7 +97,9 @@ def entry(fn):
             code = fn(*args)
             return Q.QNN_SUCCESS if code is None else code
         except QnnError as err:
-            return _fail(name, err)
+            if not err.detail.startswith(name + ":"):
+                err = QnnError(err.code, f"{name}: {err.detail}", rule=err.rule)
+            return _fail(name, err, _logger_for_args(args))
 
     wrapper.__name__ = name
     _ENTRIES[name] = wrapper
@@ -239,7 +249,7 @@ def backendGetSupportedOperations(backend, numOperations, operations):
 def backendValidateOpConfig(backend, opConfig):
     be = _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend")
     try:
-        validate_op_config(read_op_config(opConfig))
+        validate_op_config(read_op_config(opConfig, code=Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT))
     except QnnError as err:
         # "Unsupported" answers are part of normal partitioning: log at INFO, not ERROR.
         with _state_lock:
@@ -270,7 +280,7 @@ not_supported("backendRegisterOpPackage", Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
 
 
 # ----------------------------------------------------------------------------------- device
-def _device_configs(config, func: str):
+def _device_configs(config, func: str, base=None):
     soc = arch = signed = None
     for i, c in enumerate(_configs(config, "QnnDevice_Config_t")):
         opt = int(c.option)
@@ -297,7 +307,7 @@ def _device_configs(config, func: str):
         else:
             raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
                            f"{func}: config[{i}].option: unknown option {opt}", rule="QNNEMU-device-config-option")
-    return model_from_configs(soc, arch, signed)
+    return model_from_configs(soc, arch, signed, func=func, base=base)
 
 
 @entry
@@ -306,14 +316,14 @@ def deviceCreate(logger, config, device):
     log = _optional_logger(logger, Q.QNN_DEVICE_ERROR_INVALID_HANDLE)
     dev = Device(_device_configs(config, "deviceCreate"), log or _active_logger())
     device[0] = ffi.cast("Qnn_DeviceHandle_t", HANDLES.new(dev))
-    dev.logger.info(f"deviceCreate: emulated HTP v{dev.model.arch}, SoC model {dev.model.soc_model}, "
+    dev.log.info(f"deviceCreate: emulated HTP v{dev.model.arch}, SoC model {dev.model.soc_model}, "
                     f"VTCM {dev.model.vtcm_mb} MiB")
 
 
 @entry
 def deviceSetConfig(device, config):
     dev = _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
-    dev.model = _device_configs(config, "deviceSetConfig") if config != ffi.NULL else dev.model
+    dev.model = _device_configs(config, "deviceSetConfig", base=dev.model)
 
 
 @entry

@@ -111,7 +111,8 @@ def read_scalar(s) -> tuple[int, object]:
     return dtype, value
 
 
-def read_op_config(oc) -> OpConfigDesc:
+def read_op_config(oc, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG) -> OpConfigDesc:
+    """Copies a Qnn_OpConfig_t; ``code`` is returned for NULL arrays with non-zero counts."""
     version = int(oc.version)
     if version != 1:
         return OpConfigDesc(version, None, None, None, [], [], [])
@@ -129,7 +130,7 @@ def read_op_config(oc) -> OpConfigDesc:
         else:
             params.append(ParamDesc(name, str(kind_raw)))
     if int(v.numOfParams) and v.params == ffi.NULL:
-        raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG,
+        raise QnnError(code,
                        f"opConfig.v1.params is NULL but numOfParams is {int(v.numOfParams)}",
                        rule="QNNEMU-op-params-null")
     tensors = []
@@ -137,7 +138,7 @@ def read_op_config(oc) -> OpConfigDesc:
                              ("outputTensors", v.numOfOutputs, v.outputTensors)):
         n = int(count)
         if n and arr == ffi.NULL:
-            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG,
+            raise QnnError(code,
                            f"opConfig.v1.{what} is NULL but its count is {n}", rule="QNNEMU-op-tensors-null")
         tensors.append([read_tensor(arr + i, with_data=True) for i in range(n)])
     return OpConfigDesc(1, c_str(v.name), c_str(v.packageName), c_str(v.typeName), params,

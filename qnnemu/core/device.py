@@ -7,6 +7,7 @@ VTCM planning and the voting rules of the seed documents build on this model.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ class DeviceModel:
 @dataclass
 class Device:
     model: DeviceModel
-    logger: object
+    log: object
     backend: object = None
     freed: bool = False
 
@@ -85,27 +86,29 @@ class PerfInfrastructure:
 PERF = PerfInfrastructure()
 
 
-def model_from_configs(soc: int | None, arch: int | None, signed_pd: bool | None) -> DeviceModel:
-    """SOC wins over ARCH when both are given (HTP backend documentation)."""
-    model = DeviceModel()
+def model_from_configs(soc: int | None, arch: int | None, signed_pd: bool | None, *,
+                       func: str = "deviceCreate", base: DeviceModel | None = None) -> DeviceModel:
+    """SOC wins over ARCH when both are given (HTP backend documentation); options not given
+    keep their value from ``base`` (deviceSetConfig) or the default device."""
+    model = dataclasses.replace(base) if base is not None else DeviceModel()
     if soc is not None:
         if soc not in SOC_TABLE:
             raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"deviceCreate: config.customConfig.socModel: SoC model {soc} is not in the "
+                           f"{func}: config[].customConfig.socModel: SoC model {soc} is not in the "
                            f"emulator's SoC table (known: {sorted(SOC_TABLE)})", rule="QNNEMU-device-soc")
         a, vtcm, spd, dlbc = SOC_TABLE[soc]
-        model = DeviceModel(soc, a, vtcm, spd, dlbc)
+        model = DeviceModel(soc, a, vtcm, spd, dlbc, model.use_signed_pd)
     elif arch is not None:
         if arch not in KNOWN_ARCHS:
             raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"deviceCreate: config.customConfig.arch.arch: {arch} is not an HTP arch "
+                           f"{func}: config[].customConfig.arch.arch: {arch} is not an HTP arch "
                            f"({', '.join(map(str, KNOWN_ARCHS))})", rule="QNNEMU-device-arch")
         match = [s for s, v in SOC_TABLE.items() if v[0] == arch]
         if match:
             a, vtcm, spd, dlbc = SOC_TABLE[match[0]]
-            model = DeviceModel(match[0], a, vtcm, spd, dlbc)
+            model = DeviceModel(match[0], a, vtcm, spd, dlbc, model.use_signed_pd)
         else:
-            model = DeviceModel(Q.QNN_SOC_MODEL_UNKNOWN, arch, 8, True, arch >= 75)
-    if signed_pd:
-        model.use_signed_pd = True
+            model = DeviceModel(Q.QNN_SOC_MODEL_UNKNOWN, arch, 8, True, arch >= 75, model.use_signed_pd)
+    if signed_pd is not None:
+        model.use_signed_pd = signed_pd
     return model
