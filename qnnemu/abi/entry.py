@@ -463,6 +463,17 @@ def perf_setMemoryConfig(deviceId, coreId, config):
 
 
 # ---------------------------------------------------------------------------------- context
+def _htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, rule: str) -> tuple[str, dict]:
+    """An HTP custom config behind ``customConfig``: (option name, copied fields)."""
+    require(c.customConfig, code, func, f"config[{i}].customConfig")
+    cc = ffi.cast(f"{ctype} *", c.customConfig)
+    name = Q.enum(prefix).get(int(cc.option))
+    if name is None or name.endswith("UNKNOWN"):
+        raise QnnError(code, f"{func}: config[{i}].customConfig.option: unknown {ctype} option {int(cc.option)}",
+                       rule=rule)
+    return name, _to_python(cc[0])
+
+
 def _context_configs(config, func: str) -> dict:
     out: dict = {}
     for i, c in enumerate(_configs(config, "QnnContext_Config_t")):
@@ -474,15 +485,10 @@ def _context_configs(config, func: str) -> dict:
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_OEM_STRING:
             out["oemString"] = c_str(c.oemString)
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM:
-            require(c.customConfig, Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"config[{i}].customConfig")
-            cc = ffi.cast("QnnHtpContext_CustomConfig_t *", c.customConfig)
-            name = Q.enum("QNN_HTP_CONTEXT_CONFIG_OPTION_").get(int(cc.option))
-            if name is None or name.endswith("UNKNOWN"):
-                raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
-                               f"{func}: config[{i}].customConfig.option: unknown HTP context option {int(cc.option)}",
-                               rule="QNNEMU-context-config-option")
             # Recorded for the HTP device model; the options' effects arrive with it.
-            out.setdefault("htp", {})[name] = _to_python(cc[0])
+            name, value = _htp_custom(c, i, func, "QnnHtpContext_CustomConfig_t", "QNN_HTP_CONTEXT_CONFIG_OPTION_",
+                                      Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "QNNEMU-context-config-option")
+            out.setdefault("htp", {})[name] = value
         else:
             raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
                            f"{func}: config[{i}].option: option {opt} is not supported",
@@ -556,15 +562,10 @@ def _graph_configs(config, func: str) -> dict:
         if opt == Q.QNN_GRAPH_CONFIG_OPTION_PRIORITY:
             out["priority"] = int(c.priority)
         elif opt == Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM:
-            require(c.customConfig, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, f"config[{i}].customConfig")
-            cc = ffi.cast("QnnHtpGraph_CustomConfig_t *", c.customConfig)
-            name = Q.enum("QNN_HTP_GRAPH_CONFIG_OPTION_").get(int(cc.option))
-            if name is None or name.endswith("UNKNOWN"):
-                raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
-                               f"{func}: config[{i}].customConfig.option: unknown HTP graph option {int(cc.option)}",
-                               rule="QNNEMU-graph-config-option")
             # Recorded for the HTP device model (precision, VTCM, optimization...).
-            out.setdefault("htp", {})[name] = _to_python(cc[0])
+            name, value = _htp_custom(c, i, func, "QnnHtpGraph_CustomConfig_t", "QNN_HTP_GRAPH_CONFIG_OPTION_",
+                                      Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "QNNEMU-graph-config-option")
+            out.setdefault("htp", {})[name] = value
         elif opt in (Q.QNN_GRAPH_CONFIG_OPTION_PROFILE_HANDLE, Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_STATE,
                      Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_NUM_EXECUTIONS):
             raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
