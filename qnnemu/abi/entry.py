@@ -85,11 +85,12 @@ def _onerror_for(name: str):
     return onerror
 
 
-_ENTRIES: dict[str, object] = {}
+_ENTRIES: dict[str, object] = {}       # table slot -> wrapper (qnnemu_abi_<slot>)
+_PERF_ENTRIES: dict[str, object] = {}  # perf infrastructure function -> wrapper (qnnemu_perf_<fn>)
 
 
-def entry(fn):
-    """Registers ``fn`` as the implementation of table slot ``fn.__name__``."""
+def entry(fn, registry: dict | None = None):
+    """Registers ``fn`` as the implementation of table slot ``fn.__name__`` (or in ``registry``)."""
     name = fn.__name__
 
     def wrapper(*args):
@@ -102,8 +103,13 @@ def entry(fn):
             return _fail(name, err, _logger_for_args(args))
 
     wrapper.__name__ = name
-    _ENTRIES[name] = wrapper
+    (_ENTRIES if registry is None else registry)[name] = wrapper
     return fn
+
+
+def perf_entry(fn):
+    """Registers an HTP perf infrastructure function handed out by deviceGetInfrastructure."""
+    return entry(fn, _PERF_ENTRIES)
 
 
 def not_supported(name: str, code: int, why: str):
@@ -405,12 +411,14 @@ def deviceGetInfrastructure(deviceInfra):
 
 
 # ----------------------------------------------------------------------- perf infrastructure
-def perf_createPowerConfigId(deviceId, coreId, powerConfigId):
+@perf_entry
+def createPowerConfigId(deviceId, coreId, powerConfigId):
     require(powerConfigId, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "createPowerConfigId", "powerConfigId")
     powerConfigId[0] = PERF.create_id(int(deviceId), int(coreId))
 
 
-def perf_destroyPowerConfigId(powerConfigId):
+@perf_entry
+def destroyPowerConfigId(powerConfigId):
     PERF.destroy_id(int(powerConfigId))
 
 
@@ -439,7 +447,8 @@ def _to_python(value):
     return value
 
 
-def perf_setPowerConfig(powerConfigId, config):
+@perf_entry
+def setPowerConfig(powerConfigId, config):
     require(config, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "setPowerConfig", "config")
     votes = []
     for i, c in enumerate(_configs(config, "QnnHtpPerfInfrastructure_PowerConfig_t")):
@@ -452,7 +461,8 @@ def perf_setPowerConfig(powerConfigId, config):
     PERF.set_power(int(powerConfigId), votes)
 
 
-def perf_setMemoryConfig(deviceId, coreId, config):
+@perf_entry
+def setMemoryConfig(deviceId, coreId, config):
     require(config, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "setMemoryConfig", "config")
     for i, c in enumerate(_configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t")):
         if int(c.option) != Q.QNN_HTP_PERF_INFRASTRUCTURE_MEMORY_CONFIGOPTION_GROW_SIZE:
@@ -630,7 +640,7 @@ def graphFinalize(graphHandle, profileHandle, signalHandle):
 
 
 def _io_buffer(t, func: str, path: str):
-    """(tensor id, name, version struct) of an execute argument, with RAW memory checked."""
+    """(tensor id, name getter, version struct, version) of an execute argument, RAW memory checked."""
     version = int(t.version)
     if version not in (1, 2):
         raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR, f"{func}: {path}.version: {version} is not 1 or 2",
@@ -640,7 +650,7 @@ def _io_buffer(t, func: str, path: str):
         raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
                        f"{func}: {path}.v{version}.memType: only QNN_TENSORMEMTYPE_RAW is supported yet "
                        f"(memory handles need memRegister)", rule="QNNEMU-graphExecute-memtype")
-    return int(v.id), (c_str(v.name) if v.name != ffi.NULL else None), v, version
+    return int(v.id), lambda: c_str(v.name), v, version
 
 
 @entry
@@ -662,8 +672,8 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
     feeds: dict[int, np.ndarray] = {}
     for i in range(n_in):
         path = f"inputs[{i}]"
-        tid, name, v, ver = _io_buffer(inputs[i], func, path)
-        t = g.match_io(tid, name, func, path, APP_INPUT_TYPES)
+        tid, name_of, v, ver = _io_buffer(inputs[i], func, path)
+        t = g.match_io(tid, name_of, func, path, APP_INPUT_TYPES)
         if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != t.nbytes:
             raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
                            f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {t.nbytes} bytes "
@@ -675,8 +685,8 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
     targets = []
     for i in range(n_out):
         path = f"outputs[{i}]"
-        tid, name, v, ver = _io_buffer(outputs[i], func, path)
-        t = g.match_io(tid, name, func, path, APP_OUTPUT_TYPES)
+        tid, name_of, v, ver = _io_buffer(outputs[i], func, path)
+        t = g.match_io(tid, name_of, func, path, APP_OUTPUT_TYPES)
         if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != t.nbytes:
             raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
                            f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {t.nbytes} bytes "
@@ -819,17 +829,9 @@ def install(the_ffi, the_lib, expected: tuple[str, ...] = ()) -> None:
     for name, wrapper in _ENTRIES.items():
         the_ffi.def_extern(name=PREFIX + name, error=Q.QNN_COMMON_ERROR_GENERAL,
                            onerror=_onerror_for(name))(wrapper)
-    for fn in (perf_createPowerConfigId, perf_destroyPowerConfigId, perf_setPowerConfig, perf_setMemoryConfig):
-        short = fn.__name__[len("perf_"):]
-
-        def wrapper(*args, _fn=fn, _short=short):
-            try:
-                _fn(*args)
-                return Q.QNN_SUCCESS
-            except QnnError as err:
-                return _fail(_short, err)
-        the_ffi.def_extern(name="qnnemu_perf_" + short, error=Q.QNN_COMMON_ERROR_GENERAL,
-                           onerror=_onerror_for(short))(wrapper)
+    for name, wrapper in _PERF_ENTRIES.items():
+        the_ffi.def_extern(name="qnnemu_perf_" + name, error=Q.QNN_COMMON_ERROR_GENERAL,
+                           onerror=_onerror_for(name))(wrapper)
 
     @the_ffi.def_extern(name="qnnemu_embed_init", error=0, onerror=_onerror_for("QnnInterface_getProviders"))
     def embed_init(baked_version, core_api_version):

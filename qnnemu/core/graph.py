@@ -326,11 +326,17 @@ class Graph:
     def app_outputs(self) -> list[Tensor]:
         return [t for t in self.tensors.values() if t.type in APP_OUTPUT_TYPES]
 
-    def match_io(self, tensor_id: int, name: str | None, func: str, path: str, allowed) -> Tensor:
-        """The graph tensor an execute argument refers to: by id, falling back to name."""
+    def match_io(self, tensor_id: int, name_of, func: str, path: str, allowed) -> Tensor:
+        """The graph tensor an execute argument refers to: by id, falling back to its name.
+
+        ``name_of()`` gives the argument's name; it is only called when the id does not match,
+        so the common case does not decode strings on every execute.
+        """
         t = self.tensors.get(tensor_id) if tensor_id else None
-        if t is None and name:
-            tid = self.by_name.get(name)
+        name = None
+        if t is None:
+            name = name_of()
+            tid = self.by_name.get(name) if name else None
             t = self.tensors.get(tid) if tid is not None else None
         if t is None:
             raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
