@@ -15,7 +15,7 @@ import numpy as np
 from .. import ops
 from ..errors import OpCheckError, OpUnsupportedError, QnnError
 from ..headers import Q
-from ..ops.base import Param, TensorSpec
+from ..ops.base import Param, TensorSpec, is_real_dtype
 from . import dtypes
 from .log import NULL_LOGGER, Logger
 from .tensor import (APP_INPUT_TYPES, APP_OUTPUT_TYPES, NODE_OUTPUT_TYPES, Tensor, TensorDesc,
@@ -142,11 +142,20 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
             raise _bad(func, "QNNEMU-op-output-shape", f"{path}.dimensions",
                        f"node '{cfg.name}' ({cls.op_type}) computes dimensions {list(got.shape)}, "
                        f"the tensor declares {list(want.shape)}", code)
-        if got.dtype != want.dtype:
+        if got.dtype != want.dtype and not _real_compatible(cls, got.dtype, want.dtype):
             raise _bad(func, "QNNEMU-op-output-dtype", f"{path}.dataType",
                        f"node '{cfg.name}' ({cls.op_type}) computes {dtypes.name(got.dtype)}, "
                        f"the tensor declares {dtypes.name(want.dtype)}", code)
     return cls, parsed, outs
+
+
+def _real_compatible(cls, got: int, want: int) -> bool:
+    """A real-valued output may be declared fixed-point (or come from fixed-point inputs): the
+    plan quantizes/dequantizes at the op boundary.  float16 <-> float32 is not implied."""
+    if cls.handles_quant:
+        return False
+    fixed = dtypes.FIXED_POINT_TYPES
+    return is_real_dtype(got) and is_real_dtype(want) and (got in fixed or want in fixed)
 
 
 def _basic_config_checks(cfg: OpConfigDesc, func: str, code: int) -> None:

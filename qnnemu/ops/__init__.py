@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 
 from .base import REGISTRY, Op, OpCheckError, Param, ParamSpec, QuantSpec, TensorSpec
-from . import activation, conv, elementwise, matmul, pool, shape  # noqa: F401  (registers ops)
+from . import (activation, cast, conv, elementwise, gather, lstm, matmul, norm, pool,  # noqa: F401
+               reduce, resize, sample, shape)  # (importing registers the ops)
 
 PACKAGE_NAME = "qti.aisw"
 

@@ -12,6 +12,23 @@ declares its inputs, outputs and parameters by their QNN names and provides:
 
 A fast variant of an op shares its class and is picked by ``config.kernels`` (``fast`` uses the
 C kernels in ``qnnemu._kernels``; ``reference`` uses numpy only).
+
+Data types (the contract between ops and the execution plan, ``qnnemu/core/plan.py``):
+
+- Ops compute in the *real* domain.  A fixed-point (UFIXED/SFIXED) input is dequantized by the
+  plan before ``_run`` sees it (float32, ``real = scale * (q + offset)``), and a fixed-point
+  output is requantized by the plan from the float array ``_run`` returns.  ``infer`` accepts
+  fixed-point specs wherever a real value is meant (``check_real``); the declared output's
+  quantization, not the input's, is what the output gets.
+- Plain INT/UINT/BOOL tensors reach ``_run`` as their numpy integer arrays (indices, shapes,
+  int32 arithmetic); an op says which of its inputs may be integers.
+- float16 tensors reach ``_run`` as float16 arrays; ops compute in float32 (``to_compute``)
+  and return float16 (``from_compute``).
+- ``quant_passthrough = True`` (data-movement ops: Reshape, Transpose, Concat, Gather, ...):
+  when the node's fixed-point inputs and outputs share one encoding, the plan hands ``_run``
+  the raw integer arrays and stores its result unchanged -- exact, and what the HTP does.
+- ``handles_quant = True`` (Quantize, Dequantize, Convert, Cast): the plan does not touch the
+  node's arrays; ``_run`` reads ``self.input_specs[i].quant`` / ``self.output_specs[i].quant``.
 """
 from __future__ import annotations
 
@@ -111,6 +128,9 @@ class Op:
     inputs: ClassVar[tuple[str, ...]] = ()
     outputs: ClassVar[tuple[str, ...]] = ("out[0]",)
     params: ClassVar[dict[str, ParamSpec]] = {}
+    # See the module docstring: how the plan treats fixed-point tensors around this op.
+    quant_passthrough: ClassVar[bool] = False
+    handles_quant: ClassVar[bool] = False
 
     def __init_subclass__(cls, register: bool = True, **kw):
         super().__init_subclass__(**kw)
@@ -260,6 +280,54 @@ def check_float_inputs(op: str, inputs: list[TensorSpec]) -> None:
                                f"{dtypes.name(spec.dtype)}")
 
 
+def check_real(op: str, idx: int, spec: TensorSpec, *, ints: bool = False,
+               bools: bool = False) -> None:
+    """``spec`` must hold real values: float16/float32 or a quantized fixed-point type.
+
+    ``ints``: plain INT_*/UINT_* tensors are accepted too (ops that also do integer math);
+    ``bools``: BOOL_8 is accepted too.
+    """
+    d = spec.dtype
+    if d in (Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16):
+        return
+    if d in dtypes.FIXED_POINT_TYPES and d not in (Q.QNN_DATATYPE_SFIXED_POINT_4,
+                                                   Q.QNN_DATATYPE_UFIXED_POINT_4):
+        if spec.quant is None:
+            raise OpCheckError(f"QNNEMU-{op}-quant-missing", f"inputTensors[{idx}].quantizeParams",
+                               f"{op} input {idx} is {dtypes.name(d)} without quantization")
+        return
+    if ints and d in dtypes.INT_TYPES:
+        return
+    if bools and d in dtypes.BOOL_TYPES:
+        return
+    from ..errors import OpUnsupportedError
+    allowed = "float32/float16, 8/16/32-bit fixed point" + (", INT/UINT" if ints else "") + (
+        ", BOOL_8" if bools else "")
+    raise OpUnsupportedError(f"QNNEMU-{op}-dtype", f"inputTensors[{idx}].dataType",
+                             f"{op} input {idx} must be {allowed}; got {dtypes.name(d)}")
+
+
+def check_index(op: str, idx: int, spec: TensorSpec) -> None:
+    """``spec`` must be an integer index tensor (INT_32/INT_64/UINT_32, or fixed point with
+    scale 1 and offset 0 as converters sometimes emit)."""
+    if spec.dtype in dtypes.INT_TYPES:
+        return
+    raise OpCheckError(f"QNNEMU-{op}-index-dtype", f"inputTensors[{idx}].dataType",
+                       f"{op} input {idx} holds indices and must be an integer type; got "
+                       f"{dtypes.name(spec.dtype)}")
+
+
+def is_real_dtype(dtype: int) -> bool:
+    return dtype in (Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16) or dtype in dtypes.FIXED_POINT_TYPES
+
+
+def compute_dtype(spec: TensorSpec):
+    """The numpy dtype ``_run`` receives for an input of ``spec`` (see the module docstring)."""
+    if spec.dtype in dtypes.FIXED_POINT_TYPES:
+        return np.dtype(np.float32)
+    return dtypes.numpy_dtype(spec.dtype)
+
+
 def to_compute(a: np.ndarray | None) -> np.ndarray | None:
     """Float16 computes in float32 (rounded back at the output by ``from_compute``)."""
     if a is None:
@@ -273,4 +341,5 @@ def from_compute(y: np.ndarray, dtype) -> np.ndarray:
 
 __all__ = ["Op", "Param", "ParamSpec", "TensorSpec", "QuantSpec", "REGISTRY",
            "OpCheckError", "same_spec", "check_rank", "check_float", "type_category",
-           "check_float_inputs", "to_compute", "from_compute"]
+           "check_float_inputs", "to_compute", "from_compute", "check_real", "check_index",
+           "is_real_dtype", "compute_dtype"]
