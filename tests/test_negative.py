@@ -404,6 +404,34 @@ case("QNNEMU-tensor-quant-axis", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "te
     lambda e: e.create_tensor(_axis_tensor(5, [0.5, 0.5])))
 case("QNNEMU-tensor-quant-axis-values", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v2.quantizeParams")(
     lambda e: e.create_tensor(_axis_tensor(0, [])))
+def _blockwise_tensor(blocks: int, with_scales: bool = True):
+    """A [4, 6] weight, axis 0 (channels), blocked along dimension 1."""
+    t = abi.tensor("t", (4, 6), dtype=Q.QNN_DATATYPE_SFIXED_POINT_8)
+    q = t.v.quantizeParams
+    q.encodingDefinition = Q.QNN_DEFINITION_DEFINED
+    q.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_BLOCKWISE_EXPANSION
+    bw = ffi.new("Qnn_BlockwiseExpansion_t *")
+    so = ffi.new("Qnn_ScaleOffset_t[]", [(0.5, 0)] * 4)
+    bs = ffi.new("uint8_t[]", [1] * (4 * blocks))
+    bw.axis = 0
+    bw.scaleOffsets = so
+    bw.numBlocksPerAxis = blocks
+    bw.blockScaleBitwidth = 4
+    bw.blockScaleStorageType = Q.QNN_BLOCKWISE_EXPANSION_BITWIDTH_SCALE_STORAGE_8
+    bw.blocksScale8 = bs if with_scales else NULL
+    q.blockwiseExpansion = bw
+    t.keep += [bw, so, bs]
+    return t
+
+
+case("QNNEMU-tensor-quant-blockwise-blocks", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T,
+     "tensor.v2.quantizeParams.blockwiseExpansion->numBlocksPerAxis")(
+    lambda e: e.create_tensor(_blockwise_tensor(4)))
+case("QNNEMU-tensor-quant-blockwise-values", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T,
+     "tensor.v2.quantizeParams.blockwiseExpansion")(
+    lambda e: e.create_tensor(_blockwise_tensor(2, with_scales=False)))
+
+
 case("QNNEMU-tensor-quant-encoding", Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, T,
      "tensor.v2.quantizeParams.quantizationEncoding")(
     lambda e: e.create_tensor(_axis_tensor(0, [], encoding=Q.QNN_QUANTIZATION_ENCODING_VECTOR)))

@@ -67,7 +67,38 @@ def read_quant(qp) -> RawQuant:
             q.scales = np.frombuffer(ffi.buffer(b.scales, 4 * n), dtype=np.float32).copy()
             q.offsets = (np.frombuffer(ffi.buffer(b.offsets, 4 * n), dtype=np.int32).copy()
                          if b.offsets != ffi.NULL else np.zeros(n, np.int32))
+    elif enc == Q.QNN_QUANTIZATION_ENCODING_BLOCKWISE_EXPANSION:
+        b = qp.blockwiseExpansion
+        if b == ffi.NULL:
+            q.scales = None
+            return q
+        q.axis = int(b.axis)
+        q.blocks_per_axis = int(b.numBlocksPerAxis)
+        q.block_scale_bitwidth = int(b.blockScaleBitwidth)
+        q.block_scale_storage = int(b.blockScaleStorageType)
     return q
+
+
+# Blockwise expansion arrays are sized by the tensor's dimension at ``axis``, known only once
+# the whole tensor is read: read_tensor finishes the copy.
+
+
+def _finish_blockwise(qp, q: RawQuant, dims) -> None:
+    if q.encoding != Q.QNN_QUANTIZATION_ENCODING_BLOCKWISE_EXPANSION or q.definition != Q.QNN_DEFINITION_DEFINED:
+        return
+    b = qp.blockwiseExpansion
+    if b == ffi.NULL or dims is None or not 0 <= q.axis < len(dims):
+        return
+    channels = int(dims[q.axis])
+    if b.scaleOffsets != ffi.NULL:
+        raw = np.frombuffer(ffi.buffer(b.scaleOffsets, channels * ffi.sizeof("Qnn_ScaleOffset_t")),
+                            dtype=np.dtype([("scale", "<f4"), ("offset", "<i4")])).copy()
+        q.scales, q.offsets = raw["scale"].copy(), raw["offset"].copy()
+    n = channels * q.blocks_per_axis
+    if q.block_scale_storage == Q.QNN_BLOCKWISE_EXPANSION_BITWIDTH_SCALE_STORAGE_8 and b.blocksScale8 != ffi.NULL:
+        q.block_scales = np.frombuffer(ffi.buffer(b.blocksScale8, n), dtype=np.uint8).reshape(channels, -1).copy()
+    elif q.block_scale_storage == Q.QNN_BLOCKWISE_EXPANSION_BITWIDTH_SCALE_STORAGE_16 and b.blocksScale16 != ffi.NULL:
+        q.block_scales = np.frombuffer(ffi.buffer(b.blocksScale16, 2 * n), dtype=np.uint16).reshape(channels, -1).copy()
 
 
 def read_tensor(t, with_data: bool = True) -> TensorDesc:
@@ -84,8 +115,10 @@ def read_tensor(t, with_data: bool = True) -> TensorDesc:
         dims = None
     else:
         dims = tuple(np.frombuffer(ffi.buffer(v.dimensions, 4 * rank), dtype=np.uint32).tolist())
+    quant = read_quant(v.quantizeParams)
+    _finish_blockwise(v.quantizeParams, quant, dims)
     d = TensorDesc(version, int(v.id), c_str(v.name), int(v.type), int(v.dataFormat), int(v.dataType),
-                   read_quant(v.quantizeParams), dims, int(v.memType))
+                   quant, dims, int(v.memType))
     if d.mem_type == Q.QNN_TENSORMEMTYPE_RAW:
         d.has_data_pointer = v.clientBuf.data != ffi.NULL
         d.data_size = int(v.clientBuf.dataSize)

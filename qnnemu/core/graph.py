@@ -18,6 +18,7 @@ from ..headers import Q
 from ..ops.base import Param, TensorSpec, is_real_dtype
 from . import dtypes
 from .log import NULL_LOGGER, Logger
+from .plan import Plan, compile_plan
 from .tensor import (APP_INPUT_TYPES, APP_OUTPUT_TYPES, NODE_OUTPUT_TYPES, Tensor, TensorDesc,
                      from_desc, type_name, validate_desc)
 
@@ -208,7 +209,7 @@ class Graph:
         self.nodes: list[Node] = []
         self.node_names: set[str] = set()
         self.finalized = False
-        self.plan: list[tuple[Node, Any]] | None = None
+        self.plan: Plan | None = None
         self.configs: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.executions = 0
@@ -320,13 +321,15 @@ class Graph:
         if not self.nodes:
             raise QnnError(Q.QNN_GRAPH_ERROR_FINALIZE_FAILED,
                            f"{func}: graph '{self.name}' has no nodes", rule="QNNEMU-graphFinalize-empty")
-        plan = []
-        for node in self.nodes:
-            plan.append((node, node.op_cls(node.params, node.input_specs, node.output_specs)))
-        self.plan = plan
+        self.plan = compile_plan(self, precision_fp16=self.precision_fp16())
         self.finalized = True
         self.log.info(f"{func}: graph '{self.name}' finalized: {len(self.nodes)} nodes, "
                       f"{len(self.tensors)} tensors")
+
+    def precision_fp16(self) -> bool:
+        """QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION = QNN_PRECISION_FLOAT16 was configured."""
+        cfg = self.configs.get("htp", {}).get("QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION")
+        return isinstance(cfg, dict) and cfg.get("precision") == Q.QNN_PRECISION_FLOAT16
 
     # ---- execute ------------------------------------------------------------------------
     def app_inputs(self) -> list[Tensor]:
@@ -357,8 +360,10 @@ class Graph:
                            f"{' or '.join(type_name(a) for a in allowed)}", rule="QNNEMU-graphExecute-tensor-type")
         return t
 
-    def execute(self, feeds: dict[int, np.ndarray], wanted: list[int]) -> dict[int, np.ndarray]:
-        """Runs the plan; ``feeds`` maps input tensor ids to arrays of their declared shape."""
+    def execute(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
+        """Runs the plan; ``feeds`` maps input tensor ids to arrays of their declared shape.
+
+        ``observer(step, seconds)``, when given, is called after each node (profiling)."""
         if not self.finalized:
             raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED,
                            f"graphExecute: graph '{self.name}' is not finalized (call graphFinalize first)",
@@ -369,11 +374,6 @@ class Graph:
                            f"graphExecute: inputs: graph '{self.name}' input(s) {missing} not given",
                            rule="QNNEMU-graphExecute-input-missing")
         with self.lock:
-            env: dict[int, np.ndarray] = dict(feeds)
-            for node, impl in self.plan:
-                args = [env[i] if i in env else self.tensor(i).data for i in node.inputs]
-                results = impl.run(*args)
-                for tid, spec, value in zip(node.outputs, node.output_specs, results):
-                    env[tid] = value.astype(dtypes.numpy_dtype(spec.dtype), copy=False)
+            out = self.plan.run(feeds, wanted, observer)
             self.executions += 1
-        return {i: env[i] for i in wanted}
+        return out

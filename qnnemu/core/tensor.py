@@ -45,6 +45,11 @@ class RawQuant:
     bitwidth: int = 0
     scales: np.ndarray | None = None
     offsets: np.ndarray | None = None
+    # BLOCKWISE_EXPANSION
+    blocks_per_axis: int = 0
+    block_scale_bitwidth: int = 0
+    block_scale_storage: int = 0
+    block_scales: np.ndarray | None = None
 
 
 @dataclass
@@ -92,8 +97,9 @@ def _fail(code: int, rule: str, func: str, path: str, message: str) -> QnnError:
     return QnnError(code, f"{func}: {path}: {message}", rule=rule)
 
 
-def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, rank: int) -> QuantSpec | None:
-    """Checks quantization against the data type; returns the executable form."""
+def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, dims: tuple[int, ...]) -> QuantSpec | None:
+    """Checks quantization against the data type and dimensions; returns the executable form."""
+    rank = len(dims)
     fixed = dtype in dtypes.FIXED_POINT_TYPES
     if q.definition != Q.QNN_DEFINITION_DEFINED:
         if fixed:
@@ -122,10 +128,29 @@ def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, rank: i
             raise _fail(code, "QNNEMU-tensor-quant-scale", func, f"{path}.quantizeParams",
                         "per-axis scales must be positive finite numbers")
         return QuantSpec(enc, q.scales, q.offsets, q.axis, q.bitwidth or None)
+    if enc == Q.QNN_QUANTIZATION_ENCODING_BLOCKWISE_EXPANSION:
+        qp = f"{path}.quantizeParams.blockwiseExpansion"
+        if not 0 <= q.axis < max(rank, 1) or rank < 2:
+            raise _fail(code, "QNNEMU-tensor-quant-axis", func, f"{qp}->axis",
+                        f"axis {q.axis} is outside the tensor's rank {rank} (blockwise needs rank >= 2)")
+        if q.scales is None or q.block_scales is None:
+            raise _fail(code, "QNNEMU-tensor-quant-blockwise-values", func, qp,
+                        "blockwise expansion needs scaleOffsets and blocksScale8/16 arrays "
+                        "(blockScaleStorageType 8 or 16)")
+        if not np.all(np.isfinite(q.scales)) or np.any(q.scales <= 0):
+            raise _fail(code, "QNNEMU-tensor-quant-scale", func, f"{qp}->scaleOffsets",
+                        "per-channel scales must be positive finite numbers")
+        blocked = dims[rank - 2 if q.axis == rank - 1 else rank - 1]
+        nblocks = q.block_scales.shape[1] if q.block_scales.ndim == 2 else 0
+        if nblocks < 1 or blocked % nblocks:
+            raise _fail(code, "QNNEMU-tensor-quant-blockwise-blocks", func, f"{qp}->numBlocksPerAxis",
+                        f"{q.blocks_per_axis} blocks do not divide the blocked dimension {blocked} "
+                        f"(dimensions {list(dims)}, axis {q.axis})")
+        return QuantSpec(enc, q.scales, q.offsets, q.axis, None, q.block_scales)
     raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-quant-encoding", func,
                 f"{path}.quantizeParams.quantizationEncoding",
                 f"encoding {q.encoding} is not supported by the emulator yet "
-                f"(scale-offset and axis-scale-offset encodings are)")
+                f"(scale-offset, axis-scale-offset, their bitwidth forms and blockwise expansion are)")
 
 
 def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM,
@@ -158,7 +183,7 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
     if d.dynamic_dims and any(d.dynamic_dims):
         raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-dynamic-dims", func,
                     f"{v}.isDynamicDimensions", "dynamic dimensions are not supported yet")
-    quant = quant_spec(d.quant, d.dtype, func, v, code, len(d.dims))
+    quant = quant_spec(d.quant, d.dtype, func, v, code, tuple(d.dims))
     static = None
     if d.type == Q.QNN_TENSOR_TYPE_STATIC:
         if d.mem_type != Q.QNN_TENSORMEMTYPE_RAW:

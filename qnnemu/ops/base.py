@@ -59,6 +59,8 @@ class QuantSpec:
     offset: Any
     axis: int | None = None
     bitwidth: int | None = None
+    # BLOCKWISE_EXPANSION: integer block scales [channels, blocks] multiplying ``scale``.
+    block_scales: Any = None
 
 
 @dataclass
