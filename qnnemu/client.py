@@ -420,10 +420,7 @@ class Graph:
             v.quantizeParams.encodingDefinition = Q.QNN_DEFINITION_UNDEFINED
             v.quantizeParams.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_UNDEFINED
         else:
-            v.quantizeParams.encodingDefinition = Q.QNN_DEFINITION_DEFINED
-            v.quantizeParams.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET
-            v.quantizeParams.scaleOffsetEncoding.scale = quant[0]
-            v.quantizeParams.scaleOffsetEncoding.offset = quant[1]
+            self._set_quant(v.quantizeParams, quant)
         v.rank = len(shape)
         v.dimensions = dims
         v.memType = Q.QNN_TENSORMEMTYPE_RAW
@@ -447,6 +444,32 @@ class Graph:
         self.tensors[name] = tensor
         return tensor
 
+    def _set_quant(self, qp, quant) -> None:
+        """``quant``: ``(scale, offset)`` per tensor, or a dict ``{"axis", "scales", "offsets"}``
+        per axis (``"bitwidth"`` makes it the BW_ form)."""
+        qp.encodingDefinition = Q.QNN_DEFINITION_DEFINED
+        if not isinstance(quant, dict):
+            qp.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET
+            qp.scaleOffsetEncoding.scale = quant[0]
+            qp.scaleOffsetEncoding.offset = quant[1]
+            return
+        scales = [float(x) for x in quant["scales"]]
+        offsets = [int(x) for x in quant.get("offsets", [0] * len(scales))]
+        if quant.get("bitwidth"):
+            qp.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_BW_AXIS_SCALE_OFFSET
+            cs = ffi.new("float[]", scales)
+            co = ffi.new("int32_t[]", offsets)
+            self._keep += [cs, co]
+            b = qp.bwAxisScaleOffsetEncoding
+            b.bitwidth, b.axis, b.numElements, b.scales, b.offsets = (
+                int(quant["bitwidth"]), int(quant["axis"]), len(scales), cs, co)
+        else:
+            qp.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET
+            arr = ffi.new("Qnn_ScaleOffset_t[]", list(zip(scales, offsets)))
+            self._keep.append(arr)
+            a = qp.axisScaleOffsetEncoding
+            a.axis, a.numScaleOffsets, a.scaleOffset = int(quant["axis"]), len(scales), arr
+
     def input(self, name: str, shape, dtype=np.float32,
               quant: tuple[float, int] | None = None) -> Tensor:
         """An APP_WRITE tensor, fed by :meth:`execute`."""
@@ -455,7 +478,7 @@ class Graph:
         return t
 
     def static(self, name: str, data: np.ndarray, dtype=None,
-               quant: tuple[float, int] | None = None) -> Tensor:
+               quant: tuple[float, int] | dict | None = None) -> Tensor:
         """A STATIC tensor holding ``data`` (its dtype unless ``dtype`` is given)."""
         data = np.asarray(data)
         return self._tensor(name, data.shape, data.dtype if dtype is None else dtype,

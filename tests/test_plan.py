@@ -1,0 +1,159 @@
+"""The compiled execution plan (qnnemu/core/plan.py) and fixed-point arithmetic (core/quant.py):
+encodings, rounding, requantization at op boundaries, passthrough of integer codes, and the
+float16 precision mode (seed 002 "QNN HTP Precision")."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vendor import our_library
+
+from qnnemu.core import quant
+from qnnemu.core.plan import Requantize
+from qnnemu.headers import Q
+from qnnemu.ops.base import QuantSpec
+
+U8, S8, U16 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_16
+ENC = Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET
+AXIS = Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET
+BLOCK = Q.QNN_QUANTIZATION_ENCODING_BLOCKWISE_EXPANSION
+
+
+# -- quant.py --------------------------------------------------------------------------------
+
+def test_code_range_storage_and_bitwidth():
+    assert quant.code_range(U8) == (0, 255), "uint8 storage range"
+    assert quant.code_range(S8) == (-128, 127), "int8 storage range"
+    assert quant.code_range(S8, 4) == (-8, 7), "4-bit weights in int8 storage use the 4-bit range"
+    assert quant.code_range(U16) == (0, 65535), "uint16 storage range"
+    assert quant.code_range(Q.QNN_DATATYPE_UFIXED_POINT_4) == (0, 15), "UFIXED_POINT_4 range"
+
+
+def test_dequantize_per_tensor_uses_qnn_sign_convention():
+    spec = QuantSpec(ENC, 0.5, -10)
+    got = quant.dequantize(np.array([0, 10, 20], np.uint8), spec)
+    assert got.tolist() == [-5.0, 0.0, 5.0], "real = scale * (q + offset) with offset = -zero point"
+
+
+def test_quantize_round_trip_and_clamp():
+    spec = QuantSpec(ENC, 0.1, -128)
+    x = np.array([-20.0, -0.05, 0.0, 0.05, 0.15, 100.0], np.float32)
+    q = quant.quantize(x, spec, U8)
+    assert q.dtype == np.uint8, "codes stored as uint8"
+    assert q.tolist() == [0, 127, 128, 129, 130, 255], \
+        "clamped at both ends; ties (-0.05, 0.05, 0.15 / 0.1) rounded half away from zero"
+
+
+def test_per_axis_dequantize_broadcasts_along_axis():
+    spec = QuantSpec(AXIS, np.array([1.0, 0.5, 0.25], np.float32), np.array([0, -2, 4], np.int32), axis=1)
+    q = np.array([[4, 4, 4], [8, 8, 8]], np.int8)
+    want = np.array([[4.0, 1.0, 2.0], [8.0, 3.0, 3.0]])
+    assert np.array_equal(quant.dequantize(q, spec), want), "one (scale, offset) per index of axis 1"
+    back = quant.quantize(want.astype(np.float32), spec, S8)
+    assert np.array_equal(back, q), "per-axis quantize inverts dequantize"
+
+
+def test_blockwise_expansion_scales_blocks_of_the_input_axis():
+    # FullyConnected weight [out=2, in=4], axis 0; 2 blocks of 2 along dimension 1.
+    spec = QuantSpec(BLOCK, np.array([0.5, 1.0], np.float32), np.zeros(2, np.int32), axis=0,
+                     block_scales=np.array([[1, 2], [3, 4]], np.uint8))
+    q = np.ones((2, 4), np.int8)
+    got = quant.dequantize(q, spec)
+    want = np.array([[0.5, 0.5, 1.0, 1.0], [3.0, 3.0, 4.0, 4.0]])
+    assert np.array_equal(got, want), "scale = channel scale * integer block scale, blocks along dim 1"
+    # HWIO conv filter [1, 1, in=4, out=2], axis 3 (last): blocks along dimension 2.
+    spec_hwio = QuantSpec(BLOCK, spec.scale, spec.offset, axis=3, block_scales=spec.block_scales)
+    got = quant.dequantize(np.ones((1, 1, 4, 2), np.int8), spec_hwio)
+    assert np.array_equal(got[0, 0], want.T), "last-axis channels block the previous dimension"
+
+
+@pytest.mark.parametrize("mode,want", [
+    ("half_even", [-2, -2, 0, 0, 2, 2]),
+    ("half_up", [-2, -1, 0, 1, 2, 3]),
+    ("half_away_from_zero", [-3, -2, -1, 1, 2, 3]),
+])
+def test_requantize_rounding_modes(mode, want):
+    r = Requantize(QuantSpec(ENC, 1.0, -128), U8, mode)
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5], np.float32)
+    assert (r(x).astype(int) - 128).tolist() == want, f"{mode} rounding of exact ties"
+
+
+def test_same_encoding():
+    a = QuantSpec(ENC, 0.5, -3)
+    assert quant.same_encoding(a, QuantSpec(ENC, 0.5, -3)), "identical per-tensor encodings"
+    assert not quant.same_encoding(a, QuantSpec(ENC, 0.5, -4)), "offsets differ"
+    assert not quant.same_encoding(a, None), "float vs fixed point"
+
+
+# -- plan through the ABI ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def backend():
+    lib = our_library()
+    if lib is None:
+        pytest.skip("our libQnnHtpEmu.so is not built")
+    from qnnemu.client import Backend
+    with Backend(str(lib), log_level="error") as be:
+        yield be
+
+
+def _run(backend, build, precision=None):
+    ctx = backend.context()
+    try:
+        g = ctx.graph("g", precision=precision)
+        feeds = build(g)
+        g.finalize()
+        return g.execute(feeds)
+    finally:
+        ctx.free()
+
+
+def test_fp16_precision_rounds_at_op_boundaries(backend):
+    x = np.array([[1.0 + 2 ** -12, 3.14159265, 1e-4, 70000.0]], np.float32)
+    y = np.array([[2 ** -12, 2.71828183, 3e-4, 1.0]], np.float32)
+
+    def build(g):
+        a, b = g.input("a", x.shape), g.input("b", y.shape)
+        s = g.node("ElementWiseAdd", [a, b], [("s", x.shape, np.float32)])
+        g.node("ElementWiseMultiply", [s, s], [("p", x.shape, np.float32)], app_read=True)
+        return {"a": x, "b": y}
+
+    f16 = lambda v: v.astype(np.float16).astype(np.float32)  # noqa: E731
+    want16 = f16(f16(f16(x) + f16(y)) * f16(f16(x) + f16(y)))
+    got16 = _run(backend, build, precision="fp16")["p"]
+    got32 = _run(backend, build, precision="fp32")["p"]
+    assert got16.dtype == np.float32, "fp16 mode still returns float32 outputs"
+    assert np.array_equal(got16, want16), f"fp16 mode rounds inputs and every op output: {got16} vs {want16}"
+    assert np.array_equal(got32, (x + y) * (x + y)), "fp32 mode computes in float32"
+    assert not np.array_equal(got16, got32), "the two modes differ on these inputs"
+    assert np.isinf(got16[0, 3]), "70001^2 overflows float16 as on the HTP"
+
+
+def test_passthrough_keeps_codes_and_requantizes_on_new_encoding(backend):
+    q = np.arange(24, dtype=np.uint8).reshape(1, 2, 3, 4) * 10
+
+    def build(g):
+        x = g.input("x", q.shape, U8, quant=(0.5, -7))
+        g.node("Reshape", [x], [("same", (6, 4), U8, (0.5, -7))], app_read=True)
+        g.node("Reshape", [x], [("other", (6, 4), U8, (1.0, 0))], app_read=True, name="r2")
+        return {"x": q}
+
+    out = _run(backend, build)
+    assert np.array_equal(out["same"], q.reshape(6, 4)), "same encoding: codes pass through unchanged"
+    real = 0.5 * (q.astype(np.float64) - 7)
+    want = np.clip(np.rint(real), 0, 255).reshape(6, 4)
+    assert np.array_equal(out["other"].astype(np.float64), want), "new encoding: requantized from real values"
+
+
+def test_fixed_point_output_from_float_op(backend):
+    """A float-in / quantized-out node: the plan quantizes the op's float result."""
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(1, 8)
+
+    def build(g):
+        a = g.input("a", x.shape)
+        g.node("Relu", [a], [("y", x.shape, U8, (1 / 255, 0))], app_read=True)
+        return {"a": x}
+
+    got = _run(backend, build)["y"].astype(np.int64)
+    want = np.clip(np.rint(np.maximum(x, 0) * 255), 0, 255)
+    assert np.array_equal(got, want), "Relu(float) quantized to uint8 at the op boundary"
