@@ -124,6 +124,7 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
                    f"op type '{cfg.type_name}' is not supported by qnnemu "
                    f"(see backendGetSupportedOperations)", unsupported)
     prefix = "opConfig.v1."
+    _check_absent_inputs(cls, input_specs, cfg, func, code)
     try:
         outs = cls.check(input_specs, params, declared_outputs=declared_outputs)
         parsed = cls.parse_params(params)
@@ -178,23 +179,35 @@ def validate_op_config(cfg: OpConfigDesc) -> None:
     for role, descs, out in (("inputTensors", cfg.inputs, specs), ("outputTensors", cfg.outputs, None)):
         for i, d in enumerate(descs):
             quant, static = validate_desc(d, func, f"opConfig.v1.{role}[{i}]", code=code)
-            if out is not None and d.type != Q.QNN_TENSOR_TYPE_NULL:
-                out.append(TensorSpec(tuple(d.dims), d.dtype, quant, static, d.name or ""))
-    _trim_null_inputs(cfg, func, code)
+            if out is not None:
+                out.append(None if d.type == Q.QNN_TENSOR_TYPE_NULL else
+                           TensorSpec(tuple(d.dims), d.dtype, quant, static, d.name or ""))
+    del specs[_trim_null_inputs(cfg, func, code):]
     declared = [TensorSpec(tuple(d.dims), d.dtype, None, None, d.name or "") for d in cfg.outputs]
     check_op(cfg, specs, parse_params(cfg, func, code), declared, func, code)
 
 
 def _trim_null_inputs(cfg: OpConfigDesc, func: str, code: int) -> int:
-    """Trailing NULL tensors mark absent optional inputs; returns how many inputs remain."""
+    """Trailing NULL tensors mark absent optional inputs; returns how many inputs remain.
+
+    NULL inputs before the last present one stay (as ``None``); ``check_op`` requires the op to
+    declare those positions optional."""
     n = len(cfg.inputs)
     while n and cfg.inputs[n - 1].type == Q.QNN_TENSOR_TYPE_NULL:
         n -= 1
-    for i in range(n):
-        if cfg.inputs[i].type == Q.QNN_TENSOR_TYPE_NULL:
-            raise _bad(func, "QNNEMU-op-null-input-position", f"opConfig.v1.inputTensors[{i}].type",
-                       "a NULL (absent) input may only be followed by other NULL inputs", code)
     return n
+
+
+def _check_absent_inputs(cls, input_specs: list, cfg: OpConfigDesc, func: str, code: int) -> None:
+    names = cls.inputs
+    for i, spec in enumerate(input_specs):
+        if spec is not None:
+            continue
+        name = names[i] if i < len(names) else (names[-1] if names else "")
+        if not name.endswith("?"):
+            raise _bad(func, "QNNEMU-op-null-input-position", f"opConfig.v1.inputTensors[{i}].type",
+                       f"node '{cfg.name}' ({cls.op_type}): input {i} ({name or 'none'}) is required "
+                       f"but given as a NULL (absent) tensor", code)
 
 
 class Graph:
@@ -266,9 +279,12 @@ class Graph:
             raise _bad(func, "QNNEMU-graphAddNode-name-unique", "opConfig.v1.name",
                        f"a node named '{cfg.name}' already exists in graph '{self.name}'", code)
         n_in = _trim_null_inputs(cfg, func, code)
-        inputs: list[Tensor] = []
+        inputs: list[Tensor | None] = []
         for i in range(n_in):
             path = f"opConfig.v1.inputTensors[{i}]"
+            if cfg.inputs[i].type == Q.QNN_TENSOR_TYPE_NULL:
+                inputs.append(None)  # an absent optional input (checked by check_op)
+                continue
             t = self._resolve(cfg.inputs[i], func, path)
             if t.type == Q.QNN_TENSOR_TYPE_NATIVE and t.producer is None:
                 raise _bad(func, "QNNEMU-graphAddNode-input-order", f"{path}.v{cfg.inputs[i].version}.id",
@@ -293,12 +309,13 @@ class Graph:
                            Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
             outputs.append(t)
         params = parse_params(cfg, func, code, static_lookup=self.tensor)
-        cls, parsed, outs = check_op(cfg, [t.spec() for t in inputs], params,
-                                     [t.spec() for t in outputs], func, code)
-        node = Node(cfg.name, cls.op_type, cls, parsed, [t.id for t in inputs], [t.id for t in outputs],
-                    [t.spec() for t in inputs], [t.spec() for t in outputs])
+        in_specs = [t.spec() if t is not None else None for t in inputs]
+        cls, parsed, outs = check_op(cfg, in_specs, params, [t.spec() for t in outputs], func, code)
+        node = Node(cfg.name, cls.op_type, cls, parsed, [t.id if t is not None else None for t in inputs],
+                    [t.id for t in outputs], in_specs, [t.spec() for t in outputs])
         for t in inputs:
-            t.consumers.append(node.name)
+            if t is not None:
+                t.consumers.append(node.name)
         for t in outputs:
             t.producer = node.name
         self.nodes.append(node)

@@ -120,7 +120,8 @@ class Plan:
         for step in self.steps:
             args = []
             for slot, conv in zip(step.reads, step.in_conv):
-                if slot < 0:
+                if slot < 0:  # an absent optional input before a present one
+                    args.append(None)
                     continue
                 v = env[slot]
                 args.append(conv(v) if conv is not None else v)

@@ -239,6 +239,8 @@ class Op:
 
     def run(self, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
         for i, (a, spec) in enumerate(zip(arrays, self.input_specs)):
+            if a is None or spec is None:  # an absent optional input
+                continue
             if tuple(a.shape) != tuple(spec.shape):
                 raise OpCheckError("QNNEMU-op-run-shape", f"inputTensors[{i}]",
                                    f"array shape {list(a.shape)} != declared {list(spec.shape)}")
