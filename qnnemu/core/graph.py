@@ -175,15 +175,15 @@ def validate_op_config(cfg: OpConfigDesc) -> None:
     func = "backendValidateOpConfig"
     code = Q.QNN_BACKEND_ERROR_NOT_SUPPORTED
     _basic_config_checks(cfg, func, code)
-    specs: list[TensorSpec] = []
-    for role, descs, out in (("inputTensors", cfg.inputs, specs), ("outputTensors", cfg.outputs, None)):
+    specs: list[TensorSpec | None] = []
+    declared: list[TensorSpec | None] = []
+    for role, descs, out in (("inputTensors", cfg.inputs, specs), ("outputTensors", cfg.outputs, declared)):
         for i, d in enumerate(descs):
             quant, static = validate_desc(d, func, f"opConfig.v1.{role}[{i}]", code=code)
-            if out is not None:
-                out.append(None if d.type == Q.QNN_TENSOR_TYPE_NULL else
-                           TensorSpec(tuple(d.dims), d.dtype, quant, static, d.name or ""))
+            out.append(None if d.type == Q.QNN_TENSOR_TYPE_NULL and out is specs else
+                       TensorSpec(tuple(d.dims), d.dtype, quant, static if out is specs else None,
+                                  d.name or ""))
     del specs[_trim_null_inputs(cfg, func, code):]
-    declared = [TensorSpec(tuple(d.dims), d.dtype, None, None, d.name or "") for d in cfg.outputs]
     check_op(cfg, specs, parse_params(cfg, func, code), declared, func, code)
 
 

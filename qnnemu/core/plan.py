@@ -67,7 +67,9 @@ class Requantize:
         self.round = _ROUND[mode]
         self.lo, self.hi = code_range(dtype, spec.bitwidth)
         self.np_dtype = dtypes.numpy_dtype(dtype)
-        per_tensor = spec.axis is None and spec.block_scales is None
+        # 32-bit codes do not fit float32 (2**31 - 1 rounds up to 2**31): the float64 path.
+        per_tensor = (spec.axis is None and spec.block_scales is None
+                      and dtypes.itemsize(dtype) < 4)
         self.inv = np.float32(1.0) / np.float32(spec.scale) if per_tensor else None
         self.offset = np.float32(spec.offset) if per_tensor else None
 

@@ -20,11 +20,15 @@ The float math runs in float32 for activations (the HTP's requantization multipl
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..headers import Q
-from ..ops.base import QuantSpec
 from . import dtypes
+
+if TYPE_CHECKING:  # ops.base imports core modules; only the type is needed here
+    from ..ops.base import QuantSpec
 
 ROUNDING = "half_away_from_zero"
 
@@ -91,7 +95,7 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
 def quantize(x: np.ndarray, spec: QuantSpec, dtype: int) -> np.ndarray:
     """Codes of ``x`` in ``dtype``: clamp(round(x / scale) - offset), rounding per ``ROUNDING``."""
     lo, hi = code_range(dtype, spec.bitwidth)
-    if spec.axis is None and spec.block_scales is None:
+    if spec.axis is None and spec.block_scales is None and dtypes.itemsize(dtype) < 4:
         inv = np.float32(1.0) / np.float32(spec.scale)
         y = round_half_away(np.asarray(x, dtype=np.float32) * inv) - np.float32(spec.offset)
     else:
@@ -109,7 +113,7 @@ class Requantizer:
         self.spec, self.dtype = spec, dtype
         self.lo, self.hi = code_range(dtype, spec.bitwidth)
         self.np_dtype = dtypes.numpy_dtype(dtype)
-        per_tensor = spec.axis is None and spec.block_scales is None
+        per_tensor = spec.axis is None and spec.block_scales is None and dtypes.itemsize(dtype) < 4
         self.inv = np.float32(1.0 / np.float32(spec.scale)) if per_tensor else None
         self.offset = np.float32(spec.offset) if per_tensor else None
 

@@ -1,1 +1,256 @@
-"""(being written)"""
+"""Type conversions (QnnOpDef.h): Cast, Convert, Quantize, Dequantize.
+
+These four ops see their tensors raw (``handles_quant = True``, see ops/base.py): fixed-point
+arrays arrive as their storage integers and ``_run`` reads the encodings from
+``self.input_specs[i].quant`` / ``self.output_specs[i].quant``.  The output data type is the
+declared output tensor's (``declared_outputs``); without it (a bare ``check``) only Dequantize
+can infer one (FLOAT_32).
+
+Encodings and arithmetic are the execution plan's (qnnemu/core/quant.py, core/plan.py), so a
+conversion op computes exactly what the plan does at any other op's boundary: dequantizing is
+real = scale * (q + offset) (per tensor, per axis or blockwise); quantizing is
+clamp(round(real * (1 / scale)) - offset) in the storage type's range (narrowed to
+``bitwidth`` when the encoding gives a smaller one), rounding ties per ``rounding_for(op)``:
+Quantize half away from zero (what the vendor's backend does), Convert and Cast half to even
+(the plan's default; to be confirmed against the vendor backend).  nan quantizes to the zero
+point (q = -offset).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import dtypes
+from ..headers import Q
+from .base import Op, ParamSpec, QuantSpec, TensorSpec
+from .elementwise import rule_error
+
+_F32, _F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
+_BOOL = Q.QNN_DATATYPE_BOOL_8
+_FLOATS = (_F32, _F16)
+_FIXED = dtypes.FIXED_POINT_TYPES
+_INTS = frozenset(dtypes.INT_TYPES)
+_FIXED_4 = (Q.QNN_DATATYPE_SFIXED_POINT_4, Q.QNN_DATATYPE_UFIXED_POINT_4)
+
+
+def int_range(dtype: int) -> tuple[int, int]:
+    """[lo, hi] of a plain INT_* / UINT_* type."""
+    bits = 8 * dtypes.itemsize(dtype)
+    if dtypes.name(dtype).startswith("QNN_DATATYPE_INT_"):
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+def _float_to_int(x: np.ndarray, dtype: int) -> np.ndarray:
+    """Truncation toward zero, saturating to the integer type's range; nan gives 0."""
+    lo, hi = int_range(dtype)
+    x = np.trunc(np.asarray(x, dtype=np.float64))
+    if dtypes.itemsize(dtype) == 8:  # the largest float64 below 2**63 / 2**64
+        hi = float(np.nextafter(float(hi) + 1.0, 0.0))
+    y = np.clip(np.nan_to_num(x, nan=0.0, posinf=hi, neginf=lo), lo, hi)
+    return y.astype(dtypes.numpy_dtype(dtype))
+
+
+def _requantize(y: np.ndarray, quant: QuantSpec, dtype: int, op_type: str) -> np.ndarray:
+    """The plan's requantization with ``op_type``'s rounding.  32-bit codes are computed in
+    float64 here: float32 cannot hold every 32-bit code (2**31 - 1 rounds to 2**31, which
+    would wrap to -2**31 when cast)."""
+    from ..core.plan import Requantize, rounding_for
+    from ..core.quant import code_range, round_half_away, scale_offset_arrays
+    mode = rounding_for(op_type)
+    if dtypes.itemsize(dtype) < 4:
+        return Requantize(quant, dtype, mode)(y)
+    rnd = {"half_away_from_zero": round_half_away,
+           "half_up": lambda v: np.floor(v + 0.5)}.get(mode, np.rint)
+    scale, offset = scale_offset_arrays(quant, y.shape, np.float64)
+    q = rnd(np.asarray(y, dtype=np.float64) / scale) - offset
+    lo, hi = code_range(dtype, quant.bitwidth)
+    return np.clip(q, lo, hi).astype(dtypes.numpy_dtype(dtype))
+
+
+# ---- checks -----------------------------------------------------------------------------------
+def _check_axis_quant(op: str, where: str, spec: TensorSpec) -> None:
+    q = spec.quant
+    if q is None or q.axis is None:
+        return
+    n = np.asarray(q.scale).size
+    if not 0 <= q.axis < max(spec.rank, 1) or spec.shape[q.axis] != n or \
+            np.asarray(q.offset).size != n:
+        raise rule_error(op, "quant-axis", f"{where}.quantizeParams",
+                         f"per-axis encoding on axis {q.axis} has {n} scales and "
+                         f"{np.asarray(q.offset).size} offsets; dimensions "
+                         f"{list(spec.shape)} need one per index of that axis")
+
+
+def _check_in(op: str, spec: TensorSpec, allowed, what: str) -> None:
+    d = spec.dtype
+    if d not in allowed:
+        raise rule_error(op, "dtype", "inputTensors[0].dataType",
+                         f"{op} input must be {what}; got {dtypes.name(d)}", unsupported=True)
+    if d in _FIXED:
+        if spec.quant is None:
+            raise rule_error(op, "quant-missing", "inputTensors[0].quantizeParams",
+                             f"{op} input is {dtypes.name(d)} without quantization parameters")
+        _check_axis_quant(op, "inputTensors[0]", spec)
+
+
+def _declared(op: str, inputs: list[TensorSpec], declared_outputs, allowed, what: str,
+              default: int | None = None) -> list[TensorSpec]:
+    """The output spec: the input's shape, the declared output's data type and encoding."""
+    if declared_outputs:
+        out = declared_outputs[0]
+        dtype, quant = out.dtype, out.quant
+    elif default is not None:
+        dtype, quant = default, None
+    else:
+        raise rule_error(op, "output-unknown", "outputTensors[0].dataType",
+                         f"{op} takes its output data type from the declared output tensor, "
+                         f"and none was given")
+    if dtype not in allowed:
+        raise rule_error(op, "output-dtype", "outputTensors[0].dataType",
+                         f"{op} output must be {what}; got {dtypes.name(dtype)}",
+                         unsupported=True)
+    spec = TensorSpec(tuple(inputs[0].shape), dtype, quant if dtype in _FIXED else None)
+    if dtype in _FIXED:
+        _check_axis_quant(op, "outputTensors[0]", spec)
+    return [spec]
+
+
+class _Conversion(Op, register=False):
+    inputs = ("in[0]",)
+    handles_quant = True
+    # core.plan / core.quant import ops.base: imported on first use to keep the import graph
+    # acyclic (``import qnnemu.core.plan`` first would otherwise fail).
+
+    def _quant(self, specs, where: str) -> QuantSpec:
+        """The encoding of input/output 0 (``where``: "inputTensors" or "outputTensors")."""
+        spec = specs[0] if specs else None
+        if spec is None or spec.quant is None:
+            raise rule_error(self.op_type, "quant-missing", f"{where}[0].quantizeParams",
+                             f"{self.op_type}: {where}[0] is fixed point without quantization "
+                             f"parameters")
+        return spec.quant
+
+    def _out_dtype(self) -> int:
+        return self.output_specs[0].dtype if self.output_specs else _F32
+
+    def _in_dtype(self, x: np.ndarray) -> int:
+        return self.input_specs[0].dtype if self.input_specs else dtypes.from_numpy(x.dtype)
+
+    def _to_real(self, x: np.ndarray) -> np.ndarray:
+        """The input as real numbers (float32 for fixed point, as the plan dequantizes)."""
+        d = self._in_dtype(x)
+        if d in _FIXED:
+            from ..core.quant import Dequantizer
+            return Dequantizer(self._quant(self.input_specs, "inputTensors"))(x)
+        if d == _BOOL:
+            return (x != 0).astype(np.float32)
+        return x
+
+    def _from_real(self, y: np.ndarray) -> np.ndarray:
+        d = self._out_dtype()
+        if d in _FIXED:
+            quant = self._quant(self.output_specs, "outputTensors")
+            y = np.asarray(y)
+            if y.dtype.kind != "f":
+                y = y.astype(np.float64)
+            y = np.nan_to_num(y, nan=0.0)  # nan -> the zero point
+            return _requantize(y, quant, d, self.op_type)
+        if d == _BOOL:
+            return (y != 0).astype(np.uint8)
+        if d in _INTS:
+            return _float_to_int(y, d)
+        with np.errstate(over="ignore"):  # float -> float16 overflows to inf, as IEEE
+            return np.asarray(y).astype(dtypes.numpy_dtype(d))
+
+
+_REAL_TYPES = frozenset(_FLOATS) | _FIXED
+_CAST_TYPES = frozenset(_FLOATS) | _INTS | {_BOOL} | (_FIXED - set(_FIXED_4))
+_CAST_WHAT = "FLOAT_32/FLOAT_16, INT/UINT 8..64, BOOL_8 or 8/16/32-bit fixed point"
+
+
+class Cast(_Conversion):
+    """Converts in[0] to the declared output's data type, same shape.
+
+    float -> integer truncates toward zero and saturates to the target range (nan -> 0);
+    integer -> integer wraps modulo 2^bits (C conversion); anything -> BOOL_8 is x != 0;
+    BOOL_8 -> anything is 0 / 1.  The ONNX Runtime QNN EP only emits Cast between plain types
+    ("HTP cast supports normal types"); a fixed-point operand is converted through its real
+    value (dequantize / quantize) -- to be confirmed against the vendor backend.
+    """
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        _check_in(cls.op_type, inputs[0], _CAST_TYPES, _CAST_WHAT)
+        return _declared(cls.op_type, inputs, declared_outputs, _CAST_TYPES, _CAST_WHAT)
+
+    def _run(self, x):
+        src, dst = self._in_dtype(x), self._out_dtype()
+        if src in _INTS and dst in _INTS:
+            return x.astype(dtypes.numpy_dtype(dst))  # wraps, like the C conversion
+        if src == dst and src not in _FIXED:
+            return x.copy()
+        return self._from_real(self._to_real(x))
+
+
+class Convert(_Conversion):
+    """Re-encodes real values: fixed point <-> fixed point (requantization), float <->
+    fixed point, float16 <-> float32.  The ONNX Runtime QNN EP emits it for a standalone
+    DequantizeLinear -> QuantizeLinear pair.
+
+    ``dynamic_input_data`` / ``dynamic_output_data`` (encodings supplied at execution time)
+    are not emulated: True is rejected as unsupported.
+    """
+
+    params = {
+        "dynamic_input_data": ParamSpec("scalar", ("bool",), default=False),
+        "dynamic_output_data": ParamSpec("scalar", ("bool",), default=False),
+    }
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        op = cls.op_type
+        for name in ("dynamic_input_data", "dynamic_output_data"):
+            if params[name]:
+                raise rule_error(op, "dynamic", f"params[{name}]",
+                                 f"{name} = true (encodings given at execution time) is not "
+                                 f"supported by the emulator", unsupported=True)
+        what = "FLOAT_32/FLOAT_16 or fixed point"
+        _check_in(op, inputs[0], _REAL_TYPES, what)
+        return _declared(op, inputs, declared_outputs, _REAL_TYPES, what)
+
+    def _run(self, x, **params):
+        return self._from_real(self._to_real(x))
+
+
+class Quantize(_Conversion):
+    """float -> fixed point with the output's encoding: q = clamp(round(x * (1 / scale)) -
+    offset), ties away from zero (as the vendor's backend does, docs/numerics.md), saturated
+    to the storage range (narrowed by a smaller ``bitwidth``); nan gives the zero point."""
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        _check_in(cls.op_type, inputs[0], _FLOATS, "FLOAT_32 or FLOAT_16")
+        return _declared(cls.op_type, inputs, declared_outputs, _FIXED,
+                         "a fixed-point type")
+
+    def _run(self, x):
+        return self._from_real(x)
+
+
+class Dequantize(_Conversion):
+    """fixed point -> float: scale * (q + offset) with the input's encoding (per tensor or per
+    axis).  Output FLOAT_32 unless declared FLOAT_16."""
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        _check_in(cls.op_type, inputs[0], _FIXED, "a fixed-point type")
+        return _declared(cls.op_type, inputs, declared_outputs, _FLOATS, "FLOAT_32 or FLOAT_16",
+                         default=_F32)
+
+    def _run(self, x):
+        from ..core.quant import dequantize
+        quant = self._quant(self.input_specs, "inputTensors")
+        return dequantize(x, quant, dtypes.numpy_dtype(self._out_dtype()))
+
+
+__all__ = ["Cast", "Convert", "Quantize", "Dequantize"]
