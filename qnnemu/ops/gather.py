@@ -1,1 +1,332 @@
-"""(being written)"""
+"""Index ops (QnnOpDef.h): Gather, GatherElements, GatherNd, ScatterElements, ScatterNd.
+
+- Gather ``axis`` (INT_32, required -- the vendor's HTP rejects a node without it): out = in[0]
+  with dimension ``axis`` replaced by the indices' dimensions (rank r + q - 1), as ONNX Gather.
+- GatherElements ``axis`` (default 0): indices of in[0]'s rank, each dimension other than
+  ``axis`` no larger than in[0]'s; out[i..] = in[0][i.. with i_axis = indices[i..]] (ONNX).
+- GatherNd ``batch_dims`` (UINT_32, default 0): indices [..., k] with 1 <= k <= r - batch_dims
+  address slices of in[0]; out = indices.shape[:-1] + in[0].shape[batch_dims + k:] (ONNX).
+- ScatterElements ``axis`` (default 0), ``reduction`` (NONE 0, ADD 1, MUL 2, MAX 3): a copy of
+  in[0] with updates written (or combined) at the GatherElements positions; updates have the
+  indices' shape.
+- ScatterNd ``reduction`` (NONE 0, ADD 1, MUL 2): a copy of in[0] with the slices addressed by
+  indices [..., k] replaced by / combined with updates (indices.shape[:-1] + in[0].shape[k:]).
+  With reduction NONE and repeated positions the last update wins (numpy's assignment order,
+  and what the vendor did).
+
+Axes must be in [0, r-1] (see qnnemu/ops/shape.py: the HTP misreads negative axes).
+
+Indices: INT_32, INT_64 or UINT_32, in [0, dim-1] -- except GatherNd, where a negative index
+counts from the end of its dimension ([-dim, dim-1]).  That is what the vendor's HTP does: GatherNd
+wraps negative indices, while Gather fails graphExecute (or reads out of bounds), GatherElements
+yields 0 and the Scatter ops skip the update; ORT's QNN EP says "QNN does not support negative
+index values for Gather* ops" and rewrites static ones.  An index outside its range is an error,
+``QNNEMU-<op>-index-range``: at graphAddNode for STATIC index tensors, and from ``run`` at
+execute time for dynamic ones (the emulator reports what the HTP leaves undefined).
+
+Data types: the data input takes any type and the ops are ``quant_passthrough`` (they move
+values).  Where a reduction combines values (ADD, MUL) on fixed-point codes, the op dequantizes
+in float64, combines, and requantizes (round half to even) with the node's encoding; MAX and
+NONE work on the codes directly.  float16 data combines in float16, rounding after each update
+(as the vendor: repeated MUL updates differ from one float32 product rounded once).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import dtypes
+from ..headers import Q
+from .base import Op, ParamSpec, TensorSpec, same_spec
+from .shape import check_axis, check_same_dtype, count, fail, is_codes
+
+INDEX_TYPES = (Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_INT_64, Q.QNN_DATATYPE_UINT_32)
+_AXIS = ("int", "uint")
+
+RED_NONE, RED_ADD, RED_MUL, RED_MAX = (
+    Q.QNN_OP_SCATTER_ELEMENTS_REDUCTION_NONE, Q.QNN_OP_SCATTER_ELEMENTS_REDUCTION_ADD,
+    Q.QNN_OP_SCATTER_ELEMENTS_REDUCTION_MUL, Q.QNN_OP_SCATTER_ELEMENTS_REDUCTION_MAX)
+_RED_NAMES = {RED_NONE: "NONE", RED_ADD: "ADD", RED_MUL: "MUL", RED_MAX: "MAX"}
+_UFUNC = {RED_ADD: np.add, RED_MUL: np.multiply, RED_MAX: np.maximum}
+
+
+def check_indices(op: str, i: int, spec: TensorSpec) -> None:
+    if spec.dtype not in INDEX_TYPES:
+        raise fail(op, "index-dtype", f"inputTensors[{i}].dataType",
+                   f"{op} input {i} holds indices and must be INT_32, INT_64 or UINT_32; got "
+                   f"{dtypes.name(spec.dtype)}")
+
+
+def wrap(op: str, i: int, ind: np.ndarray, dim, negative: bool = False) -> np.ndarray:
+    """Indices in [0, dim-1] -- or [-dim, dim-1] with ``negative`` (then mapped to [0, dim-1]);
+    ``dim`` a scalar or an array broadcastable against ``ind``.  Anything else raises
+    ``QNNEMU-<op>-index-range`` naming the first offending index."""
+    if ind.size == 0:
+        return ind.astype(np.intp)
+    dim_arr = np.asarray(dim, dtype=np.int64)
+    if dim_arr.ndim == 0:
+        lo, hi = int(ind.min()), int(ind.max())
+        if lo >= 0 and hi < int(dim_arr):
+            return ind
+    ind = ind.astype(np.int64, copy=False)
+    bad = ((ind < -dim_arr) if negative else (ind < 0)) | (ind >= dim_arr)
+    if bad.any():
+        pos = np.unravel_index(int(np.argmax(bad)), bad.shape)
+        d = int(np.broadcast_to(dim_arr, ind.shape)[pos])
+        raise fail(op, "index-range", f"inputTensors[{i}]",
+                   f"index {int(ind[pos])} at {list(map(int, pos))} is outside "
+                   f"[{-d if negative else 0}, {d - 1}] (dimension of size {d})")
+    return np.where(ind < 0, ind + dim_arr, ind) if negative else ind
+
+
+def _static_check(op: str, i: int, spec: TensorSpec, dim, negative: bool = False) -> None:
+    if spec.data is not None:
+        wrap(op, i, np.asarray(spec.data), dim, negative)
+
+
+def _element_index(ind: np.ndarray, axis: int) -> tuple:
+    """Index tuple addressing in[0] at (i_0, .., ind[i], .., i_{r-1}) for every i of ``ind``."""
+    r = ind.ndim
+    out = []
+    for d in range(r):
+        if d == axis:
+            out.append(ind)
+        else:
+            shape = [1] * r
+            shape[d] = ind.shape[d]
+            out.append(np.arange(ind.shape[d]).reshape(shape))
+    return tuple(out)
+
+
+def _nd_linear(op: str, ind: np.ndarray, dims: tuple[int, ...], negative: bool) -> np.ndarray:
+    """Row-major linear offsets of the index tuples ``ind`` [..., k] into ``dims`` (k dims)."""
+    k = len(dims)
+    ind = wrap(op, 1, ind.reshape(-1, k), np.asarray(dims, np.int64)[None, :], negative)
+    strides = np.ones(k, dtype=np.int64)
+    for j in range(k - 2, -1, -1):
+        strides[j] = strides[j + 1] * dims[j + 1]
+    return ind.astype(np.int64, copy=False) @ strides
+
+
+def _index_op_axis(op: str, spec: TensorSpec, params) -> int:
+    return check_axis(op, params["axis"], spec.rank, what=f" for rank {spec.rank} input")
+
+
+# ---- Gather -------------------------------------------------------------------------------------
+class Gather(Op):
+    inputs = ("in[0]", "in[1]")
+    params = {"axis": ParamSpec("scalar", _AXIS, required=True)}
+    quant_passthrough = True
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        op = cls.op_type
+        x, ind = inputs
+        check_indices(op, 1, ind)
+        axis = _index_op_axis(op, x, params)
+        _static_check(op, 1, ind, x.shape[axis])
+        shape = tuple(x.shape[:axis]) + tuple(ind.shape) + tuple(x.shape[axis + 1:])
+        return [same_spec(x, shape=shape)]
+
+    def _run(self, x, ind, axis):
+        return np.take(x, wrap("Gather", 1, ind, x.shape[axis]), axis=axis)
+
+
+class GatherElements(Op):
+    inputs = ("in[0]", "in[1]")
+    params = {"axis": ParamSpec("scalar", _AXIS, default=0)}
+    quant_passthrough = True
+
+    @classmethod
+    def check_shapes(cls, op: str, x: TensorSpec, ind: TensorSpec, axis: int) -> None:
+        if ind.rank != x.rank:
+            raise fail(op, "indices-rank", "inputTensors[1].rank",
+                       f"indices must have in[0]'s rank {x.rank}, got rank {ind.rank} "
+                       f"({list(ind.shape)})")
+        if any(i > d for j, (i, d) in enumerate(zip(ind.shape, x.shape)) if j != axis):
+            raise fail(op, "indices-shape", "inputTensors[1].dimensions",
+                       f"indices dimensions other than axis {axis} must not exceed in[0]'s "
+                       f"{list(x.shape)}, got {list(ind.shape)}")
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        op = cls.op_type
+        x, ind = inputs
+        check_indices(op, 1, ind)
+        axis = _index_op_axis(op, x, params)
+        cls.check_shapes(op, x, ind, axis)
+        _static_check(op, 1, ind, x.shape[axis])
+        return [same_spec(x, shape=tuple(ind.shape))]
+
+    def _run(self, x, ind, axis):
+        idx = wrap("GatherElements", 1, ind, x.shape[axis])
+        if idx.shape == x.shape:
+            return np.take_along_axis(x, idx, axis=axis)
+        return x[_element_index(idx, axis)]
+
+
+class GatherNd(Op):
+    inputs = ("in[0]", "in[1]")
+    params = {"batch_dims": ParamSpec("scalar", ("uint",), default=0)}
+    quant_passthrough = True
+
+    @classmethod
+    def geometry(cls, x_shape, i_shape, b: int) -> tuple[int, tuple[int, ...]]:
+        """(k, output shape)."""
+        op = cls.op_type
+        r, q = len(x_shape), len(i_shape)
+        if q < 1:
+            raise fail(op, "indices-rank", "inputTensors[1].rank",
+                       "indices must have rank >= 1 (the last dimension holds index tuples)")
+        if b >= min(r, q) or tuple(x_shape[:b]) != tuple(i_shape[:b]):
+            raise fail(op, "batch-dims", "params[batch_dims]",
+                       f"batch_dims ({b}) must be < min(rank in[0], rank indices) = "
+                       f"{min(r, q)} and the first batch_dims dimensions must agree: in[0] "
+                       f"{list(x_shape)}, indices {list(i_shape)}")
+        k = i_shape[-1]
+        if not 1 <= k <= r - b:
+            raise fail(op, "index-depth", "inputTensors[1].dimensions",
+                       f"the last indices dimension ({k}) must be in [1, {r - b}] (rank {r} - "
+                       f"batch_dims {b})")
+        return k, tuple(i_shape[:-1]) + tuple(x_shape[b + k:])
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        op = cls.op_type
+        x, ind = inputs
+        check_indices(op, 1, ind)
+        b = params["batch_dims"]
+        k, shape = cls.geometry(x.shape, ind.shape, b)
+        _static_check(op, 1, ind, np.asarray(x.shape[b:b + k], np.int64), negative=True)
+        return [same_spec(x, shape=shape)]
+
+    def _run(self, x, ind, batch_dims):
+        b = batch_dims
+        k, shape = self.geometry(x.shape, ind.shape, b)
+        nb = count(x.shape[:b])
+        dims = tuple(x.shape[b:b + k])
+        xr = x.reshape(nb, count(dims), count(x.shape[b + k:]))
+        lin = _nd_linear("GatherNd", ind, dims, negative=True).reshape(nb, -1)
+        return xr[np.arange(nb)[:, None], lin].reshape(shape)
+
+
+# ---- Scatter ------------------------------------------------------------------------------------
+class _Scatter(Op, register=False):
+    inputs = ("in[0]", "in[1]", "in[2]")
+    quant_passthrough = True
+    reductions = (RED_NONE, RED_ADD, RED_MUL)
+
+    @classmethod
+    def check_reduction(cls, params) -> None:
+        red = params["reduction"]
+        if red not in cls.reductions:
+            names = ", ".join(f"{_RED_NAMES[r]} ({r})" for r in cls.reductions)
+            raise fail(cls.op_type, "reduction", "params[reduction]",
+                       f"reduction must be one of {names}, got {red}")
+
+    def _on_codes(self, x: np.ndarray, red: int) -> bool:
+        """ADD / MUL on fixed-point codes must go through the real values."""
+        return red in (RED_ADD, RED_MUL) and bool(self.input_specs) and \
+            is_codes(self.input_specs[0], x)
+
+    def _to_real(self, x: np.ndarray, upd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        from ..core.quant import scale_offset_arrays
+        reals = []
+        for a, spec in ((x, self.input_specs[0]), (upd, self.input_specs[2])):
+            scale, offset = scale_offset_arrays(spec.quant, a.shape, np.float64)
+            reals.append(scale * (a.astype(np.float64) + offset))
+        return reals[0], reals[1]
+
+    def _from_real(self, real: np.ndarray) -> np.ndarray:
+        from ..core.quant import code_range, scale_offset_arrays
+        spec = self.output_specs[0] if self.output_specs else self.input_specs[0]
+        if spec.quant is None:  # the output is not fixed point: codes pass on unchanged types
+            spec = self.input_specs[0]
+        scale, offset = scale_offset_arrays(spec.quant, real.shape, np.float64)
+        lo, hi = code_range(spec.dtype, spec.quant.bitwidth)
+        codes = np.clip(np.rint(real / scale) - offset, lo, hi)
+        return codes.astype(dtypes.numpy_dtype(spec.dtype))
+
+    @staticmethod
+    def _combine(out: np.ndarray, where, updates: np.ndarray, red: int) -> np.ndarray:
+        """``out`` (a fresh copy of in[0]) with ``updates`` written / combined at ``where``."""
+        if red == RED_NONE:
+            out[where] = updates
+            return out
+        # float16 combines in float16, each update rounded, as the vendor's HTP does
+        _UFUNC[red].at(out, where, updates.astype(out.dtype, copy=False))
+        return out
+
+
+class ScatterElements(_Scatter):
+    params = {
+        "axis": ParamSpec("scalar", _AXIS, default=0),
+        "reduction": ParamSpec("scalar", ("uint",), default=RED_NONE),
+    }
+    reductions = (RED_NONE, RED_ADD, RED_MUL, RED_MAX)
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        op = cls.op_type
+        x, ind, upd = inputs
+        check_indices(op, 1, ind)
+        check_same_dtype(op, inputs, [0, 2])
+        cls.check_reduction(params)
+        axis = _index_op_axis(op, x, params)
+        GatherElements.check_shapes(op, x, ind, axis)
+        if tuple(upd.shape) != tuple(ind.shape):
+            raise fail(op, "updates-shape", "inputTensors[2].dimensions",
+                       f"updates must have the indices' dimensions {list(ind.shape)}, got "
+                       f"{list(upd.shape)}")
+        _static_check(op, 1, ind, x.shape[axis])
+        return [same_spec(x)]
+
+    def _run(self, x, ind, upd, axis, reduction):
+        where = _element_index(wrap("ScatterElements", 1, ind, x.shape[axis]), axis)
+        codes = self._on_codes(x, reduction)
+        if codes:
+            x, upd = self._to_real(x, upd)
+        out = self._combine(x.copy(), where, upd, reduction)
+        return self._from_real(out) if codes else out
+
+
+class ScatterNd(_Scatter):
+    params = {"reduction": ParamSpec("scalar", ("uint",), default=RED_NONE)}
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        op = cls.op_type
+        x, ind, upd = inputs
+        check_indices(op, 1, ind)
+        check_same_dtype(op, inputs, [0, 2])
+        cls.check_reduction(params)
+        if ind.rank < 1:
+            raise fail(op, "indices-rank", "inputTensors[1].rank",
+                       "indices must have rank >= 1 (the last dimension holds index tuples)")
+        k = ind.shape[-1]
+        if not 1 <= k <= x.rank:
+            raise fail(op, "index-depth", "inputTensors[1].dimensions",
+                       f"the last indices dimension ({k}) must be in [1, {x.rank}] (rank of "
+                       f"in[0] {list(x.shape)})")
+        want = tuple(ind.shape[:-1]) + tuple(x.shape[k:])
+        if tuple(upd.shape) != want:
+            raise fail(op, "updates-shape", "inputTensors[2].dimensions",
+                       f"updates must be indices.shape[:-1] + in[0].shape[{k}:] = {list(want)}, "
+                       f"got {list(upd.shape)}")
+        _static_check(op, 1, ind, np.asarray(x.shape[:k], np.int64))
+        return [same_spec(x)]
+
+    def _run(self, x, ind, upd, reduction):
+        k = ind.shape[-1]
+        dims = tuple(x.shape[:k])
+        lin = _nd_linear("ScatterNd", ind, dims, negative=False)
+        rest = count(x.shape[k:])
+        codes = self._on_codes(x, reduction)
+        if codes:
+            x, upd = self._to_real(x, upd)
+        out = self._combine(x.copy().reshape(count(dims), rest), lin, upd.reshape(-1, rest),
+                            reduction).reshape(x.shape)
+        return self._from_real(out) if codes else out
+
+
+__all__ = ["Gather", "GatherElements", "GatherNd", "ScatterElements", "ScatterNd",
+           "INDEX_TYPES"]
