@@ -1,4 +1,5 @@
-"""QnnContext.h: contexts own graphs and context tensors; freeing a context frees its graphs."""
+"""QnnContext.h: contexts own graphs, context tensors and registered memory (QnnMem.h); freeing a
+context frees its graphs and deregisters its memory."""
 from __future__ import annotations
 
 import itertools
@@ -23,6 +24,7 @@ class Context:
         self.tensor_names: dict[str, int] = {}
         self._ids = itertools.count(1)
         self.lock = threading.Lock()
+        self.mem_handles: dict[int, object] = {}  # memRegister handle -> core.mem.MemRegistration
 
     def next_tensor_id(self) -> int:
         with self.lock:
@@ -69,3 +71,8 @@ class Context:
             HANDLES.release(handle)
         self.graphs.clear()
         self.tensors.clear()
+        with self.lock:
+            registrations, self.mem_handles = self.mem_handles, {}
+        for handle, reg in registrations.items():  # freeing a context deregisters its memory
+            HANDLES.release(handle)
+            reg.unmap()

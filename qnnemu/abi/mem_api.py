@@ -1,0 +1,106 @@
+"""QnnMem.h entries (memRegister, memDeRegister) and graphExecute's QNN_TENSORMEMTYPE_MEMHANDLE
+tensors; the rules live in qnnemu/core/mem.py (``mem.RULES``).
+
+Imported by entry.py so that the ``@entry`` functions fill their table slots.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import mem
+from ..core.context import Context
+from ..core.handles import HANDLES
+from ..errors import QnnError
+from ..headers import Q
+from . import marshal
+from .entry import entry
+
+MAX_COUNT = 1 << 16  # descriptors/handles per call; a larger count is a garbage value
+
+
+def _h(p) -> int:
+    return int(marshal.ffi.cast("uintptr_t", p))
+
+
+def _read(d, i: int) -> mem.MemDesc:
+    """Copies memDescriptors[i] (pointer-level checks here, the rest in core.mem.validate)."""
+    ffi = marshal.ffi
+    path = f"memDescriptors[{i}]"
+    rank = int(d.memShape.numDim)
+    if rank > mem.MAX_RANK:
+        raise mem.fail("QNNEMU-memRegister-shape-rank", f"{path}.memShape.numDim",
+                       f"{rank} dimensions (at most {mem.MAX_RANK})")
+    if rank and d.memShape.dimSize == ffi.NULL:
+        raise mem.fail("QNNEMU-memRegister-shape-null", f"{path}.memShape.dimSize", f"is NULL but numDim is {rank}")
+    dims = tuple(int(d.memShape.dimSize[k]) for k in range(rank))
+    desc = mem.MemDesc(path, int(d.memType), int(d.dataType), dims)
+    if desc.mem_type == Q.QNN_MEM_TYPE_ION:
+        desc.fd, desc.fd_path = int(d.ionInfo.fd), f"{path}.ionInfo.fd"
+    elif desc.mem_type == Q.QNN_MEM_TYPE_DMA_BUF:
+        if d.dmaBufInfo.data == ffi.NULL:
+            raise mem.fail("QNNEMU-memRegister-dmabuf-data", f"{path}.dmaBufInfo.data",
+                           "is NULL (the app's mapping of the DMA-BUF)")
+        desc.fd, desc.fd_path = int(d.dmaBufInfo.fd), f"{path}.dmaBufInfo.fd"
+    elif desc.mem_type == Q.QNN_MEM_TYPE_CUSTOM:
+        if d.customInfo == ffi.NULL:
+            raise mem.fail("QNNEMU-memRegister-custom-null", f"{path}.customInfo",
+                           "is NULL (a QnnMemHtp_Descriptor_t * is required)")
+        htp = ffi.cast("QnnMemHtp_Descriptor_t *", d.customInfo)
+        desc.custom_type = int(htp.type)
+        desc.size = int(htp.size)
+        if desc.custom_type == Q.QNN_HTP_MEM_SHARED_BUFFER:
+            desc.fd, desc.fd_path = int(htp.sharedBufferConfig.fd), f"{path}.customInfo.sharedBufferConfig.fd"
+            desc.offset = int(htp.sharedBufferConfig.offset)
+    return desc
+
+
+@entry
+def memRegister(context, memDescriptors, numDescriptors, memHandles):
+    ffi = marshal.ffi
+    try:
+        ctx = HANDLES.get(_h(context), Context, Q.QNN_MEM_ERROR_INVALID_HANDLE, "context")
+    except QnnError as e:
+        raise QnnError(e.code, f"memRegister: {e.detail}", rule="QNNEMU-memRegister-context") from None
+    if memDescriptors == ffi.NULL:
+        raise mem.fail("QNNEMU-memRegister-descriptors-null", "memDescriptors", "is NULL")
+    if memHandles == ffi.NULL:
+        raise mem.fail("QNNEMU-memRegister-handles-null", "memHandles", "is NULL")
+    n = int(numDescriptors)
+    if not 0 < n <= MAX_COUNT:
+        raise mem.fail("QNNEMU-memRegister-count", "numDescriptors", f"{n} (must be 1..{MAX_COUNT})")
+    handles = mem.register(ctx, [_read(memDescriptors[i], i) for i in range(n)])
+    for i, h in enumerate(handles):
+        memHandles[i] = ffi.cast("Qnn_MemHandle_t", h)
+
+
+@entry
+def memDeRegister(memHandles, numHandles):
+    ffi = marshal.ffi
+    func = "memDeRegister"
+    if memHandles == ffi.NULL:
+        raise mem.fail("QNNEMU-memDeRegister-handles-null", "memHandles", "is NULL", func=func)
+    n = int(numHandles)
+    if not 0 < n <= MAX_COUNT:
+        raise mem.fail("QNNEMU-memDeRegister-count", "numHandles", f"{n} (must be 1..{MAX_COUNT})", func=func)
+    found: list[tuple[int, mem.MemRegistration]] = []
+    for i in range(n):  # every handle is checked before any is deregistered
+        h = _h(memHandles[i])
+        if any(h == seen for seen, _ in found):
+            raise mem.fail("QNNEMU-memDeRegister-handle-duplicate", f"memHandles[{i}]",
+                           f"0x{h:x} appears twice in this call", func=func)
+        try:
+            found.append((h, HANDLES.get(h, mem.MemRegistration, Q.QNN_MEM_ERROR_INVALID_HANDLE, f"memHandles[{i}]")))
+        except QnnError as e:
+            raise QnnError(e.code, f"{func}: {e.detail} (not a handle returned by memRegister, or deregistered "
+                                   f"already)", rule="QNNEMU-memDeRegister-handle") from None
+    mem.deregister(found)
+
+
+def tensor_view(graph, t, mem_handle, path: str, writable: bool) -> np.ndarray:
+    """graphExecute: the memory a MEMHANDLE input/output tensor was registered with (no copy)."""
+    try:
+        reg = HANDLES.get(_h(mem_handle), mem.MemRegistration, Q.QNN_GRAPH_ERROR_INVALID_TENSOR, path)
+    except QnnError as e:
+        raise QnnError(e.code, f"graphExecute: {e.detail} (QNN_TENSORMEMTYPE_MEMHANDLE tensors carry a handle "
+                               f"returned by memRegister)", rule="QNNEMU-graphExecute-memhandle") from None
+    return mem.resolve(reg, graph, t, path, writable)
