@@ -1,0 +1,602 @@
+"""QnnProfile.h (+ HTP/QnnHtpProfile.h) through the C ABI: profile handles, the events of
+graphFinalize / graphExecute / contextFree at the BASIC and DETAILED levels, sub-events per
+node, event data and extended event data, MAX_EVENTS, profileFree, and every profile rule id;
+then ONNX Runtime's QNN EP writing its profiling CSV (and the System library's log) from our
+events.
+
+The library runs in this interpreter (tests/abi.py loads it with cffi), so a few tests reach
+into the core objects behind a handle (``HANDLES``) where the ABI offers no way in (a float
+event value, a profile in use by a running call).
+"""
+from __future__ import annotations
+
+import csv
+import os
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import abi
+import qnnemu
+from abi import NULL, ffi, vp
+from qnnemu.headers import Q
+
+pytestmark = pytest.mark.usefixtures("qnn_abi")
+
+F32 = Q.QNN_DATATYPE_FLOAT_32
+RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
+BASIC, DETAILED, LINTING = (Q.QNN_PROFILE_LEVEL_BASIC, Q.QNN_PROFILE_LEVEL_DETAILED,
+                            Q.QNN_HTP_PROFILE_LEVEL_LINTING)
+US, CYCLES, COUNT = Q.QNN_PROFILE_EVENTUNIT_MICROSEC, Q.QNN_PROFILE_EVENTUNIT_CYCLES, Q.QNN_PROFILE_EVENTUNIT_COUNT
+
+# (type, unit, identifier) of the graphExecute events, in order, at both levels.
+EXECUTE_EVENTS = [
+    (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_NUMBER_OF_HVX_THREADS, COUNT, "Number of HVX threads used"),
+    (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HOST_RPC_TIME_MICROSEC, US, "RPC (execute) time"),
+    (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HTP_RPC_TIME_MICROSEC, US, "QNN accelerator (execute) time"),
+    (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE, CYCLES, "Accelerator (execute) time (cycles)"),
+    (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_MICROSEC, US, "Accelerator (execute) time"),
+    (Q.QNN_PROFILE_EVENTTYPE_EXECUTE, US, "QNN (execute) time"),
+]
+
+
+# ------------------------------------------------------------------------------ environment
+class Env:
+    """logger (DEBUG, recording) -> backend -> device -> context -> graph 'g':
+    x (1, 4) -> FullyConnected 'fc' (w: 3 x 4 ones) -> h -> Relu 'act' -> y (1, 3)."""
+
+    def __init__(self):
+        self.rec = abi.LogRecorder()
+        self.keep: list = []
+        code, self.log = abi.create("logCreate", self.rec.callback, Q.QNN_LOG_LEVEL_DEBUG)
+        assert code == Q.QNN_SUCCESS, "setup: logCreate"
+        code, self.be = abi.create("backendCreate", vp(self.log), NULL)
+        assert code == Q.QNN_SUCCESS, "setup: backendCreate"
+        code, self.ctx = abi.create("contextCreate", vp(self.be), NULL, NULL)
+        assert code == Q.QNN_SUCCESS, "setup: contextCreate"
+        self.g, self.x, self.y = self.graph("g")
+        self.profiles: list[int] = []
+        self.rec.clear()
+
+    def graph(self, name: str):
+        code, g = abi.create("graphCreate", vp(self.ctx), abi.cstr(name, self.keep), NULL)
+        assert code == Q.QNN_SUCCESS, f"setup: graphCreate {name}"
+        x = abi.tensor("x", (1, 4))
+        w = abi.static_tensor("w", np.ones((3, 4), np.float32))
+        h = abi.tensor("h", (1, 3), type_=Q.QNN_TENSOR_TYPE_NATIVE)
+        y = abi.tensor("y", (1, 3), type_=Q.QNN_TENSOR_TYPE_APP_READ)
+        for t in (x, w, h, y):
+            assert abi.call("tensorCreateGraphTensor", vp(g), t.ptr) == Q.QNN_SUCCESS, "setup: tensor"
+        self.keep += [x, w, h, y]
+        for op in (abi.op_config("fc", "FullyConnected", [x, w], [h]), abi.op_config("act", "Relu", [h], [y])):
+            self.keep.append(op)
+            assert abi.call("graphAddNode", vp(g), op) == Q.QNN_SUCCESS, "setup: graphAddNode"
+        return g, x, y
+
+    def close(self):
+        for p in self.profiles:
+            abi.call("profileFree", vp(p))  # may already be freed by the test
+        if self.ctx:
+            assert abi.call("contextFree", vp(self.ctx), NULL) == Q.QNN_SUCCESS, "teardown: contextFree"
+        assert abi.call("backendFree", vp(self.be)) == Q.QNN_SUCCESS, "teardown: backendFree"
+        assert abi.call("logFree", vp(self.log)) == Q.QNN_SUCCESS, "teardown: logFree"
+
+    # ---- profiles -----------------------------------------------------------------------
+    def profile(self, level=BASIC) -> int:
+        code, p = self.create_profile(level)
+        assert code == Q.QNN_SUCCESS, f"profileCreate(level {level}) returned {code}"
+        return p
+
+    def create_profile(self, level, backend=None) -> tuple[int, int]:
+        out = ffi.new("Qnn_ProfileHandle_t *")
+        code = abi.call("profileCreate", vp(self.be if backend is None else backend), level, out)
+        p = abi.hval(out[0])
+        if code == Q.QNN_SUCCESS:
+            self.profiles.append(p)
+        return code, p
+
+    def finalize(self, profile=0, g=None) -> int:
+        return abi.call("graphFinalize", vp(self.g if g is None else g), vp(profile), NULL)
+
+    def execute(self, profile=0, g=None, x=None, y=None, in_size=None) -> tuple[int, np.ndarray]:
+        inp = abi.Struct(ffi.new("Qnn_Tensor_t *", (self.x if x is None else x).ptr[0]), [])
+        out = abi.Struct(ffi.new("Qnn_Tensor_t *", (self.y if y is None else y).ptr[0]), [])
+        result = np.zeros((1, 3), np.float32)
+        abi.set_buffer(inp, np.arange(4, dtype=np.float32)[None], in_size)
+        abi.set_buffer(out, result)
+        code = abi.call("graphExecute", vp(self.g if g is None else g), abi.tensor_array([inp], self.keep), 1,
+                        abi.tensor_array([out], self.keep), 1, vp(profile), NULL)
+        return code, result
+
+    def set_config(self, profile, **fields) -> int:
+        c = ffi.new("QnnProfile_Config_t *")
+        for k, v in fields.items():
+            setattr(c, k, v)
+        self.keep.append(c)
+        return abi.call("profileSetConfig", vp(profile), abi.null_terminated("QnnProfile_Config_t", [c], self.keep))
+
+    # ---- checking ------------------------------------------------------------------------
+    def rules_logged(self) -> set[str]:
+        return {r for _, m in self.rec.records for r in RULE_RE.findall(m)}
+
+    def messages_for(self, rule: str) -> list[str]:
+        return [m for _, m in self.rec.records if f"[{rule}]" in m]
+
+
+@pytest.fixture
+def env():
+    e = Env()
+    yield e
+    e.close()
+
+
+def events(profile: int) -> list[int]:
+    ids = ffi.new("const QnnProfile_EventId_t **")
+    n = ffi.new("uint32_t *")
+    assert abi.call("profileGetEvents", vp(profile), ids, n) == Q.QNN_SUCCESS, "profileGetEvents"
+    if n[0]:
+        assert ids[0] != NULL, "profileGetEvents: a non-empty list has a pointer"
+    return [int(ids[0][i]) for i in range(n[0])]
+
+
+def sub_events(event_id: int) -> list[int]:
+    ids = ffi.new("const QnnProfile_EventId_t **")
+    n = ffi.new("uint32_t *")
+    assert abi.call("profileGetSubEvents", event_id, ids, n) == Q.QNN_SUCCESS, "profileGetSubEvents"
+    return [int(ids[0][i]) for i in range(n[0])]
+
+
+def data(event_id: int) -> tuple[int, int, int, str | None]:
+    d = ffi.new("QnnProfile_EventData_t *")
+    assert abi.call("profileGetEventData", event_id, d) == Q.QNN_SUCCESS, "profileGetEventData"
+    return int(d.type), int(d.unit), int(d.value), ffi.string(d.identifier).decode() if d.identifier != NULL else None
+
+
+def extended(event_id: int):
+    d = ffi.new("QnnProfile_ExtendedEventData_t *")
+    assert abi.call("profileGetExtendedEventData", event_id, d) == Q.QNN_SUCCESS, "profileGetExtendedEventData"
+    return d
+
+
+def core_profile(handle: int):
+    from qnnemu.core.handles import HANDLES
+    return HANDLES.lookup(handle)
+
+
+# --------------------------------------------------------------------------------- creating
+@pytest.mark.parametrize("level", [BASIC, DETAILED, LINTING], ids=["basic", "detailed", "htp-linting"])
+def test_create_and_free_each_level(env, level):
+    p = env.profile(level)
+    assert p != 0, "profileCreate writes a handle"
+    assert events(p) == [], "a new profile has no events"
+    assert abi.call("profileFree", vp(p)) == Q.QNN_SUCCESS, "profileFree"
+    if level == LINTING:
+        assert any("LINTING" in m and "DETAILED" in m for m in env.rec.messages()), \
+            "the linting level says it is treated as DETAILED"
+
+
+def test_no_events_before_a_profiled_call(env):
+    p = env.profile()
+    ids = ffi.new("const QnnProfile_EventId_t **")
+    n = ffi.new("uint32_t *", 7)
+    assert abi.call("profileGetEvents", vp(p), ids, n) == Q.QNN_SUCCESS
+    assert n[0] == 0, "numEvents is 0"
+
+
+# -------------------------------------------------------------------------------- finalize
+@pytest.mark.parametrize("level", [BASIC, DETAILED])
+def test_finalize_event(env, level):
+    p = env.profile(level)
+    t0 = time.perf_counter()
+    assert env.finalize(p) == Q.QNN_SUCCESS, "graphFinalize with a profile"
+    wall_us = (time.perf_counter() - t0) * 1e6
+    ids = events(p)
+    assert len(ids) == 1, "graphFinalize records one event"
+    typ, unit, value, ident = data(ids[0])
+    assert (typ, unit, ident) == (Q.QNN_PROFILE_EVENTTYPE_FINALIZE, US, "QNN (finalize) time")
+    assert 0 <= value <= wall_us + 1, f"finalize time {value} us within the call's {wall_us:.0f} us"
+    assert sub_events(ids[0]) == [], "no finalize sub-events"
+    assert events(p) == ids, "profileGetEvents is repeatable: same ids"
+
+
+# --------------------------------------------------------------------------------- execute
+def check_execute_events(ids: list[int], wall_us: float) -> dict[int, int]:
+    got = [data(i) for i in ids]
+    assert [(t, u, s) for t, u, _, s in got] == EXECUTE_EVENTS, f"execute events: {got}"
+    values = {t: v for t, _, v, _ in got}
+    ex = values[Q.QNN_PROFILE_EVENTTYPE_EXECUTE]
+    host = values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HOST_RPC_TIME_MICROSEC]
+    htp = values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HTP_RPC_TIME_MICROSEC]
+    acc = values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_MICROSEC]
+    cyc = values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE]
+    assert ex <= wall_us + 1, f"QNN (execute) time {ex} us fits in the call's {wall_us:.0f} us"
+    assert ex >= host >= htp >= acc >= 0, f"EXECUTE {ex} >= HOST_RPC {host} >= HTP_RPC {htp} >= ACCEL {acc}"
+    assert abs(cyc / 1000 - acc) <= 1, f"cycles {cyc} at the nominal 1 GHz match {acc} us"
+    assert values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_NUMBER_OF_HVX_THREADS] == 0, "no HVX threads"
+    return values
+
+
+def timed_execute(env, p):
+    env.finalize()
+    t0 = time.perf_counter()
+    code, result = env.execute(p)
+    wall_us = (time.perf_counter() - t0) * 1e6
+    assert code == Q.QNN_SUCCESS, f"graphExecute with a profile returned {code}"
+    np.testing.assert_array_equal(result, [[6, 6, 6]], "profiling does not change results")
+    return wall_us
+
+
+def test_execute_basic_events(env):
+    p = env.profile(BASIC)
+    wall_us = timed_execute(env, p)
+    ids = events(p)
+    check_execute_events(ids, wall_us)
+    assert all(sub_events(i) == [] for i in ids), "BASIC has no sub-events"
+
+
+@pytest.mark.parametrize("level", [DETAILED, LINTING], ids=["detailed", "htp-linting"])
+def test_execute_detailed_sub_event_per_node(env, level):
+    p = env.profile(level)
+    wall_us = timed_execute(env, p)
+    ids = events(p)
+    values = check_execute_events(ids, wall_us)
+    cyc_id = ids[[t for t, _, _ in EXECUTE_EVENTS].index(Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE)]
+    subs = sub_events(cyc_id)
+    got = [data(s) for s in subs]
+    assert [(t, u, s) for t, u, _, s in got] == [
+        (Q.QNN_PROFILE_EVENTTYPE_NODE, CYCLES, "fc:OpId_0 (cycles)"),
+        (Q.QNN_PROFILE_EVENTTYPE_NODE, CYCLES, "act:OpId_1 (cycles)"),
+    ], f"one NODE sub-event per node, in order, named after the node: {got}"
+    total = sum(v for _, _, v, _ in got)
+    assert abs(total - values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE]) <= len(got), \
+        "the node cycles add up to the accelerator cycles"
+    assert all(sub_events(s) == [] for s in subs), "node events have no sub-events"
+    others = [i for i in ids if i != cyc_id]
+    assert all(sub_events(i) == [] for i in others), "only the cycles event has sub-events"
+
+
+def test_events_are_replaced_by_each_profiled_call(env):
+    """QnnGraph.h: 'A handle being re-used would reset and is populated with values from the
+    current call' -- also what the vendor backend does; ids are never reused."""
+    p = env.profile(DETAILED)
+    assert env.finalize(p) == Q.QNN_SUCCESS
+    fin = events(p)
+    assert env.execute(p)[0] == Q.QNN_SUCCESS
+    first = events(p)
+    assert len(first) == len(EXECUTE_EVENTS), "only the execute's events remain"
+    first_all = first + sub_events(first[3])
+    assert env.execute(p)[0] == Q.QNN_SUCCESS
+    second = events(p)
+    assert len(second) == len(EXECUTE_EVENTS), "events do not pile up across executes"
+    assert min(second) > max(first_all) > max(fin), "event ids grow and are never reused"
+    env.rec.clear()
+    d = ffi.new("QnnProfile_EventData_t *")
+    assert abi.call("profileGetEventData", first[0], d) == Q.QNN_PROFILE_ERROR_INVALID_HANDLE, \
+        "an id of replaced events is stale"
+    assert env.rules_logged() == {"QNNEMU-profile-event-stale"}
+    assert events(p) == second, "reading does not consume events"
+    # An unprofiled call leaves them alone.
+    assert env.execute()[0] == Q.QNN_SUCCESS
+    assert events(p) == second, "a call without the profile does not touch it"
+
+
+def test_failed_call_keeps_previous_events(env):
+    p = env.profile()
+    env.finalize()
+    assert env.execute(p)[0] == Q.QNN_SUCCESS
+    before = events(p)
+    code, _ = env.execute(p, in_size=4)  # wrong input size: graphExecute fails
+    assert code == Q.QNN_GRAPH_ERROR_INVALID_TENSOR, "setup: the execute fails"
+    assert events(p) == before, "a failed call records nothing"
+
+
+def test_one_profile_for_two_graphs(env):
+    p = env.profile()
+    g2, x2, y2 = env.graph("g2")
+    assert env.finalize(p) == Q.QNN_SUCCESS
+    assert env.finalize(p, g=g2) == Q.QNN_SUCCESS
+    assert [data(i)[0] for i in events(p)] == [Q.QNN_PROFILE_EVENTTYPE_FINALIZE], "the last finalize's event"
+    assert env.execute(p, g=g2, x=x2, y=y2)[0] == Q.QNN_SUCCESS
+    check_execute_events(events(p), float("inf"))
+
+
+def test_context_free_deinit_event(env):
+    p = env.profile()
+    env.finalize()
+    t0 = time.perf_counter()
+    assert abi.call("contextFree", vp(env.ctx), vp(p)) == Q.QNN_SUCCESS, "contextFree with a profile"
+    wall_us = (time.perf_counter() - t0) * 1e6
+    env.ctx = 0
+    ids = events(p)
+    assert len(ids) == 1
+    typ, unit, value, ident = data(ids[0])
+    assert (typ, unit, ident) == (Q.QNN_PROFILE_EVENTTYPE_DEINIT, US, "QNN (deinit) time")
+    assert 0 <= value <= wall_us + 1
+
+
+# ------------------------------------------------------------------------------ event data
+def test_extended_event_data_matches_basic(env):
+    p = env.profile(DETAILED)
+    env.finalize()
+    before_us = time.time_ns() // 1000
+    assert env.execute(p)[0] == Q.QNN_SUCCESS
+    after_us = time.time_ns() // 1000
+    all_ids = [i for top in events(p) for i in [top] + sub_events(top)]
+    for i in all_ids:
+        typ, unit, value, ident = data(i)
+        x = extended(i)
+        assert x.version == Q.QNN_PROFILE_DATA_VERSION_1, "extended data is v1"
+        assert (x.v1.type, x.v1.unit) == (typ, unit), "same type and unit"
+        assert x.v1.value.dataType == Q.QNN_DATATYPE_UINT_64, "values are uint64 scalars"
+        assert x.v1.value.uint64Value == value, "same value"
+        assert ffi.string(x.v1.identifier).decode() == ident, "same identifier"
+        assert before_us <= x.v1.timestamp <= after_us, "timestamp: microseconds since the epoch, during the call"
+    d1, d2 = ffi.new("QnnProfile_EventData_t *"), ffi.new("QnnProfile_EventData_t *")
+    abi.call("profileGetEventData", all_ids[0], d1)
+    abi.call("profileGetEventData", all_ids[0], d2)
+    assert d1.identifier == d2.identifier, "identifier memory is owned by the profile (stable)"
+
+
+def test_float_event_values(env):
+    """A float value is a FLOAT_64 scalar in the extended data and rounded in the basic data."""
+    from qnnemu.core.profile import ProfileEvent
+    p = env.profile()
+    core_profile(p).replace_events([ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_BACKEND, US, 12.75, "ratio")], "test")
+    [i] = events(p)
+    x = extended(i)
+    assert x.v1.value.dataType == Q.QNN_DATATYPE_FLOAT_64 and x.v1.value.doubleValue == 12.75
+    assert data(i) == (Q.QNN_PROFILE_EVENTTYPE_BACKEND, US, 13, "ratio")
+
+
+# -------------------------------------------------------------------------------- configs
+def test_max_events(env):
+    p = env.profile(DETAILED)
+    env.finalize()
+    assert env.set_config(p, option=Q.QNN_PROFILE_CONFIG_OPTION_MAX_EVENTS, numMaxEvents=5) == Q.QNN_SUCCESS
+    env.rec.clear()
+    assert env.execute(p)[0] == Q.QNN_SUCCESS
+    ids = events(p)
+    kept = [data(i)[0] for i in ids]
+    assert kept == [t for t, _, _ in EXECUTE_EVENTS[:4]], "the first events that fit are kept"
+    assert [data(s)[3] for s in sub_events(ids[3])] == ["fc:OpId_0 (cycles)"], "sub-events count too"
+    assert any("MAX_EVENTS" in m for m in env.rec.messages(Q.QNN_LOG_LEVEL_WARN)), "dropped events are reported"
+    assert env.set_config(p, option=Q.QNN_PROFILE_CONFIG_OPTION_MAX_EVENTS, numMaxEvents=2) == Q.QNN_SUCCESS
+    assert env.execute(p)[0] == Q.QNN_SUCCESS
+    assert len(events(p)) == 2
+
+
+def test_set_config_null_list_and_optrace(env):
+    p = env.profile(DETAILED)
+    assert abi.call("profileSetConfig", vp(p), NULL) == Q.QNN_SUCCESS, "NULL config list: nothing to set"
+    assert env.set_config(p, option=Q.QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE, enableOptrace=1) == Q.QNN_SUCCESS
+    assert core_profile(p).optrace, "optrace is recorded"
+    env.finalize()
+    assert env.execute(p)[0] == Q.QNN_SUCCESS
+    assert len(events(p)) == len(EXECUTE_EVENTS), "optrace reports the DETAILED events"
+    b = env.profile(BASIC)
+    assert env.set_config(b, option=Q.QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE, enableOptrace=0) == Q.QNN_SUCCESS, \
+        "disabling optrace is fine on any level"
+
+
+# ------------------------------------------------------------------------- rule ids (negative)
+RULE_CASES = {}
+
+
+def rule_case(rule, code, func, path):
+    def deco(fn):
+        RULE_CASES[rule] = (code, func, path, fn)
+        return fn
+    return deco
+
+
+@rule_case("QNNEMU-profileCreate-level", Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT, "profileCreate", "level")
+def _(env):
+    return env.create_profile(Q.QNN_PROFILE_LEVEL_BACKEND)[0]
+
+
+@rule_case("QNNEMU-arg-null", Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT, "profileCreate", "profile")
+def _(env):
+    return abi.call("profileCreate", vp(env.be), BASIC, NULL)
+
+
+@rule_case("QNNEMU-profileSetConfig-max-events", Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT, "profileSetConfig",
+           "config[0].numMaxEvents")
+def _(env):
+    return env.set_config(env.profile(), option=Q.QNN_PROFILE_CONFIG_OPTION_MAX_EVENTS, numMaxEvents=0)
+
+
+@rule_case("QNNEMU-profileSetConfig-optrace-level", Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT, "profileSetConfig",
+           "config[0].enableOptrace")
+def _(env):
+    return env.set_config(env.profile(BASIC), option=Q.QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE, enableOptrace=1)
+
+
+@rule_case("QNNEMU-profileSetConfig-custom", Q.QNN_PROFILE_ERROR_UNSUPPORTED, "profileSetConfig", "config[0].option")
+def _(env):
+    return env.set_config(env.profile(), option=Q.QNN_PROFILE_CONFIG_OPTION_CUSTOM)
+
+
+@rule_case("QNNEMU-profileSetConfig-option", Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT, "profileSetConfig",
+           "config[0].option")
+def _(env):
+    return env.set_config(env.profile(), option=0x7654321)
+
+
+@rule_case("QNNEMU-profile-in-use", Q.QNN_PROFILE_ERROR_HANDLE_IN_USE, "profileFree", "profile")
+def _(env):
+    from qnnemu.abi import profile_api
+    p = env.profile()
+    with profile_api.recording(profile_api._Call(core_profile(p), "graphExecute")):
+        return abi.call("profileFree", vp(p))  # as if another thread were executing with it
+
+
+@rule_case("QNNEMU-profile-event-stale", Q.QNN_PROFILE_ERROR_INVALID_HANDLE, "profileGetSubEvents", "eventId")
+def _(env):
+    p = env.profile()
+    assert env.finalize(p) == Q.QNN_SUCCESS
+    [i] = events(p)
+    assert abi.call("profileFree", vp(p)) == Q.QNN_SUCCESS
+    return abi.call("profileGetSubEvents", i, ffi.new("const QnnProfile_EventId_t **"), ffi.new("uint32_t *"))
+
+
+@rule_case("QNNEMU-profile-event-unknown", Q.QNN_PROFILE_ERROR_INVALID_HANDLE, "profileGetExtendedEventData",
+           "eventId")
+def _(env):
+    return abi.call("profileGetExtendedEventData", 1 << 60, ffi.new("QnnProfile_ExtendedEventData_t *"))
+
+
+@rule_case("QNNEMU-graphFinalize-signal", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "graphFinalize", "signalHandle")
+def _(env):
+    return abi.call("graphFinalize", vp(env.g), NULL, vp(0x1000))
+
+
+@rule_case("QNNEMU-graphExecute-signal", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "graphExecute", "signalHandle")
+def _(env):
+    env.finalize()
+    return abi.call("graphExecute", vp(env.g), NULL, 0, NULL, 0, NULL, vp(0x1000))
+
+
+@pytest.mark.parametrize("rule", sorted(RULE_CASES))
+def test_rule(env, rule):
+    code, func, path, trigger = RULE_CASES[rule]
+    env.rec.clear()
+    got = trigger(env)
+    assert got == code, f"{rule}: {func} returned {got}, expected {code}"
+    msgs = env.messages_for(rule)
+    assert msgs, f"{rule}: no message with [{rule}] reached the app log callback: {env.rec.records}"
+    assert env.rules_logged() == {rule}, f"{rule}: exactly this rule must fire; logged {env.rules_logged()}"
+    assert func in msgs[-1] and path in msgs[-1], f"{rule}: message names {func} and {path}: {msgs[-1]!r}"
+
+
+def test_every_profile_rule_has_a_case():
+    """The rule ids of the profile code (core/profile.py, abi/profile_api.py, the signal rules
+    of entry.py) all have a case here; QNNEMU-arg-null and the handle rules are shared."""
+    root = Path(qnnemu.__file__).parent
+    found = set()
+    for path in (root / "core" / "profile.py", root / "abi" / "profile_api.py"):
+        found |= set(re.findall(r'"(QNNEMU-[A-Za-z0-9_-]+)"', path.read_text()))
+    found |= {"QNNEMU-graphFinalize-signal", "QNNEMU-graphExecute-signal"}
+    assert found - set(RULE_CASES) == set(), f"profile rule ids without a case: {sorted(found - set(RULE_CASES))}"
+
+
+# ---- bad handles at every profile argument (shared handle rules, profile error codes)
+@pytest.mark.parametrize("call,code", [
+    (lambda e: e.create_profile(BASIC, backend=0xDEAD0008)[0], Q.QNN_PROFILE_ERROR_INVALID_HANDLE),
+    (lambda e: e.create_profile(BASIC, backend=e.ctx)[0], Q.QNN_PROFILE_ERROR_INVALID_HANDLE),
+    (lambda e: abi.call("profileSetConfig", vp(0xDEAD0008), NULL), Q.QNN_PROFILE_ERROR_INVALID_HANDLE),
+    (lambda e: abi.call("profileGetEvents", vp(e.be), ffi.new("const QnnProfile_EventId_t **"),
+                        ffi.new("uint32_t *")), Q.QNN_PROFILE_ERROR_INVALID_HANDLE),
+    (lambda e: abi.call("profileFree", NULL), Q.QNN_PROFILE_ERROR_INVALID_HANDLE),
+    (lambda e: e.finalize(0xDEAD0008), Q.QNN_GRAPH_ERROR_SET_PROFILE),
+    (lambda e: (e.finalize(), e.execute(e.ctx)[0])[1], Q.QNN_GRAPH_ERROR_SET_PROFILE),
+    (lambda e: abi.call("contextFree", vp(e.ctx), vp(0xDEAD0008)), Q.QNN_CONTEXT_ERROR_SET_PROFILE),
+], ids=["create-unknown-backend", "create-context-as-backend", "setconfig-unknown", "getevents-backend-handle",
+        "free-null", "finalize-unknown-profile", "execute-context-as-profile", "contextfree-unknown-profile"])
+def test_bad_handles(env, call, code):
+    env.rec.clear()
+    assert call(env) == code
+    assert env.rules_logged() <= {"QNNEMU-handle-unknown", "QNNEMU-handle-kind", "QNNEMU-handle-null"} \
+        and env.rules_logged(), f"a handle rule is logged: {env.rec.records}"
+
+
+def test_null_outputs_and_free(env):
+    p = env.profile()
+    assert env.finalize(p) == Q.QNN_SUCCESS
+    [i] = events(p)
+    for name, args in [("profileGetEvents", (vp(p), NULL, ffi.new("uint32_t *"))),
+                       ("profileGetEvents", (vp(p), ffi.new("const QnnProfile_EventId_t **"), NULL)),
+                       ("profileGetSubEvents", (i, NULL, ffi.new("uint32_t *"))),
+                       ("profileGetEventData", (i, NULL)),
+                       ("profileGetExtendedEventData", (i, NULL))]:
+        assert abi.call(name, *args) == Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT, f"{name} with a NULL output"
+    assert abi.call("profileFree", vp(p)) == Q.QNN_SUCCESS
+    assert abi.call("profileFree", vp(p)) == Q.QNN_PROFILE_ERROR_INVALID_HANDLE, "double free"
+    assert "QNNEMU-handle-freed" in env.rules_logged()
+    d = ffi.new("QnnProfile_EventData_t *")
+    assert abi.call("profileGetEventData", i, d) == Q.QNN_PROFILE_ERROR_INVALID_HANDLE, "events die with the profile"
+    assert env.finalize(p) == Q.QNN_GRAPH_ERROR_SET_PROFILE, "a freed profile cannot be passed to a call"
+
+
+# ------------------------------------------------------------------------------ ONNX Runtime
+def _ort_session(tmp_path: Path, level: str, runs: int = 2) -> tuple[Path, list]:
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime (test extra) is not installed")
+    onnxruntime_qnn = pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
+    onnx = pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
+    from onnx import TensorProto, helper
+    if not Path(qnnemu.system_library_path()).exists():
+        pytest.skip("libQnnSystem.so is not built")
+    try:
+        ort.register_execution_provider_library("QNNExecutionProvider", onnxruntime_qnn.get_library_path())
+    except Exception as e:  # already registered in this process
+        if "already" not in str(e).lower():
+            raise
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"]
+    assert devices, "ONNX Runtime lists a QNNExecutionProvider device"
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 8], (np.eye(8, dtype=np.float32) * 2).ravel().tolist())
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                               helper.make_node("Relu", ["h"], ["y"], name="relu")], "g", [x], [y], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    csv_path = tmp_path / f"profile_{level}.csv"
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    so.add_provider_for_devices(devices, {"backend_path": qnnemu.backend_library_path(),
+                                          "profiling_level": level, "profiling_file_path": str(csv_path)})
+    sess = ort.InferenceSession(str(path), so)
+    feeds = {"x": np.arange(-4, 4, dtype=np.float32)[None]}
+    for _ in range(runs):
+        out = sess.run(None, feeds)[0]
+        np.testing.assert_array_equal(out, np.maximum(feeds["x"] * 2, 0))
+    del sess
+    with open(csv_path, newline="") as f:
+        rows = list(csv.reader(f))
+    return csv_path, rows
+
+
+@pytest.mark.parametrize("level", ["basic", "detailed"])
+def test_onnxruntime_profiling_csv(tmp_path, level):
+    csv_path, rows = _ort_session(tmp_path, level, runs=2)
+    assert rows[0][:7] == ["Msg Timestamp", "Message", "Time", "Unit of Measurement", "Timing Source",
+                           "Event Level", "Event Identifier"], f"ORT's CSV header: {rows[0]}"
+    body = [r for r in rows[1:] if r]
+    fin = [r for r in body if r[1] == "FINALIZE"]
+    assert [(r[3], r[5], r[6]) for r in fin] == [("US", "ROOT", "QNN (finalize) time")], "one finalize row"
+    ex = [r for r in body if r[1] == "EXECUTE"]
+    assert [(r[3], r[5], r[6]) for r in ex] == [("US", "ROOT", "QNN (execute) time")] * 2, "one row per run"
+    idents = [r[6] for r in body]
+    for _, _, ident in EXECUTE_EVENTS:
+        assert idents.count(ident) == 2, f"'{ident}' once per run"
+    nodes = [r for r in body if r[1] == "NODE"]
+    if level == "basic":
+        assert nodes == [], "no per-node rows at basic"
+    else:
+        assert [(r[3], r[5]) for r in nodes] == [("CYCLES", "SUB-EVENT")] * 4, "two nodes x two runs"
+        assert {r[6] for r in nodes} == {"mm:OpId_0 (cycles)", "relu:OpId_1 (cycles)"}, "rows name the nodes"
+    assert all(int(r[2]) >= 0 for r in body), "every value is a number"
+    # The System library serialized the same events next to the CSV (ORT: <csv stem>_qnn.log).
+    from qnnemu.core.system_profile import read_profile_log
+    header, records = read_profile_log(str(csv_path.with_name(csv_path.stem + "_qnn.log")))
+    assert header["appName"] == "OnnxRuntime", "ORT's serialization header"
+    assert [r["header"]["methodTypeName"] for r in records] == ["BACKEND_FINALIZE", "BACKEND_EXECUTE",
+                                                                "BACKEND_EXECUTE"]
+    serialized = [e["identifier"] for r in records for e in r["events"]]
+    assert serialized == [r[6] for r in body if r[5] == "ROOT"], "the log holds the CSV's root events"
+
+
+def test_onnxruntime_uses_extended_event_data(tmp_path, monkeypatch):
+    """With QNN_PROPERTY_PROFILE_SUPPORTS_EXTENDED_EVENT answered SUPPORTED, ORT reads extended
+    event data and writes our timestamps into the CSV's first column."""
+    from qnnemu.core import backend as core_backend
+    monkeypatch.setattr(core_backend, "SUPPORTED_PROPERTIES", core_backend.SUPPORTED_PROPERTIES | {
+        Q.QNN_PROPERTY_GROUP_PROFILE, Q.QNN_PROPERTY_PROFILE_SUPPORTS_EXTENDED_EVENT})
+    _, rows = _ort_session(tmp_path, "detailed", runs=1)
+    body = [r for r in rows[1:] if r]
+    assert body and all(r[0].isdigit() and int(r[0]) > 0 for r in body), \
+        f"timestamps from extended event data: {[r[0] for r in body]}"
