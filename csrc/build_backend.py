@@ -10,6 +10,11 @@ The library is one shared object holding:
 
 ``make_ffi(build_dir)`` returns the FFI and the extension keyword arguments; setup.py compiles
 it as an Extension whose file name is forced to ``qnnemu/lib/libQnnHtpEmu.so``.
+
+The backend has a DT_NEEDED on ``libcdsprpc.so`` (csrc/rpcmem.c, our FastRPC shared-memory
+library, built first, into the same directory) found through RUNPATH ``$ORIGIN`` (then the
+directory it was linked against): once the backend is loaded, ``dlopen("libcdsprpc.so")`` (ONNX
+Runtime's QNN EP does that) finds the already-loaded library by its soname.
 """
 from __future__ import annotations
 
@@ -116,8 +121,22 @@ def _site_dirs() -> list[str]:
     return sorted({paths["purelib"], paths["platlib"]})
 
 
-def make_ffi(build_dir: str | os.PathLike) -> tuple[cffi.FFI, dict]:
+RPCMEM_SONAME = "libcdsprpc.so"
+RPCMEM_SOURCES = [str(HERE / "rpcmem.c")]
+RPCMEM_COMPILE_ARGS = ["-O2", "-fvisibility=hidden", "-Wall"]
+RPCMEM_LINK_ARGS = [f"-Wl,-soname,{RPCMEM_SONAME}", "-pthread"]
+
+
+def make_ffi(build_dir: str | os.PathLike, rpcmem_dir: str | os.PathLike | None = None) -> tuple[cffi.FFI, dict]:
+    """``rpcmem_dir``: the directory holding the built libcdsprpc.so (default: qnnemu/lib)."""
     build_dir = Path(build_dir)
+    rpcmem_dir = Path(rpcmem_dir or ROOT / "qnnemu" / "lib").resolve()
+    # $ORIGIN; then the source tree's qnnemu/lib (and the link-time directory when it is in the
+    # tree, as with build_ext --inplace) for copies of the backend made elsewhere.
+    dirs = ["$ORIGIN", str((ROOT / "qnnemu" / "lib").resolve())]
+    if rpcmem_dir.is_relative_to(ROOT.resolve()):
+        dirs.append(str(rpcmem_dir))
+    runpath = ":".join(dict.fromkeys(dirs))
     write_entries_header(build_dir)
     ffi = cffi.FFI()
     ffi.cdef(header_cdef(HTP_ROOTS, prototypes=False))
@@ -134,8 +153,13 @@ def make_ffi(build_dir: str | os.PathLike) -> tuple[cffi.FFI, dict]:
         # struct-field check it emits for QnnLog_CreateFn_t would otherwise warn.
         extra_compile_args=["-O2", "-fvisibility=hidden", "-Wno-incompatible-pointer-types"],
         # Only QnnInterface_getProviders leaves the library: ONNX Runtime loads backends with
-        # RTLD_GLOBAL, so every other symbol stays local.
-        extra_link_args=[f"-Wl,--version-script={HERE / 'exports.map'}",
+        # RTLD_GLOBAL, so every other symbol stays local. libcdsprpc.so is needed although no
+        # symbol of it is used (hence --no-as-needed): loading the backend loads it, by soname.
+        # nodelete: the embedded interpreter keeps pointers into the library (cffi callbacks,
+        # the perf infrastructure table), so dlclose must not unmap it.
+        extra_link_args=[f"-Wl,--version-script={HERE / 'exports.map'}", "-Wl,-z,nodelete",
+                         "-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}",
+                         f"-L{rpcmem_dir}", "-Wl,--push-state,--no-as-needed", "-lcdsprpc", "-Wl,--pop-state",
                          f"-Wl,-rpath,{libdir}", f"-L{libdir}"],
         libraries=["dl", "pthread"],
     )
@@ -158,10 +182,27 @@ void qnnemu_log_emit(void *callback, QnnLog_Level_t level, uint64_t timestamp, c
 """
 
 
+def build_rpcmem(out_dir: str | os.PathLike, build_dir: str | os.PathLike) -> str:
+    """Compiles csrc/rpcmem.c into ``out_dir``/libcdsprpc.so (soname libcdsprpc.so)."""
+    import setuptools  # noqa: F401  (provides distutils on Python >= 3.12)
+    from distutils.ccompiler import new_compiler
+    from distutils.sysconfig import customize_compiler
+
+    cc = new_compiler()
+    customize_compiler(cc)
+    objs = cc.compile(RPCMEM_SOURCES, output_dir=str(build_dir), extra_postargs=RPCMEM_COMPILE_ARGS + ["-fPIC"])
+    out = Path(out_dir) / RPCMEM_SONAME
+    cc.link_shared_object(objs, str(out), extra_postargs=RPCMEM_LINK_ARGS)
+    return str(out)
+
+
 def build_inplace() -> str:
-    """Builds qnnemu/lib/libQnnHtpEmu.so in the source tree (for development)."""
+    """Builds qnnemu/lib/libcdsprpc.so and qnnemu/lib/libQnnHtpEmu.so in the source tree (for development)."""
     build_dir = ROOT / "build" / "qnnemu-backend"
-    ffi, _ = make_ffi(build_dir)
+    lib_dir = ROOT / "qnnemu" / "lib"
+    lib_dir.mkdir(exist_ok=True)
+    build_rpcmem(lib_dir, build_dir)
+    ffi, _ = make_ffi(build_dir, lib_dir)
     out = ffi.compile(tmpdir=str(build_dir), target="libQnnHtpEmu.so", verbose=False)
     dest = ROOT / "qnnemu" / "lib" / "libQnnHtpEmu.so"
     dest.parent.mkdir(exist_ok=True)

@@ -551,7 +551,10 @@ def contextGetProperty(contextHandle, properties):
 @entry
 def contextFree(context, profile):
     ctx = _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
-    ctx.backend.free_context(_hval(context))
+    call = profile_api.start(profile, "contextFree", Q.QNN_CONTEXT_ERROR_SET_PROFILE)
+    with profile_api.recording(call) as rec:
+        ctx.backend.free_context(_hval(context))
+    profile_api.commit(rec, "deinit")
 
 
 for _name in ("contextGetBinarySize", "contextGetBinary", "contextCreateFromBinary", "contextValidateBinary",
@@ -579,7 +582,8 @@ def _graph_configs(config, func: str) -> dict:
         elif opt in (Q.QNN_GRAPH_CONFIG_OPTION_PROFILE_HANDLE, Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_STATE,
                      Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_NUM_EXECUTIONS):
             raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                           f"{func}: config[{i}].option: profiling configs need profiling, not implemented yet",
+                           f"{func}: config[{i}].option: per-graph profile handles (graph profiling configs) are "
+                           f"not implemented; pass the profile handle to graphFinalize/graphExecute",
                            rule="QNNEMU-graph-config-profiling")
         else:
             raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
@@ -632,11 +636,14 @@ def graphAddNode(graphHandle, opConfig):
 @entry
 def graphFinalize(graphHandle, profileHandle, signalHandle):
     g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
-    if profileHandle != ffi.NULL or signalHandle != ffi.NULL:
+    if signalHandle != ffi.NULL:
         raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                       "graphFinalize: profileHandle/signalHandle: profiling and signals are not implemented yet "
-                       "(pass NULL)", rule="QNNEMU-graphFinalize-profile-signal")
-    g.finalize()
+                       "graphFinalize: signalHandle: signals are not implemented yet (pass NULL)",
+                       rule="QNNEMU-graphFinalize-signal")
+    call = profile_api.start(profileHandle, "graphFinalize", Q.QNN_GRAPH_ERROR_SET_PROFILE)
+    with profile_api.recording(call) as rec:
+        g.finalize()
+    profile_api.commit(rec, "finalize")
 
 
 def _io_buffer(t, func: str, path: str):
@@ -646,10 +653,10 @@ def _io_buffer(t, func: str, path: str):
         raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR, f"{func}: {path}.version: {version} is not 1 or 2",
                        rule="QNNEMU-graphExecute-tensor-version")
     v = t.v1 if version == 1 else t.v2
-    if int(v.memType) != Q.QNN_TENSORMEMTYPE_RAW:
+    if int(v.memType) not in (Q.QNN_TENSORMEMTYPE_RAW, Q.QNN_TENSORMEMTYPE_MEMHANDLE):
         raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                       f"{func}: {path}.v{version}.memType: only QNN_TENSORMEMTYPE_RAW is supported yet "
-                       f"(memory handles need memRegister)", rule="QNNEMU-graphExecute-memtype")
+                       f"{func}: {path}.v{version}.memType: {int(v.memType)}: only QNN_TENSORMEMTYPE_RAW and "
+                       f"QNN_TENSORMEMTYPE_MEMHANDLE are supported", rule="QNNEMU-graphExecute-memtype")
     return int(v.id), lambda: c_str(v.name), v, version
 
 
@@ -657,10 +664,11 @@ def _io_buffer(t, func: str, path: str):
 def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle):
     func = "graphExecute"
     g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
-    if profileHandle != ffi.NULL or signalHandle != ffi.NULL:
+    if signalHandle != ffi.NULL:
         raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                       f"{func}: profileHandle/signalHandle: profiling and signals are not implemented yet "
-                       f"(pass NULL)", rule="QNNEMU-graphExecute-profile-signal")
+                       f"{func}: signalHandle: signals are not implemented yet (pass NULL)",
+                       rule="QNNEMU-graphExecute-signal")
+    prof_call = profile_api.start(profileHandle, func, Q.QNN_GRAPH_ERROR_SET_PROFILE)
     if not g.finalized:
         raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED,
                        f"{func}: graph '{g.name}' is not finalized (call graphFinalize first)",
@@ -674,6 +682,9 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
         path = f"inputs[{i}]"
         tid, name_of, v, ver = _io_buffer(inputs[i], func, path)
         t = g.match_io(tid, name_of, func, path, APP_INPUT_TYPES)
+        if int(v.memType) == Q.QNN_TENSORMEMTYPE_MEMHANDLE:  # registered memory, read in place
+            feeds[t.id] = mem_api.tensor_view(g, t, v.memHandle, f"{path}.v{ver}.memHandle", writable=False)
+            continue
         if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != t.nbytes:
             raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
                            f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {t.nbytes} bytes "
@@ -687,16 +698,24 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
         path = f"outputs[{i}]"
         tid, name_of, v, ver = _io_buffer(outputs[i], func, path)
         t = g.match_io(tid, name_of, func, path, APP_OUTPUT_TYPES)
+        if int(v.memType) == Q.QNN_TENSORMEMTYPE_MEMHANDLE:  # registered memory, written in place
+            targets.append((t, mem_api.tensor_view(g, t, v.memHandle, f"{path}.v{ver}.memHandle", writable=True)))
+            continue
         if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != t.nbytes:
             raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
                            f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {t.nbytes} bytes "
                            f"({list(t.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}",
                            rule="QNNEMU-graphExecute-buffer-size")
         targets.append((t, v.clientBuf.data))
-    results = g.execute(feeds, [t.id for t, _ in targets])
+    with profile_api.recording(prof_call, g) as rec:
+        results = g.execute(feeds, [t.id for t, _ in targets], observer=rec and rec.on_step)
     for t, dst in targets:
+        if isinstance(dst, np.ndarray):
+            np.copyto(dst, results[t.id])
+            continue
         arr = np.ascontiguousarray(results[t.id])
         ffi.memmove(dst, ffi.from_buffer(arr), t.nbytes)
+    profile_api.commit(rec, "execute")
 
 
 not_supported("graphCreateSubgraph", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "subgraphs are not emulated yet")
@@ -738,11 +757,6 @@ not_supported("tensorUpdateContextTensors", Q.QNN_TENSOR_ERROR_UNSUPPORTED_FEATU
 
 
 # ------------------------------------------------------------------- profile, mem, signal
-for _name in ("profileCreate", "profileSetConfig", "profileGetEvents", "profileGetSubEvents",
-              "profileGetEventData", "profileGetExtendedEventData", "profileFree"):
-    not_supported(_name, Q.QNN_PROFILE_ERROR_UNSUPPORTED, "profiling is not implemented yet")
-not_supported("memRegister", Q.QNN_MEM_ERROR_NOT_SUPPORTED, "shared-memory registration is not implemented yet")
-not_supported("memDeRegister", Q.QNN_MEM_ERROR_NOT_SUPPORTED, "shared-memory registration is not implemented yet")
 for _name in ("signalCreate", "signalSetConfig", "signalTrigger", "signalFree"):
     not_supported(_name, Q.QNN_SIGNAL_ERROR_UNSUPPORTED, "signals are not implemented yet")
 
@@ -813,6 +827,13 @@ def globalConfigSet(config):
                            f"globalConfigSet: config[{i}].option: unknown option {int(c.option)}",
                            rule="QNNEMU-globalConfigSet-option")
         _active_logger().info(f"globalConfigSet: {name} accepted")
+
+
+# memRegister / memDeRegister register their @entry functions on import (mem_api uses entry()).
+from . import mem_api  # noqa: E402
+# The seven profile* entries register on import too; graphFinalize/graphExecute/contextFree
+# use its start/recording/commit for their profile argument.
+from . import profile_api  # noqa: E402
 
 
 # ------------------------------------------------------------------------------ installing
