@@ -379,24 +379,34 @@ TIES = {  # op -> (builder of a graph whose exact result sits on .5 ties, expect
 
 def _tie_graph(g, op):
     """Input codes 0..15 at scale 1, zero point 8; output scale 2, zero point 4: real/2 hits
-    every .5 tie in [-4, 3.5]."""
+    every .5 tie in [-4, 3.5].  (Relu, which clamps negatives: zero points 0, ties in [0, 7.5].)"""
+    if op == "Relu":
+        a = g.input("a", (1, 16), U8, quant=(1.0, 0))
+        g.node(op, [a], outputs=[("y", (1, 16), U8, (2.0, 0))], app_read=True)
+        return {"a": np.arange(16, dtype=np.uint8).reshape(1, 16)}
     a = g.input("a", (1, 16), U8, quant=(1.0, -8))
     ins, params = [a], {}
     if op == "ReluMinMax":
         params = {"min_value": np.float32(-100), "max_value": np.float32(100)}
     if op == "ElementWiseMultiply":
         ins.append(g.static("one", np.array([[1]], np.uint8), U8, quant=(1.0, 0)))
-    if op in ("ElementWiseSubtract", "ElementWiseAdd"):
+    if op == "ElementWiseSubtract":
         ins.append(g.static("zero", np.array([[0]], np.uint8), U8, quant=(1.0, 0)))
-    g.node(op, ins, params=params, outputs=[("y", (1, 16), U8, (2.0, -4))], app_read=True)
+    out_scale = 2.0
+    if op == "ElementWiseAdd":  # a + a at twice the output scale: (vendor folds "+ 0" away)
+        ins.append(a)
+        out_scale = 4.0
+    g.node(op, ins, params=params, outputs=[("y", (1, 16), U8, (out_scale, -4))], app_read=True)
     return {"a": np.arange(16, dtype=np.uint8).reshape(1, 16)}
 
 
-def _expected_ties(mode):
-    x = (np.arange(16) - 8) / 2.0
+def _expected_ties(mode, op=""):
+    """Output codes of _tie_graph's graph when ties round by ``mode``."""
+    zero_point = 0 if op == "Relu" else 4
+    x = np.arange(16) / 2.0 if op == "Relu" else (np.arange(16) - 8) / 2.0
     r = {"half_even": np.rint(x), "half_up": np.floor(x + 0.5),
          "half_away_from_zero": np.trunc(x + np.copysign(0.5, x))}[mode]
-    return (r + 4).astype(np.int64)
+    return (r + zero_point).astype(np.int64)
 
 
 @pytest.mark.parametrize("op", sorted(TIES))
@@ -411,7 +421,7 @@ def test_rounding_modes(our_backend, op):
         got = g.execute(feeds)["y"].astype(np.int64).ravel()
     finally:
         ctx.free()
-    assert got.tolist() == _expected_ties(TIES[op]).tolist(), f"{op}: ties rounded {TIES[op]}"
+    assert got.tolist() == _expected_ties(TIES[op], op).tolist(), f"{op}: ties rounded {TIES[op]}"
 
 
 @pytest.mark.parametrize("op", sorted(TIES))
@@ -425,4 +435,4 @@ def test_vendor_rounding_modes(vendor_backend, op):
         got = g.execute(feeds)["y"].astype(np.int64).ravel()
     finally:
         ctx.free()
-    assert got.tolist() == _expected_ties(TIES[op]).tolist(), f"vendor {op}: ties rounded {TIES[op]}"
+    assert got.tolist() == _expected_ties(TIES[op], op).tolist(), f"vendor {op}: ties rounded {TIES[op]}"
