@@ -5,7 +5,7 @@ Used two ways:
 - as a script, ``python csrc/build_kernels.py``: builds ``qnnemu/_kernels*.so`` in place.
 
 Flags stop at -march=x86-64-v2 (CI machines vary); kernels.c selects its AVX2+FMA
-micro-kernel at run time when the CPU has it.
+variants at run time when the CPU has them (and its AVX-512 GEMM micro-kernel).
 """
 from __future__ import annotations
 
@@ -21,14 +21,29 @@ HERE = Path(__file__).resolve().parent
 
 CDEF = """
 int qe_isa(void);
-int qe_sgemm(int M, int N, int K, const float *A, long rsa, long csa, const float *B,
+int qe_gemm_avx512(void);
+void qe_set_threads(int n);
+int qe_threads(void);
+int qe_sgemm(long M, long N, int K, const float *A, long rsa, long csa, const float *B,
              long rsb, long csb, float *C, long ldc, const float *bias);
-int qe_sgemm_batched(int batch, const int64_t *a_off, const int64_t *b_off, int M, int N,
+long qe_packed_b_size(long N, int K);
+void qe_pack_b(long N, int K, const float *B, long rsb, long csb, float *Bp);
+int qe_sgemm_packed(long M, long N, int K, const float *A, long rsa, long csa,
+                    const float *Bpacked, float *C, long ldc, const float *bias);
+int qe_sgemm_batched(int batch, const int64_t *a_off, const int64_t *b_off, long M, long N,
                      int K, const float *A, long rsa, long csa, const float *B, long rsb,
                      long csb, float *C, long ldc, const float *bias);
-int qe_conv2d(int n, int h, int w, int c_in, int fh, int fw, int c_out, int oh, int ow,
-              int sh, int sw, int pt, int pl, int dh, int dw, int group, const float *x,
-              const float *f, const float *bias, float *y);
+void qe_im2col2d(int h, int w, int c_in, int fh, int fw, int oh, int ow, int sh, int sw,
+                 int pt, int pl, int dh, int dw, int c0, int cig, long p0, long p1,
+                 const float *x, float *cols);
+void qe_col2im2d(int n, int h, int w, int group, int cog, int fh, int fw, int oh, int ow,
+                 int sh, int sw, int pt, int pl, int dh, int dw, const float *cols,
+                 long gstride, long pstride, float *y);
+void qe_depthwise2d(int n, int h, int w, int c_in, int fh, int fw, int c_out, int oh, int ow,
+                    int sh, int sw, int pt, int pl, int dh, int dw, const float *x,
+                    const float *f, const float *bias, float *y);
+int qe_pool2d(int kind, int n, int h, int w, int c, int fh, int fw, int oh, int ow, int sh,
+              int sw, int pt, int pb, int pl, int pr, int count_pad, const float *x, float *y);
 """
 
 ffibuilder = cffi.FFI()
@@ -40,8 +55,9 @@ ffibuilder.set_source(
     CDEF,
     sources=[os.path.relpath(HERE / "kernels.c")] if __name__ != "__main__"
     else [str(HERE / "kernels.c")],
-    extra_compile_args=["-O3", "-march=x86-64-v2", "-std=gnu11",
-                        "-Wall", "-Wno-unused-function"],
+    extra_compile_args=["-O3", "-march=x86-64-v2", "-std=gnu11", "-pthread",
+                        "-Wall", "-Wno-unused-function", "-Wno-psabi"],
+    extra_link_args=["-pthread"],
 )
 
 

@@ -1,15 +1,33 @@
-"""Python wrappers of the C kernels in ``qnnemu._kernels`` (csrc/kernels.c).
+"""The fast kernels: GEMMs in numpy's BLAS or in the C GEMM of ``qnnemu._kernels``
+(csrc/kernels.c), whichever is faster here, and C kernels for the memory-bound parts around
+them (im2col, col2im, depthwise convolution, pooling).
 
-Used by Conv2d, DepthWiseConv2d, FullyConnected and MatMul when ``config.kernels == "fast"``.
-The extension is imported lazily; when it is not built, ``available()`` is False, a warning
-is logged once on ``qnnemu.ops`` and the ops keep their numpy implementation.
+``config.kernels == "fast"`` (the default) selects these paths; ``"reference"`` keeps the ops
+on their plain numpy formulas.  ``fast()`` says whether the fast paths are on; ``enabled()``
+whether the C kernels can be used too.  The extension is imported lazily; when it is not
+built, ``available()`` is False, a warning is logged once on ``qnnemu.ops`` and the ops use
+numpy code for the parts the C kernels would do (the GEMMs stay in BLAS).
+
+GEMM choice (``gemm_backend()``): the C GEMM has an AVX-512 micro-kernel and splits large
+products over ``threads()`` threads; numpy's OpenBLAS is as fast when it runs AVX-512 kernels
+itself, but half as fast when it runs AVX2 ones on an AVX-512 CPU (``OPENBLAS_CORETYPE=
+Haswell``, or an OpenBLAS too old for the CPU).  So the C GEMM is used when the CPU has
+AVX-512 and OpenBLAS reports a non-AVX-512 core; BLAS otherwise (and whenever the BLAS is not
+an OpenBLAS that says which core it runs).  Even then, products with fewer than
+``C_GEMM_MIN_ROWS`` rows and batches of small GEMMs (attention heads) stay in BLAS.
+Environment overrides: ``QNNEMU_GEMM=c|blas``, and ``QNNEMU_NUM_THREADS``: the threads of the
+C GEMM and of the memory-bound C kernels (default: OpenBLAS's thread count, else the CPUs
+this process may run on; threads are started per call for large enough work only).
 
 All wrappers take and return float32 numpy arrays; callers convert float16 first.
 """
 from __future__ import annotations
 
+import ctypes
+import glob
 import importlib
 import logging
+import os
 
 import numpy as np
 
@@ -30,6 +48,9 @@ def _load() -> bool:
                          "Build it with: python csrc/build_kernels.py", exc)
         else:
             _lib, _ffi = _kernels.lib, _kernels.ffi
+            _lib.qe_isa()           # the ISA choices are made once, before any thread runs
+            _lib.qe_gemm_avx512()
+            _lib.qe_set_threads(_threads_default())
     return _lib is not None
 
 
@@ -38,17 +59,103 @@ def available() -> bool:
     return _load()
 
 
-def enabled() -> bool:
-    """True if ops should take the fast path: config asks for it and the module is built."""
+def fast() -> bool:
+    """True if ops should take their fast paths (BLAS GEMMs, static weights packed once)."""
     from . import config
-    return config.kernels == "fast" and _load()
+    return config.kernels == "fast"
+
+
+def enabled() -> bool:
+    """True if ops should use the C kernels: config asks for the fast paths and the module
+    is built."""
+    return fast() and _load()
 
 
 def isa() -> str:
-    """The micro-kernel the C GEMM picked at run time: "avx2" or "sse"."""
+    """The C kernel variant picked at run time: "avx2" or "sse" (the GEMM micro-kernel may
+    be AVX-512 on top of "avx2": ``gemm_backend()``)."""
     if not _load():
         return "none"
     return "avx2" if _lib.qe_isa() else "sse"
+
+
+# OpenBLAS core names whose SGEMM kernels use AVX-512.
+_AVX512_CORES = {"skylakex", "cooperlake", "sapphirerapids", "zen4", "zen5"}
+_blas_core: tuple | None = None
+_gemm_c: bool | None = None
+
+
+def blas_core() -> tuple[str | None, int | None]:
+    """(core name, threads) of the OpenBLAS numpy runs on; Nones when it cannot be asked."""
+    global _blas_core
+    if _blas_core is None:
+        core = threads = None
+        try:
+            base = os.path.dirname(os.path.dirname(np.__file__))
+            paths = glob.glob(os.path.join(base, "numpy.libs", "*openblas*")) + \
+                glob.glob(os.path.join(os.path.dirname(np.__file__), ".libs", "*openblas*"))
+            for path in paths:
+                lib = ctypes.CDLL(path)
+                for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""),
+                                       ("openblas", "64_"), ("openblas", "")):
+                    f = getattr(lib, f"{prefix}_get_corename{suffix}", None)
+                    if f is None:
+                        continue
+                    f.restype = ctypes.c_char_p
+                    core = f().decode()
+                    nt = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+                    threads = int(nt()) if nt is not None else None
+                    break
+                if core:
+                    break
+        except (OSError, AttributeError, ValueError):
+            core = threads = None
+        _blas_core = (core, threads)
+    return _blas_core
+
+
+def _threads_default() -> int:
+    env = os.environ.get("QNNEMU_NUM_THREADS")
+    if env and env.isdigit() and int(env) > 0:
+        return int(env)
+    _, threads = blas_core()
+    if threads:
+        return threads
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threads() -> int:
+    """Threads the C GEMM splits a large product over."""
+    return _lib.qe_threads() if _load() else 1
+
+
+def set_threads(n: int) -> None:
+    if _load():
+        _lib.qe_set_threads(int(n))
+
+
+def gemm_backend() -> str:
+    """"c" (the C GEMM, AVX-512) or "blas" (numpy), decided once; see the module docstring."""
+    global _gemm_c
+    if _gemm_c is None:
+        choice = os.environ.get("QNNEMU_GEMM", "").lower()
+        if not _load():
+            _gemm_c = False
+        elif choice in ("c", "blas"):
+            _gemm_c = choice == "c"
+        else:
+            core, _ = blas_core()
+            _gemm_c = bool(_lib.qe_gemm_avx512()) and core is not None and \
+                core.lower() not in _AVX512_CORES
+    return "c" if _gemm_c else "blas"
+
+
+def use_c_gemm() -> bool:
+    """True if the GEMMs of the fast paths should run in C."""
+    return enabled() and gemm_backend() == "c"
 
 
 def _ptr(a: np.ndarray | None):
@@ -61,8 +168,9 @@ def _f32(a: np.ndarray | None) -> np.ndarray | None:
     return None if a is None else np.ascontiguousarray(a, dtype=np.float32)
 
 
+# ---- GEMM ------------------------------------------------------------------------------------
 def _matrix(a: np.ndarray) -> tuple[np.ndarray, int, int]:
-    """(contiguous buffer, row stride, column stride) for a 2-D float32 operand.
+    """(buffer, row stride, column stride) of a 2-D float32 operand for the C GEMM.
 
     Transposed (F-contiguous) views are passed as their base with swapped strides, so the
     kernel's packing does the transpose instead of a copy.
@@ -80,71 +188,213 @@ def _check(rc: int) -> None:
         raise MemoryError("qnnemu._kernels: out of memory")
 
 
-def gemm(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-    """a[M,K] @ b[K,N] (+ bias[N]) in float32.  ``a``/``b`` may be transposed views."""
+# Products the C GEMM leaves to BLAS: fewer rows than this (matrix-vector-like products, where
+# its 6-row micro-kernel idles) ...
+C_GEMM_MIN_ROWS = 8
+# ... and batches of GEMMs with fewer multiply-adds per item than this (attention heads:
+# per-item packing and thread start-up outweigh the faster micro-kernel).
+C_BATCH_MIN_FMAS = 1 << 22
+
+
+class PackedB:
+    """A static right-hand GEMM operand [K, N] packed once into the C GEMM's panel layout
+    (``pack_operand``); ``matrix`` keeps the plain float32 operand for the BLAS path."""
+
+    __slots__ = ("matrix", "buf", "shape")
+
+    def __init__(self, b: np.ndarray):
+        _load()
+        self.matrix = b
+        k, n = b.shape
+        self.shape = (k, n)
+        self.buf = np.empty(max(int(_lib.qe_packed_b_size(n, k)), 1), np.float32)
+        bbuf, rsb, csb = _matrix(b)
+        _lib.qe_pack_b(n, k, _ptr(bbuf), rsb, csb, _ptr(self.buf))
+
+
+def pack_operand(b: np.ndarray) -> np.ndarray | PackedB:
+    """``b`` (a static [K, N] GEMM operand) packed for the C GEMM when that is the GEMM in use
+    and the shape is worth it, else ``b`` itself."""
+    if b.ndim == 2 and b.size >= 4096 and use_c_gemm():
+        return PackedB(np.asarray(b, dtype=np.float32))
+    return b
+
+
+def c_gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
+           out: np.ndarray | None = None) -> np.ndarray:
+    """a[M,K] @ b[K,N] (+ bias[N]) with the C GEMM (whatever ``gemm_backend()`` says);
+    ``b`` may be a ``PackedB``."""
     _load()
-    (m, k), n = a.shape, b.shape[1]
-    if b.shape[0] != k:
+    m, k = a.shape
+    kb, n = b.shape
+    if kb != k:
         raise ValueError(f"gemm: inner dimensions differ ({a.shape} @ {b.shape})")
     abuf, rsa, csa = _matrix(a)
-    bbuf, rsb, csb = _matrix(b)
     bias = _f32(bias)
-    out = np.empty((m, n), np.float32)
-    _check(_lib.qe_sgemm(m, n, k, _ptr(abuf), rsa, csa, _ptr(bbuf), rsb, csb, _ptr(out), n,
-                         _ptr(bias)))
+    if out is None or not (out.flags.c_contiguous and out.dtype == np.float32):
+        y = np.empty((m, n), np.float32)
+    else:
+        y = out
+    if isinstance(b, PackedB):
+        _check(_lib.qe_sgemm_packed(m, n, k, _ptr(abuf), rsa, csa, _ptr(b.buf), _ptr(y), n,
+                                    _ptr(bias)))
+    else:
+        bbuf, rsb, csb = _matrix(b)
+        _check(_lib.qe_sgemm(m, n, k, _ptr(abuf), rsa, csa, _ptr(bbuf), rsb, csb, _ptr(y), n,
+                             _ptr(bias)))
+    if out is not None and y is not out:
+        out[...] = y
+        return out
+    return y
+
+
+def gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
+         out: np.ndarray | None = None) -> np.ndarray:
+    """a[M,K] @ b[K,N] (+ bias[N]) in float32, in C or BLAS (``gemm_backend()``).  ``a``/``b``
+    may be transposed views (read through strides / BLAS transpose flags, no copy); ``b`` may
+    be a ``PackedB`` (``pack_operand``)."""
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"gemm: inner dimensions differ ({a.shape} @ {b.shape})")
+    if a.shape[0] >= C_GEMM_MIN_ROWS and use_c_gemm():
+        return c_gemm(a, b, bias, out)
+    if isinstance(b, PackedB):
+        b = b.matrix
+    a = a if a.dtype == np.float32 else a.astype(np.float32)
+    b = b if b.dtype == np.float32 else b.astype(np.float32)
+    y = np.matmul(a, b, out=out)
+    if bias is not None:
+        y += bias
+    return y
+
+
+def _c_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy.matmul of float32 operands of rank >= 2 (last two axes possibly swapped views of
+    contiguous arrays) with the batched C GEMM."""
+    def operand(v):
+        if v.flags.c_contiguous:
+            return v, v.shape[-1], 1
+        t = np.swapaxes(v, -1, -2)
+        if t.flags.c_contiguous:
+            return t, 1, v.shape[-2]
+        v = np.ascontiguousarray(v)
+        return v, v.shape[-1], 1
+    abuf, rsa, csa = operand(a)
+    bbuf, rsb, csb = operand(b)
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    out = np.empty(batch + (m, n), np.float32)
+    if out.size == 0:
+        return out
+    if k == 0:
+        out[...] = 0.0
+        return out
+    nb = int(np.prod(batch, dtype=np.int64))
+
+    def offsets(v):
+        idx = np.arange(int(np.prod(v.shape[:-2], dtype=np.int64)), dtype=np.int64)
+        idx = np.broadcast_to(idx.reshape(v.shape[:-2]), batch).reshape(-1)
+        return np.ascontiguousarray(idx * (v.shape[-2] * v.shape[-1]))
+    a_off, b_off = offsets(abuf), offsets(bbuf)
+    _check(_lib.qe_sgemm_batched(nb, _ffi.cast("int64_t *", _ffi.from_buffer(a_off)),
+                                 _ffi.cast("int64_t *", _ffi.from_buffer(b_off)), m, n, k,
+                                 _ptr(abuf), rsa, csa, _ptr(bbuf), rsb, csb, _ptr(out), n,
+                                 _ffi.NULL))
     return out
 
 
 def matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool = False,
            transpose_b: bool = False) -> np.ndarray:
-    """numpy.matmul semantics for rank >= 2 operands with batch broadcasting, float32."""
+    """numpy.matmul semantics for rank >= 2 operands with batch broadcasting, float32, in C
+    or BLAS (``gemm_backend()``).
+
+    When ``b`` has no batch dimensions, ``a``'s batch is folded into its rows: one large GEMM
+    instead of one per batch item."""
+    a = a if a.dtype == np.float32 else a.astype(np.float32)
+    if isinstance(b, PackedB):  # a static in1, packed (and transposed) already
+        if not transpose_a and a.flags.c_contiguous:
+            return gemm(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
+        b = b.matrix
+    b = b if b.dtype == np.float32 else b.astype(np.float32)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
+    if b.ndim == 2 and not transpose_a and a.ndim >= 2 and a.flags.c_contiguous:
+        return gemm(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if a.ndim == 2 and b.ndim == 2:
+        return gemm(a, b)
+    m, k = a.shape[-2:]
+    if m >= C_GEMM_MIN_ROWS and m * k * b.shape[-1] >= C_BATCH_MIN_FMAS and use_c_gemm():
+        return _c_matmul(a, b)
+    return np.matmul(a, b)
+
+
+def im2col2d(x: np.ndarray, k, stride, pad, dilation, out_hw, c0: int, cig: int, p0: int,
+             p1: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Rows [p0, p1) of the im2col matrix of an NHWC float32 ``x``: [p1 - p0, kh*kw*cig],
+    taps row-major, channels [c0, c0 + cig) per tap, zeros in the padding.  ``pad`` is
+    [[top, bottom], [left, right]]."""
     _load()
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    b = np.ascontiguousarray(b, dtype=np.float32)
-    am, ak = a.shape[-2:]
-    bk, bn = b.shape[-2:]
-    # Transposition is expressed through strides; the buffers stay as given.
-    m, k, rsa, csa = (ak, am, 1, ak) if transpose_a else (am, ak, ak, 1)
-    k2, n, rsb, csb = (bn, bk, 1, bn) if transpose_b else (bk, bn, bn, 1)
-    if k != k2:
-        raise ValueError(f"matmul: inner dimensions differ ({a.shape} @ {b.shape})")
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    nb = int(np.prod(batch, dtype=np.int64))
-    # Element offsets of each broadcast batch item into a and b.
-    a_off = np.broadcast_to(np.arange(int(np.prod(a.shape[:-2], dtype=np.int64)),
-                                      dtype=np.int64).reshape(a.shape[:-2]), batch)
-    b_off = np.broadcast_to(np.arange(int(np.prod(b.shape[:-2], dtype=np.int64)),
-                                      dtype=np.int64).reshape(b.shape[:-2]), batch)
-    a_off = np.ascontiguousarray(a_off.reshape(-1) * (am * ak))
-    b_off = np.ascontiguousarray(b_off.reshape(-1) * (bk * bn))
-    out = np.empty(batch + (m, n), np.float32)
-    if out.size == 0:
-        return out
-    _check(_lib.qe_sgemm_batched(nb, _ffi.cast("int64_t *", _ffi.from_buffer(a_off)),
-                                 _ffi.cast("int64_t *", _ffi.from_buffer(b_off)), m, n, k,
-                                 _ptr(a), rsa, csa, _ptr(b), rsb, csb, _ptr(out), n,
-                                 _ffi.NULL))
+    x = _f32(x)
+    _, h, w, c_in = x.shape
+    kk = int(k[0]) * int(k[1]) * cig
+    if out is None:
+        out = np.empty((p1 - p0, kk), np.float32)
+    _lib.qe_im2col2d(h, w, c_in, int(k[0]), int(k[1]), int(out_hw[0]), int(out_hw[1]),
+                     int(stride[0]), int(stride[1]), int(pad[0][0]), int(pad[1][0]),
+                     int(dilation[0]), int(dilation[1]), c0, cig, p0, p1, _ptr(x), _ptr(out))
     return out
 
 
-def conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride, pad, dilation,
-           group: int, out_hw: tuple[int, int]) -> np.ndarray:
-    """NHWC/HWIO float32 convolution; ``pad`` is [[top, bottom], [left, right]]."""
+def col2im2d(cols: np.ndarray, x_shape, group: int, cog: int, k, stride, pad, dilation,
+             y: np.ndarray, gstride: int, pstride: int) -> np.ndarray:
+    """Adds the transposed-convolution products ``cols`` (element (g, p, tap, o) at
+    ``g*gstride + p*pstride + tap*cog + o``) into the NHWC float32 ``y`` (initialised by the
+    caller), cropping ``pad`` [[top, bottom], [left, right]]."""
     _load()
-    x = _f32(x)
-    w = _f32(w)
-    bias = _f32(bias)
+    cols = _f32(cols)
+    n, h, w, _ = x_shape
+    _, oh, ow, _ = y.shape
+    _lib.qe_col2im2d(n, h, w, group, cog, int(k[0]), int(k[1]), oh, ow, int(stride[0]),
+                     int(stride[1]), int(pad[0][0]), int(pad[1][0]), int(dilation[0]),
+                     int(dilation[1]), _ptr(cols), gstride, pstride, _ptr(y))
+    return y
+
+
+def depthwise2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride, pad, dilation,
+                out_hw) -> np.ndarray:
+    """Depthwise NHWC convolution, filter [kh, kw, 1, c_out] (c_out a multiple of c_in)."""
+    _load()
+    x, w, bias = _f32(x), _f32(w), _f32(bias)
     n, h, wd, c_in = x.shape
     fh, fw, _, c_out = w.shape
     oh, ow = out_hw
     out = np.empty((n, oh, ow, c_out), np.float32)
-    if out.size == 0:
-        return out
-    _check(_lib.qe_conv2d(n, h, wd, c_in, fh, fw, c_out, oh, ow, int(stride[0]),
-                          int(stride[1]), int(pad[0][0]), int(pad[1][0]), int(dilation[0]),
-                          int(dilation[1]), int(group), _ptr(x), _ptr(w), _ptr(bias),
-                          _ptr(out)))
+    if out.size:
+        _lib.qe_depthwise2d(n, h, wd, c_in, fh, fw, c_out, oh, ow, int(stride[0]),
+                            int(stride[1]), int(pad[0][0]), int(pad[1][0]), int(dilation[0]),
+                            int(dilation[1]), _ptr(x), _ptr(w), _ptr(bias), _ptr(out))
     return out
 
 
-__all__ = ["available", "enabled", "isa", "gemm", "matmul", "conv2d"]
+def pool2d(kind: str, x: np.ndarray, k, stride, pad, out_hw, count_pad: bool = False
+           ) -> np.ndarray:
+    """Max ("max": cells outside the input count as 0) or average ("avg") NHWC pooling."""
+    _load()
+    x = _f32(x)
+    n, h, w, c = x.shape
+    oh, ow = out_hw
+    out = np.empty((n, oh, ow, c), np.float32)
+    if out.size:
+        _check(_lib.qe_pool2d(0 if kind == "max" else 1, n, h, w, c, int(k[0]), int(k[1]), oh,
+                              ow, int(stride[0]), int(stride[1]), int(pad[0][0]),
+                              int(pad[0][1]), int(pad[1][0]), int(pad[1][1]),
+                              int(bool(count_pad)), _ptr(x), _ptr(out)))
+    return out
+
+
+__all__ = ["available", "fast", "enabled", "isa", "blas_core", "threads", "set_threads",
+           "gemm_backend", "use_c_gemm", "PackedB", "pack_operand", "gemm", "c_gemm",
+           "matmul", "im2col2d",
+           "col2im2d", "depthwise2d", "pool2d"]

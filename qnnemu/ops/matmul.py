@@ -1,19 +1,27 @@
 """Matrix products: FullyConnected and MatMul (QnnOpDef.h QNN_OP_FULLY_CONNECTED, QNN_OP_MAT_MUL).
 
 FullyConnected: input of rank >= 2 is flattened to [n, k] (k = weights' second dimension),
-weights [m, k], optional bias [m]; output [n, m], or with ``keep_dims`` the input's leading
-dimensions followed by m (which needs the input's last dimension to be k).
+weights [m, k] (QNN's [units, input_size]: ONNX Runtime's QNN EP transposes a MatMul/Gemm
+initializer into it), optional bias [m]; output [n, m], or with ``keep_dims`` the input's
+leading dimensions followed by m (which needs the input's last dimension to be k).
 
 MatMul: in0 [..., m, k] and in1 [..., k, n] (the last two dimensions swapped when
 ``transpose_in0`` / ``transpose_in1``), batch dimensions broadcast like numpy.matmul.
+
+Inputs are real values (float, or fixed point dequantized by the plan; uint8 activations
+with int8 weights and int32 bias are the usual quantized mix).  Both kernels are BLAS GEMMs;
+with ``config.kernels == "fast"`` static weights are transposed into a contiguous GEMM
+operand once, and MatMuls whose in1 has no batch dimensions run as one GEMM.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import _fast
-from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_float_inputs, check_rank,
-                   from_compute, same_spec, to_compute)
+from ..headers import Q
+from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, from_compute, \
+    same_spec, to_compute
+from .conv import check_real_inputs
 
 
 def _check_min_rank(op: str, idx: int, spec: TensorSpec, least: int) -> None:
@@ -36,7 +44,7 @@ class FullyConnected(Op):
         check_rank(op, 1, w, (2,))
         if len(inputs) > 2:
             check_rank(op, 2, inputs[2], (1,))
-        check_float_inputs(op, inputs)
+        check_real_inputs(op, inputs)
         m, k = w.shape
         size = int(np.prod(x.shape, dtype=np.int64))
         if params["keep_dims"]:
@@ -59,15 +67,19 @@ class FullyConnected(Op):
                                f"{list(inputs[2].shape)}")
         return [same_spec(x, shape=out_shape)]
 
+    def __init__(self, params, inputs=None, outputs=None):
+        super().__init__(params, inputs, outputs)
+        self._static_w = StaticOperand(self.input_specs, 1, lambda w: w.T)
+
     def _run(self, x, w, b=None, keep_dims=False):
         dtype = x.dtype
-        x, w, b = to_compute(x), to_compute(w), to_compute(b)
+        x, b = to_compute(x), to_compute(b)
         m, k = w.shape
         x2 = x.reshape(-1, k)
-        if _fast.enabled():
-            y = _fast.gemm(x2, w.T, b)  # w.T is a transposed view: no copy
+        if _fast.fast():
+            y = _fast.gemm(x2, self._static_w.get(w), b)
         else:
-            y = x2 @ w.T
+            y = x2 @ to_compute(w).T
             if b is not None:
                 y = y + b
         out_shape = x.shape[:-1] + (m,) if keep_dims else (x2.shape[0], m)
@@ -88,7 +100,7 @@ class MatMul(Op):
         a, b = inputs
         _check_min_rank(op, 0, a, 2)
         _check_min_rank(op, 1, b, 2)
-        check_float_inputs(op, inputs)
+        check_real_inputs(op, inputs)
         m, k = a.shape[-2:][::-1] if params["transpose_in0"] else a.shape[-2:]
         k2, n = b.shape[-2:][::-1] if params["transpose_in1"] else b.shape[-2:]
         if k != k2:
@@ -105,15 +117,54 @@ class MatMul(Op):
                                f"broadcast with {list(a.shape[:-2])} of in0") from None
         return [same_spec(a, shape=tuple(batch) + (m, n))]
 
+    def __init__(self, params, inputs=None, outputs=None):
+        super().__init__(params, inputs, outputs)
+        t1 = bool(params.get("transpose_in1", False))
+        self._static_b = StaticOperand(self.input_specs, 1,
+                                       (lambda v: np.swapaxes(v, -1, -2)) if t1 else None)
+
     def _run(self, a, b, transpose_in0=False, transpose_in1=False):
         dtype = a.dtype
-        a, b = to_compute(a), to_compute(b)
-        if _fast.enabled():
-            y = _fast.matmul(a, b, transpose_in0, transpose_in1)
+        a = to_compute(a)
+        if _fast.fast():
+            # A static in1 is stored already transposed: the product needs no transpose flag.
+            y = _fast.matmul(a, self._static_b.get(b), transpose_in0, False)
         else:
+            b = to_compute(b)
             y = np.matmul(np.swapaxes(a, -1, -2) if transpose_in0 else a,
                           np.swapaxes(b, -1, -2) if transpose_in1 else b)
         return from_compute(y, dtype)
+
+
+class StaticOperand:
+    """A weight input prepared once (float32, through ``prepare``, made contiguous, packed for
+    the C GEMM when that is in use: ``_fast.pack_operand``) when its tensor is static;
+    recomputed per call otherwise.  The cache is keyed by the array object the op is given,
+    so a dequantized fixed-point weight is prepared on the first run."""
+
+    def __init__(self, specs: list[TensorSpec], idx: int, prepare=None):
+        self.prepare = prepare
+        self.static = len(specs) > idx and specs[idx].data is not None
+        self.src = None
+        self.value = None
+        if self.static and specs[idx].dtype in (Q.QNN_DATATYPE_FLOAT_32,
+                                                Q.QNN_DATATYPE_FLOAT_16):
+            self.src, self.value = specs[idx].data, self._make(specs[idx].data)
+
+    def _make(self, w: np.ndarray):
+        w = np.asarray(w, dtype=np.float32)
+        v = self.prepare(w) if self.prepare else w  # a (transposed) view
+        packed = _fast.pack_operand(v)              # the C GEMM's panels, packed from the view
+        return packed if packed is not v else np.ascontiguousarray(v)
+
+    def get(self, w: np.ndarray) -> np.ndarray:
+        if w is self.src:
+            return self.value
+        if not self.static:
+            w = np.asarray(w, dtype=np.float32)
+            return self.prepare(w) if self.prepare else w
+        self.src, self.value = w, self._make(w)
+        return self.value
 
 
 __all__ = ["FullyConnected", "MatMul"]

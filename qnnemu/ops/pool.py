@@ -1,14 +1,23 @@
-"""2-D pooling over NHWC tensors: PoolMax2d and PoolAvg2d (QnnOpDef.h QNN_OP_POOL_MAX_2D,
-QNN_OP_POOL_AVG_2D).
+"""Pooling over channels-last tensors: PoolMax2d, PoolAvg2d (NHWC) and PoolMax3d, PoolAvg3d
+(NDHWC) (QnnOpDef.h QNN_OP_POOL_MAX_2D, QNN_OP_POOL_AVG_2D, QNN_OP_POOL_MAX_3D,
+QNN_OP_POOL_AVG_3D).
 
-Output height = round((h + top + bottom - filter_h) / stride_h) + 1 with round = floor
-(``rounding_mode`` QNN_OP_POOL_*_ROUNDING_MODE_FLOOR) or ceil (..._CEIL).  With CEIL a last
-window that would start past the input and the leading padding is dropped (as ONNX Runtime,
-which maps ONNX ceil_mode onto this parameter, computes shapes), so every window holds at
-least one input cell.  Cells past the explicit padding (the CEIL overhang) never count.
+Output size per spatial axis = round((size + before + after - filter) / stride) + 1 with
+round = floor (``rounding_mode`` QNN_OP_POOL_*_ROUNDING_MODE_FLOOR) or ceil (..._CEIL).  With
+CEIL a last window that would start past the input and the leading padding is dropped (as
+ONNX Runtime, which maps ONNX ceil_mode onto this parameter, computes shapes), so every window
+holds at least one input cell.  Cells past the explicit padding (the CEIL overhang) never
+count.
 
-Max pooling treats padded cells as zeros, as the HTP backend does.  Average pooling divides by the number of input cells in
-the window, or, with ``count_pad_for_edges``, by the input and explicit-padding cells.
+Max pooling treats cells outside the input (padding and overhang) as zeros, as the HTP
+backend does (tests/test_differential.py, PoolMax2d against the vendor's backend; the 3-D
+ops follow the same rule).  ONNX MaxPool pads with -inf instead: the two agree whenever a
+window touching the padding has a non-negative maximum (after a Relu, the usual case).
+Average pooling divides by the number of input cells in the window, or, with
+``count_pad_for_edges``, by the input and explicit-padding cells.
+
+Kernels: "reference" reduces numpy sliding windows; "fast" runs the 2-D ops in C and the
+3-D ops as separable numpy passes (one pass per axis and tap).
 """
 from __future__ import annotations
 
@@ -17,8 +26,9 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from . import _fast
 from ..headers import Q
-from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_float_inputs, check_rank,
+from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real,
                    from_compute, same_spec, to_compute)
 
 FLOOR = Q.QNN_OP_POOL_MAX_2D_ROUNDING_MODE_FLOOR
@@ -35,24 +45,19 @@ def pool_output_size(size: int, pad0: int, pad1: int, k: int, stride: int, ceil:
     return out
 
 
-class _Pool2d(Op, register=False):
+class _Pool(Op, register=False):
     inputs = ("in[0]",)
-    params = {
-        "filter_size": ParamSpec("tensor", ("uint",), shape=(2,), required=True),
-        "stride": ParamSpec("tensor", ("uint",), shape=(2,), required=True),
-        "pad_amount": ParamSpec("tensor", ("uint",), shape=(2, 2),
-                                default=lambda: np.zeros((2, 2), np.uint32)),
-        "rounding_mode": ParamSpec("scalar", ("uint",), default=FLOOR),
-    }
+    nsp = 2
+    kind = "max"
 
     @classmethod
     def geometry(cls, shape, params):
-        """(filter, stride, pad, (oh, ow)) after validating the params."""
-        op = cls.op_type
+        """(filter, stride, pad, out) after validating the params."""
+        op, S = cls.op_type, cls.nsp
         k = tuple(int(v) for v in np.asarray(params["filter_size"], np.int64))
         s = tuple(int(v) for v in np.asarray(params["stride"], np.int64))
-        pad = np.asarray(params["pad_amount"], np.int64)
-        pad = ((int(pad[0, 0]), int(pad[0, 1])), (int(pad[1, 0]), int(pad[1, 1])))
+        pad = np.asarray(params["pad_amount"], np.int64).reshape(S, 2)
+        pad = tuple((int(a), int(b)) for a, b in pad)
         for name, v in (("filter_size", k), ("stride", s)):
             if min(v) < 1:
                 raise OpCheckError(f"QNNEMU-{op}-{name.replace('_', '-')}", f"params[{name}]",
@@ -62,73 +67,147 @@ class _Pool2d(Op, register=False):
             raise OpCheckError(f"QNNEMU-{op}-rounding-mode", "params[rounding_mode]",
                                f"rounding_mode must be {FLOOR} (FLOOR) or {CEIL} (CEIL), "
                                f"got {mode}")
-        if max(pad[0]) >= k[0] or max(pad[1]) >= k[1]:
+        if any(max(p) >= kk for p, kk in zip(pad, k)):
             # A window made only of padding has no defined max / average.
             raise OpCheckError(f"QNNEMU-{op}-pad-amount", "params[pad_amount]",
                                f"each pad must be smaller than the filter size {list(k)}, "
                                f"got {[list(p) for p in pad]}")
-        oh = pool_output_size(shape[1], *pad[0], k[0], s[0], mode == CEIL)
-        ow = pool_output_size(shape[2], *pad[1], k[1], s[1], mode == CEIL)
-        return k, s, pad, (oh, ow)
+        out = tuple(pool_output_size(shape[1 + i], *pad[i], k[i], s[i], mode == CEIL)
+                    for i in range(S))
+        return k, s, pad, out
 
     @classmethod
     def infer(cls, inputs: list[TensorSpec], params,
               declared_outputs=None) -> list[TensorSpec]:
+        op, S = cls.op_type, cls.nsp
         x = inputs[0]
-        check_rank(cls.op_type, 0, x, (4,))
-        check_float_inputs(cls.op_type, inputs)
-        k, _, pad, (oh, ow) = cls.geometry(x.shape, params)
-        if oh < 1 or ow < 1:
-            raise OpCheckError(f"QNNEMU-{cls.op_type}-output-size", "inputTensors[0].dimensions",
-                               f"padded input {x.shape[1]}+{sum(pad[0])} x "
-                               f"{x.shape[2]}+{sum(pad[1])} is smaller than the filter "
-                               f"{k[0]} x {k[1]}")
-        return [same_spec(x, shape=(x.shape[0], oh, ow, x.shape[3]))]
+        check_rank(op, 0, x, (S + 2,))
+        check_real(op, 0, x)
+        k, _, pad, out = cls.geometry(x.shape, params)
+        if min(out) < 1:
+            sp = " x ".join(f"{s}+{a + b}" for s, (a, b) in zip(x.shape[1:-1], pad))
+            raise OpCheckError(f"QNNEMU-{op}-output-size", "inputTensors[0].dimensions",
+                               f"padded input {sp} is smaller than the filter "
+                               f"{' x '.join(map(str, k))}")
+        return [same_spec(x, shape=(x.shape[0],) + out + (x.shape[-1],))]
 
-    @staticmethod
-    def _windows(a, k, s, pad, out_hw, fill):
-        """[n, oh, ow, c, kh, kw] windows of ``a`` padded with ``fill``; the CEIL overhang
-        beyond the explicit padding is filled the same way."""
-        oh, ow = out_hw
-        extra_h = max(0, (oh - 1) * s[0] + k[0] - (a.shape[1] + sum(pad[0])))
-        extra_w = max(0, (ow - 1) * s[1] + k[1] - (a.shape[2] + sum(pad[1])))
-        ap = np.pad(a, ((0, 0), (pad[0][0], pad[0][1] + extra_h),
-                        (pad[1][0], pad[1][1] + extra_w), (0, 0)), constant_values=fill)
-        win = sliding_window_view(ap, k, axis=(1, 2))
-        return win[:, ::s[0], ::s[1]][:, :oh, :ow]
-
-
-class PoolMax2d(_Pool2d):
-    def _run(self, x, filter_size, stride, pad_amount, rounding_mode):
-        k, s, pad, out_hw = self.geometry(x.shape, dict(
-            filter_size=filter_size, stride=stride, pad_amount=pad_amount,
-            rounding_mode=rounding_mode))
-        # Padded cells hold 0 and take part in the max: what the HTP backend computes
-        # (tests/test_differential.py PoolMax2d_3x3_s1_pad1 against the vendor's backend).
-        return self._windows(x, k, s, pad, out_hw, 0.0).max(axis=(4, 5))
-
-
-class PoolAvg2d(_Pool2d):
-    params = {**_Pool2d.params,
-              "count_pad_for_edges": ParamSpec("scalar", ("bool",), default=False)}
+    def __init__(self, params, inputs=None, outputs=None):
+        super().__init__(params, inputs, outputs)
+        self._geom = None
+        if self.input_specs:
+            try:
+                self._geom = self.geometry(self.input_specs[0].shape, params)
+            except OpCheckError:
+                pass
 
     def _run(self, x, filter_size, stride, pad_amount, rounding_mode,
              count_pad_for_edges=False):
-        k, s, pad, out_hw = self.geometry(x.shape, dict(
+        k, s, pad, out = self._geom or self.geometry(x.shape, dict(
             filter_size=filter_size, stride=stride, pad_amount=pad_amount,
             rounding_mode=rounding_mode))
         dtype = x.dtype
-        xc = to_compute(x)
-        total = self._windows(xc, k, s, pad, out_hw, 0.0).sum(axis=(4, 5), dtype=np.float64)
-        # Divisor per output position: 1s on counted cells, summed over each window.
-        mask = np.ones((1, x.shape[1], x.shape[2], 1), np.float64)
-        if count_pad_for_edges:
-            mask = np.pad(mask, ((0, 0), pad[0], pad[1], (0, 0)), constant_values=1.0)
-            count = self._windows(mask, k, s, ((0, 0), (0, 0)), out_hw, 0.0)
+        xc = to_compute(x).astype(np.float32, copy=False)
+        if _fast.fast():
+            if self.nsp == 2 and _fast.enabled():
+                y = _fast.pool2d(self.kind, xc, k, s, pad, out, count_pad_for_edges)
+            else:
+                y = pool_separable(self.kind, xc, k, s, pad, out, count_pad_for_edges)
         else:
-            count = self._windows(mask, k, s, pad, out_hw, 0.0)
-        count = count.sum(axis=(4, 5))
-        return from_compute((total / count).astype(np.float32), dtype)
+            y = pool_reference(self.kind, xc, k, s, pad, out, count_pad_for_edges)
+        return from_compute(y, dtype)
 
 
-__all__ = ["PoolMax2d", "PoolAvg2d", "pool_output_size"]
+def _overhang(shape, k, s, pad, out):
+    """Extra cells needed after the explicit padding for the CEIL mode's last windows."""
+    return tuple(max(0, (o - 1) * st + kk - (n + p0 + p1))
+                 for n, kk, st, (p0, p1), o in zip(shape, k, s, pad, out))
+
+
+def _counts(shape, k, s, pad, out, count_pad: bool) -> np.ndarray:
+    """Average pooling divisors, [*out, 1]: a product of per-axis counts (windows are boxes)."""
+    total = np.ones((1,) * len(out))
+    for i, (n, kk, st, (p0, p1), o) in enumerate(zip(shape, k, s, pad, out)):
+        start = np.arange(o) * st - p0
+        lo, hi = (-p0, n + p1) if count_pad else (0, n)
+        c = np.minimum(start + kk, hi) - np.maximum(start, lo)
+        total = total * c.reshape((1,) * i + (o,) + (1,) * (len(out) - i - 1))
+    return total[..., None]
+
+
+def pool_reference(kind: str, x: np.ndarray, k, s, pad, out, count_pad=False) -> np.ndarray:
+    """numpy pooling: reduces the [.., *k] sliding windows of the zero-padded input."""
+    S = len(k)
+    extra = _overhang(x.shape[1:-1], k, s, pad, out)
+    xp = np.pad(x, ((0, 0),) + tuple((p0, p1 + e) for (p0, p1), e in zip(pad, extra)) +
+                ((0, 0),))
+    win = sliding_window_view(xp, k, axis=tuple(range(1, S + 1)))
+    win = win[(slice(None),) + tuple(slice(None, o * st, st) for o, st in zip(out, s))]
+    axes = tuple(range(S + 2, 2 * S + 2))
+    if kind == "max":
+        return win.max(axis=axes)
+    total = win.sum(axis=axes, dtype=np.float64)
+    return (total / _counts(x.shape[1:-1], k, s, pad, out, count_pad)).astype(np.float32)
+
+
+def pool_separable(kind: str, x: np.ndarray, k, s, pad, out, count_pad=False) -> np.ndarray:
+    """numpy pooling, one axis at a time (max and sum of a box are separable): per axis, a
+    max/sum over the filter's taps of strided views (sums in float64)."""
+    S = len(k)
+    extra = _overhang(x.shape[1:-1], k, s, pad, out)
+    y = x
+    if any(p0 or p1 or e for (p0, p1), e in zip(pad, extra)):
+        y = np.pad(x, ((0, 0),) + tuple((p0, p1 + e) for (p0, p1), e in zip(pad, extra)) +
+                   ((0, 0),))
+    for i in range(S):
+        ax = 1 + i
+
+        def tap(t, ax=ax, i=i):
+            sl = [slice(None)] * y.ndim
+            sl[ax] = slice(t, t + (out[i] - 1) * s[i] + 1, s[i])
+            return y[tuple(sl)]
+        # Average pooling sums in float64 (global pooling adds thousands of values).
+        acc = tap(0).astype(np.float64 if kind == "avg" else y.dtype)
+        op = np.maximum if kind == "max" else np.add
+        for t in range(1, k[i]):
+            op(acc, tap(t), out=acc)
+        y = acc
+    if kind == "max":
+        return y
+    return (y / _counts(x.shape[1:-1], k, s, pad, out, count_pad)).astype(np.float32)
+
+
+def _pool_params(S: int, avg: bool) -> dict[str, ParamSpec]:
+    p = {
+        "filter_size": ParamSpec("tensor", ("uint",), shape=(S,), required=True),
+        "stride": ParamSpec("tensor", ("uint",), shape=(S,), required=True),
+        "pad_amount": ParamSpec("tensor", ("uint",), shape=(S, 2),
+                                default=lambda: np.zeros((S, 2), np.uint32)),
+        "rounding_mode": ParamSpec("scalar", ("uint",), default=FLOOR),
+    }
+    if avg:
+        p["count_pad_for_edges"] = ParamSpec("scalar", ("bool",), default=False)
+    return p
+
+
+class PoolMax2d(_Pool):
+    params = _pool_params(2, False)
+
+
+class PoolAvg2d(_Pool):
+    kind = "avg"
+    params = _pool_params(2, True)
+
+
+class PoolMax3d(_Pool):
+    nsp = 3
+    params = _pool_params(3, False)
+
+
+class PoolAvg3d(_Pool):
+    nsp = 3
+    kind = "avg"
+    params = _pool_params(3, True)
+
+
+__all__ = ["PoolMax2d", "PoolAvg2d", "PoolMax3d", "PoolAvg3d", "pool_output_size",
+           "pool_reference", "pool_separable"]
