@@ -528,7 +528,8 @@ def _(e):
 
 case("QNNEMU-graphAddNode-input-order", Q.QNN_GRAPH_ERROR_INVALID_TENSOR, A, "opConfig.v1.inputTensors[0].v2.id")(
     lambda e: e.add_node(_relu_op(e, inputs=[e.tensor("n", type_=Q.QNN_TENSOR_TYPE_NATIVE)])))
-case("QNNEMU-graphAddNode-input-type", Q.QNN_GRAPH_ERROR_INVALID_TENSOR, A, "opConfig.v1.inputTensors[0].v2.type")(
+case("QNNEMU-graphAddNode-input-order", Q.QNN_GRAPH_ERROR_INVALID_TENSOR, A, "opConfig.v1.inputTensors[0].v2.id",
+     id="QNNEMU-graphAddNode-input-order-app-read")(
     lambda e: e.add_node(_relu_op(e, inputs=[e.tensor("o", type_=Q.QNN_TENSOR_TYPE_APP_READ)])))
 case("QNNEMU-graphAddNode-output-type", Q.QNN_GRAPH_ERROR_INVALID_TENSOR, A, "opConfig.v1.outputTensors[0].v2.type")(
     lambda e: e.add_node(_relu_op(e, outputs=[e.tensor("w")])))  # an APP_WRITE output

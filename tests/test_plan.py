@@ -157,3 +157,19 @@ def test_fixed_point_output_from_float_op(backend):
     got = _run(backend, build)["y"].astype(np.int64)
     want = np.clip(np.rint(np.maximum(x, 0) * 255), 0, 255)
     assert np.array_equal(got, want), "Relu(float) quantized to uint8 at the op boundary"
+
+
+def test_graph_output_may_feed_a_later_node(backend):
+    """An APP_READ tensor is a graph output and may also be the input of later nodes (ONNX
+    Runtime emits this when a model output is consumed again; the vendor accepts it)."""
+    x = np.array([[-1.0, 2.0, -3.0, 4.0]], np.float32)
+
+    def build(g):
+        a = g.input("a", x.shape)
+        r = g.node("Relu", [a], [("r", x.shape, np.float32)], app_read=True)
+        g.node("ElementWiseAdd", [r, a], [("s", x.shape, np.float32)], app_read=True)
+        return {"a": x}
+
+    out = _run(backend, build)
+    assert np.array_equal(out["r"], np.maximum(x, 0)), "the intermediate graph output is returned"
+    assert np.array_equal(out["s"], np.maximum(x, 0) + x), "and consumed by the next node"

@@ -286,14 +286,12 @@ class Graph:
                 inputs.append(None)  # an absent optional input (checked by check_op)
                 continue
             t = self._resolve(cfg.inputs[i], func, path)
-            if t.type == Q.QNN_TENSOR_TYPE_NATIVE and t.producer is None:
+            if t.type in (Q.QNN_TENSOR_TYPE_NATIVE, Q.QNN_TENSOR_TYPE_APP_READ) and t.producer is None:
+                # An APP_READ graph output may also feed later nodes (the vendor's backend
+                # accepts it; ONNX Runtime emits it when an output is also consumed).
                 raise _bad(func, "QNNEMU-graphAddNode-input-order", f"{path}.v{cfg.inputs[i].version}.id",
-                           f"NATIVE tensor '{t.name}' has no producer yet; nodes must be added in "
-                           f"dependency order", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
-            if t.type == Q.QNN_TENSOR_TYPE_APP_READ:
-                raise _bad(func, "QNNEMU-graphAddNode-input-type", f"{path}.v{cfg.inputs[i].version}.type",
-                           f"APP_READ tensor '{t.name}' is a graph output and cannot feed a node; "
-                           f"use APP_READWRITE", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+                           f"{type_name(t.type)} tensor '{t.name}' has no producer yet; nodes must be added "
+                           f"in dependency order", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
             inputs.append(t)
         outputs: list[Tensor] = []
         for i, d in enumerate(cfg.outputs):
