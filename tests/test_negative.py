@@ -402,6 +402,8 @@ case("QNNEMU-tensor-quant-scale", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "t
      id="QNNEMU-tensor-quant-scale-axis")(lambda e: e.create_tensor(_axis_tensor(0, [0.5, -1.0])))
 case("QNNEMU-tensor-quant-axis", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v2.quantizeParams")(
     lambda e: e.create_tensor(_axis_tensor(5, [0.5, 0.5])))
+case("QNNEMU-tensor-quant-axis-count", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v2.quantizeParams")(
+    lambda e: e.create_tensor(_axis_tensor(1, [0.5, 0.5])))
 case("QNNEMU-tensor-quant-axis-values", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v2.quantizeParams")(
     lambda e: e.create_tensor(_axis_tensor(0, [])))
 def _blockwise_tensor(blocks: int, with_scales: bool = True):
@@ -704,15 +706,17 @@ def test_every_core_and_abi_rule_has_a_case():
     for sub in ("core", "abi"):
         for path in (root / sub).glob("*.py"):
             found |= set(re.findall(r'"(QNNEMU-[A-Za-z0-9_-]+)"', path.read_text()))
-    from qnnemu.core import mem
-    # memRegister/graphExecute memory-handle rules have their negative cases in test_mem.py,
-    # which checks that each of mem.RULES is covered there.
     import test_profile
     import test_system_lib
+    from qnnemu.core import mem
+    # Rules whose negative cases live in their feature's test file: memory handles (test_mem.py
+    # checks each of mem.RULES), profiling and the System library (their RULE_CASES tables), and
+    # context binaries (asserted by name in test_context_binary.py).
+    binary_tests = (pathlib.Path(__file__).parent / "test_context_binary.py").read_text()
     covered = ({p.values[0].rule for p in CASES} | CORE_LEVEL_RULES | set(mem.RULES)
-               | {c[0] if isinstance(c, tuple) else c for c in test_profile.RULE_CASES}
-               | {c[0] if isinstance(c, tuple) else c for c in test_system_lib.RULE_CASES}
-               | set(test_system_lib.CORE_LEVEL_RULES))
+               | set(test_profile.RULE_CASES) | set(test_system_lib.RULE_CASES)
+               | set(test_system_lib.CORE_LEVEL_RULES)
+               | set(re.findall(r'"(QNNEMU-binary-[a-z0-9-]+)"', binary_tests)))
     assert found - covered == set(), f"rule ids without a negative test: {sorted(found - covered)}"
 
 

@@ -173,3 +173,19 @@ def test_graph_output_may_feed_a_later_node(backend):
     out = _run(backend, build)
     assert np.array_equal(out["r"], np.maximum(x, 0)), "the intermediate graph output is returned"
     assert np.array_equal(out["s"], np.maximum(x, 0) + x), "and consumed by the next node"
+
+
+def test_htp_graph_config_union_with_non_boolean_bytes(backend):
+    """QnnHtpGraph_CustomConfig_t is a union: VTCM_SIZE = 4 puts a 4 where bool members also
+    live; graphCreate must record it, not fail (found by the context-binary work)."""
+    from qnnemu.client import htp_graph_config
+    ctx = backend.context()
+    try:
+        g = ctx.graph("vtcm", configs=[htp_graph_config("VTCM_SIZE", vtcmSizeInMB=4)])
+        x = g.input("x", (1, 4))
+        g.node("Relu", [x], [("y", (1, 4), np.float32)], app_read=True)
+        g.finalize()
+        out = g.execute({"x": np.array([[-1, 0, 1, 2]], np.float32)})["y"]
+    finally:
+        ctx.free()
+    assert out.tolist() == [[0, 0, 1, 2]], "graph created with VTCM_SIZE=4 runs"

@@ -439,7 +439,15 @@ def _to_python(value):
         return value
     tp = ffi.typeof(value)
     if tp.kind in ("struct", "union"):
-        return {name: _to_python(getattr(value, name)) for name, _ in tp.fields}
+        out = {}
+        for name, _ in tp.fields:
+            try:
+                out[name] = _to_python(getattr(value, name))
+            except ValueError:
+                # A union's bool member overlaying another member's bytes (e.g. vtcmSizeInMB = 4
+                # read as a bool): cffi refuses bytes other than 0/1; keep the raw byte.
+                out[name] = int(ffi.cast("uint8_t *", ffi.addressof(value, name))[0])
+        return out
     if tp.kind == "array":
         return [_to_python(v) for v in value]
     if tp.kind in ("pointer", "function"):

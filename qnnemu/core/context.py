@@ -26,6 +26,11 @@ class Context:
         self.lock = threading.Lock()
         self.mem_handles: dict[int, object] = {}  # memRegister handle -> core.mem.MemRegistration
 
+    def reserve_ids(self, next_id: int) -> None:
+        """Tensor ids continue from ``next_id`` (a context loaded from a binary keeps its ids)."""
+        with self.lock:
+            self._ids = itertools.count(next_id)
+
     def next_tensor_id(self) -> int:
         with self.lock:
             return next(self._ids)

@@ -57,6 +57,9 @@ class Node:
     outputs: list[int]
     input_specs: list[TensorSpec] = field(default_factory=list)
     output_specs: list[TensorSpec] = field(default_factory=list)
+    # As the app passed them (for context binaries): params with their QNN data types, package.
+    raw_params: dict[str, Param] = field(default_factory=dict)
+    package: str = ops.PACKAGE_NAME
 
 
 def _where(func: str, path: str) -> str:
@@ -310,7 +313,8 @@ class Graph:
         in_specs = [t.spec() if t is not None else None for t in inputs]
         cls, parsed, outs = check_op(cfg, in_specs, params, [t.spec() for t in outputs], func, code)
         node = Node(cfg.name, cls.op_type, cls, parsed, [t.id if t is not None else None for t in inputs],
-                    [t.id for t in outputs], in_specs, [t.spec() for t in outputs])
+                    [t.id for t in outputs], in_specs, [t.spec() for t in outputs], params,
+                    cfg.package or ops.PACKAGE_NAME)
         for t in inputs:
             if t is not None:
                 t.consumers.append(node.name)

@@ -127,6 +127,10 @@ def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, dims: t
         if not np.all(np.isfinite(q.scales)) or np.any(q.scales <= 0):
             raise _fail(code, "QNNEMU-tensor-quant-scale", func, f"{path}.quantizeParams",
                         "per-axis scales must be positive finite numbers")
+        if rank and len(q.scales) != dims[q.axis]:
+            raise _fail(code, "QNNEMU-tensor-quant-axis-count", func, f"{path}.quantizeParams",
+                        f"{len(q.scales)} scale/offset pairs for axis {q.axis} of dimension {dims[q.axis]} "
+                        f"(dimensions {list(dims)}): one pair per index is needed")
         return QuantSpec(enc, q.scales, q.offsets, q.axis, q.bitwidth or None)
     if enc == Q.QNN_QUANTIZATION_ENCODING_BLOCKWISE_EXPANSION:
         qp = f"{path}.quantizeParams.blockwiseExpansion"
