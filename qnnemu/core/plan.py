@@ -21,6 +21,16 @@ computes internally in float32.  Graph outputs are the float16-rounded values as
 Requantization rounding differs between HTP ops; ``ROUNDING_BY_OP`` records what the
 vendor's backend was seen to do (tests/test_quant_vendor.py checks it), everything else rounds
 half to even.
+
+Where the HTP computes in fixed point in a way the float path does not reproduce, the step runs
+on the integer codes instead (docs/numerics.md, "Fixed point"):
+
+- ``IntegerAccumulation`` (``INTEGER_ACCUMULATION_OPS``: Conv2d, DepthWiseConv2d,
+  FullyConnected, MatMul with 8/16-bit activations and 8-bit weights): the exact integer
+  accumulator, requantized by ``quant.AccRequant`` (int8 weight storage, 11-significant-bit
+  multiplier, the HTP's shifts and zero-point terms);
+- ``IntegerAdd`` (``INTEGER_ELEMENTWISE_OPS``: ElementWiseAdd, all 8-bit or all 16-bit):
+  fixed-point multipliers per input.
 """
 from __future__ import annotations
 
@@ -32,7 +42,8 @@ import numpy as np
 
 from ..headers import Q
 from . import dtypes
-from .quant import Dequantizer, code_range, round_half_away, same_encoding
+from .quant import (AccRequant, Dequantizer, code_range, htp_int8_operand, htp_int8_weights,
+                    round_half_away, same_encoding)
 
 FLOAT32 = Q.QNN_DATATYPE_FLOAT_32
 FLOAT16 = Q.QNN_DATATYPE_FLOAT_16
@@ -40,7 +51,9 @@ FLOAT16 = Q.QNN_DATATYPE_FLOAT_16
 # op type -> rounding of its requantized outputs, as observed on the vendor's libQnnHtp.so
 # (values at exact half-LSB ties; see tests/test_quant_vendor.py).
 ROUNDING_BY_OP = {
-    "Quantize": "half_away_from_zero",
+    # float -> 8-bit codes: x * (1 / scale) is rounded to float16 first, then half away from
+    # zero (16-bit codes: no float16 step); docs/numerics.md "Quantize".
+    "Quantize": "fp16_half_away_from_zero",
     "ElementWiseAdd": "half_up",
     "ElementWiseMultiply": "half_up",
 }
@@ -50,6 +63,9 @@ _ROUND: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "half_even": np.rint,
     "half_up": lambda y: np.floor(y + np.float32(0.5)),
     "half_away_from_zero": round_half_away,
+    # the scaled value as float16 (round to nearest even, saturating), then half away from zero
+    "fp16_half_away_from_zero": lambda y: round_half_away(
+        np.clip(y, -65504.0, 65504.0).astype(np.float16).astype(np.float32)),
 }
 
 
@@ -63,6 +79,8 @@ class Requantize:
     __slots__ = ("spec", "dtype", "round", "lo", "hi", "inv", "offset", "np_dtype", "mode")
 
     def __init__(self, spec, dtype: int, mode: str):
+        if mode == "fp16_half_away_from_zero" and dtypes.itemsize(dtype) != 1:
+            mode = "half_away_from_zero"   # the float16 step is for 8-bit codes only
         self.spec, self.dtype, self.mode = spec, dtype, mode
         self.round = _ROUND[mode]
         self.lo, self.hi = code_range(dtype, spec.bitwidth)
@@ -86,8 +104,228 @@ class Requantize:
         return y.astype(self.np_dtype)
 
 
+# -- accumulating ops in integers ---------------------------------------------------------------
+
+# Quantized ops whose requantization follows the HTP's integer pipeline (AccRequant) instead
+# of float dequantize -> op -> requantize; see docs/numerics.md "Accumulating ops".  Remove an
+# entry to get the float path back for that op.
+INTEGER_ACCUMULATION_OPS = {"Conv2d", "DepthWiseConv2d", "FullyConnected", "MatMul"}
+# Elementwise ops computed in the HTP's fixed point (IntegerAdd) when inputs and output are all
+# 8-bit or all 16-bit fixed point.
+INTEGER_ELEMENTWISE_OPS = {"ElementWiseAdd"}
+_EIGHT_BIT = {Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8}
+_SIXTEEN_BIT = {Q.QNN_DATATYPE_UFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_16}
+_INT32 = {Q.QNN_DATATYPE_SFIXED_POINT_32, Q.QNN_DATATYPE_UFIXED_POINT_32}
+_EXACT = float(1 << 24)   # float32 sums of integers are exact below this
+
+
+def _per_tensor(q) -> bool:
+    return q is not None and q.axis is None and q.block_scales is None
+
+
+class IntegerAccumulation:
+    """A quantized Conv2d / DepthWiseConv2d / FullyConnected / MatMul run on integer codes.
+
+    The wrapped op computes the exact accumulator sum((x_code + x_offset) * w) from
+    integer-valued float32 operands (split into base-2**d digits of the input when a single
+    float32 pass could exceed 2**24), and AccRequant turns it into output codes as the HTP does.
+    Static 8-bit weights are stored the HTP's way first (htp_int8_weights)."""
+
+    def __init__(self, node, impl, ins, out, channel_axis: int, fine: bool = False):
+        self.impl = impl
+        x, w = ins[0], ins[1]
+        self.x_offset = float(x.quant.offset)
+        self.wide = x.dtype in _SIXTEEN_BIT
+        self.w_static = w.type == Q.QNN_TENSOR_TYPE_STATIC
+        self.transpose_in1 = bool(node.params.get("transpose_in1", False))
+        wq = w.quant
+        rank = len(w.dims)
+        if self.w_static:
+            off = np.asarray(wq.offset, dtype=np.float64)
+            if wq.axis is not None:
+                shape = [1] * rank
+                shape[wq.axis] = -1
+                off = off.reshape(shape)
+            w_int = np.asarray(w.data, dtype=np.float64) + off
+            if fine:   # the strided depthwise kernels take the weights as they are
+                factor = np.ones(w_int.shape[channel_axis])
+            else:
+                w_int, factor = htp_int8_weights(w_int, channel_axis)
+            self.w_int = w_int.astype(np.float32)
+            # the largest sum of |w| over one channel's reduction: bounds every partial sum
+            self.wl1 = float(np.abs(np.moveaxis(w_int, channel_axis, -1)).reshape(
+                -1, w_int.shape[channel_axis]).sum(axis=0).max()) if w_int.size else 0.0
+            self.wsum = np.moveaxis(w_int, channel_axis, -1).reshape(
+                -1, w_int.shape[channel_axis]).sum(axis=0)
+        else:
+            factor = np.ones(1)
+            self.w_offset = float(wq.offset)
+        ws = wq.scale if wq.axis is None else np.asarray(wq.scale)
+        nch = len(factor)
+        ws = np.broadcast_to(np.asarray(ws, dtype=np.float64), (nch,))
+        bias = None
+        if len(ins) > 2 and ins[2] is not None:
+            b = ins[2]
+            bq = b.quant
+            bscale = np.broadcast_to(np.asarray(bq.scale, dtype=np.float64), (nch,))
+            boff = np.broadcast_to(np.asarray(bq.offset, dtype=np.float64), (nch,))
+            unit = np.float64(np.float32(x.quant.scale)) * ws.astype(np.float32).astype(np.float64) * factor
+            if b.type == Q.QNN_TENSOR_TYPE_STATIC:
+                bias = (np.asarray(b.data, dtype=np.float64) + boff) * bscale / unit
+                # integer codes in units of xs * ws stay exact integers
+                same = np.float32(bscale) == (np.float32(x.quant.scale) * ws.astype(np.float32))
+                bias = np.where(same & (factor == 1.0),
+                                np.asarray(b.data, dtype=np.float64) + boff, bias)
+        lo, hi = code_range(out.dtype, out.quant.bitwidth)
+        self.requant_args = (x.quant.scale, x.quant.offset, ws, out.quant.scale, out.quant.offset,
+                             self.wide, lo, hi)
+        self.requant = AccRequant(x.quant.scale, x.quant.offset, ws, factor, out.quant.scale,
+                                  out.quant.offset, bias, self.wide, lo, hi, fine)
+        self.np_dtype = dtypes.numpy_dtype(out.dtype)
+
+    def _acc(self, x_int: np.ndarray, w: np.ndarray, wl1: float) -> np.ndarray:
+        """sum(x_int * w) exactly (float64), with float32 op passes: |partial sums| stay below
+        max|x| * ``wl1`` (the largest per-channel sum of |w|), kept under 2**24 per pass."""
+        run = self.impl.run
+        xmax = float(np.abs(x_int).max()) if x_int.size else 0.0
+        bound = max(wl1, 1.0)
+        if xmax * bound < _EXACT:
+            return run(x_int.astype(np.float32), w)[0].astype(np.float64)
+        digit_bits = max(int(np.floor(np.log2((_EXACT - 1) / bound))), 1)
+        base = float(1 << digit_bits)
+        acc = None
+        rest = x_int
+        weight = 1.0
+        while True:
+            if float(np.abs(rest).max()) * bound < _EXACT:
+                part = run(rest.astype(np.float32), w)[0].astype(np.float64)
+                acc = part * weight if acc is None else acc + part * weight
+                return acc
+            low = np.mod(rest, base)
+            part = run(low.astype(np.float32), w)[0].astype(np.float64)
+            acc = part * weight if acc is None else acc + part * weight
+            rest = (rest - low) / base
+            weight *= base
+
+    def run(self, x, w, b=None):
+        x_int = np.asarray(x, dtype=np.float64) + self.x_offset
+        if self.w_static:
+            w_f, wl1, wsum = self.w_int, self.wl1, self.wsum
+            requant = self.requant
+        else:
+            # a dynamic in1: columns outside int8 are requantized now (htp_int8_operand)
+            k_axis = -1 if self.transpose_in1 else -2
+            w_int, factor = htp_int8_operand(np.asarray(w, dtype=np.float64) + self.w_offset, k_axis)
+            w_f = w_int.astype(np.float32)
+            wl1 = float(np.abs(w_int).sum(axis=k_axis).max()) if w_int.size else 0.0
+            wsum = np.expand_dims(w_int.sum(axis=k_axis), -2)
+            factor = np.expand_dims(np.squeeze(factor, axis=k_axis), -2)   # [..., 1, n]
+            requant = self.requant if np.all(factor == 1.0) else self._dynamic_requant(factor)
+        acc = self._acc(x_int, w_f, wl1)
+        return (requant(acc, wsum).astype(self.np_dtype),)
+
+    def _dynamic_requant(self, factor):
+        xs, xo, ws, ys, yo, wide, lo, hi = self.requant_args
+        ws = np.broadcast_to(np.asarray(ws, dtype=np.float64).reshape(-1)[0], factor.shape)
+        return AccRequant(xs, xo, ws, factor, ys, yo, None, wide, lo, hi)
+
+
+def _integer_accumulation(node, impl, ins, outs):
+    """An IntegerAccumulation for a node the HTP requantizes in integers, else None."""
+    if node.op_type not in INTEGER_ACCUMULATION_OPS or len(outs) != 1 or len(ins) < 2:
+        return None
+    x, w, out = ins[0], ins[1], outs[0]
+    if x is None or w is None:
+        return None
+    if not (x.dtype in _EIGHT_BIT | _SIXTEEN_BIT and _per_tensor(x.quant)
+            and out.dtype in _EIGHT_BIT | _SIXTEEN_BIT and _per_tensor(out.quant)
+            and w.dtype in _EIGHT_BIT and w.quant is not None and w.quant.block_scales is None):
+        return None
+    rank = len(w.dims)
+    fine = False
+    if node.op_type in ("Conv2d", "DepthWiseConv2d"):
+        if rank != 4:
+            return None
+        # strided depthwise: a finer multiplier and no shift (AccRequant ``fine``)
+        fine = node.op_type == "DepthWiseConv2d" and any(
+            int(v) != 1 for v in np.ravel(node.params.get("stride", 1)))
+        channel_axis = 3
+    elif node.op_type == "FullyConnected":
+        channel_axis = 0
+    else:
+        t1 = bool(node.params.get("transpose_in1", False))
+        channel_axis = rank - 2 if t1 else rank - 1
+        if w.type != Q.QNN_TENSOR_TYPE_STATIC and not _per_tensor(w.quant):
+            return None
+    if w.quant.axis is not None and w.quant.axis != channel_axis:
+        return None
+    if len(ins) > 2 and ins[2] is not None:
+        b = ins[2]
+        if b.type != Q.QNN_TENSOR_TYPE_STATIC or b.dtype not in _INT32 or b.quant is None \
+                or b.quant.block_scales is not None:
+            return None
+    return IntegerAccumulation(node, impl, ins, out, channel_axis, fine)
+
+
+class IntegerAdd:
+    """ElementWiseAdd of two fixed-point inputs the way the HTP computes it (docs/numerics.md,
+    "ElementWiseAdd"): each input's codes times a fixed-point multiplier M = input scale /
+    output scale, summed and rounded half up.
+
+    - 16-bit: both multipliers are int16 sharing one shift ``k`` (the largest keeping them below
+      2**15); y = floor((m_a * (a + a_off) + m_b * (b + b_off)) / 2**k + 0.5) - y_off.
+    - 8-bit: each multiplier has 13 fractional bits (fewer from 2 up: at most 14 significant
+      bits); the constant -y_off + m_a * a_off + m_b * b_off is rounded to 1/32;
+      y = floor(m_a * a + m_b * b + constant + 0.5)."""
+
+    def __init__(self, ins, out):
+        f32 = np.float32
+        ys = f32(out.quant.scale)
+        ms = [float(f32(t.quant.scale) / ys) for t in ins]
+        offs = [float(t.quant.offset) for t in ins]
+        y_off = float(out.quant.offset)
+        self.wide = out.dtype in _SIXTEEN_BIT
+        if self.wide:
+            top = max(ms)
+            k = 0
+            while top * 2.0 ** (k + 1) < 32767.5:
+                k += 1
+            while k > -30 and top * 2.0 ** k >= 32767.5:
+                k -= 1
+            self.mult = [float(np.rint(m * 2.0 ** k)) / 2.0 ** k for m in ms]
+            self.const = -y_off + sum(m * o for m, o in zip(self.mult, offs))
+        else:
+            self.mult = []
+            for m in ms:
+                _, e = np.frexp(m)                      # m in [2**(e-1), 2**e)
+                frac = min(13, 14 - int(e))
+                self.mult.append(float(np.rint(m * 2.0 ** frac)) / 2.0 ** frac)
+            exact = -y_off + sum(m * o for m, o in zip(self.mult, offs))
+            self.const = float(np.rint(exact * 32.0)) / 32.0
+        self.lo, self.hi = code_range(out.dtype, out.quant.bitwidth)
+        self.np_dtype = dtypes.numpy_dtype(out.dtype)
+
+    def run(self, a, b):
+        acc = np.asarray(a, dtype=np.float64) * self.mult[0]
+        acc = acc + np.asarray(b, dtype=np.float64) * self.mult[1]
+        y = np.floor(acc + (self.const + 0.5))
+        return (np.clip(y, self.lo, self.hi).astype(self.np_dtype),)
+
+
+def _integer_add(node, ins, outs):
+    if node.op_type != "ElementWiseAdd" or "ElementWiseAdd" not in INTEGER_ELEMENTWISE_OPS:
+        return None
+    if len(ins) != 2 or len(outs) != 1 or any(t is None for t in ins):
+        return None
+    for bits in (_EIGHT_BIT, _SIXTEEN_BIT):
+        if all(t.dtype in bits and _per_tensor(t.quant) for t in ins + outs):
+            return IntegerAdd(ins, outs[0])
+    return None
+
+
 def _fp16_round(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.float16).astype(np.float32)
+    with np.errstate(over="ignore"):  # overflow to inf is the float16 result
+        return x.astype(np.float16).astype(np.float32)
 
 
 @dataclass
@@ -164,6 +402,11 @@ def compile_plan(graph, precision_fp16: bool = False) -> Plan:
         ins = [graph.tensor(i) if i is not None else None for i in node.inputs]
         outs = [graph.tensor(i) for i in node.outputs]
         raw = cls.handles_quant
+        params_impl = cls(node.params, node.input_specs, node.output_specs)
+        accumulate = None if raw else (_integer_accumulation(node, params_impl, ins, outs)
+                                       or _integer_add(node, ins, outs))
+        if accumulate is not None:
+            raw, params_impl = True, accumulate
         if not raw and cls.quant_passthrough:
             encodings = [(t.dtype, t.quant) for t in ins + outs if t is not None and t.dtype in fixed]
             if encodings and all(d == encodings[0][0] and same_encoding(q, encodings[0][1])
@@ -194,7 +437,6 @@ def compile_plan(graph, precision_fp16: bool = False) -> Plan:
                 in_conv.append(Dequantizer(t.quant))
             else:
                 in_conv.append(None)
-        params_impl = cls(node.params, node.input_specs, node.output_specs)
         out_conv: list[Callable | None] = []
         writes: list[int] = []
         mode = rounding_for(node.op_type)
@@ -229,4 +471,5 @@ def _cast_to(dtype: int):
 
 
 __all__ = ["Plan", "Step", "compile_plan", "ROUNDING_BY_OP", "DEFAULT_ROUNDING", "rounding_for",
-           "Requantize"]
+           "Requantize", "INTEGER_ACCUMULATION_OPS", "INTEGER_ELEMENTWISE_OPS",
+           "IntegerAccumulation", "IntegerAdd"]

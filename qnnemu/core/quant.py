@@ -160,5 +160,119 @@ def same_encoding(a: QuantSpec | None, b: QuantSpec | None) -> bool:
             and (a.block_scales is None or np.array_equal(a.block_scales, b.block_scales)))
 
 
+# -- the HTP's integer requantization of accumulating ops ------------------------------------
+#
+# What the vendor's libQnnHtp.so computes for quantized Conv2d / DepthWiseConv2d (stride 1) /
+# FullyConnected / MatMul (docs/numerics.md, "Accumulating ops"; tests/test_quant_vendor.py pins
+# it).  ``acc`` below is the exact integer sum of (x_code + x_offset) * w over the reduction
+# (padding contributes 0, i.e. the input's zero point), ``wsum`` the sum of a channel's weights.
+
+def round_significant(m, bits: int = 11):
+    """``m`` rounded to ``bits`` significant bits (round to nearest even), any exponent: the
+    precision of the HTP's requantization multiplier (a float16 mantissa without its exponent
+    limits)."""
+    mant, exp = np.frexp(np.asarray(m, dtype=np.float64))
+    return np.ldexp(np.rint(mant * (1 << bits)) / (1 << bits), exp)
+
+
+def _int8_requant(w: np.ndarray, hi: np.ndarray, lo: np.ndarray):
+    """The per-channel requantization of :func:`htp_int8_weights`, ``hi``/``lo`` broadcastable
+    channel maxima/minima.  Returns (weights, factor broadcastable like ``hi``)."""
+    over = (hi > 127) | (lo < -128)
+    if not np.any(over):
+        return w, np.ones_like(hi, dtype=np.float64)
+    f = np.maximum(hi / 127.0, -lo / 128.0)
+    fq = np.rint(f * 2048.0) / 2048.0
+    recip = np.rint(65536.0 / fq)
+    scaled = w * recip / 65536.0
+    requant = np.trunc(scaled + np.copysign(0.5, scaled))
+    return np.where(over, requant, w), np.where(over, fq, 1.0)
+
+
+def htp_int8_operand(w: np.ndarray, reduce_axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`htp_int8_weights` for an operand whose channels are all positions but
+    ``reduce_axis`` (a dynamic MatMul in1 [..., k, n]: per batch and column, requantized when
+    the op runs).  Returns (weights, factor with ``reduce_axis`` kept as size 1)."""
+    w = np.asarray(w, dtype=np.float64)
+    hi = w.max(axis=reduce_axis, keepdims=True)
+    lo = w.min(axis=reduce_axis, keepdims=True)
+    return _int8_requant(w, hi, lo)
+
+
+def htp_int8_weights(w: np.ndarray, channel_axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-point-adjusted 8-bit weights (integers, any range) as the HTP stores them: int8.
+
+    A channel whose values leave [-128, 127] (an asymmetric uint8 encoding whose zero point is
+    not 128) is requantized symmetrically (static weights when the graph is prepared, a dynamic
+    MatMul in1 per column when it runs): its scale grows by ``f = max(max/127, -min/128)``
+    rounded to 11 fractional bits, and its values become round(w * round(2**16 / f) / 2**16)
+    (half away from zero).  Returns (int8-range weights as float64, per-channel factor)."""
+    w = np.asarray(w, dtype=np.float64)
+    moved = np.moveaxis(w, channel_axis, -1)
+    flat = moved.reshape(-1, moved.shape[-1])
+    flat, factor = _int8_requant(flat, flat.max(axis=0), flat.min(axis=0))
+    out = np.moveaxis(flat.reshape(moved.shape), -1, channel_axis)
+    return np.ascontiguousarray(out), factor
+
+
+class AccRequant:
+    """Output codes of an accumulating op from its exact integer accumulator, per output channel
+    (the last output axis), the way the HTP requantizes.
+
+    ``xs``, ``ws`` (per channel), ``ys``: input, weight and output scales; ``x_offset`` /
+    ``y_offset``: QNN offsets (negated zero points); ``factor``: per-channel weight scale factor
+    from :func:`htp_int8_weights`; ``bias``: per-channel bias in units of ``xs * ws`` (float) or
+    None; ``wide``: 16-bit input activations.
+
+    - multiplier ``M = xs * ws * factor / ys`` (float32 math), applied rounded to 11 significant
+      bits;
+    - 8-bit activations: the accumulator plus round(bias + zp_out / M) is shifted right (floor)
+      by the ``s >= 0`` that puts ``M * 2**s`` in [1/16, 1/8);
+    - 16-bit activations: shift 8; the input zero-point term zp_in * wsum / 256 (rounded half up)
+      and floor((bias + zp_out / M) / 256) (float32) are added after the shift;
+    - the shifted value times ``2**s * M`` is rounded half up and clamped;
+    - ``fine`` (strided DepthWiseConv2d, 8 or 16 bits): M with 15 significant bits and no shift:
+      round_half_up((acc + round(bias + zp_out / M)) * M); its weights are not requantized.
+    """
+
+    def __init__(self, xs, x_offset, ws, factor, ys, y_offset, bias, wide: bool,
+                 lo: int, hi: int, fine: bool = False):
+        f32 = np.float32
+        ws = np.atleast_1d(np.asarray(ws, dtype=np.float32))
+        factor = np.atleast_1d(np.asarray(factor, dtype=np.float64))
+        m0 = (f32(xs) * ws).astype(np.float32) / f32(ys)                  # float32
+        m = np.where(factor != 1.0, (m0 * factor.astype(np.float32)).astype(np.float32), m0)
+        self.m32 = m.astype(np.float32)
+        self.mq = round_significant(self.m32.astype(np.float64), 15 if fine else 11)
+        self.wide = wide and not fine
+        self.zp_x = -float(x_offset)
+        zp_y = -float(y_offset)
+        b = np.zeros_like(self.mq) if bias is None else np.asarray(bias, dtype=np.float64)
+        if self.wide:
+            self.shift = np.full(self.mq.shape, 256.0)
+            k = (f32(b).astype(np.float32) + (f32(zp_y) / self.m32).astype(np.float32))
+            self.const = np.floor(k.astype(np.float32).astype(np.float64) / 256.0)
+        else:
+            _, e = np.frexp(self.mq)                # mq in [2**(e-1), 2**e)
+            s = np.zeros_like(self.mq) if fine else np.maximum(0, -3 - e)
+            self.shift = np.exp2(s)
+            self.const = np.rint(b + zp_y / self.m32.astype(np.float64))
+        self.scale = self.shift * self.mq
+        self.lo, self.hi = lo, hi
+
+    def __call__(self, acc: np.ndarray, wsum) -> np.ndarray:
+        """``acc``: exact accumulator (float64 integers), channels last; ``wsum``: per-channel
+        weight sums broadcastable against it (used by the 16-bit path)."""
+        if self.wide:
+            zw = self.zp_x * np.asarray(wsum, dtype=np.float64)
+            data = acc + zw                                   # sum of x_code * w
+            a = np.floor(data / 256.0) - np.floor(zw / 256.0 + 0.5) + self.const
+        else:
+            a = np.floor((acc + self.const) / self.shift)
+        y = np.floor(a * self.scale + 0.5)
+        return np.clip(y, self.lo, self.hi)
+
+
 __all__ = ["ROUNDING", "code_range", "dequantize", "quantize", "Requantizer", "Dequantizer",
-           "same_encoding", "scale_offset_arrays", "round_half_away"]
+           "same_encoding", "scale_offset_arrays", "round_half_away", "round_significant",
+           "htp_int8_weights", "htp_int8_operand", "AccRequant"]

@@ -51,20 +51,9 @@ def _float_to_int(x: np.ndarray, dtype: int) -> np.ndarray:
 
 
 def _requantize(y: np.ndarray, quant: QuantSpec, dtype: int, op_type: str) -> np.ndarray:
-    """The plan's requantization with ``op_type``'s rounding.  32-bit codes are computed in
-    float64 here: float32 cannot hold every 32-bit code (2**31 - 1 rounds to 2**31, which
-    would wrap to -2**31 when cast)."""
+    """The plan's requantization with ``op_type``'s rounding (32-bit codes in float64)."""
     from ..core.plan import Requantize, rounding_for
-    from ..core.quant import code_range, round_half_away, scale_offset_arrays
-    mode = rounding_for(op_type)
-    if dtypes.itemsize(dtype) < 4:
-        return Requantize(quant, dtype, mode)(y)
-    rnd = {"half_away_from_zero": round_half_away,
-           "half_up": lambda v: np.floor(v + 0.5)}.get(mode, np.rint)
-    scale, offset = scale_offset_arrays(quant, y.shape, np.float64)
-    q = rnd(np.asarray(y, dtype=np.float64) / scale) - offset
-    lo, hi = code_range(dtype, quant.bitwidth)
-    return np.clip(q, lo, hi).astype(dtypes.numpy_dtype(dtype))
+    return Requantize(quant, dtype, rounding_for(op_type))(y)
 
 
 # ---- checks -----------------------------------------------------------------------------------

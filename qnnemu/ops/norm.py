@@ -267,7 +267,12 @@ class _AxesNorm(Op, register=False):
 
 
 class LayerNorm(_AxesNorm):
-    """(x - mean) / sqrt(var + epsilon) * gamma + beta over ``axes``; beta optional."""
+    """(x - mean) / sqrt(var + epsilon) * gamma + beta over ``axes``; beta optional.
+
+    Fixed-point output: the HTP adds beta in whole output LSBs -- the result's codes are
+    round(normalized * gamma / scale) + round(beta / scale) - offset (docs/numerics.md,
+    "LayerNorm"; tests/test_quant_vendor.py pins it).  Beta is snapped to the output grid here
+    and the plan's requantization does the other rounding."""
 
     inputs = ("in[0]", "in[1]", "in[2]?")
     params = {
@@ -275,6 +280,18 @@ class LayerNorm(_AxesNorm):
         "axes": ParamSpec("tensor", ("uint",), shape=(None,), required=True),
     }
     center = True
+
+    def __init__(self, params, inputs=None, outputs=None):
+        super().__init__(params, inputs, outputs)
+        q = self.output_specs[0].quant if self.output_specs else None
+        per_tensor = q is not None and q.axis is None and getattr(q, "block_scales", None) is None
+        self._beta_grid = float(np.float32(q.scale)) if per_tensor else None
+
+    def _run(self, x, gamma=None, beta=None, epsilon=None, axes=None):
+        if beta is not None and self._beta_grid is not None:
+            step = self._beta_grid
+            beta = (np.rint(np.asarray(beta, dtype=np.float64) / step) * step)
+        return super()._run(x, gamma, beta, epsilon=epsilon, axes=axes)
 
 
 class RmsNorm(_AxesNorm):
