@@ -8,8 +8,7 @@
  * embedding modules with distinct names (_qnnemu_htp_abi, _qnnemu_system_abi) in one
  * interpreter.
  *
- * The interpreter start-up below is kept in step with shim.c (a separate copy because each
- * library must stand alone: either may be the first one an application loads).
+ * The interpreter start-up is csrc/embed_python.h, shared with shim.c.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,6 +22,7 @@
 
 #include "System/QnnSystemInterface.h"
 #include "qnnemu_system_entries.h"
+#include "embed_python.h"
 
 #define QNNEMU_EXPORT __attribute__((visibility("default")))
 
@@ -49,89 +49,14 @@ static const QnnSystemInterface_t *g_provider_list[1];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static Qnn_ErrorHandle_t g_init_status = QNN_COMMON_ERROR_LOADING_BINARIES;
 
-/* Log callbacks take a va_list; Python cannot build one, so it calls this with a finished
- * message and we forward it as "%s". */
-static void forward_log(QnnLog_Callback_t cb, QnnLog_Level_t level, uint64_t ts, const char *fmt,
-                        ...) {
-  va_list args;
-  va_start(args, fmt);
-  cb(fmt, level, ts, args);
-  va_end(args);
-}
-
 void qnnemu_sys_log_emit(void *callback, QnnLog_Level_t level, uint64_t timestamp,
                          const char *message) {
   if (callback) forward_log((QnnLog_Callback_t)callback, level, timestamp, "%s", message);
 }
 
-/* Directory of this shared object, e.g. <site-packages>/qnnemu/lib. */
-static int library_dir(char *out, size_t size) {
-  Dl_info info;
-  if (!dladdr((void *)&QnnSystemInterface_getProviders, &info) || !info.dli_fname) return -1;
-  snprintf(out, size, "%s", info.dli_fname);
-  char *slash = strrchr(out, '/');
-  if (!slash) return -1;
-  *slash = '\0';
-  return 0;
-}
-
-static int ensure_python(void) {
-  /* Apps usually dlopen QNN libraries RTLD_LOCAL, which keeps libpython's symbols private to
-   * us; extension modules (_cffi_backend, numpy) need them global, so promote libpython. */
-  Dl_info py_info;
-  if (dladdr((void *)&Py_IsInitialized, &py_info) && py_info.dli_fname)
-    dlopen(py_info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
-  if (Py_IsInitialized()) return 0;
-  PyConfig config;
-  PyConfig_InitPythonConfig(&config);
-  config.install_signal_handlers = 0;
-  config.parse_argv = 0;
-  PyStatus status = PyConfig_SetBytesString(&config, &config.home, QNNEMU_PYTHON_HOME);
-  if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
-  PyConfig_Clear(&config);
-  if (PyStatus_Exception(status)) {
-    fprintf(stderr, "qnnemu: cannot start Python (home %s): %s\n", QNNEMU_PYTHON_HOME,
-            status.err_msg ? status.err_msg : "unknown error");
-    return -1;
-  }
-  char dir[4096];
-  PyObject *sys_path = PySys_GetObject("path"); /* borrowed */
-  if (sys_path && library_dir(dir, sizeof dir) == 0) {
-    /* <site>/qnnemu/lib -> <site>: where the package and its dependencies live. */
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    PyObject *p = PyUnicode_DecodeFSDefault(dir);
-    if (p) {
-      PyList_Insert(sys_path, 0, p);
-      Py_DECREF(p);
-    }
-  }
-  if (sys_path) {
-    /* Baked build-time site directories, then QNNEMU_PYTHONPATH (':'-separated). */
-    const char *lists[2] = {QNNEMU_PYTHON_PATHS, getenv("QNNEMU_PYTHONPATH")};
-    for (int i = 0; i < 2; i++) {
-      if (!lists[i] || !*lists[i]) continue;
-      char *copy = strdup(lists[i]);
-      for (char *tok = strtok(copy, ":"); tok; tok = strtok(NULL, ":")) {
-        PyObject *p = PyUnicode_DecodeFSDefault(tok);
-        if (p) {
-          PyList_Append(sys_path, p);
-          Py_DECREF(p);
-        }
-      }
-      free(copy);
-    }
-  }
-  /* Release the GIL: cffi takes it with PyGILState_Ensure on every call. */
-  PyEval_SaveThread();
-  return 0;
-}
-
 static void init_once(void) {
   uint32_t version[3] = {0, 0, 0};
-  if (ensure_python() != 0) return;
+  if (ensure_python((const void *)&QnnSystemInterface_getProviders) != 0) return;
   int rc = qnnemu_sys_embed_init(QNNEMU_PACKAGE_VERSION, version);
   if (rc == 0) {
     /* cffi returns 0 when the embedded Python failed to initialise. */
