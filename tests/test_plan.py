@@ -189,3 +189,27 @@ def test_htp_graph_config_union_with_non_boolean_bytes(backend):
     finally:
         ctx.free()
     assert out.tolist() == [[0, 0, 1, 2]], "graph created with VTCM_SIZE=4 runs"
+
+
+def test_exact_and_single_pass_accumulation_agree_within_one_lsb(backend, monkeypatch):
+    """QNNEMU_EXACT_ACCUMULATION: a 3x3x512 uint8 conv whose worst-case partial sums pass 2**24
+    runs split into exact digit passes or in one float32 GEMM; the two differ by at most 1 LSB."""
+    from qnnemu.core import plan
+    rng = np.random.default_rng(7)
+    q = rng.integers(0, 256, (1, 5, 5, 512)).astype(np.uint8)
+    w = rng.integers(-127, 128, (3, 3, 512, 8)).astype(np.int8)
+
+    def build(g):
+        x = g.input("x", q.shape, U8, quant=(0.02, 0))
+        tw = g.static("w", w, S8, quant=(0.01, 0))
+        g.node("Conv2d", [x, tw], [("y", (1, 3, 3, 8), U8, (40.0, -128))], app_read=True,
+               params={"stride": np.array([1, 1], np.uint32), "pad_amount": np.zeros((2, 2), np.uint32)})
+        return {"x": q}
+
+    outs = {}
+    for exact in (True, False):
+        monkeypatch.setattr(plan, "EXACT_ACCUMULATION", exact)
+        outs[exact] = _run(backend, build)["y"].astype(np.int64)
+    assert np.abs(outs[True] - outs[False]).max() <= 1, "single-pass within 1 LSB of the exact accumulator"
+    real = np.einsum("hwc,hwco->o", 0.02 * q[0, :3, :3].astype(np.float64), 0.01 * w.astype(np.float64))
+    assert abs(int(outs[True][0, 0, 0, 0]) - (real[0] / 40.0 + 128)) <= 1.5, "exact mode near the real value"

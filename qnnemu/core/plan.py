@@ -34,6 +34,7 @@ on the integer codes instead (docs/numerics.md, "Fixed point"):
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -117,6 +118,12 @@ _EIGHT_BIT = {Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8}
 _SIXTEEN_BIT = {Q.QNN_DATATYPE_UFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_16}
 _INT32 = {Q.QNN_DATATYPE_SFIXED_POINT_32, Q.QNN_DATATYPE_UFIXED_POINT_32}
 _EXACT = float(1 << 24)   # float32 sums of integers are exact below this
+# When the worst-case partial sum of an accumulating op can pass 2**24, True splits the input
+# into digits and runs one float32 GEMM per digit (exact, as the HTP's int32 accumulator);
+# False runs one GEMM, whose float32 rounding can move the accumulator by a few units and so
+# an output code by one where it sits on a requantization boundary.  Environment:
+# QNNEMU_EXACT_ACCUMULATION=0/1.
+EXACT_ACCUMULATION = os.environ.get("QNNEMU_EXACT_ACCUMULATION", "0") not in ("0", "")
 
 
 def _per_tensor(q) -> bool:
@@ -187,10 +194,10 @@ class IntegerAccumulation:
         """sum(x_int * w) exactly (float64), with float32 op passes: |partial sums| stay below
         max|x| * ``wl1`` (the largest per-channel sum of |w|), kept under 2**24 per pass."""
         run = self.impl.run
-        xmax = float(np.abs(x_int).max()) if x_int.size else 0.0
+        xmax = max(-float(x_int.min()), float(x_int.max())) if x_int.size else 0.0
         bound = max(wl1, 1.0)
-        if xmax * bound < _EXACT:
-            return run(x_int.astype(np.float32), w)[0].astype(np.float64)
+        if xmax * bound < _EXACT or not EXACT_ACCUMULATION:
+            return run(x_int, w)[0].astype(np.float64)
         digit_bits = max(int(np.floor(np.log2((_EXACT - 1) / bound))), 1)
         base = float(1 << digit_bits)
         acc = None
@@ -208,7 +215,9 @@ class IntegerAccumulation:
             weight *= base
 
     def run(self, x, w, b=None):
-        x_int = np.asarray(x, dtype=np.float64) + self.x_offset
+        # codes + offset are integers below 2**17: exact in float32, the GEMM's operand type
+        x_int = x.astype(np.float32)
+        x_int += np.float32(self.x_offset)
         if self.w_static:
             w_f, wl1, wsum = self.w_int, self.wl1, self.wsum
             requant = self.requant
