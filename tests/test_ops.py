@@ -20,6 +20,7 @@ from qnnemu.core import dtypes
 from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
 from qnnemu.ops import Param, TensorSpec, _fast
+from optest import check, spec, to_param
 
 RNG = np.random.default_rng(1234)
 
@@ -35,28 +36,6 @@ def kernels(request):
 
 
 # ---- helpers --------------------------------------------------------------------------------
-def to_param(name, value) -> Param:
-    if isinstance(value, bool):
-        return Param(name, "scalar", Q.QNN_DATATYPE_BOOL_8, value)
-    if isinstance(value, int):
-        return Param(name, "scalar", Q.QNN_DATATYPE_UINT_32, value)
-    if isinstance(value, float):
-        return Param(name, "scalar", Q.QNN_DATATYPE_FLOAT_32, value)
-    return Param(name, "tensor", Q.QNN_DATATYPE_UINT_32, np.asarray(value, np.uint32))
-
-
-def spec(shape, dtype=Q.QNN_DATATYPE_FLOAT_32) -> TensorSpec:
-    return TensorSpec(tuple(shape), dtype)
-
-
-def check(op_type, specs, params=None, declared=None):
-    cls = ops.get(op_type)
-    ps = {k: to_param(k, v) for k, v in (params or {}).items()}
-    if declared is not None:
-        return cls.check(specs, ps, declared_outputs=declared)
-    return cls.check(specs, ps)
-
-
 def run_op(op_type, arrays, params=None, declared=None):
     """check + run an op on numpy arrays, as the graph layer will; returns output 0."""
     cls = ops.get(op_type)

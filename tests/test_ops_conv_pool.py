@@ -24,6 +24,7 @@ from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
 from qnnemu.ops import Param, QuantSpec, TensorSpec, _fast
 from qnnemu.ops import conv as conv_mod
+from optest import spec, to_param
 
 RNG = np.random.default_rng(2024)
 F32, F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
@@ -41,18 +42,6 @@ def kernels(request):
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-def to_param(name, value) -> Param:
-    if isinstance(value, bool):
-        return Param(name, "scalar", Q.QNN_DATATYPE_BOOL_8, value)
-    if isinstance(value, int):
-        return Param(name, "scalar", Q.QNN_DATATYPE_UINT_32, value)
-    return Param(name, "tensor", Q.QNN_DATATYPE_UINT_32, np.asarray(value, np.uint32))
-
-
-def spec(shape, dtype=F32, quant=None, data=None) -> TensorSpec:
-    return TensorSpec(tuple(shape), dtype, quant, data)
-
-
 def make_op(op_type, arrays, params=None, static=(), specs=None):
     """check + instantiate as graphFinalize does; inputs at ``static`` carry their data."""
     cls = ops.get(op_type)

@@ -21,6 +21,7 @@ from qnnemu.core import dtypes
 from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
 from qnnemu.ops import Param, QuantSpec, TensorSpec
+from optest import check, spec, to_param
 
 RNG = np.random.default_rng(20240611)
 
@@ -48,29 +49,8 @@ QU8 = qs(0.05, -128)
 
 
 # ---- helpers --------------------------------------------------------------------------------
-def to_param(name, value) -> Param:
-    if isinstance(value, bool):
-        return Param(name, "scalar", BOOL, value)
-    if isinstance(value, int):
-        return Param(name, "scalar", U32, value)
-    if isinstance(value, float):
-        return Param(name, "scalar", F32, value)
-    raise TypeError(value)
-
-
-def spec(shape, dtype=F32, quant=None) -> TensorSpec:
-    return TensorSpec(tuple(shape), dtype, quant)
-
-
 def spec_of(a: np.ndarray) -> TensorSpec:
     return spec(a.shape, BOOL if a.dtype == np.bool_ else dtypes.from_numpy(a.dtype))
-
-
-def check(op_type, specs, params=None, declared=None):
-    cls = ops.get(op_type)
-    assert cls is not None, f"op {op_type} is registered"
-    ps = {k: to_param(k, v) for k, v in (params or {}).items()}
-    return cls.check(specs, ps, declared_outputs=declared)
 
 
 def run(op_type, arrays, params=None, specs=None, declared=None):

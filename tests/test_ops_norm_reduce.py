@@ -25,6 +25,7 @@ from qnnemu.core import dtypes
 from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
 from qnnemu.ops import Param, QuantSpec, TensorSpec
+from optest import check, spec, to_param
 
 onnx = pytest.importorskip("onnx", reason="onnx (test extra) is needed for the ONNX references")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -36,30 +37,6 @@ U8, I32, U32 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_INT_32, Q.QNN_DATAT
 
 
 # ---- helpers --------------------------------------------------------------------------------
-def to_param(name, value) -> Param:
-    if isinstance(value, Param):
-        return value
-    if isinstance(value, (bool, np.bool_)):
-        return Param(name, "scalar", Q.QNN_DATATYPE_BOOL_8, bool(value))
-    if isinstance(value, np.int32):
-        return Param(name, "scalar", I32, int(value))
-    if isinstance(value, int):
-        return Param(name, "scalar", U32, value)
-    if isinstance(value, float):
-        return Param(name, "scalar", F32, value)
-    return Param(name, "tensor", U32, np.asarray(value, np.uint32))
-
-
-def spec(shape, dtype=F32, quant=None) -> TensorSpec:
-    return TensorSpec(tuple(shape), dtype, quant)
-
-
-def check(op_type, specs, params=None, declared=None):
-    cls = ops.get(op_type)
-    ps = {k: to_param(k, v) for k, v in (params or {}).items()}
-    return cls.check(specs, ps, declared_outputs=declared)
-
-
 def run_op(op_type, arrays, params=None, declared_dtypes=None):
     """check + run on numpy arrays as the graph layer does; returns all outputs (tuple)."""
     cls = ops.get(op_type)

@@ -21,6 +21,7 @@ from qnnemu.core import dtypes
 from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
 from qnnemu.ops import Param, QuantSpec, TensorSpec
+from optest import check, spec, to_param
 
 RNG = np.random.default_rng(20240611)
 F32, F16, I32 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_INT_32
@@ -28,29 +29,6 @@ U8 = Q.QNN_DATATYPE_UFIXED_POINT_8
 
 
 # ---- helpers --------------------------------------------------------------------------------
-def to_param(name, value) -> Param:
-    if isinstance(value, bool):
-        return Param(name, "scalar", Q.QNN_DATATYPE_BOOL_8, value)
-    if isinstance(value, int):
-        return Param(name, "scalar", I32 if value < 0 else Q.QNN_DATATYPE_UINT_32, value)
-    if isinstance(value, float):
-        return Param(name, "scalar", F32, value)
-    arr = np.asarray(value)
-    if arr.dtype.kind == "f":
-        return Param(name, "tensor", F32, arr.astype(np.float32))
-    return Param(name, "tensor", Q.QNN_DATATYPE_UINT_32, arr.astype(np.uint32))
-
-
-def spec(shape, dtype=F32, data=None, quant=None) -> TensorSpec:
-    return TensorSpec(tuple(shape), dtype, quant=quant, data=data)
-
-
-def check(op_type, specs, params=None, declared=None):
-    cls = ops.get(op_type)
-    ps = {k: to_param(k, v) for k, v in (params or {}).items()}
-    return cls.check(specs, ps, declared_outputs=declared)
-
-
 def run_op(op_type, arrays, params=None, out_shape=None):
     """check + run on numpy arrays (None = absent optional input); returns all outputs."""
     cls = ops.get(op_type)

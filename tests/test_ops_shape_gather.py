@@ -28,6 +28,7 @@ from qnnemu.headers import Q
 from qnnemu.ops import Param, QuantSpec, TensorSpec
 from qnnemu.ops import gather as gather_mod
 from qnnemu.ops import shape as shape_mod
+from optest import spec, to_param
 
 RNG = np.random.default_rng(7)
 F32, F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
@@ -40,29 +41,6 @@ QU8 = QuantSpec(ENC, 0.1, -128)  # real = 0.1 * (q - 128)
 
 
 # ---- helpers --------------------------------------------------------------------------------
-def to_param(name, value) -> Param:
-    """Python int -> UINT_32 scalar (INT_32 when negative), np.int32 -> INT_32, float -> FLOAT_32,
-    lists/arrays -> tensors (UINT_32 unless negative or already int32)."""
-    if isinstance(value, Param):
-        return value
-    if isinstance(value, (bool, np.bool_)):
-        return Param(name, "scalar", BOOL, bool(value))
-    if isinstance(value, np.int32):
-        return Param(name, "scalar", I32, int(value))
-    if isinstance(value, (int, np.integer)):
-        return Param(name, "scalar", I32 if value < 0 else U32, int(value))
-    if isinstance(value, float):
-        return Param(name, "scalar", F32, value)
-    arr = np.asarray(value)
-    if arr.dtype == np.int32 or (arr.dtype.kind == "i" and (arr < 0).any()):
-        return Param(name, "tensor", I32, arr.astype(np.int32))
-    return Param(name, "tensor", U32, arr.astype(np.uint32))
-
-
-def spec(shape, dtype=F32, quant=None, data=None) -> TensorSpec:
-    return TensorSpec(tuple(shape), dtype, quant, data)
-
-
 def spec_of(a: np.ndarray) -> TensorSpec:
     return TensorSpec(a.shape, dtypes.from_numpy(a.dtype))
 
