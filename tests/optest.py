@@ -44,3 +44,34 @@ def check(op_type, specs, params=None, declared=None):
     assert cls is not None, f"op {op_type} is registered"
     ps = {k: to_param(k, v) for k, v in (params or {}).items()}
     return cls.check(specs, ps, declared_outputs=declared)
+
+
+def expect_rule(op_type, specs, params, declared, rule, path):
+    """The op's check fails with rule id ``QNNEMU-<op_type>-<rule>`` at ``path``, and the
+    message names both; returns the error for further checks."""
+    import pytest
+
+    from qnnemu.errors import OpCheckError
+    with pytest.raises(OpCheckError) as info:
+        check(op_type, specs, params, declared)
+    err = info.value
+    want = f"QNNEMU-{op_type}-{rule}"
+    assert err.rule == want, f"{op_type}: rule id {err.rule!r} == {want!r} ({err})"
+    assert err.path == path, f"{op_type}: path {err.path!r} == {path!r} ({err})"
+    assert want in str(err) and path in str(err), f"message names rule and path: {err}"
+    return err
+
+
+def assert_close(got, ref, what, rel=1e-5):
+    """|got - ref| <= rel * (|ref| + max|ref|): float32 accuracy relative to the result scale
+    (sums of products cancel, so per-element relative error alone is not meaningful)."""
+    got = np.asarray(got, np.float64)
+    ref = np.asarray(ref, np.float64)
+    assert got.shape == ref.shape, f"{what}: shape {got.shape} == reference {ref.shape}"
+    if ref.size == 0:
+        return
+    scale = float(np.max(np.abs(ref)))
+    err = np.abs(got - ref)
+    worst = float(np.max(err / (rel * (np.abs(ref) + scale) + 1e-30)))
+    assert worst <= 1.0, f"{what}: max error {float(err.max()):.3g} within {rel} of scale " \
+                         f"{scale:.3g} (ratio {worst:.3g})"

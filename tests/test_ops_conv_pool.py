@@ -24,7 +24,7 @@ from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
 from qnnemu.ops import Param, QuantSpec, TensorSpec, _fast
 from qnnemu.ops import conv as conv_mod
-from optest import spec, to_param
+from optest import assert_close, expect_rule, spec, to_param
 
 RNG = np.random.default_rng(2024)
 F32, F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
@@ -61,20 +61,6 @@ def run_op(op_type, arrays, params=None, static=()):
         f"{op_type}: run() shape {y.shape} equals inferred {outs[0].shape}"
     assert y.dtype == arrays[0].dtype, f"{op_type}: output dtype {y.dtype} == input dtype"
     return y
-
-
-def assert_close(got, ref, what, rel=1e-5):
-    """Within rel of the result scale (sums of products cancel)."""
-    got = np.asarray(got, np.float64)
-    ref = np.asarray(ref, np.float64)
-    assert got.shape == ref.shape, f"{what}: shape {got.shape} == reference {ref.shape}"
-    if ref.size == 0:
-        return
-    scale = float(np.max(np.abs(ref)))
-    err = np.abs(got - ref)
-    worst = float(np.max(err / (rel * (np.abs(ref) + scale) + 1e-30)))
-    assert worst <= 1.0, f"{what}: max error {float(err.max()):.3g} within {rel} of scale " \
-                         f"{scale:.3g} (ratio {worst:.3g})"
 
 
 def rand(*shape, dtype=np.float32):
@@ -616,14 +602,7 @@ NEGATIVE += [
 @pytest.mark.parametrize("op_type,specs,params,rule,path", NEGATIVE,
                          ids=[f"{n[0]}-{n[3]}" for n in NEGATIVE])
 def test_rule(op_type, specs, params, rule, path):
-    cls = ops.get(op_type)
-    with pytest.raises(OpCheckError) as info:
-        cls.check(specs, {k: to_param(k, v) for k, v in params.items()})
-    err = info.value
-    want = f"QNNEMU-{op_type}-{rule}"
-    assert err.rule == want, f"{op_type}: rule id {err.rule!r} == {want!r} ({err})"
-    assert err.path == path, f"{op_type}: path {err.path!r} == {path!r} ({err})"
-    assert want in str(err) and path in str(err), f"message names rule and path: {err}"
+    err = expect_rule(op_type, specs, params, None, rule, path)
     if rule == "dtype":
         assert isinstance(err, OpUnsupportedError), "non-real inputs are 'unsupported'"
 

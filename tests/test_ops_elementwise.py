@@ -21,7 +21,7 @@ from qnnemu.core import dtypes
 from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
 from qnnemu.ops import Param, QuantSpec, TensorSpec
-from optest import check, spec, to_param
+from optest import check, expect_rule, spec, to_param
 
 RNG = np.random.default_rng(20240611)
 
@@ -952,13 +952,8 @@ UNSUPPORTED = {"dtype", "output-dtype", "dynamic"}
 @pytest.mark.parametrize("op_type,specs,params,declared,rule,path", NEGATIVE,
                          ids=[f"{n[0]}-{n[4]}-{i}" for i, n in enumerate(NEGATIVE)])
 def test_rule(op_type, specs, params, declared, rule, path):
-    with pytest.raises(OpCheckError) as info:
-        check(op_type, specs, params, declared)
-    err = info.value
-    want = f"QNNEMU-{op_type}-{rule}"
-    assert err.rule == want, f"{op_type}: rule id {err.rule!r} == {want!r} ({err})"
-    assert err.path == path, f"{op_type}: path {err.path!r} == {path!r} ({err})"
-    assert want in str(err) and path in str(err), f"message names rule and path: {err}"
+    err = expect_rule(op_type, specs, params, declared, rule, path)
+    want = err.rule
     assert isinstance(err, OpUnsupportedError) == (rule in UNSUPPORTED), \
         f"{want}: OpUnsupportedError exactly for valid-but-unsupported configs"
 
