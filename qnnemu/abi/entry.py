@@ -565,15 +565,6 @@ def contextFree(context, profile):
     profile_api.commit(rec, "deinit")
 
 
-for _name in ("contextGetBinarySize", "contextGetBinary", "contextCreateFromBinary", "contextValidateBinary",
-              "contextCreateFromBinaryWithSignal", "contextCreateFromBinaryListAsync",
-              "contextGetBinarySectionSize", "contextGetBinarySection", "contextApplyBinarySection",
-              "contextGetIncrementalBinary", "contextReleaseIncrementalBinary", "contextFinalize",
-              "contextCreateFromBinaryWithCallback", "contextGetBinarySectionUpdate",
-              "contextFreeBinarySectionUpdate"):
-    not_supported(_name, Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
-                  "context binaries are not implemented yet")
-
 
 # ------------------------------------------------------------------------------------ graph
 def _graph_configs(config, func: str) -> dict:
@@ -758,15 +749,6 @@ def tensorCreateContextTensor(context, tensor):
     _write_back_id(tensor, t.id)
 
 
-not_supported("tensorUpdateGraphTensors", Q.QNN_TENSOR_ERROR_UNSUPPORTED_FEATURE,
-              "updatable tensors are not implemented yet")
-not_supported("tensorUpdateContextTensors", Q.QNN_TENSOR_ERROR_UNSUPPORTED_FEATURE,
-              "updatable tensors are not implemented yet")
-
-
-# ------------------------------------------------------------------- profile, mem, signal
-for _name in ("signalCreate", "signalSetConfig", "signalTrigger", "signalFree"):
-    not_supported(_name, Q.QNN_SIGNAL_ERROR_UNSUPPORTED, "signals are not implemented yet")
 
 
 # ------------------------------------------------------------------------- error, global
@@ -842,6 +824,12 @@ from . import mem_api  # noqa: E402
 # The seven profile* entries register on import too; graphFinalize/graphExecute/contextFree
 # use its start/recording/commit for their profile argument.
 from . import profile_api  # noqa: E402
+# Context binaries (contextGetBinary*, contextCreateFromBinary*, contextValidateBinary, ...).
+from . import context_api  # noqa: E402
+# Binary sections and updatable tensors (contextGetBinarySection*, tensorUpdate*Tensors).
+from . import section_api  # noqa: E402
+# QnnSignal.h (signalCreate/SetConfig/Trigger/Free).
+from . import signal_api  # noqa: E402
 
 
 # ------------------------------------------------------------------------------ installing
