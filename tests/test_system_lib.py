@@ -1,8 +1,9 @@
 """libQnnSystem.so (System/QnnSystemInterface.h): exports, the provider and its padded table,
 loading from C and from Python next to libQnnHtpEmu.so (both embedded in one interpreter, loaded
 and unloaded repeatedly), the System log entries, profile serialization targets writing real
-files (qnnemu/core/system_profile.py describes the format), the entries that answer
-UNSUPPORTED_FEATURE, and every System rule id.
+files (qnnemu/core/system_profile.py describes the format), the DLC entries that answer
+UNSUPPORTED_FEATURE, and every System rule id (the system context and tensor footprint rules
+have their cases in tests/test_system_context.py, ``RULE_IDS``).
 """
 from __future__ import annotations
 
@@ -353,18 +354,19 @@ def _call_zeros(name):
     return fn(*args)
 
 
-UNSUPPORTED_ENTRIES = ["systemContextCreate", "systemContextGetBinaryInfo", "systemContextGetMetaData",
-                       "systemContextFree", "systemTensorGetMemoryFootprint", "systemDlcCreateFromFile",
-                       "systemDlcCreateFromBinary", "systemDlcComposeGraphs", "systemDlcGetOpMappings",
-                       "systemDlcFree"]
+# The emulator has no DLC reader (System/QnnSystemDlc.h).
+UNSUPPORTED_ENTRIES = ["systemDlcCreateFromFile", "systemDlcCreateFromBinary", "systemDlcComposeGraphs",
+                       "systemDlcGetOpMappings", "systemDlcFree"]
 
 
 @pytest.mark.parametrize("name", UNSUPPORTED_ENTRIES)
 def test_unsupported_entries(syslog, name):
     syslog.records.clear()
-    assert _call_zeros(name) == UNSUPPORTED, f"{name} answers UNSUPPORTED_FEATURE"
+    assert _call_zeros(name) == Q.QNN_SYSTEM_DLC_ERROR_UNSUPPORTED_FEATURE == UNSUPPORTED, \
+        f"{name} answers QNN_SYSTEM_DLC_ERROR_UNSUPPORTED_FEATURE"
     msgs = [m for _, m in syslog.records if "[QNNEMU-system-not-supported]" in m]
-    assert msgs and name in msgs[-1] and "not supported" in msgs[-1], f"{name}: says why: {syslog.records}"
+    assert msgs and name in msgs[-1] and "not supported" in msgs[-1] and "no DLC reader" in msgs[-1], \
+        f"{name}: says why: {syslog.records}"
 
 
 # ---------------------------------------------------------------------------- rule ids
@@ -389,9 +391,9 @@ def _(tmp_path):
     return fn(ffi.new("t_Target_t *")[0], ffi.NULL, 0, ffi.NULL)
 
 
-@rule_case("QNNEMU-system-not-supported", UNSUPPORTED, "systemContextCreate")
+@rule_case("QNNEMU-system-not-supported", UNSUPPORTED, "systemDlcFree")
 def _(tmp_path):
-    return table().systemContextCreate(ffi.new("QnnSystemContext_Handle_t *"))
+    return table().systemDlcFree(ffi.NULL)
 
 
 @rule_case("QNNEMU-systemProfile-target-type", BAD_ARG, "serializationTargetInfo.type")
@@ -506,12 +508,13 @@ def test_rule_target_closed_core_level(tmp_path):
 
 
 def test_every_system_rule_has_a_case():
+    import test_system_context
     root = Path(qnnemu.__file__).parent
     found = set()
     for path in (root / "core" / "system_profile.py", root / "abi" / "system_entry.py"):
         found |= set(re.findall(r'"(QNNEMU-[A-Za-z0-9_-]+)"', path.read_text()))
-    assert found - set(RULE_CASES) - CORE_LEVEL_RULES == set(), \
-        f"System rule ids without a case: {sorted(found - set(RULE_CASES) - CORE_LEVEL_RULES)}"
+    covered = set(RULE_CASES) | CORE_LEVEL_RULES | test_system_context.RULE_IDS
+    assert found - covered == set(), f"System rule ids without a case: {sorted(found - covered)}"
 
 
 # ------------------------------------------------------------------------ loading from C
@@ -526,7 +529,8 @@ typedef Qnn_ErrorHandle_t (*GetBe)(const QnnInterface_t ***, uint32_t *);
 typedef Qnn_ErrorHandle_t (*GetSys)(const QnnSystemInterface_t ***, uint32_t *);
 /* argv: system lib, backend lib ("-" for none), output dir, rounds.  Each round loads both
  * libraries (alternating which comes first), profiles a finalize on the backend, serializes
- * it through the System library, calls an unsupported entry, frees all and unloads both. */
+ * it through the System library, asks a system context about a buffer that is no context
+ * binary, calls a padding slot, frees all and unloads both. */
 int main(int argc, char **argv) {
   const char *sys_path = argv[1], *be_path = argv[2], *dir = argv[3];
   int rounds = atoi(argv[4]);
@@ -601,7 +605,14 @@ int main(int argc, char **argv) {
     /* The event's identifier belongs to the profile: free it only now. */
     if (hb && (free_profile(the_profile) || free_backend(the_backend))) return 108;
     QnnSystemContext_Handle_t sc = NULL;
-    printf("round %d context %lu\n", r, (unsigned long)st.systemContextCreate(&sc));
+    Qnn_ErrorHandle_t created = st.systemContextCreate(&sc);
+    char junk[256];
+    memset(junk, 0x5a, sizeof junk);
+    const QnnSystemContext_BinaryInfo_t *info = NULL;
+    Qnn_ContextBinarySize_t info_size = 0;
+    Qnn_ErrorHandle_t inspected = st.systemContextGetBinaryInfo(sc, junk, sizeof junk, &info, &info_size);
+    printf("round %d context %lu info %lu free %lu\n", r, (unsigned long)created, (unsigned long)inspected,
+           (unsigned long)st.systemContextFree(sc));
     void *const *slots = (void *const *)&s->QNN_SYSTEM_INTERFACE_VER_NAME;
     Qnn_ErrorHandle_t (*extra)(void) = (Qnn_ErrorHandle_t (*)(void))slots[20];
     printf("round %d slot20 %lu\n", r, (unsigned long)extra());
@@ -637,7 +648,9 @@ def test_c_app_loads_system_library_alone(probe, tmp_path):
     r = run_probe(probe, tmp_path, backend=False)
     assert r.returncode == 0, f"probe failed ({r.returncode}): {r.stdout} {r.stderr}"
     assert "system QNNEMU_SYSTEM 1.15.0" in r.stdout
-    assert f"context {UNSUPPORTED}" in r.stdout and f"slot20 {UNSUPPORTED}" in r.stdout
+    assert f"context 0 info {Q.QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY} free 0" in r.stdout, \
+        "a system context refuses a buffer that is no context binary, from C"
+    assert f"slot20 {UNSUPPORTED}" in r.stdout, "padding slots answer UNSUPPORTED_FEATURE"
     _, recs = read_profile_log(str(tmp_path / "round0_qnn.log"))
     assert recs[0]["header"]["methodTypeName"] == "BACKEND_DEINIT"
 

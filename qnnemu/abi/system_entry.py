@@ -7,12 +7,52 @@ the backend's module nor its FFI.  Rules as in entry.py: every entry declares a 
 their rule id through the newest live System logger (``systemLogCreate``) and the ``qnnemu``
 Python logger, and their code returned.
 
-Implemented: ``systemLogCreate`` / ``systemLogSetLogLevel`` / ``systemLogFree`` and the profile
-serialization entries (``systemProfileCreateSerializationTarget`` / ``SerializeEventData`` /
-``FreeSerializationTarget``; the file format is in qnnemu/core/system_profile.py).  Every other
-entry (system contexts, tensor footprints, DLC) answers its component's UNSUPPORTED_FEATURE
-code and logs why: to implement one, replace its ``system_not_supported`` line by a function
-decorated with ``@system_entry`` named like the table field.
+Implemented:
+
+- ``systemLogCreate`` / ``systemLogSetLogLevel`` / ``systemLogFree``;
+- the profile serialization entries (``systemProfileCreateSerializationTarget`` /
+  ``SerializeEventData`` / ``FreeSerializationTarget``; the file format is in
+  qnnemu/core/system_profile.py);
+- System/QnnSystemContext.h: ``systemContextCreate`` / ``GetBinaryInfo`` / ``GetMetaData`` /
+  ``Free`` for qnnemu context binaries (docs/context-binary.md, parsed by core/binary.py's
+  ``inspect``).  The answer is a QnnSystemContext_BinaryInfo_t owned by the system context: valid
+  until the next GetBinaryInfo/GetMetaData call on that handle or ``systemContextFree``;
+  ``binaryInfoSize`` is the size of the struct plus everything it points to.  GetMetaData answers
+  the same description (qnnemu's metadata is the whole description; weights are never read).
+  Version 3 by default; ``QNNEMU_SYSTEM_BINARY_INFO_VERSION=1|2|3`` selects the layout (anything
+  else: QNN_SYSTEM_CONTEXT_ERROR_INVALID_ARGUMENT).  BinaryInfo vN lists graphs as GraphInfo vN;
+  tensors are Qnn_Tensor_t v1 in version 1 and v2 in versions 2 and 3, without data (clientBuf
+  empty), with their quantization (scale-offset, axis-scale-offset, their BW_ forms, blockwise
+  expansion).  Fields:
+
+  * ``backendId`` QNN_BACKEND_ID_HTP (6, what libQnnHtpEmu.so's provider reports), ``buildId``,
+    ``coreApiVersion``, ``backendApiVersion`` from the binary's header; ``socVersion`` "V<arch>"
+    (e.g. "V73"); ``contextBlobVersion`` (format version, 0, 0); ``contextBlobSize`` the binary's
+    total size;
+  * v1/v2: ``hwInfoBlob`` a QnnHtpSystemContext_HwBlobInfo_t V1 (version 0.0.1): the index of the
+    graph with the largest spill-fill buffer and that size;
+  * v2/v3: ``platformInfo`` a QnnDevice_PlatformInfo_t v1 for the device the binary was prepared on
+    (one on-chip HTP, QnnHtpDevice_DeviceInfoExtension_t with SoC model, arch, VTCM MiB);
+  * v3: ``contextMetadata`` a QnnHtpSystemContext_ContextBlobInfo_t V1 (``dspArch``: the HTP arch),
+    ``socModel``;
+  * GraphInfo v2/v3: ``updateableTensors`` the graph's UPDATEABLE_* tensors, then the UPDATEABLE_*
+    context tensors its nodes use; v3: ``graphBlobInfo`` a QnnHtpSystemContext_GraphBlobInfo_t V1
+    (``spillFillBufferSize`` = the graph's ``spill_fill_bytes``; ``vtcmSize``,
+    ``optimizationLevel``, ``htpDlbc``, ``numHvxThreads`` from its HTP graph configs, else the
+    device's VTCM, O2, off, 4), ``startOpIndex`` 0 and ``endOpIndex`` its last op's index.
+
+  Binaries the core rejects keep the core's rule id (``QNNEMU-binary-*``) with the System code:
+  foreign (e.g. the vendor's), truncated, corrupted, future-version binaries give
+  QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY;
+- System/QnnSystemTensor.h ``systemTensorGetMemoryFootprint``: elements x element size of a dense
+  tensor (the maximum, dimensions being maxima), with the vendor library's codes for what it
+  refuses (other data formats, 4-bit and unknown data types, NULL dimensions: INVALID_TENSOR);
+  stricter than it on tensor versions other than 1/2, ranks above 32 and sizes beyond uint64_t.
+
+The DLC entries (System/QnnSystemDlc.h) answer QNN_SYSTEM_DLC_ERROR_UNSUPPORTED_FEATURE and log
+why: the emulator has no DLC reader.  Entries answering a not-supported code are registered with
+``system_not_supported``; an implementation is a function decorated with ``@system_entry`` named
+like the table field.
 
 The advertised System API version is 1.15.0 (what the vendor's current libQnnSystem.so reports
 and ONNX Runtime's QNN EP requires); ``QNNEMU_SYSTEM_API_VERSION=1.NN[.P]`` (1.7 or later)
@@ -21,16 +61,23 @@ shim pads it with slots answering UNSUPPORTED_FEATURE for clients built against 
 """
 from __future__ import annotations
 
+import itertools
+import math
 import os
+import sys
 import threading
 import traceback
 
+import numpy as np
+
 from .. import _version
+from ..core import dtypes
 from ..core.handles import HANDLES
 from ..core.log import NULL_LOGGER, PY_LOGGER, Logger, valid_level
 from ..core.system_profile import SerializationTarget, data_record, event_record, object_record
 from ..errors import QnnError
 from ..headers import Q
+from ..headers import cdef as header_cdef
 
 ffi = None
 lib = None
@@ -320,18 +367,456 @@ def systemProfileFreeSerializationTarget(serializationTarget):
     HANDLES.release(_hval(serializationTarget))
 
 
-# ----------------------------------------------------------------------- not supported yet
-for _name in ("systemContextCreate", "systemContextGetBinaryInfo", "systemContextGetMetaData",
-              "systemContextFree"):
-    system_not_supported(_name, Q.QNN_SYSTEM_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
-                         "system contexts (context binary inspection) come with context binaries, "
-                         "which are not implemented yet")
-system_not_supported("systemTensorGetMemoryFootprint", Q.QNN_SYSTEM_TENSOR_ERROR_UNSUPPORTED_FEATURE,
-                     "tensor memory footprints need the HTP memory layout model, not implemented yet")
+# ------------------------------------------------------------------------- system contexts
+BINARY_INFO_VERSIONS = (1, 2, 3)
+DEFAULT_BINARY_INFO_VERSION = 3
+# GraphBlobInfo values for graphs that did not configure them: offline prepare writes 4 HVX
+# threads when none is configured (seed 002, "NUM_HVX_THREADS"); O2 is the HTP's default
+# finalize optimization level.
+DEFAULT_HVX_THREADS = 4
+DEFAULT_OPTIMIZATION_LEVEL = 2
+# QnnHtpSystemContext.h numbers its V1 info blobs 0.0.1 (hwInfoBlobVersion of BinaryInfo v1/v2).
+HTP_INFO_BLOB_VERSION = (0, 0, 1)
+
+_BINARY_TO_SYSTEM = {
+    Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT: Q.QNN_SYSTEM_CONTEXT_ERROR_INVALID_ARGUMENT,
+    Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY: Q.QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY,
+    Q.QNN_CONTEXT_ERROR_BINARY_VERSION: Q.QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY,
+}
+_UPDATEABLE_TYPES = frozenset({Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_NATIVE,
+                               Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_WRITE, Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READ,
+                               Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READWRITE})
+_SCALE_OFFSET_PAIR = np.dtype([("scale", "<f4"), ("offset", "<i4")])
+_htp_ffi = None
+
+
+def _htp():
+    """A cffi FFI (ABI mode, no library) declaring HTP/QnnHtpSystemContext.h and HTP/QnnHtpDevice.h.
+
+    The library's FFI is generated from System/QnnSystemInterface.h, which includes neither; the
+    HTP structs the binary info points to are allocated here, from the same headers (same layout).
+    """
+    global _htp_ffi
+    with _lock:
+        if _htp_ffi is None:
+            import cffi
+            f = cffi.FFI()
+            f.cdef(header_cdef(("HTP/QnnHtpSystemContext.h", "HTP/QnnHtpDevice.h"), prototypes=False))
+            _htp_ffi = f
+    return _htp_ffi
+
+
+class SystemContext:
+    """A ``systemContextCreate`` handle.  It owns the QnnSystemContext_BinaryInfo_t (and every
+    struct, array and string it points to) of its latest successful GetBinaryInfo/GetMetaData
+    call: valid until the next such call on this handle or ``systemContextFree``."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.answer: _Arena | None = None
+
+
+class _Arena:
+    """The C memory of one binary-info answer: cffi owners kept alive together, and their size."""
+
+    def __init__(self):
+        self.keep: list = []
+        self.size = 0
+
+    def new(self, ctype: str, init=None, f=None):
+        f = f or ffi
+        obj = f.new(ctype, init)
+        self.keep.append(obj)
+        self.size += f.sizeof(obj)
+        return obj
+
+    def string(self, text: str):
+        return self.new("char[]", text.encode("utf-8"))
+
+    def array(self, ctype: str, data: bytes, count: int):
+        """``count`` elements of ``ctype`` holding ``data`` (little-endian bytes); NULL if empty."""
+        if count == 0:
+            return ffi.NULL
+        arr = self.new(f"{ctype}[]", count)
+        ffi.memmove(arr, data, len(data))
+        return arr
+
+    @staticmethod
+    def foreign(ptr, f, ctype: str = "void *"):
+        """An object of the HTP FFI as a pointer of the library's FFI."""
+        return ffi.cast(ctype, int(f.cast("uintptr_t", ptr)))
+
+
+def binary_info_version() -> int:
+    """The QnnSystemContext_BinaryInfo_t version answered: 3, or QNNEMU_SYSTEM_BINARY_INFO_VERSION."""
+    text = os.environ.get("QNNEMU_SYSTEM_BINARY_INFO_VERSION")
+    if not text:
+        return DEFAULT_BINARY_INFO_VERSION
+    try:
+        version = int(text.strip())
+    except ValueError:
+        version = 0
+    if version not in BINARY_INFO_VERSIONS:
+        raise QnnError(Q.QNN_SYSTEM_CONTEXT_ERROR_INVALID_ARGUMENT,
+                       f"QNNEMU_SYSTEM_BINARY_INFO_VERSION='{text}': must be 1, 2 or 3 "
+                       f"(QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_*)", rule="QNNEMU-env-system-binary-info-version")
+    return version
+
+
+def _inspect(func: str, binaryBuffer, binaryBufferSize):
+    """The checked description of a qnnemu context binary (core/binary.py), with the context
+    error codes of the core mapped to QnnSystemContext_Error_t (the rule ids stay)."""
+    from ..core import binary  # imported on first use: it brings the op definitions along
+    bad = Q.QNN_SYSTEM_CONTEXT_ERROR_INVALID_ARGUMENT
+    _require(binaryBuffer, bad, func, "binaryBuffer")
+    size = int(binaryBufferSize)
+    if size == 0 or size > sys.maxsize:
+        raise QnnError(bad, f"{func}: binaryBufferSize: {size} is not the size of a context binary "
+                            f"(1 .. {sys.maxsize})", rule="QNNEMU-systemContext-buffer-size")
+    view = ffi.buffer(ffi.cast("char *", binaryBuffer), size)
+    try:
+        return binary.inspect(view, func=func)
+    except QnnError as err:
+        raise QnnError(_BINARY_TO_SYSTEM.get(err.code, Q.QNN_SYSTEM_CONTEXT_ERROR_OPERATION_FAILED),
+                       err.detail, rule=err.rule) from None
+
+
+def _set_version(dst, triple) -> None:
+    dst.major, dst.minor, dst.patch = (int(x) for x in triple)
+
+
+def _pairs(scales, offsets) -> bytes:
+    out = np.empty(len(scales), _SCALE_OFFSET_PAIR)
+    out["scale"], out["offset"] = scales, offsets
+    return out.tobytes()
+
+
+def _fill_quant(arena: _Arena, qp, q, dtype: int) -> None:
+    """Qnn_QuantizeParams_t from a stored QuantSpec (docs/context-binary.md "quant")."""
+    if q is None:
+        qp.encodingDefinition = Q.QNN_DEFINITION_UNDEFINED
+        qp.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_UNDEFINED
+        return
+    qp.encodingDefinition = Q.QNN_DEFINITION_DEFINED
+    qp.quantizationEncoding = enc = int(q.encoding)
+    # BW_ encodings without a stored bit width: the storage type's.
+    bits = int(q.bitwidth) if q.bitwidth else 8 * dtypes.itemsize(dtype)
+    if enc == Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET:
+        qp.scaleOffsetEncoding.scale, qp.scaleOffsetEncoding.offset = float(q.scale), int(q.offset)
+    elif enc == Q.QNN_QUANTIZATION_ENCODING_BW_SCALE_OFFSET:
+        b = qp.bwScaleOffsetEncoding
+        b.bitwidth, b.scale, b.offset = bits, float(q.scale), int(q.offset)
+    elif enc == Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET:
+        a = qp.axisScaleOffsetEncoding
+        a.axis, a.numScaleOffsets = int(q.axis), len(q.scale)
+        a.scaleOffset = arena.array("Qnn_ScaleOffset_t", _pairs(q.scale, q.offset), len(q.scale))
+    elif enc == Q.QNN_QUANTIZATION_ENCODING_BW_AXIS_SCALE_OFFSET:
+        b = qp.bwAxisScaleOffsetEncoding
+        b.bitwidth, b.axis, b.numElements = bits, int(q.axis), len(q.scale)
+        b.scales = arena.array("float", np.asarray(q.scale, "<f4").tobytes(), len(q.scale))
+        b.offsets = arena.array("int32_t", np.asarray(q.offset, "<i4").tobytes(), len(q.offset))
+    elif enc == Q.QNN_QUANTIZATION_ENCODING_BLOCKWISE_EXPANSION:
+        blocks = np.ascontiguousarray(q.block_scales)
+        bw = arena.new("Qnn_BlockwiseExpansion_t *")
+        bw.axis = int(q.axis)
+        bw.scaleOffsets = arena.array("Qnn_ScaleOffset_t", _pairs(q.scale, q.offset), len(q.scale))
+        bw.numBlocksPerAxis = int(blocks.shape[1])
+        # The format keeps the block scales' storage type, not a narrower declared bit width
+        # (the loader rebuilds them the same way).
+        bw.blockScaleBitwidth = 8 * blocks.dtype.itemsize
+        if blocks.dtype == np.uint8:
+            bw.blockScaleStorageType = Q.QNN_BLOCKWISE_EXPANSION_BITWIDTH_SCALE_STORAGE_8
+            bw.blocksScale8 = arena.array("uint8_t", blocks.tobytes(), blocks.size)
+        else:
+            bw.blockScaleStorageType = Q.QNN_BLOCKWISE_EXPANSION_BITWIDTH_SCALE_STORAGE_16
+            bw.blocksScale16 = arena.array("uint16_t", blocks.astype("<u2").tobytes(), blocks.size)
+        qp.blockwiseExpansion = bw
+
+
+def _fill_tensor(arena: _Arena, dst, t, version: int) -> None:
+    """A Qnn_Tensor_t (v1 or v2) describing a stored tensor; no data (clientBuf empty)."""
+    dst.version = version
+    v = dst.v1 if version == 1 else dst.v2
+    v.id = t.id
+    v.name = arena.string(t.name)
+    v.type, v.dataFormat, v.dataType = t.type, t.data_format, t.dtype
+    _fill_quant(arena, v.quantizeParams, t.quant, t.dtype)
+    v.rank = len(t.dims)
+    v.dimensions = arena.array("uint32_t", np.asarray(t.dims, "<u4").tobytes(), len(t.dims))
+    v.memType = t.mem_type
+    v.clientBuf.data, v.clientBuf.dataSize = ffi.NULL, 0
+    if version == 2:
+        v.isDynamicDimensions = ffi.NULL
+        v.sparseParams.type = Q.QNN_SPARSE_LAYOUT_UNDEFINED
+        v.isProduced = 0
+
+
+def _tensor_array(arena: _Arena, tensors: list, version: int):
+    if not tensors:
+        return ffi.NULL
+    arr = arena.new("Qnn_Tensor_t[]", len(tensors))
+    for i, t in enumerate(tensors):
+        _fill_tensor(arena, arr[i], t, version)
+    return arr
+
+
+def spill_fill_bytes(graph) -> int:
+    """The graph's spill-fill buffer size as stored in the binary (0 when not planned)."""
+    return int(getattr(graph, "spill_fill_bytes", 0) or 0)
+
+
+def _htp_graph_settings(configs, device_vtcm_mb: int) -> tuple[int, int, int, int]:
+    """(VTCM MiB, optimization level, DLBC, HVX threads) a graph was prepared with, from its
+    stored HTP graph configs; defaults where it set none (VTCM: the device's)."""
+    htp = configs.get("htp") if isinstance(configs, dict) else None
+    htp = htp if isinstance(htp, dict) else {}
+
+    def member(option: str, name: str):
+        entry = htp.get(option)
+        return entry.get(name) if isinstance(entry, dict) else None
+
+    vtcm = member("QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE", "vtcmSizeInMB")
+    if vtcm is None:
+        vtcm = member("QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE_IN_MB", "vtcmSizeInMB")
+    vtcm_bytes = member("QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE_IN_BYTES", "vtcmSizeInBytes")
+    if isinstance(vtcm, int) and vtcm > 0:
+        vtcm_mb = vtcm
+    elif isinstance(vtcm_bytes, int) and vtcm_bytes > 0:
+        vtcm_mb = -(-vtcm_bytes // (1 << 20))
+    else:  # 0 or unset: the whole VTCM of the device
+        vtcm_mb = device_vtcm_mb
+    level, dlbc = DEFAULT_OPTIMIZATION_LEVEL, 0
+    opt = member("QNN_HTP_GRAPH_CONFIG_OPTION_OPTIMIZATION", "optimizationOption")
+    if isinstance(opt, dict) and isinstance(opt.get("floatValue"), (int, float)):
+        if opt.get("type") == Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_FINALIZE_OPTIMIZATION_FLAG:
+            level = int(opt["floatValue"])
+        elif opt.get("type") == Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_DLBC:
+            dlbc = 1 if opt["floatValue"] else 0
+    hvx = member("QNN_HTP_GRAPH_CONFIG_OPTION_NUM_HVX_THREADS", "numHvxThreads")
+    hvx = hvx if isinstance(hvx, int) and hvx > 0 else DEFAULT_HVX_THREADS
+    return max(vtcm_mb, 0) & 0xFFFFFFFF, max(level, 0) & 0xFFFFFFFF, dlbc, hvx
+
+
+def _graph_blob_info(arena: _Arena, graph, header):
+    """QnnHtpSystemContext_GraphBlobInfo_t (V1) of one graph, as ``void *``."""
+    f = _htp()
+    blob = arena.new("QnnHtpSystemContext_GraphBlobInfo_t *", f=f)
+    blob.version = Q.QNN_SYSTEM_CONTEXT_HTP_GRAPH_INFO_BLOB_VERSION_V1
+    v1 = blob.contextBinaryGraphBlobInfoV1
+    v1.spillFillBufferSize = spill_fill_bytes(graph)
+    v1.vtcmSize, v1.optimizationLevel, v1.htpDlbc, v1.numHvxThreads = \
+        _htp_graph_settings(graph.configs, header.vtcm_mb)
+    return _Arena.foreign(blob, f), f.sizeof("QnnHtpSystemContext_GraphBlobInfo_t")
+
+
+def _hw_blob_info(arena: _Arena, graphs):
+    """QnnHtpSystemContext_HwBlobInfo_t (V1) of BinaryInfo v1/v2: the graph needing the largest
+    spill-fill buffer and that size (seed 002: "the index to the graph and respective spill fill
+    buffer size"), as ``void *``."""
+    f = _htp()
+    blob = arena.new("QnnHtpSystemContext_HwBlobInfo_t *", f=f)
+    blob.version = Q.QNN_SYSTEM_CONTEXT_HTP_HW_INFO_BLOB_VERSION_V1
+    sizes = [spill_fill_bytes(g) for g in graphs]
+    index = sizes.index(max(sizes)) if sizes else 0
+    blob.contextBinaryHwInfoBlobV1_t.graphListIndex = index
+    blob.contextBinaryHwInfoBlobV1_t.spillFillBufferSize = sizes[index] if sizes else 0
+    return _Arena.foreign(blob, f), f.sizeof("QnnHtpSystemContext_HwBlobInfo_t")
+
+
+def _context_blob_info(arena: _Arena, header):
+    """QnnHtpSystemContext_ContextBlobInfo_t (V1: the HTP arch) for BinaryInfo v3's contextMetadata."""
+    f = _htp()
+    blob = arena.new("QnnHtpSystemContext_ContextBlobInfo_t *", f=f)
+    blob.version = Q.QNN_SYSTEM_CONTEXT_HTP_CONTEXT_INFO_BLOB_VERSION_V1
+    blob.contextBinaryContextBlobInfoV1.dspArch = header.htp_arch
+    return _Arena.foreign(blob, f), f.sizeof("QnnHtpSystemContext_ContextBlobInfo_t")
+
+
+def _platform_info(arena: _Arena, header):
+    """QnnDevice_PlatformInfo_t (v1) of the device the binary was prepared for: one on-chip HTP
+    as deviceGetInfo describes it (QnnHtpDevice_DeviceInfoExtension_t)."""
+    from ..core.device import SOC_TABLE
+    f = _htp()
+    ext = arena.new("QnnHtpDevice_DeviceInfoExtension_t *", f=f)
+    ext.devType = Q.QNN_HTP_DEVICE_TYPE_ON_CHIP
+    chip = ext.onChipDevice
+    chip.vtcmSize, chip.socModel, chip.arch = header.vtcm_mb, header.soc_model, header.htp_arch
+    # SoC capabilities from the emulator's SoC table; an arch-only device as model_from_configs builds it.
+    _, _, signed_pd, dlbc = SOC_TABLE.get(header.soc_model, (0, 0, True, header.htp_arch >= 75))
+    chip.signedPdSupport, chip.dlbcSupport = signed_pd, dlbc
+    cores = arena.new("QnnDevice_CoreInfo_t[]", 1)
+    cores[0].version = Q.QNN_DEVICE_CORE_INFO_VERSION_1
+    cores[0].v1.coreId, cores[0].v1.coreType = 0, Q.QNN_HTP_CORE_TYPE_NSP
+    hw = arena.new("QnnDevice_HardwareDeviceInfo_t[]", 1)
+    hw[0].version = Q.QNN_DEVICE_HARDWARE_DEVICE_INFO_VERSION_1
+    hw[0].v1.deviceId, hw[0].v1.deviceType = 0, Q.QNN_HTP_DEVICE_TYPE_ON_CHIP
+    hw[0].v1.numCores, hw[0].v1.cores = 1, cores
+    hw[0].v1.deviceInfoExtension = _Arena.foreign(ext, f, "QnnDevice_DeviceInfoExtension_t")
+    info = arena.new("QnnDevice_PlatformInfo_t *")
+    info.version = Q.QNN_DEVICE_PLATFORM_INFO_VERSION_1
+    info.v1.numHwDevices, info.v1.hwDevices = 1, hw
+    return info
+
+
+def _updateable(graph, context_tensors) -> list:
+    """UPDATEABLE_* tensors of a graph: its own, then the context tensors its nodes use."""
+    own = [t for t in graph.tensors if t.type in _UPDATEABLE_TYPES]
+    used = {tid for n in graph.nodes for tid in itertools.chain(n.inputs, n.outputs) if tid is not None}
+    return own + [t for t in context_tensors if t.type in _UPDATEABLE_TYPES and t.id in used]
+
+
+def _graph_infos(arena: _Arena, info, version: int):
+    """QnnSystemContext_GraphInfo_t[] in graph version ``version`` (= the BinaryInfo version);
+    tensors are Qnn_Tensor_t v1 in version 1, v2 otherwise."""
+    if not info.graphs:
+        return ffi.NULL
+    tensor_version = 1 if version == 1 else 2
+    graphs = arena.new("QnnSystemContext_GraphInfo_t[]", len(info.graphs))
+    for dst, g in zip(graphs, info.graphs):
+        dst.version = version
+        v = (dst.graphInfoV1, dst.graphInfoV2, dst.graphInfoV3)[version - 1]
+        v.graphName = arena.string(g.name)
+        v.numGraphInputs, v.graphInputs = len(g.inputs), _tensor_array(arena, g.inputs, tensor_version)
+        v.numGraphOutputs, v.graphOutputs = len(g.outputs), _tensor_array(arena, g.outputs, tensor_version)
+        if version >= 2:
+            updateable = _updateable(g, info.context_tensors)
+            v.numUpdateableTensors = len(updateable)
+            v.updateableTensors = _tensor_array(arena, updateable, tensor_version)
+        if version == 3:
+            v.graphBlobInfo, v.graphBlobInfoSize = _graph_blob_info(arena, g, info.header)
+            # qnnemu never splits a graph: it spans its own ops, first to last.
+            v.startOpIndex, v.endOpIndex = 0, max(len(g.nodes) - 1, 0)
+    return graphs
+
+
+def build_binary_info(info, version: int) -> tuple[object, _Arena]:
+    """A QnnSystemContext_BinaryInfo_t of ``version`` describing ``info`` (core.binary.inspect),
+    with everything it points to in the returned arena."""
+    arena = _Arena()
+    h = info.header
+    root = arena.new("QnnSystemContext_BinaryInfo_t *")
+    root.version = version
+    v = (root.contextBinaryInfoV1, root.contextBinaryInfoV2, root.contextBinaryInfoV3)[version - 1]
+    v.backendId = Q.QNN_BACKEND_ID_HTP  # what libQnnHtpEmu.so's provider reports
+    v.buildId = arena.string(h.build_id)
+    _set_version(v.coreApiVersion, h.core_api)
+    _set_version(v.backendApiVersion, h.backend_api)
+    v.socVersion = arena.string(f"V{h.htp_arch}")
+    _set_version(v.contextBlobVersion, (h.format_version, 0, 0))
+    v.contextBlobSize = h.total_size
+    tensor_version = 1 if version == 1 else 2
+    v.numContextTensors = len(info.context_tensors)
+    v.contextTensors = _tensor_array(arena, info.context_tensors, tensor_version)
+    v.numGraphs, v.graphs = len(info.graphs), _graph_infos(arena, info, version)
+    if version in (1, 2):
+        _set_version(v.hwInfoBlobVersion, HTP_INFO_BLOB_VERSION)
+        v.hwInfoBlob, v.hwInfoBlobSize = _hw_blob_info(arena, info.graphs)
+    if version >= 2:
+        v.platformInfo = _platform_info(arena, h)
+    if version == 3:
+        v.contextMetadata, v.contextMetadataSize = _context_blob_info(arena, h)
+        v.socModel = h.soc_model
+    return root, arena
+
+
+def _binary_info_call(func: str, sysCtxHandle, binaryBuffer, binaryBufferSize, binaryInfo, binaryInfoSize) -> None:
+    bad = Q.QNN_SYSTEM_CONTEXT_ERROR_INVALID_ARGUMENT
+    sc = HANDLES.get(_hval(sysCtxHandle), SystemContext, Q.QNN_SYSTEM_CONTEXT_ERROR_INVALID_HANDLE, "sysCtxHandle")
+    _require(binaryInfo, bad, func, "binaryInfo")
+    if binaryInfoSize is not None:
+        _require(binaryInfoSize, bad, func, "binaryInfoSize")
+    version = binary_info_version()
+    info = _inspect(func, binaryBuffer, binaryBufferSize)
+    root, arena = build_binary_info(info, version)
+    with sc.lock:
+        sc.answer = arena  # the previous answer's memory goes now, as documented
+    binaryInfo[0] = root
+    if binaryInfoSize is not None:
+        binaryInfoSize[0] = arena.size
+    _active_logger().debug(f"{func}: binary info v{version} of a {info.header.total_size}-byte context binary: "
+                           f"{len(info.graphs)} graph(s) {info.graph_names}, "
+                           f"{len(info.context_tensors)} context tensor(s)")
+
+
+@system_entry
+def systemContextCreate(sysCtxHandle):
+    _require(sysCtxHandle, Q.QNN_SYSTEM_CONTEXT_ERROR_INVALID_ARGUMENT, "systemContextCreate", "sysCtxHandle")
+    sysCtxHandle[0] = ffi.cast("QnnSystemContext_Handle_t", HANDLES.new(SystemContext()))
+
+
+@system_entry
+def systemContextGetBinaryInfo(sysCtxHandle, binaryBuffer, binaryBufferSize, binaryInfo, binaryInfoSize):
+    _binary_info_call("systemContextGetBinaryInfo", sysCtxHandle, binaryBuffer, binaryBufferSize,
+                      binaryInfo, binaryInfoSize)
+
+
+@system_entry
+def systemContextGetMetaData(sysCtxHandle, binaryBuffer, binaryBufferSize, binaryInfo):
+    # The same description as GetBinaryInfo: reading a qnnemu binary's metadata is what
+    # GetBinaryInfo does (the weights are never touched).
+    _binary_info_call("systemContextGetMetaData", sysCtxHandle, binaryBuffer, binaryBufferSize, binaryInfo, None)
+
+
+@system_entry
+def systemContextFree(sysCtxHandle):
+    sc = HANDLES.get(_hval(sysCtxHandle), SystemContext, Q.QNN_SYSTEM_CONTEXT_ERROR_INVALID_HANDLE, "sysCtxHandle")
+    HANDLES.release(_hval(sysCtxHandle))
+    with sc.lock:
+        sc.answer = None
+
+
+# -------------------------------------------------------------------------- tensor footprints
+MAX_FOOTPRINT_RANK = 32          # as the context binary format: a bound before reading dimensions
+_UINT64_MAX = (1 << 64) - 1
+# 4-bit fixed point has no fixed footprint (packed or a byte per element depends on the
+# backend): the vendor's library answers INVALID_TENSOR for them, so do we.
+_NO_FOOTPRINT_TYPES = frozenset({Q.QNN_DATATYPE_SFIXED_POINT_4, Q.QNN_DATATYPE_UFIXED_POINT_4})
+
+
+@system_entry
+def systemTensorGetMemoryFootprint(tensor, footprint):
+    """Bytes needed to hold a dense (flat buffer) tensor's data: elements x element size.
+    Dimensions are maxima (dynamic dimensions included), so this is the largest size; a 0
+    dimension gives 0, as the vendor's library answers."""
+    func = "systemTensorGetMemoryFootprint"
+    invalid = Q.QNN_SYSTEM_TENSOR_ERROR_INVALID_TENSOR
+    _require(footprint, Q.QNN_SYSTEM_TENSOR_ERROR_INVALID_ARGUMENT, func, "footprint")
+    version = int(tensor.version)
+    if version not in (1, 2):
+        raise QnnError(invalid, f"{func}: tensor.version: {version} is neither QNN_TENSOR_VERSION_1 nor _2",
+                       rule="QNNEMU-systemTensor-version")
+    v = tensor.v1 if version == 1 else tensor.v2
+    path = f"tensor.v{version}"
+    if int(v.dataFormat) != Q.QNN_TENSOR_DATA_FORMAT_DENSE:
+        raise QnnError(invalid, f"{func}: {path}.dataFormat: {int(v.dataFormat)}: only QNN_TENSOR_DATA_FORMAT_DENSE "
+                                f"(flat buffer) tensors have a footprint", rule="QNNEMU-systemTensor-data-format")
+    dtype = int(v.dataType)
+    if not dtypes.is_known(dtype) or dtype in _NO_FOOTPRINT_TYPES:
+        raise QnnError(invalid, f"{func}: {path}.dataType: {dtypes.name(dtype)} has no fixed element size",
+                       rule="QNNEMU-systemTensor-dtype")
+    rank = int(v.rank)
+    if rank > MAX_FOOTPRINT_RANK:
+        raise QnnError(invalid, f"{func}: {path}.rank: {rank} exceeds {MAX_FOOTPRINT_RANK}",
+                       rule="QNNEMU-systemTensor-rank")
+    if rank and v.dimensions == ffi.NULL:
+        raise QnnError(invalid, f"{func}: {path}.dimensions is NULL with rank {rank}",
+                       rule="QNNEMU-systemTensor-dims-null")
+    dims = [int(v.dimensions[i]) for i in range(rank)]
+    size = math.prod(dims) * dtypes.itemsize(dtype)
+    if size > _UINT64_MAX:
+        raise QnnError(invalid, f"{func}: {path}.dimensions: {dims} of {dtypes.name(dtype)} need {size} bytes, "
+                                f"more than a uint64_t holds", rule="QNNEMU-systemTensor-size")
+    footprint[0] = size
+
+
+# -------------------------------------------------------------------------------------- DLC
+# The emulator has no DLC reader: a DLC (the converters' serialized graph) is composed into
+# QNN API calls by the vendor's System library.  Every DLC entry answers UNSUPPORTED_FEATURE.
 for _name in ("systemDlcCreateFromFile", "systemDlcCreateFromBinary", "systemDlcComposeGraphs",
               "systemDlcGetOpMappings", "systemDlcFree"):
     system_not_supported(_name, Q.QNN_SYSTEM_DLC_ERROR_UNSUPPORTED_FEATURE,
-                         "DLC files are not implemented yet")
+                         "qnnemu has no DLC reader; build the graph through the QNN API (or load a qnnemu "
+                         "context binary with contextCreateFromBinary) instead of a .dlc file")
 
 
 # ------------------------------------------------------------------------------ installing
