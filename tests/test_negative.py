@@ -708,6 +708,7 @@ def test_every_core_and_abi_rule_has_a_case():
             found |= set(re.findall(r'"(QNNEMU-[A-Za-z0-9_-]+)"', path.read_text()))
     import test_profile
     import test_system_lib
+    import test_system_context
     from qnnemu.core import mem
     # Rules whose negative cases live in their feature's test file: memory handles (test_mem.py
     # checks each of mem.RULES), profiling and the System library (their RULE_CASES tables), and
@@ -716,6 +717,7 @@ def test_every_core_and_abi_rule_has_a_case():
     covered = ({p.values[0].rule for p in CASES} | CORE_LEVEL_RULES | set(mem.RULES)
                | set(test_profile.RULE_CASES) | set(test_system_lib.RULE_CASES)
                | set(test_system_lib.CORE_LEVEL_RULES)
+               | set(test_system_context.RULE_IDS)
                | set(re.findall(r'"(QNNEMU-binary-[a-z0-9-]+)"', binary_tests)))
     assert found - covered == set(), f"rule ids without a negative test: {sorted(found - covered)}"
 
