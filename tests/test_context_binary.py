@@ -449,11 +449,13 @@ def test_unfinalized_graph_cannot_be_serialized():
     b.node("Relu", "r", [x], [y])
     with pytest.raises(QnnError) as e:
         binary.serialize(ctx)
-    assert e.value.code == Q.QNN_CONTEXT_ERROR_GET_BINARY_FAILED and \
-        e.value.rule == "QNNEMU-binary-graph-not-finalized", "contextGetBinary needs finalized graphs"
+    assert e.value.code == Q.QNN_CONTEXT_ERROR_NOT_FINALIZED and \
+        e.value.rule == "QNNEMU-binary-graph-not-finalized", \
+        "contextGetBinary needs finalized graphs (QnnContext.h: NOT_FINALIZED for non-finalized entities)"
     with pytest.raises(QnnError) as e:
         binary.serialize(ctx, func="contextGetBinarySize")
-    assert e.value.code == Q.QNN_CONTEXT_ERROR_GET_BINARY_SIZE_FAILED, "contextGetBinarySize's own code"
+    assert e.value.code == Q.QNN_CONTEXT_ERROR_NOT_FINALIZED and "contextGetBinarySize" in str(e.value), \
+        "contextGetBinarySize: the same code, its own function name"
     ctx.free()
 
 
@@ -789,14 +791,14 @@ def test_rule_graph(float_blob):
 def test_rule_internal(float_blob, monkeypatch):
     def boom(*a, **k):
         raise ZeroDivisionError("simulated")
-    monkeypatch.setattr(binary, "_build", boom)
+    monkeypatch.setattr(binary, "_build_graph", boom)
     _expect(float_blob, "QNNEMU-binary-internal", Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
 
 
 def test_rule_mem_alloc(float_blob, monkeypatch):
     def oom(*a, **k):
         raise MemoryError()
-    monkeypatch.setattr(binary, "_build", oom)
+    monkeypatch.setattr(binary, "_build_graph", oom)
     _expect(float_blob, "QNNEMU-binary-mem-alloc", Q.QNN_CONTEXT_ERROR_MEM_ALLOC)
 
 
@@ -965,3 +967,63 @@ def test_fuzz_structured_metadata_mutations(data):
     graph_count = data.draw(st.sampled_from([h.graph_count] * 6 + [0, 3]))
     header = binary.Header(**{**h.__dict__, "graph_count": graph_count})
     _outcome(binary.assemble(header, meta, blob_data))
+
+
+# ------------------------------------------------------------------------------ spill-fill, external data, deferred
+def test_spill_fill_bytes_round_trip(small_blob):
+    ctx = load(small_blob)
+    assert [g.spill_fill_bytes for g in binary.inspect(small_blob).graphs] == [0, 0], \
+        "graphs without a planned spill-fill buffer store 0"
+    HANDLES.lookup(ctx.graphs["quant_net"]).spill_fill_bytes = 123456
+    blob = binary.serialize(ctx)
+    ctx.free()
+    info = binary.inspect(blob)
+    assert info.graph("quant_net").spill_fill_bytes == 123456 and info.graph("float_net").spill_fill_bytes == 0, \
+        "GraphInfo.spill_fill_bytes comes from the graph's attribute"
+    loaded = load(blob)
+    assert loaded_graph(loaded, "quant_net").spill_fill_bytes == 123456, "a loaded graph keeps its spill-fill size"
+    assert binary.serialize(loaded) == blob, "and serializes it again"
+    loaded.free()
+
+    def drop_key(m):
+        for g in m["graphs"]:
+            del g["spill_fill_bytes"]
+    assert [g.spill_fill_bytes for g in binary.inspect(with_meta(blob, drop_key)).graphs] == [0, 0], \
+        "the key is optional (default 0)"
+
+    def negative(m):
+        m["graphs"][0]["spill_fill_bytes"] = -1
+    _expect(with_meta(blob, negative), "QNNEMU-binary-metadata", Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
+
+
+def test_external_data_source(small_blob):
+    h = binary.parse_header(small_blob)
+    calls = []
+
+    def provider(offset, size):
+        calls.append((offset, size))
+        return bytearray(small_blob[offset:offset + size])
+    ctx = load(small_blob[:h.data_offset], data_source=provider)
+    assert calls == [(h.data_offset, h.data_size)], "one request: the data section's offset and size"
+    feeds = float_feeds()
+    want = run(loaded_graph(load(small_blob), "float_net"), feeds)
+    assert_same_outputs(run(loaded_graph(ctx, "float_net"), feeds), want, "weights from the data source")
+    ctx.free()
+    _expect(small_blob[:h.data_offset], "QNNEMU-binary-truncated", Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY,
+            data_source=lambda o, s: b"\0" * (s - 1))
+    _expect(small_blob[:h.metadata_offset + 10], "QNNEMU-binary-truncated", Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY,
+            data_source=provider)
+    _expect(small_blob[:h.data_offset], "QNNEMU-binary-crc", Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY,
+            data_source=lambda o, s: b"\x01" * s)
+
+
+def test_deferred_graphs_are_built_on_retrieval(small_blob):
+    live = len(HANDLES.live())
+    ctx = load(small_blob, defer_graphs=True)
+    assert ctx.graphs == {}, "nothing built at load time"
+    g = loaded_graph(ctx, "quant_net")
+    assert list(ctx.graphs) == ["quant_net"] and g.finalized, "built and finalized at first retrieval"
+    assert binary.serialize(ctx) == small_blob, "serializing builds the rest: the same bytes"
+    assert ctx.deferred is None, "nothing deferred any more"
+    ctx.free()
+    assert len(HANDLES.live()) == live, "freeing releases every built graph"

@@ -448,15 +448,6 @@ def _(env):
     return abi.call("profileGetExtendedEventData", 1 << 60, ffi.new("QnnProfile_ExtendedEventData_t *"))
 
 
-@rule_case("QNNEMU-graphFinalize-signal", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "graphFinalize", "signalHandle")
-def _(env):
-    return abi.call("graphFinalize", vp(env.g), NULL, vp(0x1000))
-
-
-@rule_case("QNNEMU-graphExecute-signal", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "graphExecute", "signalHandle")
-def _(env):
-    env.finalize()
-    return abi.call("graphExecute", vp(env.g), NULL, 0, NULL, 0, NULL, vp(0x1000))
 
 
 @pytest.mark.parametrize("rule", sorted(RULE_CASES))
@@ -478,7 +469,6 @@ def test_every_profile_rule_has_a_case():
     found = set()
     for path in (root / "core" / "profile.py", root / "abi" / "profile_api.py"):
         found |= set(re.findall(r'"(QNNEMU-[A-Za-z0-9_-]+)"', path.read_text()))
-    found |= {"QNNEMU-graphFinalize-signal", "QNNEMU-graphExecute-signal"}
     assert found - set(RULE_CASES) == set(), f"profile rule ids without a case: {sorted(found - set(RULE_CASES))}"
 
 

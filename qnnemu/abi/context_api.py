@@ -1,16 +1,491 @@
-"""QnnContext.h context-binary entries: contextGetBinarySize/GetBinary, incremental binaries,
-contextFinalize, contextCreateFromBinary (and its WithSignal, WithCallback and ListAsync
-variants) and contextValidateBinary. The format is qnnemu/core/binary.py.
+"""QnnContext.h context-binary entries: contextGetBinarySize / contextGetBinary, incremental
+binaries, contextFinalize, contextCreateFromBinary (and its WithSignal, WithCallback and
+ListAsync variants) and contextValidateBinary; seed 002 sections "Context Binary Management",
+"QnnContext_createFromBinaryListAsync API", "Init Cancellation" and
+"QnnContext_createFromBinaryWithCallback API". The format and the loader are
+qnnemu/core/binary.py (docs/context-binary.md, which also documents what each entry does here).
 
 Imported by entry.py so that the ``@entry`` functions fill their table slots.
 """
 from __future__ import annotations
 
-from ..headers import Q
-from .entry import not_supported
+import struct
+import threading
 
-for _name in ("contextGetBinarySize", "contextGetBinary", "contextCreateFromBinary", "contextValidateBinary",
-              "contextCreateFromBinaryWithSignal", "contextCreateFromBinaryListAsync",
-              "contextGetIncrementalBinary", "contextReleaseIncrementalBinary", "contextFinalize",
-              "contextCreateFromBinaryWithCallback"):
-    not_supported(_name, Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, "context binaries are not implemented yet")
+from ..core import binary  # binary.deserialize is looked up at call time (tests spy on it)
+from ..core.backend import Backend
+from ..core.context import Context
+from ..core.device import Device
+from ..core.graph import Graph
+from ..core.handles import HANDLES
+from ..core.signal import checker
+from ..errors import QnnError
+from ..headers import Q
+from . import entry as _entry
+from . import profile_api, signal_api
+from .entry import _context_configs, entry
+from .marshal import require
+
+# contextGetIncrementalBinary hands out the header + metadata as one piece, then the data section
+# in pieces of at most this many bytes.
+INCREMENTAL_PIECE = 1 << 20
+# contextCreateFromBinaryListAsync reads at most this many QnnContext_Params_t.
+MAX_LIST = 4096
+
+_cache_lock = threading.Lock()
+
+
+def _ffi():
+    return _entry.ffi
+
+
+def _hval(handle) -> int:
+    return int(_ffi().cast("uintptr_t", handle))
+
+
+def _context(handle) -> Context:
+    return HANDLES.get(_hval(handle), Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
+
+
+def _client_buffer(ptr, size):
+    """The client's binary as a memoryview (None for a NULL pointer: binary.py reports it)."""
+    ffi = _ffi()
+    if ptr == ffi.NULL:
+        return None
+    return memoryview(ffi.buffer(ffi.cast("char *", ptr), int(size)))
+
+
+# ------------------------------------------------------------------------------ the binary
+def _content_key(ctx: Context) -> tuple:
+    """Changes whenever what serialize writes can have changed (graphs, their tensors, nodes,
+    finalization, configs, context tensors, Context.touch())."""
+    graphs = []
+    for name, handle in ctx.graphs.items():
+        g = HANDLES.lookup(handle)
+        if isinstance(g, Graph):
+            graphs.append((name, handle, g.finalized, len(g.nodes), len(g.tensors), repr(g.configs),
+                           getattr(g, "spill_fill_bytes", 0)))
+    return (ctx.revision, len(ctx.tensors), repr(ctx.configs), tuple(graphs))
+
+
+def _binary(ctx: Context, func: str) -> bytes:
+    """The context's binary, serialized once and kept until its content changes."""
+    with _cache_lock:
+        if ctx.deferred is not None:
+            ctx.deferred.build_all()  # a deferred-init context: its binary holds every graph
+        key = _content_key(ctx)
+        if ctx.binary_cache is not None and ctx.binary_cache[0] == key:
+            return ctx.binary_cache[1]
+        blob = binary.serialize(ctx, func=func)
+        ctx.binary_cache = (key, blob)
+        return blob
+
+
+@entry
+def contextGetBinarySize(context, binaryBufferSize):
+    func = "contextGetBinarySize"
+    ctx = _context(context)
+    require(binaryBufferSize, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "binaryBufferSize")
+    binaryBufferSize[0] = len(_binary(ctx, func))
+
+
+@entry
+def contextGetBinary(context, binaryBuffer, binaryBufferSize, writtenBufferSize):
+    func = "contextGetBinary"
+    ctx = _context(context)
+    require(binaryBuffer, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "binaryBuffer")
+    require(writtenBufferSize, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "writtenBufferSize")
+    blob = _binary(ctx, func)
+    if int(binaryBufferSize) < len(blob):
+        writtenBufferSize[0] = 0
+        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
+                       f"{func}: binaryBufferSize: {int(binaryBufferSize)} bytes is too small for the "
+                       f"{len(blob)}-byte binary (contextGetBinarySize gives the size)",
+                       rule="QNNEMU-contextGetBinary-buffer-size")
+    _ffi().memmove(binaryBuffer, blob, len(blob))
+    writtenBufferSize[0] = len(blob)
+
+
+@entry
+def contextGetIncrementalBinary(context, binaryBuffer, startOffset, writtenBufferSize):
+    """The next piece of the binary: header + metadata first, then the data section in pieces of
+    at most INCREMENTAL_PIECE bytes; after the last piece one call answers NULL / size 0 /
+    startOffset = total size, and the next call starts over. Pieces are owned by the backend
+    until contextReleaseIncrementalBinary (or contextFree)."""
+    func = "contextGetIncrementalBinary"
+    ctx = _context(context)
+    for ptr, what in ((binaryBuffer, "binaryBuffer"), (startOffset, "startOffset"),
+                      (writtenBufferSize, "writtenBufferSize")):
+        require(ptr, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, what)
+    blob = _binary(ctx, func)
+    ffi = _ffi()
+    with _cache_lock:
+        state = ctx.incremental
+        if state.get("blob") is not blob:  # first call, or the content changed: start over
+            state["blob"] = blob
+            state["next"] = 0
+            state["split"] = struct.unpack_from("<Q", blob, 72)[0]  # data_offset
+        state.setdefault("pieces", {})
+        start = state["next"]
+        if start >= len(blob):
+            binaryBuffer[0] = ffi.NULL
+            startOffset[0] = len(blob)
+            writtenBufferSize[0] = 0
+            state["next"] = 0
+            return
+        end = state["split"] if start < state["split"] else min(len(blob), start + INCREMENTAL_PIECE)
+        piece = ffi.from_buffer("char[]", memoryview(blob)[start:end])
+        state["pieces"][int(ffi.cast("uintptr_t", piece))] = (piece, start, end - start)
+        state["next"] = end
+    binaryBuffer[0] = ffi.cast("const void *", piece)
+    startOffset[0] = start
+    writtenBufferSize[0] = end - start
+
+
+@entry
+def contextReleaseIncrementalBinary(context, binaryBuffer, startOffset):
+    func = "contextReleaseIncrementalBinary"
+    ctx = _context(context)
+    pieces = ctx.incremental.get("pieces", {})
+    address = _hval(binaryBuffer)
+    with _cache_lock:
+        found = pieces.get(address)
+        if found is None:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INCREMENT_INVALID_BUFFER,
+                           f"{func}: binaryBuffer: 0x{address:x} is not a piece handed out by "
+                           f"contextGetIncrementalBinary for this context (or was already released)",
+                           rule="QNNEMU-contextReleaseIncrementalBinary-buffer")
+        if found[1] != int(startOffset):
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INCREMENT_INVALID_BUFFER,
+                           f"{func}: startOffset: {int(startOffset)}, but that piece starts at {found[1]}",
+                           rule="QNNEMU-contextReleaseIncrementalBinary-offset")
+        del pieces[address]
+
+
+@entry
+def contextFinalize(context, profile):
+    """Builds every graph a deferred-init context has not built yet, checks that every graph is
+    finalized and serializes the binary once (contextGetBinary then answers from it)."""
+    func = "contextFinalize"
+    ctx = _context(context)
+    call = profile_api.start(profile, func, Q.QNN_CONTEXT_ERROR_SET_PROFILE)
+    with profile_api.recording(call) as rec:
+        if ctx.deferred is not None:
+            ctx.deferred.build_all()
+        open_graphs = [name for name, h in ctx.graphs.items()
+                       if isinstance(HANDLES.lookup(h), Graph) and not HANDLES.lookup(h).finalized]
+        if open_graphs:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_NOT_FINALIZED,
+                           f"{func}: context: graph(s) {open_graphs} are not finalized (call graphFinalize first)",
+                           rule="QNNEMU-contextFinalize-not-finalized")
+        try:
+            _binary(ctx, func)
+        except QnnError as err:  # the context is executable; only its binary cannot be made
+            ctx.log.warn(f"{func}: the context binary cannot be prepared: {err}")
+        ctx.finalized = True
+    profile_api.commit(rec, "finalize")
+
+
+# ------------------------------------------------------------------------------ loading
+def _device(device):
+    if device == _ffi().NULL:
+        return None
+    return HANDLES.get(_hval(device), Device, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "device")
+
+
+def _commit_init(rec) -> None:
+    """The call succeeded: an INIT event (QNN (init) time, us) replaces the profile's events."""
+    profile_api.commit(rec, "init")
+
+
+def _load(func: str, be: Backend, dev, configs: dict, view, sig=None, *, data_source=None,
+          on_graph=None, register=None):
+    """binary.deserialize with the load-time configs applied; returns (context handle, Context).
+    The handle is registered with the backend before the first graph is built (``register``
+    receives it then); if loading fails the context and the handle are released."""
+    handles: list[int] = []
+
+    def on_context(ctx):
+        handles.append(be.adopt_context(ctx))
+        if register is not None:
+            register(handles[0])
+
+    try:
+        ctx = binary.deserialize(
+            view, be, dev, compatibility=configs.get("binaryCompatibility", binary.PERMISSIVE), logger=be.log,
+            check_abort=checker(sig), configs=configs, on_graph=on_graph, enable_graphs=configs.get("enableGraphs"),
+            func=func, data_source=data_source, persistent=bool(configs.get("persistentBinary")),
+            defer_graphs=bool(configs.get("deferGraphInit")), on_context=on_context)
+    except BaseException:
+        if handles:
+            be.free_context(handles[0])
+        raise
+    if not handles:  # a replaced deserialize (tests) may not call on_context
+        handles.append(be.adopt_context(ctx))
+    return handles[0], ctx
+
+
+def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBufferSize, context, profile,
+                        signal=None, callback=None):
+    be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
+    require(context, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "context")
+    dev = _device(device)
+    configs = _context_configs(config, func)
+    provider = _DmaProvider(func, callback, configs) if callback is not None else None
+    call = profile_api.start(profile, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE)
+    view = _client_buffer(binaryBuffer, binaryBufferSize)
+    sig_handle = _ffi().NULL if signal is None else signal
+    try:
+        with signal_api.use_signal(sig_handle, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE,
+                                   Q.QNN_CONTEXT_ERROR_ABORTED, Q.QNN_CONTEXT_ERROR_TIMED_OUT) as sig:
+            with profile_api.recording(call) as rec:
+                handle, ctx = _load(func, be, dev, configs, view, sig,
+                                    data_source=provider.request if provider else None)
+    except BaseException:
+        if provider is not None:
+            provider.release_all()  # buffers already provided are released on failure too
+        raise
+    if provider is not None:
+        ctx.on_free.append(provider.release_all)
+    _commit_init(rec)
+    context[0] = _ffi().cast("Qnn_ContextHandle_t", handle)
+
+
+@entry
+def contextCreateFromBinary(backend, device, config, binaryBuffer, binaryBufferSize, context, profile):
+    _create_from_binary("contextCreateFromBinary", backend, device, config, binaryBuffer, binaryBufferSize,
+                        context, profile)
+
+
+@entry
+def contextCreateFromBinaryWithSignal(backend, device, config, binaryBuffer, binaryBufferSize, context, profile,
+                                      signal):
+    _create_from_binary("contextCreateFromBinaryWithSignal", backend, device, config, binaryBuffer,
+                        binaryBufferSize, context, profile, signal)
+
+
+@entry
+def contextValidateBinary(backend, device, config, binaryBuffer, binaryBufferSize):
+    func = "contextValidateBinary"
+    be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
+    dev = _device(device)
+    configs = _context_configs(config, func)
+    binary.validate(_client_buffer(binaryBuffer, binaryBufferSize), dev,
+                    configs.get("binaryCompatibility", binary.PERMISSIVE), logger=be.log, func=func)
+
+
+# ------------------------------------------------------------------------------ WithCallback
+class _DmaProvider:
+    """The DMA-buffer data provider/release callbacks of contextCreateFromBinaryWithCallback:
+    ``request`` is binary.deserialize's ``data_source`` (one request for the data section);
+    every buffer provided is released once, at contextFree or when loading fails."""
+
+    def __init__(self, func: str, callback, configs: dict):
+        ffi = _ffi()
+        require(callback, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "callback")
+        kind = int(callback.type)
+        if kind == Q.QNN_CONTEXT_CALLBACK_RAW_BUFFER:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
+                           f"{func}: callback.type: QNN_CONTEXT_CALLBACK_RAW_BUFFER is reserved; only the DMA "
+                           f"buffer callback (QNN_CONTEXT_CALLBACK_DMA_BUFFER) is supported, as on the HTP",
+                           rule="QNNEMU-contextCreateFromBinaryWithCallback-raw")
+        if kind != Q.QNN_CONTEXT_CALLBACK_DMA_BUFFER:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, f"{func}: callback.type: unknown type {kind}",
+                           rule="QNNEMU-contextCreateFromBinaryWithCallback-callback")
+        dma = callback.dmaBufferCallback
+        if int(dma.version) != Q.QNN_CONTEXT_CALLBACK_DMA_BUFFER_VERSION_1:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
+                           f"{func}: callback.dmaBufferCallback.version: {int(dma.version)} is not "
+                           f"QNN_CONTEXT_CALLBACK_DMA_BUFFER_VERSION_1",
+                           rule="QNNEMU-contextCreateFromBinaryWithCallback-callback")
+        for what in ("dataProvide", "dataRelease"):
+            if getattr(dma.v1, what) == ffi.NULL:
+                raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
+                               f"{func}: callback.dmaBufferCallback.v1.{what} is NULL",
+                               rule="QNNEMU-contextCreateFromBinaryWithCallback-callback")
+        if configs.get("deferGraphInit"):
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                           f"{func}: config: QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT cannot be combined with "
+                           f"the data provider callbacks (seed 002)",
+                           rule="QNNEMU-contextCreateFromBinaryWithCallback-defer")
+        # Copies: the client's callback struct need not outlive the call.
+        self.func = func
+        self.provide = dma.v1.dataProvide
+        self.release = dma.v1.dataRelease
+        self.param = dma.v1.notifyParam
+        self.buffers: list[tuple[int, object, int]] = []  # (fd, data pointer, alignedSize)
+
+    def request(self, offset: int, size: int):
+        ffi = _ffi()
+        path = "callback.dmaBufferCallback.v1.dataProvide"
+        req = ffi.new("Qnn_ContextBinaryDataRequest_t *")
+        req.offset, req.size, req.isBackendMappingNeeded = offset, size, 1
+        resp = ffi.new("Qnn_ContextBinaryDmaDataResponse_t *")
+        resp.dmaBuffer.fd = -1
+        code = int(self.provide(req[0], resp, self.param))
+        if code != Q.QNN_SUCCESS:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_MEM_ALLOC if code == Q.QNN_COMMON_ERROR_MEM_ALLOC
+                           else Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY,
+                           f"{self.func}: {path}: returned error {code} for the data section "
+                           f"(offset {offset}, size {size})",
+                           rule="QNNEMU-contextCreateFromBinaryWithCallback-provider")
+        data = resp.dmaBuffer.data
+        if data == ffi.NULL:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY,
+                           f"{self.func}: {path}: dmaDataResponse.dmaBuffer.data is NULL",
+                           rule="QNNEMU-contextCreateFromBinaryWithCallback-response")
+        start, aligned = int(resp.dataStartOffset), int(resp.alignedSize)
+        self.buffers.append((int(resp.dmaBuffer.fd), data, aligned))
+        if start + size > aligned:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY,
+                           f"{self.func}: {path}: dmaDataResponse.alignedSize: {aligned} bytes cannot hold the "
+                           f"{size} requested bytes from dataStartOffset {start}",
+                           rule="QNNEMU-contextCreateFromBinaryWithCallback-response")
+        # In place (zero copy): the buffer stays the client's until its release callback.
+        return ffi.buffer(ffi.cast("char *", data) + start, size)
+
+    def release_all(self) -> None:
+        ffi = _ffi()
+        buffers, self.buffers = self.buffers, []
+        for fd, data, aligned in buffers:
+            mem = ffi.new("Qnn_ContextBinaryDmaDataMem_t *")
+            mem.dmaBuffer.fd = fd
+            mem.dmaBuffer.data = data
+            mem.memSize = aligned
+            code = int(self.release(mem[0], self.param))
+            if code != Q.QNN_SUCCESS:
+                _entry._active_logger().warn(f"{self.func}: callback.dmaBufferCallback.v1.dataRelease returned "
+                                             f"{code} for the buffer at 0x{int(ffi.cast('uintptr_t', data)):x}")
+
+
+@entry
+def contextCreateFromBinaryWithCallback(backend, device, config, callback, binaryBuffer, binaryBufferSize, context,
+                                        profile, signal):
+    _create_from_binary("contextCreateFromBinaryWithCallback", backend, device, config, binaryBuffer,
+                        binaryBufferSize, context, profile, signal, callback)
+
+
+# ------------------------------------------------------------------------------ ListAsync
+class _ListEntry:
+    __slots__ = ("index", "path", "configs", "view", "call", "notify", "param")
+
+    def __init__(self, index, path, configs, view, call, notify, param):
+        self.index, self.path, self.configs, self.view = index, path, configs, view
+        self.call, self.notify, self.param = call, notify, param
+
+
+def _list_entries(func: str, contextParams, list_configs: dict) -> list[_ListEntry]:
+    """Every QnnContext_Params_t checked before anything is loaded (argument errors fail the
+    whole call without any notification)."""
+    ffi = _ffi()
+    require(contextParams, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "contextParams")
+    out = []
+    for k in range(MAX_LIST + 1):
+        p = contextParams[k]
+        if p == ffi.NULL:
+            break
+        if k == MAX_LIST:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
+                           f"{func}: contextParams: no NULL terminator within {MAX_LIST} entries",
+                           rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+        version = int(p.version)
+        path = f"contextParams[{k}]"
+        if version == Q.QNN_CONTEXT_PARAMS_VERSION_1:
+            v, path = p.v1, f"{path}.v1"
+        elif version == Q.QNN_CONTEXT_PARAMS_VERSION_2:
+            if p.v2 == ffi.NULL:
+                raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, f"{func}: {path}.v2 is NULL",
+                               rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+            v, path = p.v2, f"{path}.v2"
+            if v.callback != ffi.NULL:
+                raise QnnError(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
+                               f"{func}: {path}.callback: data provider callbacks are not supported with "
+                               f"contextCreateFromBinaryListAsync (seed 002); pass NULL",
+                               rule="QNNEMU-contextCreateFromBinaryListAsync-callback")
+        else:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
+                           f"{func}: {path}.version: {version} is not QNN_CONTEXT_PARAMS_VERSION_1 or _2",
+                           rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+        if v.notifyFunc == ffi.NULL:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, f"{func}: {path}.notifyFunc is NULL",
+                           rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+        if v.binaryBuffer == ffi.NULL or int(v.binaryBufferSize) == 0:
+            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
+                           f"{func}: {path}.binaryBuffer: NULL or binaryBufferSize 0",
+                           rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+        configs = _context_configs(v.config, f"{func}: {path}")
+        # listConfig overrides the options also given per context (QnnContext.h).
+        merged = {**configs, **list_configs}
+        if "htp" in configs and "htp" in list_configs:
+            merged["htp"] = {**configs["htp"], **list_configs["htp"]}
+        call = profile_api.start(v.profile, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE)
+        out.append(_ListEntry(k, path, merged, _client_buffer(v.binaryBuffer, v.binaryBufferSize), call,
+                              v.notifyFunc, v.notifyParam))
+    if not out:
+        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, f"{func}: contextParams: the list is empty",
+                       rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+    return out
+
+
+@entry
+def contextCreateFromBinaryListAsync(backend, device, contextParams, listConfig, signal):
+    """Loads the binaries one after the other, synchronously: every notification arrives before
+    the call returns. Per binary: one QNN_CONTEXT_NOTIFY_TYPE_GRAPH_INIT notification per graph
+    (context and graph handle, graph name, QNN_SUCCESS) as soon as the graph is built, then one
+    QNN_CONTEXT_NOTIFY_TYPE_CONTEXT_INIT notification with the context handle and QNN_SUCCESS --
+    or, if that binary fails, NULL handles and the error (graph handles it announced are then
+    invalid) while the other binaries still load. An abort or timeout stops the call: the
+    binary being loaded and every later one are notified with QNN_CONTEXT_ERROR_ABORTED /
+    _TIMED_OUT. The call returns QNN_SUCCESS when every binary loaded, otherwise the first
+    failure's code (contexts that loaded stay valid: the client owns their handles)."""
+    func = "contextCreateFromBinaryListAsync"
+    ffi = _ffi()
+    be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
+    dev = _device(device)
+    list_configs = _context_configs(listConfig, f"{func}: listConfig")
+    entries = _list_entries(func, contextParams, list_configs)
+    loaded = 0
+    failed: list[QnnError] = []
+
+    def notify(e: _ListEntry, ctx_handle, graph_handle, name, kind, status):
+        name_buf = ffi.new("char[]", name.encode()) if name is not None else ffi.NULL
+        e.notify(ffi.cast("Qnn_ContextHandle_t", ctx_handle or 0), ffi.cast("Qnn_GraphHandle_t", graph_handle or 0),
+                 name_buf, kind, e.param, status)
+
+    with signal_api.use_signal(signal, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, Q.QNN_CONTEXT_ERROR_ABORTED,
+                               Q.QNN_CONTEXT_ERROR_TIMED_OUT) as sig:
+        stop: QnnError | None = None  # an abort or timeout: the binaries not loaded yet are skipped
+        for e in entries:
+            if stop is None and sig is not None:
+                try:
+                    sig.check()
+                except QnnError as err:
+                    stop = err
+                    failed.append(err)
+            if stop is not None:
+                notify(e, 0, 0, None, Q.QNN_CONTEXT_NOTIFY_TYPE_CONTEXT_INIT, stop.code)
+                continue
+            box: list[int] = []
+            try:
+                with profile_api.recording(e.call) as rec:
+                    handle, _ = _load(
+                        func, be, dev, e.configs, e.view, sig, register=box.append,
+                        on_graph=lambda name, gh, e=e, box=box: notify(
+                            e, box[0], gh, name, Q.QNN_CONTEXT_NOTIFY_TYPE_GRAPH_INIT, Q.QNN_SUCCESS))
+            except QnnError as err:
+                detail = err.detail[len(func) + 2:] if err.detail.startswith(func + ": ") else err.detail
+                failure = QnnError(err.code, f"{func}: {e.path}: {detail}", rule=err.rule)
+                be.log.error(str(failure))
+                failed.append(failure)
+                notify(e, 0, 0, None, Q.QNN_CONTEXT_NOTIFY_TYPE_CONTEXT_INIT, err.code)
+                if err.code in (Q.QNN_CONTEXT_ERROR_ABORTED, Q.QNN_CONTEXT_ERROR_TIMED_OUT):
+                    stop = failure
+                continue
+            _commit_init(rec)
+            notify(e, handle, 0, None, Q.QNN_CONTEXT_NOTIFY_TYPE_CONTEXT_INIT, Q.QNN_SUCCESS)
+            loaded += 1
+    if failed:
+        first = failed[0]
+        detail = first.detail[len(func) + 2:] if first.detail.startswith(func + ": ") else first.detail
+        raise QnnError(first.code, f"{func}: {len(entries) - loaded} of {len(entries)} binaries did not load; "
+                                   f"first failure: {detail}", rule=first.rule)

@@ -492,11 +492,61 @@ def _htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, rule: 
     return name, _to_python(cc[0])
 
 
+# QNN_CONTEXT_CONFIG_ENABLE_GRAPHS / GRAPH_RETENTION_ORDER name lists: at most this many names.
+_MAX_NAME_LIST = 65536
+
+
+def _name_list(ptr, func: str, path: str) -> list[str]:
+    """A NULL-terminated ``const char * const *`` list of graph names."""
+    if ptr == ffi.NULL:
+        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, f"{func}: {path}: the name list is NULL",
+                       rule="QNNEMU-context-config-value")
+    names = []
+    for k in range(_MAX_NAME_LIST + 1):
+        if ptr[k] == ffi.NULL:
+            return names
+        if k == _MAX_NAME_LIST:
+            break
+        names.append(c_str(ptr[k]))
+    raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                   f"{func}: {path}: no NULL terminator within {_MAX_NAME_LIST} names",
+                   rule="QNNEMU-context-config-value")
+
+
 def _context_configs(config, func: str) -> dict:
+    """QnnContext_Config_t options, recorded in the context's configs dict. Load-time options
+    (ENABLE_GRAPHS, BINARY_COMPATIBILITY, PERSISTENT_BINARY, DEFER_GRAPH_INIT) are applied by
+    the contextCreateFromBinary* entries (context_api.py); MEMORY_LIMIT_HINT, the async queue
+    depth and the graph retention order (graph switching) are recorded only."""
     out: dict = {}
     for i, c in enumerate(_configs(config, "QnnContext_Config_t")):
         opt = int(c.option)
-        if opt == Q.QNN_CONTEXT_CONFIG_OPTION_PRIORITY:
+        if opt == Q.QNN_CONTEXT_CONFIG_ASYNC_EXECUTION_QUEUE_DEPTH:
+            if int(c.asyncExeQueueDepth.type) != Q.QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC:
+                raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                               f"{func}: config[{i}].asyncExeQueueDepth.type: {int(c.asyncExeQueueDepth.type)} is not "
+                               f"QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC",
+                               rule="QNNEMU-context-config-value")
+            out["asyncExecutionQueueDepth"] = int(c.asyncExeQueueDepth.depth)
+        elif opt == Q.QNN_CONTEXT_CONFIG_ENABLE_GRAPHS:
+            out["enableGraphs"] = _name_list(c.enableGraphs, func, f"config[{i}].enableGraphs")
+        elif opt == Q.QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT:
+            out["memoryLimitHintMb"] = int(c.memoryLimitHint)
+        elif opt == Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY:
+            out["persistentBinary"] = bool(c.isPersistentBinary)
+        elif opt == Q.QNN_CONTEXT_CONFIG_BINARY_COMPATIBILITY:
+            value = int(c.binaryCompatibilityType)
+            if value not in (Q.QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE, Q.QNN_CONTEXT_BINARY_COMPATIBILITY_STRICT):
+                raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                               f"{func}: config[{i}].binaryCompatibilityType: {value} is neither "
+                               f"QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE (0) nor _STRICT (1)",
+                               rule="QNNEMU-context-config-value")
+            out["binaryCompatibility"] = value
+        elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT:
+            out["deferGraphInit"] = bool(c.isGraphInitDeferred)
+        elif opt == Q.QNN_CONTEXT_CONFIG_GRAPH_RETENTION_ORDER:
+            out["graphRetentionOrder"] = _name_list(c.graphRetentionOrder, func, f"config[{i}].graphRetentionOrder")
+        elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_PRIORITY:
             out["priority"] = int(c.priority)
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_ERROR_REPORTING:
             out["errorReporting"] = int(c.errorConfig.reportingLevel)
@@ -635,13 +685,15 @@ def graphAddNode(graphHandle, opConfig):
 @entry
 def graphFinalize(graphHandle, profileHandle, signalHandle):
     g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
-    if signalHandle != ffi.NULL:
-        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                       "graphFinalize: signalHandle: signals are not implemented yet (pass NULL)",
-                       rule="QNNEMU-graphFinalize-signal")
     call = profile_api.start(profileHandle, "graphFinalize", Q.QNN_GRAPH_ERROR_SET_PROFILE)
-    with profile_api.recording(call) as rec:
-        g.finalize()
+    # The signal is checked before compiling (compiling the plan is one uninterruptible step).
+    with signal_api.use_signal(signalHandle, "graphFinalize", Q.QNN_GRAPH_ERROR_INVALID_HANDLE,
+                               Q.QNN_GRAPH_ERROR_ABORTED, Q.QNN_GRAPH_ERROR_TIMED_OUT,
+                               Q.QNN_GRAPH_ERROR_SIGNAL_IN_USE) as sig:
+        if sig is not None:
+            sig.check()
+        with profile_api.recording(call) as rec:
+            g.finalize()
     profile_api.commit(rec, "finalize")
 
 
@@ -663,10 +715,6 @@ def _io_buffer(t, func: str, path: str):
 def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle):
     func = "graphExecute"
     g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
-    if signalHandle != ffi.NULL:
-        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                       f"{func}: signalHandle: signals are not implemented yet (pass NULL)",
-                       rule="QNNEMU-graphExecute-signal")
     prof_call = profile_api.start(profileHandle, func, Q.QNN_GRAPH_ERROR_SET_PROFILE)
     if not g.finalized:
         raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED,
@@ -706,8 +754,18 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
                            f"({list(t.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}",
                            rule="QNNEMU-graphExecute-buffer-size")
         targets.append((t, v.clientBuf.data))
-    with profile_api.recording(prof_call, g) as rec:
-        results = g.execute(feeds, [t.id for t, _ in targets], observer=rec and rec.on_step)
+    with signal_api.use_signal(signalHandle, func, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, Q.QNN_GRAPH_ERROR_ABORTED,
+                               Q.QNN_GRAPH_ERROR_TIMED_OUT, Q.QNN_GRAPH_ERROR_SIGNAL_IN_USE) as sig:
+        with profile_api.recording(prof_call, g) as rec:
+            observer = rec and rec.on_step
+            if sig is not None:
+                sig.check()  # an abort/timeout between plan steps; the outputs are then not written
+
+                def observer(step, seconds, _profile=observer, _check=sig.check):
+                    if _profile is not None:
+                        _profile(step, seconds)
+                    _check()
+            results = g.execute(feeds, [t.id for t, _ in targets], observer=observer)
     for t, dst in targets:
         if isinstance(dst, np.ndarray):
             np.copyto(dst, results[t.id])
@@ -828,7 +886,8 @@ from . import profile_api  # noqa: E402
 from . import context_api  # noqa: E402
 # Binary sections and updatable tensors (contextGetBinarySection*, tensorUpdate*Tensors).
 from . import section_api  # noqa: E402
-# QnnSignal.h (signalCreate/SetConfig/Trigger/Free).
+# QnnSignal.h (signalCreate/SetConfig/Trigger/Free); graphFinalize/graphExecute and the
+# contextCreateFromBinary* entries take their signal argument with its use_signal.
 from . import signal_api  # noqa: E402
 
 

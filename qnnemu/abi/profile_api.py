@@ -92,7 +92,7 @@ def recording(call: _Call | None, graph=None):
 
 
 def commit(rec: CallRecorder | None, kind: str) -> None:
-    """The call succeeded: its events (``kind``: finalize, execute or deinit) replace the
+    """The call succeeded: its events (``kind``: init, finalize, execute or deinit) replace the
     profile's events.  A freed profile ignores them."""
     if rec is not None:
         rec.commit(kind)

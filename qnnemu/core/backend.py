@@ -93,6 +93,13 @@ class Backend:
         self.configs = configs or {}
         self.contexts: list[int] = []
         self.devices: list[int] = []
+        self.signals: list[int] = []  # signalCreate handles, released by backendFree
+
+    def adopt_context(self, ctx: Context) -> int:
+        """Registers a context built elsewhere (loaded from a binary) and returns its handle."""
+        handle = HANDLES.new(ctx)
+        self.contexts.append(handle)
+        return handle
 
     def create_context(self, device, logger, configs) -> int:
         handle = HANDLES.new(Context(self, device, logger or self.log, configs))
@@ -113,3 +120,6 @@ class Backend:
                           f"and their graphs (their handles are invalid from now on)")
         for handle in list(self.contexts):
             self.free_context(handle)
+        for handle in self.signals:  # a signal in use belongs to a call that has returned by now
+            HANDLES.release(handle)
+        self.signals.clear()

@@ -184,6 +184,7 @@ class GraphInfo:
     nodes: list[NodeInfo]
     inputs: list[TensorInfo]           # APP_WRITE/APP_READWRITE, in creation order
     outputs: list[TensorInfo]          # APP_READ/APP_READWRITE, in creation order
+    spill_fill_bytes: int = 0          # the graph's spill-fill buffer size (metadata key, optional)
 
     @property
     def static_bytes(self) -> int:
@@ -503,7 +504,8 @@ class _BlobStore:
 
 def _tensor_json(t: Tensor, store: _BlobStore, scope: str) -> dict:
     blob = None
-    if t.type == Q.QNN_TENSOR_TYPE_STATIC and t.data is not None:
+    # UPDATEABLE_STATIC data is stored like STATIC data (its current, possibly updated, values).
+    if t.type in (Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC) and t.data is not None:
         blob = store.add(t.data, scope)
     return {"id": int(t.id), "name": t.name, "type": int(t.type), "dtype": int(t.dtype),
             "dims": [int(n) for n in t.dims], "quant": _quant_json(t.quant), "blob": blob}
@@ -518,6 +520,8 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
     """The context binary of ``context`` (every graph must be finalized)."""
     code = (Q.QNN_CONTEXT_ERROR_GET_BINARY_SIZE_FAILED if func == "contextGetBinarySize"
             else Q.QNN_CONTEXT_ERROR_GET_BINARY_FAILED)
+    if getattr(context, "deferred", None) is not None:
+        context.deferred.build_all()  # graphs of a deferred-init context are part of its binary
     log = getattr(context, "log", None) or NULL_LOGGER
     graphs: list[Graph] = []
     for name, handle in list(context.graphs.items()):
@@ -525,7 +529,7 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
         if not isinstance(g, Graph):
             continue
         if not g.finalized:
-            raise _err(code, "QNNEMU-binary-graph-not-finalized", func,
+            raise _err(Q.QNN_CONTEXT_ERROR_NOT_FINALIZED, "QNNEMU-binary-graph-not-finalized", func,
                        f"graph '{name}' is not finalized; context binaries hold finalized graphs "
                        f"only (call graphFinalize first)")
         graphs.append(g)
@@ -544,7 +548,8 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
             graphs_json.append({
                 "name": g.name, "configs": _graph_configs_json(g, log), "tensors": tensors,
                 "nodes": nodes, "inputs": [t.id for t in g.app_inputs()],
-                "outputs": [t.id for t in g.app_outputs()]})
+                "outputs": [t.id for t in g.app_outputs()],
+                "spill_fill_bytes": int(getattr(g, "spill_fill_bytes", 0) or 0)})
     except _Unencodable as e:
         raise _err(code, "QNNEMU-binary-unserializable", func, f"cannot store {e} in a context binary") from None
     offsets, rel = [], 0
@@ -638,8 +643,13 @@ def _foreign(view: memoryview, func: str) -> QnnError:
                 f"qnnemu instead")
 
 
-def parse_header(blob: Any, func: str = "contextCreateFromBinary") -> Header:
-    """Checks magic, version, sizes and both CRC32s; returns the header."""
+def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_data: bool = False) -> Header:
+    """Checks magic, version, sizes and both CRC32s; returns the header.
+
+    ``external_data``: the data section comes from elsewhere (the data provider of
+    contextCreateFromBinaryWithCallback): the buffer needs to reach only the end of the
+    metadata, and the payload CRC (which covers the data section) is not checked -- the
+    metadata CRC is, and the loader checks every blob's CRC."""
     view = _as_view(blob, func)
     n = len(view)
     if bytes(view[:min(n, 8)]) != MAGIC[:min(n, 8)]:
@@ -678,7 +688,7 @@ def parse_header(blob: Any, func: str = "contextCreateFromBinary") -> Header:
         bad = f"unknown flags 0x{flags & ~KNOWN_FLAGS:x}"
     elif any(reserved):
         bad = "reserved header bytes are not zero"
-    if bad is None and total > n:
+    if bad is None and total > n and not external_data:
         raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
                    f"binaryBuffer: the binary is {total} bytes but only {n} were given "
                    f"(binaryBufferSize too small or the file was cut)")
@@ -697,7 +707,11 @@ def parse_header(blob: Any, func: str = "contextCreateFromBinary") -> Header:
     if bad is not None:
         raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-header", func,
                    f"binaryBuffer: inconsistent header: {bad}")
-    crc = zlib.crc32(view[header_size:total])
+    if external_data and meta_off + meta_size > n:
+        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
+                   f"binaryBuffer: the header and metadata take {meta_off + meta_size} bytes but only {n} "
+                   f"were given")
+    crc = payload_crc if external_data else zlib.crc32(view[header_size:total])
     if crc != payload_crc:
         raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-crc", func,
                    f"binaryBuffer: CRC32 mismatch over bytes [{header_size}, {total}) (stored "
@@ -804,8 +818,8 @@ def _tensor_from_json(t: Any, path: str, n_blobs: int) -> TensorInfo:
         blob = _int(blob, f"{path}.blob", 0, max(n_blobs - 1, 0))
         if n_blobs == 0:
             raise _Bad(f"{path}.blob: the binary has no data blobs")
-    if (ttype == Q.QNN_TENSOR_TYPE_STATIC) != (blob is not None):
-        raise _Bad(f"{path}: STATIC tensors (and only they) have a data blob")
+    if (ttype in (Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC)) != (blob is not None):
+        raise _Bad(f"{path}: STATIC and UPDATEABLE_STATIC tensors (and only they) have a data blob")
     return TensorInfo(tid, name, ttype, dtype, dims, quant, blob)
 
 
@@ -961,7 +975,8 @@ def _schema(meta: Any, h: Header, check_abort, func: str) -> BinaryInfo:
             if listed != [t.id for t in want]:
                 raise _Bad(f"{p}.{key}: {listed!r:.80} differs from the graph's "
                            f"{'APP_WRITE' if key == 'inputs' else 'APP_READ'} tensors {[t.id for t in want]}")
-        graphs.append(GraphInfo(name, configs, tensors, nodes, inputs, outputs))
+        spill_fill = _int(g.get("spill_fill_bytes", 0), f"{p}.spill_fill_bytes", 0, 2**64 - 1)
+        graphs.append(GraphInfo(name, configs, tensors, nodes, inputs, outputs, spill_fill))
     return BinaryInfo(h, ctx_configs, ctx_tensors, graphs, blobs)
 
 
@@ -1097,19 +1112,33 @@ def _merge_configs(stored: dict, runtime: dict | None) -> dict:
 def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, logger=None,
                 check_abort: Callable[[], Any] | None = None, configs: dict | None = None,
                 on_graph: Callable[[str, int], None] | None = None, enable_graphs=None,
-                func: str = "contextCreateFromBinary"):
+                func: str = "contextCreateFromBinary", data_source: Callable[[int, int], Any] | None = None,
+                persistent: bool = False, defer_graphs: bool = False,
+                on_context: Callable[[Any], None] | None = None):
     """A new Context rebuilt from ``blob`` (not registered with ``backend``: the caller makes its
-    handle).  ``configs``: load-time context configs, merged over the stored ones.
+    handle, or does so in ``on_context``).  ``configs``: load-time context configs, merged over
+    the stored ones.
     ``check_abort()`` is called between sections and graphs; a truthy result (or a QnnError it
     raises) cancels loading with nothing left behind.  ``on_graph(name, handle)`` is called after
     each graph is finalized (per-graph notifications).  ``enable_graphs``
-    (QNN_CONTEXT_CONFIG_ENABLE_GRAPHS): names of the graphs to build, None for all."""
+    (QNN_CONTEXT_CONFIG_ENABLE_GRAPHS): names of the graphs to build, None for all.
+    ``data_source(offset, size)``: the data section comes from it instead of ``blob`` (the DMA
+    data provider of contextCreateFromBinaryWithCallback): called once with the section's offset
+    in the binary and its size, it returns a buffer of at least ``size`` bytes, used in place;
+    ``blob`` then needs only the header and metadata, and every blob's CRC-32 is checked.
+    ``persistent`` (QNN_CONTEXT_CONFIG_PERSISTENT_BINARY): ``blob`` stays valid until the context
+    is freed, so static tensors are views of it instead of a copy.
+    ``defer_graphs`` (QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT): everything is checked, but a
+    graph is built at its first ``graphRetrieve`` (``Context.deferred``) or by contextFinalize.
+    ``on_context(ctx)`` is called once the Context object exists, before any graph is built (a
+    caller that must hand out the context handle with the graph notifications registers it
+    there; on failure the context is freed and the caller releases that handle)."""
     log = logger or NULL_LOGGER
     mode = compatibility_mode(compatibility, func)
 
     def body():
         view = _as_view(blob, func)
-        h = parse_header(view, func)
+        h = parse_header(view, func, external_data=data_source is not None)
         _abort(check_abort, func)
         info = _metadata(view, h, func, check_abort)
         check_compatibility(h, device, mode, log, func)
@@ -1124,19 +1153,97 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
                            f"config enableGraphs: {missing} not in the binary (graphs: {info.graph_names})")
             info.graphs = [g for g in info.graphs if g.name in wanted]
         _abort(check_abort, func)
-        # One copy of the data section when the caller's buffer may go away; static tensors are
-        # read-only views into it (shared blobs stay shared in memory).
-        section = view[h.data_offset:h.data_offset + h.data_size]
-        data = memoryview(section if isinstance(blob, bytes) else bytes(section))
+        if data_source is not None:
+            data = _external_data(data_source, h, info, func)
+        else:
+            # One copy of the data section when the caller's buffer may go away; static tensors
+            # are read-only views into it (shared blobs stay shared in memory).
+            section = view[h.data_offset:h.data_offset + h.data_size]
+            data = memoryview(section if isinstance(blob, bytes) or persistent else bytes(section))
+        _abort(check_abort, func)
         ctx = _context.Context(backend, device, log, _merge_configs(info.context_configs, configs))
         try:
-            _build(ctx, info, data, func, check_abort, on_graph, log)
+            if on_context is not None:
+                on_context(ctx)
+            _build_context_tensors(ctx, info, data, func)
             ctx.reserve_ids(next_id)
+            deferred = _Deferred(ctx, info, data, func, log)
+            if defer_graphs:
+                ctx.deferred = deferred
+                log.info(f"{func}: {len(info.graphs)} graph(s) checked; QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT: "
+                         f"each is built at its first graphRetrieve (or by contextFinalize)")
+            else:
+                for g in info.graphs:
+                    _abort(check_abort, func)
+                    handle = deferred.build(g.name)
+                    if on_graph is not None:
+                        on_graph(g.name, handle)
+                _abort(check_abort, func)
+            log.info(f"{func}: loaded {len(info.graphs)} graph(s) "
+                     f"({', '.join(repr(g.name) for g in info.graphs) or 'none'}), {h.total_size} bytes, "
+                     f"format version {h.format_version}")
         except BaseException:
             ctx.free()
             raise
         return ctx
     return _guard(func, body)
+
+
+def _external_data(data_source, h: Header, info: BinaryInfo, func: str) -> memoryview:
+    """The data section from ``data_source``, every blob's CRC-32 checked."""
+    if h.data_size == 0:
+        return memoryview(b"")
+    buf = data_source(h.data_offset, h.data_size)
+    data = memoryview(buf).cast("B")
+    if len(data) < h.data_size:
+        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
+                   f"the data provider gave {len(data)} bytes for the {h.data_size}-byte data section")
+    data = data[:h.data_size]
+    for i, b in enumerate(info.blobs):
+        crc = zlib.crc32(data[b.offset:b.offset + b.size])
+        if crc != b.crc32:
+            raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-crc", func,
+                       f"data section from the data provider: blob {i} [{b.offset}, +{b.size}) CRC32 mismatch "
+                       f"(stored 0x{b.crc32:08x}, computed 0x{crc:08x}): wrong or corrupted data")
+    return data
+
+
+class _Deferred:
+    """Builds the graphs of a checked binary into ``ctx`` by name (each at most once)."""
+
+    def __init__(self, ctx, info: BinaryInfo, data: memoryview, func: str, log):
+        self.ctx = ctx
+        self.info = info
+        self.data = data
+        self.func = func
+        self.log = log
+
+    @property
+    def pending(self) -> list[str]:
+        return [g.name for g in self.info.graphs if g.name not in self.ctx.graphs]
+
+    def build(self, name: str) -> int | None:
+        """The handle of graph ``name`` (built now if needed); None if the binary has no such
+        (enabled) graph."""
+        if name in self.ctx.graphs:
+            return self.ctx.graphs[name]
+        g = self.info.graph(name)
+        if g is None:
+            return None
+        handle = _build_graph(self.ctx, self.info, g, self.data, self.func)
+        # Graphs keep the binary's order whatever order they are retrieved in (serialize writes
+        # them in context order: the same bytes again).
+        order = {n: i for i, n in enumerate(gi.name for gi in self.info.graphs)}
+        graphs = sorted(self.ctx.graphs.items(), key=lambda kv: order.get(kv[0], len(order)))
+        self.ctx.graphs.clear()
+        self.ctx.graphs.update(graphs)
+        if self.ctx.deferred is self and not self.pending:
+            self.ctx.deferred = None  # every graph is built: nothing deferred any more
+        return handle
+
+    def build_all(self) -> None:
+        for name in self.pending:
+            self.build(name)
 
 
 def _graph_error(func: str, where: str, e: QnnError) -> QnnError:
@@ -1160,22 +1267,26 @@ def _make_tensor(t: TensorInfo, info: BinaryInfo, data: memoryview, func: str, w
     return from_desc(d, t.id, quant, static)
 
 
-def _build(ctx, info: BinaryInfo, data: memoryview, func: str, check_abort, on_graph, log) -> None:
+def _build_context_tensors(ctx, info: BinaryInfo, data: memoryview, func: str) -> None:
     for t in info.context_tensors:
         tensor = _make_tensor(t, info, data, func, f"context tensor '{t.name}'")
         ctx.tensors[tensor.id] = tensor
         ctx.tensor_names[tensor.name] = tensor.id
-    ctx_by_id = {t.id: t for t in info.context_tensors}
-    for g in info.graphs:
-        _abort(check_abort, func)
-        where = f"graph '{g.name}'"
-        try:
-            handle = ctx.create_graph(g.name)
-        except QnnError as e:
-            raise _graph_error(func, where, e) from None
+
+
+def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: str) -> int:
+    """Graph ``g`` rebuilt through the creation / graphAddNode / graphFinalize rules; its handle.
+    A graph that fails is released again."""
+    where = f"graph '{g.name}'"
+    try:
+        handle = ctx.create_graph(g.name)
+    except QnnError as e:
+        raise _graph_error(func, where, e) from None
+    try:
         graph: Graph = HANDLES.lookup(handle)
         graph.configs = g.configs
-        by_id = dict(ctx_by_id)
+        graph.spill_fill_bytes = g.spill_fill_bytes
+        by_id = {t.id: t for t in info.context_tensors}
         for t in g.tensors:
             tensor = _make_tensor(t, info, data, func, f"{where}: tensor '{t.name}'")
             graph.tensors[tensor.id] = tensor
@@ -1193,12 +1304,11 @@ def _build(ctx, info: BinaryInfo, data: memoryview, func: str, check_abort, on_g
             graph.finalize()
         except QnnError as e:
             raise _graph_error(func, where, e) from None
-        if on_graph is not None:
-            on_graph(g.name, handle)
-    _abort(check_abort, func)
-    log.info(f"{func}: loaded {len(info.graphs)} graph(s) "
-             f"({', '.join(repr(g.name) for g in info.graphs) or 'none'}), {info.header.total_size} bytes, "
-             f"format version {info.header.format_version}")
+    except BaseException:
+        ctx.graphs.pop(g.name, None)
+        HANDLES.release(handle)
+        raise
+    return handle
 
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "MIN_FORMAT_VERSION", "HEADER_SIZE", "ALIGN", "STRICT", "PERMISSIVE",

@@ -25,6 +25,23 @@ class Context:
         self._ids = itertools.count(1)
         self.lock = threading.Lock()
         self.mem_handles: dict[int, object] = {}  # memRegister handle -> core.mem.MemRegistration
+        # Context binaries (qnnemu/abi/context_api.py): the serialized bytes with the content key
+        # they were made for, incremental pieces handed out (address -> piece), and what
+        # contextFree must do besides freeing graphs (e.g. the DMA data-release callbacks of
+        # contextCreateFromBinaryWithCallback).
+        self.revision = 0
+        self.binary_cache: tuple[object, bytes] | None = None
+        self.incremental: dict = {}
+        self.on_free: list = []
+        # QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT: builds a graph of the binary by name, until
+        # contextFinalize built them all (binary.deserialize sets it).
+        self.deferred = None
+        self.finalized = False
+
+    def touch(self) -> None:
+        """The content changed in a way graph/tensor counts do not show (e.g. updated tensor
+        data): a cached context binary is stale."""
+        self.revision += 1
 
     def reserve_ids(self, next_id: int) -> None:
         """Tensor ids continue from ``next_id`` (a context loaded from a binary keeps its ids)."""
@@ -53,6 +70,8 @@ class Context:
 
     def retrieve_graph(self, name: str) -> int:
         handle = self.graphs.get(name or "")
+        if handle is None and self.deferred is not None:
+            handle = self.deferred.build(name or "")  # deferred init: built at first retrieval
         if handle is None:
             raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_DOES_NOT_EXIST,
                            f"graphRetrieve: graphName: no graph named '{name}' in this context "
@@ -76,6 +95,12 @@ class Context:
             HANDLES.release(handle)
         self.graphs.clear()
         self.tensors.clear()
+        self.deferred = None
+        self.binary_cache = None
+        self.incremental.clear()
+        hooks, self.on_free = self.on_free, []
+        for hook in hooks:  # e.g. data-release callbacks: after the graphs using the data are gone
+            hook()
         with self.lock:
             registrations, self.mem_handles = self.mem_handles, {}
         for handle, reg in registrations.items():  # freeing a context deregisters its memory

@@ -318,8 +318,12 @@ class CallRecorder:
         return [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_DEINIT, Q.QNN_PROFILE_EVENTUNIT_MICROSEC,
                              micros(self._elapsed(self.start_ns, end_ns)), "QNN (deinit) time", self.start_us)]
 
+    def init_events(self, end_ns: int) -> list[ProfileEvent]:
+        return [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_INIT, Q.QNN_PROFILE_EVENTUNIT_MICROSEC,
+                             micros(self._elapsed(self.start_ns, end_ns)), "QNN (init) time", self.start_us)]
+
     def commit(self, kind: str) -> None:
         end = time.perf_counter_ns()
         events = {"finalize": self.finalize_events, "execute": self.execute_events,
-                  "deinit": self.deinit_events}[kind](end)
+                  "deinit": self.deinit_events, "init": self.init_events}[kind](end)
         self.profile.replace_events(events, self.func)
