@@ -364,7 +364,7 @@ case("QNNEMU-tensor-version", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tenso
 case("QNNEMU-tensor-name", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v2.name")(
     lambda e: e.create_tensor(abi.tensor(None, (2,))))
 case("QNNEMU-tensor-type", Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, T, "tensor.v2.type")(
-    lambda e: e.create_tensor(abi.tensor("t", (2,), type_=Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC)))
+    lambda e: e.create_tensor(abi.tensor("t", (2,), type_=Q.QNN_TENSOR_TYPE_OPTIONAL_APP_WRITE)))
 case("QNNEMU-tensor-type", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v1.type",
      id="QNNEMU-tensor-type-undefined")(
     lambda e: e.create_tensor(abi.tensor("t", (2,), type_=Q.QNN_TENSOR_TYPE_UNDEFINED, version=1)))
@@ -707,7 +707,10 @@ def test_every_core_and_abi_rule_has_a_case():
         for path in (root / sub).glob("*.py"):
             found |= set(re.findall(r'"(QNNEMU-[A-Za-z0-9_-]+)"', path.read_text()))
     import test_profile
+    import test_sections
     import test_system_lib
+    import test_context_api
+    import test_signal
     import test_system_context
     from qnnemu.core import mem
     # Rules whose negative cases live in their feature's test file: memory handles (test_mem.py
@@ -716,8 +719,9 @@ def test_every_core_and_abi_rule_has_a_case():
     binary_tests = (pathlib.Path(__file__).parent / "test_context_binary.py").read_text()
     covered = ({p.values[0].rule for p in CASES} | CORE_LEVEL_RULES | set(mem.RULES)
                | set(test_profile.RULE_CASES) | set(test_system_lib.RULE_CASES)
-               | set(test_system_lib.CORE_LEVEL_RULES)
-               | set(test_system_context.RULE_IDS)
+               | set(test_system_lib.CORE_LEVEL_RULES) | test_sections.RULE_IDS
+               | set(test_system_context.RULE_IDS) | set(test_context_api.RULE_IDS)
+               | set(test_signal.RULE_IDS)
                | set(re.findall(r'"(QNNEMU-binary-[a-z0-9-]+)"', binary_tests)))
     assert found - covered == set(), f"rule ids without a negative test: {sorted(found - covered)}"
 
@@ -801,18 +805,9 @@ def test_property_has_capability(key, want):
 # ----------------------------------------------------------------------- not implemented yet
 NOT_SUPPORTED = {
     "backendRegisterOpPackage": Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
-    **{n: Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE for n in (
-        "contextGetBinarySize", "contextGetBinary", "contextCreateFromBinary", "contextValidateBinary",
-        "contextCreateFromBinaryWithSignal", "contextCreateFromBinaryListAsync", "contextGetBinarySectionSize",
-        "contextGetBinarySection", "contextApplyBinarySection", "contextGetIncrementalBinary",
-        "contextReleaseIncrementalBinary", "contextFinalize", "contextCreateFromBinaryWithCallback",
-        "contextGetBinarySectionUpdate", "contextFreeBinarySectionUpdate")},
     **{n: Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE for n in (
         "graphCreateSubgraph", "graphExecuteAsync", "graphPrepareExecutionEnvironment",
         "graphReleaseExecutionEnvironment")},
-    "tensorUpdateGraphTensors": Q.QNN_TENSOR_ERROR_UNSUPPORTED_FEATURE,
-    "tensorUpdateContextTensors": Q.QNN_TENSOR_ERROR_UNSUPPORTED_FEATURE,
-    **{n: Q.QNN_SIGNAL_ERROR_UNSUPPORTED for n in ("signalCreate", "signalSetConfig", "signalTrigger", "signalFree")},
 }
 
 

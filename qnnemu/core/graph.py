@@ -18,9 +18,9 @@ from ..headers import Q
 from ..ops.base import Param, TensorSpec, is_real_dtype
 from . import dtypes
 from .log import NULL_LOGGER, Logger
-from .plan import Plan, compile_plan
-from .tensor import (APP_INPUT_TYPES, APP_OUTPUT_TYPES, NODE_OUTPUT_TYPES, Tensor, TensorDesc,
-                     from_desc, type_name, validate_desc)
+from .plan import Plan, compile_plan, nodes_touching, refresh_plan
+from .tensor import (APP_INPUT_TYPES, APP_OUTPUT_TYPES, APP_READWRITE_TYPES, NODE_OUTPUT_TYPES,
+                     PRODUCED_TYPES, Tensor, TensorDesc, from_desc, type_name, validate_desc)
 
 
 @dataclass
@@ -289,9 +289,9 @@ class Graph:
                 inputs.append(None)  # an absent optional input (checked by check_op)
                 continue
             t = self._resolve(cfg.inputs[i], func, path)
-            if t.type in (Q.QNN_TENSOR_TYPE_NATIVE, Q.QNN_TENSOR_TYPE_APP_READ) and t.producer is None:
-                # An APP_READ graph output may also feed later nodes (the vendor's backend
-                # accepts it; ONNX Runtime emits it when an output is also consumed).
+            if t.type in PRODUCED_TYPES and t.producer is None:
+                # An APP_READ graph output may also feed later nodes once produced (the vendor's
+                # backend accepts it; ONNX Runtime emits it when an output is also consumed).
                 raise _bad(func, "QNNEMU-graphAddNode-input-order", f"{path}.v{cfg.inputs[i].version}.id",
                            f"{type_name(t.type)} tensor '{t.name}' has no producer yet; nodes must be added "
                            f"in dependency order", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
@@ -303,7 +303,8 @@ class Graph:
             if t.type not in NODE_OUTPUT_TYPES:
                 raise _bad(func, "QNNEMU-graphAddNode-output-type", f"{path}.v{d.version}.type",
                            f"{type_name(t.type)} tensor '{t.name}' cannot be a node output "
-                           f"(NATIVE, APP_READ or APP_READWRITE)", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+                           f"(NATIVE, APP_READ, APP_READWRITE or their UPDATEABLE_ forms)",
+                           Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
             if t.producer is not None or any(t is o for o in outputs):
                 raise _bad(func, "QNNEMU-graphAddNode-output-producer", f"{path}.v{d.version}.id",
                            f"tensor '{t.name}' is already written by node '{t.producer or cfg.name}'",
@@ -333,7 +334,7 @@ class Graph:
             self.log.info(f"{func}: graph '{self.name}' is already finalized")
             return
         for t in self.tensors.values():
-            if t.type in APP_OUTPUT_TYPES and t.producer is None and t.type != Q.QNN_TENSOR_TYPE_APP_READWRITE:
+            if t.type in APP_OUTPUT_TYPES and t.producer is None and t.type not in APP_READWRITE_TYPES:
                 raise QnnError(Q.QNN_GRAPH_ERROR_UNCONNECTED_NODE,
                                f"{func}: graph '{self.name}': output tensor '{t.name}' (id {t.id}) is "
                                f"written by no node", rule="QNNEMU-graphFinalize-output-unproduced")
@@ -344,6 +345,52 @@ class Graph:
         self.finalized = True
         self.log.info(f"{func}: graph '{self.name}' finalized: {len(self.nodes)} nodes, "
                       f"{len(self.tensors)} tensors")
+
+    # ---- updates (QnnTensor_updateGraphTensors/updateContextTensors, applyBinarySection) ----
+    def prepare_update(self, tensor_ids, func: str, paths: dict[int, str]):
+        """What new data/quantization of ``tensor_ids`` (already set on the Tensor objects)
+        changes in this graph, checked and built but not installed; returns ``commit()``, which
+        installs it (no-op when no node of this graph touches them).
+
+        Each touching node's op rules run again on the new values (a value the node would have
+        refused at graphAddNode -- an out-of-range Gather index, a quantization the op cannot
+        take -- is refused now, rule QNNEMU-tensorUpdate-node-check); then the finalized plan's
+        affected steps are recompiled (``plan.refresh_plan``).  ``paths`` names each updated
+        tensor's argument for messages."""
+        from .sections import node_check_error
+        positions = nodes_touching(self, tensor_ids)
+        if not positions:
+            return lambda: None
+        specs = {}
+        for k in positions:
+            node = self.nodes[k]
+            ins = [self.tensor(i).spec() if i is not None else None for i in node.inputs]
+            outs = [self.tensor(i).spec() for i in node.outputs]
+            try:
+                node.op_cls.check(ins, node.raw_params, declared_outputs=outs)
+            except (OpCheckError, OpUnsupportedError) as e:
+                touched = [paths[i] for i in (*node.inputs, *node.outputs) if i in paths]
+                raise node_check_error(func, node, sorted(set(touched)), e) from None
+            specs[k] = (ins, outs)
+        plan = None
+        if self.finalized:
+            before = {k: (self.nodes[k].input_specs, self.nodes[k].output_specs) for k in positions}
+            try:   # the ops are built from the nodes' specs: compile with the new ones
+                for k, (ins, outs) in specs.items():
+                    self.nodes[k].input_specs, self.nodes[k].output_specs = ins, outs
+                plan = refresh_plan(self.plan, self, tensor_ids)
+            finally:
+                for k, (ins, outs) in before.items():
+                    self.nodes[k].input_specs, self.nodes[k].output_specs = ins, outs
+
+        def commit() -> None:
+            for k, (ins, outs) in specs.items():
+                self.nodes[k].input_specs, self.nodes[k].output_specs = ins, outs
+            if plan is not None:
+                self.plan = plan   # one assignment: an execute runs on the old or the new plan
+            self.log.debug(f"{func}: graph '{self.name}': {len(positions)} node(s) refreshed for updated "
+                           f"tensor(s) {sorted(set(tensor_ids) & set(paths))}")
+        return commit
 
     def precision_fp16(self) -> bool:
         """QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION = QNN_PRECISION_FLOAT16 was configured."""

@@ -18,6 +18,12 @@ returning float32 outputs.  The emulator rounds every float32 value to float16 a
 boundaries -- graph inputs, static weights (once) and every op output -- while each op
 computes internally in float32.  Graph outputs are the float16-rounded values as float32.
 
+Updatable tensors (QnnTensor_updateGraphTensors, QnnContext_applyBinarySection): static values
+are prepared once here, so an update of a tensor's data or quantization must replace what was
+derived from it.  ``refresh_plan`` makes a new plan whose steps for the nodes reading or
+writing the updated tensors are recompiled (with their static values), sharing every other
+step; the graph swaps plans in one assignment.  ``Plan.run`` is the same code either way.
+
 Requantization rounding differs between HTP ops; ``ROUNDING_BY_OP`` records what the
 vendor's backend was seen to do (tests/test_quant_vendor.py checks it), everything else rounds
 half to even.
@@ -45,6 +51,7 @@ from ..headers import Q
 from . import dtypes
 from .quant import (AccRequant, Dequantizer, code_range, htp_int8_operand, htp_int8_weights,
                     round_half_away, same_encoding)
+from .tensor import is_static
 
 FLOAT32 = Q.QNN_DATATYPE_FLOAT_32
 FLOAT16 = Q.QNN_DATATYPE_FLOAT_16
@@ -143,7 +150,7 @@ class IntegerAccumulation:
         x, w = ins[0], ins[1]
         self.x_offset = float(x.quant.offset)
         self.wide = x.dtype in _SIXTEEN_BIT
-        self.w_static = w.type == Q.QNN_TENSOR_TYPE_STATIC
+        self.w_static = is_static(w)
         self.transpose_in1 = bool(node.params.get("transpose_in1", False))
         wq = w.quant
         rank = len(w.dims)
@@ -177,7 +184,7 @@ class IntegerAccumulation:
             bscale = np.broadcast_to(np.asarray(bq.scale, dtype=np.float64), (nch,))
             boff = np.broadcast_to(np.asarray(bq.offset, dtype=np.float64), (nch,))
             unit = np.float64(np.float32(x.quant.scale)) * ws.astype(np.float32).astype(np.float64) * factor
-            if b.type == Q.QNN_TENSOR_TYPE_STATIC:
+            if is_static(b):
                 bias = (np.asarray(b.data, dtype=np.float64) + boff) * bscale / unit
                 # integer codes in units of xs * ws stay exact integers
                 same = np.float32(bscale) == (np.float32(x.quant.scale) * ws.astype(np.float32))
@@ -264,13 +271,13 @@ def _integer_accumulation(node, impl, ins, outs):
     else:
         t1 = bool(node.params.get("transpose_in1", False))
         channel_axis = rank - 2 if t1 else rank - 1
-        if w.type != Q.QNN_TENSOR_TYPE_STATIC and not _per_tensor(w.quant):
+        if not is_static(w) and not _per_tensor(w.quant):
             return None
     if w.quant.axis is not None and w.quant.axis != channel_axis:
         return None
     if len(ins) > 2 and ins[2] is not None:
         b = ins[2]
-        if b.type != Q.QNN_TENSOR_TYPE_STATIC or b.dtype not in _INT32 or b.quant is None \
+        if not is_static(b) or b.dtype not in _INT32 or b.quant is None \
                 or b.quant.block_scales is not None:
             return None
     return IntegerAccumulation(node, impl, ins, out, channel_axis, fine)
@@ -393,73 +400,89 @@ def _static_value(t, consumer_raw: bool, fp16: bool) -> np.ndarray:
     return data
 
 
+class _Slots:
+    """Tensor id -> slot in the plan's value list, assigned on first use."""
+
+    def __init__(self, slots: dict[int, int] | None = None):
+        self.slots: dict[int, int] = dict(slots or {})
+
+    def __call__(self, tid: int) -> int:
+        slot = self.slots.get(tid)
+        if slot is None:
+            slot = self.slots[tid] = len(self.slots)
+        return slot
+
+
+def _raw_slot_key(tid: int) -> int:
+    """The slot key of a static fixed-point tensor's codes when a consumer reads them raw (its
+    real values, if also read, keep the tensor id's own slot)."""
+    return -tid - 1
+
+
+def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], precision_fp16: bool) -> Step:
+    """One node's step; the static values it reads are (re)derived into ``statics``."""
+    fixed = dtypes.FIXED_POINT_TYPES
+    cls = node.op_cls
+    ins = [graph.tensor(i) if i is not None else None for i in node.inputs]
+    outs = [graph.tensor(i) for i in node.outputs]
+    raw = cls.handles_quant
+    params_impl = cls(node.params, node.input_specs, node.output_specs)
+    accumulate = None if raw else (_integer_accumulation(node, params_impl, ins, outs)
+                                   or _integer_add(node, ins, outs))
+    if accumulate is not None:
+        raw, params_impl = True, accumulate
+    if not raw and cls.quant_passthrough:
+        encodings = [(t.dtype, t.quant) for t in ins + outs if t is not None and t.dtype in fixed]
+        if encodings and all(d == encodings[0][0] and same_encoding(q, encodings[0][1])
+                             for d, q in encodings) and all(
+                t is None or t.dtype in fixed or t.dtype in dtypes.INT_TYPES or t.dtype in dtypes.BOOL_TYPES
+                for t in ins + outs):
+            raw = True
+    in_conv: list[Callable | None] = []
+    reads: list[int] = []
+    for t in ins:
+        if t is None:
+            reads.append(-1)
+            in_conv.append(None)
+            continue
+        s = slot_of(t.id)
+        reads.append(s)
+        if is_static(t):
+            # Statics are prepared once; a static read both raw and real keeps two slots.
+            if raw and t.dtype in fixed:
+                s = slot_of(_raw_slot_key(t.id))  # a separate slot for the codes
+                reads[-1] = s
+                statics[s] = t.data
+            else:
+                statics[s] = _static_value(t, raw, precision_fp16)
+            in_conv.append(None)
+            continue
+        if not raw and t.dtype in fixed:
+            in_conv.append(Dequantizer(t.quant))
+        else:
+            in_conv.append(None)
+    out_conv: list[Callable | None] = []
+    writes: list[int] = []
+    mode = rounding_for(node.op_type)
+    for t in outs:
+        writes.append(slot_of(t.id))
+        if raw:
+            out_conv.append(_cast_to(t.dtype) if t.dtype not in fixed else None)
+        elif t.dtype in fixed:
+            out_conv.append(Requantize(t.quant, t.dtype, mode))
+        elif t.dtype == FLOAT32 and precision_fp16:
+            out_conv.append(_fp16_round)
+        else:
+            out_conv.append(_cast_to(t.dtype))
+    return Step(node, params_impl, reads, writes, in_conv, out_conv)
+
+
 def compile_plan(graph, precision_fp16: bool = False) -> Plan:
     """Builds the plan of a graph whose nodes were all checked by graphAddNode."""
-    fixed = dtypes.FIXED_POINT_TYPES
-    slots: dict[int, int] = {}
-
-    def slot_of(tid: int) -> int:
-        if tid not in slots:
-            slots[tid] = len(slots)
-        return slots[tid]
-
+    slot_of = _Slots()
     statics: dict[int, np.ndarray] = {}
-    steps: list[Step] = []
+    steps = [_compile_step(graph, node, slot_of, statics, precision_fp16) for node in graph.nodes]
     notes: list[str] = []
-    for node in graph.nodes:
-        cls = node.op_cls
-        ins = [graph.tensor(i) if i is not None else None for i in node.inputs]
-        outs = [graph.tensor(i) for i in node.outputs]
-        raw = cls.handles_quant
-        params_impl = cls(node.params, node.input_specs, node.output_specs)
-        accumulate = None if raw else (_integer_accumulation(node, params_impl, ins, outs)
-                                       or _integer_add(node, ins, outs))
-        if accumulate is not None:
-            raw, params_impl = True, accumulate
-        if not raw and cls.quant_passthrough:
-            encodings = [(t.dtype, t.quant) for t in ins + outs if t is not None and t.dtype in fixed]
-            if encodings and all(d == encodings[0][0] and same_encoding(q, encodings[0][1])
-                                 for d, q in encodings) and all(
-                    t is None or t.dtype in fixed or t.dtype in dtypes.INT_TYPES or t.dtype in dtypes.BOOL_TYPES
-                    for t in ins + outs):
-                raw = True
-        in_conv: list[Callable | None] = []
-        reads: list[int] = []
-        for t in ins:
-            if t is None:
-                reads.append(-1)
-                in_conv.append(None)
-                continue
-            s = slot_of(t.id)
-            reads.append(s)
-            if t.type == Q.QNN_TENSOR_TYPE_STATIC:
-                # Statics are prepared once; a static read both raw and real keeps two slots.
-                if raw and t.dtype in fixed:
-                    s = slot_of(-t.id - 1)  # a separate slot for the codes
-                    reads[-1] = s
-                    statics[s] = t.data
-                else:
-                    statics[s] = _static_value(t, raw, precision_fp16)
-                in_conv.append(None)
-                continue
-            if not raw and t.dtype in fixed:
-                in_conv.append(Dequantizer(t.quant))
-            else:
-                in_conv.append(None)
-        out_conv: list[Callable | None] = []
-        writes: list[int] = []
-        mode = rounding_for(node.op_type)
-        for t in outs:
-            writes.append(slot_of(t.id))
-            if raw:
-                out_conv.append(_cast_to(t.dtype) if t.dtype not in fixed else None)
-            elif t.dtype in fixed:
-                out_conv.append(Requantize(t.quant, t.dtype, mode))
-            elif t.dtype == FLOAT32 and precision_fp16:
-                out_conv.append(_fp16_round)
-            else:
-                out_conv.append(_cast_to(t.dtype))
-        steps.append(Step(node, params_impl, reads, writes, in_conv, out_conv))
     input_conv: dict[int, Callable | None] = {}
     for t in graph.app_inputs():
         slot_of(t.id)
@@ -468,7 +491,41 @@ def compile_plan(graph, precision_fp16: bool = False) -> Plan:
         slot_of(t.id)
     if precision_fp16:
         notes.append("float32 tensors computed with float16 rounding at op boundaries")
-    return Plan(slots, statics, steps, input_conv, len(slots), precision_fp16, notes)
+    return Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes)
+
+
+def nodes_touching(graph, tensor_ids) -> list[int]:
+    """Positions (in ``graph.nodes``, hence in the plan's steps) of the nodes that read or write
+    one of ``tensor_ids``: what an update of those tensors' data or quantization changes."""
+    ids = set(tensor_ids)
+    return [k for k, node in enumerate(graph.nodes)
+            if ids.intersection(i for i in node.inputs if i is not None) or ids.intersection(node.outputs)]
+
+
+def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
+    """A new plan equal to ``plan`` except for the steps of the nodes touching ``tensor_ids``,
+    recompiled from the tensors' current data and quantization (QnnTensor_updateGraphTensors,
+    QnnContext_applyBinarySection).
+
+    Only what finalize derived from those tensors is rebuilt -- the static values they feed
+    (dequantized / float16-rounded / integer-packed weights), the affected ops' prepared
+    operands and the quantization converters around them -- so an update costs about as much
+    as preparing those weights once, and ``Plan.run`` is untouched: execute speed does not
+    change.  The old plan is left intact (a running execute keeps using it), the caller swaps
+    the graph's plan in one assignment.
+    """
+    assert len(plan.steps) == len(graph.nodes), "a plan has one step per node"
+    slot_of = _Slots(plan.slots)
+    statics = dict(plan.statics)
+    for tid in tensor_ids:   # consumers below re-derive whatever is still needed
+        for key in (tid, _raw_slot_key(tid)):
+            slot = plan.slots.get(key)
+            if slot is not None:
+                statics.pop(slot, None)
+    steps = list(plan.steps)
+    for k in nodes_touching(graph, tensor_ids):
+        steps[k] = _compile_step(graph, graph.nodes[k], slot_of, statics, plan.fp16)
+    return Plan(slot_of.slots, statics, steps, plan.input_conv, len(slot_of.slots), plan.fp16, list(plan.notes))
 
 
 def _cast_to(dtype: int):
@@ -479,6 +536,6 @@ def _cast_to(dtype: int):
     return cast
 
 
-__all__ = ["Plan", "Step", "compile_plan", "ROUNDING_BY_OP", "DEFAULT_ROUNDING", "rounding_for",
-           "Requantize", "INTEGER_ACCUMULATION_OPS", "INTEGER_ELEMENTWISE_OPS",
+__all__ = ["Plan", "Step", "compile_plan", "refresh_plan", "nodes_touching", "ROUNDING_BY_OP",
+           "DEFAULT_ROUNDING", "rounding_for", "Requantize", "INTEGER_ACCUMULATION_OPS", "INTEGER_ELEMENTWISE_OPS",
            "IntegerAccumulation", "IntegerAdd"]

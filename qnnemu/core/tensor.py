@@ -3,6 +3,14 @@
 The ABI layer deep-copies everything the app passes (name, dimensions, quantization arrays,
 static data) into a ``TensorDesc`` at create/addNode time; ``validate_desc`` applies the
 creation rules, each with a stable rule id.
+
+Updatable tensors (QnnTypes.h ``QNN_TENSOR_TYPE_UPDATEABLE_*``, QnnTensor.h
+``QnnTensor_updateGraphTensors`` / ``QnnTensor_updateContextTensors``) behave exactly like their
+plain counterparts -- ``UPDATEABLE_STATIC`` holds its data like ``STATIC``, ``UPDATEABLE_NATIVE``
+is written by a node like ``NATIVE``, ``UPDATEABLE_APP_*`` are graph inputs/outputs like
+``APP_*`` -- and may in addition have their data (static ones) and quantization replaced after
+creation (qnnemu/core/sections.py, docs/binary-sections.md).  The type groups below are what the
+rest of the core tests against, so a type's role is decided in one place.
 """
 from __future__ import annotations
 
@@ -22,15 +30,39 @@ SUPPORTED_TYPES = {
     Q.QNN_TENSOR_TYPE_NATIVE: "NATIVE",
     Q.QNN_TENSOR_TYPE_STATIC: "STATIC",
     Q.QNN_TENSOR_TYPE_NULL: "NULL",
+    Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC: "UPDATEABLE_STATIC",
+    Q.QNN_TENSOR_TYPE_UPDATEABLE_NATIVE: "UPDATEABLE_NATIVE",
+    Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_WRITE: "UPDATEABLE_APP_WRITE",
+    Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READ: "UPDATEABLE_APP_READ",
+    Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READWRITE: "UPDATEABLE_APP_READWRITE",
 }
-APP_INPUT_TYPES = (Q.QNN_TENSOR_TYPE_APP_WRITE, Q.QNN_TENSOR_TYPE_APP_READWRITE)
-APP_OUTPUT_TYPES = (Q.QNN_TENSOR_TYPE_APP_READ, Q.QNN_TENSOR_TYPE_APP_READWRITE)
+# Tensors whose data is given at creation (and read by nodes as constants).
+STATIC_TYPES = (Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC)
+APP_INPUT_TYPES = (Q.QNN_TENSOR_TYPE_APP_WRITE, Q.QNN_TENSOR_TYPE_APP_READWRITE,
+                   Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_WRITE, Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READWRITE)
+APP_OUTPUT_TYPES = (Q.QNN_TENSOR_TYPE_APP_READ, Q.QNN_TENSOR_TYPE_APP_READWRITE,
+                    Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READ, Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READWRITE)
+# Graph outputs that may also be graph inputs (and so need no producer).
+APP_READWRITE_TYPES = (Q.QNN_TENSOR_TYPE_APP_READWRITE, Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READWRITE)
 NODE_OUTPUT_TYPES = (Q.QNN_TENSOR_TYPE_NATIVE, Q.QNN_TENSOR_TYPE_APP_READ,
-                     Q.QNN_TENSOR_TYPE_APP_READWRITE)
+                     Q.QNN_TENSOR_TYPE_APP_READWRITE, Q.QNN_TENSOR_TYPE_UPDATEABLE_NATIVE,
+                     Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READ, Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READWRITE)
+# Node outputs that must be produced before a later node can read them (APP_READ graph
+# outputs also feeding later nodes are accepted: ONNX Runtime emits them).
+PRODUCED_TYPES = (Q.QNN_TENSOR_TYPE_NATIVE, Q.QNN_TENSOR_TYPE_APP_READ,
+                  Q.QNN_TENSOR_TYPE_UPDATEABLE_NATIVE, Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READ)
+UPDATEABLE_TYPES = (Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_NATIVE,
+                    Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_WRITE, Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READ,
+                    Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READWRITE)
 
 
 def type_name(t: int) -> str:
     return f"QNN_TENSOR_TYPE_{SUPPORTED_TYPES[t]}" if t in SUPPORTED_TYPES else f"tensor type {t}"
+
+
+def is_static(t) -> bool:
+    """``t`` (a Tensor, TensorDesc or anything with ``type``) holds constant data."""
+    return t.type in STATIC_TYPES
 
 
 @dataclass
@@ -189,13 +221,14 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
                     f"{v}.isDynamicDimensions", "dynamic dimensions are not supported yet")
     quant = quant_spec(d.quant, d.dtype, func, v, code, tuple(d.dims))
     static = None
-    if d.type == Q.QNN_TENSOR_TYPE_STATIC:
+    if d.type in STATIC_TYPES:
+        kind = SUPPORTED_TYPES[d.type]
         if d.mem_type != Q.QNN_TENSORMEMTYPE_RAW:
             raise _fail(code, "QNNEMU-tensor-static-memtype", func, f"{v}.memType",
-                        f"STATIC tensors carry their data in clientBuf (QNN_TENSORMEMTYPE_RAW), got {d.mem_type}")
+                        f"{kind} tensors carry their data in clientBuf (QNN_TENSORMEMTYPE_RAW), got {d.mem_type}")
         if d.data is None:
             raise _fail(code, "QNNEMU-tensor-static-data", func, f"{v}.clientBuf.data",
-                        "a STATIC tensor needs its data at creation")
+                        f"a {kind} tensor needs its data at creation")
         want = int(np.prod(d.dims, dtype=np.int64)) * dtypes.itemsize(d.dtype)
         if d.data_size != want:
             raise _fail(code, "QNNEMU-tensor-static-size", func, f"{v}.clientBuf.dataSize",
