@@ -14,6 +14,17 @@ vendor's ``libQnnHtp.so``/``libQnnSaver.so``::
                    outputs=[("y", (1, 8, 8, 4), np.float32)], app_read=True)
         g.finalize()
         out = g.execute({"x": arr})                 # {"y": ndarray}
+        blob = ctx.get_binary()                     # contextGetBinarySize + contextGetBinary
+
+    with Backend(path) as be:                       # later, maybe in another process
+        ctx = be.context_from_binary(blob)          # contextCreateFromBinary
+        info = SystemLibrary().binary_info(blob)    # qnnemu.system_client: graphs and tensors
+        g = ctx.retrieve_graph("g0", info["graphs"][0]["inputs"], info["graphs"][0]["outputs"])
+        out = g.execute({"x": arr})                 # graphRetrieve'd graphs execute the same way
+
+Graph inputs and outputs are fed and returned in the tensor's own storage type
+(``Tensor.numpy_dtype``): a quantized tensor takes and gives its fixed-point codes, quantization
+is the caller's (``Tensor.quant`` holds its encoding in the system-client dict form).
 
 Parameter rule (``Graph.node(params=...)``):
 
@@ -44,8 +55,8 @@ import numpy as np
 from .core import dtypes
 from .headers import Q, cdef
 
-__all__ = ["Backend", "Context", "Graph", "Tensor", "QnnCallError", "ApiVersion",
-           "GraphConfig", "htp_graph_config", "ffi"]
+__all__ = ["Backend", "Context", "Graph", "Tensor", "Profile", "QnnCallError", "ApiVersion",
+           "GraphConfig", "htp_graph_config", "htp_context_config", "htp_device_config", "ffi"]
 
 log = logging.getLogger("qnnemu.client")
 
@@ -107,11 +118,29 @@ class ApiVersion:
 
 
 class GraphConfig:
-    """One ``QnnGraph_Config_t`` plus whatever it points to (kept alive with it)."""
+    """One QNN config struct (``QnnGraph_Config_t``, ``QnnContext_Config_t`` or
+    ``QnnDevice_Config_t``) plus whatever it points to (kept alive with it)."""
 
     def __init__(self, config, keep: Sequence[Any] = ()):
-        self.config = config  # cdata "QnnGraph_Config_t *"
+        self.config = config  # cdata "<kind>_Config_t *"
         self._keep = list(keep)
+
+
+Config = GraphConfig
+
+
+def _htp_custom_config(kind: str, custom_type: str, prefix: str, option: str | int,
+                       field: Mapping[str, Any]) -> GraphConfig:
+    if len(field) != 1:
+        raise TypeError(f"{custom_type}: give exactly one union member")
+    custom = ffi.new(f"{custom_type} *")
+    custom.option = option if isinstance(option, int) else getattr(Q, f"{prefix}{option}")
+    (member, value), = field.items()
+    setattr(custom, member, value)
+    config = ffi.new(f"{kind}_Config_t *")
+    config.option = getattr(Q, f"QNN_{kind.split('Qnn')[1].upper()}_CONFIG_OPTION_CUSTOM")
+    config.customConfig = custom
+    return GraphConfig(config, [custom])
 
 
 def htp_graph_config(option: str | int, **field: Any) -> GraphConfig:
@@ -120,19 +149,39 @@ def htp_graph_config(option: str | int, **field: Any) -> GraphConfig:
     ``option`` is the suffix of ``QNN_HTP_GRAPH_CONFIG_OPTION_*`` (or its value) and exactly one
     keyword names the union member to set, e.g.
     ``htp_graph_config("PRECISION", precision=Q.QNN_PRECISION_FLOAT16)`` or
-    ``htp_graph_config("VTCM_SIZE", vtcmSizeInMB=8)``.
+    ``htp_graph_config("VTCM_SIZE", vtcmSizeInMB=8)``; a struct member takes a dict
+    (``optimizationOption={"type": ..., "floatValue": 2.0}``).
     """
-    if len(field) != 1:
-        raise TypeError("htp_graph_config: give exactly one union member")
-    custom = ffi.new("QnnHtpGraph_CustomConfig_t *")
-    custom.option = (option if isinstance(option, int)
-                     else getattr(Q, f"QNN_HTP_GRAPH_CONFIG_OPTION_{option}"))
-    (member, value), = field.items()
-    setattr(custom, member, value)
-    config = ffi.new("QnnGraph_Config_t *")
-    config.option = Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM
-    config.customConfig = custom
-    return GraphConfig(config, [custom])
+    return _htp_custom_config("QnnGraph", "QnnHtpGraph_CustomConfig_t",
+                              "QNN_HTP_GRAPH_CONFIG_OPTION_", option, field)
+
+
+def htp_context_config(option: str | int, **field: Any) -> GraphConfig:
+    """An HTP custom context config (``QnnHtpContext_CustomConfig_t``), for
+    :meth:`Backend.context` / :meth:`Backend.context_from_binary`, e.g.
+    ``htp_context_config("WEIGHT_SHARING_ENABLED", weightSharingEnabled=True)``."""
+    return _htp_custom_config("QnnContext", "QnnHtpContext_CustomConfig_t",
+                              "QNN_HTP_CONTEXT_CONFIG_OPTION_", option, field)
+
+
+def htp_device_config(option: str | int, **field: Any) -> GraphConfig:
+    """An HTP custom device config (``QnnHtpDevice_CustomConfig_t``), for ``Backend(...,
+    device_configs=...)``, e.g. ``htp_device_config("SOC", socModel=43)`` or
+    ``htp_device_config("ARCH", arch={"deviceId": 0, "arch": 73})``."""
+    return _htp_custom_config("QnnDevice", "QnnHtpDevice_CustomConfig_t",
+                              "QNN_HTP_DEVICE_CONFIG_OPTION_", option, field)
+
+
+def _config_ptrs(configs: Iterable[Any], keep: list) -> list:
+    """Config cdata pointers from GraphConfig objects or raw ``*_Config_t *`` cdata."""
+    out = []
+    for c in configs:
+        if isinstance(c, GraphConfig):
+            keep.append(c)
+            out.append(c.config)
+        else:
+            out.append(c)
+    return out
 
 
 def _null_terminated(ptrs: Sequence[Any], ctype: str):
@@ -151,11 +200,14 @@ class Backend:
     ``path`` defaults to our ``libQnnHtpEmu.so``. The provider is the one whose core API
     major version equals ours and whose minor is at least ours (``backend_id`` narrows the
     choice). ``log_level`` is one of error/warn/info/verbose/debug, or None for no logger;
-    messages go to the Python logger ``qnnemu.client``. ``device=False`` skips deviceCreate.
+    messages go to the Python logger ``qnnemu.client``. ``device=False`` skips deviceCreate;
+    ``device_configs`` (:func:`htp_device_config` objects or ``QnnDevice_Config_t *`` cdata)
+    are passed to it.
     """
 
     def __init__(self, path: str | None = None, log_level: str | None = "warn",
-                 device: bool = True, backend_id: int | None = None):
+                 device: bool = True, backend_id: int | None = None,
+                 device_configs: Sequence[Any] = ()):
         if path is None:
             from . import backend_library_path
             path = backend_library_path()
@@ -163,6 +215,8 @@ class Backend:
         self._lib = ffi.dlopen(self.path)
         self._log = self._backend = self._device = None
         self._contexts: list[Context] = []
+        self._profiles: list[Profile] = []
+        self._keep: list[Any] = []
         self._provider = self._pick_provider(backend_id)
         self.fn = self._provider.v2_32  # the function table, for calls this API does not wrap
         try:
@@ -176,7 +230,10 @@ class Backend:
             if device and self._has_capability("propertyHasCapability",
                                                Q.QNN_PROPERTY_GROUP_DEVICE):
                 out = ffi.new("Qnn_DeviceHandle_t *")
-                self.call("deviceCreate", self._log or ffi.NULL, ffi.NULL, out)
+                cfg = _null_terminated(_config_ptrs(device_configs, self._keep),
+                                       "QnnDevice_Config_t")
+                self._keep.append(cfg)
+                self.call("deviceCreate", self._log or ffi.NULL, cfg, out)
                 self._device = out[0]
         except BaseException:
             self.free()
@@ -185,7 +242,12 @@ class Backend:
     def _pick_provider(self, backend_id):
         providers = ffi.new("const QnnInterface_t ***")
         count = ffi.new("uint32_t *")
-        code = self._lib.QnnInterface_getProviders(providers, count)
+        try:
+            get_providers = self._lib.QnnInterface_getProviders
+        except AttributeError:
+            raise RuntimeError(f"{self.path}: not a QNN backend library "
+                               f"(it does not export QnnInterface_getProviders)") from None
+        code = get_providers(providers, count)
         if code != Q.QNN_SUCCESS:
             raise QnnCallError("QnnInterface_getProviders", code)
         seen = []
@@ -277,13 +339,29 @@ class Backend:
 
     # -- objects ------------------------------------------------------------------------
     def context(self, configs: Sequence[Any] = ()) -> "Context":
-        """contextCreate; ``configs`` are ``QnnContext_Config_t *`` cdata kept by the caller."""
+        """contextCreate; ``configs`` are :func:`htp_context_config` objects or
+        ``QnnContext_Config_t *`` cdata (the latter kept by the caller)."""
         ctx = Context(self, configs)
         self._contexts.append(ctx)
         return ctx
 
+    def context_from_binary(self, blob: bytes, configs: Sequence[Any] = (),
+                            profile: "Profile | None" = None) -> "Context":
+        """contextCreateFromBinary on this backend's device (as :meth:`context`); its graphs
+        come from :meth:`Context.retrieve_graph`. ``profile`` collects the load's events."""
+        ctx = Context(self, configs, binary=blob, profile=profile)
+        self._contexts.append(ctx)
+        return ctx
+
+    def profile(self, level: str | int = "basic") -> "Profile":
+        """profileCreate at ``level`` ("basic", "detailed" or a QnnProfile_Level_t value)."""
+        prof = Profile(self, level)
+        self._profiles.append(prof)
+        return prof
+
     def free(self) -> None:
-        """Frees contexts (newest first), device, backend and log; safe to call twice."""
+        """Frees contexts (newest first), profiles, device, backend and log; safe to call
+        twice."""
         errors = []
         for ctx in reversed(self._contexts):
             try:
@@ -291,6 +369,12 @@ class Backend:
             except QnnCallError as e:
                 errors.append(e)
         self._contexts.clear()
+        for prof in reversed(self._profiles):
+            try:
+                prof.free()
+            except QnnCallError as e:
+                errors.append(e)
+        self._profiles.clear()
         for attr, function in (("_device", "deviceFree"), ("_backend", "backendFree"),
                                ("_log", "logFree")):
             handle = getattr(self, attr)
@@ -311,14 +395,26 @@ class Backend:
 
 
 class Context:
-    """A QNN context (``contextCreate``); owns its graphs."""
+    """A QNN context: made with ``contextCreate`` or, given ``binary``, with
+    ``contextCreateFromBinary``; owns its graphs."""
 
-    def __init__(self, backend: Backend, configs: Sequence[Any] = ()):
+    def __init__(self, backend: Backend, configs: Sequence[Any] = (), *,
+                 binary: bytes | None = None, profile: "Profile | None" = None):
         self.backend = backend
-        self._keep = [_null_terminated(list(configs), "QnnContext_Config_t")]
+        self._keep: list[Any] = []
+        cfg = _null_terminated(_config_ptrs(configs, self._keep), "QnnContext_Config_t")
+        self._keep.append(cfg)
         out = ffi.new("Qnn_ContextHandle_t *")
-        backend.call("contextCreate", backend.handle, backend.device or ffi.NULL,
-                     self._keep[0], out)
+        device = backend.device or ffi.NULL
+        if binary is None:
+            backend.call("contextCreate", backend.handle, device, cfg, out)
+        else:
+            # Kept with the context: the API does not promise that the backend copied it.
+            blob = ffi.from_buffer(bytes(binary))
+            self._keep.append(blob)
+            backend.call("contextCreateFromBinary", backend.handle, device, cfg, blob,
+                         len(blob), out, profile.handle if profile is not None else ffi.NULL)
+        self.from_binary = binary is not None
         self.handle = out[0]
         self.graphs: list[Graph] = []
 
@@ -333,6 +429,39 @@ class Context:
         g = Graph(self, name, configs, tensor_version)
         self.graphs.append(g)
         return g
+
+    def retrieve_graph(self, name: str, inputs: Sequence[Mapping[str, Any]],
+                       outputs: Sequence[Mapping[str, Any]], tensor_version: int = 2) -> "Graph":
+        """graphRetrieve of graph ``name`` in a context loaded from a binary. ``inputs`` and
+        ``outputs`` describe its graph inputs and outputs as tensor dicts of
+        ``qnnemu.system_client`` (name, id, type, dataType, dims, quant), e.g.
+        ``SystemLibrary().binary_info(blob)["graphs"][0]["inputs"]``; they become the
+        ``Qnn_Tensor_t`` structs :meth:`Graph.execute` passes to graphExecute."""
+        g = Graph(self, name, tensor_version=tensor_version, retrieve=True)
+        for spec in inputs:
+            g.inputs.append(g._described_tensor(spec))
+        for spec in outputs:
+            g.outputs.append(g._described_tensor(spec))
+        self.graphs.append(g)
+        return g
+
+    def binary_size(self) -> int:
+        """contextGetBinarySize: the buffer size contextGetBinary needs at most."""
+        size = ffi.new("Qnn_ContextBinarySize_t *")
+        self.backend.call("contextGetBinarySize", self.handle, size)
+        return int(size[0])
+
+    def get_binary(self) -> bytes:
+        """The serialized context: contextGetBinarySize, then contextGetBinary into a buffer
+        of that size; returns the bytes written."""
+        size = self.binary_size()
+        buf = ffi.new("uint8_t[]", max(size, 1))
+        written = ffi.new("Qnn_ContextBinarySize_t *")
+        self.backend.call("contextGetBinary", self.handle, buf, size, written)
+        if written[0] > size:
+            raise QnnCallError("contextGetBinary", Q.QNN_CONTEXT_ERROR_GET_BINARY_FAILED,
+                               f"writtenBufferSize {written[0]} exceeds the buffer size {size}")
+        return bytes(ffi.buffer(buf, written[0]))
 
     def free(self) -> None:
         if self.handle is not None:
@@ -350,14 +479,18 @@ class Context:
 
 
 class Tensor:
-    """A graph tensor: its name, QNN id, type, shape and data type."""
+    """A graph tensor: its name, QNN id, type, shape, data type and quantization encoding
+    (``quant``: None or the ``qnnemu.system_client`` dict form, e.g.
+    ``{"encoding": 0, "scale": 0.1, "offset": -128}``)."""
 
-    def __init__(self, struct, name: str, shape: tuple[int, ...], dtype: int, type_: int):
+    def __init__(self, struct, name: str, shape: tuple[int, ...], dtype: int, type_: int,
+                 quant: dict | None = None):
         self.struct = struct  # cdata "Qnn_Tensor_t *" as created (id filled in)
         self.name = name
         self.shape = shape
         self.dtype = dtype  # Qnn_DataType_t
         self.type = type_   # Qnn_TensorType_t
+        self.quant = quant
 
     @property
     def id(self) -> int:
@@ -379,7 +512,7 @@ class Graph:
     """
 
     def __init__(self, context: Context, name: str, configs: Sequence[GraphConfig] = (),
-                 tensor_version: int = 2):
+                 tensor_version: int = 2, retrieve: bool = False):
         self.context = context
         self.backend = context.backend
         self.name = name
@@ -394,16 +527,16 @@ class Graph:
         cname = ffi.new("char[]", name.encode())
         self._keep.append(cname)
         out = ffi.new("Qnn_GraphHandle_t *")
-        self.backend.call("graphCreate", context.handle, cname, cfg, out)
+        if retrieve:
+            self.backend.call("graphRetrieve", context.handle, cname, out)
+        else:
+            self.backend.call("graphCreate", context.handle, cname, cfg, out)
         self.handle = out[0]
 
     # -- tensors ------------------------------------------------------------------------
-    def _tensor(self, name: str, shape, dtype, type_: int, data: np.ndarray | None = None,
-                quant: tuple[float, int] | None = None) -> Tensor:
-        if name in self.tensors:
-            raise ValueError(f"graph {self.name}: tensor {name!r} already exists")
-        shape = tuple(int(d) for d in shape)
-        qtype = dtype if isinstance(dtype, int) else dtypes.from_numpy(dtype)
+    def _new_struct(self, name: str, shape: tuple[int, ...], qtype: int, type_: int,
+                    quant, tensor_id: int = 0):
+        """A ``Qnn_Tensor_t`` (of this graph's tensor version) without data."""
         t = ffi.new("Qnn_Tensor_t *")
         t.version = (Q.QNN_TENSOR_VERSION_2 if self.tensor_version == 2
                      else Q.QNN_TENSOR_VERSION_1)
@@ -411,7 +544,7 @@ class Graph:
         cname = ffi.new("char[]", name.encode())
         dims = ffi.new("uint32_t[]", list(shape) or [0])
         self._keep += [cname, dims]
-        v.id = 0
+        v.id = tensor_id
         v.name = cname
         v.type = type_
         v.dataFormat = Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER
@@ -424,6 +557,21 @@ class Graph:
         v.rank = len(shape)
         v.dimensions = dims
         v.memType = Q.QNN_TENSORMEMTYPE_RAW
+        v.clientBuf.data = ffi.NULL
+        v.clientBuf.dataSize = 0
+        if self.tensor_version == 2:
+            v.isDynamicDimensions = ffi.NULL
+            v.sparseParams.type = Q.QNN_SPARSE_LAYOUT_UNDEFINED
+            v.isProduced = 0
+        return t, v
+
+    def _tensor(self, name: str, shape, dtype, type_: int, data: np.ndarray | None = None,
+                quant: tuple[float, int] | None = None) -> Tensor:
+        if name in self.tensors:
+            raise ValueError(f"graph {self.name}: tensor {name!r} already exists")
+        shape = tuple(int(d) for d in shape)
+        qtype = dtype if isinstance(dtype, int) else dtypes.from_numpy(dtype)
+        t, v = self._new_struct(name, shape, qtype, type_, quant)
         if data is not None:
             data = np.ascontiguousarray(data, dtype=dtypes.numpy_dtype(qtype))
             if data.shape != shape:
@@ -432,23 +580,39 @@ class Graph:
             self._keep += [data, buf]
             v.clientBuf.data = buf
             v.clientBuf.dataSize = data.nbytes
-        else:
-            v.clientBuf.data = ffi.NULL
-            v.clientBuf.dataSize = 0
-        if self.tensor_version == 2:
-            v.isDynamicDimensions = ffi.NULL
-            v.sparseParams.type = Q.QNN_SPARSE_LAYOUT_UNDEFINED
-            v.isProduced = 0
         self.backend.call("tensorCreateGraphTensor", self.handle, t)
-        tensor = Tensor(t, name, shape, qtype, type_)
+        tensor = Tensor(t, name, shape, qtype, type_, _quant_dict(quant))
+        self.tensors[name] = tensor
+        return tensor
+
+    def _described_tensor(self, spec: Mapping[str, Any]) -> Tensor:
+        """A Tensor for a graph input/output of a retrieved graph, from a system-client dict."""
+        try:
+            name, qtype, type_ = str(spec["name"]), int(spec["dataType"]), int(spec["type"])
+            shape = tuple(int(d) for d in spec["dims"])
+            tensor_id = int(spec["id"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"graph {self.name}: tensor description {dict(spec)!r} lacks or "
+                             f"has a bad name/id/type/dataType/dims ({e})") from None
+        if not dtypes.is_known(qtype):
+            raise ValueError(f"graph {self.name}: tensor {name!r}: unknown dataType {qtype}")
+        quant = spec.get("quant")
+        t, _ = self._new_struct(name, shape, qtype, type_, _quant_arg(quant), tensor_id)
+        tensor = Tensor(t, name, shape, qtype, type_, dict(quant) if quant else None)
         self.tensors[name] = tensor
         return tensor
 
     def _set_quant(self, qp, quant) -> None:
-        """``quant``: ``(scale, offset)`` per tensor, or a dict ``{"axis", "scales", "offsets"}``
-        per axis (``"bitwidth"`` makes it the BW_ form)."""
+        """``quant``: ``(scale, offset)`` per tensor (``(scale, offset, bitwidth)``: the
+        BW_SCALE_OFFSET form), or a dict ``{"axis", "scales", "offsets"}`` per axis
+        (``"bitwidth"`` makes it the BW_ form)."""
         qp.encodingDefinition = Q.QNN_DEFINITION_DEFINED
         if not isinstance(quant, dict):
+            if len(quant) > 2 and quant[2]:
+                qp.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_BW_SCALE_OFFSET
+                b = qp.bwScaleOffsetEncoding
+                b.bitwidth, b.scale, b.offset = int(quant[2]), quant[0], quant[1]
+                return
             qp.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET
             qp.scaleOffsetEncoding.scale = quant[0]
             qp.scaleOffsetEncoding.offset = quant[1]
@@ -579,11 +743,15 @@ class Graph:
         return out_tensors[0] if len(out_tensors) == 1 else out_tensors
 
     # -- finalize / execute ---------------------------------------------------------------
-    def finalize(self) -> None:
-        self.backend.call("graphFinalize", self.handle, ffi.NULL, ffi.NULL)
+    def finalize(self, profile: "Profile | None" = None) -> None:
+        self.backend.call("graphFinalize", self.handle,
+                          profile.handle if profile is not None else ffi.NULL, ffi.NULL)
 
-    def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """graphExecute with ``feeds`` (input name -> array); returns output name -> array."""
+    def execute(self, feeds: Mapping[str, np.ndarray],
+                profile: "Profile | None" = None) -> dict[str, np.ndarray]:
+        """graphExecute with ``feeds`` (input name -> array in the input's storage type, see
+        ``Tensor.numpy_dtype``); returns output name -> array. ``profile`` collects the
+        call's events."""
         missing = [t.name for t in self.inputs if t.name not in feeds]
         if missing:
             raise KeyError(f"graph {self.name}: no data for inputs {missing}")
@@ -604,7 +772,8 @@ class Graph:
             cout[i] = t.struct[0]
             _set_buffer(cout[i], ffi.from_buffer(arr), arr.nbytes, keep)
         self.backend.call("graphExecute", self.handle, cin, len(self.inputs), cout,
-                          len(self.outputs), ffi.NULL, ffi.NULL)
+                          len(self.outputs), profile.handle if profile is not None else ffi.NULL,
+                          ffi.NULL)
         return results
 
 
@@ -613,3 +782,106 @@ def _set_buffer(t, buf, size: int, keep: list) -> None:
     v = t.v2 if t.version == Q.QNN_TENSOR_VERSION_2 else t.v1
     v.clientBuf.data = buf
     v.clientBuf.dataSize = size
+
+
+def _quant_dict(quant) -> dict | None:
+    """The system-client dict form of a ``Graph`` quant argument."""
+    if quant is None:
+        return None
+    if not isinstance(quant, dict):
+        out = {"encoding": (Q.QNN_QUANTIZATION_ENCODING_BW_SCALE_OFFSET
+                            if len(quant) > 2 and quant[2] else
+                            Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET),
+               "scale": float(np.float32(quant[0])), "offset": int(quant[1])}
+        if len(quant) > 2 and quant[2]:
+            out["bitwidth"] = int(quant[2])
+        return out
+    scales = [float(np.float32(x)) for x in quant["scales"]]
+    out = {"encoding": (Q.QNN_QUANTIZATION_ENCODING_BW_AXIS_SCALE_OFFSET if quant.get("bitwidth")
+                        else Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET),
+           "axis": int(quant["axis"]), "scales": scales,
+           "offsets": [int(x) for x in quant.get("offsets", [0] * len(scales))]}
+    if quant.get("bitwidth"):
+        out["bitwidth"] = int(quant["bitwidth"])
+    return out
+
+
+def _quant_arg(quant: Mapping[str, Any] | None):
+    """A ``Graph`` quant argument from the system-client dict form (None: not quantized)."""
+    if not quant:
+        return None
+    enc = int(quant["encoding"])
+    if enc in (Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET, Q.QNN_QUANTIZATION_ENCODING_BW_SCALE_OFFSET):
+        bitwidth = quant.get("bitwidth") if enc == Q.QNN_QUANTIZATION_ENCODING_BW_SCALE_OFFSET else None
+        return (float(quant["scale"]), int(quant["offset"]), bitwidth)
+    if enc in (Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET,
+               Q.QNN_QUANTIZATION_ENCODING_BW_AXIS_SCALE_OFFSET):
+        out = {"axis": int(quant["axis"]), "scales": list(quant["scales"]),
+               "offsets": list(quant["offsets"])}
+        if enc == Q.QNN_QUANTIZATION_ENCODING_BW_AXIS_SCALE_OFFSET:
+            out["bitwidth"] = int(quant.get("bitwidth") or 8)
+        return out
+    raise ValueError(f"quantization encoding {enc} ({Q.enum('QNN_QUANTIZATION_ENCODING_').get(enc)}) "
+                     f"is not supported for graph inputs/outputs by qnnemu.client")
+
+
+_PROFILE_LEVELS = {"basic": Q.QNN_PROFILE_LEVEL_BASIC, "detailed": Q.QNN_PROFILE_LEVEL_DETAILED}
+
+
+class Profile:
+    """A ``profileCreate`` handle: pass it to graphFinalize / graphExecute /
+    contextCreateFromBinary, then read :meth:`events` (each profiled call replaces the
+    previous call's events, as the API says)."""
+
+    def __init__(self, backend: Backend, level: str | int = "basic"):
+        self.backend = backend
+        if isinstance(level, str):
+            if level not in _PROFILE_LEVELS:
+                raise ValueError(f"profile level {level!r}: expected one of {sorted(_PROFILE_LEVELS)}")
+            level = _PROFILE_LEVELS[level]
+        self.level = int(level)
+        out = ffi.new("Qnn_ProfileHandle_t *")
+        backend.call("profileCreate", backend.handle, self.level, out)
+        self.handle = out[0]
+
+    def _event(self, event_id: int, depth: int) -> dict:
+        data = ffi.new("QnnProfile_EventData_t *")
+        self.backend.call("profileGetEventData", event_id, data)
+        ident = ffi.string(data.identifier).decode("utf-8", "replace") \
+            if data.identifier != ffi.NULL else ""
+        event = {"identifier": ident, "type": int(data.type),
+                 "type_name": _EVENT_TYPES.get(int(data.type), ""), "value": int(data.value),
+                 "unit": int(data.unit), "unit_name": _EVENT_UNITS.get(int(data.unit), "")}
+        if depth < 8:  # QNN nests one or two levels; the bound only guards a cyclic reply
+            ids = ffi.new("const QnnProfile_EventId_t **")
+            n = ffi.new("uint32_t *")
+            try:
+                self.backend.call("profileGetSubEvents", event_id, ids, n)
+            except QnnCallError:
+                n[0] = 0
+            subs = [self._event(int(ids[0][i]), depth + 1) for i in range(n[0])]
+            if subs:
+                event["sub_events"] = subs
+        return event
+
+    def events(self) -> list[dict]:
+        """The events of the last profiled call: ``{"identifier", "type", "type_name",
+        "value", "unit", "unit_name"[, "sub_events"]}`` dicts."""
+        ids = ffi.new("const QnnProfile_EventId_t **")
+        n = ffi.new("uint32_t *")
+        self.backend.call("profileGetEvents", self.handle, ids, n)
+        return [self._event(int(ids[0][i]), 0) for i in range(n[0])]
+
+    def free(self) -> None:
+        if self.handle is not None:
+            handle, self.handle = self.handle, None
+            self.backend.call("profileFree", handle)
+
+
+# Generic event types first; the HTP-specific ones (QnnHtpProfile.h) fill the other values.
+_EVENT_TYPES = {**{v: "HTP_" + k[len("QNN_HTP_PROFILE_EVENTTYPE_"):]
+                   for v, k in Q.enum("QNN_HTP_PROFILE_EVENTTYPE_").items()},
+                **{v: k[len("QNN_PROFILE_EVENTTYPE_"):]
+                   for v, k in Q.enum("QNN_PROFILE_EVENTTYPE_").items()}}
+_EVENT_UNITS = {v: k[len("QNN_PROFILE_EVENTUNIT_"):]
+                for v, k in Q.enum("QNN_PROFILE_EVENTUNIT_").items()}

@@ -1,0 +1,488 @@
+"""Command-line tools following the conventions of the QNN SDK tools, for any QNN backend.
+
+- ``qnnemu-net-run`` (:mod:`qnnemu.tools.net_run`): runs graphs of a context binary
+  (``--retrieve_context``) or of a JSON graph description (``--model``) over an input list;
+- ``qnnemu-context-binary-utility`` (:mod:`qnnemu.tools.context_binary_utility`): a context
+  binary's System-library information as JSON;
+- ``qnnemu-context-binary-generator`` (:mod:`qnnemu.tools.context_binary_generator`): prepares
+  a context binary from a JSON graph description (docs/graph-json.md) or an ONNX model.
+
+This module holds what they share: error reporting (:class:`ToolError`, :func:`run_main`),
+logging set-up, backend/System library resolution, the backend-extension config file (the
+SDK's ``--config_file``: HTP options ``graphs``, ``devices``, ``context``, ``groupContext``,
+``memory`` as described in the seed document's "QNN HTP Backend Extensions" section) and the
+conversions between raw files and tensors (float32 files quantized/dequantized at the edges,
+or "native" files in the tensor's own storage type).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..core import dtypes
+from ..headers import Q
+
+log = logging.getLogger("qnnemu.tools")
+
+LOG_LEVELS = ("error", "warn", "info", "verbose", "debug")
+_PY_LEVELS = {"error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO,
+              "verbose": logging.DEBUG, "debug": logging.DEBUG}
+
+
+class ToolError(Exception):
+    """A user-facing failure: reported as ``<prog>: error: <message>``, exit status 1."""
+
+
+# ----------------------------------------------------------------------------- running mains
+class _ToolFormatter(logging.Formatter):
+    def __init__(self, prog: str):
+        super().__init__()
+        self.prog = prog
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = {logging.ERROR: "error", logging.WARNING: "warning", logging.INFO: "info"}.get(
+            record.levelno, "debug")
+        return f"{self.prog}: {level}: {record.getMessage()}"
+
+
+def setup_logging(prog: str, level: str) -> logging.Handler:
+    """Messages of the qnnemu loggers (the tools', the clients' and, through the clients'
+    QnnLog callbacks, the backend's) to stderr at ``level``; returns the handler to remove."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_ToolFormatter(prog))
+    root = logging.getLogger("qnnemu")
+    root.addHandler(handler)
+    root.setLevel(_PY_LEVELS[level])
+    handler.setLevel(_PY_LEVELS[level])
+    return handler
+
+
+def run_main(prog: str, body: Callable[[], int | None], level: str = "warn") -> int:
+    """Runs ``body`` with logging set up. Failures a user can cause (bad files, arguments,
+    libraries; a QNN call refusing) become one error line and exit status 1, with the
+    traceback at debug level only; other exceptions propagate."""
+    handler = setup_logging(prog, level)
+    try:
+        return int(body() or 0)
+    except ToolError as e:
+        log.error("%s", e)
+        return 1
+    # RuntimeError covers QnnCallError, SystemCallError and "no usable provider" (a library
+    # that is not a QNN backend / System library); OSError a library that does not load.
+    except (RuntimeError, OSError, ValueError) as e:
+        log.error("%s", e)
+        log.debug("traceback", exc_info=True)
+        return 1
+    finally:
+        logging.getLogger("qnnemu").removeHandler(handler)
+        handler.close()
+
+
+def parse_args(parser, argv: Sequence[str] | None):
+    """argparse, but a bad command line returns (None, status 2) instead of raising
+    SystemExit, so that ``main(argv)`` can be called in-process."""
+    try:
+        return parser.parse_args(argv), 0
+    except SystemExit as e:  # argparse has printed the usage and the error
+        return None, int(e.code or 0)
+
+
+# ------------------------------------------------------------------------- library lookup
+_OUR_NAMES = {"qnnemu", "htp-emu", "htpemu", "libQnnHtpEmu.so"}
+
+
+def vendor_library_dir() -> Path | None:
+    """The directory of the vendor's QNN libraries of the onnxruntime-qnn package, if any."""
+    try:
+        import onnxruntime_qnn
+    except ImportError:
+        return None
+    d = Path(onnxruntime_qnn.__file__).resolve().parent
+    return d if (d / "libQnnHtp.so").is_file() else None
+
+
+def resolve_backend(value: str | None) -> str:
+    """``--backend``: a path; or a name: ``qnnemu`` / ``libQnnHtpEmu.so`` (ours, the default),
+    else a file name looked up in LD_LIBRARY_PATH, then in the onnxruntime-qnn package
+    (``libQnnHtp.so``; ``htp`` is short for it)."""
+    from .. import backend_library_path
+    if value is None or value in _OUR_NAMES:
+        return backend_library_path()
+    if os.sep in value or os.path.exists(value):
+        if not os.path.isfile(value):
+            raise ToolError(f"--backend {value}: no such file")
+        return os.path.abspath(value)
+    name = "libQnnHtp.so" if value == "htp" else value
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
+    vendor = vendor_library_dir()
+    if vendor is not None:
+        dirs.append(str(vendor))
+    for d in dirs:
+        candidate = os.path.join(d, name)
+        if os.path.isfile(candidate):
+            return candidate
+    raise ToolError(f"--backend {value}: not a file, and no {name} in LD_LIBRARY_PATH "
+                    f"or the onnxruntime-qnn package")
+
+
+def resolve_system_library(value: str | None, backend: str | None) -> str:
+    """``--system_library``: the given path; else the libQnnSystem.so next to the backend;
+    else ours."""
+    from .. import system_library_path
+    if value is not None:
+        if not os.path.isfile(value):
+            raise ToolError(f"--system_library {value}: no such file")
+        return os.path.abspath(value)
+    if backend is not None:
+        beside = os.path.join(os.path.dirname(os.path.abspath(backend)), "libQnnSystem.so")
+        if os.path.isfile(beside):
+            return beside
+    return system_library_path()
+
+
+# ----------------------------------------------------------------- backend-extension config
+_PERF_PROFILES = ("low_balanced", "balanced", "default", "high_performance",
+                  "sustained_high_performance", "burst", "low_power_saver", "power_saver",
+                  "high_power_saver", "extreme_power_saver", "system_settings")
+
+# graphs[] keys -> (HTP graph option, union member, converter)
+_GRAPH_KEYS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
+    "vtcm_mb": ("VTCM_SIZE", "vtcmSizeInMB", int),
+    "vtcm_size": ("VTCM_SIZE_IN_BYTES", "vtcmSizeInBytes", int),
+    "hvx_threads": ("NUM_HVX_THREADS", "numHvxThreads", int),
+    "O": ("OPTIMIZATION", "optimizationOption",
+          lambda v: {"type": Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_FINALIZE_OPTIMIZATION_FLAG,
+                     "floatValue": float(v)}),
+    "dlbc": ("OPTIMIZATION", "optimizationOption",
+             lambda v: {"type": Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_DLBC,
+                        "floatValue": float(v)}),
+    "dlbc_weights": ("OPTIMIZATION", "optimizationOption",
+                     lambda v: {"type": Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_DLBC_WEIGHTS,
+                                "floatValue": float(v)}),
+    "slc_alloc_enable": ("OPTIMIZATION", "optimizationOption",
+                         lambda v: {"type": Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_SLC_ALLOCATOR,
+                                    "floatValue": float(v)}),
+    "weights_packing": ("WEIGHTS_PACKING", "weightsPacking", bool),
+    "num_cores": ("NUM_CORES", "numCores", int),
+    "short_depth_conv_on_hmx_off": ("SHORT_DEPTH_CONV_ON_HMX_OFF", "shortDepthConvOnHmxOff", bool),
+    "fold_relu_activation_into_conv_off": ("FOLD_RELU_ACTIVATION_INTO_CONV_OFF",
+                                           "foldReluActivationIntoConvOff", bool),
+}
+# context keys -> (HTP context option, union member, converter, used when)
+_CONTEXT_KEYS: dict[str, tuple[str, str, Callable[[Any], Any], str]] = {
+    "weight_sharing_enabled": ("WEIGHT_SHARING_ENABLED", "weightSharingEnabled", bool, "prepare"),
+    "lora_weight_sharing": ("LORA_WEIGHT_SHARING_ENABLED", "loraWeightSharingEnabled", bool, "prepare"),
+    "file_read_memory_budget_in_mb": ("FILE_READ_MEMORY_BUDGET", "fileReadMemoryBudgetInMb", int, "load"),
+    "io_memory_estimation": ("IO_MEM_ESTIMATION", "ioMemEstimation", bool, "load"),
+    "init_acceleration": ("INIT_ACCELERATION", "initAcceleration", bool, "load"),
+}
+_CONTEXT_IGNORED = {
+    "max_spill_fill_buffer_for_group": "spill-fill group registration needs several contexts; "
+                                       "the tools load one",
+    "group_id": "spill-fill group registration needs several contexts; the tools load one",
+}
+_DEVICE_IGNORED = {
+    "device_id": "the emulated platform has one device",
+    "core_id": "the emulated device has one core",
+    "core_type": "the emulated device has one (NSP) core",
+    "use_client_context": "power contexts are not modelled",
+    "profiling_level": "linting profiling is not modelled; use --profiling_level",
+}
+_CORE_KEYS = ("perf_profile", "rpc_control_latency", "rpc_polling_time", "hmx_timeout_us",
+              "adaptive_polling_time")
+
+
+@dataclass
+class BackendConfig:
+    """The parsed ``--config_file``: configs for graphs, contexts and the device."""
+    path: str | None = None
+    graphs: list[tuple[list[str] | None, list[tuple[str, str, Any]]]] = field(default_factory=list)
+    context: list[tuple[str, str, Any, str]] = field(default_factory=list)
+    device: list[tuple[str, str, Any]] = field(default_factory=list)
+    raw: dict = field(default_factory=dict)
+
+    def graph_configs(self, graph_name: str) -> list:
+        """HTP graph configs (client GraphConfig objects) for graph ``graph_name``: the
+        ``graphs`` entries naming it in ``graph_names``, or naming no graph."""
+        from ..client import htp_graph_config
+        out = []
+        for names, options in self.graphs:
+            if names is None or graph_name in names:
+                out += [htp_graph_config(opt, **{member: value}) for opt, member, value in options]
+        return out
+
+    def context_configs(self, when: str) -> list:
+        """HTP context configs for ``when`` = "prepare" (contextCreate) or "load"
+        (contextCreateFromBinary)."""
+        from ..client import htp_context_config
+        return [htp_context_config(opt, **{member: value})
+                for opt, member, value, used in self.context if used == when]
+
+    def device_configs(self) -> list:
+        from ..client import htp_device_config
+        return [htp_device_config(opt, **{member: value}) for opt, member, value in self.device]
+
+    def warn_unused(self, when: str) -> None:
+        """Warns about context options that do not apply to ``when`` ("prepare"/"load")."""
+        for opt, _, _, used in self.context:
+            if used != when:
+                log.warning("config file: context option %s applies when a context is %s; "
+                            "ignored here", opt, "prepared" if used == "prepare" else
+                            "loaded from a binary")
+
+
+def _expect(value, kinds, where: str):
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in
+                                        (kinds if isinstance(kinds, tuple) else (kinds,))):
+        names = "/".join(k.__name__ for k in (kinds if isinstance(kinds, tuple) else (kinds,)))
+        raise ToolError(f"config file: {where}: expected {names}, got {json.dumps(value)}")
+    return value
+
+
+def _dsp_arch(value: Any) -> int:
+    text = str(value).strip().lower()
+    if text.startswith("v"):
+        text = text[1:]
+    if not text.isdigit() or getattr(Q, f"QNN_HTP_DEVICE_ARCH_V{text}", None) is None:
+        raise ToolError(f"config file: devices[].dsp_arch: {json.dumps(value)} is not an HTP "
+                        f"architecture (v68, v69, v73, v75, v79, v81, v85)")
+    return int(text)
+
+
+def load_backend_config(path: str | None) -> BackendConfig:
+    """Reads ``--config_file``: the SDK's outer ``{"backend_extensions": {"shared_library_path",
+    "config_file_path"}}`` form (the shared library is not loaded: qnnemu maps the options
+    itself) or directly the HTP backend config. Unknown keys are refused; keys the emulator
+    has no model for are accepted with a warning naming them."""
+    cfg = BackendConfig(path=path)
+    if path is None:
+        return cfg
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise ToolError(f"--config_file {path}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise ToolError(f"--config_file {path}: invalid JSON: {e}") from None
+    _expect(data, dict, "top level")
+    if "backend_extensions" in data:
+        outer = _expect(data["backend_extensions"], dict, "backend_extensions")
+        unknown = set(data) - {"backend_extensions", "context_configs", "graph_configs"}
+        if unknown:
+            raise ToolError(f"config file {path}: unknown top-level keys {sorted(unknown)}")
+        for key in set(data) - {"backend_extensions"}:
+            log.warning("config file: %s is not supported by the qnnemu tools; ignored", key)
+        if "shared_library_path" in outer:
+            log.info("config file: backend_extensions.shared_library_path %s is not loaded; "
+                     "qnnemu applies the HTP options itself", outer["shared_library_path"])
+        inner = outer.get("config_file_path")
+        if not isinstance(inner, str):
+            raise ToolError(f"config file {path}: backend_extensions.config_file_path "
+                            f"(the HTP config JSON) is missing")
+        inner_path = Path(inner)
+        if not inner_path.is_absolute() and not inner_path.exists():
+            inner_path = Path(path).resolve().parent / inner
+        try:
+            data = json.loads(inner_path.read_text())
+        except OSError as e:
+            raise ToolError(f"config file {path}: config_file_path {inner}: "
+                            f"{e.strerror or e}") from None
+        except json.JSONDecodeError as e:
+            raise ToolError(f"config file {inner_path}: invalid JSON: {e}") from None
+        _expect(data, dict, f"{inner_path}: top level")
+    cfg.raw = data
+    unknown = set(data) - {"graphs", "devices", "context", "groupContext", "memory"}
+    if unknown:
+        raise ToolError(f"config file: unknown keys {sorted(unknown)} (expected graphs, devices, "
+                        f"context, groupContext, memory)")
+    for i, g in enumerate(_expect(data.get("graphs", []), list, "graphs")):
+        _expect(g, dict, f"graphs[{i}]")
+        names = g.get("graph_names")
+        if names is not None:
+            _expect(names, list, f"graphs[{i}].graph_names")
+            names = [str(n) for n in names]
+        options = []
+        for key, value in g.items():
+            if key == "graph_names":
+                continue
+            if key == "fp16_relaxed_precision":
+                log.warning("config file: graphs[%d].fp16_relaxed_precision is deprecated (QNN "
+                            "2.35); mapped to the PRECISION=FLOAT16 graph config", i)
+                if _expect(value, (bool, int, float), f"graphs[{i}].{key}"):
+                    options.append(("PRECISION", "precision", Q.QNN_PRECISION_FLOAT16))
+                continue
+            if key not in _GRAPH_KEYS:
+                raise ToolError(f"config file: graphs[{i}].{key}: unknown graph option "
+                                f"(known: graph_names, fp16_relaxed_precision, "
+                                f"{', '.join(_GRAPH_KEYS)})")
+            option, member, convert = _GRAPH_KEYS[key]
+            _expect(value, (bool, int, float), f"graphs[{i}].{key}")
+            options.append((option, member, convert(value)))
+        cfg.graphs.append((names, options))
+    for i, d in enumerate(_expect(data.get("devices", []), list, "devices")):
+        _expect(d, dict, f"devices[{i}]")
+        if i > 0:
+            log.warning("config file: devices[%d]: only the first device is used", i)
+            continue
+        for key, value in d.items():
+            where = f"devices[{i}].{key}"
+            if key in ("soc_model", "soc_id"):
+                if key == "soc_id":
+                    log.warning("config file: %s is deprecated; used as soc_model", where)
+                cfg.device.append(("SOC", "socModel", int(_expect(value, int, where))))
+            elif key == "dsp_arch":
+                cfg.device.append(("ARCH", "arch", {"deviceId": 0, "arch": _dsp_arch(value)}))
+            elif key == "pd_session":
+                if value not in ("signed", "unsigned"):
+                    raise ToolError(f"config file: {where}: {json.dumps(value)} is not "
+                                    f"\"signed\" or \"unsigned\"")
+                cfg.device.append(("SIGNEDPD", "useSignedProcessDomain",
+                                   {"deviceId": 0, "useSignedProcessDomain": value == "signed"}))
+            elif key in _DEVICE_IGNORED:
+                log.warning("config file: %s ignored: %s", where, _DEVICE_IGNORED[key])
+            elif key == "cores":
+                for j, core in enumerate(_expect(value, list, where)):
+                    _expect(core, dict, f"{where}[{j}]")
+                    for ckey, cvalue in core.items():
+                        if ckey not in _CORE_KEYS:
+                            raise ToolError(f"config file: {where}[{j}].{ckey}: unknown core "
+                                            f"option (known: {', '.join(_CORE_KEYS)})")
+                        if ckey == "perf_profile" and cvalue not in _PERF_PROFILES:
+                            raise ToolError(f"config file: {where}[{j}].perf_profile: "
+                                            f"{json.dumps(cvalue)} is not one of "
+                                            f"{', '.join(_PERF_PROFILES)}")
+                        log.warning("config file: %s[%d].%s ignored: performance votes do not "
+                                    "change emulated results", where, j, ckey)
+            else:
+                raise ToolError(f"config file: {where}: unknown device option (known: soc_model, "
+                                f"soc_id, dsp_arch, pd_session, cores, "
+                                f"{', '.join(_DEVICE_IGNORED)})")
+    context = _expect(data.get("context", {}), dict, "context")
+    for key, value in context.items():
+        if key in _CONTEXT_KEYS:
+            option, member, convert, used = _CONTEXT_KEYS[key]
+            _expect(value, (bool, int), f"context.{key}")
+            cfg.context.append((option, member, convert(value), used))
+        elif key in _CONTEXT_IGNORED:
+            log.warning("config file: context.%s ignored: %s", key, _CONTEXT_IGNORED[key])
+        else:
+            raise ToolError(f"config file: context.{key}: unknown context option (known: "
+                            f"{', '.join(list(_CONTEXT_KEYS) + list(_CONTEXT_IGNORED))})")
+    group = _expect(data.get("groupContext", {}), dict, "groupContext")
+    for key in group:
+        if key != "share_resources":
+            raise ToolError(f"config file: groupContext.{key}: unknown option (known: share_resources)")
+        log.warning("config file: groupContext.share_resources ignored: the tools load one context")
+    memory = _expect(data.get("memory", {}), dict, "memory")
+    for key, value in memory.items():
+        if key != "mem_type":
+            raise ToolError(f"config file: memory.{key}: unknown option (known: mem_type)")
+        if value != "shared_buffer":
+            raise ToolError(f"config file: memory.mem_type: {json.dumps(value)} is not "
+                            f"\"shared_buffer\"")
+        raise ToolError("config file: memory.mem_type \"shared_buffer\" (multi-tensor shared "
+                        "I/O buffers) is not supported by the qnnemu tools; they pass inputs "
+                        "and outputs as client buffers")
+    return cfg
+
+
+# -------------------------------------------------------------------------- raw tensor data
+def _code_range(qtype: int, bitwidth: int | None) -> tuple[int, int]:
+    info = np.iinfo(dtypes.numpy_dtype(qtype))
+    if bitwidth:
+        if info.min < 0:
+            return -(1 << (bitwidth - 1)), (1 << (bitwidth - 1)) - 1
+        return 0, (1 << bitwidth) - 1
+    if qtype in (Q.QNN_DATATYPE_SFIXED_POINT_4,):
+        return -8, 7
+    if qtype in (Q.QNN_DATATYPE_UFIXED_POINT_4,):
+        return 0, 15
+    return int(info.min), int(info.max)
+
+
+def _scale_offset(quant: dict, shape: tuple[int, ...]):
+    if "scales" in quant:
+        axis = int(quant["axis"])
+        bshape = [1] * len(shape)
+        bshape[axis] = -1
+        scales = np.asarray(quant["scales"], np.float64).reshape(bshape)
+        offsets = np.asarray(quant["offsets"], np.float64).reshape(bshape)
+        return scales, offsets
+    if "scale" not in quant:
+        raise ToolError(f"quantization encoding {quant.get('encoding')} is not supported for "
+                        f"graph inputs/outputs by the qnnemu tools")
+    return np.float64(quant["scale"]), np.float64(quant["offset"])
+
+
+def quantize(x: np.ndarray, qtype: int, quant: dict) -> np.ndarray:
+    """float -> fixed-point codes: ``round(x / scale) - offset`` (QNN: real = scale * (code +
+    offset)), rounding half away from zero, saturated to the type's (or bitwidth's) range."""
+    scale, offset = _scale_offset(quant, x.shape)
+    y = x.astype(np.float64) / scale
+    y = np.sign(y) * np.floor(np.abs(y) + 0.5) - offset
+    lo, hi = _code_range(qtype, quant.get("bitwidth"))
+    return np.clip(y, lo, hi).astype(dtypes.numpy_dtype(qtype))
+
+
+def dequantize(q: np.ndarray, quant: dict) -> np.ndarray:
+    """fixed-point codes -> float32: ``scale * (code + offset)``."""
+    scale, offset = _scale_offset(quant, q.shape)
+    return (scale * (q.astype(np.float64) + offset)).astype(np.float32)
+
+
+def _bfloat16_bits(x: np.ndarray) -> np.ndarray:
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest, ties to even
+    return rounded.astype(np.uint16)
+
+
+def to_tensor(x: np.ndarray, tensor) -> np.ndarray:
+    """A float32 array -> the tensor's storage type (quantizing fixed-point tensors)."""
+    qtype = tensor.dtype
+    if qtype in dtypes.FIXED_POINT_TYPES:
+        if not tensor.quant:
+            raise ToolError(f"tensor {tensor.name!r} is {dtypes.name(qtype)} without a "
+                            f"quantization encoding; use native input files")
+        return quantize(x, qtype, tensor.quant)
+    if qtype == Q.QNN_DATATYPE_BFLOAT_16:
+        return _bfloat16_bits(x)
+    return x.astype(dtypes.numpy_dtype(qtype))
+
+
+def from_tensor(y: np.ndarray, tensor) -> np.ndarray:
+    """An output in the tensor's storage type -> float32 (dequantizing fixed-point ones)."""
+    qtype = tensor.dtype
+    if qtype in dtypes.FIXED_POINT_TYPES and tensor.quant:
+        return dequantize(y, tensor.quant)
+    if qtype == Q.QNN_DATATYPE_BFLOAT_16:
+        return (y.astype(np.uint32) << 16).view(np.float32)
+    return y.astype(np.float32)
+
+
+def read_raw(path: str, tensor, native: bool) -> np.ndarray:
+    """A raw input file for ``tensor``: float32 (converted) or, ``native``, its storage type."""
+    file_dtype = tensor.numpy_dtype if native else np.dtype(np.float32)
+    try:
+        data = np.fromfile(path, dtype=np.uint8)
+    except OSError as e:
+        raise ToolError(f"input {tensor.name!r}: cannot read {path}: {e.strerror or e}") from None
+    count = int(np.prod(tensor.shape, dtype=np.int64))
+    expected = count * file_dtype.itemsize
+    if data.size != expected:
+        raise ToolError(f"input {tensor.name!r}: {path} has {data.size} bytes, expected "
+                        f"{expected} ({count} x {file_dtype.name}"
+                        f"{'' if native else ', float32 file; --use_native_input_files for the tensor type'})")
+    array = data.view(file_dtype).reshape(tensor.shape)
+    return array if native else to_tensor(array, tensor)
+
+
+def output_file_name(tensor_name: str) -> str:
+    """``<tensor>.raw`` with characters that are unsafe in file names replaced by '_'."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in tensor_name)
+    return (safe or "_") + ".raw"

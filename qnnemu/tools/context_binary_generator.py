@@ -1,0 +1,492 @@
+"""qnnemu-context-binary-generator: prepares a QNN context binary offline (QnnContext_getBinary).
+
+Conventions of the SDK's qnn-context-binary-generator: ``--backend`` (default: our
+libQnnHtpEmu.so; any QNN backend .so works, e.g. the vendor's libQnnHtp.so), ``--model``,
+``--binary_file`` (the output's name; ``.bin`` is appended), ``--output_dir`` (default
+``./output``), ``--config_file`` (the HTP backend-extension JSON, see :mod:`qnnemu.tools`),
+``--log_level``. Where the SDK tool takes a compiled model library, this one takes
+
+- a JSON graph description (``*.json``; the format is docs/graph-json.md and
+  :func:`load_graph_description`): the graphs are built with qnnemu.client on the backend
+  (contextCreate, graphCreate with the config file's graph configs, tensorCreateGraphTensor,
+  graphAddNode, graphFinalize) and the context is serialized with contextGetBinarySize /
+  contextGetBinary;
+- an ONNX model (``*.onnx``): ONNX Runtime's QNN execution provider prepares it on the backend
+  with ``ep.context_enable=1`` and ``ep.context_embed_mode=1``, and the binary embedded in the
+  EPContext node(s) of the model it dumps is written out.
+
+``python -m qnnemu.tools.context_binary_generator`` runs it too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..core import dtypes
+from ..headers import Q
+from . import (LOG_LEVELS, BackendConfig, ToolError, load_backend_config, parse_args,
+               resolve_backend, run_main)
+
+PROG = "qnnemu-context-binary-generator"
+log = logging.getLogger("qnnemu.tools.context_binary_generator")
+
+FORMAT_VERSION = 1
+_TENSOR_TYPES = {"APP_WRITE": Q.QNN_TENSOR_TYPE_APP_WRITE, "APP_READ": Q.QNN_TENSOR_TYPE_APP_READ,
+                 "NATIVE": Q.QNN_TENSOR_TYPE_NATIVE, "STATIC": Q.QNN_TENSOR_TYPE_STATIC,
+                 "INPUT": Q.QNN_TENSOR_TYPE_APP_WRITE, "OUTPUT": Q.QNN_TENSOR_TYPE_APP_READ}
+_NUMPY_NAMES = {"float32": "FLOAT_32", "float16": "FLOAT_16", "float64": "FLOAT_64",
+                "int8": "INT_8", "int16": "INT_16", "int32": "INT_32", "int64": "INT_64",
+                "uint8": "UINT_8", "uint16": "UINT_16", "uint32": "UINT_32", "uint64": "UINT_64",
+                "bool": "BOOL_8"}
+_GRAPH_KEYS = {"name", "precision", "tensors", "nodes"}
+_TENSOR_KEYS = {"name", "type", "dtype", "dims", "quant", "data"}
+_NODE_KEYS = {"name", "package", "type", "inputs", "outputs", "params"}
+
+
+# ------------------------------------------------------------------------------ the format
+def parse_dtype(value: Any, where: str) -> int:
+    """``FLOAT_32`` / ``QNN_DATATYPE_FLOAT_32`` / a numpy name (``float32``) -> Qnn_DataType_t."""
+    if not isinstance(value, str):
+        raise ToolError(f"{where}: dtype must be a string such as \"FLOAT_32\", got {json.dumps(value)}")
+    name = _NUMPY_NAMES.get(value, value.upper())
+    if name.startswith("QNN_DATATYPE_"):
+        name = name[len("QNN_DATATYPE_"):]
+    qtype = getattr(Q, f"QNN_DATATYPE_{name}", None)
+    if qtype is None or not dtypes.is_known(qtype):
+        raise ToolError(f"{where}: unknown dtype {json.dumps(value)} (QNN names such as "
+                        f"FLOAT_32, UFIXED_POINT_8, INT_32, BOOL_8, or numpy names such as float32)")
+    return qtype
+
+
+def _tensor_type(value: Any, where: str) -> int:
+    name = str(value).upper()
+    if name.startswith("QNN_TENSOR_TYPE_"):
+        name = name[len("QNN_TENSOR_TYPE_"):]
+    if name not in _TENSOR_TYPES:
+        raise ToolError(f"{where}: tensor type {json.dumps(value)} is not one of APP_WRITE (input), "
+                        f"APP_READ (output), NATIVE, STATIC")
+    return _TENSOR_TYPES[name]
+
+
+def _quant(value: Any, where: str):
+    """``{"scale", "offset"[, "bitwidth"]}`` or ``{"axis", "scales", "offsets"[, "bitwidth"]}``
+    -> a qnnemu.client quant argument."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ToolError(f"{where}: quant must be an object, got {json.dumps(value)}")
+    try:
+        if "scales" in value:
+            unknown = set(value) - {"axis", "scales", "offsets", "bitwidth", "encoding"}
+            if unknown:
+                raise ToolError(f"{where}: unknown quant keys {sorted(unknown)}")
+            scales = [float(s) for s in value["scales"]]
+            offsets = [int(o) for o in value.get("offsets", [0] * len(scales))]
+            if len(offsets) != len(scales) or not scales:
+                raise ToolError(f"{where}: {len(scales)} scales but {len(offsets)} offsets")
+            out = {"axis": int(value["axis"]), "scales": scales, "offsets": offsets}
+            if value.get("bitwidth"):
+                out["bitwidth"] = int(value["bitwidth"])
+            return out
+        unknown = set(value) - {"scale", "offset", "bitwidth", "encoding"}
+        if unknown:
+            raise ToolError(f"{where}: unknown quant keys {sorted(unknown)}")
+        return (float(value["scale"]), int(value.get("offset", 0)),
+                int(value["bitwidth"]) if value.get("bitwidth") else None)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ToolError(f"{where}: bad quant {json.dumps(value)} ({e!r})") from None
+
+
+def _load_data(value: Any, qtype: int, dims: tuple[int, ...] | None, base: Path,
+               where: str) -> np.ndarray:
+    """Tensor data: a .raw file (the type's storage bytes), a .npy file, or an inline
+    (nested) list, in the type's storage type (codes for fixed-point types)."""
+    storage = dtypes.numpy_dtype(qtype)
+    if isinstance(value, str):
+        path = Path(value) if Path(value).is_absolute() else base / value
+        try:
+            if path.suffix == ".npy":
+                array = np.load(path, allow_pickle=False)
+                if not np.can_cast(array.dtype, storage, casting="same_kind"):
+                    raise ToolError(f"{where}: {path} holds {array.dtype}, which does not cast "
+                                    f"to {storage} ({dtypes.name(qtype)})")
+                array = array.astype(storage)
+            else:
+                array = np.fromfile(path, dtype=storage)
+        except OSError as e:
+            raise ToolError(f"{where}: cannot read {path}: {e.strerror or e}") from None
+        if dims is not None:
+            if array.size != int(np.prod(dims, dtype=np.int64)):
+                raise ToolError(f"{where}: {path} holds {array.size} elements of {storage}, "
+                                f"dims {list(dims)} need {int(np.prod(dims, dtype=np.int64))}")
+            array = array.reshape(dims)
+        return array
+    if isinstance(value, (list, int, float, bool)):
+        try:
+            array = np.array(value, dtype=storage)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise ToolError(f"{where}: inline data does not convert to {storage}: {e}") from None
+        if dims is not None:
+            if array.size != int(np.prod(dims, dtype=np.int64)):
+                raise ToolError(f"{where}: {array.size} inline values, dims {list(dims)} need "
+                                f"{int(np.prod(dims, dtype=np.int64))}")
+            array = array.reshape(dims)
+        return array
+    raise ToolError(f"{where}: data must be a file path or a list, got {json.dumps(value)}")
+
+
+def _dims(value: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool)
+                                              and d > 0 for d in value):
+        raise ToolError(f"{where}: dims must be a list of positive integers, got {json.dumps(value)}")
+    return tuple(value)
+
+
+def _inline_kind(values: list) -> str:
+    flat = np.array(values, dtype=object).ravel().tolist()
+    if flat and all(isinstance(v, bool) for v in flat):
+        return "BOOL_8"
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in flat):
+        return "UINT_32" if all(v >= 0 for v in flat) else "INT_32"
+    return "FLOAT_32"
+
+
+def _param(value: Any, base: Path, where: str):
+    """A node parameter -> what qnnemu.client's Graph.node takes (numpy scalar or array)."""
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, int):
+        return np.uint32(value) if value >= 0 else np.int32(value)
+    if isinstance(value, float):
+        return np.float32(value)
+    if isinstance(value, list):
+        qtype = parse_dtype(_inline_kind(value), where)
+        return np.asarray(_load_data(value, qtype, None, base, where))
+    if isinstance(value, dict):
+        unknown = set(value) - {"dtype", "value", "dims", "data"}
+        if unknown:
+            raise ToolError(f"{where}: unknown parameter keys {sorted(unknown)}")
+        qtype = parse_dtype(value.get("dtype"), f"{where}.dtype")
+        if qtype in dtypes.FIXED_POINT_TYPES:
+            raise ToolError(f"{where}: fixed-point parameters are not supported")
+        if "value" in value:
+            if "data" in value:
+                raise ToolError(f"{where}: give \"value\" (scalar) or \"data\" (tensor), not both")
+            return _load_data(value["value"], qtype, (), base, where)[()]
+        if "data" not in value:
+            raise ToolError(f"{where}: a parameter object needs \"value\" (scalar) or \"data\" (tensor)")
+        dims = _dims(value["dims"], f"{where}.dims") if "dims" in value else None
+        array = _load_data(value["data"], qtype, dims, base, where)
+        if array.ndim == 0:
+            array = array.reshape(1)
+        return array
+    raise ToolError(f"{where}: unsupported parameter value {json.dumps(value)}")
+
+
+def load_graph_description(path: str | os.PathLike) -> list[dict]:
+    """Reads and checks a JSON graph description; returns one dict per graph with the
+    tensors' types, dtypes, dims, quant and data resolved (relative data paths are relative
+    to the JSON file)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as e:
+        raise ToolError(f"--model {path}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise ToolError(f"--model {path}: invalid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ToolError(f"--model {path}: the top level must be an object")
+    version = doc.get("version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise ToolError(f"--model {path}: graph description version {version}; this tool reads "
+                        f"version {FORMAT_VERSION}")
+    if "graphs" in doc:
+        graphs, prefix = doc["graphs"], "graphs"
+        if not isinstance(graphs, list) or not graphs:
+            raise ToolError(f"--model {path}: graphs must be a non-empty list")
+    else:
+        graphs, prefix = [doc], None
+    base = path.resolve().parent
+    out, names = [], set()
+    for gi, g in enumerate(graphs):
+        where = f"{path.name}: {prefix}[{gi}]" if prefix else f"{path.name}:"
+        out.append(_check_graph(g, where, base))
+        if out[-1]["name"] in names:
+            raise ToolError(f"{where}.name: graph {out[-1]['name']!r} is defined twice")
+        names.add(out[-1]["name"])
+    return out
+
+
+def _check_graph(g: Any, where: str, base: Path) -> dict:
+    if not isinstance(g, dict):
+        raise ToolError(f"{where}: a graph must be an object")
+    unknown = set(g) - _GRAPH_KEYS - {"version"}
+    if unknown:
+        raise ToolError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(_GRAPH_KEYS)})")
+    name = g.get("name")
+    if not isinstance(name, str) or not name:
+        raise ToolError(f"{where}.name: a graph needs a non-empty name")
+    precision = g.get("precision")
+    if precision not in (None, "fp16", "fp32"):
+        raise ToolError(f"{where}.precision: {json.dumps(precision)} is not \"fp16\" or \"fp32\"")
+    tensors: dict[str, dict] = {}
+    for ti, t in enumerate(g.get("tensors") or []):
+        tw = f"{where}.tensors[{ti}]"
+        if not isinstance(t, dict):
+            raise ToolError(f"{tw}: a tensor must be an object")
+        unknown = set(t) - _TENSOR_KEYS
+        if unknown:
+            raise ToolError(f"{tw}: unknown keys {sorted(unknown)} (known: {sorted(_TENSOR_KEYS)})")
+        tname = t.get("name")
+        if not isinstance(tname, str) or not tname:
+            raise ToolError(f"{tw}.name: a tensor needs a non-empty name")
+        if tname in tensors:
+            raise ToolError(f"{tw}.name: tensor {tname!r} is declared twice")
+        ttype = _tensor_type(t.get("type", "NATIVE"), f"{tw}.type")
+        qtype = parse_dtype(t.get("dtype"), f"{tw}.dtype")
+        dims = _dims(t.get("dims"), f"{tw}.dims")
+        quant = _quant(t.get("quant"), f"{tw}.quant")
+        if qtype in dtypes.FIXED_POINT_TYPES and quant is None:
+            raise ToolError(f"{tw}: {dtypes.name(qtype)} tensor {tname!r} needs a quant encoding")
+        data = None
+        if ttype == Q.QNN_TENSOR_TYPE_STATIC:
+            if "data" not in t:
+                raise ToolError(f"{tw}: STATIC tensor {tname!r} needs data")
+            data = _load_data(t["data"], qtype, dims, base, f"{tw}.data")
+        elif "data" in t:
+            raise ToolError(f"{tw}: only STATIC tensors carry data")
+        tensors[tname] = {"name": tname, "type": ttype, "dtype": qtype, "dims": dims,
+                          "quant": quant, "data": data, "producer": None}
+    nodes = []
+    for ni, n in enumerate(g.get("nodes") or []):
+        nw = f"{where}.nodes[{ni}]"
+        if not isinstance(n, dict):
+            raise ToolError(f"{nw}: a node must be an object")
+        unknown = set(n) - _NODE_KEYS
+        if unknown:
+            raise ToolError(f"{nw}: unknown keys {sorted(unknown)} (known: {sorted(_NODE_KEYS)})")
+        op_type = n.get("type")
+        if not isinstance(op_type, str) or not op_type:
+            raise ToolError(f"{nw}.type: a node needs an op type (e.g. \"Conv2d\")")
+        node_name = n.get("name") or f"{op_type}_{ni}"
+        package = n.get("package", "qti.aisw")
+        ins, outs = n.get("inputs", []), n.get("outputs", [])
+        for key, names in (("inputs", ins), ("outputs", outs)):
+            if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+                raise ToolError(f"{nw}.{key}: must be a list of tensor names")
+            for x in names:
+                if x not in tensors:
+                    raise ToolError(f"{nw}.{key}: tensor {x!r} is not declared in tensors")
+        if not outs:
+            raise ToolError(f"{nw}.outputs: a node needs at least one output")
+        for x in ins:
+            t = tensors[x]
+            if t["type"] not in (Q.QNN_TENSOR_TYPE_APP_WRITE, Q.QNN_TENSOR_TYPE_STATIC) and \
+                    t["producer"] is None:
+                raise ToolError(f"{nw}.inputs: tensor {x!r} is used before a node produces it "
+                                f"(nodes are added in order)")
+        for x in outs:
+            t = tensors[x]
+            if t["type"] not in (Q.QNN_TENSOR_TYPE_NATIVE, Q.QNN_TENSOR_TYPE_APP_READ):
+                raise ToolError(f"{nw}.outputs: tensor {x!r} is "
+                                f"{Q.enum('QNN_TENSOR_TYPE_')[t['type']]}; node outputs are "
+                                f"NATIVE or APP_READ")
+            if t["producer"] is not None:
+                raise ToolError(f"{nw}.outputs: tensor {x!r} is already produced by node "
+                                f"{t['producer']!r}")
+            t["producer"] = node_name
+        params = n.get("params") or {}
+        if not isinstance(params, dict):
+            raise ToolError(f"{nw}.params: must be an object (name -> value)")
+        nodes.append({"name": node_name, "package": package, "type": op_type, "inputs": ins,
+                      "outputs": outs,
+                      "params": {k: _param(v, base, f"{nw}.params.{k}") for k, v in params.items()}})
+    for t in tensors.values():
+        if t["type"] in (Q.QNN_TENSOR_TYPE_NATIVE, Q.QNN_TENSOR_TYPE_APP_READ) and t["producer"] is None:
+            raise ToolError(f"{where}: tensor {t['name']!r} is "
+                            f"{Q.enum('QNN_TENSOR_TYPE_')[t['type']]} but no node produces it")
+    if not nodes:
+        raise ToolError(f"{where}.nodes: graph {name!r} has no nodes")
+    return {"name": name, "precision": precision, "tensors": tensors, "nodes": nodes}
+
+
+def build_graphs(ctx, graphs: Sequence[dict], config: BackendConfig | None = None) -> list:
+    """Creates the described graphs in ``ctx`` (a qnnemu.client Context), not finalized:
+    inputs and static tensors first (declaration order), then the nodes in order."""
+    built = []
+    for spec in graphs:
+        configs = config.graph_configs(spec["name"]) if config is not None else []
+        g = ctx.graph(spec["name"], precision=spec["precision"], configs=configs)
+        made = {}
+        for t in spec["tensors"].values():
+            if t["type"] == Q.QNN_TENSOR_TYPE_APP_WRITE:
+                made[t["name"]] = g.input(t["name"], t["dims"], t["dtype"], quant=t["quant"])
+            elif t["type"] == Q.QNN_TENSOR_TYPE_STATIC:
+                made[t["name"]] = g.static(t["name"], t["data"], dtype=t["dtype"], quant=t["quant"])
+        for n in spec["nodes"]:
+            outs = []
+            for name in n["outputs"]:
+                t = spec["tensors"][name]
+                outs.append((name, t["dims"], t["dtype"], t["quant"]))
+            read = [name for name in n["outputs"]
+                    if spec["tensors"][name]["type"] == Q.QNN_TENSOR_TYPE_APP_READ]
+            result = g.node(n["type"], [made[x] for x in n["inputs"]], outs, params=n["params"],
+                            name=n["name"], package=n["package"], app_read=read)
+            for t in (result if isinstance(result, list) else [result]):
+                made[t.name] = t
+        built.append(g)
+    return built
+
+
+# ----------------------------------------------------------------------------------- ONNX
+def _onnx_provider_options(config: BackendConfig) -> dict[str, str]:
+    """QNN EP options for the config file's keys that have one; the others are reported."""
+    opts: dict[str, str] = {}
+    raw = config.raw
+    for i, g in enumerate(raw.get("graphs", [])):
+        for key, value in g.items():
+            if key == "vtcm_mb":
+                opts["vtcm_mb"] = str(int(value))
+            elif key == "O":
+                opts["htp_graph_finalization_optimization_mode"] = str(int(value))
+            elif key == "fp16_relaxed_precision":
+                opts["enable_htp_fp16_precision"] = "1" if value else "0"
+            elif key != "graph_names":
+                log.warning("config file: graphs[%d].%s has no ONNX Runtime QNN EP option; "
+                            "ignored for an ONNX model", i, key)
+    for d in raw.get("devices", [])[:1]:
+        for key, value in d.items():
+            if key in ("soc_model", "soc_id"):
+                opts["soc_model"] = str(int(value))
+            elif key == "dsp_arch":
+                opts["htp_arch"] = str(value).lower().lstrip("v")
+    for key in raw.get("context", {}):
+        log.warning("config file: context.%s is not passed to ONNX Runtime; ignored for an ONNX "
+                    "model (ONNX Runtime's ep.share_ep_contexts is its weight-sharing switch)", key)
+    return opts
+
+
+_ORT_SEVERITY = {"error": 3, "warn": 2, "info": 1, "verbose": 0, "debug": 0}
+
+
+def generate_from_onnx(model: str, backend: str, config: BackendConfig,
+                       log_level: str = "warn") -> list[bytes]:
+    """Prepares ``model`` with ONNX Runtime's QNN EP on ``backend`` and returns the context
+    binaries embedded in the EPContext model it dumps (the main context nodes', in order)."""
+    try:
+        import onnx
+        import onnxruntime as ort
+    except ImportError as e:
+        raise ToolError(f"--model {model}: ONNX models need the onnx and onnxruntime-qnn "
+                        f"packages ({e})") from None
+    from .. import onnxruntime as qort
+    with tempfile.TemporaryDirectory(prefix="qnnemu-ctxgen-") as tmp:
+        dumped = os.path.join(tmp, "model_ctx.onnx")
+        so = ort.SessionOptions()
+        so.log_severity_level = _ORT_SEVERITY[log_level]
+        so.add_session_config_entry("ep.context_enable", "1")
+        so.add_session_config_entry("ep.context_embed_mode", "1")
+        so.add_session_config_entry("ep.context_file_path", dumped)
+        options = {**_onnx_provider_options(config), "backend_path": backend}
+        try:
+            qort.session(model, provider_options=options, session_options=so)
+        except Exception as e:  # ONNX Runtime raises its own exception types
+            raise ToolError(f"--model {model}: ONNX Runtime could not prepare the model on "
+                            f"{backend}: {e}") from None
+        if not os.path.isfile(dumped):
+            raise ToolError(f"--model {model}: ONNX Runtime wrote no EPContext model")
+        ctx_model = onnx.load(dumped)
+    blobs = []
+    for node in ctx_model.graph.node:
+        if node.op_type != "EPContext":
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if attrs.get("main_context", 1) != 1:
+            continue  # shares the binary of an earlier main context node
+        if attrs.get("embed_mode", 1) != 1:
+            raise ToolError(f"--model {model}: EPContext node {node.name!r} refers to an external "
+                            f"binary (embed_mode {attrs.get('embed_mode')})")
+        blob = attrs.get("ep_cache_context")
+        if not blob:
+            raise ToolError(f"--model {model}: EPContext node {node.name!r} has no embedded binary")
+        blobs.append(bytes(blob))
+    if not blobs:
+        raise ToolError(f"--model {model}: the EPContext model has no EPContext node "
+                        f"(nothing of the model went to the QNN EP)")
+    return blobs
+
+
+# ----------------------------------------------------------------------------------- main
+def generate_from_json(model: str, backend: str, config: BackendConfig, log_level: str) -> bytes:
+    from ..client import Backend
+    graphs = load_graph_description(model)
+    config.warn_unused("prepare")
+    with Backend(backend, log_level=log_level, device_configs=config.device_configs()) as be:
+        ctx = be.context(config.context_configs("prepare"))
+        try:
+            built = build_graphs(ctx, graphs, config)
+        except (TypeError, ValueError) as e:  # the client's checks of shapes and values
+            raise ToolError(f"--model {model}: {e}") from None
+        for g in built:
+            g.finalize()
+        return ctx.get_binary()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Prepares a QNN context binary from a JSON graph description "
+        "(docs/graph-json.md) or an ONNX model, on any QNN backend library.")
+    p.add_argument("--model", required=True,
+                   help="graph description (.json) or ONNX model (.onnx)")
+    p.add_argument("--backend", help="QNN backend library: a path or a name "
+                   "(default: qnnemu's libQnnHtpEmu.so; 'htp' is the vendor's libQnnHtp.so)")
+    p.add_argument("--binary_file", help="name of the binary written to --output_dir "
+                   "(.bin is appended; default: the model's file name)")
+    p.add_argument("--output_dir", default="./output", help="directory for the binary (default ./output)")
+    p.add_argument("--config_file", help="backend-extension JSON (HTP graphs/devices/context options)")
+    p.add_argument("--log_level", choices=LOG_LEVELS, default="warn")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, status = parse_args(build_parser(), argv)
+    if args is None:
+        return status
+
+    def body() -> int:
+        backend = resolve_backend(args.backend)
+        config = load_backend_config(args.config_file)
+        model = args.model
+        if not os.path.isfile(model):
+            raise ToolError(f"--model {model}: no such file")
+        name = args.binary_file or Path(model).stem
+        if os.sep in name:
+            raise ToolError(f"--binary_file {name}: a file name, not a path (see --output_dir)")
+        if name.endswith(".bin"):
+            name = name[:-4]
+        suffix = Path(model).suffix.lower()
+        if suffix == ".onnx":
+            blobs = generate_from_onnx(model, backend, config, args.log_level)
+        elif suffix == ".json":
+            blobs = [generate_from_json(model, backend, config, args.log_level)]
+        else:
+            raise ToolError(f"--model {model}: expected a .json graph description or an .onnx model")
+        os.makedirs(args.output_dir, exist_ok=True)
+        for i, blob in enumerate(blobs):
+            out = os.path.join(args.output_dir, f"{name}.bin" if len(blobs) == 1 else f"{name}_{i}.bin")
+            Path(out).write_bytes(blob)
+            log.info("wrote %s (%d bytes)", out, len(blob))
+        return 0
+
+    return run_main(PROG, body, args.log_level)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

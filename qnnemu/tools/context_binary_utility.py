@@ -1,0 +1,107 @@
+"""qnnemu-context-binary-utility: a context binary's information as JSON, like the SDK's
+qnn-context-binary-utility (``--context_binary X --json_file Y``).
+
+The information comes from a System library (``--system_library``; default: qnnemu's
+libQnnSystem.so; the vendor's reads vendor binaries) through systemContextGetBinaryInfo, read
+by :class:`qnnemu.system_client.SystemLibrary` with ``details=True``: the BinaryInfo version,
+backend id, build id, core/backend API versions, SoC model, HTP arch, socVersion, context blob
+version and size, the context tensors, and per graph its name, input/output/updateable tensors
+(id, name, type, data type, dims, quantization), spill-fill buffer size and, when the library
+reports them, VTCM size, optimization level and HVX threads. Type codes are accompanied by
+their QNN names (``typeName``, ``dataTypeName``, ``encodingName``).
+
+``python -m qnnemu.tools.context_binary_utility`` runs it too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..headers import constants
+from . import LOG_LEVELS, ToolError, parse_args, resolve_system_library, run_main
+
+PROG = "qnnemu-context-binary-utility"
+log = logging.getLogger("qnnemu.tools.context_binary_utility")
+
+
+def _names(prefix: str, exclude: str = "\0") -> dict[int, str]:
+    """value -> name of the constants starting with ``prefix`` (first wins), skipping names
+    starting with ``exclude`` (QnnTypes.h has QNN_QUANTIZATION_ENCODING_MAPPING_*, another
+    enum whose names share the encodings' prefix)."""
+    out: dict[int, str] = {}
+    for name, value in constants().items():
+        if isinstance(value, int) and name.startswith(prefix) and not name.startswith(exclude):
+            out.setdefault(value, name)
+    return out
+
+
+def _named_tensor(t: dict) -> dict:
+    out = dict(t)
+    out["typeName"] = _names("QNN_TENSOR_TYPE_").get(t["type"], "")
+    out["dataTypeName"] = _names("QNN_DATATYPE_").get(t["dataType"], "")
+    if t.get("quant"):
+        encodings = _names("QNN_QUANTIZATION_ENCODING_", exclude="QNN_QUANTIZATION_ENCODING_MAPPING_")
+        out["quant"] = dict(t["quant"], encodingName=encodings.get(t["quant"]["encoding"], ""))
+    return out
+
+
+def _with_names(value: Any) -> Any:
+    """Adds the QNN names of type codes to every tensor dict in the info."""
+    if isinstance(value, dict):
+        if {"name", "id", "type", "dataType", "dims"} <= set(value):
+            return _named_tensor(value)
+        return {k: _with_names(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_names(v) for v in value]
+    return value
+
+
+def binary_report(binary: str, system_library: str) -> dict:
+    """The JSON document written for ``binary`` read through ``system_library``."""
+    from ..system_client import SystemLibrary
+    try:
+        blob = Path(binary).read_bytes()
+    except OSError as e:
+        raise ToolError(f"--context_binary {binary}: {e.strerror or e}") from None
+    if not blob:
+        raise ToolError(f"--context_binary {binary}: the file is empty")
+    info = SystemLibrary(system_library).binary_info(blob, details=True)
+    return {"context_binary": os.path.abspath(binary), "system_library": system_library,
+            "info": _with_names(info)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Writes a QNN context binary's graphs, tensors and sizes "
+        "(from a System library's systemContextGetBinaryInfo) as JSON.")
+    p.add_argument("--context_binary", required=True, metavar="FILE", help="the context binary")
+    p.add_argument("--json_file", required=True, metavar="FILE", help="the JSON file to write")
+    p.add_argument("--system_library", metavar="FILE",
+                   help="libQnnSystem.so to read the binary with (default: qnnemu's)")
+    p.add_argument("--log_level", choices=LOG_LEVELS, default="warn")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, status = parse_args(build_parser(), argv)
+    if args is None:
+        return status
+
+    def body() -> int:
+        report = binary_report(args.context_binary,
+                               resolve_system_library(args.system_library, None))
+        parent = os.path.dirname(os.path.abspath(args.json_file))
+        os.makedirs(parent, exist_ok=True)
+        Path(args.json_file).write_text(json.dumps(report, indent=2) + "\n")
+        log.info("wrote %s", args.json_file)
+        return 0
+
+    return run_main(PROG, body, args.log_level)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
