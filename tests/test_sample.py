@@ -1,8 +1,14 @@
-"""Builds the C sample (samples/conv_relu_fc.c) with its Makefile and runs it.
+"""Builds the C samples (samples/conv_relu_fc.c, samples/context_binary.c) with their Makefile
+and runs them on our backend and on the vendor's.
 
-The sample is a plain C11 QNN application; it exits non-zero on any QNN error, on a numeric
+conv_relu_fc is a plain C11 QNN application; it exits non-zero on any QNN error, on a numeric
 mismatch with its C reference, or when the backend accepts an unfinalized execute or an
 unknown op type, and prints ``max relative error: <value>``.
+
+context_binary is the issue-4 round trip (QnnContext_getBinary, the System library's
+QnnSystemContext_getBinaryInfo, QnnContext_validateBinary, QnnContext_createFromBinary,
+QnnGraph_retrieve): it saves a two-graph context, frees everything, lists the binary's graphs and
+tensors, loads it back and compares the outputs bit for bit, then feeds damaged copies.
 """
 from __future__ import annotations
 
@@ -38,14 +44,22 @@ def make(target: str, build: Path) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
+def program_lines(stdout: str) -> list[str]:
+    """stdout without make's own lines ("make: Entering directory ...", since -C implies -w)."""
+    return [line for line in stdout.rstrip().splitlines() if not line.startswith("make")]
+
+
 def describe(proc: subprocess.CompletedProcess) -> str:
     return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
 
 
 def test_sample_builds_warning_free(tmp_path):
     proc = make("all", tmp_path)
-    assert proc.returncode == 0, f"sample compiles with -std=c11 -Wall -Wextra -Werror: {describe(proc)}"
+    assert proc.returncode == 0, f"samples compile with -std=c11 -Wall -Wextra -Werror: {describe(proc)}"
     assert (tmp_path / "conv_relu_fc").is_file(), "make all produced build/conv_relu_fc"
+    assert (tmp_path / "context_binary").is_file(), "make all produced build/context_binary"
+    # -Werror turns any warning into a failure above; also make sure none slipped into the log.
+    assert "warning:" not in proc.stderr, f"no compiler warnings: {describe(proc)}"
 
 
 def check_run(proc, expected_runs: list[float]):
@@ -62,7 +76,7 @@ def check_run(proc, expected_runs: list[float]):
 def test_sample_on_our_backend(tmp_path):
     if our_library() is None:
         pytest.skip("our libQnnHtpEmu.so is not built (qnnemu.backend_library_path())")
-    check_run(make("run", tmp_path), [1e-4])
+    check_run(make("run-conv", tmp_path), [1e-4])
 
 
 def test_sample_on_vendor_backend(tmp_path):
@@ -70,3 +84,107 @@ def test_sample_on_vendor_backend(tmp_path):
         pytest.skip("onnxruntime_qnn (vendor libQnnHtp.so) not installed")
     # run-vendor runs the sample twice: float32 (tolerance 1e-4), then HTP fp16 (1e-2).
     check_run(make("run-vendor", tmp_path), [1e-4, 1e-2])
+
+
+# --- context_binary.c -----------------------------------------------------------------------
+
+GRAPHS = {"conv_relu_fc": {"inputs": {"x": [1, 6, 6, 3]}, "outputs": {"y": [1, 8]}},
+          "mul_add_relu": {"inputs": {"a": [1, 4, 4, 2], "b": [1, 4, 4, 2]}, "outputs": {"z": [1, 4, 4, 2]}}}
+GRAPH_RE = re.compile(r'^  graph (\d+): "([^"]*)" \(graph info v([123])\), (\d+) inputs, (\d+) outputs$', re.M)
+TENSOR_RE = re.compile(r'^      (input |output) "([^"]*)" id (\d+), tensor v([12]), (\S+), (\S+), dims \[([^\]]*)\], '
+                       r'quant (.*)$', re.M)
+BINARY_RE = re.compile(r"^binary: (\d+) bytes \(size query said (\d+)\) -> (.*)$", re.M)
+
+
+def listing(stdout: str) -> dict[str, dict[str, dict[str, tuple]]]:
+    """The sample's System-library listing: {graph: {"inputs"|"outputs": {tensor: (id, dtype, dims)}}},
+    each graph's tensors being the lines between its header and the next graph header."""
+    graphs = {}
+    headers = list(GRAPH_RE.finditer(stdout))
+    for i, h in enumerate(headers):
+        end = headers[i + 1].start() if i + 1 < len(headers) else stdout.find("== 4.", h.end())
+        body = stdout[h.end():end]
+        entry = {"inputs": {}, "outputs": {}}
+        for t in TENSOR_RE.finditer(body):
+            role = "inputs" if t.group(1).strip() == "input" else "outputs"
+            dims = [int(d) for d in t.group(7).split(",") if d.strip()]
+            entry[role][t.group(2)] = (int(t.group(3)), t.group(6), dims)
+        assert len(entry["inputs"]) == int(h.group(4)) and len(entry["outputs"]) == int(h.group(5)), \
+            f"graph {h.group(2)} prints one line per input and output it announces: {body}"
+        graphs[h.group(2)] = entry
+    return graphs
+
+
+def check_context_run(proc: subprocess.CompletedProcess, build: Path, binary_name: str,
+                      corrupted_must_be_refused: bool) -> str:
+    out = proc.stdout
+    assert proc.returncode == 0, f"context_binary exits 0: {describe(proc)}"
+    assert program_lines(out)[-1] == "PASSED", f"context_binary's last line is PASSED: {describe(proc)}"
+    assert "FAILED" not in out, f"no FAILED line: {describe(proc)}"
+
+    sizes = BINARY_RE.search(out)
+    assert sizes, f"the sample printed the binary's size: {describe(proc)}"
+    saved = build / binary_name
+    assert saved.is_file() and saved.stat().st_size == int(sizes.group(1)), \
+        f"{saved} holds the {sizes.group(1)} bytes contextGetBinary wrote"
+    assert "freed context, device, backend and log" in out, "the first session was freed before loading"
+
+    graphs = listing(out)
+    assert set(graphs) == set(GRAPHS), f"the System library lists both graphs, got {sorted(graphs)}: {describe(proc)}"
+    for name, expected in GRAPHS.items():
+        for role in ("inputs", "outputs"):
+            got = graphs[name][role]
+            assert set(got) == set(expected[role]), f"{name} {role}: {sorted(got)} vs {sorted(expected[role])}"
+            for tensor, dims in expected[role].items():
+                _, dtype, got_dims = got[tensor]
+                assert (dtype, got_dims) == ("FLOAT_32", dims), \
+                    f"{name}.{tensor} listed as FLOAT_32 {dims}, got {dtype} {got_dims}"
+    ids = [t[0] for g in graphs.values() for r in g.values() for t in r.values()]
+    assert len(set(ids)) == len(ids), f"tensor ids are distinct within the context: {ids}"
+
+    for name in GRAPHS:
+        assert f"executed loaded graph {name}" in out, f"{name} was retrieved and executed: {describe(proc)}"
+        assert re.search(rf"^{name}: \d+ outputs, built vs loaded: bit-identical", out, re.M), \
+            f"{name}: outputs after reload are bit-identical: {describe(proc)}"
+    assert re.search(r"^truncated binary .*contextCreateFromBinary refused it: error [1-9]\d*", out, re.M), \
+        f"the truncated copy is refused with an error code: {describe(proc)}"
+    corrupted = re.search(r"^corrupted binary .*contextCreateFromBinary (refused|ACCEPTED)", out, re.M)
+    assert corrupted, f"the flipped-byte copy was fed to contextCreateFromBinary: {describe(proc)}"
+    if corrupted_must_be_refused:
+        assert corrupted.group(1) == "refused", f"the flipped-byte copy is refused: {describe(proc)}"
+        assert not re.search(r"contextValidateBinary ACCEPTED", out), \
+            f"contextValidateBinary refuses both damaged copies: {describe(proc)}"
+    return out
+
+
+def test_context_sample_on_our_backend(tmp_path):
+    if our_library() is None:
+        pytest.skip("our libQnnHtpEmu.so is not built (qnnemu.backend_library_path())")
+    out = check_context_run(make("run-context", tmp_path), tmp_path, "context_ours.bin",
+                            corrupted_must_be_refused=True)
+    # Our format (docs/context-binary.md) starts with its magic; our validator accepts the intact binary.
+    assert (tmp_path / "context_ours.bin").read_bytes()[:8] == b"QNNEMUCB", "the saved binary is ours"
+    assert re.search(r"^intact binary: contextValidateBinary: 0 \(valid\)", out, re.M), \
+        f"our contextValidateBinary accepts the intact binary: {out[-2000:]}"
+
+
+def test_context_sample_on_vendor_backend(tmp_path):
+    if vendor_dir() is None or not (vendor_dir() / "libQnnSystem.so").is_file():
+        pytest.skip("onnxruntime_qnn (vendor libQnnHtp.so + libQnnSystem.so) not installed")
+    # The vendor's loader does not checksum weight data: run-context-vendor passes data_unchecked,
+    # so a loaded flipped-byte copy is reported rather than failed (samples/README.md).
+    check_context_run(make("run-context-vendor", tmp_path), tmp_path, "context_vendor.bin",
+                      corrupted_must_be_refused=False)
+
+
+def test_make_run_runs_both_samples(tmp_path):
+    """The README's main command: both samples on our backend, output ending in PASSED."""
+    if our_library() is None:
+        pytest.skip("our libQnnHtpEmu.so is not built (qnnemu.backend_library_path())")
+    proc = make("run", tmp_path)
+    assert proc.returncode == 0, f"make run exits 0: {describe(proc)}"
+    assert len(ERROR_RE.findall(proc.stdout)) == 1, f"make run ran conv_relu_fc: {describe(proc)}"
+    assert set(listing(proc.stdout)) == set(GRAPHS), f"make run ran context_binary: {describe(proc)}"
+    lines = program_lines(proc.stdout)
+    assert lines.count("PASSED") == 2 and lines[-1] == "PASSED", \
+        f"each sample printed PASSED and the output ends with it: {describe(proc)}"
