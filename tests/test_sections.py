@@ -813,14 +813,6 @@ def _(e):
     return apply(ctx, net.g, blob, WEIGHTS)
 
 
-@case("QNNEMU-section-signal", Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, "contextApplyBinarySection", "signal")
-def _(e):
-    ctx, net, blob = _section_case(e)
-    buf = ffi.new("char[]", blob)
-    return abi.call("contextApplyBinarySection", vp(ctx), vp(net.g), UPDATABLE,
-                    context_buffer(buf, len(blob), e.keep), NULL, vp(0x5151))
-
-
 @case("QNNEMU-section-graph-context", Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextGetBinarySectionSize", "graph")
 def _(e):
     _, net, _ = _section_case(e)
@@ -913,3 +905,47 @@ def test_every_section_rule_has_a_case():
     for path in (root / "core" / "sections.py", root / "abi" / "section_api.py"):
         found |= set(re.findall(r'"(QNNEMU-[A-Za-z0-9_-]+)"', path.read_text()))
     assert found <= RULE_IDS, f"rules without a case here: {sorted(found - RULE_IDS)}"
+
+
+def _timeout_signal(env, us: int) -> int:
+    c = ffi.new("QnnSignal_Config_t *")
+    c.option = Q.QNN_SIGNAL_CONFIG_OPTION_TIMEOUT
+    c.timeoutDurationUs = us
+    env.keep.append(c)
+    out = ffi.new("Qnn_SignalHandle_t *")
+    code = abi.call("signalCreate", vp(env.be), abi.null_terminated("QnnSignal_Config_t", [c], env.keep), out)
+    assert code == Q.QNN_SUCCESS, f"setup: signalCreate returned {code}"
+    return abi.hval(out[0])
+
+
+def test_signal_timeout_cancels_apply_and_leaves_the_context_unchanged(env):
+    """A TIMEOUT signal whose time has passed before the section is installed: TIMED_OUT, and
+    the graph still computes with the weights it had; the same signal with a long timeout
+    lets the apply through."""
+    ctx = env.context()
+    net = lora_net(ctx)
+    section_a = get_section(ctx, net.g)
+    assert update_graph(net.g, [update(net.t["W"], W_B), update(net.t["b"], B_B)], net.keep) == Q.QNN_SUCCESS
+    buf = ffi.new("char[]", section_a)
+    short = _timeout_signal(env, 1)
+    code = abi.call("contextApplyBinarySection", vp(ctx), vp(net.g), UPDATABLE,
+                    context_buffer(buf, len(section_a), env.keep), NULL, vp(short))
+    assert code == Q.QNN_CONTEXT_ERROR_TIMED_OUT, f"apply with a 1 us timeout: {code}"
+    assert np.array_equal(net.run(X), reference(env, W_B, B_B)), "a timed-out apply installed nothing"
+    long = _timeout_signal(env, 60_000_000)
+    code = abi.call("contextApplyBinarySection", vp(ctx), vp(net.g), UPDATABLE,
+                    context_buffer(buf, len(section_a), env.keep), NULL, vp(long))
+    assert code == Q.QNN_SUCCESS, f"apply with a 60 s timeout: {env.rec.errors()}"
+    assert np.array_equal(net.run(X), reference(env, W_A, B_A)), "the apply within its timeout installed section A"
+    for sig in (short, long):
+        assert abi.call("signalFree", vp(sig)) == Q.QNN_SUCCESS, "signalFree after the calls returned"
+
+
+def test_signal_handle_is_checked(env):
+    ctx = env.context()
+    net = lora_net(ctx)
+    blob = get_section(ctx, net.g)
+    buf = ffi.new("char[]", blob)
+    code = abi.call("contextApplyBinarySection", vp(ctx), vp(net.g), UPDATABLE,
+                    context_buffer(buf, len(blob), env.keep), NULL, vp(0x5151))
+    assert code == Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, f"an unknown signal handle: {code}"

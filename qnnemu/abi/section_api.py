@@ -28,7 +28,7 @@ from ..core.profile import ProfileEvent, micros
 from ..errors import QnnError
 from ..headers import Q
 from . import entry as _entry
-from . import profile_api
+from . import profile_api, signal_api
 from .entry import _get, entry
 from .marshal import read_tensor, require
 
@@ -49,12 +49,16 @@ def _section_type(section, func: str) -> int:
     return s
 
 
-def _no_signal(signal, func: str) -> None:
-    # Hook for core/signal.py: check the handle, then poll it between tensors (see the report).
-    if signal != _ffi().NULL:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
-                       f"{func}: signal: signals are not supported for binary sections yet (pass NULL)",
-                       rule="QNNEMU-section-signal")
+def _signal(signal, func: str):
+    """The call's use of its signal (None for NULL): checked before anything is installed, so an
+    aborted or timed-out call leaves the context unchanged."""
+    return signal_api.use_signal(signal, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, Q.QNN_CONTEXT_ERROR_ABORTED,
+                                 Q.QNN_CONTEXT_ERROR_TIMED_OUT)
+
+
+def _check(sig) -> None:
+    if sig is not None:
+        sig.check()
 
 
 def _context_and_graph(context, graph, func: str) -> tuple[Context, Graph | None]:
@@ -123,11 +127,12 @@ def contextGetBinarySection(context, graph, section, binaryBuffer, writtenBuffer
     kind = _section_type(section, func)
     data, capacity = _buffer(binaryBuffer, func, "binaryBuffer")
     require(writtenBufferSize, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "writtenBufferSize")
-    _no_signal(signal, func)
     _reset_profile(profile, func)
     _require_finalized(ctx, g, func)
-    sec = sections.collect(ctx, g, kind)
-    blob = sections.encode(sec)
+    with _signal(signal, func) as sig:
+        sec = sections.collect(ctx, g, kind)
+        blob = sections.encode(sec)
+        _check(sig)
     if len(blob) > capacity:
         raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
                        f"{func}: binaryBuffer.v1.binaryBuf.dataSize: {capacity} bytes, the section needs "
@@ -146,9 +151,8 @@ def contextApplyBinarySection(context, graph, section, binaryBuffer, profile, si
     ctx, g = _context_and_graph(context, graph, func)
     kind = _section_type(section, func)
     data, size = _buffer(binaryBuffer, func, "binaryBuffer")
-    _no_signal(signal, func)
     call = profile_api.start(profile, func, Q.QNN_CONTEXT_ERROR_SET_PROFILE)
-    with profile_api.recording(call) as rec:
+    with _signal(signal, func) as sig, profile_api.recording(call) as rec:
         rpc_ns = time.perf_counter_ns()
         rpc_us = time.time_ns() // 1000
         blob = bytes(_ffi().buffer(data, size))   # the app may reuse its buffer after the call
@@ -158,6 +162,7 @@ def contextApplyBinarySection(context, graph, section, binaryBuffer, profile, si
             raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
                            f"{func}: section: {sections.section_name(kind)} given, the buffer holds a "
                            f"{sections.section_name(sec.section)} section", rule="QNNEMU-section-type-mismatch")
+        _check(sig)
         count = sections.apply_section(ctx, g, sec, func)
         rpc_s = (time.perf_counter_ns() - rpc_ns) / 1e9
     if rec is not None:
@@ -199,10 +204,11 @@ def contextGetBinarySectionUpdate(binaryBuffer, auxiliaryBuffer, tensors, numTen
                        rule="QNNEMU-section-auxiliary")
     require(tensors, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "tensors")
     require(binarySectionUpdate, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "binarySectionUpdate")
-    _no_signal(signal, func)
     updates = _tensor_list(tensors, int(numTensors), func, "tensors", Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
     _reset_profile(profile, func)
-    blob = sections.update_section(bytes(ffi.buffer(data, size)), updates, bool(int(keepUpdatable)), func)
+    with _signal(signal, func) as sig:
+        blob = sections.update_section(bytes(ffi.buffer(data, size)), updates, bool(int(keepUpdatable)), func)
+        _check(sig)
     buf = ffi.new("char[]", blob)
     with _buffers_lock:
         _update_buffers[int(ffi.cast("uintptr_t", buf))] = buf
