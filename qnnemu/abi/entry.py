@@ -22,7 +22,7 @@ from ..core import backend as core_backend
 from ..core import dtypes
 from ..core.backend import Backend
 from ..core.context import Context
-from ..core.device import PERF, Device, DeviceModel, model_from_configs
+from ..core.device import Device, DeviceModel, model_from_configs
 from ..core.graph import Graph, validate_op_config
 from ..core.handles import HANDLES
 from ..core.log import NULL_LOGGER, PY_LOGGER, Logger, valid_level
@@ -410,76 +410,6 @@ def deviceGetInfrastructure(deviceInfra):
     ffi.cast("QnnDevice_Infrastructure_t *", deviceInfra)[0] = ffi.cast("QnnDevice_Infrastructure_t", infra)
 
 
-# ----------------------------------------------------------------------- perf infrastructure
-@perf_entry
-def createPowerConfigId(deviceId, coreId, powerConfigId):
-    require(powerConfigId, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "createPowerConfigId", "powerConfigId")
-    powerConfigId[0] = PERF.create_id(int(deviceId), int(coreId))
-
-
-@perf_entry
-def destroyPowerConfigId(powerConfigId):
-    PERF.destroy_id(int(powerConfigId))
-
-
-_POWER_FIELDS = {
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DCVS_V3: "dcvsV3Config",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_RPC_CONTROL_LATENCY: "rpcControlLatencyConfig",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_RPC_POLLING_TIME: "rpcPollingTimeConfig",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_HMX_TIMEOUT_INTERVAL_US: "hmxTimeoutIntervalUsConfig",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_HMX_V2: "hmxV2Config",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_ADAPTIVE_POLLING_TIME: "adaptivePollingTimeConfig",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DDR_PERF_MODE: "ddrPerfModeConfig",
-}
-
-
-def _to_python(value):
-    """A copy of a C value as plain Python (structs/unions -> dicts, pointers -> addresses)."""
-    if not isinstance(value, ffi.CData):
-        return value
-    tp = ffi.typeof(value)
-    if tp.kind in ("struct", "union"):
-        out = {}
-        for name, _ in tp.fields:
-            try:
-                out[name] = _to_python(getattr(value, name))
-            except ValueError:
-                # A union's bool member overlaying another member's bytes (e.g. vtcmSizeInMB = 4
-                # read as a bool): cffi refuses bytes other than 0/1; keep the raw byte.
-                out[name] = int(ffi.cast("uint8_t *", ffi.addressof(value, name))[0])
-        return out
-    if tp.kind == "array":
-        return [_to_python(v) for v in value]
-    if tp.kind in ("pointer", "function"):
-        return int(ffi.cast("uintptr_t", value))
-    return value
-
-
-@perf_entry
-def setPowerConfig(powerConfigId, config):
-    require(config, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "setPowerConfig", "config")
-    votes = []
-    for i, c in enumerate(_configs(config, "QnnHtpPerfInfrastructure_PowerConfig_t")):
-        field = _POWER_FIELDS.get(int(c.option))
-        if field is None:
-            raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                           f"setPowerConfig: config[{i}].option: unknown power config option {int(c.option)}",
-                           rule="QNNEMU-perf-option")
-        votes.append((int(c.option), _to_python(getattr(c, field))))
-    PERF.set_power(int(powerConfigId), votes)
-
-
-@perf_entry
-def setMemoryConfig(deviceId, coreId, config):
-    require(config, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "setMemoryConfig", "config")
-    for i, c in enumerate(_configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t")):
-        if int(c.option) != Q.QNN_HTP_PERF_INFRASTRUCTURE_MEMORY_CONFIGOPTION_GROW_SIZE:
-            raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                           f"setMemoryConfig: config[{i}].option: unknown memory config option {int(c.option)}",
-                           rule="QNNEMU-perf-memory-option")
-        PERF.memory.setdefault((int(deviceId), int(coreId)), {})[int(c.option)] = int(c.memGrowSizeConfig)
-
-
 # ---------------------------------------------------------------------------------- context
 def _htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, rule: str) -> tuple[str, dict]:
     """An HTP custom config behind ``customConfig``: (option name, copied fields)."""
@@ -489,7 +419,7 @@ def _htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, rule: 
     if name is None or name.endswith("UNKNOWN"):
         raise QnnError(code, f"{func}: config[{i}].customConfig.option: unknown {ctype} option {int(cc.option)}",
                        rule=rule)
-    return name, _to_python(cc[0])
+    return name, marshal.to_python(cc[0])
 
 
 # QNN_CONTEXT_CONFIG_ENABLE_GRAPHS / GRAPH_RETENTION_ORDER name lists: at most this many names.
@@ -884,6 +814,8 @@ from . import mem_api  # noqa: E402
 from . import profile_api  # noqa: E402
 # Context binaries (contextGetBinary*, contextCreateFromBinary*, contextValidateBinary, ...).
 from . import context_api  # noqa: E402
+# The HTP perf infrastructure functions handed out by deviceGetInfrastructure.
+from . import perf_api  # noqa: E402
 # Binary sections and updatable tensors (contextGetBinarySection*, tensorUpdate*Tensors).
 from . import section_api  # noqa: E402
 # QnnSignal.h (signalCreate/SetConfig/Trigger/Free); graphFinalize/graphExecute and the

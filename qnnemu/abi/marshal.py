@@ -192,3 +192,25 @@ def config_list(pp, ctype: str) -> list:
                            f"{ctype} list has no NULL terminator within 4096 entries",
                            rule="QNNEMU-config-list-unterminated")
     return out
+
+
+def to_python(value):
+    """A copy of a C value as plain Python (structs/unions -> dicts, pointers -> addresses)."""
+    if not isinstance(value, ffi.CData):
+        return value
+    tp = ffi.typeof(value)
+    if tp.kind in ("struct", "union"):
+        out = {}
+        for name, _ in tp.fields:
+            try:
+                out[name] = to_python(getattr(value, name))
+            except ValueError:
+                # A union's bool member overlaying another member's bytes (e.g. vtcmSizeInMB = 4
+                # read as a bool): cffi refuses bytes other than 0/1; keep the raw byte.
+                out[name] = int(ffi.cast("uint8_t *", ffi.addressof(value, name))[0])
+        return out
+    if tp.kind == "array":
+        return [to_python(v) for v in value]
+    if tp.kind in ("pointer", "function"):
+        return int(ffi.cast("uintptr_t", value))
+    return value

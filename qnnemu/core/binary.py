@@ -1285,7 +1285,6 @@ def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: st
     try:
         graph: Graph = HANDLES.lookup(handle)
         graph.configs = g.configs
-        graph.spill_fill_bytes = g.spill_fill_bytes
         by_id = {t.id: t for t in info.context_tensors}
         for t in g.tensors:
             tensor = _make_tensor(t, info, data, func, f"{where}: tensor '{t.name}'")
@@ -1304,6 +1303,9 @@ def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: st
             graph.finalize()
         except QnnError as e:
             raise _graph_error(func, where, e) from None
+        # What the binary was prepared with stays (a loaded binary is not re-planned for the
+        # device it lands on; finalize above rebuilt the emulator's execution plan only).
+        graph.spill_fill_bytes = g.spill_fill_bytes
     except BaseException:
         ctx.graphs.pop(g.name, None)
         HANDLES.release(handle)

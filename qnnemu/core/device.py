@@ -1,5 +1,5 @@
-"""QnnDevice.h + HTP/QnnHtpDevice.h: the emulated HTP device, its platform info and the
-performance infrastructure (HTP/QnnHtpPerfInfrastructure.h) votes.
+"""QnnDevice.h + HTP/QnnHtpDevice.h: the emulated HTP device and its platform info (the
+performance infrastructure votes are qnnemu/htp/perf.py).
 
 This is the foundation's device: one on-chip HTP with a documented default SoC (SM8550,
 v73, 8 MiB VTCM).  Custom configs SOC and ARCH select another SoC/arch; the full SoC table,
@@ -8,9 +8,7 @@ VTCM planning and the voting rules of the seed documents build on this model.
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import QnnError
 from ..headers import Q
@@ -43,47 +41,6 @@ class Device:
     freed: bool = False
 
 
-@dataclass
-class PowerConfigId:
-    device_id: int
-    core_id: int
-    votes: dict[int, dict] = field(default_factory=dict)
-
-
-class PerfInfrastructure:
-    """Power-config ids and the votes recorded on them (process-wide, like the DSP's)."""
-
-    def __init__(self):
-        self._ids = itertools.count(1)
-        self.configs: dict[int, PowerConfigId] = {}
-        self.memory: dict[tuple[int, int], dict[int, int]] = {}
-        self.lock = threading.Lock()
-
-    def create_id(self, device_id: int, core_id: int) -> int:
-        with self.lock:
-            pid = next(self._ids)
-            self.configs[pid] = PowerConfigId(device_id, core_id)
-            return pid
-
-    def destroy_id(self, pid: int) -> None:
-        with self.lock:
-            if self.configs.pop(pid, None) is None:
-                raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                               f"destroyPowerConfigId: powerConfigId {pid} does not exist",
-                               rule="QNNEMU-perf-id-unknown")
-
-    def set_power(self, pid: int, votes: list[tuple[int, dict]]) -> None:
-        with self.lock:
-            cfg = self.configs.get(pid)
-            if cfg is None:
-                raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                               f"setPowerConfig: powerConfigId {pid} does not exist "
-                               f"(create it with createPowerConfigId)", rule="QNNEMU-perf-id-unknown")
-            for option, values in votes:
-                cfg.votes[option] = values
-
-
-PERF = PerfInfrastructure()
 
 
 def model_from_configs(soc: int | None, arch: int | None, signed_pd: bool | None, *,

@@ -15,6 +15,7 @@ import numpy as np
 from .. import ops
 from ..errors import OpCheckError, OpUnsupportedError, QnnError
 from ..headers import Q
+from ..htp import prepare as htp_prepare
 from ..ops.base import Param, TensorSpec, is_real_dtype
 from . import dtypes
 from .log import NULL_LOGGER, Logger
@@ -226,6 +227,8 @@ class Graph:
         self.node_names: set[str] = set()
         self.finalized = False
         self.plan: Plan | None = None
+        self.htp_plan = None          # qnnemu.htp.plan_types.PreparedPlan, set at finalize
+        self.spill_fill_bytes = 0     # the prepared plan's spill-fill buffer size
         self.configs: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.executions = 0
@@ -342,6 +345,9 @@ class Graph:
             raise QnnError(Q.QNN_GRAPH_ERROR_FINALIZE_FAILED,
                            f"{func}: graph '{self.name}' has no nodes", rule="QNNEMU-graphFinalize-empty")
         self.plan = compile_plan(self, precision_fp16=self.precision_fp16())
+        # The HTP device model's view of the graph: runlist, VTCM blocks and offsets, spill/fill.
+        self.htp_plan = htp_prepare.prepare_graph(self)
+        self.spill_fill_bytes = self.htp_plan.spill_fill_buffer_bytes
         self.finalized = True
         self.log.info(f"{func}: graph '{self.name}' finalized: {len(self.nodes)} nodes, "
                       f"{len(self.tensors)} tensors")

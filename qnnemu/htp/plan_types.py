@@ -1,0 +1,82 @@
+"""What the HTP prepare pipeline (seed 000 "Scheduling and Allocation") leaves behind at
+graphFinalize: memory blocks, the runlist of steps (ops, spills, fills, launch/wait pairs)
+with their schedule, VTCM offsets and the ordering constraints overlapping offsets create.
+
+``Graph.htp_plan`` holds one ``PreparedPlan``; the System library, contextGetProperty,
+profiling and the chrometrace viewer read it.  ``PreparedPlan.to_optrace()`` is the documented
+JSON document (``format: qnnemu.optrace``) that optrace profiling hands out and
+``qnnemu-profile-viewer`` reads.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+TCM = "TCM"        # a block living in VTCM
+PLAIN = "Plain"    # a block in DDR (graph I/O, weights not streamed, spilled copies)
+
+STEP_KINDS = ("op", "spill", "fill", "launch", "wait")
+RESOURCES = ("HVX", "HMX", "DMA", "CPU")
+
+
+@dataclass
+class Block:
+    """One block of data registered with the allocator (seed 000 step 1)."""
+    name: str
+    kind: str                       # TCM or PLAIN
+    size: int                       # bytes (rounded up to ``align``)
+    align: int
+    tensor_id: int | None = None    # the tensor it holds (None: scratch / spill copy)
+    offset: int | None = None       # VTCM offset (TCM blocks, after allocation)
+    first_step: int | None = None   # first runlist step that needs it in VTCM
+    last_step: int | None = None    # last such step
+
+
+@dataclass
+class Step:
+    """One runlist entry with its schedule (cycles at the graph's clocks)."""
+    index: int
+    kind: str                        # one of STEP_KINDS
+    name: str                        # op name; "<tensor>:spill" / ":fill"; "<op>:launch" / ":wait"
+    op_type: str | None = None       # QNN op type for kind "op"/"launch"/"wait"
+    node_index: int | None = None    # index into Graph.nodes (None for spill/fill)
+    resource: str = "HVX"            # one of RESOURCES
+    inputs: list[str] = field(default_factory=list)    # block names read
+    outputs: list[str] = field(default_factory=list)   # block names written
+    vtcm_bytes: int = 0              # bytes of TCM blocks live while this step runs
+    cycles: int = 0                  # cost-model cycles of the step itself
+    start_cycle: int = 0
+    end_cycle: int = 0
+    thread: int = 0                  # HVX thread / HMX unit / DMA queue index in the schedule
+    wait_cycles: int = 0             # cycles it was ready but waited for the scheduler
+    overlap_cycles: int = 0          # cycles it ran overlapped with other steps
+    overlap_steps: list[int] = field(default_factory=list)
+
+
+@dataclass
+class PreparedPlan:
+    graph: str
+    soc_model: int
+    arch: int
+    vtcm_budget_bytes: int
+    blocks: list[Block] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    prescheduled_order: list[int] = field(default_factory=list)   # node indices (the "runlist")
+    constraints: list[tuple[int, int]] = field(default_factory=list)  # (step a, step b): a before b
+    peak_vtcm_bytes: int = 0
+    spill_bytes: int = 0
+    fill_bytes: int = 0
+    spill_fill_buffer_bytes: int = 0
+    total_cycles: int = 0
+    critical_path_cycles: int = 0
+    passes: list[str] = field(default_factory=list)   # one line per pass: what it did
+
+    def to_optrace(self) -> dict:
+        """The optrace document: plain JSON types only, keys documented in docs/htp-prepare.md."""
+        return {"format": "qnnemu.optrace", "version": 1, "graph": self.graph,
+                "soc_model": self.soc_model, "arch": self.arch,
+                "vtcm_budget_bytes": self.vtcm_budget_bytes, "peak_vtcm_bytes": self.peak_vtcm_bytes,
+                "spill_bytes": self.spill_bytes, "fill_bytes": self.fill_bytes,
+                "spill_fill_buffer_bytes": self.spill_fill_buffer_bytes,
+                "total_cycles": self.total_cycles, "critical_path_cycles": self.critical_path_cycles,
+                "blocks": [asdict(b) for b in self.blocks], "steps": [asdict(s) for s in self.steps],
+                "constraints": [list(c) for c in self.constraints], "passes": list(self.passes)}
