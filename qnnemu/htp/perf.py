@@ -51,3 +51,21 @@ class PerfInfrastructure:
 
 
 PERF = PerfInfrastructure()
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """The clocks the active votes give (what the cost model turns cycles into time with)."""
+    core_mhz: float     # HVX / scalar core clock
+    hmx_mhz: float      # HMX clock
+    bus_mhz: float      # DDR bus clock (DMA bandwidth)
+    corner: str         # the voltage corner name of the core vote (e.g. "NOM", "TURBO")
+
+
+NOMINAL = Clocks(core_mhz=1000.0, hmx_mhz=1000.0, bus_mhz=2000.0, corner="NOM")
+
+
+def current_clocks(device_id: int = 0, core_id: int = 0) -> Clocks:
+    """The clocks of the device/core's active vote; NOMINAL without votes (first version: the
+    votes do not move the clocks yet)."""
+    return NOMINAL
