@@ -463,6 +463,44 @@ class Context:
                                f"writtenBufferSize {written[0]} exceeds the buffer size {size}")
         return bytes(ffi.buffer(buf, written[0]))
 
+    def binary_section(self, graph: "Graph | None" = None, section: str | int = "updatable") -> bytes:
+        """contextGetBinarySectionSize + contextGetBinarySection: the ``section`` ("updatable",
+        "weights", "quant_params" or a ``QnnContext_SectionType_t``) of ``graph``'s updatable
+        tensors (None: every graph's and the context tensors'), the current values -- the
+        bytes a LoRA adapter file holds (ONNX Runtime's QNN EP applies such a file with
+        contextApplyBinarySection, see tests/test_onnxruntime_lora.py)."""
+        kind = _section_type(section)
+        handle = graph.handle if graph is not None else ffi.NULL
+        size = ffi.new("Qnn_ContextBinarySize_t *")
+        self.backend.call("contextGetBinarySectionSize", self.handle, handle, kind, size)
+        buf = ffi.new("uint8_t[]", max(int(size[0]), 1))
+        cb = ffi.new("QnnContext_Buffer_t *")
+        cb.version = Q.QNN_CONTEXT_BUFFER_VERSION_1
+        cb.v1.memType = Q.QNN_CONTEXTMEMTYPE_RAW
+        cb.v1.binaryBuf.data = buf
+        cb.v1.binaryBuf.dataSize = int(size[0])
+        written = ffi.new("Qnn_ContextBinarySize_t *")
+        self.backend.call("contextGetBinarySection", self.handle, handle, kind, cb, written,
+                          ffi.NULL, ffi.NULL)
+        if written[0] > size[0]:
+            raise QnnCallError("contextGetBinarySection", Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
+                               f"writtenBufferSize {written[0]} exceeds the buffer size {size[0]}")
+        return bytes(ffi.buffer(buf, written[0]))
+
+    def apply_binary_section(self, blob: bytes, graph: "Graph | None" = None,
+                             section: str | int = "updatable") -> None:
+        """contextApplyBinarySection: installs a section made by :meth:`binary_section` (here
+        or in another context holding the same graph)."""
+        data = ffi.from_buffer(bytes(blob))
+        cb = ffi.new("QnnContext_Buffer_t *")
+        cb.version = Q.QNN_CONTEXT_BUFFER_VERSION_1
+        cb.v1.memType = Q.QNN_CONTEXTMEMTYPE_RAW
+        cb.v1.binaryBuf.data = data
+        cb.v1.binaryBuf.dataSize = len(blob)
+        self.backend.call("contextApplyBinarySection", self.handle,
+                          graph.handle if graph is not None else ffi.NULL, _section_type(section),
+                          cb, ffi.NULL, ffi.NULL)
+
     def free(self) -> None:
         if self.handle is not None:
             handle, self.handle = self.handle, None
@@ -642,11 +680,46 @@ class Graph:
         return t
 
     def static(self, name: str, data: np.ndarray, dtype=None,
-               quant: tuple[float, int] | dict | None = None) -> Tensor:
-        """A STATIC tensor holding ``data`` (its dtype unless ``dtype`` is given)."""
+               quant: tuple[float, int] | dict | None = None, updatable: bool = False) -> Tensor:
+        """A STATIC tensor holding ``data`` (its dtype unless ``dtype`` is given). With
+        ``updatable`` it is ``QNN_TENSOR_TYPE_UPDATEABLE_STATIC``: computed the same way, but its
+        data (and quantization) can be replaced after finalize with :meth:`update_tensors` or a
+        binary section (:meth:`Context.binary_section`, :meth:`Context.apply_binary_section`)."""
         data = np.asarray(data)
+        type_ = Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC if updatable else Q.QNN_TENSOR_TYPE_STATIC
         return self._tensor(name, data.shape, data.dtype if dtype is None else dtype,
-                            Q.QNN_TENSOR_TYPE_STATIC, data=data, quant=quant)
+                            type_, data=data, quant=quant)
+
+    def update_tensors(self, values: Mapping[str, np.ndarray],
+                       quant: Mapping[str, Any] | None = None) -> None:
+        """tensorUpdateGraphTensors: new data for UPDATEABLE_STATIC tensors of this graph
+        (``values``: tensor name -> array of the tensor's shape, converted to its storage type)
+        and, in ``quant`` (tensor name -> a quant argument as for :meth:`static`), new
+        quantization for fixed-point ones; a tensor with new data but no new quant keeps its
+        quantization. All updates are one atomic call; they take effect for the next execute."""
+        quant = dict(quant or {})
+        unknown = [n for n in list(values) + list(quant) if n not in self.tensors]
+        if unknown:
+            raise KeyError(f"graph {self.name}: no tensors {sorted(set(unknown))}")
+        keep: list[Any] = []
+        structs = []
+        for name in dict.fromkeys(list(values) + list(quant)):
+            t = self.tensors[name]
+            q = quant[name] if name in quant else _quant_arg(t.quant)
+            struct, v = self._new_struct(name, t.shape, t.dtype, t.type, q, t.id)
+            if name in values:
+                data = np.ascontiguousarray(values[name], dtype=t.numpy_dtype)
+                if data.shape != t.shape:
+                    raise ValueError(f"tensor {name!r}: update shape {data.shape} != {t.shape}")
+                buf = ffi.from_buffer(data)
+                keep += [data, buf]
+                v.clientBuf.data = buf
+                v.clientBuf.dataSize = data.nbytes
+            structs.append(struct)
+        ptrs = ffi.new("Qnn_Tensor_t *[]", structs)
+        self.backend.call("tensorUpdateGraphTensors", self.handle, ptrs, len(structs))
+        for name, q in quant.items():
+            self.tensors[name].quant = _quant_dict(q)
 
     # -- nodes --------------------------------------------------------------------------
     def _scalar(self, value) -> tuple[int, str, Any]:
@@ -823,6 +896,19 @@ def _quant_arg(quant: Mapping[str, Any] | None):
         return out
     raise ValueError(f"quantization encoding {enc} ({Q.enum('QNN_QUANTIZATION_ENCODING_').get(enc)}) "
                      f"is not supported for graph inputs/outputs by qnnemu.client")
+
+
+_SECTION_TYPES = {"updatable": Q.QNN_CONTEXT_SECTION_UPDATABLE,
+                  "weights": Q.QNN_CONTEXT_SECTION_UPDATABLE_WEIGHTS,
+                  "quant_params": Q.QNN_CONTEXT_SECTION_UPDATABLE_QUANT_PARAMS}
+
+
+def _section_type(section: str | int) -> int:
+    if isinstance(section, str):
+        if section not in _SECTION_TYPES:
+            raise ValueError(f"binary section {section!r} is not one of {', '.join(_SECTION_TYPES)}")
+        return _SECTION_TYPES[section]
+    return int(section)
 
 
 _PROFILE_LEVELS = {"basic": Q.QNN_PROFILE_LEVEL_BASIC, "detailed": Q.QNN_PROFILE_LEVEL_DETAILED}

@@ -18,7 +18,13 @@
   ``enable_htp_shared_memory_allocator=1``, ``OrtValue``s in the EP's HTP shared memory (rpcmem)
   and a run through IOBinding with every input and output there: the EP registers that memory
   with ``memRegister`` and the backend reads and writes it in place (no copies between ONNX
-  Runtime and the backend). ``sess.run`` with numpy feeds works too, through client buffers.
+  Runtime and the backend). ``sess.run`` with numpy feeds works too, through client buffers;
+- ``ep_context_model(binary, graph_names)``: an EPContext ONNX model wrapping a context binary
+  made anywhere (``qnnemu.client``, ``qnnemu-context-binary-generator``), so that ONNX Runtime
+  runs its graphs without preparing anything;
+- ``lora_run_options(graph_name, section_path, config_path)``: ``onnxruntime.RunOptions`` that
+  make the QNN EP apply a LoRA adapter (a ``QNN_CONTEXT_SECTION_UPDATABLE`` binary section)
+  before the run (see the function).
 """
 from __future__ import annotations
 
@@ -116,7 +122,8 @@ def session(model, *, provider_options: dict | None = None, session_options=None
     ``model``: a path, the serialized bytes, or an ``onnx.ModelProto``. ``provider_options``
     override ``provider_options()``. ``session_options`` (an ``onnxruntime.SessionOptions``)
     is used as given, plus the QNN EP and, with ``disable_cpu_fallback``,
-    ``session.disable_cpu_ep_fallback=1``.
+    ``session.disable_cpu_ep_fallback=1`` (and the Python-level retry of a failed run on the
+    CPU EP is turned off: a failing run raises the EP's error).
     """
     ort = _ort()
     device = qnn_device()
@@ -129,7 +136,14 @@ def session(model, *, provider_options: dict | None = None, session_options=None
         model = model.SerializeToString()
     elif isinstance(model, os.PathLike):
         model = os.fspath(model)
-    return ort.InferenceSession(model, sess_options=so)
+    sess = ort.InferenceSession(model, sess_options=so)
+    if disable_cpu_fallback:
+        # The Python InferenceSession answers an EP failure in run() (EP_FAIL, e.g. a LoRA
+        # section the backend refuses) by re-creating the session on the CPU EP, which the
+        # disabled fallback then refuses: the caller would see that error instead of the EP's,
+        # and the session would lose its state. Let the EP's error through.
+        sess.disable_fallback()
+    return sess
 
 
 _ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -179,5 +193,154 @@ def run_shared(sess, feeds: dict, output_names: list[str] | None = None) -> list
     return [np.array(v.numpy(), copy=True) for v in binding.get_outputs()]
 
 
+# ---------------------------------------------------------------------------- EPContext models
+# The EPContext contrib op (domain com.microsoft) as the QNN EP writes and reads it.
+EP_CONTEXT_DOMAIN = "com.microsoft"
+EP_CONTEXT_SOURCE = EP_NAME  # the EP takes EPContext nodes whose source is "QNN" or its own name
+LORA_CONFIG_RUN_OPTION = "qnn.lora_config"
+
+
+def _onnx_elem_type(qnn_dtype: int, tensor_name: str) -> int:
+    """The ONNX element type the QNN EP exchanges for a graph I/O of ``qnn_dtype``: float types
+    as they are, fixed-point types as their storage integers (the EP passes the bytes as they
+    are when the graph I/O is quantized)."""
+    from onnx import TensorProto
+
+    from .core import dtypes
+    from .headers import Q
+    if qnn_dtype == Q.QNN_DATATYPE_FLOAT_32:
+        return TensorProto.FLOAT
+    if qnn_dtype == Q.QNN_DATATYPE_FLOAT_16:
+        return TensorProto.FLOAT16
+    if qnn_dtype == Q.QNN_DATATYPE_BOOL_8:
+        return TensorProto.BOOL
+    if not dtypes.is_known(qnn_dtype):
+        raise ValueError(f"tensor {tensor_name!r}: unknown Qnn_DataType_t {qnn_dtype:#x}")
+    storage = dtypes.numpy_dtype(qnn_dtype)
+    elem = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8, "int16": TensorProto.INT16,
+            "uint16": TensorProto.UINT16, "int32": TensorProto.INT32, "uint32": TensorProto.UINT32,
+            "int64": TensorProto.INT64, "uint64": TensorProto.UINT64, "float64": TensorProto.DOUBLE,
+            "float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}.get(storage.name)
+    if elem is None:
+        raise ValueError(f"tensor {tensor_name!r}: {dtypes.name(qnn_dtype)} has no ONNX element type")
+    return elem
+
+
+def ep_context_model(binary: bytes, graph_names=None, path=None, embed: bool = True, *,
+                     system_library=None, source: str = EP_CONTEXT_SOURCE,
+                     opset: int = 17, ir_version: int = 8):
+    """An ONNX model of EPContext nodes running the graphs of a context ``binary`` on the QNN EP.
+
+    - ``graph_names``: the graphs to expose (a name or a list; None: every graph, in binary
+      order). Each becomes one ``com.microsoft`` EPContext node named after the graph (the EP
+      finds the QNN graph by the node name) with ``partition_name`` the same name; the first
+      node is the main context (``main_context=1``) and holds the binary, the others
+      (``main_context=0``) share it, as in the models the EP dumps with ``ep.context_enable``.
+    - The node inputs/outputs and the model's inputs/outputs are the graphs' input and output
+      tensors as ``qnnemu.system_client.SystemLibrary(system_library).binary_info(binary)``
+      reports them (names, dims; fixed-point types as their storage integer types). Graphs may
+      share an input name (one model input feeds both); output names must be unique.
+    - ``embed``: the binary goes into ``ep_cache_context`` (``embed_mode=1``); otherwise
+      (``embed_mode=0``) it is written next to ``path`` as ``<model stem>_qnn.bin`` and
+      ``ep_cache_context`` holds that relative file name (the EP refuses absolute paths and
+      ``..``). ``path`` is required then.
+    - ``path``: the model is saved there too. Returns the ``onnx.ModelProto``.
+    """
+    import onnx
+    from onnx import helper
+
+    from .system_client import SystemLibrary
+    blob = bytes(binary)
+    with SystemLibrary(system_library) as system:
+        info = system.binary_info(blob)
+    graphs = {g["name"]: g for g in info["graphs"]}
+    if graph_names is None:
+        names = list(graphs)
+    elif isinstance(graph_names, str):
+        names = [graph_names]
+    else:
+        names = list(graph_names)
+    if not names:
+        raise ValueError("ep_context_model: no graphs to wrap")
+    missing = [n for n in names if n not in graphs]
+    if missing:
+        raise ValueError(f"ep_context_model: graphs {missing} are not in the binary (it has {list(graphs)})")
+    if len(set(names)) != len(names):
+        raise ValueError(f"ep_context_model: graph names repeat: {names}")
+    if not embed and path is None:
+        raise ValueError("ep_context_model: embed=False writes the binary next to the model: give path")
+
+    if embed:
+        cache, embed_mode = blob, 1
+    else:
+        path = os.fspath(path)
+        bin_name = os.path.splitext(os.path.basename(path))[0] + "_qnn.bin"
+        with open(os.path.join(os.path.dirname(os.path.abspath(path)), bin_name), "wb") as f:
+            f.write(blob)
+        cache, embed_mode = bin_name, 0
+
+    def value_info(t: dict):
+        return helper.make_tensor_value_info(t["name"], _onnx_elem_type(int(t["dataType"]), t["name"]),
+                                             [int(d) for d in t["dims"]])
+
+    inputs: dict[str, Any] = {}
+    outputs: dict[str, Any] = {}
+    nodes = []
+    for i, name in enumerate(names):
+        g = graphs[name]
+        for t in g["inputs"]:
+            vi = value_info(t)
+            if t["name"] in inputs and inputs[t["name"]] != vi:
+                raise ValueError(f"ep_context_model: input {t['name']!r} of graph {name!r} differs in "
+                                 f"type or shape from the same-named input of another graph")
+            inputs.setdefault(t["name"], vi)
+        for t in g["outputs"]:
+            if t["name"] in outputs or t["name"] in inputs:
+                raise ValueError(f"ep_context_model: output {t['name']!r} of graph {name!r} is produced "
+                                 f"twice or is also an input")
+            outputs[t["name"]] = value_info(t)
+        attrs = {"main_context": 1 if i == 0 else 0, "embed_mode": embed_mode, "source": source,
+                 "partition_name": name, "max_size": 0}
+        if i == 0:
+            attrs["ep_cache_context"] = cache
+            if info.get("build_id"):
+                attrs["ep_sdk_version"] = info["build_id"]
+        nodes.append(helper.make_node("EPContext", [t["name"] for t in g["inputs"]],
+                                      [t["name"] for t in g["outputs"]], name=name,
+                                      domain=EP_CONTEXT_DOMAIN, **attrs))
+    graph = helper.make_graph(nodes, "qnn_context", list(inputs.values()), list(outputs.values()))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid(EP_CONTEXT_DOMAIN, 1)],
+                              producer_name="qnnemu")
+    model.ir_version = ir_version
+    if path is not None:
+        onnx.save(model, os.fspath(path))
+    return model
+
+
+def lora_run_options(graph_name: str, section_path, config_path, run_options=None):
+    """``onnxruntime.RunOptions`` making the QNN EP apply a LoRA adapter before the run.
+
+    The EP (OnRunStart) reads the run config entry ``qnn.lora_config``: the path of a text file
+    whose first line is ``<graph name>;<adapter file path>``. It reads the adapter file,
+    finds the graph with ``graphRetrieve`` in its contexts and calls
+    ``contextApplyBinarySection(context, graph, QNN_CONTEXT_SECTION_UPDATABLE, ...)``. A failing
+    apply fails the run; a config file that cannot be opened is only logged by the EP. The
+    applied values stay until the next section is applied -- later runs without the option
+    keep them. This writes ``config_path`` and returns ``run_options`` (a new
+    ``RunOptions`` if None) with the entry set."""
+    ort = _ort()
+    line = f"{graph_name};{os.fspath(section_path)}"
+    if "\n" in line or ";" in graph_name:
+        raise ValueError(f"lora_run_options: graph name {graph_name!r} / path {section_path!r} cannot "
+                         f"be written to the one-line '<graph>;<path>' config")
+    with open(config_path, "w") as f:
+        f.write(line + "\n")
+    ro = run_options if run_options is not None else ort.RunOptions()
+    ro.add_run_config_entry(LORA_CONFIG_RUN_OPTION, os.fspath(config_path))
+    return ro
+
+
 __all__ = ["EP_NAME", "DEFAULT_OPTIONS", "provider_options", "session", "preload_rpcmem", "register_qnn_ep",
-           "qnn_device", "rpcmem_library_path", "shared_value", "run_shared"]
+           "qnn_device", "rpcmem_library_path", "shared_value", "run_shared", "ep_context_model",
+           "lora_run_options", "LORA_CONFIG_RUN_OPTION"]

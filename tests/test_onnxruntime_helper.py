@@ -132,3 +132,89 @@ def test_cpu_fallback_is_disabled_by_default(tmp_path):
     sess = qort.session(model.SerializeToString(), disable_cpu_fallback=False)
     got = sess.run(None, {"x": np.float32([3, 1, 3, 2, 1, 5])})[0]
     assert got.tolist() == [1, 2, 3, 5], "with the fallback allowed, the CPU EP runs it (sorted Unique)"
+
+
+# ------------------------------------------------------------------------ ep_context_model
+def _two_graph_binary() -> tuple[bytes, dict[str, np.ndarray]]:
+    """A context with graphs "scale" (y1 = x * 2) and "shift" (y2 = x + c, uint8 codes in/out);
+    returns the binary and each output for X_EP computed through the client."""
+    from qnnemu.client import Backend
+    u8 = Q.QNN_DATATYPE_UFIXED_POINT_8
+    with Backend() as be:
+        ctx = be.context()
+        g1 = ctx.graph("scale")
+        x = g1.input("x", (1, 4))
+        g1.node("ElementWiseMultiply", [x, g1.static("two", np.full((1, 4), 2, np.float32))],
+                [("y1", (1, 4), np.float32)], app_read=True)
+        g2 = ctx.graph("shift")
+        q = g2.input("q", (1, 4), u8, quant=(0.1, -128))
+        g2.node("ElementWiseAdd", [q, g2.static("c", np.full((1, 4), 138, np.uint8), dtype=u8, quant=(0.1, -128))],
+                [("y2", (1, 4), u8, (0.1, -128))], app_read=True)
+        g1.finalize()
+        g2.finalize()
+        want = {"y1": g1.execute({"x": X_EP})["y1"], "y2": g2.execute({"q": Q_EP})["y2"]}
+        return ctx.get_binary(), want
+
+
+X_EP = np.float32([[1, -2, 3.5, 0]])
+Q_EP = np.uint8([[128, 130, 100, 200]])
+
+
+def _attrs(node) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+@pytest.mark.parametrize("embed", [True, False])
+def test_ep_context_model_wraps_every_graph_of_a_binary(tmp_path, embed):
+    blob, want = _two_graph_binary()
+    path = tmp_path / "two_ctx.onnx"
+    model = qort.ep_context_model(blob, path=path, embed=embed)
+    nodes = list(model.graph.node)
+    assert [(n.name, n.op_type, n.domain) for n in nodes] == \
+        [("scale", "EPContext", "com.microsoft"), ("shift", "EPContext", "com.microsoft")], \
+        "one EPContext node per graph, named after it, in binary order"
+    main, other = _attrs(nodes[0]), _attrs(nodes[1])
+    assert main["main_context"] == 1 and other["main_context"] == 0 and "ep_cache_context" not in other, \
+        "the first node holds the binary, the second shares it"
+    assert main["partition_name"] == b"scale" and main["source"] == b"QNNExecutionProvider"
+    if embed:
+        assert main["embed_mode"] == 1 and main["ep_cache_context"] == blob, "the binary is embedded"
+    else:
+        assert main["embed_mode"] == 0 and main["ep_cache_context"] == b"two_ctx_qnn.bin", main["ep_cache_context"]
+        assert (tmp_path / "two_ctx_qnn.bin").read_bytes() == blob, "the binary is written next to the model"
+    assert path.is_file(), "the model is saved to path"
+    sess = qort.session(path)
+    assert [(i.name, i.type, i.shape) for i in sess.get_inputs()] == \
+        [("x", "tensor(float)", [1, 4]), ("q", "tensor(uint8)", [1, 4])], "inputs from the System library's info"
+    y1, y2 = sess.run(["y1", "y2"], {"x": X_EP, "q": Q_EP})
+    assert np.array_equal(y1, want["y1"]) and np.array_equal(y2, want["y2"]), \
+        "both graphs run through ORT exactly as through the client"
+
+
+def test_ep_context_model_selects_graphs_and_checks_arguments(tmp_path):
+    blob, want = _two_graph_binary()
+    model = qort.ep_context_model(blob, "shift")
+    assert [n.name for n in model.graph.node] == ["shift"], "a single graph by name"
+    assert _attrs(model.graph.node[0])["main_context"] == 1, "the only node is the main context"
+    y2 = qort.session(model).run(None, {"q": Q_EP})[0]
+    assert np.array_equal(y2, want["y2"]), "the selected graph runs"
+    with pytest.raises(ValueError, match=r"\['nope'\] are not in the binary"):
+        qort.ep_context_model(blob, ["scale", "nope"])
+    with pytest.raises(ValueError, match="repeat"):
+        qort.ep_context_model(blob, ["scale", "scale"])
+    with pytest.raises(ValueError, match="give path"):
+        qort.ep_context_model(blob, embed=False)
+
+
+def test_failed_run_raises_the_eps_error(tmp_path):
+    """A run the EP fails (here: a LoRA config naming an unknown graph) raises the EP's error,
+    not the Python session's CPU-EP retry error, and the session stays usable."""
+    blob, want = _two_graph_binary()
+    sess = qort.session(qort.ep_context_model(blob, "scale"))
+    ro = qort.lora_run_options("nope", tmp_path / "none.bin", tmp_path / "c.lora_config")
+    assert (tmp_path / "c.lora_config").read_text() == f"nope;{tmp_path / 'none.bin'}\n", \
+        "the EP's one-line '<graph>;<section file>' config"
+    (tmp_path / "none.bin").write_bytes(b"\0" * 64)
+    with pytest.raises(Exception, match="Failed to retrieve graph: nope"):
+        sess.run(None, {"x": X_EP}, ro)
+    assert np.array_equal(sess.run(None, {"x": X_EP})[0], want["y1"]), "the session still runs"

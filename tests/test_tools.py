@@ -483,6 +483,101 @@ def test_generator_refuses_bad_descriptions(workdir, tmp_path, capsys, mutation,
                    1, fragment)
 
 
+# ------------------------------------------------------------------ binary sections / LoRA
+def _lora_description(d: Path, rng) -> dict:
+    """A graph y = x @ W + b with W, b UPDATEABLE_STATIC (W from a .npy file, b inline) and an
+    adapter file A (W from a .raw file, b inline); returns the weights."""
+    w0, b0 = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    wa, ba = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    np.save(d / "w0.npy", w0)
+    wa.tofile(d / "wa.raw")
+    doc = {"name": "lora", "tensors": [
+        {"name": "x", "type": "APP_WRITE", "dtype": "FLOAT_32", "dims": [2, 4]},
+        {"name": "W", "type": "UPDATEABLE_STATIC", "dtype": "FLOAT_32", "dims": [4, 3], "data": "w0.npy"},
+        {"name": "b", "type": "QNN_TENSOR_TYPE_UPDATEABLE_STATIC", "dtype": "FLOAT_32", "dims": [3],
+         "data": b0.tolist()},
+        {"name": "h", "dtype": "FLOAT_32", "dims": [2, 3]},
+        {"name": "y", "type": "APP_READ", "dtype": "FLOAT_32", "dims": [2, 3]}],
+        "nodes": [{"type": "MatMul", "inputs": ["x", "W"], "outputs": ["h"]},
+                  {"type": "ElementWiseAdd", "inputs": ["h", "b"], "outputs": ["y"]}]}
+    (d / "lora.json").write_text(json.dumps(doc))
+    (d / "a.json").write_text(json.dumps({"lora": {"W": "wa.raw", "b": ba.tolist()}}))
+    (d / "b_only.json").write_text(json.dumps({"lora": {"b": (ba * 2).tolist()}}))
+    return {"base": (w0, b0), "A": (wa, ba), "B": (w0, ba * 2)}
+
+
+@needs_ours
+def test_generator_writes_updatable_sections(tmp_path, capsys):
+    weights = _lora_description(tmp_path, np.random.default_rng(5))
+    out = tmp_path / "out"
+    status, err = call(generator.main, ["--model", tmp_path / "lora.json", "--output_dir", out, "--binary_file",
+                                        "lora", "--adapter", f"A={tmp_path / 'a.json'}",
+                                        "--adapter", f"B={tmp_path / 'b_only.json'}"], capsys)
+    assert status == 0, f"generator with --adapter succeeds: {err}"
+    files = sorted(f.name for f in out.iterdir())
+    assert files == ["lora.bin", "lora.lora.A.section.bin", "lora.lora.B.section.bin", "lora.lora.section.bin"], \
+        f"the binary, the description's section and one section per adapter: {files}"
+    x = np.random.default_rng(6).standard_normal((2, 4)).astype(np.float32)
+    blob = (out / "lora.bin").read_bytes()
+    info = SystemLibrary().binary_info(blob)["graphs"][0]
+    with Backend() as be:
+        ctx = be.context_from_binary(blob)
+        g = ctx.retrieve_graph("lora", info["inputs"], info["outputs"])
+        for section, name in (("lora.lora.A.section.bin", "A"), ("lora.lora.B.section.bin", "B"),
+                              ("lora.lora.section.bin", "base"), (None, "base")):
+            if section is not None:
+                ctx.apply_binary_section((out / section).read_bytes(), g)
+            w, b = weights[name]
+            np.testing.assert_allclose(g.execute({"x": x})["y"], x @ w + b, rtol=1e-5, atol=1e-5,
+                                       err_msg=f"binary loaded, section {section}: weights {name}")
+            if section is None:
+                break
+    # The binary holds the description's weights even though adapters were made after it.
+    with Backend() as be:
+        ctx = be.context_from_binary(blob)
+        g = ctx.retrieve_graph("lora", info["inputs"], info["outputs"])
+        w, b = weights["base"]
+        np.testing.assert_allclose(g.execute({"x": x})["y"], x @ w + b, rtol=1e-5, atol=1e-5,
+                                   err_msg="a fresh load of the binary: the description's weights")
+
+    status, err = call(generator.main, ["--model", tmp_path / "lora.json", "--output_dir", tmp_path / "only",
+                                        "--output_sections"], capsys)
+    assert status == 0, err
+    assert sorted(f.name for f in (tmp_path / "only").iterdir()) == ["lora.bin", "lora.lora.section.bin"], \
+        "--output_sections alone: the description's section"
+    assert (tmp_path / "only" / "lora.lora.section.bin").read_bytes() == (out / "lora.lora.section.bin").read_bytes(), \
+        "the same description gives the same section bytes"
+
+
+@needs_ours
+def test_generator_section_options_refuse_bad_input(workdir, tmp_path, capsys):
+    _lora_description(tmp_path, np.random.default_rng(5))
+    lora = ["--model", tmp_path / "lora.json", "--output_dir", tmp_path / "o"]
+    (tmp_path / "static.json").write_text(json.dumps({"lora": {"x": [0.0] * 8}}))
+    (tmp_path / "other.json").write_text(json.dumps({"nope": {"W": [0.0] * 12}}))
+    (tmp_path / "short.json").write_text(json.dumps({"lora": {"b": [1.0, 2.0]}}))
+    for argv, fragment in (
+            (lora + ["--adapter", "A"], "expected NAME=FILE.json"),
+            (lora + ["--adapter", "a/b=x.json"], "expected NAME=FILE.json"),
+            (lora + ["--adapter", f"A={tmp_path / 'a.json'}", "--adapter", f"A={tmp_path / 'a.json'}"], "given twice"),
+            (lora + ["--adapter", f"A={tmp_path / 'none.json'}"], "none.json"),
+            (lora + ["--adapter", f"A={tmp_path / 'static.json'}"], "lora.x: not an UPDATEABLE_STATIC tensor"),
+            (lora + ["--adapter", f"A={tmp_path / 'other.json'}"], "graph 'nope' is not in the model"),
+            (lora + ["--adapter", f"A={tmp_path / 'short.json'}"], "2 inline values, dims [3] need 3"),
+            (["--model", workdir["dir"] / "model.json", "--output_dir", tmp_path / "o", "--output_sections"],
+             "no graph of the model has UPDATEABLE_STATIC tensors"),
+            (["--model", tmp_path / "m.onnx", "--output_dir", tmp_path / "o", "--output_sections"],
+             "need a JSON graph description")):
+        if str(argv[1]).endswith(".onnx"):
+            Path(argv[1]).write_bytes(b"")
+        _fails_cleanly(*call(generator.main, argv, capsys), 1, fragment)
+    doc = json.loads((tmp_path / "lora.json").read_text())
+    del doc["tensors"][1]["data"]
+    (tmp_path / "nodata.json").write_text(json.dumps(doc))
+    _fails_cleanly(*call(generator.main, ["--model", tmp_path / "nodata.json", "--output_dir", tmp_path / "o"],
+                         capsys), 1, "UPDATEABLE_STATIC tensor 'W' needs data")
+
+
 def test_quantize_conventions():
     spec = {"scale": 0.5, "offset": -3}
     x = np.array([-100.0, -1.25, -0.25, 0.25, 1.25, 1000.0], np.float32)

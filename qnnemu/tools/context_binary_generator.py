@@ -15,6 +15,15 @@ libQnnHtpEmu.so; any QNN backend .so works, e.g. the vendor's libQnnHtp.so), ``-
   with ``ep.context_enable=1`` and ``ep.context_embed_mode=1``, and the binary embedded in the
   EPContext node(s) of the model it dumps is written out.
 
+With ``--output_sections`` (JSON descriptions whose graphs have ``UPDATEABLE_STATIC`` tensors)
+the ``QNN_CONTEXT_SECTION_UPDATABLE`` binary section of each such graph is written next to the
+binary (contextGetBinarySection): ``<binary>.<graph>.section.bin`` holds the weights of the
+description, and each ``--adapter NAME=FILE.json`` (new data for updatable tensors, see
+:func:`load_adapter`) gives ``<binary>.<graph>.<NAME>.section.bin``. Such a file is a LoRA
+adapter: ``contextApplyBinarySection`` installs it in a context loaded from the binary, and
+ONNX Runtime's QNN EP applies it through the run option ``qnn.lora_config``
+(:func:`qnnemu.onnxruntime.lora_run_options`).
+
 ``python -m qnnemu.tools.context_binary_generator`` runs it too.
 """
 from __future__ import annotations
@@ -40,11 +49,13 @@ log = logging.getLogger("qnnemu.tools.context_binary_generator")
 FORMAT_VERSION = 1
 _TENSOR_TYPES = {"APP_WRITE": Q.QNN_TENSOR_TYPE_APP_WRITE, "APP_READ": Q.QNN_TENSOR_TYPE_APP_READ,
                  "NATIVE": Q.QNN_TENSOR_TYPE_NATIVE, "STATIC": Q.QNN_TENSOR_TYPE_STATIC,
+                 "UPDATEABLE_STATIC": Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC,
                  "INPUT": Q.QNN_TENSOR_TYPE_APP_WRITE, "OUTPUT": Q.QNN_TENSOR_TYPE_APP_READ}
 _NUMPY_NAMES = {"float32": "FLOAT_32", "float16": "FLOAT_16", "float64": "FLOAT_64",
                 "int8": "INT_8", "int16": "INT_16", "int32": "INT_32", "int64": "INT_64",
                 "uint8": "UINT_8", "uint16": "UINT_16", "uint32": "UINT_32", "uint64": "UINT_64",
                 "bool": "BOOL_8"}
+_WITH_DATA = (Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC)
 _GRAPH_KEYS = {"name", "precision", "tensors", "nodes"}
 _TENSOR_KEYS = {"name", "type", "dtype", "dims", "quant", "data"}
 _NODE_KEYS = {"name", "package", "type", "inputs", "outputs", "params"}
@@ -71,7 +82,7 @@ def _tensor_type(value: Any, where: str) -> int:
         name = name[len("QNN_TENSOR_TYPE_"):]
     if name not in _TENSOR_TYPES:
         raise ToolError(f"{where}: tensor type {json.dumps(value)} is not one of APP_WRITE (input), "
-                        f"APP_READ (output), NATIVE, STATIC")
+                        f"APP_READ (output), NATIVE, STATIC, UPDATEABLE_STATIC")
     return _TENSOR_TYPES[name]
 
 
@@ -256,12 +267,13 @@ def _check_graph(g: Any, where: str, base: Path) -> dict:
         if qtype in dtypes.FIXED_POINT_TYPES and quant is None:
             raise ToolError(f"{tw}: {dtypes.name(qtype)} tensor {tname!r} needs a quant encoding")
         data = None
-        if ttype == Q.QNN_TENSOR_TYPE_STATIC:
+        if ttype in _WITH_DATA:
             if "data" not in t:
-                raise ToolError(f"{tw}: STATIC tensor {tname!r} needs data")
+                raise ToolError(f"{tw}: {Q.enum('QNN_TENSOR_TYPE_')[ttype][len('QNN_TENSOR_TYPE_'):]} "
+                                f"tensor {tname!r} needs data")
             data = _load_data(t["data"], qtype, dims, base, f"{tw}.data")
         elif "data" in t:
-            raise ToolError(f"{tw}: only STATIC tensors carry data")
+            raise ToolError(f"{tw}: only STATIC and UPDATEABLE_STATIC tensors carry data")
         tensors[tname] = {"name": tname, "type": ttype, "dtype": qtype, "dims": dims,
                           "quant": quant, "data": data, "producer": None}
     nodes = []
@@ -288,8 +300,7 @@ def _check_graph(g: Any, where: str, base: Path) -> dict:
             raise ToolError(f"{nw}.outputs: a node needs at least one output")
         for x in ins:
             t = tensors[x]
-            if t["type"] not in (Q.QNN_TENSOR_TYPE_APP_WRITE, Q.QNN_TENSOR_TYPE_STATIC) and \
-                    t["producer"] is None:
+            if t["type"] not in (Q.QNN_TENSOR_TYPE_APP_WRITE, *_WITH_DATA) and t["producer"] is None:
                 raise ToolError(f"{nw}.inputs: tensor {x!r} is used before a node produces it "
                                 f"(nodes are added in order)")
         for x in outs:
@@ -328,8 +339,9 @@ def build_graphs(ctx, graphs: Sequence[dict], config: BackendConfig | None = Non
         for t in spec["tensors"].values():
             if t["type"] == Q.QNN_TENSOR_TYPE_APP_WRITE:
                 made[t["name"]] = g.input(t["name"], t["dims"], t["dtype"], quant=t["quant"])
-            elif t["type"] == Q.QNN_TENSOR_TYPE_STATIC:
-                made[t["name"]] = g.static(t["name"], t["data"], dtype=t["dtype"], quant=t["quant"])
+            elif t["type"] in _WITH_DATA:
+                made[t["name"]] = g.static(t["name"], t["data"], dtype=t["dtype"], quant=t["quant"],
+                                           updatable=t["type"] == Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC)
         for n in spec["nodes"]:
             outs = []
             for name in n["outputs"]:
@@ -343,6 +355,78 @@ def build_graphs(ctx, graphs: Sequence[dict], config: BackendConfig | None = Non
                 made[t.name] = t
         built.append(g)
     return built
+
+
+# ------------------------------------------------------------------------ binary sections
+def _updatable(spec: dict) -> list[str]:
+    return [t["name"] for t in spec["tensors"].values()
+            if t["type"] == Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC]
+
+
+def load_adapter(path: str | os.PathLike, graphs: Sequence[dict]) -> dict[str, dict[str, np.ndarray]]:
+    """Reads an adapter file: a JSON object ``{"<graph>": {"<tensor>": data, ...}, ...}`` giving
+    new data for ``UPDATEABLE_STATIC`` tensors of the described ``graphs``; ``data`` is written
+    as a tensor's ``data`` in the description (a .raw or .npy file relative to the adapter file,
+    or an inline list) and must have the tensor's dims. Returns graph -> tensor -> array."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as e:
+        raise ToolError(f"--adapter {path}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise ToolError(f"--adapter {path}: invalid JSON: {e}") from None
+    if not isinstance(doc, dict) or not doc:
+        raise ToolError(f"--adapter {path}: expected a non-empty object graph -> tensor -> data")
+    specs = {g["name"]: g for g in graphs}
+    base = path.resolve().parent
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for gname, values in doc.items():
+        if gname not in specs:
+            raise ToolError(f"--adapter {path.name}: graph {gname!r} is not in the model "
+                            f"(graphs: {sorted(specs)})")
+        if not isinstance(values, dict) or not values:
+            raise ToolError(f"--adapter {path.name}: {gname}: expected a non-empty object tensor -> data")
+        out[gname] = {}
+        for tname, value in values.items():
+            t = specs[gname]["tensors"].get(tname)
+            if t is None or t["type"] != Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC:
+                raise ToolError(f"--adapter {path.name}: {gname}.{tname}: not an UPDATEABLE_STATIC "
+                                f"tensor of graph {gname!r} (updatable: {_updatable(specs[gname]) or 'none'})")
+            out[gname][tname] = _load_data(value, t["dtype"], t["dims"], base,
+                                           f"--adapter {path.name}: {gname}.{tname}")
+    return out
+
+
+def make_sections(ctx, built: Sequence, graphs: Sequence[dict],
+                  adapters: Sequence[tuple[str, dict]] = ()) -> dict[tuple[str, str | None], bytes]:
+    """The UPDATABLE binary sections of the finalized ``built`` graphs (qnnemu.client Graphs of
+    the descriptions ``graphs``) that have UPDATEABLE_STATIC tensors: ``(graph, None)`` with the
+    description's values, and ``(graph, name)`` for each adapter ``(name, graph -> tensor ->
+    array)`` naming the graph (its tensors updated with tensorUpdateGraphTensors, the section
+    taken, then the description's values restored by applying the first section)."""
+    by_name = {g.name: g for g in built}
+    out: dict[tuple[str, str | None], bytes] = {}
+    for spec in graphs:
+        if _updatable(spec):
+            out[(spec["name"], None)] = ctx.binary_section(by_name[spec["name"]])
+        else:
+            log.info("graph %s has no UPDATEABLE_STATIC tensors: no binary section", spec["name"])
+    if not out:
+        raise ToolError("--output_sections: no graph of the model has UPDATEABLE_STATIC tensors")
+    for name, values in adapters:
+        for gname, tensors in values.items():
+            g = by_name[gname]
+            g.update_tensors(tensors)
+            out[(gname, name)] = ctx.binary_section(g)
+            ctx.apply_binary_section(out[(gname, None)], g)
+    return out
+
+
+def section_file_name(binary_name: str, graph: str, adapter: str | None) -> str:
+    """``<binary>.<graph>[.<adapter>].section.bin`` (characters other than letters, digits and
+    ``-_`` in the graph name become ``_``)."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in graph) or "_"
+    return f"{binary_name}.{safe}{'' if adapter is None else '.' + adapter}.section.bin"
 
 
 # ----------------------------------------------------------------------------------- ONNX
@@ -424,9 +508,13 @@ def generate_from_onnx(model: str, backend: str, config: BackendConfig,
 
 
 # ----------------------------------------------------------------------------------- main
-def generate_from_json(model: str, backend: str, config: BackendConfig, log_level: str) -> bytes:
+def generate_from_json(model: str, backend: str, config: BackendConfig, log_level: str,
+                       sections: bool = False, adapters: Sequence[tuple[str, str]] = ()):
+    """The context binary of a JSON description; with ``sections`` returns ``(binary,
+    make_sections(...))`` for the ``adapters`` ``(name, adapter file)``."""
     from ..client import Backend
     graphs = load_graph_description(model)
+    loaded = [(name, load_adapter(path, graphs)) for name, path in adapters]
     config.warn_unused("prepare")
     with Backend(backend, log_level=log_level, device_configs=config.device_configs()) as be:
         ctx = be.context(config.context_configs("prepare"))
@@ -436,7 +524,10 @@ def generate_from_json(model: str, backend: str, config: BackendConfig, log_leve
             raise ToolError(f"--model {model}: {e}") from None
         for g in built:
             g.finalize()
-        return ctx.get_binary()
+        blob = ctx.get_binary()
+        if not sections:
+            return blob
+        return blob, make_sections(ctx, built, graphs, loaded)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -451,6 +542,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "(.bin is appended; default: the model's file name)")
     p.add_argument("--output_dir", default="./output", help="directory for the binary (default ./output)")
     p.add_argument("--config_file", help="backend-extension JSON (HTP graphs/devices/context options)")
+    p.add_argument("--output_sections", action="store_true",
+                   help="also write the UPDATABLE binary section of each graph with UPDATEABLE_STATIC "
+                   "tensors: <binary>.<graph>.section.bin (JSON models)")
+    p.add_argument("--adapter", action="append", default=[], metavar="NAME=FILE.json",
+                   help="new data for UPDATEABLE_STATIC tensors ({graph: {tensor: data}}); writes "
+                   "<binary>.<graph>.NAME.section.bin (implies --output_sections; repeatable)")
     p.add_argument("--log_level", choices=LOG_LEVELS, default="warn")
     return p
 
@@ -471,11 +568,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ToolError(f"--binary_file {name}: a file name, not a path (see --output_dir)")
         if name.endswith(".bin"):
             name = name[:-4]
+        adapters = []
+        for value in args.adapter:
+            adapter, sep, path = value.partition("=")
+            if not sep or not adapter or not path or not all(c.isalnum() or c in "-_" for c in adapter):
+                raise ToolError(f"--adapter {value}: expected NAME=FILE.json (NAME: letters, digits, -, _)")
+            if adapter in {a for a, _ in adapters}:
+                raise ToolError(f"--adapter {value}: adapter {adapter!r} is given twice")
+            adapters.append((adapter, path))
+        want_sections = args.output_sections or bool(adapters)
         suffix = Path(model).suffix.lower()
+        sections: dict = {}
         if suffix == ".onnx":
+            if want_sections:
+                raise ToolError("--output_sections/--adapter need a JSON graph description: the QNN EP "
+                                "prepares ONNX initializers as STATIC (not updatable) tensors")
             blobs = generate_from_onnx(model, backend, config, args.log_level)
         elif suffix == ".json":
-            blobs = [generate_from_json(model, backend, config, args.log_level)]
+            result = generate_from_json(model, backend, config, args.log_level, want_sections, adapters)
+            blobs, sections = ([result[0]], result[1]) if want_sections else ([result], {})
         else:
             raise ToolError(f"--model {model}: expected a .json graph description or an .onnx model")
         os.makedirs(args.output_dir, exist_ok=True)
@@ -483,6 +594,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = os.path.join(args.output_dir, f"{name}.bin" if len(blobs) == 1 else f"{name}_{i}.bin")
             Path(out).write_bytes(blob)
             log.info("wrote %s (%d bytes)", out, len(blob))
+        for (graph, adapter), blob in sections.items():
+            out = os.path.join(args.output_dir, section_file_name(name, graph, adapter))
+            Path(out).write_bytes(blob)
+            log.info("wrote %s (graph %s, %s; %d bytes)", out, graph,
+                     "the description's weights" if adapter is None else f"adapter {adapter}", len(blob))
         return 0
 
     return run_main(PROG, body, args.log_level)
