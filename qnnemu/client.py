@@ -45,6 +45,8 @@ of creation (contexts, which free their graphs, then device, backend, log).
 """
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -353,9 +355,10 @@ class Backend:
         self._contexts.append(ctx)
         return ctx
 
-    def profile(self, level: str | int = "basic") -> "Profile":
-        """profileCreate at ``level`` ("basic", "detailed" or a QnnProfile_Level_t value)."""
-        prof = Profile(self, level)
+    def profile(self, level: str | int = "basic", optrace: bool = False) -> "Profile":
+        """profileCreate at ``level`` ("basic", "detailed", "linting" or a QnnProfile_Level_t
+        value); ``optrace``: QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE."""
+        prof = Profile(self, level, optrace)
         self._profiles.append(prof)
         return prof
 
@@ -911,7 +914,8 @@ def _section_type(section: str | int) -> int:
     return int(section)
 
 
-_PROFILE_LEVELS = {"basic": Q.QNN_PROFILE_LEVEL_BASIC, "detailed": Q.QNN_PROFILE_LEVEL_DETAILED}
+_PROFILE_LEVELS = {"basic": Q.QNN_PROFILE_LEVEL_BASIC, "detailed": Q.QNN_PROFILE_LEVEL_DETAILED,
+                   "linting": Q.QNN_HTP_PROFILE_LEVEL_LINTING}
 
 
 class Profile:
@@ -919,7 +923,7 @@ class Profile:
     contextCreateFromBinary, then read :meth:`events` (each profiled call replaces the
     previous call's events, as the API says)."""
 
-    def __init__(self, backend: Backend, level: str | int = "basic"):
+    def __init__(self, backend: Backend, level: str | int = "basic", optrace: bool = False):
         self.backend = backend
         if isinstance(level, str):
             if level not in _PROFILE_LEVELS:
@@ -929,6 +933,12 @@ class Profile:
         out = ffi.new("Qnn_ProfileHandle_t *")
         backend.call("profileCreate", backend.handle, self.level, out)
         self.handle = out[0]
+        if optrace:  # QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE (DETAILED / linting levels)
+            cfg = ffi.new("QnnProfile_Config_t *")
+            cfg.option = Q.QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE
+            cfg.enableOptrace = 1
+            lst = ffi.new("const QnnProfile_Config_t *[]", [cfg, ffi.NULL])
+            backend.call("profileSetConfig", self.handle, lst)
 
     def _event(self, event_id: int, depth: int) -> dict:
         data = ffi.new("QnnProfile_EventData_t *")
@@ -938,6 +948,22 @@ class Profile:
         event = {"identifier": ident, "type": int(data.type),
                  "type_name": _EVENT_TYPES.get(int(data.type), ""), "value": int(data.value),
                  "unit": int(data.unit), "unit_name": _EVENT_UNITS.get(int(data.unit), "")}
+        ext = ffi.new("QnnProfile_ExtendedEventData_t *")
+        try:
+            self.backend.call("profileGetExtendedEventData", event_id, ext)
+        except QnnCallError:
+            ext = None  # a backend without extended event data
+        if ext is not None and int(ext.version) == Q.QNN_PROFILE_DATA_VERSION_1:
+            event["timestamp_us"] = int(ext.v1.timestamp)
+            obj = ext.v1.backendOpaqueObject
+            if int(ext.v1.unit) == Q.QNN_PROFILE_EVENTUNIT_OBJECT and obj.opaqueObject.data != ffi.NULL:
+                payload = bytes(ffi.buffer(obj.opaqueObject.data, int(obj.opaqueObject.len)))
+                event["file_name"] = ffi.string(obj.fileName).decode("utf-8", "replace") \
+                    if obj.fileName != ffi.NULL else ""
+                try:  # the emulator's optrace object is UTF-8 JSON
+                    event["object"] = json.loads(payload.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError):
+                    event["object_base64"] = base64.b64encode(payload).decode("ascii")
         if depth < 8:  # QNN nests one or two levels; the bound only guards a cyclic reply
             ids = ffi.new("const QnnProfile_EventId_t **")
             n = ffi.new("uint32_t *")

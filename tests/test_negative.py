@@ -274,18 +274,20 @@ case("QNNEMU-deviceFreePlatformInfo-unknown", Q.QNN_DEVICE_ERROR_INVALID_ARGUMEN
 
 
 # ---- perf infrastructure
-case("QNNEMU-perf-id-unknown", Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "destroyPowerConfigId", "powerConfigId")(
+case("QNNEMU-perf-id-unknown", Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_INVALID_INPUT, "destroyPowerConfigId",
+     "powerConfigId")(
     lambda e: int(e.perf().destroyPowerConfigId(0x7FFFFFF0)))
 
 
-@case("QNNEMU-perf-id-unknown", Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "setPowerConfig", "powerConfigId",
+@case("QNNEMU-perf-id-unknown", Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_INVALID_INPUT, "setPowerConfig", "powerConfigId",
       id="QNNEMU-perf-id-unknown-set")
 def _(e):
     return int(e.perf().setPowerConfig(0x7FFFFFF0, e.configs(
         "QnnHtpPerfInfrastructure_PowerConfig_t", option=Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DCVS_V3)))
 
 
-@case("QNNEMU-perf-option", Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "setPowerConfig", "config[0].option")
+@case("QNNEMU-perf-option", Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED_CONFIG, "setPowerConfig",
+      "config[0].option")
 def _(e):
     perf = e.perf()
     pid = ffi.new("uint32_t *")
@@ -296,7 +298,8 @@ def _(e):
         perf.destroyPowerConfigId(pid[0])
 
 
-case("QNNEMU-perf-memory-option", Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "setMemoryConfig", "config[0].option")(
+case("QNNEMU-perf-memory-option", Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED_CONFIG, "setMemoryConfig",
+     "config[0].option")(
     lambda e: int(e.perf().setMemoryConfig(0, 0, e.configs("QnnHtpPerfInfrastructure_MemoryConfig_t",
                                                            option=BOGUS))))
 
@@ -703,13 +706,20 @@ def test_every_core_and_abi_rule_has_a_case():
     import pathlib
     root = pathlib.Path(qnnemu.__file__).parent
     found = set()
-    for sub in ("core", "abi"):
+    for sub in ("core", "abi", "htp"):
         for path in (root / sub).glob("*.py"):
             found |= set(re.findall(r'"(QNNEMU-[A-Za-z0-9_-]+)"', path.read_text()))
     import test_profile
     import test_sections
     import test_system_lib
     import test_context_api
+    import test_htp_batch
+    import test_htp_configs
+    import test_htp_device
+    import test_htp_kvcache
+    import test_htp_perf
+    import test_htp_prepare
+    import test_htp_priority
     import test_signal
     import test_system_context
     from qnnemu.core import mem
@@ -721,7 +731,8 @@ def test_every_core_and_abi_rule_has_a_case():
                | set(test_profile.RULE_CASES) | set(test_system_lib.RULE_CASES)
                | set(test_system_lib.CORE_LEVEL_RULES) | test_sections.RULE_IDS
                | set(test_system_context.RULE_IDS) | set(test_context_api.RULE_IDS)
-               | set(test_signal.RULE_IDS)
+               | set(test_signal.RULE_IDS) | test_htp_perf.RULE_IDS | test_htp_prepare.RULE_IDS | test_htp_configs.RULE_IDS | test_htp_device.RULE_IDS
+               | test_htp_batch.RULE_IDS | test_htp_kvcache.RULE_IDS | test_htp_priority.RULE_IDS
                | set(re.findall(r'"(QNNEMU-binary-[a-z0-9-]+)"', binary_tests)))
     assert found - covered == set(), f"rule ids without a negative test: {sorted(found - covered)}"
 
@@ -904,12 +915,14 @@ def test_device_infrastructure_power_votes(env):
     d.powerMode = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWERMODE_PERFORMANCE_MODE
     d.setSleepLatency, d.sleepLatency = 1, 40
     d.setBusParams = d.setCoreParams = 1
+    d.busVoltageCornerMin = d.busVoltageCornerTarget = d.busVoltageCornerMax = Q.DCVS_VOLTAGE_VCORNER_TURBO
+    d.coreVoltageCornerMin = d.coreVoltageCornerTarget = d.coreVoltageCornerMax = Q.DCVS_VOLTAGE_VCORNER_TURBO
     keep: list = [cfg]
     assert perf.setPowerConfig(pid[0], abi.null_terminated("QnnHtpPerfInfrastructure_PowerConfig_t", [cfg], keep)) \
         == Q.QNN_SUCCESS, "setPowerConfig with a DCVS v3 vote"
     assert perf.destroyPowerConfigId(pid[0]) == Q.QNN_SUCCESS, "destroyPowerConfigId"
     env.rec.clear()
-    assert perf.destroyPowerConfigId(pid[0]) == Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, \
+    assert perf.destroyPowerConfigId(pid[0]) == Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_INVALID_INPUT, \
         "destroying an unknown (already destroyed) power config id is refused"
     assert env.messages_for("QNNEMU-perf-id-unknown"), "the refusal is logged with its rule id"
 

@@ -1,8 +1,10 @@
 """QnnProfile.h (+ HTP/QnnHtpProfile.h) through the C ABI: profile handles, the events of
-graphFinalize / graphExecute / contextFree at the BASIC and DETAILED levels, sub-events per
-node, event data and extended event data, MAX_EVENTS, profileFree, and every profile rule id;
-then ONNX Runtime's QNN EP writing its profiling CSV (and the System library's log) from our
-events.
+graphFinalize / graphExecute / contextFree at the BASIC and DETAILED levels (seed 002 "HTP
+Execute Basic Profiling Events": measured host times, accelerator numbers from the graph's
+prepared plan), sub-events per plan step, event data and extended event data, MAX_EVENTS,
+profileFree, and every profile rule id; then ONNX Runtime's QNN EP writing its profiling CSV
+(and the System library's log) from our events.  The linting level, optrace and DSP heap
+profiling: tests/test_htp_profiling.py.
 
 The library runs in this interpreter (tests/abi.py loads it with cffi), so a few tests reach
 into the core objects behind a handle (``HANDLES``) where the ABI offers no way in (a float
@@ -11,7 +13,6 @@ event value, a profile in use by a running call).
 from __future__ import annotations
 
 import csv
-import os
 import re
 import time
 from pathlib import Path
@@ -32,15 +33,23 @@ BASIC, DETAILED, LINTING = (Q.QNN_PROFILE_LEVEL_BASIC, Q.QNN_PROFILE_LEVEL_DETAI
                             Q.QNN_HTP_PROFILE_LEVEL_LINTING)
 US, CYCLES, COUNT = Q.QNN_PROFILE_EVENTUNIT_MICROSEC, Q.QNN_PROFILE_EVENTUNIT_CYCLES, Q.QNN_PROFILE_EVENTUNIT_COUNT
 
-# (type, unit, identifier) of the graphExecute events, in order, at both levels.
+# (type, unit, identifier) of the graphExecute events, in order, at every level: the seed's
+# "Execute Stats" with the vendor's event type ids (HTP/QnnHtpProfile.h).
 EXECUTE_EVENTS = [
     (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_NUMBER_OF_HVX_THREADS, COUNT, "Number of HVX threads used"),
     (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HOST_RPC_TIME_MICROSEC, US, "RPC (execute) time"),
     (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HTP_RPC_TIME_MICROSEC, US, "QNN accelerator (execute) time"),
+    (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_YIELD_COUNT, COUNT, "Num times yield occured"),
+    (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_VTCM_ACQUIRE_TIME, US, "Time for initial VTCM acquire"),
+    (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_RESOURCE_POWER_UP_TIME, US, "Time for HVX + HMX power on and acquire"),
+    (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_CRITICAL_ACCEL_TIME_CYCLE, CYCLES,
+     "Accelerator (critical path execute) time (cycles)"),
     (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE, CYCLES, "Accelerator (execute) time (cycles)"),
     (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_MICROSEC, US, "Accelerator (execute) time"),
     (Q.QNN_PROFILE_EVENTTYPE_EXECUTE, US, "QNN (execute) time"),
 ]
+EXECUTE_TYPES = [t for t, _, _ in EXECUTE_EVENTS]
+ACCEL_CYCLES_AT = EXECUTE_TYPES.index(Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE)
 
 
 # ------------------------------------------------------------------------------ environment
@@ -166,6 +175,16 @@ def core_profile(handle: int):
     return HANDLES.lookup(handle)
 
 
+core_graph = core_profile  # any handle's core object
+
+
+def plan_labels(graph_handle: int) -> list[str]:
+    """The DETAILED sub-event identifiers the graph's prepared plan calls for, in runlist order."""
+    from qnnemu.core.profile import step_label
+    g = core_graph(graph_handle)
+    return [f"{step_label(s, len(g.nodes))[0]} (cycles)" for s in g.htp_plan.steps]
+
+
 # --------------------------------------------------------------------------------- creating
 @pytest.mark.parametrize("level", [BASIC, DETAILED, LINTING], ids=["basic", "detailed", "htp-linting"])
 def test_create_and_free_each_level(env, level):
@@ -173,9 +192,6 @@ def test_create_and_free_each_level(env, level):
     assert p != 0, "profileCreate writes a handle"
     assert events(p) == [], "a new profile has no events"
     assert abi.call("profileFree", vp(p)) == Q.QNN_SUCCESS, "profileFree"
-    if level == LINTING:
-        assert any("LINTING" in m and "DETAILED" in m for m in env.rec.messages()), \
-            "the linting level says it is treated as DETAILED"
 
 
 def test_no_events_before_a_profiled_call(env):
@@ -203,19 +219,39 @@ def test_finalize_event(env, level):
 
 
 # --------------------------------------------------------------------------------- execute
-def check_execute_events(ids: list[int], wall_us: float) -> dict[int, int]:
+def check_execute_events(ids: list[int], wall_us: float, graph_handle: int, first_run: bool) -> dict[int, int]:
+    """The execute events: measured host times nest; the accelerator numbers are the graph's
+    prepared plan at the current clocks; resources are acquired at the graph's first run."""
+    from qnnemu.core.profile import RESOURCE_ACQUIRE_US, plan_uses
+    from qnnemu.htp.perf import current_clocks
+    from qnnemu.htp.settings import graph_settings
     got = [data(i) for i in ids]
     assert [(t, u, s) for t, u, _, s in got] == EXECUTE_EVENTS, f"execute events: {got}"
     values = {t: v for t, _, v, _ in got}
     ex = values[Q.QNN_PROFILE_EVENTTYPE_EXECUTE]
     host = values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HOST_RPC_TIME_MICROSEC]
     htp = values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HTP_RPC_TIME_MICROSEC]
-    acc = values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_MICROSEC]
-    cyc = values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE]
     assert ex <= wall_us + 1, f"QNN (execute) time {ex} us fits in the call's {wall_us:.0f} us"
-    assert ex >= host >= htp >= acc >= 0, f"EXECUTE {ex} >= HOST_RPC {host} >= HTP_RPC {htp} >= ACCEL {acc}"
-    assert abs(cyc / 1000 - acc) <= 1, f"cycles {cyc} at the nominal 1 GHz match {acc} us"
-    assert values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_NUMBER_OF_HVX_THREADS] == 0, "no HVX threads"
+    assert ex >= host >= htp >= 0, f"EXECUTE {ex} >= HOST_RPC {host} >= HTP_RPC {htp} (measured)"
+    g = core_graph(graph_handle)
+    plan = g.htp_plan
+    assert values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE] == plan.total_cycles, \
+        "accelerator cycles: the plan's total cycles"
+    assert values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_CRITICAL_ACCEL_TIME_CYCLE] == plan.critical_path_cycles, \
+        "critical-path cycles: the plan's"
+    mhz = current_clocks().core_mhz
+    assert values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_MICROSEC] == round(plan.total_cycles / mhz), \
+        f"accelerator us: total cycles at the current {mhz} MHz"
+    assert values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_NUMBER_OF_HVX_THREADS] == graph_settings(g).hvx_threads, \
+        "the graph's HVX threads"
+    assert values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_YIELD_COUNT] == 0, "no yields: nothing preempts"
+    vtcm = RESOURCE_ACQUIRE_US["VTCM"] if first_run else 0
+    power = (RESOURCE_ACQUIRE_US["HVX"] + (RESOURCE_ACQUIRE_US["HMX"] if plan_uses(plan, "HMX") else 0)) \
+        if first_run else 0
+    assert values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_VTCM_ACQUIRE_TIME] == vtcm, \
+        f"VTCM acquire {'at the first run' if first_run else '0 once acquired'}"
+    assert values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_RESOURCE_POWER_UP_TIME] == power, \
+        f"HVX + HMX power on {'at the first run' if first_run else '0 once powered'}"
     return values
 
 
@@ -233,27 +269,30 @@ def test_execute_basic_events(env):
     p = env.profile(BASIC)
     wall_us = timed_execute(env, p)
     ids = events(p)
-    check_execute_events(ids, wall_us)
+    check_execute_events(ids, wall_us, env.g, first_run=True)
     assert all(sub_events(i) == [] for i in ids), "BASIC has no sub-events"
+    t0 = time.perf_counter()
+    assert env.execute(p)[0] == Q.QNN_SUCCESS
+    check_execute_events(events(p), (time.perf_counter() - t0) * 1e6, env.g, first_run=False)
 
 
-@pytest.mark.parametrize("level", [DETAILED, LINTING], ids=["detailed", "htp-linting"])
-def test_execute_detailed_sub_event_per_node(env, level):
-    p = env.profile(level)
+def test_execute_detailed_sub_event_per_step(env):
+    p = env.profile(DETAILED)
     wall_us = timed_execute(env, p)
     ids = events(p)
-    values = check_execute_events(ids, wall_us)
-    cyc_id = ids[[t for t, _, _ in EXECUTE_EVENTS].index(Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE)]
+    check_execute_events(ids, wall_us, env.g, first_run=True)
+    cyc_id = ids[ACCEL_CYCLES_AT]
     subs = sub_events(cyc_id)
     got = [data(s) for s in subs]
-    assert [(t, u, s) for t, u, _, s in got] == [
-        (Q.QNN_PROFILE_EVENTTYPE_NODE, CYCLES, "fc:OpId_0 (cycles)"),
-        (Q.QNN_PROFILE_EVENTTYPE_NODE, CYCLES, "act:OpId_1 (cycles)"),
-    ], f"one NODE sub-event per node, in order, named after the node: {got}"
-    total = sum(v for _, _, v, _ in got)
-    assert abs(total - values[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE]) <= len(got), \
-        "the node cycles add up to the accelerator cycles"
-    assert all(sub_events(s) == [] for s in subs), "node events have no sub-events"
+    plan = core_graph(env.g).htp_plan
+    assert [(t, u, v, s) for t, u, v, s in got] == [
+        (Q.QNN_PROFILE_EVENTTYPE_NODE, CYCLES, step.cycles, label)
+        for step, label in zip(plan.steps, plan_labels(env.g))], \
+        f"one NODE sub-event per plan step, in runlist order, with its cycles: {got}"
+    names = [s for *_, s in got]
+    assert any(n.startswith("fc:OpId_0") for n in names) and any(n.startswith("act:OpId_1") for n in names), \
+        f"the node steps are named '<node>:OpId_<graphAddNode index>': {names}"
+    assert all(sub_events(s) == [] for s in subs), "step events have no sub-events at DETAILED"
     others = [i for i in ids if i != cyc_id]
     assert all(sub_events(i) == [] for i in others), "only the cycles event has sub-events"
 
@@ -267,7 +306,7 @@ def test_events_are_replaced_by_each_profiled_call(env):
     assert env.execute(p)[0] == Q.QNN_SUCCESS
     first = events(p)
     assert len(first) == len(EXECUTE_EVENTS), "only the execute's events remain"
-    first_all = first + sub_events(first[3])
+    first_all = first + sub_events(first[ACCEL_CYCLES_AT])
     assert env.execute(p)[0] == Q.QNN_SUCCESS
     second = events(p)
     assert len(second) == len(EXECUTE_EVENTS), "events do not pile up across executes"
@@ -300,7 +339,7 @@ def test_one_profile_for_two_graphs(env):
     assert env.finalize(p, g=g2) == Q.QNN_SUCCESS
     assert [data(i)[0] for i in events(p)] == [Q.QNN_PROFILE_EVENTTYPE_FINALIZE], "the last finalize's event"
     assert env.execute(p, g=g2, x=x2, y=y2)[0] == Q.QNN_SUCCESS
-    check_execute_events(events(p), float("inf"))
+    check_execute_events(events(p), float("inf"), g2, first_run=True)
 
 
 def test_context_free_deinit_event(env):
@@ -355,13 +394,14 @@ def test_float_event_values(env):
 def test_max_events(env):
     p = env.profile(DETAILED)
     env.finalize()
-    assert env.set_config(p, option=Q.QNN_PROFILE_CONFIG_OPTION_MAX_EVENTS, numMaxEvents=5) == Q.QNN_SUCCESS
+    budget = ACCEL_CYCLES_AT + 2  # the events up to the cycles event, and one of its sub-events
+    assert env.set_config(p, option=Q.QNN_PROFILE_CONFIG_OPTION_MAX_EVENTS, numMaxEvents=budget) == Q.QNN_SUCCESS
     env.rec.clear()
     assert env.execute(p)[0] == Q.QNN_SUCCESS
     ids = events(p)
     kept = [data(i)[0] for i in ids]
-    assert kept == [t for t, _, _ in EXECUTE_EVENTS[:4]], "the first events that fit are kept"
-    assert [data(s)[3] for s in sub_events(ids[3])] == ["fc:OpId_0 (cycles)"], "sub-events count too"
+    assert kept == EXECUTE_TYPES[:ACCEL_CYCLES_AT + 1], "the first events that fit are kept"
+    assert [data(s)[3] for s in sub_events(ids[ACCEL_CYCLES_AT])] == plan_labels(env.g)[:1], "sub-events count too"
     assert any("MAX_EVENTS" in m for m in env.rec.messages(Q.QNN_LOG_LEVEL_WARN)), "dropped events are reported"
     assert env.set_config(p, option=Q.QNN_PROFILE_CONFIG_OPTION_MAX_EVENTS, numMaxEvents=2) == Q.QNN_SUCCESS
     assert env.execute(p)[0] == Q.QNN_SUCCESS
@@ -375,7 +415,10 @@ def test_set_config_null_list_and_optrace(env):
     assert core_profile(p).optrace, "optrace is recorded"
     env.finalize()
     assert env.execute(p)[0] == Q.QNN_SUCCESS
-    assert len(events(p)) == len(EXECUTE_EVENTS), "optrace reports the DETAILED events"
+    got = [data(i)[:2] for i in events(p)]
+    assert got == [(t, u) for t, u, _ in EXECUTE_EVENTS] + [(Q.QNN_PROFILE_EVENTTYPE_TRACE,
+                                                             Q.QNN_PROFILE_EVENTUNIT_OBJECT)], \
+        "optrace: the DETAILED events and one OBJECT event (its contents: test_htp_profiling.py)"
     b = env.profile(BASIC)
     assert env.set_config(b, option=Q.QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE, enableOptrace=0) == Q.QNN_SUCCESS, \
         "disabling optrace is fine on any level"
@@ -567,8 +610,12 @@ def test_onnxruntime_profiling_csv(tmp_path, level):
     if level == "basic":
         assert nodes == [], "no per-node rows at basic"
     else:
-        assert [(r[3], r[5]) for r in nodes] == [("CYCLES", "SUB-EVENT")] * 4, "two nodes x two runs"
-        assert {r[6] for r in nodes} == {"mm:OpId_0 (cycles)", "relu:OpId_1 (cycles)"}, "rows name the nodes"
+        assert nodes and len(nodes) % 2 == 0, "the same plan-step rows in both runs"
+        assert {(r[3], r[5]) for r in nodes} == {("CYCLES", "SUB-EVENT")}, "step rows: cycles sub-events"
+        names = [r[6] for r in nodes[:len(nodes) // 2]]
+        assert all(re.fullmatch(r".+:OpId_\d+ \(cycles\)", n) for n in names), f"'<step>:OpId_<k> (cycles)': {names}"
+        assert any(n.startswith("mm:OpId_0") for n in names) and any(n.startswith("relu:OpId_1") for n in names), \
+            f"rows name the ONNX nodes: {names}"
     assert all(int(r[2]) >= 0 for r in body), "every value is a number"
     # The System library serialized the same events next to the CSV (ORT: <csv stem>_qnn.log).
     from qnnemu.core.system_profile import read_profile_log

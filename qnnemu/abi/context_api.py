@@ -225,12 +225,18 @@ def _load(func: str, be: Backend, dev, configs: dict, view, sig=None, *, data_so
     return handles[0], ctx
 
 
+def _model(dev):
+    """The device model the HTP context configs are checked against (the default device's
+    when no device handle is given)."""
+    return dev.model if dev is not None else None
+
+
 def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBufferSize, context, profile,
                         signal=None, callback=None):
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
     require(context, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "context")
     dev = _device(device)
-    configs = _context_configs(config, func)
+    configs = _context_configs(config, func, _model(dev))
     provider = _DmaProvider(func, callback, configs) if callback is not None else None
     call = profile_api.start(profile, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE)
     view = _client_buffer(binaryBuffer, binaryBufferSize)
@@ -269,7 +275,7 @@ def contextValidateBinary(backend, device, config, binaryBuffer, binaryBufferSiz
     func = "contextValidateBinary"
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
     dev = _device(device)
-    configs = _context_configs(config, func)
+    configs = _context_configs(config, func, _model(dev))
     binary.validate(_client_buffer(binaryBuffer, binaryBufferSize), dev,
                     configs.get("binaryCompatibility", binary.PERMISSIVE), logger=be.log, func=func)
 
@@ -374,7 +380,7 @@ class _ListEntry:
         self.call, self.notify, self.param = call, notify, param
 
 
-def _list_entries(func: str, contextParams, list_configs: dict) -> list[_ListEntry]:
+def _list_entries(func: str, contextParams, list_configs: dict, model=None) -> list[_ListEntry]:
     """Every QnnContext_Params_t checked before anything is loaded (argument errors fail the
     whole call without any notification)."""
     ffi = _ffi()
@@ -413,7 +419,7 @@ def _list_entries(func: str, contextParams, list_configs: dict) -> list[_ListEnt
             raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
                            f"{func}: {path}.binaryBuffer: NULL or binaryBufferSize 0",
                            rule="QNNEMU-contextCreateFromBinaryListAsync-params")
-        configs = _context_configs(v.config, f"{func}: {path}")
+        configs = _context_configs(v.config, f"{func}: {path}", model)
         # listConfig overrides the options also given per context (QnnContext.h).
         merged = {**configs, **list_configs}
         if "htp" in configs and "htp" in list_configs:
@@ -442,8 +448,8 @@ def contextCreateFromBinaryListAsync(backend, device, contextParams, listConfig,
     ffi = _ffi()
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
     dev = _device(device)
-    list_configs = _context_configs(listConfig, f"{func}: listConfig")
-    entries = _list_entries(func, contextParams, list_configs)
+    list_configs = _context_configs(listConfig, f"{func}: listConfig", _model(dev))
+    entries = _list_entries(func, contextParams, list_configs, _model(dev))
     loaded = 0
     failed: list[QnnError] = []
 

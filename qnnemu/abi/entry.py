@@ -23,6 +23,7 @@ from ..core import dtypes
 from ..core.backend import Backend
 from ..core.context import Context
 from ..core.device import Device, DeviceModel, model_from_configs
+from ..htp import settings as htp_settings
 from ..core.graph import Graph, validate_op_config
 from ..core.handles import HANDLES
 from ..core.log import NULL_LOGGER, PY_LOGGER, Logger, valid_level
@@ -286,8 +287,10 @@ not_supported("backendRegisterOpPackage", Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
 
 
 # ----------------------------------------------------------------------------------- device
-def _device_configs(config, func: str, base=None):
+def _device_configs(config, func: str, base=None, log=None):
+    """QnnDevice_Config_t list -> DeviceModel (qnnemu/core/device.py: SOC wins over ARCH)."""
     soc = arch = signed = None
+    device_ids: list[tuple[str, int]] = []
     for i, c in enumerate(_configs(config, "QnnDevice_Config_t")):
         opt = int(c.option)
         if opt == Q.QNN_DEVICE_CONFIG_OPTION_CUSTOM:
@@ -298,8 +301,11 @@ def _device_configs(config, func: str, base=None):
                 soc = int(cc.socModel)
             elif copt == Q.QNN_HTP_DEVICE_CONFIG_OPTION_ARCH:
                 arch = int(cc.arch.arch)
+                device_ids.append((f"config[{i}].customConfig.arch.deviceId", int(cc.arch.deviceId)))
             elif copt == Q.QNN_HTP_DEVICE_CONFIG_OPTION_SIGNEDPD:
                 signed = bool(cc.useSignedProcessDomain.useSignedProcessDomain)
+                device_ids.append((f"config[{i}].customConfig.useSignedProcessDomain.deviceId",
+                                   int(cc.useSignedProcessDomain.deviceId)))
             elif copt == Q.QNN_HTP_DEVICE_CONFIG_OPTION_SECUREPD:
                 raise QnnError(Q.QNN_DEVICE_ERROR_UNSUPPORTED_FEATURE,
                                f"{func}: config[{i}].customConfig.option: secure PD is not emulated",
@@ -313,7 +319,13 @@ def _device_configs(config, func: str, base=None):
         else:
             raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
                            f"{func}: config[{i}].option: unknown option {opt}", rule="QNNEMU-device-config-option")
-    return model_from_configs(soc, arch, signed, func=func, base=base)
+    model = model_from_configs(soc, arch, signed, func=func, base=base, log=log or _active_logger())
+    for path, dev_id in device_ids:  # the NSP device an option addresses must exist on the SoC
+        if dev_id >= model.devices:
+            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
+                           f"{func}: {path}: device {dev_id} does not exist; {model.name} has "
+                           f"{model.devices} HTP device(s)", rule="QNNEMU-device-id")
+    return model
 
 
 @entry
@@ -344,41 +356,54 @@ def deviceFree(device):
 
 
 def _platform_info(model) -> object:
-    """A QnnDevice_PlatformInfo_t (v1) describing one on-chip HTP; owned until freed."""
+    """A QnnDevice_PlatformInfo_t (v1) describing the device's SoC: one hardware device per NSP
+    (``model.devices``), each with ``model.cores`` NSP cores and the ON_CHIP extension
+    (QnnHtpDevice_OnChipDeviceInfoExtension_t: VTCM in MiB, socModel, signed-PD and DLBC
+    support, arch).  Our headers (QNN 2.43) define no PCIe HTP device type, so every device is
+    ON_CHIP.  Owned until deviceFreePlatformInfo."""
+    n_dev, n_cores = max(1, int(model.devices)), max(1, int(model.cores))
     info = ffi.new("QnnDevice_PlatformInfo_t *")
-    hw = ffi.new("QnnDevice_HardwareDeviceInfo_t[1]")
-    cores = ffi.new("QnnDevice_CoreInfo_t[1]")
-    ext = ffi.new("QnnHtpDevice_DeviceInfoExtension_t *")
-    ext.devType = Q.QNN_HTP_DEVICE_TYPE_ON_CHIP
-    ext.onChipDevice.vtcmSize = model.vtcm_mb
-    ext.onChipDevice.socModel = model.soc_model
-    ext.onChipDevice.signedPdSupport = model.signed_pd
-    ext.onChipDevice.dlbcSupport = model.dlbc
-    ext.onChipDevice.arch = model.arch
-    cores[0].version = Q.QNN_DEVICE_CORE_INFO_VERSION_1
-    cores[0].v1.coreId = 0
-    cores[0].v1.coreType = Q.QNN_HTP_CORE_TYPE_NSP
-    hw[0].version = Q.QNN_DEVICE_HARDWARE_DEVICE_INFO_VERSION_1
-    hw[0].v1.deviceId = 0
-    hw[0].v1.deviceType = Q.QNN_HTP_DEVICE_TYPE_ON_CHIP
-    hw[0].v1.numCores = 1
-    hw[0].v1.cores = cores
-    hw[0].v1.deviceInfoExtension = ffi.cast("QnnDevice_DeviceInfoExtension_t", ext)
+    hw = ffi.new("QnnDevice_HardwareDeviceInfo_t[]", n_dev)
+    owned = [info, hw]
+    for d in range(n_dev):
+        cores = ffi.new("QnnDevice_CoreInfo_t[]", n_cores)
+        for k in range(n_cores):
+            cores[k].version = Q.QNN_DEVICE_CORE_INFO_VERSION_1
+            cores[k].v1.coreId = k
+            cores[k].v1.coreType = Q.QNN_HTP_CORE_TYPE_NSP
+        ext = ffi.new("QnnHtpDevice_DeviceInfoExtension_t *")
+        ext.devType = Q.QNN_HTP_DEVICE_TYPE_ON_CHIP
+        ext.onChipDevice.vtcmSize = model.vtcm_mb
+        ext.onChipDevice.socModel = model.soc_model
+        ext.onChipDevice.signedPdSupport = model.signed_pd
+        ext.onChipDevice.dlbcSupport = model.dlbc
+        ext.onChipDevice.arch = model.arch
+        hw[d].version = Q.QNN_DEVICE_HARDWARE_DEVICE_INFO_VERSION_1
+        hw[d].v1.deviceId = d
+        hw[d].v1.deviceType = Q.QNN_HTP_DEVICE_TYPE_ON_CHIP
+        hw[d].v1.numCores = n_cores
+        hw[d].v1.cores = cores
+        hw[d].v1.deviceInfoExtension = ffi.cast("QnnDevice_DeviceInfoExtension_t", ext)
+        owned += [cores, ext]
     info.version = Q.QNN_DEVICE_PLATFORM_INFO_VERSION_1
-    info.v1.numHwDevices = 1
+    info.v1.numHwDevices = n_dev
     info.v1.hwDevices = hw
-    _platform_infos[int(ffi.cast("uintptr_t", info))] = [info, hw, cores, ext]
+    _platform_infos[int(ffi.cast("uintptr_t", info))] = owned
     return info
 
 
 @entry
 def deviceGetPlatformInfo(logger, platformInfo):
+    """The emulated platform: the SoC of the newest live device (deviceCreate's SOC/ARCH configs
+    choose the emulated chip), the default device (SM8550) before any device exists."""
     require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceGetPlatformInfo", "platformInfo")
-    platformInfo[0] = _platform_info(DeviceModel())
+    devices = HANDLES.live(Device)
+    platformInfo[0] = _platform_info(devices[-1].model if devices else DeviceModel())
 
 
 @entry
 def deviceGetInfo(device, platformInfo):
+    """The platform info of ``device``'s configured SoC."""
     dev = _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
     require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceGetInfo", "platformInfo")
     platformInfo[0] = _platform_info(dev.model)
@@ -416,7 +441,7 @@ def _htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, rule: 
     require(c.customConfig, code, func, f"config[{i}].customConfig")
     cc = ffi.cast(f"{ctype} *", c.customConfig)
     name = Q.enum(prefix).get(int(cc.option))
-    if name is None or name.endswith("UNKNOWN"):
+    if name is None or name.endswith("UNKNOWN") or "RESERVED" in name:
         raise QnnError(code, f"{func}: config[{i}].customConfig.option: unknown {ctype} option {int(cc.option)}",
                        rule=rule)
     return name, marshal.to_python(cc[0])
@@ -443,11 +468,15 @@ def _name_list(ptr, func: str, path: str) -> list[str]:
                    rule="QNNEMU-context-config-value")
 
 
-def _context_configs(config, func: str) -> dict:
+def _context_configs(config, func: str, model=None) -> dict:
     """QnnContext_Config_t options, recorded in the context's configs dict. Load-time options
     (ENABLE_GRAPHS, BINARY_COMPATIBILITY, PERSISTENT_BINARY, DEFER_GRAPH_INIT) are applied by
     the contextCreateFromBinary* entries (context_api.py); MEMORY_LIMIT_HINT, the async queue
-    depth and the graph retention order (graph switching) are recorded only."""
+    depth and the graph retention order (graph switching) are recorded only.  HTP custom
+    configs follow the seed's table and rules (qnnemu/htp/settings.py ``check_context_option``,
+    groups: qnnemu/htp/groups.py) against ``model``, the context's device (default device
+    without one)."""
+    model = model if model is not None else DeviceModel()
     out: dict = {}
     for i, c in enumerate(_configs(config, "QnnContext_Config_t")):
         opt = int(c.option)
@@ -477,20 +506,24 @@ def _context_configs(config, func: str) -> dict:
         elif opt == Q.QNN_CONTEXT_CONFIG_GRAPH_RETENTION_ORDER:
             out["graphRetentionOrder"] = _name_list(c.graphRetentionOrder, func, f"config[{i}].graphRetentionOrder")
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_PRIORITY:
-            out["priority"] = int(c.priority)
+            out["priority"] = htp_settings.check_priority(int(c.priority), func, f"config[{i}].priority",
+                                                          Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "context-priority-value")
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_ERROR_REPORTING:
             out["errorReporting"] = int(c.errorConfig.reportingLevel)
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_OEM_STRING:
             out["oemString"] = c_str(c.oemString)
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM:
-            # Recorded for the HTP device model; the options' effects arrive with it.
-            name, value = _htp_custom(c, i, func, "QnnHtpContext_CustomConfig_t", "QNN_HTP_CONTEXT_CONFIG_OPTION_",
+            prefix = "QNN_HTP_CONTEXT_CONFIG_OPTION_"
+            name, value = _htp_custom(c, i, func, "QnnHtpContext_CustomConfig_t", prefix,
                                       Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "QNNEMU-context-config-option")
+            htp_settings.check_context_option(name[len(prefix):], value, func=func, path=f"config[{i}].customConfig",
+                                              model=model, out=out)
             out.setdefault("htp", {})[name] = value
         else:
             raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
                            f"{func}: config[{i}].option: option {opt} is not supported",
                            rule="QNNEMU-context-config-option")
+    htp_settings.check_context_options(out, func=func, model=model, log=_active_logger())
     return out
 
 
@@ -499,19 +532,35 @@ def contextCreate(backend, device, config, context):
     be = _get(backend, Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
     require(context, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextCreate", "context")
     dev = None if device == ffi.NULL else _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
-    configs = _context_configs(config, "contextCreate")
+    configs = _context_configs(config, "contextCreate", dev.model if dev is not None else None)
     context[0] = ffi.cast("Qnn_ContextHandle_t", be.create_context(dev, be.log, configs))
 
 
 @entry
 def contextSetConfig(context, config):
+    """Updates the context's configs; PRIORITY also sets the priority of every graph of the
+    context (seed 002 "Graph Priority"), except in a concurrent sharing group."""
+    func = "contextSetConfig"
     ctx = _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
-    ctx.configs.update(_context_configs(config, "contextSetConfig"))
+    new = _context_configs(config, func, ctx.device.model if ctx.device is not None else None)
+    if "priority" in new:
+        htp_settings.check_priority_change(ctx, func, "config[].priority")
+        for handle in ctx.graphs.values():
+            g = HANDLES.lookup(handle)
+            if g is not None:
+                g.configs["priority"] = new["priority"]
+    htp = new.pop("htp", None)
+    if htp:
+        ctx.configs.setdefault("htp", {}).update(htp)
+    ctx.configs.update(new)
 
 
 @entry
 def contextGetProperty(contextHandle, properties):
-    _get(contextHandle, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextHandle")
+    """QnnHtpContext_CustomProperty_t from the context's prepared graphs (qnnemu/htp/settings.py):
+    buffer start alignment, the spill-fill buffer (the group's when the context is in one) and
+    the weights buffer."""
+    ctx = _get(contextHandle, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextHandle")
     require(properties, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextGetProperty", "properties")
     for i, p in enumerate(_configs(properties, "QnnContext_Property_t")):
         if int(p.option) != Q.QNN_CONTEXT_PROPERTY_OPTION_CUSTOM or p.customProperty == ffi.NULL:
@@ -521,15 +570,11 @@ def contextGetProperty(contextHandle, properties):
         cp = ffi.cast("QnnHtpContext_CustomProperty_t *", p.customProperty)
         opt = int(cp.option)
         if opt == Q.QNN_HTP_CONTEXT_GET_PROP_BUFFER_START_ALIGNMENT:
-            cp.bufferStartAlignment = 64
+            cp.bufferStartAlignment = htp_settings.buffer_start_alignment(ctx)
         elif opt == Q.QNN_HTP_CONTEXT_GET_PROP_MAX_SPILLFILL_BUFFER_SIZE:
-            # No VTCM planning yet, hence no spill-fill buffer: 0 bytes is the true size.
-            cp.spillfillBufferSize = 0
+            cp.spillfillBufferSize = htp_settings.spill_fill_buffer_bytes(ctx)
         elif opt == Q.QNN_HTP_CONTEXT_GET_PROP_WEIGHTS_BUFFER_SIZE:
-            ctx = _get(contextHandle, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextHandle")
-            total = sum(t.data.nbytes for g in ctx.graphs.values()
-                        for t in HANDLES.lookup(g).tensors.values() if t.data is not None)
-            cp.weightsBufferSize = total
+            cp.weightsBufferSize = htp_settings.weights_buffer_bytes(ctx)
         else:
             raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
                            f"contextGetProperty: properties[{i}].customProperty.option: unknown option {opt}",
@@ -547,16 +592,33 @@ def contextFree(context, profile):
 
 
 # ------------------------------------------------------------------------------------ graph
-def _graph_configs(config, func: str) -> dict:
+def _graph_configs(config, func: str, *, context=None, graph=None) -> dict:
+    """QnnGraph_Config_t options -> the graph's configs dict (layout: qnnemu/htp/settings.py).
+    HTP custom configs are checked against the seed's table and the context's device; with
+    ``graph`` (graphSetConfig) also when each option may still change."""
+    ctx = context if context is not None else getattr(graph, "context", None)
+    model = ctx.device.model if getattr(ctx, "device", None) is not None else DeviceModel()
     out: dict = {}
+    prefix = "QNN_HTP_GRAPH_CONFIG_OPTION_"
     for i, c in enumerate(_configs(config, "QnnGraph_Config_t")):
         opt = int(c.option)
         if opt == Q.QNN_GRAPH_CONFIG_OPTION_PRIORITY:
-            out["priority"] = int(c.priority)
+            out["priority"] = htp_settings.check_priority(int(c.priority), func, f"config[{i}].priority",
+                                                          Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graph-priority-value")
+            if graph is not None and int(c.priority) != int(graph.configs.get("priority", Q.QNN_PRIORITY_DEFAULT)):
+                htp_settings.check_priority_change(ctx, func, f"config[{i}].priority")
         elif opt == Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM:
-            # Recorded for the HTP device model (precision, VTCM, optimization...).
-            name, value = _htp_custom(c, i, func, "QnnHtpGraph_CustomConfig_t", "QNN_HTP_GRAPH_CONFIG_OPTION_",
+            name, value = _htp_custom(c, i, func, "QnnHtpGraph_CustomConfig_t", prefix,
                                       Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "QNNEMU-graph-config-option")
+            short, path = name[len(prefix):], f"config[{i}].customConfig"
+            if short == "FINALIZE_CONFIG":
+                fc = ffi.cast("QnnHtpGraph_CustomConfig_t *", c.customConfig).finalizeConfig
+                value["key_text"] = c_str(fc.key) if fc.key != ffi.NULL else None
+                value["value_plain"] = marshal.read_scalar(fc.value)[1] if fc.key != ffi.NULL else None
+            htp_settings.check_graph_when(short, value.get("optimizationOption") if short == "OPTIMIZATION" else value,
+                                          graph, func, path)
+            htp_settings.check_graph_option(short, value, model=model, context=ctx, graph=graph, func=func,
+                                            path=path, pending=out)
             out.setdefault("htp", {})[name] = value
         elif opt in (Q.QNN_GRAPH_CONFIG_OPTION_PROFILE_HANDLE, Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_STATE,
                      Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_NUM_EXECUTIONS):
@@ -571,11 +633,23 @@ def _graph_configs(config, func: str) -> dict:
     return out
 
 
+def _merge_graph_configs(configs: dict, new: dict) -> None:
+    """graphSetConfig: per-option and per-optimization-type updates, the rest replaced."""
+    configs.setdefault("htp", {}).update(new.pop("htp", {}))
+    for key in ("htp_optimization", "htp_finalize_config"):
+        if key in new:
+            configs.setdefault(key, {}).update(new.pop(key))
+    configs.update(new)
+
+
 @entry
 def graphCreate(contextHandle, graphName, config, graphHandle):
     ctx = _get(contextHandle, Context, Q.QNN_GRAPH_ERROR_INVALID_CONTEXT, "contextHandle")
     require(graphHandle, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphCreate", "graphHandle")
-    configs = _graph_configs(config, "graphCreate")
+    configs = _graph_configs(config, "graphCreate", context=ctx)
+    # A graph without its own priority takes its context's (seed 002 "Graph Priority").
+    if "priority" not in configs and "priority" in ctx.configs:
+        configs["priority"] = int(ctx.configs["priority"])
     handle = ctx.create_graph(c_str(graphName) if graphName != ffi.NULL else "")
     HANDLES.lookup(handle).configs = configs
     graphHandle[0] = ffi.cast("Qnn_GraphHandle_t", handle)
@@ -590,10 +664,11 @@ def graphRetrieve(contextHandle, graphName, graphHandle):
 
 @entry
 def graphSetConfig(graphHandle, config):
+    """Each option may change in its window (qnnemu/htp/settings.py): before finalize, until the
+    first execute (NUM_HVX_THREADS), or any time (priority, the SLC allocator forced off/on)."""
     g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
-    new = _graph_configs(config, "graphSetConfig")
-    g.configs.setdefault("htp", {}).update(new.pop("htp", {}))
-    g.configs.update(new)
+    new = _graph_configs(config, "graphSetConfig", graph=g)
+    _merge_graph_configs(g.configs, new)
 
 
 @entry
@@ -650,40 +725,66 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
         raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED,
                        f"{func}: graph '{g.name}' is not finalized (call graphFinalize first)",
                        rule="QNNEMU-graphExecute-not-finalized")
+    htp_settings.check_execute_allowed(g, func)   # PREPARE_ONLY contexts prepare, never execute
     n_in, n_out = int(numInputs), int(numOutputs)
     if n_in and inputs == ffi.NULL or n_out and outputs == ffi.NULL:
         raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, f"{func}: inputs/outputs is NULL with a non-zero count",
                        rule="QNNEMU-graphExecute-null")
+    # Variable batch (seed 002 "QNN HTP Variable Batch"): every argument's dimensions are the
+    # prepared [b, ...] or [n*b, ...] with one n for all inputs and outputs (Graph.batch_multiple);
+    # an argument with a NULL dimensions pointer counts as the prepared dimensions (n = 1).
+    batch, batch_from = 1, None
+
+    def batch_of(t, v, dims_path):
+        nonlocal batch, batch_from
+        n = 1
+        if v.dimensions != ffi.NULL:
+            rank = int(v.rank)
+            n = g.batch_multiple(t, rank, ffi.unpack(v.dimensions, rank) if rank == len(t.dims) else None, func,
+                                 dims_path)
+        if batch_from is None:
+            batch, batch_from = n, (dims_path, t.name)
+        elif n != batch:
+            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
+                           f"{func}: {dims_path}: tensor '{t.name}' is executed with batch multiple {n} "
+                           f"(dimensions {list(t.batched(n).dims)}, prepared {list(t.dims)}) but tensor "
+                           f"'{batch_from[1]}' ({batch_from[0]}) with {batch}: all inputs and outputs must have "
+                           f"the same batch multiple", rule="QNNEMU-graphExecute-batch-mismatch")
+        return t.batched(n)
+
     feeds: dict[int, np.ndarray] = {}
     for i in range(n_in):
         path = f"inputs[{i}]"
         tid, name_of, v, ver = _io_buffer(inputs[i], func, path)
         t = g.match_io(tid, name_of, func, path, APP_INPUT_TYPES)
+        tb = batch_of(t, v, f"{path}.v{ver}.dimensions")   # t itself at batch 1
         if int(v.memType) == Q.QNN_TENSORMEMTYPE_MEMHANDLE:  # registered memory, read in place
-            feeds[t.id] = mem_api.tensor_view(g, t, v.memHandle, f"{path}.v{ver}.memHandle", writable=False)
+            feeds[t.id] = mem_api.tensor_view(g, tb, v.memHandle, f"{path}.v{ver}.memHandle", writable=False)
             continue
-        if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != t.nbytes:
+        if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != tb.nbytes:
             raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
-                           f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {t.nbytes} bytes "
-                           f"({list(t.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}"
+                           f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {tb.nbytes} bytes "
+                           f"({list(tb.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}"
                            f"{' and a NULL data pointer' if v.clientBuf.data == ffi.NULL else ''}",
                            rule="QNNEMU-graphExecute-buffer-size")
-        feeds[t.id] = np.frombuffer(ffi.buffer(v.clientBuf.data, t.nbytes),
-                                    dtype=dtypes.numpy_dtype(t.dtype)).reshape(t.dims)
+        feeds[t.id] = np.frombuffer(ffi.buffer(v.clientBuf.data, tb.nbytes),
+                                    dtype=dtypes.numpy_dtype(t.dtype)).reshape(tb.dims)
     targets = []
     for i in range(n_out):
         path = f"outputs[{i}]"
         tid, name_of, v, ver = _io_buffer(outputs[i], func, path)
         t = g.match_io(tid, name_of, func, path, APP_OUTPUT_TYPES)
+        tb = batch_of(t, v, f"{path}.v{ver}.dimensions")
         if int(v.memType) == Q.QNN_TENSORMEMTYPE_MEMHANDLE:  # registered memory, written in place
-            targets.append((t, mem_api.tensor_view(g, t, v.memHandle, f"{path}.v{ver}.memHandle", writable=True)))
+            targets.append((t, mem_api.tensor_view(g, tb, v.memHandle, f"{path}.v{ver}.memHandle", writable=True),
+                            tb.nbytes))
             continue
-        if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != t.nbytes:
+        if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != tb.nbytes:
             raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
-                           f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {t.nbytes} bytes "
-                           f"({list(t.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}",
+                           f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {tb.nbytes} bytes "
+                           f"({list(tb.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}",
                            rule="QNNEMU-graphExecute-buffer-size")
-        targets.append((t, v.clientBuf.data))
+        targets.append((t, v.clientBuf.data, tb.nbytes))
     with signal_api.use_signal(signalHandle, func, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, Q.QNN_GRAPH_ERROR_ABORTED,
                                Q.QNN_GRAPH_ERROR_TIMED_OUT, Q.QNN_GRAPH_ERROR_SIGNAL_IN_USE) as sig:
         with profile_api.recording(prof_call, g) as rec:
@@ -695,13 +796,13 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
                     if _profile is not None:
                         _profile(step, seconds)
                     _check()
-            results = g.execute(feeds, [t.id for t, _ in targets], observer=observer)
-    for t, dst in targets:
+            results = g.execute(feeds, [t.id for t, _, _ in targets], observer=observer, batch=batch)
+    for t, dst, nbytes in targets:
         if isinstance(dst, np.ndarray):
             np.copyto(dst, results[t.id])
             continue
         arr = np.ascontiguousarray(results[t.id])
-        ffi.memmove(dst, ffi.from_buffer(arr), t.nbytes)
+        ffi.memmove(dst, ffi.from_buffer(arr), nbytes)
     profile_api.commit(rec, "execute")
 
 

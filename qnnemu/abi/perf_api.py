@@ -1,61 +1,56 @@
 """HTP/QnnHtpPerfInfrastructure.h: the functions of the QnnHtpDevice_PerfInfrastructure_t that
 deviceGetInfrastructure hands out (createPowerConfigId, destroyPowerConfigId, setPowerConfig,
-setMemoryConfig); the votes live in qnnemu/htp/perf.py.
+setMemoryConfig).  This layer copies the C structs; the rules and the votes live in
+qnnemu/htp/perf.py (docs/htp-perf.md).
 
 Imported by entry.py so that the ``@perf_entry`` functions fill their ``qnnemu_perf_*`` slots.
 """
 from __future__ import annotations
 
-from ..errors import QnnError
-from ..headers import Q
-from ..htp.perf import PERF
+from ..htp import perf as htp_perf
+from ..htp.perf import PERF, POWER_OPTION_FIELDS
 from . import marshal
-from .entry import _configs, perf_entry
+from .entry import _active_logger, _configs, perf_entry
 from .marshal import require
+
+_NULL_RULE = "QNNEMU-perf-arg-null"
 
 
 @perf_entry
 def createPowerConfigId(deviceId, coreId, powerConfigId):
-    require(powerConfigId, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "createPowerConfigId", "powerConfigId")
-    powerConfigId[0] = PERF.create_id(int(deviceId), int(coreId))
+    # The vendor library answers a NULL out-pointer with ERROR_FAILED (measured).
+    require(powerConfigId, htp_perf.FAILED, "createPowerConfigId", "powerConfigId", rule=_NULL_RULE)
+    pid = PERF.create_id(int(deviceId), int(coreId))
+    powerConfigId[0] = pid
+    _active_logger().debug(f"createPowerConfigId: id {pid} on device {int(deviceId)} core {int(coreId)}")
 
 
 @perf_entry
 def destroyPowerConfigId(powerConfigId):
     PERF.destroy_id(int(powerConfigId))
-
-
-_POWER_FIELDS = {
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DCVS_V3: "dcvsV3Config",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_RPC_CONTROL_LATENCY: "rpcControlLatencyConfig",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_RPC_POLLING_TIME: "rpcPollingTimeConfig",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_HMX_TIMEOUT_INTERVAL_US: "hmxTimeoutIntervalUsConfig",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_HMX_V2: "hmxV2Config",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_ADAPTIVE_POLLING_TIME: "adaptivePollingTimeConfig",
-    Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DDR_PERF_MODE: "ddrPerfModeConfig",
-}
+    _active_logger().debug(f"destroyPowerConfigId: id {int(powerConfigId)} and all its votes removed")
 
 
 @perf_entry
 def setPowerConfig(powerConfigId, config):
-    require(config, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "setPowerConfig", "config")
-    votes = []
-    for i, c in enumerate(_configs(config, "QnnHtpPerfInfrastructure_PowerConfig_t")):
-        field = _POWER_FIELDS.get(int(c.option))
-        if field is None:
-            raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                           f"setPowerConfig: config[{i}].option: unknown power config option {int(c.option)}",
-                           rule="QNNEMU-perf-option")
-        votes.append((int(c.option), marshal.to_python(getattr(c, field))))
-    PERF.set_power(int(powerConfigId), votes)
+    pid = int(powerConfigId)
+    PERF.lookup("setPowerConfig", pid)   # an unknown id is reported before anything else
+    require(config, htp_perf.INVALID_INPUT, "setPowerConfig", "config", rule=_NULL_RULE)
+    entries = []
+    for c in _configs(config, "QnnHtpPerfInfrastructure_PowerConfig_t"):
+        option = int(c.option)
+        member = POWER_OPTION_FIELDS.get(option)
+        entries.append((option, None if member is None else marshal.to_python(getattr(c, member))))
+    PERF.set_power(pid, entries)
+    cfg = PERF.configs[pid]
+    clocks = PERF.clocks(cfg.device_id, cfg.core_id)
+    _active_logger().debug(f"setPowerConfig: id {pid}: {len(entries)} vote(s) applied; device "
+                           f"{cfg.device_id} core {cfg.core_id} now runs at {clocks}")
 
 
 @perf_entry
 def setMemoryConfig(deviceId, coreId, config):
-    require(config, Q.QNN_COMMON_ERROR_INVALID_ARGUMENT, "setMemoryConfig", "config")
-    for i, c in enumerate(_configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t")):
-        if int(c.option) != Q.QNN_HTP_PERF_INFRASTRUCTURE_MEMORY_CONFIGOPTION_GROW_SIZE:
-            raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                           f"setMemoryConfig: config[{i}].option: unknown memory config option {int(c.option)}",
-                           rule="QNNEMU-perf-memory-option")
-        PERF.memory.setdefault((int(deviceId), int(coreId)), {})[int(c.option)] = int(c.memGrowSizeConfig)
+    require(config, htp_perf.INVALID_INPUT, "setMemoryConfig", "config", rule=_NULL_RULE)
+    PERF.set_memory(int(deviceId), int(coreId),
+                    [(int(c.option), int(c.memGrowSizeConfig))
+                     for c in _configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t")])

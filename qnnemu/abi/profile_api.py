@@ -1,5 +1,6 @@
 """QnnProfile.h: the seven profile entries of the function table, and the profile argument of
-graphFinalize / graphExecute / contextFree.
+graphFinalize / graphExecute / contextCreateFromBinary* / contextFree (seed 002 "QNN HTP
+Profiling").
 
 The profile objects and what every event means live in qnnemu/core/profile.py.  Here:
 
@@ -9,13 +10,17 @@ The profile objects and what every event means live in qnnemu/core/profile.py.  
   by the profile (valid until profileFree or until the next profiled call replaces the
   events, as QnnProfile.h says of profile event memory);
 - ``profileGetEventData`` fills ``QnnProfile_EventData_t`` (type, unit, value, identifier; a
-  float value is rounded), ``profileGetExtendedEventData`` a v1 ``QnnProfile_ExtendedEventData_t``
-  whose ``value`` is a ``Qnn_Scalar_t`` of QNN_DATATYPE_UINT_64 (or FLOAT_64 for a float
-  value) and whose ``timestamp`` is microseconds since the epoch;
+  float value is rounded; an OBJECT event's value is its length in bytes),
+  ``profileGetExtendedEventData`` a v1 ``QnnProfile_ExtendedEventData_t`` for every event:
+  ``value`` is a ``Qnn_Scalar_t`` of QNN_DATATYPE_UINT_64 (or FLOAT_64 for a float value), or
+  for a unit QNN_PROFILE_EVENTUNIT_OBJECT event (optrace) the ``backendOpaqueObject``
+  {data, len, fileName} whose memory belongs to the profile (valid as long as the event);
+  ``timestamp`` is microseconds since the epoch;
 - ``start`` / ``recording`` / ``commit`` are what the graph and context entries use: ``start``
   validates a profile argument and notes the call's start time, ``recording`` marks the
-  profile in use while the graph works, ``commit`` stores the call's events once the whole
-  call succeeded.
+  profile in use while the call works (and, for the context calls, notes the contexts alive
+  before it: DSP heap profiling), ``commit`` stores the call's events once the whole call
+  succeeded.
 """
 from __future__ import annotations
 
@@ -70,6 +75,10 @@ def start(handle, func: str, code: int) -> _Call | None:
     return _Call(prof, func)
 
 
+# The calls whose profile may receive the DSP heap events (they create or free contexts).
+_CONTEXT_CALLS = ("contextCreateFromBinary", "contextFree")
+
+
 @contextlib.contextmanager
 def recording(call: _Call | None, graph=None):
     """Yields a CallRecorder (None without profiling) around the work of a call -- for
@@ -80,6 +89,8 @@ def recording(call: _Call | None, graph=None):
         return
     prof = call.profile
     rec = CallRecorder(prof, call.func, call.start_ns, call.start_us, graph)
+    if call.func.startswith(_CONTEXT_CALLS):
+        rec.watch_contexts(prof.backend)
     with prof.lock:
         prof.active_calls += 1
     try:
@@ -112,9 +123,6 @@ def profileCreate(backend, level, profile):
                        f"QNN_HTP_PROFILE_LEVEL_LINTING=7001)", rule="QNNEMU-profileCreate-level")
     prof = Profile(be, lvl, be.log)
     profile[0] = _ffi().cast("Qnn_ProfileHandle_t", HANDLES.new(prof))
-    if lvl == Q.QNN_HTP_PROFILE_LEVEL_LINTING:
-        be.log.info(f"{func}: QNN_HTP_PROFILE_LEVEL_LINTING is treated as DETAILED by qnnemu "
-                    f"(no linting report yet)")
 
 
 @entry
@@ -134,9 +142,6 @@ def profileSetConfig(profileHandle, config):
             prof.set_max_events(int(c.numMaxEvents), func, path)
         elif opt == Q.QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE:
             prof.set_optrace(bool(c.enableOptrace), func, path)
-            if prof.optrace:
-                prof.log.info(f"{func}: {path}: optrace recorded; qnnemu reports the DETAILED events "
-                              f"(no op trace / QHAS data yet)")
         elif opt == Q.QNN_PROFILE_CONFIG_OPTION_CUSTOM:
             raise QnnError(Q.QNN_PROFILE_ERROR_UNSUPPORTED,
                            f"{func}: {path}.option: QNN_PROFILE_CONFIG_OPTION_CUSTOM: the HTP backend "
@@ -188,6 +193,17 @@ def _identifier(ev):
     return buf
 
 
+def _object_buffers(ev):
+    """C copies of an OBJECT event's bytes and file name, kept with the event."""
+    ffi = _ffi()
+    bufs = ev.abi.get("object")
+    if bufs is None:
+        data = ffi.new("char[]", ev.payload) if ev.payload else ffi.NULL
+        name = ffi.new("char[]", ev.file_name.encode("utf-8")) if ev.file_name is not None else ffi.NULL
+        bufs = ev.abi["object"] = (data, name)
+    return bufs
+
+
 @entry
 def profileGetEventData(eventId, eventData):
     func = "profileGetEventData"
@@ -208,7 +224,13 @@ def profileGetExtendedEventData(eventId, eventData):
     v1 = eventData.v1
     v1.type = ev.type
     v1.unit = ev.unit
-    if isinstance(ev.value, float):
+    if ev.unit == Q.QNN_PROFILE_EVENTUNIT_OBJECT:
+        obj = v1.backendOpaqueObject
+        data, name = _object_buffers(ev)
+        obj.opaqueObject.data = data
+        obj.opaqueObject.len = len(ev.payload or b"")
+        obj.fileName = name
+    elif isinstance(ev.value, float):
         v1.value.dataType = Q.QNN_DATATYPE_FLOAT_64
         v1.value.doubleValue = ev.value
     else:

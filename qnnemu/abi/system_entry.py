@@ -87,7 +87,7 @@ DEFAULT_SYSTEM_API = (1, 15, 0)
 MIN_SYSTEM_API_MINOR = 7
 MAX_EVENT_DEPTH = 64           # sub-event nesting accepted by serializeEventData
 MAX_EVENTS_PER_CALL = 1 << 22  # events (sub-events included) one serializeEventData call may hold
-MAX_OBJECT_BYTES = 1 << 20     # OBJECT event payloads written in full up to this size
+MAX_OBJECT_BYTES = 64 << 20    # OBJECT event payloads written in full up to this size
 
 _ENTRIES: dict[str, object] = {}
 _lock = threading.Lock()
@@ -587,13 +587,16 @@ def _htp_graph_settings(configs, device_vtcm_mb: int) -> tuple[int, int, int, in
         vtcm_mb = device_vtcm_mb
     level, dlbc = DEFAULT_OPTIMIZATION_LEVEL, 0
     opt = member("QNN_HTP_GRAPH_CONFIG_OPTION_OPTIMIZATION", "optimizationOption")
-    if isinstance(opt, dict) and isinstance(opt.get("floatValue"), (int, float)):
+    # A binary's configs are plain JSON: values the C fields cannot hold (a non-finite level, more
+    # HVX threads than uint64_t counts) are described as the defaults.
+    if (isinstance(opt, dict) and isinstance(opt.get("floatValue"), (int, float))
+            and math.isfinite(opt["floatValue"])):
         if opt.get("type") == Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_FINALIZE_OPTIMIZATION_FLAG:
             level = int(opt["floatValue"])
         elif opt.get("type") == Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_DLBC:
             dlbc = 1 if opt["floatValue"] else 0
     hvx = member("QNN_HTP_GRAPH_CONFIG_OPTION_NUM_HVX_THREADS", "numHvxThreads")
-    hvx = hvx if isinstance(hvx, int) and hvx > 0 else DEFAULT_HVX_THREADS
+    hvx = hvx if isinstance(hvx, int) and 0 < hvx < 2**64 else DEFAULT_HVX_THREADS
     return max(vtcm_mb, 0) & 0xFFFFFFFF, max(level, 0) & 0xFFFFFFFF, dlbc, hvx
 
 

@@ -68,6 +68,7 @@ MAX_RANK = 32
 MAX_DIM = 0xFFFFFFFF
 MAX_TENSOR_BYTES = 1 << 32  # any tensor (the HTP addresses 32 bits; static ones are also bounded by their blob)
 MAX_ID = 0xFFFFFFFF
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1  # quantization offsets (int32_t in Qnn_QuantizeParams_t)
 
 STRICT = "strict"
 PERMISSIVE = "permissive"
@@ -507,8 +508,11 @@ def _tensor_json(t: Tensor, store: _BlobStore, scope: str) -> dict:
     # UPDATEABLE_STATIC data is stored like STATIC data (its current, possibly updated, values).
     if t.type in (Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC) and t.data is not None:
         blob = store.add(t.data, scope)
-    return {"id": int(t.id), "name": t.name, "type": int(t.type), "dtype": int(t.dtype),
-            "dims": [int(n) for n in t.dims], "quant": _quant_json(t.quant), "blob": blob}
+    out = {"id": int(t.id), "name": t.name, "type": int(t.type), "dtype": int(t.dtype),
+           "dims": [int(n) for n in t.dims], "quant": _quant_json(t.quant), "blob": blob}
+    if t.data_format != Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER:   # native KV cache tensors
+        out["data_format"] = int(t.data_format)
+    return out
 
 
 def _device_model(device) -> DeviceModel:
@@ -793,6 +797,12 @@ def _quant_from_json(q: Any, dtype: int, dims: tuple[int, ...], path: str) -> Qu
             raise _Bad(f"{path}: only blockwise expansion has block scales")
     else:
         raise _Bad(f"{path}: quantization encoding {enc} is not one qnnemu stores")
+    # Offsets are int32_t in every Qnn_QuantizeParams_t encoding: what the ABI gives the loader and
+    # what the System library's binary info describes must be representable there.
+    offsets = np.atleast_1d(np.asarray(offset))
+    if offsets.size and (int(offsets.min()) < _INT32_MIN or int(offsets.max()) > _INT32_MAX):
+        raise _Bad(f"{path}.offset: quantization offsets must fit int32_t, got values in "
+                   f"[{int(offsets.min())}, {int(offsets.max())}]")
     return QuantSpec(enc, scale, offset, axis, bitwidth, block_scales)
 
 
@@ -820,7 +830,10 @@ def _tensor_from_json(t: Any, path: str, n_blobs: int) -> TensorInfo:
             raise _Bad(f"{path}.blob: the binary has no data blobs")
     if (ttype in (Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC)) != (blob is not None):
         raise _Bad(f"{path}: STATIC and UPDATEABLE_STATIC tensors (and only they) have a data blob")
-    return TensorInfo(tid, name, ttype, dtype, dims, quant, blob)
+    data_format = _int(t.get("data_format", Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER), f"{path}.data_format", 0, 0x7FFFFFFF)
+    if data_format not in (Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER, Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT):
+        raise _Bad(f"{path}.data_format: {data_format} is not a data format qnnemu stores")
+    return TensorInfo(tid, name, ttype, dtype, dims, quant, blob, data_format)
 
 
 def _param_from_json(p: Any, path: str) -> ParamDesc:
@@ -887,7 +900,13 @@ def _node_from_json(n: Any, path: str, known: dict[int, TensorInfo]) -> NodeInfo
 
 
 def _configs_from_json(c: Any, path: str) -> dict:
-    return _obj(_dec(c, path), path)
+    configs = _obj(_dec(c, path), path)
+    # HTP custom configs are stored as {"<option name>": {"option": n, "<member>": value}}: the
+    # loader and the graphs read them as objects of objects.
+    htp = configs.get("htp", {})
+    if not (isinstance(htp, dict) and all(isinstance(v, dict) for v in htp.values())):
+        raise _Bad(f"{path}.htp: expected an object of HTP config objects, got {htp!r:.60}")
+    return configs
 
 
 def _metadata(view: memoryview, h: Header, func: str, check_abort=None) -> BinaryInfo:

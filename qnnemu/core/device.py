@@ -1,9 +1,15 @@
-"""QnnDevice.h + HTP/QnnHtpDevice.h: the emulated HTP device and its platform info (the
-performance infrastructure votes are qnnemu/htp/perf.py).
+"""QnnDevice.h + HTP/QnnHtpDevice.h: the emulated HTP device (seed 002 "QNN HTP Device Config
+Options"); the performance infrastructure votes are qnnemu/htp/perf.py.
 
-This is the foundation's device: one on-chip HTP with a documented default SoC (SM8550,
-v73, 8 MiB VTCM).  Custom configs SOC and ARCH select another SoC/arch; the full SoC table,
-VTCM planning and the voting rules of the seed documents build on this model.
+A device is one row of the SoC table (qnnemu/htp/soc.py).  Custom configs:
+- QNN_HTP_DEVICE_CONFIG_OPTION_SOC selects a row (a model not in the table is refused);
+- QNN_HTP_DEVICE_CONFIG_OPTION_ARCH selects the arch's reference SoC (v85, with no SoC row, an
+  arch-only device with socModel UNKNOWN); when both are given SOC wins and ARCH is ignored
+  (seed 002: "uses the ..._SOC configuration and ignores the ..._ARCH configuration");
+- QNN_HTP_DEVICE_CONFIG_OPTION_SIGNEDPD asks for the signed process domain (every HTP SoC has
+  one; recorded in ``use_signed_pd``).
+The default device (no config, deviceGetPlatformInfo, a context created without a device) is
+SM8550: HTP v73, 8 MiB VTCM, 6 HVX threads, 1 core (qnnemu.htp.soc.DEFAULT_SOC says why).
 """
 from __future__ import annotations
 
@@ -12,25 +18,43 @@ from dataclasses import dataclass
 
 from ..errors import QnnError
 from ..headers import Q
+from ..htp import soc as socs
 
-# socModel -> (HTP arch, VTCM MiB, signed PD support, DLBC support)
-SOC_TABLE = {
-    Q.QNN_SOC_MODEL_SM8550: (73, 8, True, False),
-    Q.QNN_SOC_MODEL_SM8650: (75, 8, True, True),
-    Q.QNN_SOC_MODEL_SM8750: (79, 8, True, True),
-}
-DEFAULT_SOC = Q.QNN_SOC_MODEL_SM8550
-KNOWN_ARCHS = (68, 69, 73, 75, 79, 81, 85)
+# socModel -> (HTP arch, VTCM MiB, signed PD support, DLBC support): the SoC table's view kept
+# for the System library and older callers; qnnemu.htp.soc.SOCS is the table.
+SOC_TABLE = {m: (r.arch, r.vtcm_mb, r.signed_pd, r.dlbc) for m, r in socs.SOCS.items()}
+DEFAULT_SOC = socs.DEFAULT_SOC
+KNOWN_ARCHS = tuple(sorted({*socs.HTP_ARCHS, *socs.ARCH_ONLY}))
+_DEFAULT = socs.SOCS[DEFAULT_SOC]
 
 
 @dataclass
 class DeviceModel:
     soc_model: int = DEFAULT_SOC
-    arch: int = SOC_TABLE[DEFAULT_SOC][0]
-    vtcm_mb: int = SOC_TABLE[DEFAULT_SOC][1]
-    signed_pd: bool = SOC_TABLE[DEFAULT_SOC][2]
-    dlbc: bool = SOC_TABLE[DEFAULT_SOC][3]
+    arch: int = _DEFAULT.arch
+    vtcm_mb: int = _DEFAULT.vtcm_mb
+    signed_pd: bool = _DEFAULT.signed_pd
+    dlbc: bool = _DEFAULT.dlbc
     use_signed_pd: bool = False
+    vtcm_bytes: int = _DEFAULT.vtcm_bytes
+    hvx_threads: int = _DEFAULT.hvx_threads
+    hmx: bool = _DEFAULT.hmx
+    cores: int = _DEFAULT.cores
+    name: str = _DEFAULT.name
+    devices: int = _DEFAULT.devices
+    # QNN_HTP_DEVICE_CONFIG_OPTION_SOC was given (QNN_HTP_GRAPH_CONFIG_OPTION_MAX needs it)
+    soc_configured: bool = False
+
+    @property
+    def soc(self) -> socs.SocInfo:
+        """The SoC table row (an arch-only device: its synthesized row)."""
+        return socs.soc_info(self.soc_model, self.arch)
+
+
+def model_for(row: socs.SocInfo, *, use_signed_pd: bool = False, soc_configured: bool = False) -> DeviceModel:
+    return DeviceModel(row.soc_model, row.arch, row.vtcm_mb, row.signed_pd, row.dlbc, use_signed_pd,
+                       row.vtcm_bytes, row.hvx_threads, row.hmx, row.cores, row.name, row.devices,
+                       soc_configured)
 
 
 @dataclass
@@ -41,31 +65,29 @@ class Device:
     freed: bool = False
 
 
-
-
 def model_from_configs(soc: int | None, arch: int | None, signed_pd: bool | None, *,
-                       func: str = "deviceCreate", base: DeviceModel | None = None) -> DeviceModel:
-    """SOC wins over ARCH when both are given (HTP backend documentation); options not given
-    keep their value from ``base`` (deviceSetConfig) or the default device."""
+                       func: str = "deviceCreate", base: DeviceModel | None = None, log=None) -> DeviceModel:
+    """SOC wins over ARCH when both are given (seed 002); options not given keep their value
+    from ``base`` (deviceSetConfig) or the default device."""
     model = dataclasses.replace(base) if base is not None else DeviceModel()
     if soc is not None:
-        if soc not in SOC_TABLE:
+        row = socs.SOCS.get(soc)
+        if row is None:
             raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"{func}: config[].customConfig.socModel: SoC model {soc} is not in the "
-                           f"emulator's SoC table (known: {sorted(SOC_TABLE)})", rule="QNNEMU-device-soc")
-        a, vtcm, spd, dlbc = SOC_TABLE[soc]
-        model = DeviceModel(soc, a, vtcm, spd, dlbc, model.use_signed_pd)
+                           f"{func}: config[].customConfig.socModel: SoC model {soc} is not an HTP SoC of the "
+                           f"emulator's SoC table (known: {sorted(socs.SOCS)})", rule="QNNEMU-device-soc")
+        if arch is not None and log is not None and arch != row.arch:
+            log.warn(f"{func}: both QNN_HTP_DEVICE_CONFIG_OPTION_SOC ({row.name}, v{row.arch}) and _ARCH "
+                     f"(v{arch}) given: the SoC wins, the arch is ignored")
+        model = model_for(row, use_signed_pd=model.use_signed_pd, soc_configured=True)
     elif arch is not None:
         if arch not in KNOWN_ARCHS:
             raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
                            f"{func}: config[].customConfig.arch.arch: {arch} is not an HTP arch "
                            f"({', '.join(map(str, KNOWN_ARCHS))})", rule="QNNEMU-device-arch")
-        match = [s for s, v in SOC_TABLE.items() if v[0] == arch]
-        if match:
-            a, vtcm, spd, dlbc = SOC_TABLE[match[0]]
-            model = DeviceModel(match[0], a, vtcm, spd, dlbc, model.use_signed_pd)
-        else:
-            model = DeviceModel(Q.QNN_SOC_MODEL_UNKNOWN, arch, 8, True, arch >= 75, model.use_signed_pd)
+        row = socs.soc_for_arch(arch) or socs.arch_only(arch)
+        model = model_for(row, use_signed_pd=model.use_signed_pd)
     if signed_pd is not None:
+        # Every HTP SoC supports the signed PD (qnnemu/htp/soc.py), so the request is recorded.
         model.use_signed_pd = signed_pd
     return model

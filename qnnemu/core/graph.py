@@ -15,7 +15,10 @@ import numpy as np
 from .. import ops
 from ..errors import OpCheckError, OpUnsupportedError, QnnError
 from ..headers import Q
+from ..htp import kvcache
 from ..htp import prepare as htp_prepare
+from ..htp import priority as htp_priority
+from ..htp.settings import device_model
 from ..ops.base import Param, TensorSpec, is_real_dtype
 from . import dtypes
 from .log import NULL_LOGGER, Logger
@@ -232,6 +235,9 @@ class Graph:
         self.configs: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.executions = 0
+        self.native_kv: dict = {}     # tensor id -> kvcache.NativeKv, set at finalize
+        self.thread_priorities: tuple[int, int] | None = None   # (HMX, HVX), logged when it changes
+        self._priority_key: tuple | None = None   # the priority configs thread_priorities was resolved from
 
     # ---- tensors ------------------------------------------------------------------------
     def create_tensor(self, d: TensorDesc) -> Tensor:
@@ -344,6 +350,10 @@ class Graph:
         if not self.nodes:
             raise QnnError(Q.QNN_GRAPH_ERROR_FINALIZE_FAILED,
                            f"{func}: graph '{self.name}' has no nodes", rule="QNNEMU-graphFinalize-empty")
+        # The priority must map to HTP thread priorities before anything is built (logged below).
+        htp_priority.thread_priorities(self, func)
+        # Native KV cache tensors: the seed's graph-level rules; the plan converts their layout.
+        self.native_kv = kvcache.check_graph(self, device_model(self).arch)
         self.plan = compile_plan(self, precision_fp16=self.precision_fp16())
         # The HTP device model's view of the graph: runlist, VTCM blocks and offsets, spill/fill.
         self.htp_plan = htp_prepare.prepare_graph(self)
@@ -351,6 +361,21 @@ class Graph:
         self.finalized = True
         self.log.info(f"{func}: graph '{self.name}' finalized: {len(self.nodes)} nodes, "
                       f"{len(self.tensors)} tensors")
+        self._note_priority(func)
+
+    def _note_priority(self, func: str) -> None:
+        """Resolves the graph priority to HMX/HVX thread priorities (qnnemu/htp/priority.py) and
+        logs them at INFO when they differ from what was logged last: at finalize, and at the
+        first execute after a graphSetConfig/contextSetConfig changed them (not every execute)."""
+        ctx = self.context
+        key = (self.configs.get("priority"), ctx.configs.get("priority") if ctx is not None else None)
+        if key == self._priority_key:   # the execute hot path: nothing changed
+            return
+        prio = htp_priority.thread_priorities(self, func)
+        self._priority_key = key
+        if prio != self.thread_priorities:
+            self.thread_priorities = prio
+            self.log.info(htp_priority.describe(self, func))
 
     # ---- updates (QnnTensor_updateGraphTensors/updateContextTensors, applyBinarySection) ----
     def prepare_update(self, tensor_ids, func: str, paths: dict[int, str]):
@@ -432,10 +457,34 @@ class Graph:
                            f"{' or '.join(type_name(a) for a in allowed)}", rule="QNNEMU-graphExecute-tensor-type")
         return t
 
-    def execute(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
+    def batch_multiple(self, t: Tensor, rank: int, dims: list[int] | None, func: str, path: str) -> int:
+        """Variable batch (seed 002 "QNN HTP Variable Batch"): the n of an execute argument whose
+        dimensions are ``[n*b, ...]`` for tensor ``t`` prepared as ``[b, ...]``.  ``dims`` is None
+        when ``rank`` differs from the prepared rank (the caller then does not read them)."""
+        if dims is not None and tuple(dims) == t.dims:
+            return 1
+        prepared = list(t.dims)
+        if dims is not None and len(prepared) >= 1 and list(dims[1:]) == prepared[1:] \
+                and dims[0] > 0 and dims[0] % prepared[0] == 0:
+            return dims[0] // prepared[0]
+        got = f"rank {rank}" if dims is None else f"dimensions {list(dims)}"
+        raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
+                       f"{func}: {path}: tensor '{t.name}' was prepared with dimensions {prepared}; got {got}. "
+                       f"Only the first (batch) dimension may differ at execute, as a positive multiple n*b of "
+                       f"the prepared b = {prepared[0] if prepared else 'none (rank 0)'}",
+                       rule="QNNEMU-graphExecute-batch-dims")
+
+    def execute(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None,
+                batch: int = 1) -> dict[int, np.ndarray]:
         """Runs the plan; ``feeds`` maps input tensor ids to arrays of their declared shape.
 
-        ``observer(step, seconds)``, when given, is called after each node (profiling)."""
+        ``observer(step, seconds)``, when given, is called after each node (profiling).
+
+        Variable batch (seed 002 "QNN HTP Variable Batch"): with ``batch`` = n > 1 every feed is
+        ``[n*b, ...]`` for its declared ``[b, ...]`` (the ABI layer checked that all inputs and
+        outputs share n); the plan runs once per batch on the k-th ``b`` rows (contiguous views,
+        no copies) and each output is the concatenation of the n results -- what n separate
+        executes return."""
         if not self.finalized:
             raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED,
                            f"graphExecute: graph '{self.name}' is not finalized (call graphFinalize first)",
@@ -445,7 +494,25 @@ class Graph:
             raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
                            f"graphExecute: inputs: graph '{self.name}' input(s) {missing} not given",
                            rule="QNNEMU-graphExecute-input-missing")
+        self._note_priority("graphExecute")
         with self.lock:
-            out = self.plan.run(feeds, wanted, observer)
+            if batch == 1:
+                out = self.plan.run(feeds, wanted, observer)
+            else:
+                out = self._run_batches(feeds, wanted, observer, batch)
             self.executions += 1
         return out
+
+    def _run_batches(self, feeds, wanted, observer, batch: int) -> dict[int, np.ndarray]:
+        rows = {tid: self.tensors[tid].dims[0] for tid in feeds}
+        for tid, arr in feeds.items():
+            if arr.shape[:1] != (rows[tid] * batch,):
+                raise ValueError(f"graph '{self.name}': batched input '{self.tensors[tid].name}' has shape "
+                                 f"{arr.shape}, expected {batch} x {rows[tid]} rows")
+        parts: dict[int, list[np.ndarray]] = {tid: [] for tid in wanted}
+        plan = self.plan   # one plan for all batches (an update swaps plans between executes)
+        for k in range(batch):
+            chunk = {tid: arr[k * rows[tid]:(k + 1) * rows[tid]] for tid, arr in feeds.items()}
+            for tid, value in plan.run(chunk, wanted, observer).items():
+                parts[tid].append(np.asarray(value))
+        return {tid: np.concatenate(values, axis=0) for tid, values in parts.items()}

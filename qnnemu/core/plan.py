@@ -24,6 +24,12 @@ derived from it.  ``refresh_plan`` makes a new plan whose steps for the nodes re
 writing the updated tensors are recompiled (with their static values), sharing every other
 step; the graph swaps plans in one assignment.  ``Plan.run`` is the same code either way.
 
+Native KV cache tensors (``QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT``, qnnemu/htp/kvcache.py): the
+buffers hold the HMX weight layout, the ops compute on the logical (flat) values, so the plan
+converts at the graph boundary -- native inputs to flat in ``input_conv``, native outputs back in
+``output_conv`` -- and nothing else changes.  Variable batch (``Graph.execute(batch=n)``) runs
+this plan n times on row slices; ``Plan.run`` itself always sees the prepared shapes.
+
 Requantization rounding differs between HTP ops; ``ROUNDING_BY_OP`` records what the
 vendor's backend was seen to do (tests/test_quant_vendor.py checks it), everything else rounds
 half to even.
@@ -363,6 +369,9 @@ class Plan:
     n_slots: int
     fp16: bool
     notes: list[str] = field(default_factory=list)
+    # tensor id -> converter applied to a returned output (native KV cache outputs: flat ->
+    # HMX weight layout); empty for most graphs, so run() pays one truth test.
+    output_conv: dict[int, Callable] = field(default_factory=dict)
 
     def run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
         env: list[Any] = [None] * self.n_slots
@@ -387,6 +396,10 @@ class Plan:
                 observer(step, time.perf_counter() - t0)
             for slot, conv, value in zip(step.writes, step.out_conv, results):
                 env[slot] = conv(value) if conv is not None else value
+        if self.output_conv:
+            out_conv = self.output_conv
+            return {tid: out_conv[tid](env[slots[tid]]) if tid in out_conv else env[slots[tid]]
+                    for tid in wanted}
         return {tid: env[slots[tid]] for tid in wanted}
 
 
@@ -491,7 +504,17 @@ def compile_plan(graph, precision_fp16: bool = False) -> Plan:
         slot_of(t.id)
     if precision_fp16:
         notes.append("float32 tensors computed with float16 rounding at op boundaries")
-    return Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes)
+    # Native KV cache tensors (qnnemu/htp/kvcache.py): the ops see the flat (logical) codes; the
+    # layout is converted at the graph boundary, as a pure permutation of the uint8 codes.
+    output_conv: dict[int, Callable] = {}
+    for kv in (getattr(graph, "native_kv", None) or {}).values():
+        if kv.is_input:
+            input_conv[kv.tensor_id] = kv.to_flat
+        else:
+            output_conv[kv.tensor_id] = kv.to_native
+        notes.append(f"native KV {kv.kind} cache '{kv.name}' converted "
+                     f"{'HMX weight layout -> flat' if kv.is_input else 'flat -> HMX weight layout'}")
+    return Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes, output_conv)
 
 
 def nodes_touching(graph, tensor_ids) -> list[int]:
@@ -525,7 +548,8 @@ def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
     steps = list(plan.steps)
     for k in nodes_touching(graph, tensor_ids):
         steps[k] = _compile_step(graph, graph.nodes[k], slot_of, statics, plan.fp16)
-    return Plan(slot_of.slots, statics, steps, plan.input_conv, len(slot_of.slots), plan.fp16, list(plan.notes))
+    return Plan(slot_of.slots, statics, steps, plan.input_conv, len(slot_of.slots), plan.fp16, list(plan.notes),
+                plan.output_conv)
 
 
 def _cast_to(dtype: int):

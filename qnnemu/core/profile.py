@@ -1,48 +1,103 @@
-"""QnnProfile.h + HTP/QnnHtpProfile.h: profile objects, their events and what each value means.
+"""QnnProfile.h + HTP/QnnHtpProfile.h: profile objects, their events and what each value means
+(seed 002 "QNN HTP Profiling": basic profiling, detailed and linting profiling, optrace, DSP heap
+profiling).
 
 A ``Profile`` (``profileCreate``) collects the events of the profiled API calls it is passed
-to (``graphFinalize``, ``graphExecute``, ``contextFree``).  As QnnGraph.h/QnnContext.h say of
-the ``profile`` argument ("a handle being re-used would reset and is populated with values
-from the current call"), and as the vendor's HTP backend does, every profiled call *replaces*
-the events of the previous one: ``profileGetEvents`` returns the events of the most recent
-successful profiled call, as often as it is asked.  A call that fails leaves the previous
-events in place.
+to (``graphFinalize``, ``graphExecute``, ``contextCreateFromBinary*``, ``contextFree``).  As
+QnnGraph.h/QnnContext.h say of the ``profile`` argument ("a handle being re-used would reset and
+is populated with values from the current call"), and as the vendor's HTP backend does, every
+profiled call *replaces* the events of the previous one: ``profileGetEvents`` returns the events
+of the most recent successful profiled call, as often as it is asked.  A call that fails leaves
+the previous events in place.
 
 Event ids are process-wide, start at 1 and are never reused, so a stale id can never alias a
 newer event.  An id stays valid until ``profileFree`` or until a later profiled call on the
-same handle replaced its events; after that it is reported as stale (INVALID_HANDLE).
+same handle replaced its events; after that it is reported as stale (INVALID_HANDLE).  Memory
+handed out for an event (identifier strings, id arrays, the optrace object) lives as long as
+the event.
+
+Where the numbers come from.  Host-side times are measured wall time.  Everything that happens
+"on the accelerator" comes from the HTP device model: the graph's prepared plan
+(``graph.htp_plan``, qnnemu/htp/plan_types.py: the runlist with each step's cycles, start/end,
+wait and overlap cycles) and the clocks of the active performance vote
+(``qnnemu.htp.perf.current_clocks()``; the plan's cycles are the cost model's reference
+cycles, qnnemu/htp/cost.py, and its schedule runs at the core clock, so microseconds =
+cost.cycles_to_us(cycles, clocks, "HVX") = cycles / core MHz).  The model's cycles do not depend
+on the host, so two runs of a graph report the same accelerator numbers.
 
 Levels: QNN_PROFILE_LEVEL_BASIC, QNN_PROFILE_LEVEL_DETAILED and the HTP level
-QNN_HTP_PROFILE_LEVEL_LINTING, which is accepted and behaves as DETAILED for now (the linting
-report of the device, per-op HVX/HMX utilisation, needs the HTP performance model).
+QNN_HTP_PROFILE_LEVEL_LINTING (DETAILED plus the per-op linting report).
 
-Events (type, unit, identifier -- the identifiers follow the vendor backend's wording):
+Events (type, unit, identifier -- the identifiers are the ones of the seed's showcase outputs):
 
-graphFinalize (both levels)
+graphFinalize (every level)
   FINALIZE (300)  us  "QNN (finalize) time"   wall time of the whole graphFinalize call
 
-graphExecute (both levels, in this order)
-  GRAPH_NUMBER_OF_HVX_THREADS (8001)          count  "Number of HVX threads used"  always 0:
-      no HVX threads, the ops run on the host CPU (the vendor's x86-64 backend also says 0)
-  GRAPH_EXECUTE_HOST_RPC_TIME_MICROSEC (3001) us  "RPC (execute) time"
-      the emulated RPC into the accelerator: the ``Graph.execute`` call that gets the checked
-      buffers (waiting for the graph's lock, setting up the plan, running it, collecting outputs)
-  GRAPH_EXECUTE_HTP_RPC_TIME_MICROSEC (3002)  us  "QNN accelerator (execute) time"
-      the accelerator side of that call: first node start to last node end, the plan's work
-      between nodes (quantization converters) included
+graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
+  GRAPH_NUMBER_OF_HVX_THREADS (8001)      count   "Number of HVX threads used"
+      the HVX threads the graph runs with (qnnemu.htp.settings.graph_settings)
+  GRAPH_EXECUTE_HOST_RPC_TIME_MICROSEC (3001)  us "RPC (execute) time"
+      measured: the emulated RPC, the ``Graph.execute`` call that gets the checked buffers
+  GRAPH_EXECUTE_HTP_RPC_TIME_MICROSEC (3002)   us "QNN accelerator (execute) time"
+      measured: the accelerator side of that call, first plan step start to last step end
+  GRAPH_EXECUTE_YIELD_COUNT (3009)        count   "Num times yield occured"
+      0: the emulator runs one graph at a time, no higher-priority graph preempts it
+  GRAPH_EXECUTE_VTCM_ACQUIRE_TIME (3010)  us      "Time for initial VTCM acquire"
+  GRAPH_EXECUTE_RESOURCE_POWER_UP_TIME (3011) us  "Time for HVX + HMX power on and acquire"
+      the model's resource acquisition (``RESOURCE_ACQUIRE_US``): a graph acquires VTCM and
+      powers its HVX (and HMX, when a step of its plan uses HMX) at its first execution; later
+      executions keep them (0 us), as in the seed's showcase averages
+  GRAPH_EXECUTE_CRITICAL_ACCEL_TIME_CYCLE (6001) cycles
+                          "Accelerator (critical path execute) time (cycles)"
+      ``htp_plan.critical_path_cycles``
+      LINTING: one NODE sub-event per plan step (see below) with the linting sub-events
   GRAPH_EXECUTE_ACCEL_TIME_CYCLE (3003)   cycles  "Accelerator (execute) time (cycles)"
-      the sum of the per-node times, as cycles of a nominal 1 GHz HTP clock (1 cycle = 1 ns
-      of host time: finer than the microsecond events)
-      DETAILED: one NODE (404) sub-event per node, in execution order, unit cycles,
-      identifier "<node name>:OpId_<k> (cycles)" -- the vendor's format, which ONNX Runtime
-      strips back to the node name; k is the node's 0-based position in graphAddNode order
-  GRAPH_EXECUTE_ACCEL_TIME_MICROSEC (3004)    us  "Accelerator (execute) time"  same sum, us
+      ``htp_plan.total_cycles`` (the schedule's makespan)
+      DETAILED: one NODE (404) sub-event per plan step, in runlist order, unit cycles, value the
+      step's cycles, identifier "<step name>:OpId_<k> (cycles)" (``step_label``): k is the
+      node's 0-based position in graphAddNode order for op / launch / wait steps (so "fc:OpId_0
+      (cycles)", the vendor's format, which ONNX Runtime shows per node) and
+      ``len(graph.nodes) + step index`` for the steps the HTP inserts itself (spill, fill:
+      "h:spill:OpId_7 (cycles)")
+  GRAPH_EXECUTE_ACCEL_TIME_MICROSEC (3004)    us  "Accelerator (execute) time"
+      ``total_cycles`` at the core clock of the current clocks
   EXECUTE (400)                               us  "QNN (execute) time"
-      wall time of the whole graphExecute call (argument checks, inputs, run, outputs)
-  so EXECUTE >= HOST_RPC >= HTP_RPC >= ACCEL for every execution.
+      measured: wall time of the whole graphExecute call
+  with QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE, last:
+  TRACE (600)     object  "Optrace"   extended data: a QnnProfile_BackendOpaqueObject_t, fileName
+      "<graph>.optrace.json", data the UTF-8 JSON of ``htp_plan.to_optrace()`` plus
+      "execution": {"start_us", "end_us", "clocks": {core_mhz, hmx_mhz, bus_mhz, corner},
+      "runs": [{"execution", "start_us", "end_us", "accel_start_us", "accel_end_us",
+      "total_cycles", "critical_path_cycles", "yields", "vtcm_acquire_us", "power_on_us"}]}
+      (``*_us``: microseconds since the epoch; the steps' cycle 0 is ``accel_start_us``);
+      its plain event data value is the object's length in bytes
+  so EXECUTE >= HOST_RPC >= HTP_RPC (measured) for every execution.
 
-contextFree (both levels)
+LINTING, per plan step (NODE (404) cycles "<label> (cycles)", value the step's own cycles), the
+numbers the re-scheduler computed (``lint_plan``):
+  NODE_WAIT (5001)          cycles "Wait (Scheduler) time"   wait_cycles: ready, not yet started
+  NODE_OVERLAP (5002)       cycles "Overlap time"            overlap_cycles, with one
+      NODE_CRITICAL_BG_OP_ID (5005) sub-event per contributing step (overlap_steps, at most
+      ``MAX_CONTRIBUTORS``), unit none, identifier its label, value its OpId k
+  NODE_WAIT_OVERLAP (5003)  cycles "Overlap (wait) time"     overlap_wait_cycles, with one
+      NODE_WAIT_BG_OP_ID (5006) sub-event per step of overlap_wait_steps (at most 10)
+  NODE_RESOURCEMASK (5004)  none   "Resources: HVX, HMX, DMA"  value the mask of
+      ``RESOURCE_BITS`` over the step's resources; identifier "Resources:" alone for a step
+      using none of them (CPU work)
+
+contextCreateFromBinary* (every level)
+  INIT (100)      us  "QNN (init) time"       wall time of the whole call
+  DSP heap profiling (QNN_HTP_CONTEXT_CONFIG_OPTION_DSP_MEMORY_PROFILING_ENABLED set on the
+  context being created, and no other context alive -- the first context):
+  BACKEND (1000)  bytes  "DSP:before_context_created"  the DSP heap with no context
+contextFree (every level)
   DEINIT (500)    us  "QNN (deinit) time"     wall time of freeing the context and its graphs
+  DSP heap profiling (the option set on the freed context, at creation or by contextSetConfig,
+  and no other context left -- the last context):
+  BACKEND (1000)  bytes  "DSP:after_context_freed"     the DSP heap with no context
+  The emulator's DSP heap model (``DSP_HEAP_MODEL``): with no context loaded the DSP heap holds
+  the HTP runtime's session (``runtime_bytes``); contexts release everything they allocated, so
+  both events report that number.
 
 Timestamps (extended event data ``timestamp``) are microseconds since the Unix epoch at the
 start of what the event measures.  Microsecond values are rounded to the nearest integer.
@@ -50,6 +105,7 @@ start of what the event measures.  Microsecond values are rounded to the nearest
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -62,12 +118,72 @@ from .log import NULL_LOGGER, Logger
 LEVEL_NAMES = {
     Q.QNN_PROFILE_LEVEL_BASIC: "BASIC",
     Q.QNN_PROFILE_LEVEL_DETAILED: "DETAILED",
-    Q.QNN_HTP_PROFILE_LEVEL_LINTING: "HTP LINTING (treated as DETAILED)",
+    Q.QNN_HTP_PROFILE_LEVEL_LINTING: "HTP LINTING",
 }
 # Default QNN_PROFILE_CONFIG_OPTION_MAX_EVENTS: events (sub-events included) one call may store.
 DEFAULT_MAX_EVENTS = 1 << 20
-# The nominal HTP clock the cycle events are expressed in.
-NOMINAL_CLOCK_HZ = 1_000_000_000
+
+US, CYCLES, COUNT, BYTES, OBJECT, NONE = (
+    Q.QNN_PROFILE_EVENTUNIT_MICROSEC, Q.QNN_PROFILE_EVENTUNIT_CYCLES, Q.QNN_PROFILE_EVENTUNIT_COUNT,
+    Q.QNN_PROFILE_EVENTUNIT_BYTES, Q.QNN_PROFILE_EVENTUNIT_OBJECT, Q.QNN_PROFILE_EVENTUNIT_NONE)
+
+
+@dataclass(frozen=True)
+class EventKind:
+    """One row of the event tables: what an event is called and measured in."""
+    key: str
+    type: int
+    unit: int
+    identifier: str
+
+
+# The graphExecute events, in the order they are reported (seed 002 "Execute Stats").
+EXECUTE_EVENT_TABLE = (
+    EventKind("hvx_threads", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_NUMBER_OF_HVX_THREADS, COUNT,
+              "Number of HVX threads used"),
+    EventKind("host_rpc", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HOST_RPC_TIME_MICROSEC, US, "RPC (execute) time"),
+    EventKind("htp_rpc", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HTP_RPC_TIME_MICROSEC, US,
+              "QNN accelerator (execute) time"),
+    EventKind("yields", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_YIELD_COUNT, COUNT, "Num times yield occured"),
+    EventKind("vtcm_acquire", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_VTCM_ACQUIRE_TIME, US,
+              "Time for initial VTCM acquire"),
+    EventKind("power_on", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_RESOURCE_POWER_UP_TIME, US,
+              "Time for HVX + HMX power on and acquire"),
+    EventKind("critical_cycles", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_CRITICAL_ACCEL_TIME_CYCLE, CYCLES,
+              "Accelerator (critical path execute) time (cycles)"),
+    EventKind("accel_cycles", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE, CYCLES,
+              "Accelerator (execute) time (cycles)"),
+    EventKind("accel_us", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_MICROSEC, US,
+              "Accelerator (execute) time"),
+    EventKind("execute", Q.QNN_PROFILE_EVENTTYPE_EXECUTE, US, "QNN (execute) time"),
+)
+OPTRACE_EVENT = EventKind("optrace", Q.QNN_PROFILE_EVENTTYPE_TRACE, OBJECT, "Optrace")
+
+# The linting sub-events of one step (seed 002 "Detailed and Linting Profiling").
+LINTING_EVENT_TABLE = (
+    EventKind("wait", Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_WAIT, CYCLES, "Wait (Scheduler) time"),
+    EventKind("overlap", Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_OVERLAP, CYCLES, "Overlap time"),
+    EventKind("overlap_wait", Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_WAIT_OVERLAP, CYCLES, "Overlap (wait) time"),
+    EventKind("resources", Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_RESOURCEMASK, NONE, "Resources:"),
+)
+# Sub-events naming the steps that contributed to an overlap entry.
+CONTRIBUTOR_TYPES = {"overlap": Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_CRITICAL_BG_OP_ID,
+                     "overlap_wait": Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_WAIT_BG_OP_ID}
+# "Each of the overlap entries also has several indented lines (10 maximum)".
+MAX_CONTRIBUTORS = 10
+# NODE_RESOURCEMASK bits (the HTP resources a step occupies; CPU work is none of them).
+RESOURCE_BITS = {"HVX": 1, "HMX": 2, "DMA": 4}
+
+# The emulator's resource-acquisition model for a graph's first execution (microseconds):
+# acquiring its VTCM, powering on the HVX, and the HMX when its plan has an HMX step.
+RESOURCE_ACQUIRE_US = {"VTCM": 12, "HVX": 25, "HMX": 40}
+
+# The emulator's DSP heap model (DSP heap profiling): bytes of the DSP heap with no context
+# loaded (the HTP runtime's session: code, scheduler, perf client).
+DSP_HEAP_MODEL = {"runtime_bytes": 3 << 20}
+DSP_PROFILING_OPTION = "QNN_HTP_CONTEXT_CONFIG_OPTION_DSP_MEMORY_PROFILING_ENABLED"
+DSP_BEFORE_CONTEXT_CREATED = "DSP:before_context_created"
+DSP_AFTER_CONTEXT_FREED = "DSP:after_context_freed"
 
 _EVENT_IDS = itertools.count(1)
 _EVENTS: dict[int, "ProfileEvent"] = {}
@@ -78,7 +194,8 @@ _HIGHEST_ID = [0]
 @dataclass
 class ProfileEvent:
     """One event: ``value`` is an int (uint64) or a float (reported as a double when read as
-    extended data, rounded in QnnProfile_EventData_t)."""
+    extended data, rounded in QnnProfile_EventData_t).  A unit OBJECT event carries its bytes
+    in ``payload`` (and ``file_name``); its ``value`` is their length."""
 
     type: int
     unit: int
@@ -87,6 +204,8 @@ class ProfileEvent:
     timestamp_us: int = 0
     sub: list["ProfileEvent"] = field(default_factory=list)
     id: int = 0
+    payload: bytes | None = None
+    file_name: str | None = None
     # Opaque storage for the ABI layer (C copies of the identifier, id arrays); dropped with
     # the event.  The core never looks inside.
     abi: dict = field(default_factory=dict, repr=False)
@@ -101,8 +220,17 @@ def micros(seconds: float) -> int:
     return max(0, int(round(seconds * 1e6)))
 
 
-def cycles(seconds: float) -> int:
-    return max(0, int(round(seconds * NOMINAL_CLOCK_HZ)))
+def cycles_to_us(n: int, clocks) -> int:
+    """Reference cycles of the plan's schedule (qnnemu/htp/cost.py: one time axis for every
+    resource) as whole microseconds at ``clocks`` (qnnemu.htp.perf.Clocks): the schedule runs at
+    the core clock."""
+    from ..htp.cost import cycles_to_us as reference_cycles_to_us
+    return max(0, int(round(reference_cycles_to_us(n, clocks, "HVX"))))
+
+
+def event(kind: EventKind, value, timestamp_us: int, identifier: str | None = None) -> ProfileEvent:
+    return ProfileEvent(kind.type, kind.unit, value, kind.identifier if identifier is None else identifier,
+                        timestamp_us)
 
 
 def _now_us() -> int:
@@ -143,6 +271,10 @@ class Profile:
     @property
     def detailed(self) -> bool:
         return self.level in (Q.QNN_PROFILE_LEVEL_DETAILED, Q.QNN_HTP_PROFILE_LEVEL_LINTING)
+
+    @property
+    def linting(self) -> bool:
+        return self.level == Q.QNN_HTP_PROFILE_LEVEL_LINTING
 
     # ---- configuration ----------------------------------------------------------------
     def set_max_events(self, n: int, func: str, path: str) -> None:
@@ -217,7 +349,8 @@ class Profile:
 
 def _truncate(ev: ProfileEvent, budget: int) -> ProfileEvent:
     """A copy of ``ev`` with at most ``budget`` events in its tree (``budget`` >= 1)."""
-    out = ProfileEvent(ev.type, ev.unit, ev.value, ev.identifier, ev.timestamp_us)
+    out = ProfileEvent(ev.type, ev.unit, ev.value, ev.identifier, ev.timestamp_us,
+                       payload=ev.payload, file_name=ev.file_name)
     budget -= 1
     for s in ev.sub:
         if budget <= 0:
@@ -228,13 +361,76 @@ def _truncate(ev: ProfileEvent, budget: int) -> ProfileEvent:
     return out
 
 
+# ------------------------------------------------------------------- the HTP device model
+def step_label(step, n_nodes: int) -> tuple[str, int]:
+    """("<step name>:OpId_<k>", k) of a plan step: k is the node's index for steps of a node,
+    ``n_nodes + step.index`` for the steps the HTP inserted (spill, fill)."""
+    k = step.node_index if step.node_index is not None else n_nodes + step.index
+    return f"{step.name}:OpId_{k}", k
+
+
+def step_resources(step) -> list[str]:
+    """The HTP resources (of RESOURCE_BITS, in that order) a step occupies."""
+    used = set(getattr(step, "resources", None) or [step.resource])
+    return [r for r in RESOURCE_BITS if r in used]
+
+
+@dataclass
+class StepLint:
+    """The linting numbers of one plan step (seed 002 "Detailed and Linting Profiling")."""
+    label: str
+    op_id: int
+    cycles: int
+    wait: int
+    overlap: int
+    overlap_by: list[int]        # step indices that ran while it ran
+    overlap_wait: int
+    overlap_wait_by: list[int]   # step indices that ran while it waited
+    resources: list[str]
+
+
+def lint_plan(plan, n_nodes: int) -> list[StepLint]:
+    """The linting report of a prepared plan, one entry per step in runlist order: the step's
+    own cycles, the cycles it was ready but waited for the scheduler, and the cycles (and the
+    steps) of background activity while it ran and while it waited -- all computed by the
+    re-scheduler (qnnemu/htp/prepare.py); the wait window starts when the step's inputs were
+    ready, so the steps it waits on are no part of it, as the seed says."""
+    out = []
+    for s in plan.steps:
+        label, k = step_label(s, n_nodes)
+        out.append(StepLint(label, k, s.cycles, s.wait_cycles, s.overlap_cycles, list(s.overlap_steps),
+                            s.overlap_wait_cycles, list(s.overlap_wait_steps), step_resources(s)))
+    return out
+
+
+def plan_uses(plan, resource: str) -> bool:
+    return any(resource in step_resources(s) for s in plan.steps)
+
+
+def resource_acquire_us(plan, first_execution: bool) -> tuple[int, int]:
+    """(VTCM acquire us, HVX + HMX power-on us) of an execution (RESOURCE_ACQUIRE_US)."""
+    if not first_execution:
+        return 0, 0
+    power = RESOURCE_ACQUIRE_US["HVX"] + (RESOURCE_ACQUIRE_US["HMX"] if plan_uses(plan, "HMX") else 0)
+    return RESOURCE_ACQUIRE_US["VTCM"], power
+
+
+def dsp_profiling_enabled(context) -> bool:
+    """QNN_HTP_CONTEXT_CONFIG_OPTION_DSP_MEMORY_PROFILING_ENABLED is set on ``context``."""
+    htp = (getattr(context, "configs", None) or {}).get("htp") or {}
+    cfg = htp.get(DSP_PROFILING_OPTION)
+    return isinstance(cfg, dict) and bool(cfg.get("dspMemoryProfilingEnabled"))
+
+
 class CallRecorder:
     """Collects the events of one profiled API call; ``commit`` hands them to the profile.
 
-    ``on_step`` is the ``observer`` of ``Graph.execute`` (called after each node with the plan
-    step, whose ``node`` is the graph's Node, and the node's seconds).  The ABI layer calls
+    ``on_step`` is the ``observer`` of ``Graph.execute`` (called after each plan step with the
+    step and its seconds: it marks when the accelerator side ran).  The ABI layer calls
     ``begin_wait()`` / ``end_wait()`` around ``Graph.execute`` (the emulated RPC), then
-    ``commit`` once the whole API call succeeded.
+    ``commit`` once the whole API call succeeded.  For the context calls it first calls
+    ``watch_contexts(backend)``: the contexts alive before the call tell whether the call
+    created the first or freed the last context (DSP heap profiling).
     """
 
     def __init__(self, profile: Profile, func: str, start_ns: int | None = None,
@@ -250,8 +446,9 @@ class CallRecorder:
         self.run_start_ns: int | None = None
         self.run_start_us = 0
         self.run_end_ns: int | None = None
-        self.nodes: list[tuple[Any, float]] = []
         self.graph = graph
+        self.backend = None
+        self.contexts_before: dict[int, Any] = {}
 
     # ---- called by the ABI layer --------------------------------------------------------
     def begin_wait(self) -> None:
@@ -261,15 +458,19 @@ class CallRecorder:
     def end_wait(self) -> None:
         self.rpc_end_ns = time.perf_counter_ns()
 
+    def watch_contexts(self, backend) -> None:
+        from .handles import HANDLES
+        self.backend = backend
+        self.contexts_before = {h: HANDLES.lookup(h) for h in list(backend.contexts)}
+
     # ---- called by the graph's plan -----------------------------------------------------
     def on_step(self, step, seconds: float) -> None:
-        """Observer of ``Graph.execute``: one node (``step.node``) took ``seconds``."""
+        """Observer of ``Graph.execute``: one plan step took ``seconds``."""
         now = time.perf_counter_ns()
         if self.run_start_ns is None:
             self.run_start_ns = now - int(seconds * 1e9)
             self.run_start_us = _now_us() - micros(seconds)
         self.run_end_ns = now
-        self.nodes.append((getattr(step, "node", step), seconds))
 
     # ---- building the events ------------------------------------------------------------
     def _elapsed(self, a: int | None, b: int | None) -> float:
@@ -279,48 +480,113 @@ class CallRecorder:
 
     def finalize_events(self, end_ns: int) -> list[ProfileEvent]:
         total = self._elapsed(self.start_ns, end_ns)
-        return [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_FINALIZE, Q.QNN_PROFILE_EVENTUNIT_MICROSEC,
-                             micros(total), "QNN (finalize) time", self.start_us)]
+        return [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_FINALIZE, US, micros(total), "QNN (finalize) time",
+                             self.start_us)]
 
     def execute_events(self, end_ns: int) -> list[ProfileEvent]:
+        from ..htp.perf import current_clocks
+        from ..htp.settings import graph_settings
+        graph = self.graph
+        plan = graph.htp_plan
+        n_nodes = len(graph.nodes)
+        clocks = current_clocks()
         total = self._elapsed(self.start_ns, end_ns)
         rpc_end = self.rpc_end_ns if self.rpc_end_ns is not None else end_ns
         host_rpc = min(total, self._elapsed(self.rpc_start_ns, rpc_end))
         htp_rpc = min(host_rpc, self._elapsed(self.run_start_ns, self.run_end_ns))
-        accel = min(htp_rpc, sum(s for _, s in self.nodes))
         rpc_us = self.rpc_start_us or self.start_us
         run_us = self.run_start_us or rpc_us
-        M, C, N = Q.QNN_PROFILE_EVENTUNIT_MICROSEC, Q.QNN_PROFILE_EVENTUNIT_CYCLES, Q.QNN_PROFILE_EVENTUNIT_COUNT
-        cyc = ProfileEvent(Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE, C, cycles(accel),
-                           "Accelerator (execute) time (cycles)", run_us)
-        if self.detailed:
-            order = {id(n): k for k, n in enumerate(getattr(self.graph, "nodes", []))}
-            t = run_us
-            for node, s in self.nodes:
-                k = order.get(id(node), len(order))
-                cyc.sub.append(ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_NODE, C, cycles(s),
-                                            f"{node.name}:OpId_{k} (cycles)", t))
-                t += micros(s)
-        return [
-            ProfileEvent(Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_NUMBER_OF_HVX_THREADS, N, 0,
-                         "Number of HVX threads used", run_us),
-            ProfileEvent(Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HOST_RPC_TIME_MICROSEC, M, micros(host_rpc),
-                         "RPC (execute) time", rpc_us),
-            ProfileEvent(Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HTP_RPC_TIME_MICROSEC, M, micros(htp_rpc),
-                         "QNN accelerator (execute) time", run_us),
-            cyc,
-            ProfileEvent(Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_MICROSEC, M, micros(accel),
-                         "Accelerator (execute) time", run_us),
-            ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_EXECUTE, M, micros(total), "QNN (execute) time", self.start_us),
-        ]
+        vtcm_us, power_us = resource_acquire_us(plan, getattr(graph, "executions", 0) <= 1)
+        accel_us = cycles_to_us(plan.total_cycles, clocks)
+        values = {"hvx_threads": graph_settings(graph).hvx_threads, "host_rpc": micros(host_rpc),
+                  "htp_rpc": micros(htp_rpc), "yields": 0, "vtcm_acquire": vtcm_us, "power_on": power_us,
+                  "critical_cycles": plan.critical_path_cycles, "accel_cycles": plan.total_cycles,
+                  "accel_us": accel_us, "execute": micros(total)}
+        stamps = {"host_rpc": rpc_us, "execute": self.start_us}
+        events = {k.key: event(k, values[k.key], stamps.get(k.key, run_us)) for k in EXECUTE_EVENT_TABLE}
+        profile = self.profile
+        if profile.linting:
+            events["critical_cycles"].sub = self._linting_events(plan, n_nodes, run_us, clocks)
+        elif self.detailed:
+            events["accel_cycles"].sub = self._step_events(plan, n_nodes, run_us, clocks)
+        out = [events[k.key] for k in EXECUTE_EVENT_TABLE]
+        if profile.optrace:
+            out.append(self._optrace_event(plan, clocks, run_us, accel_us, vtcm_us, power_us, end_ns))
+        return out
+
+    @staticmethod
+    def _step_time(step, run_us: int, clocks) -> int:
+        return run_us + cycles_to_us(step.start_cycle, clocks)
+
+    def _step_events(self, plan, n_nodes: int, run_us: int, clocks) -> list[ProfileEvent]:
+        return [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_NODE, CYCLES, s.cycles,
+                             f"{step_label(s, n_nodes)[0]} (cycles)", self._step_time(s, run_us, clocks))
+                for s in plan.steps]
+
+    def _linting_events(self, plan, n_nodes: int, run_us: int, clocks) -> list[ProfileEvent]:
+        steps = {s.index: s for s in plan.steps}
+        kinds = {k.key: k for k in LINTING_EVENT_TABLE}
+        out = []
+        for s, lint in zip(plan.steps, lint_plan(plan, n_nodes)):
+            t = self._step_time(s, run_us, clocks)
+            node = ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_NODE, CYCLES, lint.cycles, f"{lint.label} (cycles)", t)
+            wait = event(kinds["wait"], lint.wait, t - cycles_to_us(lint.wait, clocks))
+            overlap = event(kinds["overlap"], lint.overlap, t)
+            overlap_wait = event(kinds["overlap_wait"], lint.overlap_wait, wait.timestamp_us)
+            for ev, by, key in ((overlap, lint.overlap_by, "overlap"), (overlap_wait, lint.overlap_wait_by,
+                                                                         "overlap_wait")):
+                for i in by[:MAX_CONTRIBUTORS]:
+                    label, k = step_label(steps[i], n_nodes)
+                    ev.sub.append(ProfileEvent(CONTRIBUTOR_TYPES[key], NONE, k, label, ev.timestamp_us))
+            mask = sum(RESOURCE_BITS[r] for r in lint.resources)
+            resources = event(kinds["resources"], mask, t,
+                              " ".join(["Resources:", ", ".join(lint.resources)]).rstrip())
+            node.sub = [wait, overlap, overlap_wait, resources]
+            out.append(node)
+        return out
+
+    def _optrace_event(self, plan, clocks, run_us, accel_us, vtcm_us, power_us, end_ns) -> ProfileEvent:
+        """The QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE object: the plan's optrace document plus
+        this execution (clocks, wall-clock span, the runtrace of the run)."""
+        graph = self.graph
+        doc = plan.to_optrace()
+        end_us = self.start_us + micros(self._elapsed(self.start_ns, end_ns))
+        doc["execution"] = {
+            "start_us": self.start_us, "end_us": end_us,
+            "clocks": {"core_mhz": clocks.core_mhz, "hmx_mhz": clocks.hmx_mhz, "bus_mhz": clocks.bus_mhz,
+                       "corner": clocks.corner},
+            "runs": [{"execution": int(getattr(graph, "executions", 0)), "start_us": self.start_us,
+                      "end_us": end_us, "accel_start_us": run_us, "accel_end_us": run_us + accel_us,
+                      "total_cycles": plan.total_cycles, "critical_path_cycles": plan.critical_path_cycles,
+                      "yields": 0, "vtcm_acquire_us": vtcm_us, "power_on_us": power_us}],
+        }
+        payload = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+        return ProfileEvent(OPTRACE_EVENT.type, OPTRACE_EVENT.unit, len(payload), OPTRACE_EVENT.identifier,
+                            self.start_us, payload=payload, file_name=f"{graph.name}.optrace.json")
+
+    def _dsp_event(self, identifier: str) -> ProfileEvent:
+        # Both DSP heap events are taken with no context loaded: the runtime's heap.
+        return ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_BACKEND, BYTES, DSP_HEAP_MODEL["runtime_bytes"], identifier,
+                            self.start_us)
 
     def deinit_events(self, end_ns: int) -> list[ProfileEvent]:
-        return [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_DEINIT, Q.QNN_PROFILE_EVENTUNIT_MICROSEC,
-                             micros(self._elapsed(self.start_ns, end_ns)), "QNN (deinit) time", self.start_us)]
+        out = [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_DEINIT, US, micros(self._elapsed(self.start_ns, end_ns)),
+                            "QNN (deinit) time", self.start_us)]
+        if self.backend is not None and not self.backend.contexts:
+            freed = [c for h, c in self.contexts_before.items() if h not in self.backend.contexts]
+            if any(dsp_profiling_enabled(c) for c in freed):
+                out.append(self._dsp_event(DSP_AFTER_CONTEXT_FREED))
+        return out
 
     def init_events(self, end_ns: int) -> list[ProfileEvent]:
-        return [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_INIT, Q.QNN_PROFILE_EVENTUNIT_MICROSEC,
-                             micros(self._elapsed(self.start_ns, end_ns)), "QNN (init) time", self.start_us)]
+        out = [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_INIT, US, micros(self._elapsed(self.start_ns, end_ns)),
+                            "QNN (init) time", self.start_us)]
+        if self.backend is not None and not self.contexts_before:
+            from .handles import HANDLES
+            created = [HANDLES.lookup(h) for h in self.backend.contexts]
+            if any(dsp_profiling_enabled(c) for c in created):
+                out.append(self._dsp_event(DSP_BEFORE_CONTEXT_CREATED))
+        return out
 
     def commit(self, kind: str) -> None:
         end = time.perf_counter_ns()

@@ -35,7 +35,14 @@ for its qnn-profile-viewer; qnnemu writes **JSON Lines** (one JSON object per li
   scalar (int, float, bool or string); unit OBJECT events carry ``"object": {"fileName": ..,
   "len": .., "dataBase64": ..}`` instead.
 
-``read_profile_log(path)`` reads such a file back (tests, tools).
+Every event the backend reports is carried as the application passes it: the HTP execute
+stats, the DETAILED per-step and the linting sub-event trees (``typeName`` e.g.
+``HTP_NODE_WAIT``), the DSP heap events, and the optrace object (``typeName`` ``TRACE``, unit
+``OBJECT``, ``fileName`` "<graph>.optrace.json", the payload the UTF-8 JSON document described
+in qnnemu/core/profile.py).
+
+``read_profile_log(path)`` reads such a file back (tests, tools); ``event_object(event)`` gives
+an OBJECT event's bytes and ``optrace_documents(records)`` the optrace documents of a log.
 """
 from __future__ import annotations
 
@@ -175,3 +182,35 @@ def read_profile_log(path: str) -> tuple[dict, list[dict]]:
     if header is None:
         raise ValueError(f"{path}: no {FORMAT} header")
     return header, records
+
+
+def walk_events(events: list[dict]):
+    """Every event record of ``events`` and their sub-events, depth first."""
+    for e in events:
+        yield e
+        yield from walk_events(e.get("subEvents") or [])
+
+
+def event_object(event: dict) -> bytes | None:
+    """The payload of a unit OBJECT event record (None when it was not written in full)."""
+    obj = event.get("object")
+    if not obj or obj.get("dataBase64") is None:
+        return None
+    return base64.b64decode(obj["dataBase64"])
+
+
+def optrace_documents(records: list[dict]) -> list[dict]:
+    """The optrace JSON documents (``format: qnnemu.optrace``) in profileData ``records``, in order."""
+    docs = []
+    for rec in records:
+        for e in walk_events(rec.get("events") or []):
+            data = event_object(e) if e.get("unit") == Q.QNN_PROFILE_EVENTUNIT_OBJECT else None
+            if data is None:
+                continue
+            try:
+                doc = json.loads(data.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                continue
+            if isinstance(doc, dict) and doc.get("format") == "qnnemu.optrace":
+                docs.append(doc)
+    return docs

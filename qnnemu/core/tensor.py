@@ -14,7 +14,8 @@ rest of the core tests against, so a type's role is decided in one place.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -116,13 +117,22 @@ class Tensor:
     data: np.ndarray | None = None
     producer: str | None = None  # name of the node that writes it
     consumers: list[str] = field(default_factory=list)
+    # QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER, or QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT for a native
+    # KV cache graph input/output (qnnemu/htp/kvcache.py): same logical dims, bytes reordered.
+    data_format: int = Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.dims, dtype=np.int64)) * dtypes.itemsize(self.dtype)
+        # math.prod: exact Python ints, and far cheaper than np.prod on the execute hot path
+        return math.prod(self.dims) * dtypes.itemsize(self.dtype)
 
     def spec(self) -> TensorSpec:
         return TensorSpec(self.dims, self.dtype, self.quant, self.data, self.name)
+
+    def batched(self, n: int) -> "Tensor":
+        """A copy describing ``n`` batches: first dimension ``n * b`` (variable batch at execute;
+        used for buffer sizes and views, never stored in a graph)."""
+        return replace(self, dims=(self.dims[0] * n,) + self.dims[1:]) if n != 1 else self
 
 
 def _fail(code: int, rule: str, func: str, path: str, message: str) -> QnnError:
@@ -204,9 +214,10 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
                     "QNNEMU-tensor-type", func, f"{v}.type",
                     f"{type_name(d.type)} is not supported here (supported: "
                     f"{', '.join(SUPPORTED_TYPES.values())})")
-    if d.data_format != Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER:
+    if d.data_format not in (Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER, Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT):
         raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-data-format", func,
-                    f"{v}.dataFormat", f"only QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER is supported, got {d.data_format}")
+                    f"{v}.dataFormat", f"only QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER and (native KV cache tensors) "
+                                       f"QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT are supported, got {d.data_format}")
     if not dtypes.is_known(d.dtype):
         raise _fail(code, "QNNEMU-tensor-dtype", func, f"{v}.dataType", f"{dtypes.name(d.dtype)}")
     if d.dims is None:
@@ -220,6 +231,8 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
         raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-dynamic-dims", func,
                     f"{v}.isDynamicDimensions", "dynamic dimensions are not supported yet")
     quant = quant_spec(d.quant, d.dtype, func, v, code, tuple(d.dims))
+    if d.data_format == Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT:
+        _check_native_kv(d, quant, func, v)
     static = None
     if d.type in STATIC_TYPES:
         kind = SUPPORTED_TYPES[d.type]
@@ -237,5 +250,36 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
     return quant, static
 
 
+# Native KV cache (seed 002 "LLM native KVcache"): the creation-time constraints; the graph-level
+# ones (ScatterElements pattern, tile sizes, all-or-nothing, arch) are checked at finalize by
+# qnnemu/htp/kvcache.py.
+NATIVE_KV_TYPES = APP_INPUT_TYPES + APP_OUTPUT_TYPES
+NATIVE_KV_SYMMETRIC_OFFSET = -128   # uint8 symmetric: zero point 128, QNN offset -128
+
+
+def _check_native_kv(d: TensorDesc, quant: QuantSpec | None, func: str, v: str) -> None:
+    code = Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM
+    fmt = "QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT (native KV cache)"
+    if d.type not in NATIVE_KV_TYPES:
+        raise _fail(code, "QNNEMU-tensor-native-kv-type", func, f"{v}.type",
+                    f"{fmt} is for KV cache graph inputs/outputs (APP_WRITE, APP_READ, APP_READWRITE and "
+                    f"their UPDATEABLE_ forms), got {type_name(d.type)}")
+    if d.dtype != Q.QNN_DATATYPE_UFIXED_POINT_8:
+        raise _fail(code, "QNNEMU-tensor-native-kv-dtype", func, f"{v}.dataType",
+                    f"{fmt} tensors must be QNN_DATATYPE_UFIXED_POINT_8, got {dtypes.name(d.dtype)}")
+    offsets = None if quant is None else np.atleast_1d(np.asarray(quant.offset))
+    if quant is None or quant.block_scales is not None or np.any(offsets != NATIVE_KV_SYMMETRIC_OFFSET):
+        raise _fail(code, "QNNEMU-tensor-native-kv-quant", func, f"{v}.quantizeParams",
+                    f"{fmt} tensors must be symmetrically quantized (uint8 offset "
+                    f"{NATIVE_KV_SYMMETRIC_OFFSET}), got offset(s) "
+                    f"{None if offsets is None else sorted(set(int(o) for o in offsets))}")
+    if len(d.dims) < 2:
+        raise _fail(code, "QNNEMU-tensor-native-kv-rank", func, f"{v}.dimensions",
+                    f"{fmt} tensors have rank >= 2 ([..., DIN, DOUT]), got dimensions {list(d.dims)}")
+
+
 def from_desc(d: TensorDesc, tensor_id: int, quant: QuantSpec | None, static: np.ndarray | None) -> Tensor:
-    return Tensor(tensor_id, d.name or "", d.type, d.dtype, tuple(d.dims or ()), quant, static)
+    t = Tensor(tensor_id, d.name or "", d.type, d.dtype, tuple(d.dims or ()), quant, static)
+    if d.data_format != Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER:
+        t.data_format = d.data_format
+    return t

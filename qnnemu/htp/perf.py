@@ -1,56 +1,134 @@
-"""HTP/QnnHtpPerfInfrastructure.h: power-config ids and the performance votes recorded on them
-(process-wide, like the DSP's)."""
+"""HTP/QnnHtpPerfInfrastructure.h: power-config ids, the performance votes recorded on them,
+the clocks those votes give, and the named perf profiles of the backend extensions.
+
+Seed 002, "QNN HTP Performance Infrastructure API" (DCVS v3, sleep latency/disable, RPC control
+latency and polling, adaptive polling, HMX v2 with its voting table, the two use-case examples)
+and "QNN HTP Backend Extensions" (the perf profile table burst ... extreme_power_saver, with the
+internal RELAXED/RELEASED power states).  The full model — rules, aggregation, the corner →
+frequency table — is documented in docs/htp-perf.md.
+
+Votes are process-wide, like the DSP's: ``PERF`` holds every power-config id.  A vote on an id
+is the *state* the id's setPowerConfig calls have built (the ``set*`` flags of DCVS v3 say which
+fields a call updates).  ``PERF.active(device_id, core_id)`` aggregates the ids of one core (the
+highest corner wins) and ``current_clocks`` turns that into MHz for the cost model.
+
+Error codes are the header's QNN_HTP_PERF_INFRASTRUCTURE_ERROR_*, as the vendor library returns
+them (measured against its x86-64 build): an unknown id, a NULL list or a bad field is
+INVALID_INPUT, an option the emulator does not know is UNSUPPORTED_CONFIG, an option the device's
+arch lacks (HMX v2, DDR perf mode before v75) is UNSUPPORTED.
+"""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
+import time
 from dataclasses import dataclass, field
+from typing import Callable
 
+from ..core.device import Device, DeviceModel
+from ..core.handles import HANDLES
 from ..errors import QnnError
 from ..headers import Q
 
+INVALID_INPUT = Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_INVALID_INPUT
+UNSUPPORTED_CONFIG = Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED_CONFIG
+UNSUPPORTED = Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED
+FAILED = Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_FAILED
 
-@dataclass
-class PowerConfigId:
-    device_id: int
-    core_id: int
-    votes: dict[int, dict] = field(default_factory=dict)
+OPT_DCVS_V3 = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DCVS_V3
+OPT_RPC_CONTROL_LATENCY = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_RPC_CONTROL_LATENCY
+OPT_RPC_POLLING_TIME = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_RPC_POLLING_TIME
+OPT_HMX_TIMEOUT = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_HMX_TIMEOUT_INTERVAL_US
+OPT_HMX_V2 = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_HMX_V2
+OPT_ADAPTIVE_POLLING = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_ADAPTIVE_POLLING_TIME
+OPT_DDR_PERF_MODE = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DDR_PERF_MODE
+MEM_GROW_SIZE = Q.QNN_HTP_PERF_INFRASTRUCTURE_MEMORY_CONFIGOPTION_GROW_SIZE
+
+# power config option -> the union member of QnnHtpPerfInfrastructure_PowerConfig_t carrying it
+POWER_OPTION_FIELDS: dict[int, str] = {
+    OPT_DCVS_V3: "dcvsV3Config",
+    OPT_RPC_CONTROL_LATENCY: "rpcControlLatencyConfig",
+    OPT_RPC_POLLING_TIME: "rpcPollingTimeConfig",
+    OPT_HMX_TIMEOUT: "hmxTimeoutIntervalUsConfig",
+    OPT_HMX_V2: "hmxV2Config",
+    OPT_ADAPTIVE_POLLING: "adaptivePollingTimeConfig",
+    OPT_DDR_PERF_MODE: "ddrPerfModeConfig",
+}
+
+# ------------------------------------------------------------------------------ field ranges
+SLEEP_LATENCY_RANGE_US = (10, 65535)            # seed: "ranges 10-65535 us"
+RPC_POLLING_MAX_US = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIG_MAX_RPC_POLLING_TIME  # 9999
+RPC_LATENCY_CRITICAL_BELOW_US = 200             # seed: latency-critical apps vote 0 < x < 200
+HMX_V2_MIN_ARCH = 75                            # seed: HMX votes only on v75 and later
+DDR_PERF_MODE_MIN_ARCH = 75                     # emulator choice (the vendor's v68 build refuses it)
+DEFAULT_HMX_TIMEOUT_US = 300000                 # seed: hmx_timeout_us default
+DEFAULT_RPC_CONTROL_LATENCY_US = 100            # seed: rpc_control_latency default
+DEFAULT_RPC_POLLING_US = 9999                   # seed: polling default of the ON profiles
+
+# value -> name (Q.enum's direction), without the UNKNOWN sentinels
+POWER_MODES = {v: n for v, n in Q.enum("QNN_HTP_PERF_INFRASTRUCTURE_POWERMODE_").items()
+               if not n.endswith("UNKNOWN")}
+CLK_PERF_MODES = {v: n for v, n in Q.enum("QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_").items()
+                  if not n.endswith("UNKNOWN")}
+POWERMODE = {name.removeprefix("QNN_HTP_PERF_INFRASTRUCTURE_POWERMODE_"): value
+             for value, name in POWER_MODES.items()}
 
 
-class PerfInfrastructure:
-    """Power-config ids and the votes recorded on them (process-wide, like the DSP's)."""
-
-    def __init__(self):
-        self._ids = itertools.count(1)
-        self.configs: dict[int, PowerConfigId] = {}
-        self.memory: dict[tuple[int, int], dict[int, int]] = {}
-        self.lock = threading.Lock()
-
-    def create_id(self, device_id: int, core_id: int) -> int:
-        with self.lock:
-            pid = next(self._ids)
-            self.configs[pid] = PowerConfigId(device_id, core_id)
-            return pid
-
-    def destroy_id(self, pid: int) -> None:
-        with self.lock:
-            if self.configs.pop(pid, None) is None:
-                raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                               f"destroyPowerConfigId: powerConfigId {pid} does not exist",
-                               rule="QNNEMU-perf-id-unknown")
-
-    def set_power(self, pid: int, votes: list[tuple[int, dict]]) -> None:
-        with self.lock:
-            cfg = self.configs.get(pid)
-            if cfg is None:
-                raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                               f"setPowerConfig: powerConfigId {pid} does not exist "
-                               f"(create it with createPowerConfigId)", rule="QNNEMU-perf-id-unknown")
-            for option, values in votes:
-                cfg.votes[option] = values
+def _corner_names(prefixes: tuple[str, ...]) -> dict[str, int]:
+    out = {}
+    for prefix in prefixes:
+        for value, name in Q.enum(prefix).items():
+            if not name.endswith("UNKNOWN"):
+                out[name.removeprefix(prefix)] = value
+    return out
 
 
-PERF = PerfInfrastructure()
+# QnnHtpPerfInfrastructure_VoltageCorner_t (DCVS v3 bus/core rails), short names:
+# DISABLE, MIN_VOLTAGE_CORNER, SVS2, SVS, SVS_PLUS, NOM, NOM_PLUS, TURBO, ..., MAX_VOLTAGE_CORNER
+VCORNER: dict[str, int] = _corner_names(("DCVS_VOLTAGE_VCORNER_", "DCVS_VOLTAGE_CORNER_"))
+VCORNER_NAME: dict[int, str] = {v: k for k, v in VCORNER.items()}
+# QnnHtpPerfInfrastructure_ExpVoltageCorner_t (HMX v2 rail): DISABLE, MIN, LOW_SVS_D2, ..., MAX
+EXP_VCORNER: dict[str, int] = _corner_names(("DCVS_EXP_VCORNER_",))
+EXP_VCORNER_NAME: dict[int, str] = {v: k for k, v in EXP_VCORNER.items()}
+
+# ------------------------------------------------------------- the emulator's clock model
+# Frequency of a corner relative to the arch's NOM frequency.  Both enums grow with the
+# voltage, so these fractions grow with the enum value.  DISABLE is not a frequency: a rail
+# voted DISABLE is released (see _rail_corner).
+CORNER_SCALE: dict[str, float] = {
+    "MIN_VOLTAGE_CORNER": 0.30, "SVS2": 0.50, "SVS": 0.65, "SVS_PLUS": 0.80, "NOM": 1.00,
+    "NOM_PLUS": 1.10, "TURBO": 1.25, "TURBO_PLUS": 1.35, "TURBO_L2": 1.40, "TURBO_L3": 1.45,
+    "TURBO_L4": 1.50, "TURBO_L5": 1.55, "MAX_VOLTAGE_CORNER": 1.55,
+}
+EXP_CORNER_SCALE: dict[str, float] = {
+    "MIN": 0.30, "LOW_SVS_D2": 0.40, "LOW_SVS_D1": 0.45, "LOW_SVS": 0.50, "LOW_SVS_L0": 0.55,
+    "SVS": 0.65, "SVS_L0": 0.70, "SVS_L1": 0.80, "SVS_L2": 0.90, "NOM": 1.00, "NOM_L1": 1.10,
+    "NOM_L2": 1.15, "TUR": 1.25, "TUR_L1": 1.35, "TUR_L2": 1.40, "TUR_L3": 1.45, "MAX": 1.55,
+}
+HMX_PERF_MODE_SCALE = {Q.QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_HIGH: 1.00,   # top freq of the corner
+                       Q.QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_LOW: 0.85}    # lowest freq of the corner
+DDR_PERF_MODE_BUS_SCALE = 1.10   # DDR perf mode: the bus runs at its perf-mode DDR frequency
+
+
+@dataclass(frozen=True)
+class ArchNominal:
+    """An HTP arch's clocks at the NOM corner (MHz) — the emulator's model, not measured."""
+    core_mhz: float
+    hmx_mhz: float
+    bus_mhz: float
+
+
+ARCH_NOMINAL: dict[int, ArchNominal] = {
+    68: ArchNominal(800.0, 800.0, 1550.0),
+    69: ArchNominal(900.0, 900.0, 1750.0),
+    73: ArchNominal(1000.0, 1000.0, 2000.0),
+    75: ArchNominal(1100.0, 1100.0, 2100.0),
+    79: ArchNominal(1200.0, 1250.0, 2300.0),
+    81: ArchNominal(1300.0, 1350.0, 2400.0),
+    85: ArchNominal(1400.0, 1450.0, 2500.0),
+}
+DEFAULT_ARCH = 73   # the default device (SM8550); also used for an arch missing from the table
 
 
 @dataclass(frozen=True)
@@ -62,10 +140,598 @@ class Clocks:
     corner: str         # the voltage corner name of the core vote (e.g. "NOM", "TURBO")
 
 
-NOMINAL = Clocks(core_mhz=1000.0, hmx_mhz=1000.0, bus_mhz=2000.0, corner="NOM")
+def _nominal(arch: int) -> ArchNominal:
+    return ARCH_NOMINAL.get(arch, ARCH_NOMINAL[DEFAULT_ARCH])
 
 
-def current_clocks(device_id: int = 0, core_id: int = 0) -> Clocks:
-    """The clocks of the device/core's active vote; NOMINAL without votes (first version: the
-    votes do not move the clocks yet)."""
-    return NOMINAL
+def nominal_clocks(arch: int = DEFAULT_ARCH) -> Clocks:
+    """The clocks without any vote: every rail at NOM."""
+    n = _nominal(arch)
+    return Clocks(n.core_mhz, n.hmx_mhz, n.bus_mhz, "NOM")
+
+
+NOMINAL = nominal_clocks(DEFAULT_ARCH)   # the default device's clocks without votes
+
+
+def corner_mhz(arch: int, rail: str, corner: str) -> float:
+    """Frequency of ``corner`` on ``rail`` ("core", "bus": VoltageCorner_t names; "hmx":
+    ExpVoltageCorner_t names) for ``arch``."""
+    n = _nominal(arch)
+    if rail == "hmx":
+        return round(n.hmx_mhz * EXP_CORNER_SCALE[corner], 1)
+    base = n.core_mhz if rail == "core" else n.bus_mhz
+    return round(base * CORNER_SCALE[corner], 1)
+
+
+def clock_table_markdown() -> str:
+    """The corner → MHz table per arch (docs/htp-perf.md holds this text; a test compares)."""
+    archs = sorted(ARCH_NOMINAL)
+    lines = ["| corner | " + " | ".join(f"v{a} core / bus" for a in archs) + " |",
+             "| --- |" + " --- |" * len(archs)]
+    for c in CORNER_SCALE:
+        lines.append(f"| {c} | " + " | ".join(
+            f"{corner_mhz(a, 'core', c):g} / {corner_mhz(a, 'bus', c):g}" for a in archs) + " |")
+    lines += ["", "| HMX corner | " + " | ".join(f"v{a} hmx" for a in archs) + " |",
+              "| --- |" + " --- |" * len(archs)]
+    for c in EXP_CORNER_SCALE:
+        lines.append(f"| {c} | " + " | ".join(f"{corner_mhz(a, 'hmx', c):g}" for a in archs) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------- the devices
+def device_model(device_id: int = 0) -> DeviceModel:
+    """The model of HTP device ``device_id`` (only 0 exists): the newest live Device's, else
+    the default device."""
+    live = HANDLES.live(Device)
+    return live[-1].model if live else DeviceModel()
+
+
+def device_cores(model: DeviceModel) -> int:
+    return int(getattr(model, "cores", 1) or 1)
+
+
+NUM_DEVICES = 1   # deviceGetPlatformInfo reports one on-chip HTP
+
+
+# ------------------------------------------------------------------------------ the votes
+@dataclass
+class DcvsVote:
+    """An id's DCVS v3 (HVX) vote: each field is None until a call sets it (set* flags)."""
+    dcvs_enable: bool | None = None
+    power_mode: int | None = None
+    sleep_latency_us: int | None = None
+    sleep_disable: bool | None = None
+    bus: tuple[int, int, int] | None = None      # (min, target, max) VoltageCorner_t
+    core: tuple[int, int, int] | None = None
+
+
+@dataclass
+class HmxVote:
+    """An id's explicit HMX v2 vote (hmxPickDefault = 0)."""
+    corners: tuple[int, int, int]                # (min, target, max) ExpVoltageCorner_t
+    perf_mode: int
+
+
+@dataclass
+class PowerConfigId:
+    device_id: int
+    core_id: int
+    votes: dict[int, object] = field(default_factory=dict)   # option -> last accepted entry
+    dcvs: DcvsVote | None = None
+    hmx: HmxVote | None = None                   # None: the default HMX vote (scales with DCVS)
+    rpc_control_latency_us: int | None = None
+    rpc_polling_time_us: int | None = None
+    hmx_timeout_us: int | None = None
+    adaptive_polling_time_us: int | None = None
+    ddr_perf_mode: int | None = None
+
+    @property
+    def hmx_state(self) -> str | None:
+        """"explicit", "default" (HVX vote, no/ default HMX vote) or None (no HVX vote)."""
+        if self.dcvs is None:
+            return None
+        return "explicit" if self.hmx is not None else "default"
+
+
+@dataclass(frozen=True)
+class ActiveVote:
+    """The aggregate of the votes of every id on one device core (docs/htp-perf.md)."""
+    ids: tuple[int, ...]
+    core_corner: str | None          # highest effective core corner (None: no core vote)
+    bus_corner: str | None
+    hmx_mhz: float | None            # highest HMX clock any id's (explicit or default) vote gives
+    hmx_explicit: bool               # some id holds an explicit HMX vote
+    dcvs_enabled: bool | None        # False as soon as one id disables DCVS
+    sleep_latency_us: int | None     # the smallest requested
+    sleep_disabled: bool             # some id disabled sleep
+    rpc_control_latency_us: int | None   # the smallest non-zero requested
+    rpc_polling_time_us: int         # the longest requested (0: polling off)
+    adaptive_polling_time_us: int    # the longest, among ids that poll
+    hmx_timeout_us: int              # the longest requested (default 300000)
+    ddr_perf_mode: bool
+
+
+def _err(code: int, func: str, path: str, what: str, rule: str) -> QnnError:
+    return QnnError(code, f"{func}: {path}: {what}", rule=rule)
+
+
+def _effective(corners: tuple[int, int, int], dcvs: DcvsVote) -> int:
+    """The corner a rail settles at for one id.  DCVS off (or never set): the target.  DCVS
+    on: the power mode decides where DCVS drives a busy accelerator within [min, max]."""
+    lo, target, hi = corners
+    if dcvs.dcvs_enable:
+        mode = dcvs.power_mode
+        if mode in (POWERMODE["PERFORMANCE_MODE"], POWERMODE["ADJUST_ONLY_UP"]):
+            return hi
+        if mode in (POWERMODE["POWER_SAVER_MODE"], POWERMODE["POWER_SAVER_AGGRESSIVE_MODE"]):
+            return lo
+    return target
+
+
+def _rail_corner(corners: tuple[int, int, int] | None, dcvs: DcvsVote) -> str | None:
+    if corners is None:
+        return None
+    c = _effective(corners, dcvs)
+    # A rail voted DISABLE is released by this id: with no other vote it sinks to the floor.
+    return "MIN_VOLTAGE_CORNER" if c == VCORNER["DISABLE"] else VCORNER_NAME[c]
+
+
+def _highest(names) -> str | None:
+    names = [n for n in names if n is not None]
+    return max(names, key=lambda n: VCORNER[n]) if names else None
+
+
+def _id_hmx_mhz(cfg: PowerConfigId, arch: int) -> float | None:
+    if cfg.dcvs is None:
+        return None
+    if cfg.hmx is not None:
+        c = _effective(cfg.hmx.corners, cfg.dcvs)
+        name = "MIN" if c == EXP_VCORNER["DISABLE"] else EXP_VCORNER_NAME[c]
+        return round(corner_mhz(arch, "hmx", name) * HMX_PERF_MODE_SCALE[cfg.hmx.perf_mode], 1)
+    core = _rail_corner(cfg.dcvs.core, cfg.dcvs)
+    if core is None:
+        return None
+    # The default HMX vote scales with the id's DCVS (core) corner.
+    return round(_nominal(arch).hmx_mhz * CORNER_SCALE[core], 1)
+
+
+class PerfInfrastructure:
+    """Power-config ids and the votes recorded on them (process-wide, like the DSP's)."""
+
+    def __init__(self, models: Callable[[int], DeviceModel] = device_model):
+        self._ids = itertools.count(1)
+        self.configs: dict[int, PowerConfigId] = {}
+        self.memory: dict[tuple[int, int], dict[int, int]] = {}
+        self.lock = threading.RLock()
+        self.models = models   # device id -> DeviceModel (arch, cores)
+
+    # ---- ids ----------------------------------------------------------------------------
+    def _check_device_core(self, func: str, device_id: int, core_id: int) -> DeviceModel:
+        if not 0 <= device_id < NUM_DEVICES:
+            raise _err(INVALID_INPUT, func, "deviceId",
+                       f"{device_id} is not a device of the platform (device ids 0..{NUM_DEVICES - 1})",
+                       "QNNEMU-perf-device-id")
+        model = self.models(device_id)
+        cores = device_cores(model)
+        if not 0 <= core_id < cores:
+            raise _err(INVALID_INPUT, func, "coreId",
+                       f"{core_id} is not a core of device {device_id} (HTP v{model.arch}, "
+                       f"core ids 0..{cores - 1})", "QNNEMU-perf-core-id")
+        return model
+
+    def create_id(self, device_id: int, core_id: int) -> int:
+        with self.lock:
+            self._check_device_core("createPowerConfigId", device_id, core_id)
+            pid = next(self._ids)
+            self.configs[pid] = PowerConfigId(device_id, core_id)
+            return pid
+
+    def lookup(self, func: str, pid: int) -> PowerConfigId:
+        """The id's record; refused (in ``func``'s name) when the id does not exist."""
+        cfg = self.configs.get(pid)
+        if cfg is None:
+            raise _err(INVALID_INPUT, func, "powerConfigId",
+                       f"{pid} does not exist (create it with createPowerConfigId; destroyed ids "
+                       f"are gone)", "QNNEMU-perf-id-unknown")
+        return cfg
+
+    def destroy_id(self, pid: int) -> None:
+        """Removes the id and with it every vote on it (DCVS, HMX, RPC, DDR...)."""
+        with self.lock:
+            self.lookup("destroyPowerConfigId", pid)
+            del self.configs[pid]
+
+    # ---- setPowerConfig -----------------------------------------------------------------
+    def set_power(self, pid: int, entries: list[tuple[int, object]], func: str = "setPowerConfig") -> None:
+        """Applies one setPowerConfig call: ``entries`` are (option, union member as a dict or
+        int) in list order.  The call is atomic (all entries validate or none applies); DCVS v3
+        entries apply first, then RPC polling, then the rest, so a call may list the HVX vote
+        after the HMX/DDR vote that needs it."""
+        with self.lock:
+            cfg = self.lookup(func, pid)
+            model = self.models(cfg.device_id)
+            new = dataclasses.replace(cfg, votes=dict(cfg.votes),
+                                      dcvs=dataclasses.replace(cfg.dcvs) if cfg.dcvs else None)
+            seen: dict[int, tuple[int, object]] = {}
+            for i, (option, value) in enumerate(entries):
+                if option not in POWER_OPTION_FIELDS:
+                    raise _err(UNSUPPORTED_CONFIG, func, f"config[{i}].option",
+                               f"unknown power config option {option}", "QNNEMU-perf-option")
+                if option in seen and seen[option][1] != value:
+                    raise _err(INVALID_INPUT, func, f"config[{i}].option",
+                               f"{POWER_OPTION_FIELDS[option]} is given again with a different value "
+                               f"than config[{seen[option][0]}] in the same call",
+                               "QNNEMU-perf-option-repeated")
+                seen.setdefault(option, (i, value))
+            rank = {OPT_DCVS_V3: 0, OPT_RPC_POLLING_TIME: 1}
+            for i, (option, value) in sorted(enumerate(entries), key=lambda e: (rank.get(e[1][0], 2), e[0])):
+                path = f"config[{i}].{POWER_OPTION_FIELDS[option]}"
+                self._apply(new, pid, model, func, path, option, value)
+                new.votes[option] = value
+            self.configs[pid] = new
+
+    def _apply(self, cfg: PowerConfigId, pid: int, model: DeviceModel, func: str, path: str,
+               option: int, value) -> None:
+        if option == OPT_DCVS_V3:
+            cfg.dcvs = _dcvs(cfg.dcvs, pid, func, path, value)
+        elif option == OPT_HMX_V2:
+            if model.arch < HMX_V2_MIN_ARCH:
+                raise _err(UNSUPPORTED, func, path, f"HMX v2 votes need HTP v{HMX_V2_MIN_ARCH} or "
+                           f"later; device {cfg.device_id} is v{model.arch}", "QNNEMU-perf-hmx-arch")
+            if cfg.dcvs is None:
+                raise _err(INVALID_INPUT, func, path,
+                           f"power config id {pid} has no HVX (DCVS v3) vote; an HMX vote needs one "
+                           f"on the same id (vote DCVS v3 first, or in the same call)",
+                           "QNNEMU-perf-hmx-no-hvx")
+            cfg.hmx = _hmx(func, path, value)
+        elif option == OPT_RPC_POLLING_TIME:
+            if not 0 <= int(value) <= RPC_POLLING_MAX_US:
+                raise _err(INVALID_INPUT, func, path, f"{int(value)} us is outside 0..{RPC_POLLING_MAX_US} "
+                           f"(QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIG_MAX_RPC_POLLING_TIME)",
+                           "QNNEMU-perf-rpc-polling-range")
+            cfg.rpc_polling_time_us = int(value)
+        elif option == OPT_RPC_CONTROL_LATENCY:
+            cfg.rpc_control_latency_us = int(value)   # any value: 0 = no specific requirement
+        elif option == OPT_HMX_TIMEOUT:
+            cfg.hmx_timeout_us = int(value)
+        elif option == OPT_ADAPTIVE_POLLING:
+            if int(value) and not cfg.rpc_polling_time_us:
+                raise _err(INVALID_INPUT, func, path,
+                           f"adaptive polling ({int(value)} us) needs RPC polling on power config id "
+                           f"{pid}, which is {'off (0 us)' if cfg.rpc_polling_time_us == 0 else 'not set'}",
+                           "QNNEMU-perf-adaptive-polling-needs-rpc-polling")
+            cfg.adaptive_polling_time_us = int(value)
+        elif option == OPT_DDR_PERF_MODE:
+            if model.arch < DDR_PERF_MODE_MIN_ARCH:
+                raise _err(UNSUPPORTED, func, path, f"DDR perf mode needs HTP v{DDR_PERF_MODE_MIN_ARCH} or "
+                           f"later; device {cfg.device_id} is v{model.arch}", "QNNEMU-perf-ddr-arch")
+            mx = VCORNER["MAX_VOLTAGE_CORNER"]
+            if int(value) and (cfg.dcvs is None or cfg.dcvs.bus != (mx, mx, mx)):
+                bus = None if cfg.dcvs is None else cfg.dcvs.bus
+                raise _err(INVALID_INPUT, func, path,
+                           f"DDR perf mode needs a DCVS v3 vote on id {pid} with bus corners min/target/max "
+                           f"all MAX_VOLTAGE_CORNER; the id's bus vote is "
+                           f"{'absent' if bus is None else [VCORNER_NAME.get(c, c) for c in bus]}",
+                           "QNNEMU-perf-ddr-needs-max-bus")
+            cfg.ddr_perf_mode = int(value)
+
+    # ---- setMemoryConfig ----------------------------------------------------------------
+    def set_memory(self, device_id: int, core_id: int, entries: list[tuple[int, int]],
+                   func: str = "setMemoryConfig") -> None:
+        with self.lock:
+            self._check_device_core(func, device_id, core_id)
+            for i, (option, _) in enumerate(entries):
+                if option != MEM_GROW_SIZE:
+                    raise _err(UNSUPPORTED_CONFIG, func, f"config[{i}].option",
+                               f"unknown memory config option {option}", "QNNEMU-perf-memory-option")
+            slot = self.memory.setdefault((device_id, core_id), {})
+            for option, value in entries:
+                slot[option] = int(value)
+
+    def memory_grow_size(self, device_id: int = 0, core_id: int = 0) -> int | None:
+        return self.memory.get((device_id, core_id), {}).get(MEM_GROW_SIZE)
+
+    # ---- queries ------------------------------------------------------------------------
+    def ids(self, device_id: int | None = None, core_id: int | None = None) -> list[int]:
+        with self.lock:
+            return [p for p, c in self.configs.items()
+                    if (device_id is None or c.device_id == device_id)
+                    and (core_id is None or c.core_id == core_id)]
+
+    def active(self, device_id: int = 0, core_id: int = 0, arch: int | None = None) -> ActiveVote | None:
+        """The aggregated vote of every id on the core; None when no id there has any vote."""
+        with self.lock:
+            cfgs = {p: dataclasses.replace(self.configs[p]) for p in self.ids(device_id, core_id)}
+        cfgs = {p: c for p, c in cfgs.items() if c.votes}
+        if not cfgs:
+            return None
+        arch = self.models(device_id).arch if arch is None else arch
+        dcvs = [c.dcvs for c in cfgs.values() if c.dcvs is not None]
+        hmx = [m for m in (_id_hmx_mhz(c, arch) for c in cfgs.values()) if m is not None]
+        enables = [d.dcvs_enable for d in dcvs if d.dcvs_enable is not None]
+        latencies = [d.sleep_latency_us for d in dcvs if d.sleep_latency_us is not None]
+        rpc_lat = [c.rpc_control_latency_us for c in cfgs.values() if c.rpc_control_latency_us]
+        polling = [c.rpc_polling_time_us or 0 for c in cfgs.values()]
+        return ActiveVote(
+            ids=tuple(sorted(cfgs)),
+            core_corner=_highest(_rail_corner(d.core, d) for d in dcvs),
+            bus_corner=_highest(_rail_corner(d.bus, d) for d in dcvs),
+            hmx_mhz=max(hmx) if hmx else None,
+            hmx_explicit=any(c.hmx is not None for c in cfgs.values()),
+            dcvs_enabled=all(enables) if enables else None,
+            sleep_latency_us=min(latencies) if latencies else None,
+            sleep_disabled=any(d.sleep_disable for d in dcvs),
+            rpc_control_latency_us=min(rpc_lat) if rpc_lat else None,
+            rpc_polling_time_us=max(polling),
+            adaptive_polling_time_us=max([c.adaptive_polling_time_us or 0 for c in cfgs.values()
+                                          if c.rpc_polling_time_us] or [0]),
+            hmx_timeout_us=max([c.hmx_timeout_us for c in cfgs.values() if c.hmx_timeout_us is not None]
+                               or [DEFAULT_HMX_TIMEOUT_US]),
+            ddr_perf_mode=any(c.ddr_perf_mode for c in cfgs.values()),
+        )
+
+    def clocks(self, device_id: int = 0, core_id: int = 0, arch: int | None = None) -> Clocks:
+        arch = self.models(device_id).arch if arch is None else arch
+        nom = nominal_clocks(arch)
+        vote = self.active(device_id, core_id, arch)
+        if vote is None:
+            return nom
+        core = vote.core_corner or "NOM"
+        bus = corner_mhz(arch, "bus", vote.bus_corner) if vote.bus_corner else nom.bus_mhz
+        if vote.ddr_perf_mode:
+            bus = round(bus * DDR_PERF_MODE_BUS_SCALE, 1)
+        hmx = vote.hmx_mhz if vote.hmx_mhz is not None else round(
+            _nominal(arch).hmx_mhz * CORNER_SCALE[core], 1)
+        return Clocks(corner_mhz(arch, "core", core), hmx, bus, core)
+
+
+def _dcvs(old: DcvsVote | None, pid: int, func: str, path: str, d: dict) -> DcvsVote:
+    """Validates a QnnHtpPerfInfrastructure_DcvsV3_t and merges it into the id's vote: only the
+    fields whose set* flag is non-zero change."""
+    vote = dataclasses.replace(old) if old is not None else DcvsVote()
+    if int(d["contextId"]) != pid:
+        raise _err(INVALID_INPUT, func, f"{path}.contextId",
+                   f"{int(d['contextId'])} differs from powerConfigId {pid} (use the id the vote is set on)",
+                   "QNNEMU-perf-dcvs-context-id")
+    if d["setDcvsEnable"]:
+        enable = bool(d["dcvsEnable"])
+        mode = int(d["powerMode"])
+        # powerMode only counts when DCVS is enabled (seed); memset configs leave it 0 otherwise.
+        if enable and mode not in POWER_MODES:
+            raise _err(INVALID_INPUT, func, f"{path}.powerMode",
+                       f"{mode} is not a QnnHtpPerfInfrastructure_PowerMode_t "
+                       f"({', '.join(f'{v}={n}' for v, n in sorted(POWER_MODES.items()))})",
+                       "QNNEMU-perf-dcvs-power-mode")
+        vote.dcvs_enable, vote.power_mode = enable, (mode if enable else None)
+    if d["setSleepLatency"]:
+        lat = int(d["sleepLatency"])
+        lo, hi = SLEEP_LATENCY_RANGE_US
+        if not lo <= lat <= hi:
+            raise _err(INVALID_INPUT, func, f"{path}.sleepLatency",
+                       f"{lat} us is outside {lo}..{hi} us", "QNNEMU-perf-dcvs-sleep-latency")
+        vote.sleep_latency_us = lat
+    if d["setSleepDisable"]:
+        vote.sleep_disable = bool(d["sleepDisable"])
+    for rail, flag in (("bus", "setBusParams"), ("core", "setCoreParams")):
+        if d[flag]:
+            names = [f"{rail}VoltageCorner{k}" for k in ("Min", "Target", "Max")]
+            corners = tuple(int(d[n]) for n in names)
+            setattr(vote, rail, _corners(func, path, names, corners, VCORNER_NAME, VCORNER["DISABLE"],
+                                         "QnnHtpPerfInfrastructure_VoltageCorner_t", "QNNEMU-perf-dcvs-corner",
+                                         "QNNEMU-perf-dcvs-corner-order"))
+    return vote
+
+
+def _corners(func, path, names, corners, known, disable, ctype, rule_value, rule_order):
+    for n, c in zip(names, corners):
+        if c not in known:
+            raise _err(INVALID_INPUT, func, f"{path}.{n}", f"{c} is not a {ctype}", rule_value)
+    disabled = [c == disable for c in corners]
+    if any(disabled) and not all(disabled):
+        raise _err(INVALID_INPUT, func, f"{path}.{names[0]}",
+                   f"min/target/max {[known[c] for c in corners]} mix DISABLE with corners "
+                   f"(release a rail with DISABLE on all three)", rule_order)
+    if not corners[0] <= corners[1] <= corners[2]:
+        raise _err(INVALID_INPUT, func, f"{path}.{names[1]}",
+                   f"min/target/max {[known[c] for c in corners]} are not ordered min <= target <= max",
+                   rule_order)
+    return corners
+
+
+def _hmx(func: str, path: str, d: dict) -> HmxVote | None:
+    """Validates a QnnHtpPerfInfrastructure_HmxV2_t: hmxPickDefault reverts to the default vote
+    (which scales with the DCVS corner; the other fields are then ignored)."""
+    if d["hmxPickDefault"]:
+        return None
+    names = [f"hmxVoltageCorner{k}" for k in ("Min", "Target", "Max")]
+    corners = tuple(int(d[n]) for n in names)
+    _corners(func, path, names, corners, EXP_VCORNER_NAME, EXP_VCORNER["DISABLE"],
+             "QnnHtpPerfInfrastructure_ExpVoltageCorner_t", "QNNEMU-perf-hmx-corner",
+             "QNNEMU-perf-hmx-corner-order")
+    mode = int(d["hmxPerfMode"])
+    if mode not in CLK_PERF_MODES:
+        raise _err(INVALID_INPUT, func, f"{path}.hmxPerfMode",
+                   f"{mode} is not a QnnHtpPerfInfrastructure_ClkPerfMode_t (0=HIGH, 1=LOW)",
+                   "QNNEMU-perf-hmx-perf-mode")
+    return HmxVote(corners, mode)
+
+
+PERF = PerfInfrastructure()
+
+
+def current_clocks(device_id: int = 0, core_id: int = 0, *, arch: int | None = None) -> Clocks:
+    """The clocks of the device/core's active votes (``arch``: the HTP arch to price them for,
+    default the device's); the arch's NOM clocks (``NOMINAL`` on the default device) without
+    votes."""
+    return PERF.clocks(device_id, core_id, arch)
+
+
+# ---------------------------------------------------------------------- HMX voting table
+@dataclass(frozen=True)
+class HmxVotingRow:
+    """A row of the seed's HMX voting table: the HVX (DCVS v3) and HMX situation of an id, the
+    hmxPickDefault value, whether it is operationally valid, and the HMX state that results."""
+    hvx: str              # "applied" | "none" | "removed"
+    hmx: str              # "applied" | "none" | "removed (automatic)"
+    pick_default: bool | None   # None = N/A
+    valid: bool
+    hmx_state: str | None       # PowerConfigId.hmx_state afterwards (None: id gone / no HVX vote)
+
+
+HMX_VOTING_TABLE: tuple[HmxVotingRow, ...] = (
+    HmxVotingRow("applied", "applied", False, True, "explicit"),
+    HmxVotingRow("none", "applied", None, False, None),
+    HmxVotingRow("applied", "none", True, True, "default"),
+    HmxVotingRow("removed", "removed (automatic)", None, True, None),
+)
+
+
+# ------------------------------------------------------------------------ perf profiles
+@dataclass(frozen=True)
+class PerfProfile:
+    """A column of the seed's performance-profile table (backend extensions)."""
+    name: str
+    sleep_latency_us: int
+    dcvs_enable: bool
+    rpc_polling: bool
+    bus: tuple[str, str, str]      # busVCornerMin / Target / Max (VoltageCorner_t short names)
+    core: tuple[str, str, str]     # coreVCornerMin / Target / Max
+    user_selectable: bool = True   # RELAXED/RELEASED are applied internally only
+    idle_state: str | None = None  # the lower state applied after each stage (None: sustained)
+    sustained: bool = False        # keeps the vote up between inferences with a timer
+
+
+def _p(name, lat, dcvs, rpc, bus, core, **kw) -> PerfProfile:
+    return PerfProfile(name, lat, dcvs, rpc, bus, core, **kw)
+
+
+_MAX3 = ("MAX_VOLTAGE_CORNER",) * 3
+_RELAXED, _RELEASED = "relaxed_power_state", "released_power_state"
+PERF_PROFILES: dict[str, PerfProfile] = {p.name: p for p in (
+    _p("burst", 40, False, True, _MAX3, _MAX3, sustained=True),
+    _p("sustained_high_performance", 100, False, True, ("TURBO",) * 3, ("TURBO",) * 3, sustained=True),
+    _p("high_performance", 100, False, True, ("TURBO",) * 3, ("TURBO",) * 3, idle_state=_RELAXED),
+    _p("balanced", 1000, False, False, ("NOM_PLUS",) * 3, ("NOM_PLUS",) * 3, idle_state=_RELAXED),
+    _p("low_balanced", 1000, False, False, ("NOM",) * 3, ("NOM",) * 3, idle_state=_RELAXED),
+    _p("high_power_saver", 1000, False, False, ("SVS_PLUS",) * 3, ("SVS_PLUS",) * 3, idle_state=_RELEASED),
+    _p("power_saver", 1000, False, False, ("SVS",) * 3, ("SVS",) * 3, idle_state=_RELEASED),
+    _p("low_power_saver", 1000, False, False, ("SVS2",) * 3, ("SVS2",) * 3, idle_state=_RELEASED),
+    _p("extreme_power_saver", 1000, False, False, ("DISABLE",) * 3, ("DISABLE",) * 3, idle_state=_RELEASED),
+    _p(_RELAXED, 2000, True, False, ("SVS2", "SVS", "SVS"), ("SVS2", "SVS", "SVS"), user_selectable=False),
+    _p(_RELEASED, 65535, True, False, ("MIN_VOLTAGE_CORNER",) * 3, ("MIN_VOLTAGE_CORNER",) * 3,
+       user_selectable=False),
+)}
+# Valid perf_profile values besides the table's: "system_settings" places no vote at all;
+# "default" is the backend extensions' default profile, high_performance.
+PROFILE_ALIASES = {"default": "high_performance"}
+NO_VOTE_PROFILES = ("system_settings",)
+PROFILE_NAMES: tuple[str, ...] = tuple(n for n, p in PERF_PROFILES.items() if p.user_selectable) \
+    + tuple(PROFILE_ALIASES) + NO_VOTE_PROFILES
+
+
+def _profile(name: str) -> PerfProfile | None:
+    key = PROFILE_ALIASES.get(name, name)
+    if key in NO_VOTE_PROFILES:
+        return None
+    p = PERF_PROFILES.get(key)
+    if p is None:
+        raise ValueError(f"perf profile {name!r} is not one of {', '.join(PROFILE_NAMES)}")
+    return p
+
+
+def profile_votes(name: str, power_config_id: int = 0, *, rpc_control_latency: int | None = None,
+                  rpc_polling_time: int | None = None, hmx_timeout_us: int | None = None,
+                  adaptive_polling_time: int | None = None) -> list[tuple[int, object]]:
+    """The setPowerConfig entries (option, union member) that perf profile ``name`` means, as
+    the SDK's net-run backend extension places them: one DCVS v3 vote from the profile table,
+    then RPC control latency (default 100 us), RPC polling (9999 us for the profiles with RPC
+    polling ON, else 0), HMX timeout (default 300000 us) and adaptive polling (only when given).
+    The keyword arguments are the backend-extension config's ``cores[]`` overrides.  Feed the
+    result to ``PERF.set_power(power_config_id, ...)`` (or build the C structs from it).  The
+    internal relaxed/released states are accepted too; "system_settings" gives no entries."""
+    p = _profile(name)
+    if p is None:
+        return []
+    mode = POWERMODE["PERFORMANCE_MODE"]
+    if p.dcvs_enable:   # the idle states let DCVS float within their corners
+        mode = POWERMODE["ADJUST_UP_DOWN"] if p.name == _RELAXED else POWERMODE["POWER_SAVER_MODE"]
+    bus = [VCORNER[c] for c in p.bus]
+    core = [VCORNER[c] for c in p.core]
+    dcvs = {
+        "contextId": power_config_id, "setDcvsEnable": 1, "dcvsEnable": int(p.dcvs_enable),
+        "powerMode": mode, "setSleepLatency": 1, "sleepLatency": p.sleep_latency_us,
+        "setSleepDisable": 0, "sleepDisable": 0,
+        "setBusParams": 1, "busVoltageCornerMin": bus[0], "busVoltageCornerTarget": bus[1],
+        "busVoltageCornerMax": bus[2],
+        "setCoreParams": 1, "coreVoltageCornerMin": core[0], "coreVoltageCornerTarget": core[1],
+        "coreVoltageCornerMax": core[2],
+    }
+    polling = rpc_polling_time if rpc_polling_time is not None else (
+        DEFAULT_RPC_POLLING_US if p.rpc_polling else 0)
+    out: list[tuple[int, object]] = [
+        (OPT_DCVS_V3, dcvs),
+        (OPT_RPC_CONTROL_LATENCY, DEFAULT_RPC_CONTROL_LATENCY_US if rpc_control_latency is None
+         else int(rpc_control_latency)),
+        (OPT_RPC_POLLING_TIME, int(polling)),
+        (OPT_HMX_TIMEOUT, DEFAULT_HMX_TIMEOUT_US if hmx_timeout_us is None else int(hmx_timeout_us)),
+    ]
+    if adaptive_polling_time is not None:
+        out.append((OPT_ADAPTIVE_POLLING, int(adaptive_polling_time)))
+    return out
+
+
+def idle_votes(name: str, power_config_id: int = 0) -> list[tuple[int, object]]:
+    """The lower vote applied after each stage (INIT / INFERENCE / DE-INIT) for profile
+    ``name``: RELAXED_POWER_STATE or RELEASED_POWER_STATE; [] for the sustained profiles (burst,
+    sustained_high_performance keep their vote, see ProfileSession) and system_settings."""
+    p = _profile(name)
+    if p is None or p.idle_state is None:
+        return []
+    return profile_votes(p.idle_state, power_config_id)
+
+
+def apply_profile(power_config_id: int, name: str, perf: PerfInfrastructure | None = None, **overrides) -> None:
+    """Places the votes of perf profile ``name`` on ``power_config_id``."""
+    votes = profile_votes(name, power_config_id, **overrides)
+    if votes:
+        (perf or PERF).set_power(power_config_id, votes)
+
+
+class ProfileSession:
+    """The seed's two use cases, as the net-run extension drives a perf profile around stages:
+
+    - voting at every inference: ``before_stage()`` places the profile's vote, ``after_stage()``
+      drops to its idle state (RELAXED / RELEASED) at once;
+    - sustained setting for multiple inferences (burst, sustained_high_performance): after a
+      stage a timer of ``sustain_s`` starts; the vote stays up until it expires (``poll()`` then
+      drops to RELAXED) or the client votes again.
+
+    ``now`` is the clock (injectable for tests)."""
+
+    def __init__(self, power_config_id: int, name: str, *, sustain_s: float = 1.0,
+                 perf: PerfInfrastructure | None = None, now: Callable[[], float] = time.monotonic,
+                 **overrides):
+        self.pid, self.name, self.sustain_s = power_config_id, name, sustain_s
+        self.perf, self.now, self.overrides = perf or PERF, now, overrides
+        self.profile = _profile(name)
+        self.deadline: float | None = None
+        self.state = "idle"      # "voted" | "sustained" | "idle"
+
+    def before_stage(self) -> None:
+        if self.state != "voted":
+            apply_profile(self.pid, self.name, self.perf, **self.overrides)
+        self.state, self.deadline = "voted", None
+
+    def after_stage(self) -> None:
+        if self.profile is not None and self.profile.sustained:
+            self.state, self.deadline = "sustained", self.now() + self.sustain_s
+            return
+        if self.profile is not None:
+            self.perf.set_power(self.pid, idle_votes(self.name, self.pid))
+        self.state = "idle"
+
+    def poll(self) -> None:
+        """Drops a sustained vote whose timer has expired (to RELAXED_POWER_STATE)."""
+        if self.state == "sustained" and self.now() >= self.deadline:
+            self.perf.set_power(self.pid, profile_votes(_RELAXED, self.pid))
+            self.state, self.deadline = "idle", None

@@ -29,6 +29,10 @@ class Block:
     offset: int | None = None       # VTCM offset (TCM blocks, after allocation)
     first_step: int | None = None   # first runlist step that needs it in VTCM
     last_step: int | None = None    # last such step
+    # Added by the prepare pipeline (issue 5):
+    role: str = "tensor"            # "tensor", "fill" (a refilled VTCM copy), "spill" (the DDR copy
+                                    # in the spill-fill buffer) or "scratch" (per-op working memory)
+    ddr_offset: int | None = None   # offset of a "spill" block in the spill-fill buffer
 
 
 @dataclass
@@ -50,6 +54,16 @@ class Step:
     wait_cycles: int = 0             # cycles it was ready but waited for the scheduler
     overlap_cycles: int = 0          # cycles it ran overlapped with other steps
     overlap_steps: list[int] = field(default_factory=list)
+    # Added by the prepare pipeline (issue 5):
+    resources: list[str] = field(default_factory=list)  # every resource it uses (e.g. HMX, DMA)
+    threads: int = 1                 # HVX threads it is split across (units of ``resource`` held)
+    pair: int | None = None          # launch <-> wait partner step index
+    bytes: int = 0                   # bytes a spill/fill copies; DDR bytes an op streams
+    deps: list[int] = field(default_factory=list)      # steps it waits for (data, launch->wait)
+    ready_cycle: int = 0             # when its dependencies and constraints were satisfied
+    overlap_wait_cycles: int = 0     # of its wait_cycles, those other steps were running in
+    overlap_wait_steps: list[int] = field(default_factory=list)
+    note: str = ""                   # cost-model remark (why HVX, folded relu, ...)
 
 
 @dataclass
@@ -69,6 +83,21 @@ class PreparedPlan:
     total_cycles: int = 0
     critical_path_cycles: int = 0
     passes: list[str] = field(default_factory=list)   # one line per pass: what it did
+    # Added by the prepare pipeline (issue 5):
+    graph_order_peak_bytes: int = 0      # live VTCM peak of the ops in graph order (no spills)
+    runlist_peak_bytes: int = 0          # the same for the pre-scheduled runlist
+    partitions: list[list[int]] = field(default_factory=list)  # runlist segments (node indices)
+    planning_budget_bytes: int = 0       # budget the spill pass kept (<= vtcm_budget_bytes)
+    hvx_threads: int = 0
+    hmx: bool = False
+    reference_clocks: dict = field(default_factory=dict)  # clocks the cycles are counted at (MHz)
+    aliases: dict[str, str] = field(default_factory=dict)  # in-place output tensor -> block it shares
+
+    def step_named(self, name: str) -> Step | None:
+        return next((s for s in self.steps if s.name == name), None)
+
+    def block_named(self, name: str) -> Block | None:
+        return next((b for b in self.blocks if b.name == name), None)
 
     def to_optrace(self) -> dict:
         """The optrace document: plain JSON types only, keys documented in docs/htp-prepare.md."""
@@ -79,4 +108,11 @@ class PreparedPlan:
                 "spill_fill_buffer_bytes": self.spill_fill_buffer_bytes,
                 "total_cycles": self.total_cycles, "critical_path_cycles": self.critical_path_cycles,
                 "blocks": [asdict(b) for b in self.blocks], "steps": [asdict(s) for s in self.steps],
-                "constraints": [list(c) for c in self.constraints], "passes": list(self.passes)}
+                "constraints": [list(c) for c in self.constraints], "passes": list(self.passes),
+                "graph_order_peak_bytes": self.graph_order_peak_bytes,
+                "runlist_peak_bytes": self.runlist_peak_bytes,
+                "prescheduled_order": list(self.prescheduled_order),
+                "partitions": [list(p) for p in self.partitions],
+                "planning_budget_bytes": self.planning_budget_bytes,
+                "hvx_threads": self.hvx_threads, "hmx": self.hmx,
+                "reference_clocks": dict(self.reference_clocks), "aliases": dict(self.aliases)}

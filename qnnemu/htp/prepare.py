@@ -1,21 +1,861 @@
 """The HTP prepare pipeline at graphFinalize (seed 000 "Scheduling and Allocation").
 
-``prepare_graph(graph) -> PreparedPlan``.  This first version only lists the graph's nodes in
-order as the runlist; block registration, pre-scheduling, spill/fill insertion, launch/wait
-splitting, VTCM offset allocation and re-scheduling replace it (issue 5)."""
+``prepare_graph(graph) -> PreparedPlan`` runs the six passes of the seed, each leaving its
+result in the plan (qnnemu/htp/plan_types.py) and one line in ``plan.passes``:
+
+1. register blocks: every tensor a node touches becomes a block with its memory type, size and
+   alignment -- graph inputs/outputs and static weights ``Plain`` (DDR, streamed through VTCM by
+   DMA), activations ``TCM`` (VTCM; float32 held as float16); ops that need working memory get
+   a ``TCM`` scratch block; views and folded relus write in place (their output shares the
+   input's block);
+2. pre-schedule: a topological order (the "runlist") that lowers the peak of live TCM bytes: the
+   graph is partitioned at low-TCM boundaries until each part is small enough to order exactly
+   (a search over the part's dependency-closed prefixes); never worse than graph order;
+3. spill/fill insertion: walking the runlist, where the live TCM set of an op exceeds the VTCM
+   budget, the block needed furthest in the future is copied out to DDR (spill, once per
+   tensor) and copied back (fill) before its next use; an op whose own working set cannot fit
+   fails finalize (rule QNNEMU-prepare-working-set); the pass runs over a ladder of budgets
+   and keeps the fewest spill bytes, so spill bytes never grow with the VTCM budget;
+4. launch/wait split: DMA copies (spill, fill) and HMX ops become a launch step on their
+   background resource and a wait step their consumers depend on;
+5. offset allocation: TCM blocks get VTCM offsets (greedy by size, blocks not live together may
+   share addresses, preferring addresses whose previous owners died long ago), the ordering
+   constraints such sharing creates are recorded, spilled copies get offsets in the spill-fill
+   buffer;
+6. re-schedule: list scheduling of the steps over the HVX threads, the HMX unit and the DMA queue
+   within dependencies and the allocator's constraints (start/end, wait and overlap cycles).
+
+The plan is a model of what the HTP would do; the numeric execution (qnnemu/core/plan.py) is
+separate and unaffected.  docs/htp-prepare.md documents the passes, sizes and formulas.
+"""
 from __future__ import annotations
 
-from .plan_types import PreparedPlan, Step
+import bisect
+import heapq
+import math
+from dataclasses import dataclass
+
+from ..errors import QnnError
+from ..headers import Q
+from . import cost
+from .plan_types import PLAIN, TCM, Block, PreparedPlan, Step
 from .settings import device_model, graph_settings
+
+TCM_ALIGN = 2048             # VTCM blocks: size and alignment granule (one 2 KiB crouton)
+PLAIN_ALIGN = 256            # DDR blocks (graph I/O, weights, spilled copies)
+BUDGET_GRANULE = 64 * 1024   # VTCM requests are multiples of 64 KiB (seed 002 "Byte-Granularity VTCM")
+PRESCHEDULE_STATE_LIMIT = 1000   # prefixes the exact ordering of one partition may explore
+RECENT_STEPS = 8             # allocator: sharing addresses with a block freed this recently costs parallelism
+WAIT_CYCLES = 0              # a wait step only synchronizes
+
+
+def _round_up(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+def _log(graph):
+    return getattr(graph, "log", None)
+
+
+# ---------------------------------------------------------------------------------- analysis
+@dataclass
+class _Tensor:
+    tid: int
+    name: str
+    kind: str          # TCM or PLAIN
+    size: int          # aligned bytes
+    raw: int           # bytes of the data
+    producer: int | None = None      # node index
+    consumers: tuple[int, ...] = ()  # node indices (sorted, unique); a block: of every alias too
+    alias_of: int | None = None      # the tensor whose block this one shares (in-place op output)
+
+
+@dataclass
+class _Node:
+    index: int
+    name: str
+    op_type: str
+    tcm_in: tuple[int, ...]
+    tcm_out: tuple[int, ...]
+    plain_in: tuple[int, ...]
+    plain_out: tuple[int, ...]
+    scratch: int
+    cost: cost.OpCost
+    preds: frozenset
+
+    @property
+    def working_set(self) -> int:
+        return self.in_bytes + self.out_bytes + self.scratch
+
+    in_bytes: int = 0
+    out_bytes: int = 0
+
+
+class _Analysis:
+    """Per-tensor and per-node facts the passes share."""
+
+    def __init__(self, graph, model, settings):
+        self.graph, self.model, self.settings = graph, model, settings
+        self.tensors: dict[int, _Tensor] = {}
+        consumers: dict[int, set] = {}
+        for k, node in enumerate(graph.nodes):
+            for tid in (*node.inputs, *node.outputs):
+                if tid is not None and tid not in self.tensors:
+                    t = graph.tensor(tid)
+                    if cost.in_ddr(t):
+                        raw = cost.tensor_bytes(t)
+                        self.tensors[tid] = _Tensor(tid, t.name, PLAIN, _round_up(raw, PLAIN_ALIGN), raw)
+                    else:
+                        raw = cost.vtcm_tensor_bytes(t)
+                        self.tensors[tid] = _Tensor(tid, t.name, TCM, max(TCM_ALIGN, _round_up(raw, TCM_ALIGN)), raw)
+            for tid in node.inputs:
+                if tid is not None:
+                    consumers.setdefault(tid, set()).add(k)
+            for tid in node.outputs:
+                self.tensors[tid].producer = k
+        for tid, cs in consumers.items():
+            self.tensors[tid].consumers = tuple(sorted(cs))
+        # In-place ops: a view (Reshape, Squeeze, ExpandDims) or a relu folded into its
+        # convolution writes its output over its input when nothing else reads the input: the
+        # output shares the input's block (one block per storage, named after the first tensor).
+        self.in_place: set[int] = set()
+        for k, node in enumerate(graph.nodes):
+            ins = [t for t in node.inputs if t is not None]
+            if len(ins) != 1 or len(node.outputs) != 1:
+                continue
+            src, dst = self.tensors[ins[0]], self.tensors[node.outputs[0]]
+            if src.kind == TCM and dst.kind == TCM and src.consumers == (k,) and src.size == dst.size and \
+                    (cost.op_class(node.op_type).kind == "view" or cost.folded_relu(node, graph, settings)):
+                dst.alias_of = self.root(src.tid)
+                self.in_place.add(k)
+        for t in self.tensors.values():
+            if t.alias_of is not None:
+                root = self.tensors[t.alias_of]
+                root.consumers = tuple(sorted({*root.consumers, *t.consumers}))
+        self.nodes: list[_Node] = []
+        for k, node in enumerate(graph.nodes):
+            ins = list(dict.fromkeys(t for t in node.inputs if t is not None))
+            outs = list(dict.fromkeys(node.outputs))
+            c = cost.op_cost(node, graph, model, settings)
+            read, written = cost.streamed_bytes(node, graph, settings)
+            scratch = cost.scratch_bytes(node, settings) + cost.stream_buffer_bytes(read + written)
+            preds = frozenset(self.tensors[t].producer for t in ins if self.tensors[t].producer is not None)
+            tcm_in = tuple(dict.fromkeys(self.root(t) for t in ins if self.tensors[t].kind == TCM))
+            tcm_out = tuple(t for t in outs if self.tensors[t].kind == TCM and self.tensors[t].alias_of is None)
+            n = _Node(k, node.name, node.op_type, tcm_in, tcm_out,
+                      tuple(t for t in ins if self.tensors[t].kind == PLAIN),
+                      tuple(t for t in outs if self.tensors[t].kind == PLAIN), scratch, c, preds)
+            n.in_bytes = sum(self.tensors[t].size for t in tcm_in)
+            n.out_bytes = sum(self.tensors[t].size for t in tcm_out)
+            self.nodes.append(n)
+
+    def root(self, tid: int) -> int:
+        """The tensor whose block ``tid`` lives in (itself unless written in place)."""
+        while self.tensors[tid].alias_of is not None:
+            tid = self.tensors[tid].alias_of
+        return tid
+
+    def blocks(self):
+        """Tensors that own a block (not in-place outputs)."""
+        return (t for t in self.tensors.values() if t.alias_of is None)
+
+    def size(self, tid: int) -> int:
+        return self.tensors[tid].size
+
+
+# ---------------------------------------------------------------------- pass 1: the blocks
+def register_blocks(a: _Analysis, plan: PreparedPlan) -> None:
+    seen = set()
+    for node in a.graph.nodes:
+        for tid in (*node.inputs, *node.outputs):
+            if tid is None or tid in seen:
+                continue
+            seen.add(tid)
+            t = a.tensors[tid]
+            if t.alias_of is not None:
+                plan.aliases[t.name] = a.tensors[a.root(tid)].name
+                continue
+            plan.blocks.append(Block(t.name, t.kind, t.size, TCM_ALIGN if t.kind == TCM else PLAIN_ALIGN,
+                                     tensor_id=tid))
+    for n in a.nodes:
+        if n.scratch:
+            plan.blocks.append(Block(f"{n.name}#scratch", TCM, n.scratch, TCM_ALIGN, role="scratch"))
+    tcm = [b for b in plan.blocks if b.kind == TCM and b.role == "tensor"]
+    plain = [b for b in plan.blocks if b.kind == PLAIN]
+    scratch = [b for b in plan.blocks if b.role == "scratch"]
+    plan.passes.append(
+        f"register blocks: {len(tcm)} TCM activation blocks ({sum(b.size for b in tcm)} B), "
+        f"{len(plain)} Plain DDR blocks ({sum(b.size for b in plain)} B: graph I/O and weights), "
+        f"{len(scratch)} TCM scratch blocks ({sum(b.size for b in scratch)} B), "
+        f"{len(plan.aliases)} in-place output(s) sharing their input's block; "
+        f"TCM granule {TCM_ALIGN} B, Plain granule {PLAIN_ALIGN} B")
+
+
+# -------------------------------------------------------------------- pass 2: pre-schedule
+def live_peak(a: _Analysis, order: list[int]) -> int:
+    """Peak bytes of TCM blocks live while an op of ``order`` runs (no spilling): blocks from
+    their producer to their last reader, plus the running op's scratch."""
+    pos = {v: i for i, v in enumerate(order)}
+    last: dict[int, int] = {}
+    for v in order:
+        for t in a.nodes[v].tcm_out:
+            cs = a.tensors[t].consumers
+            last[t] = max((pos[c] for c in cs), default=pos[v])
+    live = peak = 0
+    for i, v in enumerate(order):
+        n = a.nodes[v]
+        live += n.out_bytes
+        peak = max(peak, live + n.scratch)
+        for t in {*n.tcm_in, *n.tcm_out}:
+            if last[t] == i:
+                live -= a.size(t)
+    return peak
+
+
+def _crossing(a: _Analysis) -> list[int]:
+    """Bytes of TCM tensors live across each boundary g (between graph-order ops g-1 and g)."""
+    n = len(a.nodes)
+    diff = [0] * (n + 2)
+    for t in a.blocks():
+        if t.kind != TCM or t.producer is None or not t.consumers:
+            continue
+        last = max(t.consumers)
+        if last > t.producer:
+            diff[t.producer + 1] += t.size
+            diff[last + 1] -= t.size
+    out, run = [], 0
+    for g in range(n + 1):
+        run += diff[g]
+        out.append(run)
+    return out
+
+
+def _order_exactly(a: _Analysis, lo: int, hi: int) -> list[int] | None:
+    """The order of graph-order ops lo..hi-1 with the least peak of live TCM (ties: least summed
+    live bytes), searching the part's dependency-closed prefixes; None past the state limit.
+    Only the order inside the part changes, so tensors crossing its ends are constant."""
+    seg = list(range(lo, hi))
+    m = len(seg)
+    pred_mask = [0] * m
+    succ: list[list[int]] = [[] for _ in range(m)]
+    for k in range(m):
+        for p in a.nodes[seg[k]].preds:
+            if lo <= p < hi:
+                pred_mask[k] |= 1 << (p - lo)
+                succ[p - lo].append(k)
+    base = 0
+    frees: list[list[tuple[int, int]]] = [[] for _ in range(m)]   # (consumer mask, bytes) per op
+    dead_out = [0] * m
+    for t in a.blocks():
+        if t.kind != TCM or t.producer is None:
+            continue
+        p = t.producer
+        if p >= hi:
+            continue
+        cmask = 0
+        after = False
+        for c in t.consumers:
+            if lo <= c < hi:
+                cmask |= 1 << (c - lo)
+            elif c >= hi:
+                after = True
+        if p < lo:
+            if not cmask and not after:
+                continue
+            base += t.size
+        elif not t.consumers:
+            dead_out[p - lo] += t.size
+            continue
+        if not after and cmask:
+            for c in t.consumers:
+                if lo <= c < hi:
+                    frees[c - lo].append((cmask, t.size))
+    out_b = [a.nodes[v].out_bytes for v in seg]
+    scr = [a.nodes[v].scratch for v in seg]
+    # state: mask -> [peak, area, mem, avail, parent, op]
+    start_avail = sum(1 << k for k in range(m) if pred_mask[k] == 0)
+    states = {0: [0, 0, base, start_avail, None, None]}
+    layer = [0]
+    for _ in range(m):
+        nxt: dict[int, list] = {}
+        for s in layer:
+            peak, area, mem, avail, _, _ = states[s]
+            bits = avail
+            while bits:
+                low = bits & -bits
+                bits ^= low
+                k = low.bit_length() - 1
+                ns = s | low
+                run_peak = mem + out_b[k] + scr[k]
+                new_mem = mem + out_b[k] - dead_out[k] - sum(b for cm, b in frees[k] if cm & ~ns == 0)
+                key = (max(peak, run_peak), area + new_mem)
+                cur = nxt.get(ns)
+                if cur is None:
+                    if len(states) + len(nxt) >= PRESCHEDULE_STATE_LIMIT:
+                        return None
+                    na = avail & ~low
+                    for w in succ[k]:
+                        if pred_mask[w] & ~ns == 0:
+                            na |= 1 << w
+                    nxt[ns] = [key[0], key[1], new_mem, na, s, k]
+                elif key < (cur[0], cur[1]):
+                    cur[0], cur[1], cur[4], cur[5] = key[0], key[1], s, k
+        states.update(nxt)
+        layer = list(nxt)
+    order = []
+    s = (1 << m) - 1
+    while s:
+        st = states[s]
+        order.append(seg[st[5]])
+        s = st[4]
+    return order[::-1]
+
+
+def preschedule(a: _Analysis, plan: PreparedPlan) -> list[int]:
+    n = len(a.nodes)
+    cross = _crossing(a)
+    parts: list[tuple[int, int]] = []
+    work = [(0, n)]
+    orders: dict[tuple[int, int], list[int]] = {}
+    while work:
+        lo, hi = work.pop()
+        order = _order_exactly(a, lo, hi) if hi - lo <= PRESCHEDULE_STATE_LIMIT else None
+        if order is not None:
+            orders[(lo, hi)] = order
+            parts.append((lo, hi))
+            continue
+        # cut at the boundary with the fewest live TCM bytes in the middle half (balanced cuts
+        # keep the number of partitioning rounds logarithmic)
+        q = max(1, (hi - lo) // 4)
+        mid = (lo + hi) / 2
+        g = min(range(lo + q, hi - q + 1) if hi - lo >= 4 else range(lo + 1, hi),
+                key=lambda g: (cross[g], abs(g - mid), g))
+        work.append((g, hi))
+        work.append((lo, g))
+    parts.sort()
+    runlist = [v for p in parts for v in orders[p]]
+    baseline = list(range(n))
+    plan.graph_order_peak_bytes = live_peak(a, baseline)
+    plan.runlist_peak_bytes = live_peak(a, runlist)
+    if plan.runlist_peak_bytes > plan.graph_order_peak_bytes:   # cannot happen: each part is optimal
+        runlist, plan.runlist_peak_bytes = baseline, plan.graph_order_peak_bytes
+    plan.prescheduled_order = runlist
+    plan.partitions = [orders[p] for p in parts]
+    moved = sum(1 for i, v in enumerate(runlist) if v != i)
+    plan.passes.append(
+        f"pre-schedule: runlist of {n} ops in {len(parts)} partition(s) cut at low-TCM boundaries; "
+        f"peak live TCM {plan.runlist_peak_bytes} B (graph order {plan.graph_order_peak_bytes} B); "
+        f"{moved} op(s) moved from graph order")
+    return runlist
+
+
+# ------------------------------------------------------------------ pass 3: spill and fill
+@dataclass
+class _SpillResult:
+    budget: int
+    entries: list[tuple[str, int]]   # ("op", node) / ("spill", tensor) / ("fill", tensor)
+    spill_bytes: int
+    fill_bytes: int
+    reused_copies: int               # evictions that needed no spill (the DDR copy existed)
+    flush: bool = False              # the fragmentation fallback: every op's blocks via DDR
+
+
+def check_working_sets(a: _Analysis, budget: int) -> None:
+    graph = a.graph
+    for n in a.nodes:
+        if n.working_set > budget:
+            raise QnnError(
+                Q.QNN_GRAPH_ERROR_MEM_ALLOC,
+                f"graphFinalize: graph '{graph.name}': node '{n.name}' ({n.op_type}): its working set of "
+                f"{n.working_set} bytes of VTCM (inputs {n.in_bytes} + outputs {n.out_bytes} + scratch "
+                f"{n.scratch}) exceeds the graph's VTCM budget of {budget} bytes (raise "
+                f"QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE or make the tensors smaller)",
+                rule="QNNEMU-prepare-working-set")
+
+
+def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False) -> _SpillResult:
+    """Belady-like eviction: the resident block whose next read is furthest away goes first.
+
+    ``flush``: the fallback when no budget's plan can be allocated without fragmentation --
+    before each op every resident block leaves VTCM, so only one op's blocks (its filled
+    inputs, outputs and scratch) are ever live together and they pack from offset 0."""
+    uses: dict[int, list[int]] = {}
+    for i, v in enumerate(order):
+        for t in a.nodes[v].tcm_in:
+            uses.setdefault(t, []).append(i)
+    resident: dict[int, None] = {}
+    used = 0
+    copies: set[int] = set()
+    entries: list[tuple[str, int]] = []
+    spill = fill = reused = 0
+    for i, v in enumerate(order):
+        n = a.nodes[v]
+        if flush:
+            for t in list(resident):
+                if t in copies:
+                    reused += 1
+                else:
+                    entries.append(("spill", t))
+                    copies.add(t)
+                    spill += a.size(t)
+                del resident[t]
+            used = 0
+        missing = [t for t in n.tcm_in if t not in resident]
+        need = used + sum(a.size(t) for t in missing) + n.out_bytes + n.scratch
+        if need > budget:
+            pinned = set(n.tcm_in)
+            victims = []
+            for t in resident:
+                if t in pinned:
+                    continue
+                u = uses.get(t, [])
+                j = bisect.bisect_right(u, i)
+                victims.append((u[j] if j < len(u) else math.inf, a.size(t), t))
+            victims.sort(reverse=True)
+            for _, size, t in victims:
+                if need <= budget:
+                    break
+                if t in copies:
+                    reused += 1
+                else:
+                    entries.append(("spill", t))
+                    copies.add(t)
+                    spill += size
+                del resident[t]
+                used -= size
+                need -= size
+        for t in missing:
+            entries.append(("fill", t))
+            fill += a.size(t)
+            resident[t] = None
+            used += a.size(t)
+        entries.append(("op", v))
+        for t in n.tcm_out:
+            resident[t] = None
+            used += a.size(t)
+        for t in {*n.tcm_in, *n.tcm_out}:
+            u = uses.get(t, [])
+            if not u or u[-1] <= i:
+                if t in resident:
+                    del resident[t]
+                    used -= a.size(t)
+    return _SpillResult(budget, entries, spill, fill, reused, flush)
+
+
+def budget_ladder(budget: int, floor: int, peak: int | None = None) -> list[int]:
+    """Budgets the spill pass tries, largest first: those of a fixed set between ``floor`` (the
+    largest working set) and ``budget``.  The set depends on the graph only -- multiples of
+    2 KiB up to 64 KiB, of 64 KiB above, the 32 multiples of 2 KiB from ``floor`` up, and the
+    runlist's live ``peak`` (at which nothing spills) -- so a larger budget's ladder contains
+    every smaller budget's and keeping the plan with the fewest spill bytes over the ladder
+    makes spill bytes never grow with VTCM (a plan that fits a smaller budget fits a larger)."""
+    floor = _round_up(floor, TCM_ALIGN)
+    fixed = {*range(TCM_ALIGN, BUDGET_GRANULE + 1, TCM_ALIGN), *range(BUDGET_GRANULE, budget + 1, BUDGET_GRANULE),
+             *range(floor, floor + BUDGET_GRANULE, TCM_ALIGN)}
+    if peak is not None:
+        fixed.add(_round_up(peak, TCM_ALIGN))
+    return sorted((b for b in fixed if floor <= b <= budget), reverse=True)
+
+
+# --------------------------------------------------------- pass 4: steps with launch/wait
+@dataclass
+class _Steps:
+    steps: list[Step]
+    blocks: dict[str, Block]          # every block by name (registered + fills + spill copies)
+    touched: list[set[str]]           # blocks each step needs in place while it runs
+    hmx_split: int
+    dma_split: int
+    flush: bool = False               # built from the flush (fragmentation fallback) plan
+
+
+def build_steps(a: _Analysis, plan: PreparedPlan, sp: _SpillResult) -> _Steps:
+    blocks = {b.name: Block(**{**b.__dict__}) for b in plan.blocks}
+    current: dict[int, str] = {}       # tensor -> its block now in VTCM
+    fills: dict[int, int] = {}
+    steps: list[Step] = []
+    touched: list[set[str]] = []
+    writer: dict[str, int] = {}        # block -> the step whose completion makes it readable
+    hmx = dma = 0
+
+    def add(step: Step, reads: list[str], writes: list[str], extra: list[str] = ()) -> int:
+        step.index = len(steps)
+        step.deps = sorted({writer[b] for b in reads if b in writer})
+        steps.append(step)
+        touched.append({*reads, *writes, *extra})
+        return step.index
+
+    def add_wait(launch: int, name: str) -> int:
+        w = Step(index=0, kind="wait", name=name, op_type=steps[launch].op_type,
+                 node_index=steps[launch].node_index, resource="CPU", cycles=WAIT_CYCLES,
+                 resources=["CPU"], pair=launch)
+        i = add(w, [], [])
+        steps[i].deps = [launch]
+        touched[i] = set(touched[launch])     # the launched work holds its blocks until done
+        steps[launch].pair = i
+        return i
+
+    for kind, x in sp.entries:
+        if kind == "op":
+            n = a.nodes[x]
+            node = a.graph.nodes[x]
+            reads = [current[t] for t in n.tcm_in] + [a.tensors[t].name for t in n.plain_in]
+            writes = [a.tensors[t].name for t in (*n.tcm_out, *n.plain_out)]
+            if x in a.in_place:   # rewrites its input's block: readers of the output wait for it
+                writes = [current[n.tcm_in[0]]] + writes
+            extra = [f"{n.name}#scratch"] if n.scratch else []
+            c = n.cost
+            common = dict(op_type=n.op_type, node_index=x, inputs=reads, outputs=writes, cycles=c.cycles,
+                          resources=list(c.resources), threads=c.threads, bytes=c.dma_bytes, note=c.note)
+            if c.resource == "HMX":
+                i = add(Step(index=0, kind="launch", name=f"{node.name}:launch", resource="HMX", **common),
+                        reads, writes, extra)
+                done = add_wait(i, f"{node.name}:wait")
+                hmx += 1
+            else:
+                done = add(Step(index=0, kind="op", name=node.name, resource="HVX", **common), reads, writes, extra)
+            for t in n.tcm_out:
+                current[t] = a.tensors[t].name
+            for b in writes:
+                writer[b] = done
+        elif kind == "spill":
+            t = a.tensors[x]
+            copy = f"{t.name}#spill"
+            blocks[copy] = Block(copy, PLAIN, _round_up(t.raw, PLAIN_ALIGN) or PLAIN_ALIGN, PLAIN_ALIGN,
+                                 tensor_id=x, role="spill")
+            src = current[x]
+            i = add(Step(index=0, kind="spill", name=f"{t.name}:spill", resource="DMA",
+                         cycles=cost.dma_copy_cycles(t.size), resources=["DMA"], bytes=t.size,
+                         inputs=[src], outputs=[copy]), [src], [copy])
+            writer[copy] = add_wait(i, f"{t.name}:spill:wait")
+            dma += 1
+        else:  # fill
+            t = a.tensors[x]
+            fills[x] = fills.get(x, 0) + 1
+            name = f"{t.name}#fill{fills[x]}"
+            blocks[name] = Block(name, TCM, t.size, TCM_ALIGN, tensor_id=x, role="fill")
+            copy = f"{t.name}#spill"
+            i = add(Step(index=0, kind="fill", name=f"{t.name}:fill", resource="DMA",
+                         cycles=cost.dma_copy_cycles(t.size), resources=["DMA"], bytes=t.size,
+                         inputs=[copy], outputs=[name]), [copy], [name])
+            writer[name] = add_wait(i, f"{t.name}:fill:wait")
+            current[x] = name
+            dma += 1
+    for b in blocks.values():
+        b.first_step = b.last_step = b.offset = b.ddr_offset = None
+    for i, names in enumerate(touched):
+        for name in names:
+            b = blocks[name]
+            b.first_step = i if b.first_step is None else b.first_step
+            b.last_step = i
+    return _Steps(steps, blocks, touched, hmx, dma, sp.flush)
+
+
+# ----------------------------------------------------------------- pass 5: the offsets
+def _place(items: list[Block], align: int, limit: int | None, by_time: bool = False) -> dict[str, int]:
+    """Greedy by size (``by_time``: by first step): each block takes an address range no block
+    live at the same time holds.  With a ``limit`` (the plan's budget), among the ranges below
+    it, a block prefers one shared with no block freed within the last few steps (such sharing
+    orders ops that could otherwise run in parallel), then one that does not raise the peak, then
+    the lowest; without a limit (the spill-fill buffer, the compact retries) it takes the lowest."""
+    steps = max((b.last_step for b in items), default=-1) + 1
+    live_at: list[list[tuple[int, int]]] = [[] for _ in range(steps)]   # step -> (offset, end) held
+    ending_at: list[list[tuple[int, int]]] = [[] for _ in range(steps)]  # step -> ranges freed after it
+    peak = 0
+    out: dict[str, int] = {}
+    # by time: earliest first, and of those the longest-lived (it then sits low, out of the way)
+    order = (lambda b: (b.first_step, -b.last_step, -b.size, b.name)) if by_time else \
+        (lambda b: (-b.size, b.first_step, b.name))
+    for b in sorted(items, key=order):
+        busy = sorted({r for s in range(b.first_step, b.last_step + 1) for r in live_at[s]})
+        candidates = sorted({0, *(_round_up(e, align) for _, e in busy)})
+        fits = []
+        for off in candidates:
+            if all(off + b.size <= o or off >= e for o, e in busy):
+                fits.append(off)
+        best = fits[0]
+        if limit is not None:
+            inside = [off for off in fits if off + b.size <= limit]
+            recent = [r for s in range(max(0, b.first_step - RECENT_STEPS), b.first_step) for r in ending_at[s]]
+
+            def score(off):
+                shared = sum(1 for o, e in recent if not (off + b.size <= o or off >= e))
+                return (shared, off + b.size > peak, off)
+            if inside:
+                best = min(inside, key=score)
+        out[b.name] = best
+        r = (best, best + b.size)
+        for s in range(b.first_step, b.last_step + 1):
+            live_at[s].append(r)
+        ending_at[b.last_step].append(r)
+        peak = max(peak, best + b.size)
+    return out
+
+
+def allocate(st: _Steps, budget: int, compact: bool = False) -> tuple[int, list[tuple[int, int]], int]:
+    """Offsets for the TCM blocks (within ``budget`` where possible; ``compact``: lowest first,
+    the better of size order and time order) and the spill copies; returns (peak VTCM,
+    constraints, spill-fill buffer bytes)."""
+    tcm = [b for b in st.blocks.values() if b.kind == TCM and b.first_step is not None]
+    if compact:
+        tries = [_place(tcm, TCM_ALIGN, None), _place(tcm, TCM_ALIGN, None, by_time=True)]
+        offsets = min(tries, key=lambda o: max((o[b.name] + b.size for b in tcm), default=0))
+    else:
+        offsets = _place(tcm, TCM_ALIGN, budget)
+    for name, off in offsets.items():
+        st.blocks[name].offset = off
+    copies = [b for b in st.blocks.values() if b.role == "spill" and b.first_step is not None]
+    for name, off in _place(copies, PLAIN_ALIGN, None).items():
+        st.blocks[name].ddr_offset = off
+    peak = max((b.offset + b.size for b in tcm), default=0)
+    buffer = max((b.ddr_offset + b.size for b in copies), default=0)
+    # The ordering a shared address creates: a block may only be written once the previous
+    # owner of each of its bytes is dead.  Only the most recent owner of each byte range is
+    # recorded; older owners are ordered before it by its own constraint (transitively).
+    constraints = set()
+    owners: list[tuple[int, int, Block]] = []   # disjoint (start, end, last owner), sorted
+    for q in sorted(tcm, key=lambda b: (b.first_step, b.offset, b.name)):
+        lo, hi = q.offset, q.offset + q.size
+        i = bisect.bisect_right(owners, (lo, math.inf)) - 1
+        i = max(i, 0)
+        kept = owners[:i]
+        for seg in owners[i:]:
+            a_, b_, p = seg
+            if a_ >= hi:
+                kept.append(seg)
+                continue
+            if b_ <= lo:
+                kept.append(seg)
+                continue
+            if p.last_step < q.first_step and p.last_step not in st.steps[q.first_step].deps:
+                constraints.add((p.last_step, q.first_step))
+            if a_ < lo:
+                kept.append((a_, lo, p))
+            if b_ > hi:
+                kept.append((hi, b_, p))
+        kept.append((lo, hi, q))
+        kept.sort(key=lambda x: (x[0], x[1]))
+        owners = kept
+    return peak, sorted(constraints), buffer
+
+
+def overlapping_live_blocks(blocks) -> list[tuple[str, str]]:
+    """Pairs of TCM blocks live at a common step whose VTCM ranges intersect (must be none)."""
+    tcm = sorted((b for b in blocks if b.kind == TCM and b.offset is not None), key=lambda b: b.offset)
+    bad = []
+    for i, p in enumerate(tcm):
+        for q in tcm[i + 1:]:
+            if q.offset >= p.offset + p.size:
+                break
+            if p.first_step <= q.last_step and q.first_step <= p.last_step:
+                bad.append((p.name, q.name))
+    return bad
+
+
+# ------------------------------------------------------------------- pass 6: re-schedule
+def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_threads: int,
+               hmx: bool) -> tuple[int, int]:
+    """List scheduling (highest remaining critical path first) over ``hvx_threads`` HVX threads,
+    one HMX unit and one DMA queue; wait steps take no resource.  Returns (total cycles,
+    critical-path cycles)."""
+    n = len(steps)
+    preds = [set(s.deps) for s in steps]
+    for a_, b_ in constraints:
+        preds[b_].add(a_)
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for i in range(n):
+        for p in preds[i]:
+            succs[p].append(i)
+    level = [0] * n
+    for i in range(n - 1, -1, -1):
+        level[i] = steps[i].cycles + max((level[s] for s in succs[i]), default=0)
+    # HMX steps only exist on SoCs with an HMX (the cost model sends their ops to HVX otherwise)
+    units = {"HVX": [0] * max(1, hvx_threads), "HMX": [0], "DMA": [0]}
+    indeg = [len(p) for p in preds]
+    ready = [0] * n
+    waiting = [(0, i) for i in range(n) if indeg[i] == 0]     # (ready time, step): deps done
+    heapq.heapify(waiting)
+    candidates: list[tuple[int, int]] = []                    # (-level, step): ready now
+    running: list[tuple[int, int]] = []                       # (end, step)
+    done = 0
+    t = 0
+    while done < n:
+        progressed = True
+        while progressed:
+            progressed = False
+            while waiting and waiting[0][0] <= t:
+                _, i = heapq.heappop(waiting)
+                heapq.heappush(candidates, (-level[i], i))
+            blocked = []
+            while candidates:
+                item = heapq.heappop(candidates)
+                i = item[1]
+                s = steps[i]
+                if s.resource == "CPU":
+                    s.thread = 0
+                else:
+                    pool = units[s.resource]
+                    need = min(s.threads, len(pool)) if s.resource == "HVX" else 1
+                    free = [u for u, busy in enumerate(pool) if busy <= t]
+                    if len(free) < need:
+                        blocked.append(item)
+                        continue
+                    for u in free[:need]:
+                        pool[u] = t + s.cycles
+                    s.thread = free[0]
+                s.start_cycle, s.end_cycle, s.ready_cycle = t, t + s.cycles, ready[i]
+                s.wait_cycles = t - ready[i]
+                heapq.heappush(running, (s.end_cycle, i))
+                progressed = True
+            for item in blocked:
+                heapq.heappush(candidates, item)
+            while running and running[0][0] <= t:
+                end, i = heapq.heappop(running)
+                done += 1
+                for s_ in succs[i]:
+                    indeg[s_] -= 1
+                    ready[s_] = max(ready[s_], end)
+                    if indeg[s_] == 0:
+                        heapq.heappush(waiting, (ready[s_], s_))
+                progressed = True
+        if done == n:
+            break
+        upcoming = ([running[0][0]] if running else []) + ([waiting[0][0]] if waiting else [])
+        if not upcoming:
+            raise RuntimeError(f"reschedule: steps {sorted(i for _, i in candidates)} can never start")
+        t = min(upcoming)
+    _overlaps(steps)
+    total = max((s.end_cycle for s in steps), default=0)
+    return total, max(level, default=0)
+
+
+def _covered(lo: int, hi: int, spans: list[tuple[int, int]]) -> int:
+    """Cycles of [lo, hi) covered by the union of ``spans``."""
+    clipped = sorted((max(lo, a), min(hi, b)) for a, b in spans if min(hi, b) > max(lo, a))
+    total, cur_a, cur_b = 0, None, None
+    for a, b in clipped:
+        if cur_b is None or a > cur_b:
+            total += (cur_b - cur_a) if cur_b is not None else 0
+            cur_a, cur_b = a, b
+        else:
+            cur_b = max(cur_b, b)
+    return total + ((cur_b - cur_a) if cur_b is not None else 0)
+
+
+def _overlaps(steps: list[Step]) -> None:
+    spans = sorted((s.start_cycle, s.end_cycle, s.index) for s in steps if s.end_cycle > s.start_cycle)
+    starts = [a for a, _, _ in spans]
+    reach, top = [], 0          # reach[j]: the latest end among spans[:j + 1]
+    for _, b, _ in spans:
+        top = max(top, b)
+        reach.append(top)
+    for s in steps:
+        for lo, hi, which in ((s.start_cycle, s.end_cycle, "run"), (s.ready_cycle, s.start_cycle, "wait")):
+            if hi <= lo:
+                continue
+            others = []
+            j = bisect.bisect_left(starts, hi) - 1
+            while j >= 0 and reach[j] > lo:      # no earlier span reaches past ``lo``: stop
+                a, b, k = spans[j]
+                if b > lo and k != s.index:
+                    others.append((a, b, k))
+                j -= 1
+            cycles = _covered(lo, hi, [(a, b) for a, b, _ in others])
+            if which == "run":
+                s.overlap_cycles, s.overlap_steps = cycles, sorted(k for _, _, k in others)
+            else:
+                s.overlap_wait_cycles, s.overlap_wait_steps = cycles, sorted(k for _, _, k in others)
+
+
+# ------------------------------------------------------------------------------ the driver
+def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int):
+    """Passes 3-5 for the graph's VTCM ``budget``: the spill pass at each budget of the ladder,
+    keeping the fewest spill bytes (then fill bytes, then the largest budget) whose allocation
+    fits; when fragmentation defeats every one, the flush plan (which always fits)."""
+    floor = max((n.working_set for n in a.nodes), default=0)
+    ladder = budget_ladder(budget, floor, plan.runlist_peak_bytes) or [budget]
+    results = [spill_pass(a, order, ladder[0])]
+    rest = ladder[1:]
+    if results[0].spill_bytes or results[0].fill_bytes:
+        results += [spill_pass(a, order, b) for b in rest]
+        rest = []
+    # Whether a plan fits depends on the plan only (offsets are placed within the plan's own
+    # budget, or packed lowest-first), so a plan that fits a budget fits every larger one.
+    tried: set[tuple] = set()
+    while True:
+        for r in sorted(results, key=lambda r: (r.spill_bytes, r.fill_bytes, -r.budget)):
+            key = tuple(r.entries)
+            if key in tried:
+                continue
+            tried.add(key)
+            st = build_steps(a, plan, r)
+            for compact in (False, True):
+                peak, constraints, buffer = allocate(st, r.budget, compact)
+                if peak <= budget:
+                    return r, st, peak, constraints, buffer
+        if not rest:
+            break
+        # the spill-free plan did not fit once allocated (fragmentation): smaller budgets too
+        results += [spill_pass(a, order, b) for b in rest]
+        rest = []
+    r = spill_pass(a, order, floor, flush=True)
+    st = build_steps(a, plan, r)
+    peak, constraints, buffer = allocate(st, budget, compact=True)
+    if peak > budget:   # only one op's blocks are ever live: they pack within its working set
+        raise AssertionError(f"prepare: flush plan of '{a.graph.name}' needs {peak} > {budget} bytes")
+    return r, st, peak, constraints, buffer
 
 
 def prepare_graph(graph) -> PreparedPlan:
     model = device_model(graph)
     settings = graph_settings(graph)
+    hmx = bool(getattr(model, "hmx", True))
+    ref = cost.REFERENCE
     plan = PreparedPlan(graph=graph.name, soc_model=model.soc_model, arch=model.arch,
-                        vtcm_budget_bytes=settings.vtcm_bytes)
-    plan.prescheduled_order = list(range(len(graph.nodes)))
-    plan.steps = [Step(index=i, kind="op", name=n.name, op_type=n.op_type, node_index=i)
-                  for i, n in enumerate(graph.nodes)]
-    plan.passes.append(f"runlist: {len(plan.steps)} ops in graph order (no VTCM planning yet)")
+                        vtcm_budget_bytes=settings.vtcm_bytes, hvx_threads=settings.hvx_threads, hmx=hmx,
+                        reference_clocks={"core_mhz": ref.core_mhz, "hmx_mhz": ref.hmx_mhz,
+                                          "bus_mhz": ref.bus_mhz})
+    a = _Analysis(graph, model, settings)
+    register_blocks(a, plan)                                      # 1
+    order = preschedule(a, plan)                                  # 2
+    check_working_sets(a, settings.vtcm_bytes)                    # 3
+    sp, st, peak, constraints, buffer = _memory_plan(a, plan, order, settings.vtcm_bytes)
+    plan.planning_budget_bytes = sp.budget
+    plan.spill_bytes, plan.fill_bytes = sp.spill_bytes, sp.fill_bytes
+    plan.spill_fill_buffer_bytes = buffer
+    fallback = " (fragmentation fallback: every op's blocks through DDR)" if sp.flush else ""
+    n_spill = sum(1 for k, _ in sp.entries if k == "spill")
+    n_fill = sum(1 for k, _ in sp.entries if k == "fill")
+    plan.passes.append(
+        f"spill/fill: VTCM budget {settings.vtcm_bytes} B (planned at {sp.budget} B): {n_spill} spill(s) "
+        f"{sp.spill_bytes} B, {n_fill} fill(s) {sp.fill_bytes} B, {sp.reused_copies} eviction(s) reusing a "
+        f"DDR copy; spill-fill buffer {buffer} B{fallback}")
+    plan.steps = st.steps                                         # 4
+    plan.passes.append(
+        f"launch/wait: {st.hmx_split} HMX op(s) and {st.dma_split} DMA copies split into launch + wait; "
+        f"{len(st.steps)} steps")
+    plan.blocks = list(st.blocks.values())                        # 5
+    plan.constraints = constraints
+    plan.peak_vtcm_bytes = peak
+    tcm_live = [(b.first_step, b.last_step, b.size) for b in plan.blocks
+                if b.kind == TCM and b.first_step is not None]
+    diff = [0] * (len(plan.steps) + 1)
+    for f, l_, size in tcm_live:
+        diff[f] += size
+        diff[l_ + 1] -= size
+    live = 0
+    for s in plan.steps:
+        live += diff[s.index]
+        s.vtcm_bytes = live
+    plan.passes.append(
+        f"allocate: {len(tcm_live)} TCM blocks at VTCM offsets, peak {peak} B of {settings.vtcm_bytes} B; "
+        f"{len(constraints)} ordering constraint(s) from shared addresses")
+    plan.total_cycles, plan.critical_path_cycles = reschedule(   # 6
+        plan.steps, constraints, settings.hvx_threads, hmx)
+    plan.passes.append(
+        f"re-schedule: {plan.total_cycles} cycles (critical path {plan.critical_path_cycles}) on "
+        f"{settings.hvx_threads} HVX thread(s){', 1 HMX' if hmx else ''}, 1 DMA queue")
+    log = _log(graph)
+    if log is not None:
+        for line in plan.passes:
+            log.debug(f"graphFinalize: graph '{graph.name}': {line}")
     return plan

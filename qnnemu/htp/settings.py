@@ -1,19 +1,364 @@
-"""The HTP settings a graph is prepared and run with: its QnnHtpGraph_CustomConfig_t options
-(seed 002 "QNN HTP Backend API", graph options) resolved against its device's SoC.
+"""The HTP graph and context configs: the seed's option tables as data, their rules, and the
+resolved settings a graph is prepared and run with (seed 002 "QNN HTP Backend API":
+QnnHtpGraph_CustomConfig_t, QnnHtpContext_CustomConfig_t; "QNN HTP Precision", "DLBC",
+"Setting Number of HVX Threads", "Enabling the system level cache allocator",
+"Byte-Granularity VTCM", "Graph Priority"; QnnHtpContext_CustomProperty_t).
 
-``graph_settings(graph)`` is what the prepare pipeline, the cost model and profiling read;
-the config rules themselves (ranges, when an option may change) are checked where the configs
-arrive (graphCreate / graphSetConfig)."""
+The ABI (qnnemu/abi/entry.py ``_graph_configs`` / ``_context_configs``) decodes the C unions
+and calls ``check_graph_option`` / ``check_context_option`` here; ``graph_settings(graph)`` is
+what the prepare pipeline, the cost model and profiling read.
+
+How a graph's configs are kept (``Graph.configs``; everything but "htp" is plain JSON, so a
+context binary keeps it):
+
+- ``"htp"``: option name -> the union as copied (the foundation's record, kept as is);
+- ``"htp_optimization"``: QnnHtpGraph_OptimizationType_t name (without prefix) -> floatValue,
+  one entry per type (several OPTIMIZATION configs accumulate);
+- ``"htp_vtcm"``: the last VTCM request ``{"option", "bytes"}`` (bytes 0 = the SoC's maximum;
+  MB and byte requests are equal: the last one wins, seed "Byte-Granularity VTCM");
+- ``"htp_finalize_config"``: FINALIZE_CONFIG key -> value;
+- ``"htp_slc_runtime_off"``: the SLC allocator forced off after finalize;
+- ``"priority"``: QNN_GRAPH_CONFIG_OPTION_PRIORITY (LAYOUT maps it, qnnemu/htp/priority.py).
+
+Defaults (the seed's table): VTCM 4 MiB (capped at the SoC's), HVX threads = the SoC's maximum
+(online prepare: "max supported value for that SoC is used"), precision FLOAT32 (float graphs
+run in float16 math on the HTP anyway), optimization level 2, DLBC / DLBC weights / SLC
+allocator / weights packing off, relu folded into conv, short-depth conv on HMX, one core,
+priority QNN_PRIORITY_DEFAULT.
+"""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..core.device import DeviceModel
+from ..errors import QnnError
 from ..headers import Q
 
 MIB = 1 << 20
+KIB = 1 << 10
+VTCM_GRANULE = 64 * KIB             # byte-granularity requests: multiples of 64 KiB (seed)
+DEFAULT_VTCM_BYTES = 4 * MIB        # the seed's default VTCM_SIZE_IN_MB: 4
+DEFAULT_OPTIMIZATION_LEVEL = 2
+DLBC_GRAPH_LIMIT_ONE = 32           # graphs with input OR weight compression (seed "Limitations")
+DLBC_GRAPH_LIMIT_BOTH = 16          # graphs with input AND weight compression
+BUFFER_START_ALIGNMENT = 64         # bytes: the least alignment of a buffer the backend hands out
+
+# When graphSetConfig may change an option.
+BEFORE_FINALIZE = "before finalize"
+ANY_TIME = "before or after finalize"
+UNTIL_FIRST_EXECUTE = "until the first execute"
+
+PRIORITIES = {Q.QNN_PRIORITY_LOW: "QNN_PRIORITY_LOW", Q.QNN_PRIORITY_DEFAULT: "QNN_PRIORITY_DEFAULT",
+              Q.QNN_PRIORITY_NORMAL_HIGH: "QNN_PRIORITY_NORMAL_HIGH", Q.QNN_PRIORITY_HIGH: "QNN_PRIORITY_HIGH"}
 
 
+@dataclass(frozen=True)
+class GraphOption:
+    """One row of the seed's QnnHtpGraph_CustomConfig_t table (plus the header's other options)."""
+    name: str            # QNN_HTP_GRAPH_CONFIG_OPTION_* without the prefix
+    member: str | None   # union member
+    default: str         # the seed's default
+    change: str          # when graphSetConfig may set it
+    in_seed: bool = True
+
+
+GRAPH_OPTIONS: dict[str, GraphOption] = {o.name: o for o in (
+    GraphOption("OPTIMIZATION", "optimizationOption", "QNN_HTP_GRAPH_OPTIMIZATION_TYPE_UNKNOWN (none)",
+                BEFORE_FINALIZE),
+    GraphOption("PRECISION", "precision", "QNN_PRECISION_FLOAT32", BEFORE_FINALIZE),
+    GraphOption("VTCM_SIZE_IN_MB", "vtcmSizeInMB", "4", BEFORE_FINALIZE),
+    GraphOption("VTCM_SIZE", "vtcmSizeInMB", "4", BEFORE_FINALIZE),
+    GraphOption("VTCM_SIZE_IN_BYTES", "vtcmSizeInBytes", "4 MiB (v81 and later)", BEFORE_FINALIZE),
+    GraphOption("FOLD_RELU_ACTIVATION_INTO_CONV_OFF", "foldReluActivationIntoConvOff", "always fold",
+                BEFORE_FINALIZE),
+    GraphOption("SHORT_DEPTH_CONV_ON_HMX_OFF", "shortDepthConvOnHmxOff", "always use HMX", BEFORE_FINALIZE),
+    GraphOption("NUM_HVX_THREADS", "numHvxThreads", "4 offline; the SoC's maximum online",
+                UNTIL_FIRST_EXECUTE),
+    GraphOption("WEIGHTS_PACKING", "weightsPacking", "false", BEFORE_FINALIZE),
+    GraphOption("FINALIZE_CONFIG", "finalizeConfig", "no explicit setting", BEFORE_FINALIZE),
+    GraphOption("NUM_CORES", "numCores", "1", BEFORE_FINALIZE, in_seed=False),
+    GraphOption("PARALLEL_GRAPH_EXECUTION_CONFIG", "parallelGraphExecutionConfig", "none", BEFORE_FINALIZE,
+                in_seed=False),
+    GraphOption("HMX_BOUNDING", "hmxBoundingInfo", "none", BEFORE_FINALIZE, in_seed=False),
+    GraphOption("ASSUME_SAME_QUANT", "assumeSameQuant", "false", BEFORE_FINALIZE, in_seed=False),
+    GraphOption("SHARE_IO_BUFFER", "shareIOBuffer", "false", BEFORE_FINALIZE, in_seed=False),
+    GraphOption("ADVANCED_ACTIVATION_FUSION", "advancedActivationFusion", "false", BEFORE_FINALIZE,
+                in_seed=False),
+    GraphOption("HIGH_PRECISION_SIGMOID", "highPrecisionSigmoid", "false", BEFORE_FINALIZE, in_seed=False),
+    GraphOption("MONOLITHIC_LSTM", "monolithicLstm", "false", BEFORE_FINALIZE, in_seed=False),
+)}
+
+
+@dataclass(frozen=True)
+class OptimizationType:
+    """QnnHtpGraph_OptimizationType_t: what ``floatValue`` may be and when it may change."""
+    name: str            # without the QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ prefix
+    values: str          # the accepted floatValue, in words (messages, docs)
+    change: str
+
+
+OPTIMIZATION_TYPES: dict[str, OptimizationType] = {t.name: t for t in (
+    OptimizationType("SCHEDULE_THRESHOLD", "a number >= 0", BEFORE_FINALIZE),
+    OptimizationType("FINALIZE_RETRIES", "an integer >= 0", BEFORE_FINALIZE),
+    OptimizationType("FINALIZE_OPTIMIZATION_FLAG", "1, 2 or 3", BEFORE_FINALIZE),
+    OptimizationType("ENABLE_DLBC", "0 (off) or >= 1.0 (on)", BEFORE_FINALIZE),
+    OptimizationType("ENABLE_DLBC_WEIGHTS", "0 (off) or >= 1.0 (on)", BEFORE_FINALIZE),
+    OptimizationType("ENABLE_SPARSE_WEIGHTS_COMPRESSION", "0 (off) or 1 (on)", BEFORE_FINALIZE),
+    # Prepared with it on, it may be forced off (0) and restored (1) during inference (seed).
+    OptimizationType("ENABLE_SLC_ALLOCATOR", "0 (off) or 1 (on)", ANY_TIME),
+)}
+
+
+@dataclass(frozen=True)
+class ContextOption:
+    """One row of the seed's QnnHtpContext_CustomConfig_t table."""
+    name: str            # QNN_HTP_CONTEXT_CONFIG_OPTION_* without the prefix
+    member: str
+    default: str
+    apis: str            # where it acts
+    in_seed: bool = True
+
+
+CREATE_FROM_BINARY = "contextCreateFromBinary*"
+LIST_ASYNC = "contextCreateFromBinaryListAsync (listConfig)"
+ANY_CONTEXT = "contextCreate and contextCreateFromBinary*"
+
+CONTEXT_OPTIONS: dict[str, ContextOption] = {o.name: o for o in (
+    ContextOption("WEIGHT_SHARING_ENABLED", "weightSharingEnabled", "false", ANY_CONTEXT),
+    ContextOption("REGISTER_MULTI_CONTEXTS", "groupRegistration", "no group", CREATE_FROM_BINARY),
+    ContextOption("FILE_READ_MEMORY_BUDGET", "fileReadMemoryBudgetInMb", "0 (whole file at once)",
+                  CREATE_FROM_BINARY),
+    ContextOption("IO_MEM_ESTIMATION", "ioMemEstimation", "false", CREATE_FROM_BINARY),
+    ContextOption("DSP_MEMORY_PROFILING_ENABLED", "dspMemoryProfilingEnabled", "false", ANY_CONTEXT),
+    ContextOption("SHARE_RESOURCES", "shareResources", "false", LIST_ASYNC),
+    ContextOption("SHARE_RESOURCES_OPTIMIZATION_TYPE", "shareResOptType",
+                  "SEQUENTIAL_WITH_VA_OPTIMIZATION (with SHARE_RESOURCES)", LIST_ASYNC),
+    ContextOption("INIT_ACCELERATION", "initAcceleration", "false", CREATE_FROM_BINARY),
+    ContextOption("SKIP_VALIDATION_ON_BINARY_SECTION", "skipValidationOnBinarySection", "false", ANY_CONTEXT),
+    ContextOption("REGISTER_CONCURRENT_RESOURCE_SHARING", "concurrentGroupRegistration", "no group",
+                  CREATE_FROM_BINARY),
+    ContextOption("LORA_WEIGHT_SHARING_ENABLED", "loraWeightSharingEnabled", "false", ANY_CONTEXT),
+    ContextOption("PREPARE_ONLY", "isPrepareOnly", "false", ANY_CONTEXT),
+    ContextOption("USE_EXTENDED_UDMA", "useExtendedUdma", "false", ANY_CONTEXT, in_seed=False),
+)}
+
+SHARE_RESOURCES_TYPES = {Q.SEQUENTIAL_WITH_VA_OPTIMIZATION: "SEQUENTIAL_WITH_VA_OPTIMIZATION",
+                         Q.SEQUENTIAL_WITHOUT_VA_OPTIMIZATION: "SEQUENTIAL_WITHOUT_VA_OPTIMIZATION",
+                         Q.CONCURRENT_OPTIMIZATION: "CONCURRENT_OPTIMIZATION"}
+
+
+# ---------------------------------------------------------------------------- checks
+def _g_err(code: int, func: str, path: str, what: str, rule: str) -> QnnError:
+    return QnnError(code, f"{func}: {path}: {what}", rule=f"QNNEMU-{rule}")
+
+
+def check_priority(value: int, func: str, path: str, code: int, rule: str) -> int:
+    """A Qnn_Priority_t level (LOW 0, DEFAULT/NORMAL 100, NORMAL_HIGH 150, HIGH 200)."""
+    if int(value) not in PRIORITIES:
+        raise _g_err(code, func, path, f"{int(value)} is not a Qnn_Priority_t level "
+                     f"({', '.join(f'{n} {v}' for v, n in PRIORITIES.items())})", rule)
+    return int(value)
+
+
+def change_window(name: str, value: dict | None = None) -> str:
+    """When graphSetConfig may set option ``name`` (an OPTIMIZATION config: its type's window)."""
+    if name == "OPTIMIZATION" and value is not None:
+        t = OPTIMIZATION_TYPES.get(_opt_type_name(value.get("type")))
+        return t.change if t else BEFORE_FINALIZE
+    opt = GRAPH_OPTIONS.get(name)
+    return opt.change if opt else BEFORE_FINALIZE
+
+
+def _opt_type_name(value) -> str | None:
+    names = Q.enum("QNN_HTP_GRAPH_OPTIMIZATION_TYPE_")
+    name = names.get(int(value)) if value is not None else None
+    return name[len("QNN_HTP_GRAPH_OPTIMIZATION_TYPE_"):] if name else None
+
+
+def check_graph_when(name: str, value: dict, graph, func: str, path: str) -> None:
+    """graphSetConfig: the option may still change (seed: NUM_HVX_THREADS until the first
+    execute; the SLC allocator also during inference; every other option before finalize)."""
+    if graph is None or not graph.finalized:
+        return
+    window = change_window(name, value)
+    if window == BEFORE_FINALIZE:
+        what = name if name != "OPTIMIZATION" else f"OPTIMIZATION type {_opt_type_name(value.get('type'))}"
+        raise _g_err(Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED, func, path,
+                     f"{what} can only be set before graphFinalize; graph '{graph.name}' is finalized",
+                     "graph-config-after-finalize")
+    if window == UNTIL_FIRST_EXECUTE and graph.executions > 0:
+        raise _g_err(Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED, func, path,
+                     f"{name} cannot change after the graph's first execute (graph '{graph.name}' has "
+                     f"run {graph.executions} time(s))", "graph-hvx-threads-executed")
+
+
+def check_graph_option(name: str, value: dict, *, model: DeviceModel, context, graph, func: str,
+                       path: str, pending: dict) -> None:
+    """Checks one QnnHtpGraph_CustomConfig_t (``name`` without prefix, ``value`` the copied
+    union) and records its derived keys in ``pending`` (merged into Graph.configs by the
+    caller).  ``graph`` is None at graphCreate; ``context`` is the graph's context."""
+    soc = model.soc
+    member = GRAPH_OPTIONS[name].member if name in GRAPH_OPTIONS else None
+    mpath = f"{path}.{member}" if member else path
+    if name == "OPTIMIZATION":
+        _check_optimization(value["optimizationOption"], model=model, context=context, graph=graph,
+                            func=func, path=f"{path}.optimizationOption", pending=pending)
+    elif name == "PRECISION":
+        precision = int(value["precision"])
+        if precision not in (Q.QNN_PRECISION_FLOAT32, Q.QNN_PRECISION_FLOAT16):
+            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
+                         f"{precision} is neither QNN_PRECISION_FLOAT32 (0) nor QNN_PRECISION_FLOAT16 (1)",
+                         "graph-precision")
+    elif name in ("VTCM_SIZE", "VTCM_SIZE_IN_MB", "VTCM_SIZE_IN_BYTES"):
+        in_bytes = name == "VTCM_SIZE_IN_BYTES"
+        raw = int(value["vtcmSizeInBytes" if in_bytes else "vtcmSizeInMB"])
+        if in_bytes and not soc.byte_granularity_vtcm:
+            raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, mpath,
+                         f"byte-granularity VTCM requests need HTP v81 or later; the device is "
+                         f"{model.name} (v{model.arch})", "graph-vtcm-bytes-arch")
+        nbytes = raw if in_bytes else raw * MIB
+        if raw == Q.QNN_HTP_GRAPH_CONFIG_OPTION_MAX:
+            if not model.soc_configured:
+                raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
+                             "QNN_HTP_GRAPH_CONFIG_OPTION_MAX (0) needs the target SoC: create the device "
+                             "with QNN_HTP_DEVICE_CONFIG_OPTION_SOC", "graph-vtcm-max-soc")
+        elif in_bytes and raw % VTCM_GRANULE:
+            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
+                         f"{raw} bytes is not a multiple of 64 KiB ({VTCM_GRANULE} bytes)", "graph-vtcm-granularity")
+        elif nbytes > soc.vtcm_bytes:
+            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
+                         f"{raw} {'bytes' if in_bytes else 'MB'} is more than {model.name}'s VTCM "
+                         f"({soc.vtcm_bytes} bytes = {soc.vtcm_mb} MB)", "graph-vtcm-too-large")
+        # VTCM_SIZE and VTCM_SIZE_IN_MB are one option (one enum value)
+        pending["htp_vtcm"] = {"option": name if in_bytes else "VTCM_SIZE_IN_MB", "bytes": nbytes}
+    elif name == "NUM_HVX_THREADS":
+        n = int(value["numHvxThreads"])
+        if not 1 <= n <= soc.hvx_threads:
+            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
+                         f"{n} HVX threads; {model.name} has 1..{soc.hvx_threads}", "graph-hvx-threads")
+    elif name == "NUM_CORES":
+        n = int(value["numCores"])
+        if not 1 <= n <= soc.cores:
+            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
+                         f"{n} cores; {model.name} has 1..{soc.cores}", "graph-num-cores")
+    elif name == "FINALIZE_CONFIG":
+        key = value.get("key_text")
+        if not key:
+            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, f"{mpath}.key",
+                         "the finalize config key is NULL or empty", "graph-finalize-config-key")
+        pending.setdefault("htp_finalize_config", {})[key] = value.get("value_plain")
+
+
+def _check_optimization(opt: dict, *, model, context, graph, func, path, pending) -> None:
+    type_name = _opt_type_name(opt.get("type"))
+    if type_name is None or type_name not in OPTIMIZATION_TYPES:
+        raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, f"{path}.type",
+                     f"{opt.get('type')} is not a QnnHtpGraph_OptimizationType_t", "graph-optimization-type")
+    v = float(opt["floatValue"])
+    vpath = f"{path}.floatValue"
+    bad = (f"{v:g} is not a valid {type_name} value ({OPTIMIZATION_TYPES[type_name].values})")
+    if type_name == "FINALIZE_OPTIMIZATION_FLAG":
+        if v not in (1.0, 2.0, 3.0):
+            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, vpath, bad, "graph-optimization-flag")
+    elif type_name in ("ENABLE_DLBC", "ENABLE_DLBC_WEIGHTS"):
+        if not (v == 0.0 or v >= 1.0) or math.isnan(v):
+            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, vpath, bad, "graph-dlbc-value")
+        if v >= 1.0:
+            _check_dlbc(type_name, model=model, context=context, graph=graph, func=func, path=vpath,
+                        pending=pending)
+    elif type_name in ("ENABLE_SPARSE_WEIGHTS_COMPRESSION", "ENABLE_SLC_ALLOCATOR"):
+        if v not in (0.0, 1.0):
+            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, vpath, bad, "graph-optimization-value")
+        if type_name == "ENABLE_SLC_ALLOCATOR":
+            _check_slc(v, model=model, graph=graph, func=func, path=vpath, pending=pending)
+            return
+    elif not (v >= 0.0) or (type_name == "FINALIZE_RETRIES" and v != int(v)):
+        raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, vpath, bad, "graph-optimization-value")
+    pending.setdefault("htp_optimization", {})[type_name] = v
+
+
+def _check_dlbc(type_name: str, *, model, context, graph, func, path, pending) -> None:
+    if not model.dlbc:
+        raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
+                     f"DLBC needs a SoC with DLBC support; {model.name} (v{model.arch}) has none", "graph-dlbc-soc")
+    configs = getattr(context, "configs", None) or {}
+    if type_name == "ENABLE_DLBC_WEIGHTS" and _context_flag(configs, "WEIGHT_SHARING_ENABLED", "weightSharingEnabled"):
+        raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
+                     "DLBC weights are not supported in a context with weight sharing "
+                     "(QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED)", "graph-dlbc-weight-sharing")
+    # Graph count limits: 32 graphs with input OR weight compression, 16 with both.
+    from ..core.handles import HANDLES
+    others = [HANDLES.lookup(h) for h in (getattr(context, "graphs", None) or {}).values()]
+    flags = [dlbc_flags(g) for g in others if g is not None and g is not graph]
+    mine = dlbc_flags(graph) if graph is not None else (False, False)
+    earlier = pending.get("htp_optimization", {})   # earlier configs of the same call
+    mine = (mine[0] or type_name == "ENABLE_DLBC" or earlier.get("ENABLE_DLBC", 0) >= 1.0,
+            mine[1] or type_name == "ENABLE_DLBC_WEIGHTS" or earlier.get("ENABLE_DLBC_WEIGHTS", 0) >= 1.0)
+    both = sum(1 for f in [*flags, mine] if f[0] and f[1])
+    either = sum(1 for f in [*flags, mine] if f[0] or f[1])
+    if both > DLBC_GRAPH_LIMIT_BOTH or either > DLBC_GRAPH_LIMIT_ONE:
+        raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
+                     f"this would make {either} graphs with DLBC ({both} with input and weight compression) "
+                     f"in the context; at most {DLBC_GRAPH_LIMIT_ONE} with one kind and "
+                     f"{DLBC_GRAPH_LIMIT_BOTH} with both", "graph-dlbc-graph-limit")
+
+
+def _check_slc(v: float, *, model, graph, func, path, pending) -> None:
+    if v and not model.soc.slc:
+        raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
+                     f"the SLC allocator is not supported on {model.name} (v{model.arch})", "graph-slc-soc")
+    if graph is not None and graph.finalized:
+        # During inference it can only be forced off and restored (seed).
+        prepared = float(_optimizations(graph).get("ENABLE_SLC_ALLOCATOR", 0.0)) >= 1.0
+        if v and not prepared:
+            raise _g_err(Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED, func, path,
+                         f"graph '{graph.name}' was prepared without the SLC allocator; it can only be "
+                         f"enabled before graphFinalize", "graph-slc-after-finalize")
+        pending["htp_slc_runtime_off"] = not v
+        return
+    pending.setdefault("htp_optimization", {})["ENABLE_SLC_ALLOCATOR"] = v
+
+
+def _context_flag(configs: dict, option: str, member: str) -> bool:
+    v = (configs.get("htp") or {}).get(f"QNN_HTP_CONTEXT_CONFIG_OPTION_{option}")
+    if isinstance(v, dict):
+        v = v.get(member)
+    return bool(v)
+
+
+def dlbc_flags(graph) -> tuple[bool, bool]:
+    """(input DLBC, weights DLBC) configured on ``graph``."""
+    opts = _optimizations(graph)
+    return float(opts.get("ENABLE_DLBC", 0)) >= 1.0, float(opts.get("ENABLE_DLBC_WEIGHTS", 0)) >= 1.0
+
+
+def prepare_only(context) -> bool:
+    """QNN_HTP_CONTEXT_CONFIG_OPTION_PREPARE_ONLY is set on ``context``."""
+    return _context_flag(getattr(context, "configs", None) or {}, "PREPARE_ONLY", "isPrepareOnly")
+
+
+def check_execute_allowed(graph, func: str = "graphExecute") -> None:
+    """A graph of a PREPARE_ONLY context cannot execute (seed: "With this flag enabled, graph
+    execution cannot be called").  graphExecute calls it before reading any buffer."""
+    if prepare_only(getattr(graph, "context", None)):
+        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
+                       f"{func}: graphHandle: graph '{graph.name}' belongs to a context created with "
+                       f"QNN_HTP_CONTEXT_CONFIG_OPTION_PREPARE_ONLY; it can be prepared and saved, not executed",
+                       rule="QNNEMU-graphExecute-prepare-only")
+
+
+def file_read_chunk_bytes(configs: dict, file_size: int) -> int:
+    """FILE_READ_MEMORY_BUDGET: the bytes read at a time, min(file size, budget); 0 = the
+    feature is off (the whole file at once) -- seed 002."""
+    v = (configs.get("htp") or {}).get("QNN_HTP_CONTEXT_CONFIG_OPTION_FILE_READ_MEMORY_BUDGET")
+    mb = int(v.get("fileReadMemoryBudgetInMb", 0) if isinstance(v, dict) else (v or 0))
+    return min(int(file_size), mb * MIB) if mb else 0
+
+
+# ---------------------------------------------------------------------------- settings
 @dataclass(frozen=True)
 class GraphSettings:
     vtcm_bytes: int            # VTCM budget of the graph
@@ -25,6 +370,25 @@ class GraphSettings:
     fold_relu_into_conv: bool
     short_depth_conv_on_hmx: bool
     num_cores: int
+    dlbc_weights: bool = False
+    slc_allocator: bool = False            # prepared with the SLC allocator and not forced off
+    sparse_weights_compression: bool = False
+    schedule_threshold: float | None = None
+    finalize_retries: int | None = None
+    finalize_config: tuple = ()            # ((key, value), ...) of FINALIZE_CONFIG
+    priority: int = Q.QNN_PRIORITY_DEFAULT
+    vtcm_source: str = "default"           # "default", "VTCM_SIZE_IN_MB", "VTCM_SIZE_IN_BYTES", ... or "max"
+    soc_vtcm_bytes: int = 8 * MIB
+
+
+def _num(value, default, kind=int):
+    """``kind(value)``, or ``default`` for a value no number can be made of: the configs of a
+    graph loaded from a context binary are whatever JSON the binary holds."""
+    try:
+        out = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return default if isinstance(out, float) and math.isnan(out) else out
 
 
 def device_model(graph) -> DeviceModel:
@@ -34,34 +398,253 @@ def device_model(graph) -> DeviceModel:
 
 
 def _htp(graph, option: str, member: str, default):
-    cfg = (getattr(graph, "configs", None) or {}).get("htp", {}).get(option)
+    htp = (getattr(graph, "configs", None) or {}).get("htp")
+    cfg = htp.get(option) if isinstance(htp, dict) else None
     if isinstance(cfg, dict) and member in cfg:
         return cfg[member]
     return default
 
 
-def graph_settings(graph) -> GraphSettings:
-    model = device_model(graph)
-    vtcm = model.vtcm_mb * MIB
-    mb = _htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE_IN_MB", "vtcmSizeInMB", None)
-    if mb is None:
-        mb = _htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE", "vtcmSizeInMB", None)
-    if mb:  # 0 = the SoC's maximum
-        vtcm = min(vtcm, int(mb) * MIB)
+def _optimizations(graph) -> dict:
+    """Optimization type -> floatValue; a graph whose configs predate "htp_optimization" (an
+    older context binary) has only its last OPTIMIZATION config."""
+    configs = getattr(graph, "configs", None) or {}
+    opts = configs.get("htp_optimization")
+    if isinstance(opts, dict):
+        return {k: _num(v, 0.0, float) for k, v in opts.items()}
+    last = _htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_OPTIMIZATION", "optimizationOption", None)
+    if isinstance(last, dict) and _opt_type_name(last.get("type")):
+        return {_opt_type_name(last.get("type")): _num(last.get("floatValue"), 0.0, float)}
+    return {}
+
+
+def _vtcm_request(graph) -> tuple[str, int] | None:
+    configs = getattr(graph, "configs", None) or {}
+    req = configs.get("htp_vtcm")
+    if isinstance(req, dict):
+        return str(req.get("option")), max(0, _num(req.get("bytes"), 0))
+    for option in ("VTCM_SIZE_IN_MB", "VTCM_SIZE"):
+        mb = _htp(graph, f"QNN_HTP_GRAPH_CONFIG_OPTION_{option}", "vtcmSizeInMB", None)
+        if mb is not None:
+            return option, max(0, _num(mb, 0)) * MIB
     nbytes = _htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE_IN_BYTES", "vtcmSizeInBytes", None)
-    if nbytes:
-        vtcm = min(vtcm, int(nbytes))
+    return ("VTCM_SIZE_IN_BYTES", max(0, _num(nbytes, 0))) if nbytes is not None else None
+
+
+def graph_settings(graph) -> GraphSettings:
+    """The resolved HTP settings of ``graph`` on its device's SoC."""
+    model = device_model(graph)
+    soc = model.soc
+    soc_vtcm = soc.vtcm_bytes
+    req = _vtcm_request(graph)
+    if req is None:
+        source, vtcm = "default", min(DEFAULT_VTCM_BYTES, soc_vtcm)
+    elif req[1] == 0:
+        source, vtcm = "max", soc_vtcm
+    else:
+        # A loaded binary may carry a request larger than this device's VTCM: capped.
+        source, vtcm = req[0], min(req[1], soc_vtcm)
+    opts = _optimizations(graph)
+    threads = _num(_htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_NUM_HVX_THREADS", "numHvxThreads", 0), 0)
     precision = _htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION", "precision", None)
+    level = _num(opts.get("FINALIZE_OPTIMIZATION_FLAG"), DEFAULT_OPTIMIZATION_LEVEL)
+    configs = getattr(graph, "configs", None) or {}
+    retries = opts.get("FINALIZE_RETRIES")
+    finalize = configs.get("htp_finalize_config")
+    finalize = finalize if isinstance(finalize, dict) else {}
     return GraphSettings(
         vtcm_bytes=vtcm,
-        hvx_threads=int(_htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_NUM_HVX_THREADS", "numHvxThreads", 0) or 4),
-        precision_fp16=precision == Q.QNN_PRECISION_FLOAT16,
-        optimization_level=2,
-        dlbc=False,
+        hvx_threads=min(threads, soc.hvx_threads) if threads > 0 else soc.hvx_threads,
+        precision_fp16=_num(precision, None) == Q.QNN_PRECISION_FLOAT16,
+        optimization_level=level,
+        dlbc=float(opts.get("ENABLE_DLBC", 0)) >= 1.0 and model.dlbc,
         weights_packing=bool(_htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING", "weightsPacking", False)),
         fold_relu_into_conv=not _htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_FOLD_RELU_ACTIVATION_INTO_CONV_OFF",
                                      "foldReluActivationIntoConvOff", False),
         short_depth_conv_on_hmx=not _htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_SHORT_DEPTH_CONV_ON_HMX_OFF",
                                          "shortDepthConvOnHmxOff", False),
-        num_cores=int(_htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_NUM_CORES", "numCores", 0) or 1),
+        num_cores=min(max(1, _num(_htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_NUM_CORES", "numCores", 1), 1)), soc.cores),
+        dlbc_weights=float(opts.get("ENABLE_DLBC_WEIGHTS", 0)) >= 1.0 and model.dlbc,
+        slc_allocator=(float(opts.get("ENABLE_SLC_ALLOCATOR", 0)) >= 1.0 and soc.slc
+                       and not configs.get("htp_slc_runtime_off", False)),
+        sparse_weights_compression=float(opts.get("ENABLE_SPARSE_WEIGHTS_COMPRESSION", 0)) >= 1.0,
+        schedule_threshold=opts.get("SCHEDULE_THRESHOLD"),
+        finalize_retries=_num(retries, None) if retries is not None else None,
+        finalize_config=tuple(sorted((str(k), v) for k, v in finalize.items())),
+        priority=_num(configs.get("priority"), Q.QNN_PRIORITY_DEFAULT),
+        vtcm_source=source,
+        soc_vtcm_bytes=soc_vtcm,
     )
+
+
+# ---------------------------------------------------------------------------- properties
+_EIGHT_BIT = {Q.QNN_DATATYPE_INT_8: (-8, 7), Q.QNN_DATATYPE_SFIXED_POINT_8: (-8, 7),
+              Q.QNN_DATATYPE_UINT_8: (0, 15), Q.QNN_DATATYPE_UFIXED_POINT_8: (0, 15)}
+
+
+def packed_weight_bytes(tensor, packing: bool) -> int:
+    """Stored size of static ``tensor``: with WEIGHTS_PACKING, 8-bit weights whose values all
+    lie in the 4-bit range are stored two per byte (seed: "stored ... as packed 4-bit")."""
+    data = tensor.data
+    n = int(data.nbytes)
+    if packing and tensor.dtype in _EIGHT_BIT and data.size:
+        lo, hi = _EIGHT_BIT[tensor.dtype]
+        if int(np.min(data)) >= lo and int(np.max(data)) <= hi:
+            return (data.size + 1) // 2
+    return n
+
+
+def weights_buffer_bytes(context) -> int:
+    """QNN_HTP_CONTEXT_GET_PROP_WEIGHTS_BUFFER_SIZE: the bytes of the context's static data --
+    each static tensor once (context tensors shared by graphs count once), packed where the
+    graph packs weights."""
+    from ..core.handles import HANDLES
+    seen: dict[int, int] = {}
+    for t in getattr(context, "tensors", {}).values():
+        if t.data is not None:
+            seen[id(t)] = int(t.data.nbytes)
+    for handle in (getattr(context, "graphs", None) or {}).values():
+        g = HANDLES.lookup(handle)
+        if g is None:
+            continue
+        packing = bool(_htp(g, "QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING", "weightsPacking", False))
+        for t in g.tensors.values():
+            if t.data is not None and id(t) not in seen:
+                seen[id(t)] = packed_weight_bytes(t, packing)
+    return sum(seen.values())
+
+
+def spill_fill_buffer_bytes(context) -> int:
+    """QNN_HTP_CONTEXT_GET_PROP_MAX_SPILLFILL_BUFFER_SIZE: the group's shared buffer when the
+    context is in one (sized by the group's first registration), else the largest spill-fill
+    buffer of the context's prepared graphs."""
+    from ..core.handles import HANDLES
+    from . import groups
+    group = groups.group_of(context)
+    if group is not None:
+        return group.spill_fill_bytes
+    sizes = [int(getattr(HANDLES.lookup(h), "spill_fill_bytes", 0) or 0)
+             for h in (getattr(context, "graphs", None) or {}).values()]
+    return max(sizes, default=0)
+
+
+def buffer_start_alignment(context) -> int:
+    """QNN_HTP_CONTEXT_GET_PROP_BUFFER_START_ALIGNMENT: the largest block alignment the
+    context's prepared plans ask for, at least 64 bytes."""
+    from ..core.handles import HANDLES
+    align = BUFFER_START_ALIGNMENT
+    for h in (getattr(context, "graphs", None) or {}).values():
+        plan = getattr(HANDLES.lookup(h), "htp_plan", None)
+        for b in getattr(plan, "blocks", None) or ():
+            align = max(align, int(b.align or 0))
+    return align
+
+
+# ---------------------------------------------------------------------------- context configs
+LIST_CONFIG_FUNC = "contextCreateFromBinaryListAsync: listConfig"
+
+
+def _c_err(code: int, func: str, path: str, what: str, rule: str) -> QnnError:
+    return QnnError(code, f"{func}: {path}: {what}", rule=f"QNNEMU-{rule}")
+
+
+def check_context_option(name: str, value: dict, *, func: str, path: str, model: DeviceModel,
+                         out: dict) -> None:
+    """Checks one QnnHtpContext_CustomConfig_t (``name`` without prefix) as far as it can be
+    checked alone, recording derived keys in ``out``; ``check_context_options`` then checks
+    the combinations."""
+    from . import groups
+    from ..core.handles import HANDLES
+    option = CONTEXT_OPTIONS.get(name)
+    mpath = f"{path}.{option.member}" if option else path
+    if name == "SHARE_RESOURCES" and value.get("shareResources") and func != LIST_CONFIG_FUNC:
+        raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, mpath,
+                     "SHARE_RESOURCES is a group configuration: pass it in the listConfig of "
+                     "contextCreateFromBinaryListAsync, not as a context's own config",
+                     "context-share-resources-api")
+    elif name == "SHARE_RESOURCES_OPTIMIZATION_TYPE":
+        t = int(value["shareResOptType"])
+        if t not in SHARE_RESOURCES_TYPES:
+            raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, mpath,
+                         f"{t} is not a QnnHtpContext_ShareResourcesOptimizationType_t "
+                         f"({', '.join(f'{n} {v}' for v, n in SHARE_RESOURCES_TYPES.items())})",
+                         "context-share-resources-type")
+    elif name in ("REGISTER_MULTI_CONTEXTS", "REGISTER_CONCURRENT_RESOURCE_SHARING"):
+        kind, member = groups.REGISTRATION_OPTIONS[f"QNN_HTP_CONTEXT_CONFIG_OPTION_{name}"]
+        if func in ("contextCreate", "contextSetConfig"):
+            raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, path,
+                         f"{name} registers a context loaded from a binary (prepared offline) when it is "
+                         f"created: pass it to contextCreateFromBinary", "context-group-api")
+        if "htp_group" in out and out["htp_group"]["kind"] != kind:
+            raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, path,
+                         "a context joins one spill-fill sharing group: REGISTER_MULTI_CONTEXTS and "
+                         "REGISTER_CONCURRENT_RESOURCE_SHARING are both given", "context-group-both")
+        if kind == groups.CONCURRENT and not model.soc.concurrent_sharing:
+            raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, path,
+                         f"concurrent resource sharing needs HTP v81; the device is {model.name} "
+                         f"(v{model.arch})", "context-group-concurrent-arch")
+        reg = value[member]
+        first, size = int(reg["firstGroupHandle"]), int(reg["maxSpillFillBuffer"])
+        if first == 0:
+            if size == 0:
+                raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"{path}.{member}.maxSpillFillBuffer",
+                             "0: the first context of a group must give the group's spill-fill buffer size "
+                             "(> 0)", "context-group-size")
+        else:
+            group = groups.group_for_first(first)
+            if group is None or group.kind != kind:
+                raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"{path}.{member}.firstGroupHandle",
+                             f"{first:#x} is not the first context of a {name} group "
+                             f"({'a live context that opened no such group' if HANDLES.lookup(first) else 'no live context'})",
+                             "context-group-first")
+        out["htp_group"] = {"kind": kind, "first": first, "max_spill_fill": size}
+
+
+def check_context_options(out: dict, *, func: str, model: DeviceModel, log=None) -> None:
+    """The combination rules of one config list (after every option was read)."""
+    from . import groups
+    htp = out.get("htp") or {}
+
+    def flag(option, member):
+        v = htp.get(f"QNN_HTP_CONTEXT_CONFIG_OPTION_{option}")
+        return bool(v.get(member)) if isinstance(v, dict) else False
+
+    if flag("SHARE_RESOURCES", "shareResources"):
+        t_cfg = htp.get("QNN_HTP_CONTEXT_CONFIG_OPTION_SHARE_RESOURCES_OPTIMIZATION_TYPE")
+        t = int(t_cfg["shareResOptType"]) if isinstance(t_cfg, dict) else Q.SEQUENTIAL_WITH_VA_OPTIMIZATION
+        out["shareResourcesType"] = t
+        if "graphRetentionOrder" in out:
+            raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, "config",
+                         "SHARE_RESOURCES cannot be used together with graph switching "
+                         "(QNN_CONTEXT_CONFIG_GRAPH_RETENTION_ORDER)", "context-share-resources-graph-switching")
+        if t == Q.SEQUENTIAL_WITH_VA_OPTIMIZATION and not model.soc.va_optimization:
+            raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, "config",
+                         f"SEQUENTIAL_WITH_VA_OPTIMIZATION is not supported on {model.name} (v{model.arch}); "
+                         f"use SEQUENTIAL_WITHOUT_VA_OPTIMIZATION", "context-share-resources-va-soc")
+        if t == Q.CONCURRENT_OPTIMIZATION and not model.soc.concurrent_sharing:
+            raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, "config",
+                         f"CONCURRENT_OPTIMIZATION needs HTP v81; the device is {model.name} (v{model.arch})",
+                         "context-share-resources-concurrent-arch")
+    reg = out.get("htp_group")
+    if reg and reg["first"]:
+        group = groups.group_for_first(reg["first"])
+        if reg["max_spill_fill"] and reg["max_spill_fill"] != group.spill_fill_bytes and log is not None:
+            log.warn(f"{func}: group spill-fill buffer size {reg['max_spill_fill']} ignored: the group's "
+                     f"first registration sized it to {group.spill_fill_bytes} bytes")
+        if group.kind == groups.CONCURRENT:
+            mine = groups.context_priority(out)
+            if mine != group.priority:
+                raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, "config",
+                             f"a concurrent resource sharing group keeps one priority: the group has "
+                             f"{group.priority}, this context {mine}", "context-group-priority")
+
+
+def check_priority_change(context, func: str, path: str) -> None:
+    """Priorities of a concurrent sharing group cannot change on the fly (seed 002)."""
+    from . import groups
+    group = groups.group_of(context)
+    if group is not None and group.kind == groups.CONCURRENT:
+        raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE if func == "contextSetConfig"
+                     else Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
+                     "the priority of a context in a concurrent resource sharing group cannot change",
+                     "priority-concurrent-group")

@@ -193,7 +193,7 @@ _DEVICE_IGNORED = {
     "core_id": "the emulated device has one core",
     "core_type": "the emulated device has one (NSP) core",
     "use_client_context": "power contexts are not modelled",
-    "profiling_level": "linting profiling is not modelled; use --profiling_level",
+    "profiling_level": "the extension's profiling_level is not read; pass --profiling_level basic|detailed|linting",
 }
 _CORE_KEYS = ("perf_profile", "rpc_control_latency", "rpc_polling_time", "hmx_timeout_us",
               "adaptive_polling_time")

@@ -19,9 +19,10 @@ vendor's libQnnHtp.so for comparison):
 - ``--output_dir`` (default ``./output``) gets ``Result_<N>/<output tensor>.raw`` per inference
   (``<graph>/Result_<N>/...`` when several graphs run); ``--keep_num_outputs`` bounds how many;
 - ``--num_inferences`` / ``--duration`` (seconds) loop over the input list;
-- ``--profiling_level basic|detailed``: a QnnProfile of the backend is passed to
-  contextCreateFromBinary / graphFinalize and every graphExecute, and its events are written to
-  ``<output_dir>/qnn-profiling-data.json``;
+- ``--profiling_level basic|detailed|linting``: a QnnProfile of the backend (linting:
+  QNN_HTP_PROFILE_LEVEL_LINTING) is passed to contextCreateFromBinary / graphFinalize and every
+  graphExecute, and its events are written to ``<output_dir>/qnn-profiling-data.json``;
+  ``--profiling_option optrace`` (detailed / linting) adds each execute's optrace document;
 - ``--config_file``: the backend-extension JSON (see :mod:`qnnemu.tools`): device options go
   to deviceCreate, context options to contextCreate[FromBinary], graph options to graphCreate
   (``--model`` only: a binary's graphs were configured when it was prepared);
@@ -99,9 +100,9 @@ def parse_input_list(path: str, graph) -> list[dict[str, str]]:
 class _ProfileLog:
     """Collects a QnnProfile's events after every profiled call; written as JSON."""
 
-    def __init__(self, backend, level: str | None, backend_path: str):
-        self.profile = backend.profile(level) if level else None
-        self.doc = {"backend": backend_path, "profiling_level": level, "calls": []}
+    def __init__(self, backend, level: str | None, backend_path: str, optrace: bool = False):
+        self.profile = backend.profile(level, optrace=optrace) if level else None
+        self.doc = {"backend": backend_path, "profiling_level": level, "optrace": optrace, "calls": []}
 
     def record(self, call: str, **where) -> None:
         if self.profile is not None:
@@ -224,7 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run for this long, looping over the input list")
     p.add_argument("--keep_num_outputs", type=int, metavar="N",
                    help="write the outputs of the first N inferences only")
-    p.add_argument("--profiling_level", choices=("basic", "detailed"))
+    p.add_argument("--profiling_level", choices=("basic", "detailed", "linting"))
+    p.add_argument("--profiling_option", choices=("optrace",),
+                   help="optrace: one optrace document per execute (needs detailed or linting)")
     p.add_argument("--config_file", metavar="FILE",
                    help="backend-extension JSON (HTP graphs/devices/context options)")
     p.add_argument("--log_level", choices=LOG_LEVELS, default="warn")
@@ -255,7 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.makedirs(args.output_dir, exist_ok=True)
         with Backend(backend_path, log_level=args.log_level,
                      device_configs=config.device_configs()) as be:
-            profiler = _ProfileLog(be, args.profiling_level, backend_path)
+            if args.profiling_option == "optrace" and args.profiling_level not in ("detailed", "linting"):
+                raise ToolError("--profiling_option optrace needs --profiling_level detailed or linting")
+            profiler = _ProfileLog(be, args.profiling_level, backend_path, args.profiling_option == "optrace")
             graphs = _load_graphs(args, be, config, profiler, backend_path)
             lists = _input_lists(args, graphs)
             plans = [(g, parse_input_list(lst, g)) for g, lst in zip(graphs, lists) if lst]

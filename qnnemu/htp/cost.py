@@ -1,0 +1,391 @@
+"""The HTP cost model: deterministic per-op cycle estimates on the HVX, HMX and DMA resources
+(issue 5 item 4), the "cost information" the prepare pipeline of seed 000 ("Scheduling and
+Allocation") orders and re-schedules ops with, and what profiling reports as op cycles.
+
+Everything here is a model with documented constants (docs/htp-prepare.md "Cost model"), not a
+measurement of silicon.  All cycle counts are *reference cycles*: core-clock cycles at the
+reference clocks ``REFERENCE`` (qnnemu.htp.perf.NOMINAL).  HMX work and DMA transfers are
+converted into that one time base with the reference clock ratios, so a schedule mixes
+resources on one axis; ``cycles_to_us(cycles, clocks, resource)`` turns reference cycles of work
+on ``resource`` into microseconds at the clocks the performance votes give
+(``qnnemu.htp.perf.current_clocks()``): HVX/CPU work scales with the core clock, HMX work with the
+HMX clock and DMA transfers with the bus clock.
+
+``op_cost(node, graph, soc, settings) -> OpCost``: ``soc`` is the device model
+(qnnemu.core.device.DeviceModel: ``arch``, ``hmx``, ``hvx_threads``; read with getattr and
+defaults), ``settings`` the graph's qnnemu.htp.settings.GraphSettings.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..core import dtypes
+from ..core.tensor import STATIC_TYPES
+from ..headers import Q
+from . import perf
+
+REFERENCE = perf.NOMINAL                   # the clocks reference cycles are counted at
+RESOURCE_CLOCK = {"HVX": "core_mhz", "CPU": "core_mhz", "HMX": "hmx_mhz", "DMA": "bus_mhz"}
+
+# ---- machine constants of the model -------------------------------------------------------
+HVX_VECTOR_BYTES = 128                     # one HVX vector; one vector op per cycle per thread
+# MACs per cycle of one HVX thread by arithmetic precision (vrmpy-style reductions for 8-bit,
+# halfword multiplies for 16-bit, qf16 / qf32 vector float for fp16 / fp32).
+HVX_MACS_PER_CYCLE = {"int8": 256, "int16": 128, "fp16": 64, "fp32": 32}
+# Elementwise lanes per vector op; fp32 is emulated in qf32 and costs two passes per vector.
+HVX_LANES = {"int8": 128, "int16": 64, "fp16": 64, "fp32": 32}
+HVX_PASSES = {"int8": 1, "int16": 1, "fp16": 1, "fp32": 2}
+# HMX 8-bit MACs per HMX cycle by arch; 16-bit activations run at half, fp16 at a quarter of it.
+HMX_INT8_MACS_PER_CYCLE = {68: 2048, 69: 2048, 73: 4096, 75: 4096, 79: 8192, 81: 8192, 85: 8192}
+HMX_PRECISION_DIVISOR = {"int8": 1, "int16": 2, "fp16": 4}
+HMX_FP16_MIN_ARCH = 73                     # fp16 on HMX from v73; earlier archs run it on HVX
+HMX_TILE = 32                              # HMX works on 32-deep x 32-wide tiles (padding waste)
+SHORT_DEPTH = 32                           # a convolution with fewer input channels is "short depth"
+DMA_BYTES_PER_BUS_CYCLE = 16               # DDR <-> VTCM DMA bandwidth
+DMA_SETUP_CYCLES = 200                     # descriptor set-up per transfer (reference cycles)
+OP_OVERHEAD_CYCLES = 150                   # scheduling an op on a thread
+HMX_SETUP_CYCLES = 300                     # loading an HMX job (weights layout, accumulators)
+THREAD_SLICE_CYCLES = 1024                 # an HVX op is split across threads in slices of this much work
+STREAM_CHUNK_BYTES = 64 * 1024             # DDR tensors are streamed through 2 chunks of VTCM
+SCRATCH_ALIGN = 2048
+
+
+def dma_bytes_per_cycle() -> float:
+    """DMA bytes per reference (core) cycle."""
+    return DMA_BYTES_PER_BUS_CYCLE * REFERENCE.bus_mhz / REFERENCE.core_mhz
+
+
+def dma_copy_cycles(nbytes: int) -> int:
+    """Reference cycles of one DMA transfer of ``nbytes`` (spill, fill, streaming)."""
+    return DMA_SETUP_CYCLES + math.ceil(nbytes / dma_bytes_per_cycle()) if nbytes > 0 else 0
+
+
+def cycles_to_us(cycles: float, clocks, resource: str = "HVX") -> float:
+    """Microseconds that ``cycles`` reference cycles of work on ``resource`` take at ``clocks``
+    (a qnnemu.htp.perf.Clocks: core_mhz, hmx_mhz, bus_mhz)."""
+    attr = RESOURCE_CLOCK.get(resource)
+    if attr is None:
+        raise ValueError(f"cycles_to_us: resource {resource!r} is not one of {sorted(RESOURCE_CLOCK)}")
+    # reference cycles -> cycles of the resource's own clock at the reference clocks -> time now
+    own_cycles = cycles * getattr(REFERENCE, attr) / REFERENCE.core_mhz
+    return own_cycles / getattr(clocks, attr)
+
+
+# ---- op classes ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OpClass:
+    """How an op type is costed.
+
+    kind: "mac" (matrix ops: HMX-capable), "depthwise", "elementwise" (``factor`` vector passes per
+    output element), "reduce" (``factor`` passes per input element), "pool" (window elements per
+    output element), "move" (bytes moved through HVX), "view" (no data touched), "recurrent"
+    (weight MACs per time step on HVX).  ``scratch`` names the per-op VTCM scratch rule:
+    "rows" = one fp32 accumulator row (last dimension) per HVX thread, "" = none."""
+    kind: str
+    factor: int = 1
+    scratch: str = ""
+
+
+_MAC = ("Conv1d", "Conv2d", "Conv3d", "TransposeConv1d", "TransposeConv2d", "TransposeConv3d",
+        "FullyConnected", "MatMul")
+_CONV = {"Conv1d", "Conv2d", "Conv3d", "TransposeConv1d", "TransposeConv2d", "TransposeConv3d"}
+_ELEMENTWISE_1 = ("Cast", "Convert", "Dequantize", "Quantize", "ElementWiseAbs", "ElementWiseAdd",
+                  "ElementWiseAnd", "ElementWiseBinary", "ElementWiseCeil", "ElementWiseEqual",
+                  "ElementWiseFloor", "ElementWiseGreater", "ElementWiseGreaterEqual", "ElementWiseLess",
+                  "ElementWiseLessEqual", "ElementWiseMaximum", "ElementWiseMinimum", "ElementWiseMultiply",
+                  "ElementWiseNeg", "ElementWiseNot", "ElementWiseNotEqual", "ElementWiseOr",
+                  "ElementWiseRound", "ElementWiseSelect", "ElementWiseSign", "ElementWiseSubtract",
+                  "ElementWiseUnary", "ElementWiseXor", "ElementWiseNeuron", "Prelu", "Relu", "Relu1",
+                  "Relu6", "ReluMinMax", "HardSwish", "Batchnorm", "ElementWiseSquaredDifference")
+_ELEMENTWISE_4 = ("ElementWiseDivide", "ElementWiseFloorDiv", "ElementWiseFmod", "ElementWiseMod",
+                  "ElementWiseRsqrt", "ElementWiseSquareRoot")
+_ELEMENTWISE_8 = ("ElementWiseExp", "ElementWiseLog", "ElementWiseSin", "ElementWiseCos",
+                  "ElementWiseAsin", "ElementWiseAtan", "ElementWisePower", "ElementWiseSoftplus",
+                  "Sigmoid", "Tanh", "Elu", "Gelu")
+_ROW_REDUCE = ("Softmax", "LogSoftmax", "LayerNorm", "RmsNorm", "GroupNorm", "InstanceNorm", "L2Norm")
+_REDUCE = ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
+           "Argmax", "Argmin", "CumulativeSum", "TopK", "Lrn")
+_MOVE = ("BatchToSpace", "ChannelShuffle", "Concat", "DepthToSpace", "Gather", "GatherElements",
+         "GatherNd", "Pack", "Pad", "Resize", "ResizeBilinear", "ResizeNearestNeighbor", "ScatterElements",
+         "ScatterNd", "SpaceToBatch", "SpaceToDepth", "Split", "StridedSlice", "Tile", "Transpose",
+         "UnPack", "GridSample", "RoiAlign")
+_VIEW = ("Reshape", "Squeeze", "ExpandDims")
+
+OP_CLASSES: dict[str, OpClass] = {
+    **{t: OpClass("mac") for t in _MAC},
+    "DepthWiseConv1d": OpClass("depthwise"), "DepthWiseConv2d": OpClass("depthwise"),
+    **{t: OpClass("elementwise", 1) for t in _ELEMENTWISE_1},
+    **{t: OpClass("elementwise", 4) for t in _ELEMENTWISE_4},
+    **{t: OpClass("elementwise", 8) for t in _ELEMENTWISE_8},
+    **{t: OpClass("reduce", 6, "rows") for t in _ROW_REDUCE},
+    **{t: OpClass("reduce", 2) for t in _REDUCE},
+    "PoolAvg2d": OpClass("pool"), "PoolAvg3d": OpClass("pool"),
+    "PoolMax2d": OpClass("pool"), "PoolMax3d": OpClass("pool"),
+    **{t: OpClass("move") for t in _MOVE},
+    **{t: OpClass("view") for t in _VIEW},
+    "Lstm": OpClass("recurrent", 1, "rows"),
+}
+DEFAULT_CLASS = OpClass("elementwise", 1)
+RELU_TYPES = ("Relu", "Relu1", "Relu6", "ReluMinMax")
+
+
+def op_class(op_type: str) -> OpClass:
+    return OP_CLASSES.get(op_type, DEFAULT_CLASS)
+
+
+# ---- memory kind of a tensor (shared with the prepare pipeline) ---------------------------
+PLAIN_TYPES = frozenset({*STATIC_TYPES, Q.QNN_TENSOR_TYPE_APP_WRITE, Q.QNN_TENSOR_TYPE_APP_READ,
+                         Q.QNN_TENSOR_TYPE_APP_READWRITE, Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_WRITE,
+                         Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READ, Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READWRITE})
+
+
+def in_ddr(tensor) -> bool:
+    """Graph inputs/outputs (client buffers) and static weights live in DDR ("Plain" blocks,
+    streamed through VTCM by DMA); every other tensor (NATIVE activations) is a TCM block."""
+    return tensor.type in PLAIN_TYPES
+
+
+def tensor_bytes(tensor) -> int:
+    return int(math.prod(tensor.dims)) * dtypes.itemsize(tensor.dtype)
+
+
+def vtcm_tensor_bytes(tensor) -> int:
+    """Bytes a tensor takes in VTCM: float32 activations are held as float16 (the HTP runs float32
+    graphs in float16 math, seed 002 "QNN HTP Precision"); other types at their size."""
+    if tensor.dtype == Q.QNN_DATATYPE_FLOAT_32:
+        return int(math.prod(tensor.dims)) * 2
+    return tensor_bytes(tensor)
+
+
+# ---- precision ----------------------------------------------------------------------------
+def precision_of(dtype: int, settings) -> str:
+    """The arithmetic an op on ``dtype`` data runs in: "int8", "int16", "fp16" or "fp32".
+
+    Float32 runs as fp16 when the graph's PRECISION config asks for FLOAT16; otherwise it is
+    emulated in qf32 on HVX ("fp32"). 32-bit integers cost like fp32 (32 lanes)."""
+    if dtype in (Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_BFLOAT_16):
+        return "fp16"
+    if dtype in (Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_64):
+        return "fp16" if getattr(settings, "precision_fp16", False) else "fp32"
+    size = dtypes.itemsize(dtype) if dtypes.is_known(dtype) else 1
+    return {1: "int8", 2: "int16"}.get(size, "fp32")
+
+
+# ---- the cost -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OpCost:
+    """Reference cycles of one op.  ``cycles`` is the op's duration on ``resource``: its compute
+    and its DMA streaming of DDR tensors overlap, so it is the larger of the two plus the
+    per-op overhead; ``threads`` HVX threads run it (HMX ops: 1)."""
+    resource: str                  # "HVX" or "HMX"
+    cycles: int
+    hvx_cycles: int                # compute on HVX (0 for HMX ops)
+    hmx_cycles: int                # compute on HMX (0 for HVX ops)
+    dma_cycles: int                # streaming DDR tensors in/out
+    dma_bytes: int
+    macs: int
+    elements: int
+    threads: int
+    precision: str
+    resources: tuple[str, ...]     # every resource the op uses (e.g. ("HMX", "DMA"))
+    note: str = ""                 # why it runs where it runs (HVX fallback reasons)
+
+
+def _prod(shape) -> int:
+    return int(math.prod(shape)) if shape else 1
+
+
+def _spec(specs, i):
+    return specs[i] if i < len(specs) and specs[i] is not None else None
+
+
+def _param(node, name, default=None):
+    params = getattr(node, "params", None) or {}
+    value = params.get(name, default) if isinstance(params, dict) else default
+    return default if value is None else value
+
+
+def op_macs(node) -> int:
+    """Multiply-accumulates of a "mac", "depthwise" or "recurrent" op from its shapes."""
+    ins, outs = node.input_specs, node.output_specs
+    x, w, y = _spec(ins, 0), _spec(ins, 1), _spec(outs, 0)
+    if x is None or y is None:
+        return 0
+    op = node.op_type
+    if op in ("FullyConnected",):
+        k = w.shape[-1] if w is not None and w.shape else x.shape[-1]
+        return _prod(y.shape) * int(k)
+    if op == "MatMul":
+        k = x.shape[-2] if _param(node, "transpose_in0", False) and len(x.shape) >= 2 else x.shape[-1]
+        return _prod(y.shape) * int(k)
+    if op.startswith("TransposeConv") and w is not None:
+        # every input element is scattered through the kernel into each output channel
+        return _prod(x.shape) * _prod(w.shape[:-2]) * int(w.shape[-1])
+    if op in _CONV and w is not None:
+        # weights [*kernel, in_channels / group, out_channels]
+        return _prod(y.shape) * _prod(w.shape[:-2]) * int(w.shape[-2])
+    if op.startswith("DepthWiseConv") and w is not None:
+        return _prod(y.shape) * _prod(w.shape[:-2])
+    if op == "Lstm":
+        weights = sum(_prod(s.shape) for s in ins[1:] if s is not None and s.data is not None
+                      and len(s.shape) == 2)
+        return weights * _prod(x.shape[:-1])
+    return _prod(y.shape)
+
+
+def _window(node) -> int:
+    k = _param(node, "filter_size")
+    try:
+        return max(1, _prod(tuple(int(v) for v in k)))
+    except TypeError:
+        return 1
+
+
+def _hmx_reason(node, cls: OpClass, precision: str, soc, settings) -> str:
+    """Why a "mac" op does not run on HMX ("" when it does)."""
+    if not getattr(soc, "hmx", True):
+        return "the SoC has no HMX"
+    if precision == "fp32":
+        return "fp32 math runs on HVX (qf32); HMX takes fixed point and fp16"
+    if precision == "fp16" and getattr(soc, "arch", 73) < HMX_FP16_MIN_ARCH:
+        return f"fp16 on HMX needs v{HMX_FP16_MIN_ARCH}+"
+    w = _spec(node.input_specs, 1)
+    if node.op_type in _CONV and w is not None and w.shape and int(w.shape[-2]) < SHORT_DEPTH \
+            and not getattr(settings, "short_depth_conv_on_hmx", True):
+        return f"short-depth convolution ({int(w.shape[-2])} < {SHORT_DEPTH} input channels) with " \
+               f"SHORT_DEPTH_CONV_ON_HMX_OFF"
+    return ""
+
+
+def _hmx_efficiency(node) -> float:
+    """Fraction of HMX tile MACs doing useful work: depths and widths pad up to 32."""
+    w = _spec(node.input_specs, 1)
+    if w is None or len(w.shape) < 2:
+        return 1.0
+    if node.op_type in _CONV:
+        depth, width = int(w.shape[-2]), int(w.shape[-1])
+    elif node.op_type == "FullyConnected":
+        width, depth = int(w.shape[0]), int(w.shape[-1])
+    else:  # MatMul: the reduction and output widths of the second operand
+        depth, width = int(w.shape[-2]), int(w.shape[-1])
+    pad = lambda n: math.ceil(max(n, 1) / HMX_TILE) * HMX_TILE  # noqa: E731
+    return (max(depth, 1) / pad(depth)) * (max(width, 1) / pad(width))
+
+
+def folded_relu(node, graph, settings) -> bool:
+    """A Relu whose only input is a convolution's output that nothing else reads: with relu
+    folding on (the default) the convolution applies it, the Relu costs nothing."""
+    if node.op_type not in RELU_TYPES or not getattr(settings, "fold_relu_into_conv", True):
+        return False
+    if not node.inputs or node.inputs[0] is None:
+        return False
+    t = graph.tensor(node.inputs[0])
+    if t is None or t.producer is None or len(set(t.consumers)) != 1:
+        return False
+    producer = next((n for n in graph.nodes if n.name == t.producer), None)
+    return producer is not None and (producer.op_type in _CONV or producer.op_type.startswith("DepthWiseConv"))
+
+
+def streamed_bytes(node, graph, settings=None) -> tuple[int, int]:
+    """(bytes read from DDR, bytes written to DDR) by the op: its Plain inputs (weights, graph
+    inputs) and Plain outputs (graph outputs).  With WEIGHTS_PACKING, 8-bit static weights whose
+    quantization is 4-bit are read packed (half the bytes)."""
+    read = written = 0
+    seen = set()
+    for tid in node.inputs:
+        if tid is None or tid in seen:
+            continue
+        seen.add(tid)
+        t = graph.tensor(tid)
+        if t is not None and in_ddr(t):
+            n = tensor_bytes(t)
+            q = getattr(t, "quant", None)
+            if settings is not None and getattr(settings, "weights_packing", False) and t.type in STATIC_TYPES \
+                    and dtypes.is_known(t.dtype) and dtypes.itemsize(t.dtype) == 1 \
+                    and getattr(q, "bitwidth", None) == 4:
+                n = (n + 1) // 2
+            read += n
+    for tid in node.outputs:
+        t = graph.tensor(tid)
+        if t is not None and in_ddr(t):
+            written += tensor_bytes(t)
+    return read, written
+
+
+def scratch_bytes(node, settings) -> int:
+    """VTCM scratch the op needs besides its inputs and outputs (rounded to 2 KiB): the rule of
+    its class ("rows": one fp32 row of the last dimension per HVX thread)."""
+    cls = op_class(node.op_type)
+    if cls.scratch != "rows":
+        return 0
+    x = _spec(node.input_specs, 0)
+    row = int(x.shape[-1]) if x is not None and x.shape else 1
+    threads = max(1, int(getattr(settings, "hvx_threads", 4) or 4))
+    return _round_up(row * 4 * threads, SCRATCH_ALIGN)
+
+
+def stream_buffer_bytes(ddr_bytes: int) -> int:
+    """VTCM double buffer an op streams its DDR tensors through: 2 chunks of at most 64 KiB."""
+    if ddr_bytes <= 0:
+        return 0
+    return 2 * _round_up(min(ddr_bytes, STREAM_CHUNK_BYTES), SCRATCH_ALIGN)
+
+
+def _round_up(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+def op_cost(node, graph, soc, settings) -> OpCost:
+    """The cost of ``node`` (a qnnemu.core.graph.Node) in ``graph`` on ``soc`` with ``settings``."""
+    cls = op_class(node.op_type)
+    x = _spec(node.input_specs, 0)
+    y = _spec(node.output_specs, 0)
+    act_dtype = (x or y).dtype if (x or y) is not None else Q.QNN_DATATYPE_UFIXED_POINT_8
+    precision = precision_of(act_dtype, settings)
+    out_elems = sum(_prod(s.shape) for s in node.output_specs if s is not None)
+    in_elems = sum(_prod(s.shape) for s in node.input_specs if s is not None and s.data is None)
+    threads_max = max(1, int(getattr(settings, "hvx_threads", 4) or 4))
+    read, written = streamed_bytes(node, graph, settings)
+    dma_bytes = read + written
+    dma_cycles = dma_copy_cycles(dma_bytes)
+    macs = 0
+    note = ""
+    resource = "HVX"
+    hmx_cycles = 0
+    if cls.kind in ("mac", "depthwise", "recurrent"):
+        macs = op_macs(node)
+        note = _hmx_reason(node, cls, precision, soc, settings) if cls.kind == "mac" else \
+            ("depthwise convolutions have no reduction depth for HMX tiles; they run on HVX"
+             if cls.kind == "depthwise" else "recurrent ops run on HVX")
+        if cls.kind == "mac" and not note:
+            resource = "HMX"
+            rate = HMX_INT8_MACS_PER_CYCLE.get(int(getattr(soc, "arch", 73)), 4096) \
+                / HMX_PRECISION_DIVISOR[precision]
+            hmx_own = macs / (rate * _hmx_efficiency(node))
+            # HMX clock cycles -> reference core cycles
+            hmx_cycles = HMX_SETUP_CYCLES + math.ceil(hmx_own * REFERENCE.core_mhz / REFERENCE.hmx_mhz)
+        single = math.ceil(macs / HVX_MACS_PER_CYCLE[precision])
+    elif cls.kind == "elementwise":
+        single = math.ceil(out_elems * cls.factor * HVX_PASSES[precision] / HVX_LANES[precision])
+    elif cls.kind == "reduce":
+        single = math.ceil(max(in_elems, out_elems) * cls.factor * HVX_PASSES[precision] / HVX_LANES[precision])
+    elif cls.kind == "pool":
+        single = math.ceil(out_elems * _window(node) * HVX_PASSES[precision] / HVX_LANES[precision])
+    elif cls.kind == "move":
+        moved = sum(_prod(s.shape) * dtypes.itemsize(s.dtype) for s in node.output_specs if s is not None)
+        single = math.ceil(moved / HVX_VECTOR_BYTES)
+    else:  # view: no data touched
+        single = 0
+    if folded_relu(node, graph, settings):
+        single, note = 0, "folded into the producing convolution (FOLD_RELU_ACTIVATION_INTO_CONV)"
+    if resource == "HMX":
+        hvx_cycles, threads = 0, 1
+        cycles = max(hmx_cycles, dma_cycles) + OP_OVERHEAD_CYCLES
+    else:
+        threads = min(threads_max, max(1, math.ceil(single / THREAD_SLICE_CYCLES)))
+        hvx_cycles = math.ceil(single / threads)
+        cycles = max(hvx_cycles, dma_cycles) + OP_OVERHEAD_CYCLES
+    resources = (resource, "DMA") if dma_bytes else (resource,)
+    return OpCost(resource, int(cycles), int(hvx_cycles), int(hmx_cycles), int(dma_cycles), int(dma_bytes),
+                  int(macs), int(out_elems), int(threads), precision, resources, note)

@@ -1,0 +1,96 @@
+"""Context groups that share one spill-fill buffer (seed 002, QnnHtpContext_CustomConfig_t
+``QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS`` and
+``..._REGISTER_CONCURRENT_RESOURCE_SHARING``, struct QnnHtpContext_GroupRegistration_t).
+
+The first context of a group registers with ``firstGroupHandle`` NULL and the group's maximum
+spill-fill buffer size (> 0); later contexts pass the first context's handle (and the same
+size, or 0).  The buffer is sized by the first registration: a later, different size is logged
+and ignored.  A concurrent group additionally shares the VTCM backup buffer, needs an HTP v81
+device, and all its contexts (and their graphs) keep one priority.
+
+A registration is parsed by ``_context_configs`` (qnnemu/abi/entry.py) into the context's
+``configs["htp_group"]`` = ``{"kind", "first", "max_spill_fill"}``; the group itself lives
+here, created at the first registration that names it, so it outlives its first context.
+Nothing here imports cffi.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from ..core.handles import HANDLES
+from ..headers import Q
+
+MULTI_CONTEXTS = "multi_contexts"        # REGISTER_MULTI_CONTEXTS: contexts run in sequence
+CONCURRENT = "concurrent"                # REGISTER_CONCURRENT_RESOURCE_SHARING: per priority
+
+# option name -> (group kind, union member of QnnHtpContext_CustomConfig_t)
+REGISTRATION_OPTIONS = {
+    "QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS": (MULTI_CONTEXTS, "groupRegistration"),
+    "QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_CONCURRENT_RESOURCE_SHARING": (CONCURRENT, "concurrentGroupRegistration"),
+}
+
+
+@dataclass
+class ContextGroup:
+    kind: str
+    first: int                 # handle of the context that opened the group
+    spill_fill_bytes: int      # the shared buffer, sized by the first registration
+    priority: int | None = None  # concurrent groups: the one priority of its contexts
+
+
+_lock = threading.Lock()
+_groups: dict[int, ContextGroup] = {}   # first context handle -> group
+
+
+def _handle_of(ctx) -> int | None:
+    for handle, obj in list(HANDLES._objects.items()):
+        if obj is ctx:
+            return handle
+    return None
+
+
+def context_priority(configs: dict) -> int:
+    return int(configs.get("priority", Q.QNN_PRIORITY_DEFAULT))
+
+
+def group_for_first(first: int) -> ContextGroup | None:
+    """The group opened by the context with handle ``first`` (created on first use from that
+    context's registration; None when that context opened no group)."""
+    with _lock:
+        group = _groups.get(first)
+        if group is not None:
+            return group
+        ctx = HANDLES.lookup(first)
+        reg = (getattr(ctx, "configs", None) or {}).get("htp_group")
+        if not reg or reg.get("first"):
+            return None
+        group = ContextGroup(reg["kind"], first, int(reg["max_spill_fill"]),
+                             context_priority(ctx.configs) if reg["kind"] == CONCURRENT else None)
+        _groups[first] = group
+        return group
+
+
+def group_of(ctx) -> ContextGroup | None:
+    """The group ``ctx`` registered with (None: not in a group)."""
+    reg = (getattr(ctx, "configs", None) or {}).get("htp_group")
+    if not reg:
+        return None
+    first = reg.get("first") or _handle_of(ctx)
+    return group_for_first(first) if first else None
+
+
+def members(group: ContextGroup) -> list:
+    """The live contexts of ``group`` (its first context while alive, then the others)."""
+    out = []
+    for handle, obj in list(HANDLES._objects.items()):
+        reg = (getattr(obj, "configs", None) or {}).get("htp_group") if hasattr(obj, "graphs") else None
+        if reg and reg.get("kind") == group.kind and (reg.get("first") or handle) == group.first:
+            out.append(obj)
+    return out
+
+
+def forget(first: int) -> None:
+    """Drops a group whose contexts are all gone (tests; the registry otherwise keeps sizes)."""
+    with _lock:
+        _groups.pop(first, None)

@@ -1,0 +1,171 @@
+"""The HTP SoC table: every ``QNN_SOC_MODEL_*`` of Qnn_SocModel_t (QnnTypes.h) that carries an
+HTP (Hexagon v68 or later), with what the device model needs from it.
+
+The QNN device config ``QNN_HTP_DEVICE_CONFIG_OPTION_SOC`` selects a row; ``..._ARCH`` selects
+the reference row of an arch (``soc_for_arch``); ``deviceGetPlatformInfo`` / ``deviceGetInfo``
+report the row in ``QnnHtpDevice_OnChipDeviceInfoExtension_t``; the graph configs are checked
+against it (VTCM size, HVX threads, cores, DLBC, SLC allocator, byte-granularity VTCM).
+
+Sources (``source`` of each row):
+
+- ``executorch``: pytorch/executorch ``backends/qualcomm/serialization/qc_schema.py``
+  ``_soc_info_table`` (SoC model -> HTP arch, VTCM MiB) and PR 19216 (SM8635, SM8735);
+- ``litert``: google-ai-edge/LiteRT ``litert/vendors/qualcomm/core/schema/soc_table.cc``
+  (same facts; adds SC8380XP and QCS8300);
+- ``qnn-docs``: the QNN SDK documentation (the SA8797 tutorial gives soc_id 72 -> v81; the
+  "Control which HTP device executes a model" page: Auto SA-series parts expose two NSP devices);
+- ``chosen``: no public number found: arch from the part's generation, VTCM chosen (2 MiB for
+  sub-flagship parts, 8 MiB for compute/IoT twins of a flagship) -- an emulator decision.
+
+Columns no public source gives per SoC, chosen by rule and documented here:
+
+- ``hvx_threads``: the HVX contexts a graph may reserve (NUM_HVX_THREADS maximum): 4 on v68/v69
+  (the seed's default of 4 is then also the maximum), 6 on v73 and later parts with 8 MiB or
+  more VTCM, 4 on the smaller ones;
+- ``hmx``: every HTP (v68+) has the HMX matrix unit, so the column is true on every row (kept so
+  that the device model never assumes it);
+- ``dlbc``: Deep Learning Bandwidth Compression from v75 (the foundation's choice, kept);
+- ``signed_pd``: every HTP supports the signed process domain;
+- ``slc``: the System Level Cache allocator (seed: "only supported by specific SOCs"; its
+  example names soc_id 69 = SM8750, v79): v79 and later;
+- ``va_optimization``: SHARE_RESOURCES ``SEQUENTIAL_WITH_VA_OPTIMIZATION`` ("supported only on
+  specific SoCs"): v73 and later (the default device supports the default type);
+- ``cores`` (HTP cores of one device, NUM_CORES maximum): 1, except SA8797 (2; the QNN docs name
+  a multi-core feature for its v81 HTP); ``devices`` (NSP devices, ``numHwDevices``): 2 on the
+  Auto SA8295 / SA8540, else 1.
+
+Not in the table: the pre-HTP Hexagon parts (SDM8xx, SM6150, SM7150, SM8250 family, SA8195,
+SM6xxx/4xxx with v66 or cDSP-less parts, IPQ network parts, QRB/QCS/QCM parts without an HTP),
+AIC100 (Cloud AI 100 is an accelerator card with its own backend; our headers define no PCIe
+HTP device type) and the parts with an HTP whose arch no source gives (SM8325, SM7315, SM6450,
+SM6450Q, SM7435, SM4450, SM6650, SM6475, SM4635, SM7635, SM7750, SA8620P, QCS7230, QCM6690,
+SSG2115P's successors not listed, ...): ``QNN_HTP_DEVICE_CONFIG_OPTION_SOC`` refuses them with
+rule QNNEMU-device-soc; ``..._ARCH`` reaches every arch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..headers import Q
+
+MIB = 1 << 20
+HTP_ARCHS = (68, 69, 73, 75, 79, 81)   # archs with at least one SoC row (v85: arch-only devices)
+
+
+@dataclass(frozen=True)
+class SocInfo:
+    soc_model: int          # QNN_SOC_MODEL_*
+    name: str               # marketing name
+    arch: int               # HTP arch (QnnHtpDevice_Arch_t)
+    vtcm_bytes: int
+    hvx_threads: int
+    hmx: bool
+    dlbc: bool
+    signed_pd: bool
+    cores: int
+    devices: int
+    slc: bool
+    va_optimization: bool
+    source: str
+
+    @property
+    def vtcm_mb(self) -> int:
+        return self.vtcm_bytes // MIB
+
+    @property
+    def byte_granularity_vtcm(self) -> bool:
+        """VTCM_SIZE_IN_BYTES requests (seed 002 "Byte-Granularity VTCM"): from v81."""
+        return self.arch >= 81
+
+    @property
+    def concurrent_sharing(self) -> bool:
+        """REGISTER_CONCURRENT_RESOURCE_SHARING / CONCURRENT_OPTIMIZATION: V81 only (seed 002)."""
+        return self.arch >= 81
+
+
+def _row(model: str, name: str, arch: int, vtcm_mb: int, source: str, *, cores: int = 1,
+         devices: int = 1) -> SocInfo:
+    big = vtcm_mb >= 8
+    return SocInfo(
+        soc_model=int(getattr(Q, f"QNN_SOC_MODEL_{model}")), name=name, arch=arch,
+        vtcm_bytes=vtcm_mb * MIB, hvx_threads=6 if arch >= 73 and big else 4, hmx=True,
+        dlbc=arch >= 75, signed_pd=True, cores=cores, devices=devices, slc=arch >= 79,
+        va_optimization=arch >= 73, source=source)
+
+
+_ROWS = (
+    # mobile flagships
+    _row("SM8350", "Snapdragon 888", 68, 4, "executorch"),
+    _row("SM8450", "Snapdragon 8 Gen 1", 69, 8, "executorch"),
+    _row("SM8475", "Snapdragon 8+ Gen 1", 69, 8, "executorch"),
+    _row("SM8550", "Snapdragon 8 Gen 2", 73, 8, "executorch"),
+    _row("SM8635", "Snapdragon 8s Gen 3", 73, 8, "executorch"),
+    _row("SM8650", "Snapdragon 8 Gen 3", 75, 8, "executorch"),
+    _row("SM8735", "Snapdragon 8s Gen 4", 79, 8, "executorch"),
+    _row("SM8750", "Snapdragon 8 Elite", 79, 8, "executorch"),
+    _row("SM8850", "Snapdragon 8 Elite Gen 5", 81, 8, "executorch"),
+    # sub-flagship mobile (arch from the generation, VTCM chosen)
+    _row("SM7325", "Snapdragon 778G", 68, 2, "chosen"),
+    _row("SM7450", "Snapdragon 7 Gen 1", 69, 2, "chosen"),
+    _row("SM7475", "Snapdragon 7+ Gen 2", 69, 2, "chosen"),
+    _row("SM7550", "Snapdragon 7 Gen 3", 73, 2, "chosen"),
+    _row("SM7675", "Snapdragon 7+ Gen 3", 73, 2, "chosen"),
+    # compute
+    _row("SC8280X", "Snapdragon 8cx Gen 3", 68, 8, "chosen"),
+    _row("SC8380XP", "Snapdragon X Elite", 73, 8, "litert"),
+    # automotive
+    _row("SA8295", "Snapdragon Cockpit SA8295P", 68, 8, "executorch", devices=2),
+    _row("SA8540", "Snapdragon Ride SA8540P", 68, 8, "executorch", devices=2),
+    _row("SA8255", "Snapdragon Cockpit SA8255P", 73, 8, "executorch"),
+    _row("SA8797", "Snapdragon Cockpit Elite SA8797P", 81, 16, "executorch", cores=2),
+    # XR / AR
+    _row("SXR1230P", "Snapdragon XR1+ Gen 1", 73, 2, "executorch"),
+    _row("SSG2115P", "Snapdragon AR1 Gen 1", 73, 2, "executorch"),
+    _row("SSG2125P", "Snapdragon AR1+ Gen 1", 73, 2, "executorch"),
+    _row("SXR2230P", "Snapdragon XR2 Gen 2", 69, 8, "executorch"),
+    _row("SXR2330P", "Snapdragon XR2+ Gen 2", 79, 8, "executorch"),
+    # IoT
+    _row("QCS8550", "Qualcomm QCS8550", 73, 8, "chosen"),
+    _row("QCS9100", "Qualcomm QCS9100", 73, 8, "executorch"),
+    _row("QCS8300", "Qualcomm QCS8300", 75, 8, "litert"),
+)
+
+SOCS: dict[int, SocInfo] = {r.soc_model: r for r in _ROWS}
+
+# The reference SoC of each arch for QNN_HTP_DEVICE_CONFIG_OPTION_ARCH: the mobile flagship
+# (SA8797 for nothing: v81's flagship is SM8850).
+_ARCH_REFERENCE = {68: "SM8350", 69: "SM8450", 73: "SM8550", 75: "SM8650", 79: "SM8750", 81: "SM8850"}
+
+# The emulator's default device (deviceCreate without SOC/ARCH, deviceGetPlatformInfo, a
+# context without a device): SM8550 / v73 / 8 MiB VTCM.  The seed's table lists SM8350 as the
+# SOC option's default -- that is what the real backend assumes when it prepares offline for
+# an unknown SoC; the emulator models a device that is present, and keeps the SoC its context
+# binaries have always recorded.
+DEFAULT_SOC = int(Q.QNN_SOC_MODEL_SM8550)
+
+# Known archs without a SoC row (QnnHtpDevice_Arch_t V85): an arch-only device.
+ARCH_ONLY = (85,)
+
+
+def soc_for_arch(arch: int) -> SocInfo | None:
+    """The reference SoC of an HTP arch (None for archs without one, e.g. v85)."""
+    name = _ARCH_REFERENCE.get(int(arch))
+    return SOCS[int(getattr(Q, f"QNN_SOC_MODEL_{name}"))] if name else None
+
+
+def arch_only(arch: int) -> SocInfo:
+    """A device configured by an arch with no SoC row: socModel UNKNOWN, the newest known
+    arch's capabilities (8 MiB VTCM, 6 HVX threads)."""
+    return SocInfo(soc_model=int(Q.QNN_SOC_MODEL_UNKNOWN), name=f"HTP v{arch}", arch=int(arch),
+                   vtcm_bytes=8 * MIB, hvx_threads=6, hmx=True, dlbc=True, signed_pd=True, cores=1,
+                   devices=1, slc=True, va_optimization=True, source="chosen")
+
+
+def soc_info(soc_model: int, arch: int | None = None) -> SocInfo:
+    """The row of ``soc_model``; an unknown model falls back to ``arch`` (arch-only devices)."""
+    row = SOCS.get(int(soc_model))
+    if row is not None:
+        return row
+    if arch is not None:
+        return soc_for_arch(arch) or arch_only(arch)
+    return SOCS[DEFAULT_SOC]

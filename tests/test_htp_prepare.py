@@ -1,0 +1,527 @@
+"""The HTP prepare pipeline at graphFinalize (qnnemu/htp/prepare.py, seed 000 "Scheduling and
+Allocation", docs/htp-prepare.md): each pass's inspectable result, spill/fill under small VTCM
+budgets (monotone in the budget), launch/wait pairs, VTCM offsets with no live overlap, a valid
+parallel schedule, the working-set failure, unchanged numerics, and properties over random DAGs.
+
+Graphs are built on the core objects (as the ABI layer hands them over), through the C ABI with
+qnnemu.client (VTCM_SIZE config), or as light stand-ins (tests/test_htp_cost.py FakeGraph) for
+hypothesis."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from test_htp_cost import APP_READ, APP_WRITE, F32, NATIVE, S8, STATIC, U8, FakeGraph
+from qnnemu.core.backend import Backend
+from qnnemu.core.context import Context
+from qnnemu.core.device import Device, DeviceModel
+from qnnemu.core.graph import OpConfigDesc, ParamDesc
+from qnnemu.core.handles import HANDLES
+from qnnemu.core.log import NULL_LOGGER
+from qnnemu.core.tensor import RawQuant, TensorDesc
+from qnnemu.errors import QnnError
+from qnnemu.headers import Q
+from qnnemu.htp import prepare
+from qnnemu.htp.plan_types import PLAIN, TCM
+
+RULE_IDS = {"QNNEMU-prepare-working-set"}
+KIB = 1024
+
+
+# ------------------------------------------------------------------------- core builders
+def _quant(q) -> RawQuant:
+    if q is None:
+        return RawQuant(Q.QNN_DEFINITION_UNDEFINED, Q.QNN_QUANTIZATION_ENCODING_UNDEFINED)
+    return RawQuant(Q.QNN_DEFINITION_DEFINED, Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET, scale=q[0], offset=q[1])
+
+
+class Builder:
+    """A core graph: tensors and nodes as the ABI layer would create them."""
+
+    def __init__(self, name="g", model: DeviceModel | None = None, vtcm: int | None = None):
+        device = Device(model, NULL_LOGGER) if model is not None else None
+        self.ctx = Context(Backend(), device, None, None)
+        self.graph = HANDLES.lookup(self.ctx.create_graph(name))
+        if vtcm is not None:
+            set_vtcm(self.graph, vtcm)
+        self.rng = np.random.default_rng(7)
+
+    def tensor(self, name, dims, dtype=F32, type_=NATIVE, data=None, quant=None):
+        raw = None if data is None else np.ascontiguousarray(data).tobytes()
+        d = TensorDesc(2, 0, name, type_, Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER, dtype, _quant(quant), tuple(dims),
+                       Q.QNN_TENSORMEMTYPE_RAW, raw, len(raw) if raw else 0, raw is not None)
+        return self.graph.create_tensor(d)
+
+    def node(self, op, name, inputs, outputs):
+        ref = lambda t: TensorDesc(2, t.id, t.name, t.type, Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER,  # noqa: E731
+                                   t.dtype, _quant(None), t.dims, Q.QNN_TENSORMEMTYPE_RAW)
+        self.graph.add_node(OpConfigDesc(1, name, "qti.aisw", op, [], [ref(t) for t in inputs],
+                                         [ref(t) for t in outputs]))
+
+    def conv(self, name, x, cout, k=1, out_type=NATIVE):
+        cin = x.dims[-1]
+        w = self.tensor(f"{name}_w", (k, k, cin, cout), type_=STATIC,
+                        data=(self.rng.standard_normal((k, k, cin, cout)) / np.sqrt(cin * k * k)).astype(np.float32))
+        y = self.tensor(f"{name}_out", (*x.dims[:-1], cout), type_=out_type)
+        self.node("Conv2d", name, [x, w], [y])
+        return y
+
+
+def set_vtcm(graph, nbytes: int) -> None:
+    """The VTCM budget as a VTCM_SIZE_IN_BYTES request (the record qnnemu/htp/settings.py reads)."""
+    graph.configs["htp_vtcm"] = {"option": "VTCM_SIZE_IN_BYTES", "bytes": int(nbytes)}
+
+
+def long_lived_graph(vtcm: int | None = None, hw=16) -> Builder:
+    """x -> A (kept until the end) -> P1 (64 ch) -> P2 (64 ch) -> P3 -> y = A + P3.  A stays live
+    through the chain's big intermediates: a small budget must spill it."""
+    b = Builder("long_lived", vtcm=vtcm)
+    x = b.tensor("x", (1, hw, hw, 8), type_=APP_WRITE)
+    a = b.conv("A", x, 32)
+    p1 = b.conv("P1", a, 64)
+    p2 = b.conv("P2", p1, 64)
+    p3 = b.conv("P3", p2, 32)
+    y = b.tensor("y", a.dims, type_=APP_READ)
+    b.node("ElementWiseAdd", "add", [a, p3], [y])
+    b.x, b.y = x, y
+    return b
+
+
+def branchy_graph() -> Builder:
+    """x -> t -> two parallel branches, each widening to a big tensor then narrowing, joined by
+    an Add.  Graph order runs both widening convs first (both big tensors live at once); a
+    better order finishes one branch before starting the other."""
+    b = Builder("branchy")
+    x = b.tensor("x", (1, 16, 16, 8), type_=APP_WRITE)
+    t = b.conv("stem", x, 8)
+    big_l = b.conv("left_wide", t, 128)
+    big_r = b.conv("right_wide", t, 128)
+    small_l = b.conv("left_narrow", big_l, 8)
+    small_r = b.conv("right_narrow", big_r, 8)
+    y = b.tensor("y", small_l.dims, type_=APP_READ)
+    b.node("ElementWiseAdd", "join", [small_l, small_r], [y])
+    b.x, b.y = x, y
+    return b
+
+
+def check_plan(plan, nodes: int) -> None:
+    """Invariants every prepared plan keeps."""
+    order = plan.prescheduled_order
+    assert sorted(order) == list(range(nodes)), "the runlist holds every op once"
+    steps = plan.steps
+    assert [s.index for s in steps] == list(range(len(steps))), "step indices are positions"
+    assert prepare.overlapping_live_blocks(plan.blocks) == [], "no two live TCM blocks share VTCM bytes"
+    assert plan.peak_vtcm_bytes <= plan.vtcm_budget_bytes, \
+        f"peak VTCM {plan.peak_vtcm_bytes} within the budget {plan.vtcm_budget_bytes}"
+    assert plan.peak_vtcm_bytes == max((b.offset + b.size for b in plan.blocks if b.kind == TCM), default=0), \
+        "peak VTCM = max offset + size"
+    for b in plan.blocks:
+        if b.kind == TCM:
+            assert b.offset % b.align == 0 and b.size % prepare.TCM_ALIGN == 0, f"{b.name}: 2 KiB granule"
+    # the schedule: dependencies, constraints and resources
+    after = {i: set(s.deps) for i, s in enumerate(steps)}
+    for a, b_ in plan.constraints:
+        assert a < b_, f"constraint ({a}, {b_}) points forward in the runlist"
+        after[b_].add(a)
+    for i, s in enumerate(steps):
+        for d in after[i]:
+            assert s.start_cycle >= steps[d].end_cycle, f"step {i} '{s.name}' starts after step {d} ends"
+        assert s.end_cycle - s.start_cycle == s.cycles, f"step {i}: runs its cycles"
+        assert s.wait_cycles == s.start_cycle - s.ready_cycle >= 0, f"step {i}: wait = start - ready"
+        assert 0 <= s.overlap_cycles <= s.cycles, f"step {i}: overlap within its run"
+    for resource, cap in (("HVX", plan.hvx_threads), ("HMX", 1), ("DMA", 1)):
+        events = sorted([(s.start_cycle, s.threads if resource == "HVX" else 1) for s in steps
+                         if s.resource == resource and s.cycles] +
+                        [(s.end_cycle, -(s.threads if resource == "HVX" else 1)) for s in steps
+                         if s.resource == resource and s.cycles], key=lambda e: (e[0], e[1]))
+        busy = 0
+        for _, d in events:
+            busy += d
+            assert busy <= cap, f"{resource}: at most {cap} unit(s) busy"
+    assert plan.total_cycles == max((s.end_cycle for s in steps), default=0), "total = last end"
+    assert plan.total_cycles >= plan.critical_path_cycles, "no schedule beats the critical path"
+    for s in steps:
+        if s.kind in ("launch", "spill", "fill"):
+            w = steps[s.pair]
+            assert w.kind == "wait" and w.pair == s.index and w.deps == [s.index], f"{s.name}: its wait step"
+    json.dumps(plan.to_optrace())
+
+
+# ------------------------------------------------------------------------------ the passes
+def test_passes_and_blocks():
+    b = long_lived_graph()
+    b.graph.finalize()
+    plan = b.graph.htp_plan
+    assert [p.split(":")[0] for p in plan.passes] == \
+        ["register blocks", "pre-schedule", "spill/fill", "launch/wait", "allocate", "re-schedule"], \
+        "one line per pass of seed 000, in order"
+    kinds = {blk.name: (blk.kind, blk.role) for blk in plan.blocks}
+    assert kinds["x"] == (PLAIN, "tensor") and kinds["y"] == (PLAIN, "tensor"), "graph I/O in DDR"
+    assert kinds["A_w"] == (PLAIN, "tensor"), "static weights in DDR (streamed)"
+    assert kinds["A_out"] == (TCM, "tensor"), "activations in VTCM"
+    assert kinds["A#scratch"] == (TCM, "scratch"), "an op streaming DDR tensors has a stream buffer"
+    a = plan.block_named("A_out")
+    assert (a.size, a.align) == (16 * 16 * 32 * 2, prepare.TCM_ALIGN), \
+        "a 16x16x32 fp32 activation is held as fp16 in VTCM: 16 KiB, 2 KiB aligned"
+    w = plan.block_named("A_w")
+    assert (w.size, w.align) == (1024, prepare.PLAIN_ALIGN), "8x32 fp32 weights, 256 B granule"
+    assert plan.spill_bytes == 0 and b.graph.spill_fill_bytes == 0, "the default 4 MiB budget fits"
+    check_plan(plan, len(b.graph.nodes))
+
+
+def test_in_place_outputs_share_blocks():
+    """A relu folded into its convolution and a reshape of a tensor nothing else reads write
+    over their input: no block of their own, and readers wait for the in-place op."""
+    b = Builder("in_place")
+    x = b.tensor("x", (1, 8, 8, 8), type_=APP_WRITE)
+    c = b.conv("conv", x, 16)
+    r = b.tensor("relu_out", c.dims)
+    b.node("Relu", "relu", [c], [r])
+    flat = b.tensor("flat", (1, 8 * 8 * 16))
+    b.node("Reshape", "reshape", [r], [flat])
+    y = b.tensor("y", flat.dims, type_=APP_READ)
+    b.node("Sigmoid", "act", [flat], [y])
+    b.graph.finalize()
+    plan = b.graph.htp_plan
+    assert plan.aliases == {"relu_out": "conv_out", "flat": "conv_out"}, f"in-place outputs: {plan.aliases}"
+    assert plan.block_named("relu_out") is None and plan.block_named("flat") is None, "no blocks of their own"
+    relu, reshape, act = plan.step_named("relu"), plan.step_named("reshape"), plan.step_named("act")
+    assert relu.outputs == ["conv_out"] and reshape.deps == [relu.index] and act.deps == [reshape.index], \
+        "each in-place op rewrites the block; the next reader waits for it"
+    assert relu.vtcm_bytes == plan.block_named("conv_out").size, "the relu needs only the one block"
+    check_plan(plan, len(b.graph.nodes))
+    b2 = Builder("in_place_off")
+    b2.graph.configs = {"htp": {"QNN_HTP_GRAPH_CONFIG_OPTION_FOLD_RELU_ACTIVATION_INTO_CONV_OFF":
+                                {"foldReluActivationIntoConvOff": True}}}
+    x2 = b2.tensor("x", (1, 8, 8, 8), type_=APP_WRITE)
+    c2 = b2.conv("conv", x2, 16)
+    r2 = b2.tensor("relu_out", c2.dims, type_=APP_READ)
+    b2.node("Relu", "relu", [c2], [r2])
+    b2.graph.finalize()
+    assert b2.graph.htp_plan.aliases == {}, "relu folding off (or a DDR output): the relu writes its own block"
+
+
+def test_preschedule_beats_graph_order_on_branches():
+    b = branchy_graph()
+    b.graph.finalize()
+    plan = b.graph.htp_plan
+    names = [b.graph.nodes[i].name for i in plan.prescheduled_order]
+    assert plan.runlist_peak_bytes < plan.graph_order_peak_bytes, \
+        f"runlist peak {plan.runlist_peak_bytes} below graph order's {plan.graph_order_peak_bytes}"
+    wide = 16 * 16 * 128 * 2
+    assert plan.graph_order_peak_bytes - plan.runlist_peak_bytes >= wide - 16 * 16 * 8 * 2, \
+        "the two wide tensors are never live together"
+    assert names.index("left_narrow") < names.index("right_wide") or \
+        names.index("right_narrow") < names.index("left_wide"), f"one branch finishes first: {names}"
+    check_plan(plan, len(b.graph.nodes))
+    again = branchy_graph()
+    again.graph.finalize()
+    assert again.graph.htp_plan.to_optrace() == plan.to_optrace(), "prepare is deterministic"
+
+
+def test_partitioning_at_low_tcm_boundaries(monkeypatch):
+    """With a tiny state limit the pre-scheduler must cut the graph; it cuts where few bytes are
+    live and the order stays a valid topological order no worse than graph order."""
+    monkeypatch.setattr(prepare, "PRESCHEDULE_STATE_LIMIT", 4)
+    b = branchy_graph()
+    b.graph.finalize()
+    plan = b.graph.htp_plan
+    assert len(plan.partitions) > 1, "the graph was partitioned"
+    assert [v for p in plan.partitions for v in p] == plan.prescheduled_order, "partitions in runlist order"
+    assert plan.runlist_peak_bytes <= plan.graph_order_peak_bytes, "never worse than graph order"
+    check_plan(plan, len(b.graph.nodes))
+
+
+def bounds(b: Builder) -> tuple[int, int]:
+    """(largest working set, live peak of graph order) of a built graph."""
+    a = prepare._Analysis(b.graph, DeviceModel(), prepare.graph_settings(b.graph))
+    return max(n.working_set for n in a.nodes), prepare.live_peak(a, list(range(len(a.nodes))))
+
+
+def test_small_budget_spills_and_fills():
+    floor, peak = bounds(long_lived_graph())
+    assert peak > floor, "the long-lived tensor makes the graph need more than any one op"
+    big, small = long_lived_graph(), long_lived_graph(vtcm=floor)
+    big.graph.finalize()
+    small.graph.finalize()
+    plan = small.graph.htp_plan
+    kinds = [s.kind for s in plan.steps]
+    assert "spill" in kinds and "fill" in kinds, f"a budget of the largest working set spills: {kinds}"
+    assert plan.spill_bytes > 0 and plan.fill_bytes >= plan.spill_bytes, "each spilled block comes back"
+    assert plan.spill_fill_buffer_bytes >= max(b.size for b in plan.blocks if b.role == "spill"), \
+        "the spill-fill buffer holds the spilled copies"
+    assert small.graph.spill_fill_bytes == plan.spill_fill_buffer_bytes, "graph.spill_fill_bytes from the plan"
+    spill = next(s for s in plan.steps if s.kind == "spill")
+    fill = next(s for s in plan.steps if s.kind == "fill")
+    assert spill.resource == fill.resource == "DMA", "spill and fill copies run on DMA"
+    assert plan.steps[fill.pair].index in plan.steps[[s.index for s in plan.steps
+                                                     if s.name == "add"][0]].deps or any(
+        fill.pair in s.deps for s in plan.steps), "a consumer waits for the fill"
+    assert spill.inputs == ["A_out"] and fill.outputs == ["A_out#fill1"], "the long-lived tensor is spilled"
+    check_plan(plan, len(small.graph.nodes))
+    # the plan is a model: the numbers do not change
+    x = np.random.default_rng(1).standard_normal(big.x.dims).astype(np.float32)
+    out_big = big.graph.execute({big.x.id: x}, [big.y.id])[big.y.id]
+    out_small = small.graph.execute({small.x.id: x}, [small.y.id])[small.y.id]
+    assert np.array_equal(out_big, out_small), "spilling changes no output bit"
+
+
+def test_vtcm_sweep_spill_bytes_never_grow():
+    floor, peak = bounds(long_lived_graph())
+    results = []
+    for kib in range(floor // KIB, peak // KIB + 64, 2):
+        b = long_lived_graph(vtcm=kib * KIB)
+        b.graph.finalize()
+        plan = b.graph.htp_plan
+        check_plan(plan, len(b.graph.nodes))
+        results.append((kib, plan.spill_bytes, plan.peak_vtcm_bytes))
+    spills = [s for _, s, _ in results]
+    assert spills[0] > 0 and spills[-1] == 0, \
+        f"spills at the largest working set, none well above the live peak: {results[:2]}, {results[-1]}"
+    assert all(a >= b for a, b in zip(spills, spills[1:])), f"spill bytes never grow with VTCM: {results}"
+
+
+def test_vtcm_config_through_the_abi():
+    """QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE (MiB) through graphCreate: 1 MiB spills, more does
+    not; the plan hangs off the graph; outputs are identical."""
+    from qnnemu.client import Backend as ClientBackend, ffi, htp_graph_config
+    rng = np.random.default_rng(3)
+    weights = {n: (rng.standard_normal((1, 1, 64, 64)) / 8).astype(np.float32) for n in ("A", "B", "P1", "P2", "P3")}
+    # 48x48x64 fp32: 288 KiB each in VTCM (fp16); A, B, P1, P2 live together need 1152 KiB
+    x = rng.standard_normal((1, 48, 48, 64)).astype(np.float32)
+    plans, outs = {}, {}
+    with ClientBackend() as be:
+        ctx = be.context()
+        for mb in (1, 2, 4):
+            g = ctx.graph(f"vtcm{mb}", configs=[htp_graph_config("VTCM_SIZE", vtcmSizeInMB=mb)])
+            t = g.input("x", x.shape)
+            prev = {}
+            for name, src in (("A", "x"), ("B", "A"), ("P1", "B"), ("P2", "P1"), ("P3", "P2")):
+                w = g.static(f"{name}_w", weights[name])
+                prev[name] = g.node("Conv2d", [prev.get(src, t), w], [(name, x.shape, np.float32)])
+            # A and B are read again after P3: they stay live through the chain
+            g.node("ElementWiseAdd", [prev["A"], prev["P3"]], [("y1", x.shape, np.float32)], app_read=True)
+            g.node("ElementWiseAdd", [prev["B"], prev["P3"]], [("y2", x.shape, np.float32)], app_read=True)
+            g.finalize()
+            core = HANDLES.lookup(int(ffi.cast("uintptr_t", g.handle)))
+            plans[mb], outs[mb] = core.htp_plan, g.execute({"x": x})
+    assert plans[1].vtcm_budget_bytes == 1 << 20, "VTCM_SIZE 1 MiB is the budget"
+    assert plans[1].spill_bytes > 0, f"1 MiB spills: {plans[1].passes[2]}"
+    assert plans[1].spill_bytes >= plans[2].spill_bytes >= plans[4].spill_bytes == 0, "monotone in VTCM"
+    assert all(np.array_equal(outs[1][k], o[k]) for o in outs.values() for k in ("y1", "y2")), \
+        "identical outputs at every budget"
+
+
+def test_hmx_ops_split_into_launch_and_wait():
+    b = Builder("quant")
+    x = b.tensor("x", (1, 16, 16, 64), U8, APP_WRITE, quant=(0.05, -128))
+    w = b.tensor("w", (3, 3, 64, 64), S8, STATIC, data=b.rng.integers(-100, 100, (3, 3, 64, 64), dtype=np.int8),
+                 quant=(0.01, 0))
+    c = b.tensor("c", (1, 14, 14, 64), U8, quant=(0.1, -128))
+    b.node("Conv2d", "conv", [x, w], [c])
+    y = b.tensor("y", (1, 14, 14, 64), U8, APP_READ, quant=(0.1, -128))
+    b.node("Sigmoid", "act", [c], [y])
+    b.graph.finalize()
+    plan = b.graph.htp_plan
+    launch, wait = plan.step_named("conv:launch"), plan.step_named("conv:wait")
+    assert launch.kind == "launch" and launch.resource == "HMX" and launch.resources == ["HMX", "DMA"], \
+        "an 8-bit conv launches on HMX, streaming its weights by DMA"
+    assert wait.kind == "wait" and wait.deps == [launch.index], "its wait waits for the launch"
+    act = plan.step_named("act")
+    assert act.deps == [wait.index] and act.resource == "HVX", "the consumer waits for the wait step"
+    check_plan(plan, 2)
+    no_hmx = Builder("quant", model=DeviceModel(hmx=False))
+    no_hmx.graph.configs = b.graph.configs
+    # the same graph on an SoC without HMX: one HVX op step, no launch/wait
+    for t in (x, w, c, y):
+        no_hmx.tensor(t.name, t.dims, t.dtype, t.type, t.data, quant=(t.quant.scale, t.quant.offset))
+    ids = {n: no_hmx.graph.tensor(no_hmx.graph.by_name[n]) for n in ("x", "w", "c", "y")}
+    no_hmx.node("Conv2d", "conv", [ids["x"], ids["w"]], [ids["c"]])
+    no_hmx.node("Sigmoid", "act", [ids["c"]], [ids["y"]])
+    no_hmx.graph.finalize()
+    conv = no_hmx.graph.htp_plan.step_named("conv")
+    assert conv.kind == "op" and conv.resource == "HVX", "without HMX the conv is an HVX op"
+
+
+def test_reschedule_overlaps_independent_branches():
+    """Two branches of small (one-thread) HVX ops run side by side on the HVX threads."""
+    b = Builder("two_branches")
+    x = b.tensor("x", (1, 8, 8, 8), type_=APP_WRITE)
+    ends = []
+    for side in ("left", "right"):
+        h = x
+        for k, op in enumerate(("Sigmoid", "Tanh", "Sigmoid")):
+            out = b.tensor(f"{side}{k}", x.dims)
+            b.node(op, f"{side}_{op}{k}", [h], [out])
+            h = out
+        ends.append(h)
+    y = b.tensor("y", x.dims, type_=APP_READ)
+    b.node("ElementWiseAdd", "join", ends, [y])
+    b.graph.finalize()
+    plan = b.graph.htp_plan
+    check_plan(plan, len(b.graph.nodes))
+    ops = [s for s in plan.steps if s.cycles]
+    assert any(s.overlap_cycles > 0 and s.overlap_steps for s in ops), "parallel branches overlap in time"
+    for s in ops:
+        for j in s.overlap_steps:
+            o = plan.steps[j]
+            assert o.start_cycle < s.end_cycle and s.start_cycle < o.end_cycle, f"{s.name} overlaps {o.name}"
+    serial = sum(s.cycles for s in plan.steps)
+    assert plan.total_cycles < serial, f"parallel schedule {plan.total_cycles} beats serial {serial}"
+
+
+def test_working_set_too_big_fails_finalize():
+    b = long_lived_graph(vtcm=64 * KIB)
+    with pytest.raises(QnnError) as info:
+        b.graph.finalize()
+    e = info.value
+    assert e.code == Q.QNN_GRAPH_ERROR_MEM_ALLOC, f"MEM_ALLOC (the HTP's code for an op over VTCM), got {e.code}"
+    assert e.rule == "QNNEMU-prepare-working-set", "rule id"
+    msg = str(e)
+    # P2 (the first op over 64 KiB): 32 KiB in + 32 KiB out + 32 KiB weight stream buffer
+    assert "graphFinalize" in msg and "node 'P2' (Conv2d)" in msg, f"function and node named: {msg}"
+    assert "working set of 98304 bytes" in msg and "budget of 65536 bytes" in msg, f"the numbers: {msg}"
+    assert not b.graph.finalized, "the graph stays unfinalized"
+
+
+def test_fragmentation_fallback(monkeypatch):
+    """When no spill plan's offsets fit the budget (forced here by an allocator that wastes
+    space for every plan but the flush plan), the flush plan -- every op's blocks through DDR --
+    is taken, and it fits."""
+    real = prepare.allocate
+
+    def wasteful(st, budget, compact=False):
+        peak, constraints, buffer = real(st, budget, compact)
+        return (peak if st.flush else peak + (10 << 20)), constraints, buffer
+    monkeypatch.setattr(prepare, "allocate", wasteful)
+    b = long_lived_graph(vtcm=200 * KIB)
+    b.graph.finalize()
+    plan = b.graph.htp_plan
+    check_plan(plan, len(b.graph.nodes))
+    assert "fragmentation fallback" in plan.passes[2], plan.passes[2]
+    assert plan.peak_vtcm_bytes <= max(n.working_set for n in prepare._Analysis(
+        b.graph, DeviceModel(), prepare.graph_settings(b.graph)).nodes), "one op's blocks at a time"
+
+
+def test_budget_ladder_nests():
+    floor, peak = 70 * KIB, 300 * KIB
+    for small in range(2 * KIB, 600 * KIB, 22 * KIB):
+        for big in (small + 2 * KIB, small + 64 * KIB, small + 300 * KIB):
+            assert set(prepare.budget_ladder(small, floor, peak)) <= set(prepare.budget_ladder(big, floor, peak)), \
+                f"the ladder of {small} is inside the ladder of {big}"
+    ladder = prepare.budget_ladder(400 * KIB, floor, peak)
+    assert ladder[:4] == [384 * KIB, 320 * KIB, peak, 256 * KIB], "64 KiB multiples and the runlist peak"
+    assert ladder[-2:] == [floor + 2 * KIB, floor], "2 KiB steps above the largest working set"
+    assert prepare.budget_ladder(floor - 2 * KIB, floor, peak) == [], "nothing below the largest working set"
+
+
+# ------------------------------------------------------------------------- random graphs
+@st.composite
+def random_dags(draw):
+    """Ops reading one or two earlier tensors (Add; Relu, Reshape or Softmax with scratch;
+    activations NATIVE, sizes 2-24 KiB), graph input and output in DDR."""
+    g = FakeGraph("random")
+    x = g.add_tensor("x", (draw(st.integers(1, 8)) * 1024,), U8, APP_WRITE)
+    live = [x]
+    n = draw(st.integers(2, 14))
+    for k in range(n):
+        picks = draw(st.lists(st.integers(0, len(live) - 1), min_size=1, max_size=2, unique=True))
+        ins = [live[i] for i in picks]
+        op = "ElementWiseAdd" if len(ins) == 2 else draw(st.sampled_from(["Relu", "Reshape", "Softmax"]))
+        # a Reshape keeps the size (written in place when nothing else reads its input)
+        size = ins[0].dims[0] if op == "Reshape" else draw(st.integers(1, 12)) * 2048
+        out = g.add_tensor(f"t{k}", (size,), U8, APP_READ if k == n - 1 else NATIVE)
+        g.add_node(op, f"op{k}", ins, [out])
+        live.append(out)
+    return g
+
+
+def _prepared(g: FakeGraph, budget: int):
+    g.set_vtcm(budget)
+    return prepare.prepare_graph(g)
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_dags(), st.data())
+def test_random_dags(g, data):
+    base = prepare._Analysis(g, DeviceModel(), prepare.graph_settings(g))
+    floor = max(n.working_set for n in base.nodes)
+    top = max(prepare.live_peak(base, list(range(len(g.nodes)))), floor) + 4096
+    budgets = sorted(set(data.draw(st.lists(st.integers(floor // 2048, top // 2048), min_size=2, max_size=5))))
+    spills = []
+    for units in budgets:
+        plan = _prepared(g, units * 2048)
+        check_plan(plan, len(g.nodes))
+        assert plan.runlist_peak_bytes <= plan.graph_order_peak_bytes, "pre-schedule never worse than graph order"
+        assert _prepared(g, units * 2048).to_optrace() == plan.to_optrace(), "deterministic"
+        spills.append(plan.spill_bytes)
+    assert all(a >= b for a, b in zip(spills, spills[1:])), f"spill bytes never grow with VTCM: {budgets} {spills}"
+
+
+# ------------------------------------------------------------------------------- scale
+def resnet18_graph() -> Builder:
+    """ResNet-18 topology at 1x224x224x3, uint8 activations and int8 weights (HMX convs)."""
+    b = Builder("resnet18")
+    rng = b.rng
+    q = (0.05, -128)
+
+    def conv(name, x, cout, k, stride=1):
+        cin = x.dims[-1]
+        w = b.tensor(f"{name}_w", (k, k, cin, cout), S8, STATIC, rng.integers(-50, 50, (k, k, cin, cout), dtype=np.int8),
+                     quant=(0.01, 0))
+        h = (x.dims[1] + 2 * (k // 2) - k) // stride + 1
+        y = b.tensor(f"{name}_out", (1, h, h, cout), U8, quant=q)
+        pad = ParamDesc("pad_amount", "tensor", Q.QNN_DATATYPE_UINT_32, tensor=_param_tensor(
+            f"{name}.pad", np.array([[k // 2, k // 2]] * 2, np.uint32)))
+        strides = ParamDesc("stride", "tensor", Q.QNN_DATATYPE_UINT_32, tensor=_param_tensor(
+            f"{name}.stride", np.array([stride, stride], np.uint32)))
+        ref = lambda t: TensorDesc(2, t.id, t.name, t.type, Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER,  # noqa: E731
+                                   t.dtype, _quant(None), t.dims, Q.QNN_TENSORMEMTYPE_RAW)
+        b.graph.add_node(OpConfigDesc(1, name, "qti.aisw", "Conv2d", [pad, strides], [ref(x), ref(w)], [ref(y)]))
+        return y
+
+    def relu(name, x):
+        y = b.tensor(f"{name}_out", x.dims, U8, quant=q)
+        b.node("Relu", name, [x], [y])
+        return y
+
+    x = b.tensor("x", (1, 224, 224, 3), U8, APP_WRITE, quant=q)
+    h = relu("relu1", conv("conv1", x, 64, 7, 2))
+    h = relu("pool1", conv("pool1c", h, 64, 3, 2))     # stands in for the max pool
+    for stage, (cout, stride) in enumerate(((64, 1), (128, 2), (256, 2), (512, 2))):
+        for block in range(2):
+            s = stride if block == 0 else 1
+            name = f"s{stage}b{block}"
+            m = relu(f"{name}_r1", conv(f"{name}_c1", h, cout, 3, s))
+            m = conv(f"{name}_c2", m, cout, 3)
+            short = conv(f"{name}_sc", h, cout, 1, s) if (s != 1 or h.dims[-1] != cout) else h
+            out = b.tensor(f"{name}_add", m.dims, U8, quant=q)
+            b.node("ElementWiseAdd", f"{name}_add", [m, short], [out])
+            h = relu(f"{name}_r2", out)
+    y = b.tensor("y", h.dims, U8, APP_READ, quant=q)
+    b.node("Relu", "head", [h], [y])
+    return b
+
+
+def _param_tensor(name, arr):
+    raw = arr.tobytes()
+    return TensorDesc(2, 0, name, STATIC, Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER, Q.QNN_DATATYPE_UINT_32,
+                      _quant(None), arr.shape, Q.QNN_TENSORMEMTYPE_RAW, raw, len(raw), True)
+
+
+def test_resnet18_sized_graph():
+    b = resnet18_graph()
+    b.graph.finalize()
+    plan = b.graph.htp_plan
+    check_plan(plan, len(b.graph.nodes))
+    launches = [s for s in plan.steps if s.kind == "launch"]
+    assert len(launches) == sum(1 for n in b.graph.nodes if n.op_type == "Conv2d"), "every int8 conv on HMX"
+    assert plan.critical_path_cycles > 0 and plan.total_cycles >= plan.critical_path_cycles, "scheduled"
+    set_vtcm(b.graph, 2 << 20)
+    small = prepare.prepare_graph(b.graph)
+    check_plan(small, len(b.graph.nodes))
+    assert small.spill_bytes >= plan.spill_bytes, "2 MiB spills at least as much as 4 MiB"
