@@ -47,7 +47,6 @@ import json
 import os
 import re
 import struct
-import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -348,33 +347,8 @@ def rich(env):
 def _vendor_binary(tmp: Path) -> bytes | None:
     """A real context binary of the vendor's libQnnHtp.so (ONNX Runtime's EPContext dump), or None."""
     sys.path.insert(0, str(Path(__file__).parent))
-    from vendor import vendor_env, vendor_library
-    lib = vendor_library()
-    if lib is None:
-        return None
-    script = f"""
-import numpy as np, onnx
-from onnx import helper, TensorProto, numpy_helper
-import qnnemu.onnxruntime as qort
-import onnxruntime as ort
-x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
-y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
-w = numpy_helper.from_array(np.ones((1, 4), np.float32), "w")
-m = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y], [w]),
-                      opset_imports=[helper.make_opsetid("", 17)])
-m.ir_version = 10
-onnx.save(m, r"{tmp}/m.onnx")
-so = ort.SessionOptions()
-so.add_session_config_entry("ep.context_enable", "1")
-so.add_session_config_entry("ep.context_embed_mode", "0")
-so.add_session_config_entry("ep.context_file_path", r"{tmp}/m_ctx.onnx")
-qort.session(r"{tmp}/m.onnx", session_options=so, provider_options={{"backend_path": r"{lib}"}})
-"""
-    environ = vendor_env()
-    environ["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), environ.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", script], env=environ, capture_output=True, timeout=300)
-    bins = sorted(tmp.glob("*.bin"))
-    return bins[0].read_bytes() if proc.returncode == 0 and bins else None
+    from vendor import vendor_context_binary
+    return vendor_context_binary(tmp)[0]
 
 
 # A foreign header of the vendor's shape (version words, a size, zeros) for when the real one

@@ -649,36 +649,11 @@ def test_rule_magic_foreign(float_blob):
 def vendor_binary(tmp_path_factory):
     """A real context binary of the vendor's libQnnHtp.so (through ONNX Runtime's EPContext dump)."""
     sys.path.insert(0, str(Path(__file__).parent))
-    from vendor import vendor_env, vendor_library
-    lib = vendor_library()
-    if lib is None:
-        pytest.skip("the vendor's libQnnHtp.so (onnxruntime-qnn) is not installed")
-    d = tmp_path_factory.mktemp("vendor_ctx")
-    script = f"""
-import numpy as np, onnx
-from onnx import helper, TensorProto, numpy_helper
-import onnxruntime as ort
-import qnnemu.onnxruntime as qort
-x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
-y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
-w = numpy_helper.from_array(np.ones((1, 4), np.float32), "w")
-m = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y], [w]),
-                      opset_imports=[helper.make_opsetid("", 17)])
-m.ir_version = 10
-onnx.save(m, r"{d}/m.onnx")
-so = ort.SessionOptions()
-so.add_session_config_entry("ep.context_enable", "1")
-so.add_session_config_entry("ep.context_embed_mode", "0")
-so.add_session_config_entry("ep.context_file_path", r"{d}/m_ctx.onnx")
-qort.session(r"{d}/m.onnx", session_options=so, provider_options={{"backend_path": r"{lib}"}})
-"""
-    env = vendor_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=300)
-    bins = list(d.glob("*.bin"))
-    if proc.returncode != 0 or not bins:
-        pytest.skip(f"could not make a vendor context binary: {proc.stderr.decode()[-400:]}")
-    return bins[0].read_bytes()
+    from vendor import vendor_context_binary
+    blob, why = vendor_context_binary(tmp_path_factory.mktemp("vendor_ctx"))
+    if blob is None:
+        pytest.skip(why)
+    return blob
 
 
 def test_rule_magic_real_vendor_binary(vendor_binary):

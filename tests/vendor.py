@@ -39,3 +39,42 @@ def our_library() -> Path | None:
     import qnnemu
     p = Path(qnnemu.backend_library_path())
     return p if p.is_file() else None
+
+
+_VENDOR_BINARY_SCRIPT = """
+import numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+import onnxruntime as ort
+import qnnemu.onnxruntime as qort
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+w = numpy_helper.from_array(np.ones((1, 4), np.float32), "w")
+m = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y], [w]),
+                      opset_imports=[helper.make_opsetid("", 17)])
+m.ir_version = 10
+onnx.save(m, r"{d}/m.onnx")
+so = ort.SessionOptions()
+so.add_session_config_entry("ep.context_enable", "1")
+so.add_session_config_entry("ep.context_embed_mode", "0")
+so.add_session_config_entry("ep.context_file_path", r"{d}/m_ctx.onnx")
+qort.session(r"{d}/m.onnx", session_options=so, provider_options={{"backend_path": r"{lib}"}})
+"""
+
+
+def vendor_context_binary(directory: Path) -> tuple[bytes | None, str]:
+    """A real context binary of the vendor's libQnnHtp.so (one Add graph, dumped by ONNX Runtime's
+    QNN EP as an EPContext model in ``directory``, in a subprocess with the vendor's environment);
+    (None, why) when the vendor package is absent or the dump failed."""
+    import subprocess
+    import sys
+    lib = vendor_library()
+    if lib is None:
+        return None, "the vendor's libQnnHtp.so (onnxruntime-qnn) is not installed"
+    env = vendor_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", _VENDOR_BINARY_SCRIPT.format(d=directory, lib=lib)],
+                          env=env, capture_output=True, timeout=300)
+    bins = sorted(Path(directory).glob("*.bin"))
+    if proc.returncode != 0 or not bins:
+        return None, f"could not make a vendor context binary: {proc.stderr.decode()[-400:]}"
+    return bins[0].read_bytes(), ""

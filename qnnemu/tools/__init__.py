@@ -256,6 +256,16 @@ def _dsp_arch(value: Any) -> int:
     return int(text)
 
 
+def read_json(path: str, option: str) -> Any:
+    """The JSON document at ``path`` (given with ``option``); unreadable or invalid: ToolError."""
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as e:
+        raise ToolError(f"{option} {path}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise ToolError(f"{option} {path}: invalid JSON: {e}") from None
+
+
 def load_backend_config(path: str | None) -> BackendConfig:
     """Reads ``--config_file``: the SDK's outer ``{"backend_extensions": {"shared_library_path",
     "config_file_path"}}`` form (the shared library is not loaded: qnnemu maps the options
@@ -264,12 +274,7 @@ def load_backend_config(path: str | None) -> BackendConfig:
     cfg = BackendConfig(path=path)
     if path is None:
         return cfg
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise ToolError(f"--config_file {path}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise ToolError(f"--config_file {path}: invalid JSON: {e}") from None
+    data = read_json(path, "--config_file")
     _expect(data, dict, "top level")
     if "backend_extensions" in data:
         outer = _expect(data["backend_extensions"], dict, "backend_extensions")

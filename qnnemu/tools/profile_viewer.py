@@ -51,7 +51,7 @@ from typing import Sequence, TextIO
 
 from ..core import system_profile
 from ..htp import chrometrace, qhas
-from . import LOG_LEVELS, ToolError, parse_args, run_main
+from . import LOG_LEVELS, ToolError, parse_args, read_json, run_main
 
 PROG = "qnnemu-profile-viewer"
 log = logging.getLogger("qnnemu.tools.profile_viewer")
@@ -365,12 +365,7 @@ def load_config(path: str | None) -> dict[str, bool]:
     features = {k: default for k, (_, default) in CONFIG_FEATURES.items()}
     if path is None:
         return features
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise ToolError(f"--config {path}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise ToolError(f"--config {path}: invalid JSON: {e}") from None
+    data = read_json(path, "--config")
     if not isinstance(data, dict) or set(data) - {"features"} or not isinstance(data.get("features", {}), dict):
         raise ToolError(f"--config {path}: expected {{\"features\": {{...}}}}")
     for key, value in data.get("features", {}).items():
