@@ -7,7 +7,10 @@
   section with the static tensor data, every blob aligned to 64 bytes in the file so weights
   can be mapped in place.  Identical blobs of one graph are stored once; with
   ``QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED`` identical blobs of all graphs of the
-  context are.  Deterministic: the same context gives the same bytes.
+  context are.  A graph with ``QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING`` stores its STATIC
+  8-bit tensors whose codes lie in the 4-bit range as nibbles, two per byte (``PACKINGS``;
+  format version 2); the loader unpacks them to the exact original bytes.
+  Deterministic: the same context gives the same bytes.
 - ``inspect(blob)``: the checked header and graph/tensor descriptions without building anything
   (``contextValidateBinary``, the System library's ``systemContextGetBinaryInfo``).
 - ``validate(blob, device, compatibility)``: ``inspect`` plus the compatibility rules.
@@ -28,7 +31,7 @@ import json
 import math
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -49,8 +52,9 @@ from .tensor import (APP_INPUT_TYPES, APP_OUTPUT_TYPES, SUPPORTED_TYPES, RawQuan
 
 # ------------------------------------------------------------------------------ format constants
 MAGIC = b"QNNEMUCB"
-FORMAT_VERSION = 1          # what serialize writes and the newest deserialize reads
+FORMAT_VERSION = 2          # what serialize writes and the newest deserialize reads
 MIN_FORMAT_VERSION = 1      # the oldest deserialize reads (older: QNN_CONTEXT_ERROR_BINARY_VERSION)
+PACKING_FORMAT_VERSION = 2  # the first version whose tensors may carry "packing" (WEIGHTS_PACKING)
 HEADER_SIZE = 160
 ALIGN = 64                  # file alignment of the data section and of every blob in it
 FORMAT_NAME = "qnnemu.context-binary"
@@ -74,6 +78,32 @@ STRICT = "strict"
 PERMISSIVE = "permissive"
 
 _WEIGHT_SHARING_OPTION = "QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED"
+_WEIGHTS_PACKING_OPTION = "QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING"
+
+
+@dataclass(frozen=True)
+class Packing:
+    """One way QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING stores 8-bit codes as 4-bit nibbles
+    (seed 002: "8-bit weights that are in the 4-bit range ... stored in the context binary as
+    packed 4-bit"; docs/context-binary.md "Packed weights").  A tensor is packed when every
+    stored code lies in [lo, hi]; a nibble holds ``code & 0xF`` and reads back as ``nibble``
+    (unsigned) or ``nibble - 16`` when it is 8 or more (signed: two's complement int4)."""
+
+    name: str                     # the tensor's "packing" value in the metadata
+    dtypes: frozenset[int]        # the 8-bit Qnn_DataType_t it applies to
+    lo: int
+    hi: int
+
+    @property
+    def signed(self) -> bool:
+        return self.lo < 0
+
+
+PACKINGS = {p.name: p for p in (
+    Packing("int4", frozenset({Q.QNN_DATATYPE_INT_8, Q.QNN_DATATYPE_SFIXED_POINT_8}), -8, 7),
+    Packing("uint4", frozenset({Q.QNN_DATATYPE_UINT_8, Q.QNN_DATATYPE_UFIXED_POINT_8}), 0, 15),
+)}
+_PACKING_OF_DTYPE = {d: p for p in PACKINGS.values() for d in p.dtypes}
 
 # HTP custom configs are copied by the ABI as the whole C union (every member, including pointers
 # and bytes the client never set); only the member belonging to the option is meaningful and
@@ -161,10 +191,18 @@ class TensorInfo:
     blob: int | None = None            # index into BinaryInfo.blobs (STATIC tensors)
     data_format: int = Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER
     mem_type: int = Q.QNN_TENSORMEMTYPE_RAW
+    packing: str | None = None         # a PACKINGS name: the blob holds the codes as 4-bit nibbles
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the tensor's data (what the graph executes with, and what the System
+        library describes)."""
         return math.prod(self.dims) * dtypes.itemsize(self.dtype)
+
+    @property
+    def stored_nbytes(self) -> int:
+        """Bytes of its blob in the data section: two codes per byte when packed."""
+        return (math.prod(self.dims) + 1) // 2 if self.packing else self.nbytes
 
 
 @dataclass
@@ -208,6 +246,8 @@ class BinaryInfo:
     context_tensors: list[TensorInfo]
     graphs: list[GraphInfo]
     blobs: list[BlobInfo]
+    # (blob, packing, count) -> the unpacked bytes: tensors sharing a packed blob share one array.
+    unpacked: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def graph_names(self) -> list[str]:
@@ -341,6 +381,60 @@ def weight_sharing_enabled(configs: dict) -> bool:
     if isinstance(value, dict):
         value = value.get("weightSharingEnabled")
     return bool(value)
+
+
+def weights_packing_enabled(configs: dict) -> bool:
+    """QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING (``weightsPacking``) in a graph's configs."""
+    htp = configs.get("htp") if isinstance(configs, dict) else None
+    value = htp.get(_WEIGHTS_PACKING_OPTION) if isinstance(htp, dict) else None
+    if isinstance(value, dict):
+        value = value.get("weightsPacking")
+    return bool(value)
+
+
+# ------------------------------------------------------------------------------ packed weights
+def packing_of(tensor, enabled: bool) -> Packing | None:
+    """How serialize stores ``tensor`` of a graph whose WEIGHTS_PACKING is ``enabled``: a
+    Packing for a STATIC flat-buffer tensor of an 8-bit type with at least two elements whose
+    codes all lie in that packing's range, else None (stored as is).  UPDATEABLE_STATIC tensors
+    are never packed: an update may bring codes outside the 4-bit range, and binary sections
+    replace their bytes one for one (docs/context-binary.md "Packed weights")."""
+    if not enabled or tensor.type != Q.QNN_TENSOR_TYPE_STATIC or tensor.data is None:
+        return None
+    if getattr(tensor, "data_format", Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER) != Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER:
+        return None
+    p = _PACKING_OF_DTYPE.get(tensor.dtype)
+    codes = tensor.data
+    # One code per byte: packing two per byte saves something from two elements on.
+    if p is None or codes.size < 2 or codes.dtype.itemsize != 1:
+        return None
+    if int(codes.min()) < p.lo or int(codes.max()) > p.hi:
+        return None
+    return p
+
+
+def pack_codes(codes: np.ndarray) -> bytes:
+    """8-bit codes (C order) -> nibbles, two per byte: code 2k in the low nibble of byte k,
+    code 2k+1 in its high nibble; an odd count leaves the last high nibble 0."""
+    nib = (np.ascontiguousarray(codes).reshape(-1).view(np.uint8) & 0xF).astype(np.uint8)
+    if nib.size % 2:
+        nib = np.append(nib, np.uint8(0))
+    return (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8).tobytes()
+
+
+def unpack_codes(raw, count: int, packing: Packing) -> bytes:
+    """The exact bytes of ``count`` 8-bit codes packed by ``pack_codes`` (the padding nibble is
+    ignored)."""
+    b = np.frombuffer(raw, dtype=np.uint8)
+    nib = np.empty(b.size * 2, np.uint8)
+    nib[0::2] = b & 0xF
+    nib[1::2] = b >> 4
+    nib = nib[:count]
+    if packing.signed:
+        # Sign extension in uint8 arithmetic (no wider temporary): nibbles 8..15 get 0xF0 set,
+        # which is the two's complement byte of -8..-1.
+        nib |= (nib >> 3) * np.uint8(0xF0)
+    return nib.tobytes()
 
 
 def _htp_entry(name: str, value: Any, members: dict) -> dict | None:
@@ -492,8 +586,10 @@ class _BlobStore:
         self.blobs: list[bytes] = []
         self.index: dict[tuple[str, bytes], int] = {}
 
-    def add(self, data: np.ndarray, scope: str) -> int:
-        raw = np.ascontiguousarray(data).tobytes()
+    def add(self, data: np.ndarray | bytes, scope: str) -> int:
+        """The index of a blob holding these bytes in ``scope`` (stored once per scope).  Blobs
+        are plain bytes: a packed and an unpacked tensor may share one (each reads it its way)."""
+        raw = data if isinstance(data, bytes) else np.ascontiguousarray(data).tobytes()
         key = (scope, hashlib.sha256(raw).digest())
         idx = self.index.get(key)
         if idx is None:
@@ -503,13 +599,19 @@ class _BlobStore:
         return idx
 
 
-def _tensor_json(t: Tensor, store: _BlobStore, scope: str) -> dict:
+def _tensor_json(t: Tensor, store: _BlobStore, scope: str, packing: bool = False) -> dict:
+    """``packing``: the tensor's graph has WEIGHTS_PACKING (context tensors: never)."""
     blob = None
+    packed = packing_of(t, packing)
+    if packed is not None:
+        blob = store.add(pack_codes(t.data), scope)
     # UPDATEABLE_STATIC data is stored like STATIC data (its current, possibly updated, values).
-    if t.type in (Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC) and t.data is not None:
+    elif t.type in (Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC) and t.data is not None:
         blob = store.add(t.data, scope)
     out = {"id": int(t.id), "name": t.name, "type": int(t.type), "dtype": int(t.dtype),
            "dims": [int(n) for n in t.dims], "quant": _quant_json(t.quant), "blob": blob}
+    if packed is not None:       # the key appears only on packed tensors (format version 2)
+        out["packing"] = packed.name
     if t.data_format != Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER:   # native KV cache tensors
         out["data_format"] = int(t.data_format)
     return out
@@ -544,7 +646,8 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
         graphs_json = []
         for g in graphs:
             scope = "context" if sharing else f"graph:{g.name}"
-            tensors = [_tensor_json(t, store, scope) for t in g.tensors.values()]
+            packing = weights_packing_enabled(g.configs)
+            tensors = [_tensor_json(t, store, scope, packing) for t in g.tensors.values()]
             nodes = [{"name": n.name, "package": getattr(n, "package", None) or ops.PACKAGE_NAME,
                       "type": n.op_type, "params": [_param_json(p) for p in _node_params(n)],
                       "inputs": [None if i is None else int(i) for i in n.inputs],
@@ -806,7 +909,7 @@ def _quant_from_json(q: Any, dtype: int, dims: tuple[int, ...], path: str) -> Qu
     return QuantSpec(enc, scale, offset, axis, bitwidth, block_scales)
 
 
-def _tensor_from_json(t: Any, path: str, n_blobs: int) -> TensorInfo:
+def _tensor_from_json(t: Any, path: str, n_blobs: int, version: int = FORMAT_VERSION) -> TensorInfo:
     t = _obj(t, path)
     tid = _int(_key(t, "id", path), f"{path}.id", 1, MAX_ID)
     name = _str(_key(t, "name", path), f"{path}.name")
@@ -833,7 +936,30 @@ def _tensor_from_json(t: Any, path: str, n_blobs: int) -> TensorInfo:
     data_format = _int(t.get("data_format", Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER), f"{path}.data_format", 0, 0x7FFFFFFF)
     if data_format not in (Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER, Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT):
         raise _Bad(f"{path}.data_format: {data_format} is not a data format qnnemu stores")
-    return TensorInfo(tid, name, ttype, dtype, dims, quant, blob, data_format)
+    packing = _packing_from_json(t, path, version, ttype, dtype, data_format)
+    return TensorInfo(tid, name, ttype, dtype, dims, quant, blob, data_format, packing=packing)
+
+
+def _packing_from_json(t: dict, path: str, version: int, ttype: int, dtype: int, data_format: int) -> str | None:
+    """A tensor's optional "packing" marker: only in format version 2 and later, only on STATIC
+    flat-buffer tensors of the 8-bit types of that packing (docs/context-binary.md "Packed
+    weights")."""
+    if "packing" not in t:
+        return None
+    name = t["packing"]
+    if version < PACKING_FORMAT_VERSION:
+        raise _Bad(f"{path}.packing: format version {version} has no packed tensors (from version "
+                   f"{PACKING_FORMAT_VERSION} on)")
+    p = PACKINGS.get(name) if isinstance(name, str) else None
+    if p is None:
+        raise _Bad(f"{path}.packing: expected one of {sorted(PACKINGS)}, got {name!r:.40}")
+    if ttype != Q.QNN_TENSOR_TYPE_STATIC or data_format != Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER:
+        raise _Bad(f"{path}.packing: only STATIC flat-buffer tensors are packed (type {ttype}, "
+                   f"data format {data_format})")
+    if dtype not in p.dtypes:
+        raise _Bad(f"{path}.packing: '{p.name}' packs {sorted(dtypes.name(d) for d in p.dtypes)}, "
+                   f"not {dtypes.name(dtype)}")
+    return p.name
 
 
 def _param_from_json(p: Any, path: str) -> ParamDesc:
@@ -954,14 +1080,14 @@ def _schema(meta: Any, h: Header, check_abort, func: str) -> BinaryInfo:
             raise _Bad(f"{path}.id: tensor id {t.id} is used twice")
         if t.name in names or t.name in ctx_names:
             raise _Bad(f"{path}.name: tensor name '{t.name}' is used twice")
-        if t.blob is not None and blobs[t.blob].size != t.nbytes:
-            raise _Bad(f"{path}: dimensions {list(t.dims)} of {dtypes.name(t.dtype)} need {t.nbytes} "
-                       f"bytes, its blob {t.blob} holds {blobs[t.blob].size}")
+        if t.blob is not None and blobs[t.blob].size != t.stored_nbytes:
+            raise _Bad(f"{path}: dimensions {list(t.dims)} of {dtypes.name(t.dtype)} need {t.stored_nbytes} "
+                       f"bytes{' packed' if t.packing else ''}, its blob {t.blob} holds {blobs[t.blob].size}")
         ids.add(t.id)
         names.add(t.name)
 
     for i, t in enumerate(_list(_key(ctx, "tensors", "context"), "context.tensors")):
-        info = _tensor_from_json(t, f"context.tensors[{i}]", len(blobs))
+        info = _tensor_from_json(t, f"context.tensors[{i}]", len(blobs), h.format_version)
         check_tensor(info, f"context.tensors[{i}]", ctx_names)
         ctx_tensors.append(info)
     graphs: list[GraphInfo] = []
@@ -981,7 +1107,7 @@ def _schema(meta: Any, h: Header, check_abort, func: str) -> BinaryInfo:
         names: set[str] = set()
         tensors = []
         for i, t in enumerate(_list(_key(g, "tensors", p), f"{p}.tensors")):
-            info = _tensor_from_json(t, f"{p}.tensors[{i}]", len(blobs))
+            info = _tensor_from_json(t, f"{p}.tensors[{i}]", len(blobs), h.format_version)
             check_tensor(info, f"{p}.tensors[{i}]", names)
             tensors.append(info)
         known = {t.id: t for t in itertools.chain(ctx_tensors, tensors)}
@@ -1278,6 +1404,14 @@ def _make_tensor(t: TensorInfo, info: BinaryInfo, data: memoryview, func: str, w
     if t.blob is not None:
         b = info.blobs[t.blob]
         blob = data[b.offset:b.offset + b.size]
+        if t.packing:
+            # The exact original codes, unpacked once per (blob, packing, count): tensors sharing
+            # a packed blob share the unpacked array too.
+            count = math.prod(t.dims)
+            key = (t.blob, t.packing, count)
+            if key not in info.unpacked:
+                info.unpacked[key] = unpack_codes(blob, count, PACKINGS[t.packing])
+            blob = memoryview(info.unpacked[key])
     d = _tensor_desc(t, blob)
     try:
         quant, static = validate_desc(d, func, where)
@@ -1335,4 +1469,5 @@ def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: st
 __all__ = ["MAGIC", "FORMAT_VERSION", "MIN_FORMAT_VERSION", "HEADER_SIZE", "ALIGN", "STRICT", "PERMISSIVE",
            "Header", "TensorInfo", "NodeInfo", "GraphInfo", "BlobInfo", "BinaryInfo",
            "serialize", "assemble", "reseal", "parse_header", "inspect", "validate", "deserialize",
-           "compatibility_mode", "check_compatibility", "weight_sharing_enabled"]
+           "compatibility_mode", "check_compatibility", "weight_sharing_enabled", "weights_packing_enabled",
+           "Packing", "PACKINGS", "PACKING_FORMAT_VERSION", "packing_of", "pack_codes", "unpack_codes"]

@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 
 from ..core.device import DeviceModel
 from ..errors import QnnError
@@ -478,20 +477,14 @@ def graph_settings(graph) -> GraphSettings:
 
 
 # ---------------------------------------------------------------------------- properties
-_EIGHT_BIT = {Q.QNN_DATATYPE_INT_8: (-8, 7), Q.QNN_DATATYPE_SFIXED_POINT_8: (-8, 7),
-              Q.QNN_DATATYPE_UINT_8: (0, 15), Q.QNN_DATATYPE_UFIXED_POINT_8: (0, 15)}
-
-
 def packed_weight_bytes(tensor, packing: bool) -> int:
     """Stored size of static ``tensor``: with WEIGHTS_PACKING, 8-bit weights whose values all
-    lie in the 4-bit range are stored two per byte (seed: "stored ... as packed 4-bit")."""
-    data = tensor.data
-    n = int(data.nbytes)
-    if packing and tensor.dtype in _EIGHT_BIT and data.size:
-        lo, hi = _EIGHT_BIT[tensor.dtype]
-        if int(np.min(data)) >= lo and int(np.max(data)) <= hi:
-            return (data.size + 1) // 2
-    return n
+    lie in the 4-bit range are stored two per byte (seed: "stored ... as packed 4-bit") -- the
+    context binary's own rule (core.binary.packing_of), so the property and the binary agree."""
+    from ..core import binary  # imported here: core.binary imports the graph, which imports us
+    if binary.packing_of(tensor, packing) is not None:
+        return (tensor.data.size + 1) // 2
+    return int(tensor.data.nbytes)
 
 
 def weights_buffer_bytes(context) -> int:
