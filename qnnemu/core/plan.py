@@ -43,6 +43,14 @@ on the integer codes instead (docs/numerics.md, "Fixed point"):
   multiplier, the HTP's shifts and zero-point terms);
 - ``IntegerAdd`` (``INTEGER_ELEMENTWISE_OPS``: ElementWiseAdd, all 8-bit or all 16-bit):
   fixed-point multipliers per input.
+
+Relu folding (seed 002, QNN_HTP_GRAPH_CONFIG_OPTION_FOLD_RELU_ACTIVATION_INTO_CONV_OFF unset, the
+default): a Relu / ReluMinMax after a Conv2d, DepthWiseConv2d, TransposeConv2d or FullyConnected
+(``folded_activations``) takes its codes from the producer's step, which requantizes its
+accumulator (or real result) once more, straight into the activation's encoding -- no rounding
+to and no clipping by the producer's own encoding; the activation's step only hands them on
+(``FoldedActivation``).  A producer whose codes nothing else reads skips them.  With the config
+set, every tensor keeps its requested encoding (docs/numerics.md "Relu folded into convolutions").
 """
 from __future__ import annotations
 
@@ -202,6 +210,23 @@ class IntegerAccumulation:
         self.requant = AccRequant(x.quant.scale, x.quant.offset, ws, factor, out.quant.scale,
                                   out.quant.offset, bias, self.wide, lo, hi, fine)
         self.np_dtype = dtypes.numpy_dtype(out.dtype)
+        self._fold_args = (x.quant.scale, x.quant.offset, ws, factor, bias, fine)
+        # Folded activations (``fold_into``): further outputs requantized from the same
+        # accumulator straight into each folded Relu's encoding; ``keep_own`` False skips the
+        # op's own codes when nothing but those activations reads them.
+        self.folded: list[tuple[AccRequant, np.dtype]] = []
+        self.keep_own = True
+
+    def fold_into(self, outs, keep_own: bool) -> None:
+        """Also requantize the accumulator into each tensor of ``outs`` (folded Relu outputs,
+        clamped by their encodings only); only for static weights (one fixed multiplier)."""
+        assert self.w_static, "folding needs the static weights' fixed multipliers"
+        xs, xo, ws, factor, bias, fine = self._fold_args
+        for t in outs:
+            lo, hi = code_range(t.dtype, t.quant.bitwidth)
+            self.folded.append((AccRequant(xs, xo, ws, factor, t.quant.scale, t.quant.offset, bias,
+                                           self.wide, lo, hi, fine), dtypes.numpy_dtype(t.dtype)))
+        self.keep_own = keep_own
 
     def _acc(self, x_int: np.ndarray, w: np.ndarray, wl1: float) -> np.ndarray:
         """sum(x_int * w) exactly (float64), with float32 op passes: |partial sums| stay below
@@ -244,7 +269,14 @@ class IntegerAccumulation:
             factor = np.expand_dims(np.squeeze(factor, axis=k_axis), -2)   # [..., 1, n]
             requant = self.requant if np.all(factor == 1.0) else self._dynamic_requant(factor)
         acc = self._acc(x_int, w_f, wl1)
-        return (requant(acc, wsum).astype(self.np_dtype),)
+        if not self.folded:
+            return (requant(acc, wsum).astype(self.np_dtype),)
+        # AccRequant works in place on a float64 accumulator: every requantization but the
+        # last gets a copy.
+        last = len(self.folded) - 1
+        own = requant(acc.copy(), wsum).astype(self.np_dtype) if self.keep_own else None
+        return (own, *(rq(acc.copy() if k < last else acc, wsum).astype(dt)
+                       for k, (rq, dt) in enumerate(self.folded)))
 
     def _dynamic_requant(self, factor):
         xs, xo, ws, ys, yo, wide, lo, hi = self.requant_args
@@ -345,6 +377,95 @@ def _integer_add(node, ins, outs):
     return None
 
 
+# -- relu folded into convolutions (seed 002, FOLD_RELU_ACTIVATION_INTO_CONV_OFF) ---------------
+
+# Producers the HTP folds a following Relu / ReluMinMax into, and the activations it folds, as
+# the vendor's libQnnHtp.so (QNN 2.51) does with folding on (docs/numerics.md "Relu folded into
+# convolutions"): Conv2d, DepthWiseConv2d (strided too), TransposeConv2d and FullyConnected were
+# seen folded; MatMul, Relu6 and Relu1 were not.
+FOLDING_PRODUCERS = {"Conv2d", "DepthWiseConv2d", "TransposeConv2d", "FullyConnected"}
+FOLDED_ACTIVATIONS = {"Relu", "ReluMinMax"}
+
+
+def _relu_encoding_folds(node, out) -> bool:
+    """Whether the HTP folds activation ``node`` given its output encoding (probed on the
+    vendor): a Relu only when its output's lowest code is exactly real 0 (zero point at the
+    bottom of the code range); a ReluMinMax when its output's lowest real value is at least
+    min(min_value, 0).  Folded, the activation's own clamp is dropped: the encoding's range
+    is the only clamp (a ReluMinMax max_value below the encoding's top is not applied)."""
+    lo, _ = code_range(out.dtype, out.quant.bitwidth)
+    bottom = float(np.float32(out.quant.scale)) * (lo + int(out.quant.offset))
+    if node.op_type == "Relu":
+        return lo + int(out.quant.offset) == 0
+    floor_value = float(np.float32(node.params.get("min_value", 0.0)))
+    return bottom >= min(floor_value, 0.0)
+
+
+def folded_activations(graph) -> dict[int, int]:
+    """Node index of each activation the HTP folds into its producer -> the producer's node
+    index (with FOLD_RELU_ACTIVATION_INTO_CONV on, the default).  Every Relu / ReluMinMax
+    reading a FOLDING_PRODUCERS output qualifies -- also when that output is a graph output or
+    has other readers (the vendor folds then too; the producer still writes its own codes) --
+    given 8/16-bit per-tensor fixed-point tensors, the encoding rule of ``_relu_encoding_folds``
+    and, for the integer pipeline, static weights."""
+    index = {node.name: k for k, node in enumerate(graph.nodes)}
+    bits = _EIGHT_BIT | _SIXTEEN_BIT
+    folds: dict[int, int] = {}
+    for k, node in enumerate(graph.nodes):
+        if node.op_type not in FOLDED_ACTIVATIONS or len(node.outputs) != 1 or not node.inputs \
+                or node.inputs[0] is None:
+            continue
+        src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+        p = index.get(src.producer) if src is not None else None
+        if p is None or out is None:
+            continue
+        producer = graph.nodes[p]
+        if producer.op_type not in FOLDING_PRODUCERS or len(producer.outputs) != 1:
+            continue
+        if not (src.dtype in bits and _per_tensor(src.quant) and out.dtype in bits and _per_tensor(out.quant)):
+            continue
+        if producer.op_type in INTEGER_ACCUMULATION_OPS and len(producer.inputs) > 1 \
+                and producer.inputs[1] is not None and not is_static(graph.tensor(producer.inputs[1])):
+            continue   # dynamic weights: no fixed multiplier to requantize with
+        if _relu_encoding_folds(node, out):
+            folds[k] = p
+    return folds
+
+
+def _fold_relu_setting(graph) -> bool:
+    """FOLD_RELU_ACTIVATION_INTO_CONV_OFF as resolved by the HTP settings (on by default)."""
+    from ..htp.settings import graph_settings   # qnnemu.htp imports core modules
+    return graph_settings(graph).fold_relu_into_conv
+
+
+def _folded_slot_key(tid: int) -> tuple[str, int]:
+    """The slot key of a folded activation's codes, written by its producer's step."""
+    return ("folded", tid)
+
+
+class FoldedActivation:
+    """The step of a folded Relu / ReluMinMax: its producer already wrote its output codes."""
+
+    def run(self, codes):
+        return (codes,)
+
+
+class _Tee:
+    """A float-path producer with folded activations: its real-valued result once per folded
+    activation after its own (each requantized into that activation's encoding)."""
+
+    def __init__(self, impl, n: int):
+        self.impl, self.n = impl, n
+
+    def run(self, *args):
+        results = self.impl.run(*args)
+        return (*results, *(results[0],) * self.n)
+
+
+def _discard(_value):
+    return None
+
+
 def _fp16_round(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):  # overflow to inf is the float16 result
         return x.astype(np.float16).astype(np.float32)
@@ -372,6 +493,10 @@ class Plan:
     # tensor id -> converter applied to a returned output (native KV cache outputs: flat ->
     # HMX weight layout); empty for most graphs, so run() pays one truth test.
     output_conv: dict[int, Callable] = field(default_factory=dict)
+    # relu folding (FOLD_RELU_ACTIVATION_INTO_CONV_OFF unset) and the folds made: activation
+    # node index -> producer node index (``folded_activations``)
+    fold_relu: bool = True
+    folds: dict[int, int] = field(default_factory=dict)
 
     def run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
         env: list[Any] = [None] * self.n_slots
@@ -432,12 +557,21 @@ def _raw_slot_key(tid: int) -> int:
     return -tid - 1
 
 
-def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], precision_fp16: bool) -> Step:
-    """One node's step; the static values it reads are (re)derived into ``statics``."""
+def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], precision_fp16: bool,
+                  fold_outs: list | tuple = (), keep_own: bool = True, folded: bool = False) -> Step:
+    """One node's step; the static values it reads are (re)derived into ``statics``.
+
+    Relu folding: ``fold_outs`` are the output tensors of the activations folded into this node
+    (its step also writes their codes, ``keep_own`` False when nothing else needs its own
+    codes); ``folded`` makes this activation's step take the codes its producer wrote."""
     fixed = dtypes.FIXED_POINT_TYPES
     cls = node.op_cls
     ins = [graph.tensor(i) if i is not None else None for i in node.inputs]
     outs = [graph.tensor(i) for i in node.outputs]
+    if folded:
+        out = outs[0]
+        return Step(node, FoldedActivation(), [slot_of(_folded_slot_key(out.id))], [slot_of(out.id)],
+                    [None], [None])
     raw = cls.handles_quant
     params_impl = cls(node.params, node.input_specs, node.output_specs)
     accumulate = None if raw else (_integer_accumulation(node, params_impl, ins, outs)
@@ -487,15 +621,59 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
             out_conv.append(_fp16_round)
         else:
             out_conv.append(_cast_to(t.dtype))
+    if fold_outs:
+        # The folded activations' codes come from this op's accumulator (integer pipeline) or
+        # its real result (float path), requantized once into their encodings: no pass
+        # through this op's own encoding, whose range therefore clips nothing.
+        if isinstance(params_impl, IntegerAccumulation):
+            params_impl.fold_into(fold_outs, keep_own)
+        else:
+            params_impl = _Tee(params_impl, len(fold_outs))
+            if not keep_own:
+                out_conv[0] = _discard
+        for t in fold_outs:
+            writes.append(slot_of(_folded_slot_key(t.id)))
+            out_conv.append(None if isinstance(params_impl, IntegerAccumulation)
+                            else Requantize(t.quant, t.dtype, mode))
     return Step(node, params_impl, reads, writes, in_conv, out_conv)
 
 
-def compile_plan(graph, precision_fp16: bool = False) -> Plan:
-    """Builds the plan of a graph whose nodes were all checked by graphAddNode."""
+def _fold_layout(graph, folds: dict[int, int]):
+    """Per producer index: (folded activation output tensors, whether its own codes are needed)."""
+    by_producer: dict[int, list[int]] = {}
+    for relu, producer in folds.items():
+        by_producer.setdefault(producer, []).append(relu)
+    layout = {}
+    for p, relus in by_producer.items():
+        own = graph.tensor(graph.nodes[p].outputs[0])
+        folded_names = {graph.nodes[r].name for r in relus}
+        keep_own = own.type != Q.QNN_TENSOR_TYPE_NATIVE or any(c not in folded_names for c in own.consumers)
+        layout[p] = ([graph.tensor(graph.nodes[r].outputs[0]) for r in sorted(relus)], keep_own)
+    return layout
+
+
+def _compile_node(graph, k: int, slot_of: _Slots, statics, fp16: bool, folds: dict[int, int], layout) -> Step:
+    fold_outs, keep_own = layout.get(k, ((), True))
+    return _compile_step(graph, graph.nodes[k], slot_of, statics, fp16, fold_outs, keep_own, k in folds)
+
+
+def compile_plan(graph, precision_fp16: bool = False, fold_relu: bool | None = None) -> Plan:
+    """Builds the plan of a graph whose nodes were all checked by graphAddNode.
+
+    ``fold_relu``: fold Relu / ReluMinMax into their convolutions (``folded_activations``);
+    None takes the graph's setting (on unless FOLD_RELU_ACTIVATION_INTO_CONV_OFF)."""
+    if fold_relu is None:
+        fold_relu = _fold_relu_setting(graph)
+    folds = folded_activations(graph) if fold_relu else {}
+    layout = _fold_layout(graph, folds)
     slot_of = _Slots()
     statics: dict[int, np.ndarray] = {}
-    steps = [_compile_step(graph, node, slot_of, statics, precision_fp16) for node in graph.nodes]
+    steps = [_compile_node(graph, k, slot_of, statics, precision_fp16, folds, layout)
+             for k in range(len(graph.nodes))]
     notes: list[str] = []
+    if folds:
+        notes.append(f"{len(folds)} relu(s) folded into their convolutions: "
+                     + ", ".join(f"{graph.nodes[r].name} -> {graph.nodes[p].name}" for r, p in sorted(folds.items())))
     input_conv: dict[int, Callable | None] = {}
     for t in graph.app_inputs():
         slot_of(t.id)
@@ -514,7 +692,8 @@ def compile_plan(graph, precision_fp16: bool = False) -> Plan:
             output_conv[kv.tensor_id] = kv.to_native
         notes.append(f"native KV {kv.kind} cache '{kv.name}' converted "
                      f"{'HMX weight layout -> flat' if kv.is_input else 'flat -> HMX weight layout'}")
-    return Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes, output_conv)
+    return Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes, output_conv,
+                fold_relu, folds)
 
 
 def nodes_touching(graph, tensor_ids) -> list[int]:
@@ -546,10 +725,18 @@ def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
             if slot is not None:
                 statics.pop(slot, None)
     steps = list(plan.steps)
-    for k in nodes_touching(graph, tensor_ids):
-        steps[k] = _compile_step(graph, graph.nodes[k], slot_of, statics, plan.fp16)
+    # Whether a relu folds depends on its encoding, and a producer's step computes its folded
+    # activations' codes: an update touching either side recompiles both.
+    folds = folded_activations(graph) if plan.fold_relu else {}
+    touched = set(nodes_touching(graph, tensor_ids))
+    for relu, producer in list(plan.folds.items()) + list(folds.items()):
+        if relu in touched or producer in touched:
+            touched.update((relu, producer))
+    layout = _fold_layout(graph, folds)
+    for k in sorted(touched):
+        steps[k] = _compile_node(graph, k, slot_of, statics, plan.fp16, folds, layout)
     return Plan(slot_of.slots, statics, steps, plan.input_conv, len(slot_of.slots), plan.fp16, list(plan.notes),
-                plan.output_conv)
+                plan.output_conv, plan.fold_relu, folds)
 
 
 def _cast_to(dtype: int):
@@ -562,4 +749,5 @@ def _cast_to(dtype: int):
 
 __all__ = ["Plan", "Step", "compile_plan", "refresh_plan", "nodes_touching", "ROUNDING_BY_OP",
            "DEFAULT_ROUNDING", "rounding_for", "Requantize", "INTEGER_ACCUMULATION_OPS", "INTEGER_ELEMENTWISE_OPS",
-           "IntegerAccumulation", "IntegerAdd"]
+           "IntegerAccumulation", "IntegerAdd", "FOLDING_PRODUCERS", "FOLDED_ACTIVATIONS",
+           "folded_activations", "FoldedActivation"]
