@@ -144,7 +144,7 @@ def test_accelerator_time_follows_the_clocks(env, monkeypatch, core_mhz):
     plan.total_cycles = 3_000_000
     install(env, plan)
     monkeypatch.setattr(perf, "current_clocks",
-                        lambda device_id=0, core_id=0: perf.Clocks(core_mhz, core_mhz, 2000.0, "TEST"))
+                        lambda device_id=0, core_id=0, arch=None: perf.Clocks(core_mhz, core_mhz, 2000.0, "TEST"))
     p = env.profile(BASIC)
     got = values(run(env, p))
     assert got[Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE] == 3_000_000

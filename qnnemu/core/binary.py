@@ -25,6 +25,7 @@ binary's own size (lengths are checked against the buffer before anything is rea
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -43,7 +44,7 @@ from ..ops.base import Param, QuantSpec, type_category
 from . import backend as _backend  # attributes read at call time: backend/context may import us
 from . import context as _context
 from . import dtypes
-from .device import DeviceModel
+from .device import DeviceModel, model_from_configs
 from .graph import Graph, OpConfigDesc, ParamDesc
 from .handles import HANDLES
 from .log import NULL_LOGGER
@@ -1427,6 +1428,20 @@ def _build_context_tensors(ctx, info: BinaryInfo, data: memoryview, func: str) -
         ctx.tensor_names[tensor.name] = tensor.id
 
 
+def prepared_device(h: Header) -> DeviceModel:
+    """The device a binary was prepared for, from its header: its SoC when it records one,
+    else its arch; the recorded VTCM size either way."""
+    unknown = Q.QNN_SOC_MODEL_UNKNOWN
+    try:
+        model = model_from_configs(h.soc_model if h.soc_model != unknown else None,
+                                   h.htp_arch if h.soc_model == unknown else None, None)
+    except QnnError:  # a SoC/arch this emulator has no row for: the default device's numbers
+        model = DeviceModel()
+    if h.vtcm_mb and h.vtcm_mb != model.vtcm_mb:
+        model = dataclasses.replace(model, vtcm_mb=int(h.vtcm_mb), vtcm_bytes=int(h.vtcm_mb) << 20)
+    return model
+
+
 def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: str) -> int:
     """Graph ``g`` rebuilt through the creation / graphAddNode / graphFinalize rules; its handle.
     A graph that fails is released again."""
@@ -1438,6 +1453,9 @@ def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: st
     try:
         graph: Graph = HANDLES.lookup(handle)
         graph.configs = g.configs
+        # The HTP plan is the one made at prepare, for the device the binary records (a binary
+        # loaded on another SoC under PERMISSIVE is not re-planned for it).
+        graph.prepared_for = prepared_device(info.header)
         by_id = {t.id: t for t in info.context_tensors}
         for t in g.tensors:
             tensor = _make_tensor(t, info, data, func, f"{where}: tensor '{t.name}'")
@@ -1456,8 +1474,8 @@ def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: st
             graph.finalize()
         except QnnError as e:
             raise _graph_error(func, where, e) from None
-        # What the binary was prepared with stays (a loaded binary is not re-planned for the
-        # device it lands on; finalize above rebuilt the emulator's execution plan only).
+        # The recorded size stays authoritative (finalize re-planned for ``prepared_for``, which
+        # gives the same plan unless the cost model changed since the binary was made).
         graph.spill_fill_bytes = g.spill_fill_bytes
     except BaseException:
         ctx.graphs.pop(g.name, None)

@@ -489,7 +489,7 @@ class CallRecorder:
         graph = self.graph
         plan = graph.htp_plan
         n_nodes = len(graph.nodes)
-        clocks = current_clocks()
+        clocks = current_clocks(arch=plan.arch)   # priced for the arch the graph was prepared for
         total = self._elapsed(self.start_ns, end_ns)
         rpc_end = self.rpc_end_ns if self.rpc_end_ns is not None else end_ns
         host_rpc = min(total, self._elapsed(self.rpc_start_ns, rpc_end))

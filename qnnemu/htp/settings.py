@@ -391,7 +391,11 @@ def _num(value, default, kind=int):
 
 
 def device_model(graph) -> DeviceModel:
-    """The device the graph's context was created on (the default device without one)."""
+    """The device the graph is prepared for: the one its binary records when it was loaded
+    from a context binary, else its context's device (the default device without one)."""
+    prepared = getattr(graph, "prepared_for", None)
+    if prepared is not None:
+        return prepared
     dev = getattr(getattr(graph, "context", None), "device", None)
     return dev.model if dev is not None else DeviceModel()
 
