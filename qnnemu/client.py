@@ -88,17 +88,23 @@ _PY_LEVELS = {
 _PRECISIONS = {"fp16": Q.QNN_PRECISION_FLOAT16, "fp32": Q.QNN_PRECISION_FLOAT32}
 
 
-@ffi.callback("QnnLog_Callback_t")
-def _log_callback(fmt, level, timestamp, args):
-    # One callback for the whole process: backends may log from their own threads and even
-    # after logFree, so it must outlive every Backend object.
-    try:
-        buf = ffi.new("char[]", 4096)
-        _libc.vsnprintf(buf, 4096, fmt, args)
-        log.log(_PY_LEVELS.get(level, logging.DEBUG), "%s",
-                ffi.string(buf).decode("utf-8", "replace").rstrip("\n"))
-    except Exception:  # an exception must never cross back into C
-        pass
+def make_log_callback(the_ffi, libc, logger: logging.Logger):
+    """A QnnLog_Callback_t (of ``the_ffi``, which declares it and ``vsnprintf`` in ``libc``)
+    that formats the message and hands it to ``logger`` at the matching Python level.  Keep it
+    for the whole process: libraries may log from their own threads and even after logFree."""
+    @the_ffi.callback("QnnLog_Callback_t")
+    def callback(fmt, level, timestamp, args):
+        try:
+            buf = the_ffi.new("char[]", 4096)
+            libc.vsnprintf(buf, 4096, fmt, args)
+            logger.log(_PY_LEVELS.get(level, logging.DEBUG), "%s",
+                       the_ffi.string(buf).decode("utf-8", "replace").rstrip("\n"))
+        except Exception:  # an exception must never cross back into C
+            pass
+    return callback
+
+
+_log_callback = make_log_callback(ffi, _libc, log)
 
 
 class QnnCallError(RuntimeError):

@@ -45,6 +45,7 @@ from typing import Any
 
 import cffi
 
+from .client import _LOG_LEVELS, make_log_callback
 from .headers import Q, cdef
 
 __all__ = ["SystemLibrary", "SystemCallError", "default_system_library_path", "tensor_dict",
@@ -57,29 +58,12 @@ ffi.cdef(cdef(("System/QnnSystemInterface.h", "HTP/QnnHtpSystemContext.h", "HTP/
 ffi.cdef("int vsnprintf(char *str, size_t size, const char *format, void *ap);")
 _libc = ffi.dlopen(None)
 
-_LOG_LEVELS = {
-    "error": Q.QNN_LOG_LEVEL_ERROR, "warn": Q.QNN_LOG_LEVEL_WARN, "info": Q.QNN_LOG_LEVEL_INFO,
-    "verbose": Q.QNN_LOG_LEVEL_VERBOSE, "debug": Q.QNN_LOG_LEVEL_DEBUG,
-}
-_PY_LEVELS = {
-    Q.QNN_LOG_LEVEL_ERROR: logging.ERROR, Q.QNN_LOG_LEVEL_WARN: logging.WARNING,
-    Q.QNN_LOG_LEVEL_INFO: logging.INFO, Q.QNN_LOG_LEVEL_VERBOSE: logging.DEBUG,
-    Q.QNN_LOG_LEVEL_DEBUG: logging.DEBUG,
-}
 # Bounds on counts read from a library's reply: a corrupted reply must not make us walk
 # gigabytes of memory.
 _MAX_COUNT = 1 << 20
 
 
-@ffi.callback("QnnLog_Callback_t")
-def _log_callback(fmt, level, timestamp, args):
-    try:
-        buf = ffi.new("char[]", 4096)
-        _libc.vsnprintf(buf, 4096, fmt, args)
-        log.log(_PY_LEVELS.get(level, logging.DEBUG), "%s",
-                ffi.string(buf).decode("utf-8", "replace").rstrip("\n"))
-    except Exception:  # an exception must never cross back into C
-        pass
+_log_callback = make_log_callback(ffi, _libc, log)
 
 
 class SystemCallError(RuntimeError):
