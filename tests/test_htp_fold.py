@@ -407,3 +407,25 @@ def test_fold_tables_match_the_cases():
     assert folded_producers == FOLDING_PRODUCERS, f"producers seen folded {folded_producers}"
     folded_acts = {c.activation for c in CASES.values() if c.vendor_folds}
     assert folded_acts == FOLDED_ACTIVATIONS, f"activations seen folded {folded_acts}"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cost_model_folds_what_the_plan_folds(ours, name):
+    """The prepare pipeline's cost model (a folded Relu costs nothing and writes in place) takes
+    the numeric plan's decision for fixed-point graphs: every activation of the case is folded
+    in the cost model exactly when the plan folds it, which is when the vendor does."""
+    from qnnemu.htp import cost
+    from qnnemu.htp.settings import graph_settings
+    case = CASES[name]
+    seen = {}
+
+    def inspect(graph):
+        settings = graph_settings(graph)
+        for k, node in enumerate(graph.nodes):
+            if node.op_type in cost.RELU_TYPES:
+                seen[node.name] = (cost.folded_relu(node, graph, settings), k in graph.plan.folds)
+    run(ours, case, fold_off=False, inspect=inspect)
+    assert seen, f"{name}: the case has an activation"
+    for act, (in_cost, in_plan) in seen.items():
+        assert in_cost == in_plan == case.vendor_folds, \
+            f"{name}: activation {act}: cost model folds {in_cost}, plan folds {in_plan}, vendor {case.vendor_folds}"

@@ -274,13 +274,19 @@ def _hmx_efficiency(node) -> float:
 
 
 def folded_relu(node, graph, settings) -> bool:
-    """A Relu whose only input is a convolution's output that nothing else reads: with relu
-    folding on (the default) the convolution applies it, the Relu costs nothing."""
+    """A Relu the convolution producing its input applies (relu folding on, the default), so
+    the Relu costs nothing.  Fixed-point graphs: exactly the activations the numeric plan folds
+    (``Plan.folds``: the vendor's rules, core/plan.py).  Float graphs, where folding changes no
+    number: a Relu-type op whose only input is a convolution's output that nothing else reads."""
     if node.op_type not in RELU_TYPES or not getattr(settings, "fold_relu_into_conv", True):
         return False
     if not node.inputs or node.inputs[0] is None:
         return False
     t = graph.tensor(node.inputs[0])
+    plan = getattr(graph, "plan", None)
+    if t is not None and t.dtype in dtypes.FIXED_POINT_TYPES and hasattr(plan, "folds"):
+        k = next((i for i, n in enumerate(graph.nodes) if n is node), None)
+        return k is not None and k in plan.folds
     if t is None or t.producer is None or len(set(t.consumers)) != 1:
         return False
     producer = next((n for n in graph.nodes if n.name == t.producer), None)
