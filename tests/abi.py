@@ -18,6 +18,7 @@ structs), which a checked, Pythonic wrapper would refuse to do.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Sequence
 
 import cffi
@@ -40,6 +41,7 @@ ffi.cdef("typedef struct { Qnn_OpConfigVersion_t version; Qnn_OpConfigV1_t v1; }
 assert ffi.sizeof("abi_OpConfigByValue_t") == ffi.sizeof("Qnn_OpConfig_t")
 libc = ffi.dlopen(None)
 NULL = ffi.NULL
+RULE_ID = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 
 _loaded: dict[str, Any] = {}
 BY_VALUE = ("graphAddNode", "backendValidateOpConfig")
@@ -160,6 +162,22 @@ class LogRecorder:
 
     def text(self) -> str:
         return "".join(m for _, m in self.records)
+
+    def rules(self) -> set[str]:
+        """The rule ids (``[QNNEMU-...]``) of every recorded message."""
+        return {r for _, m in self.records for r in RULE_ID.findall(m)}
+
+    def assert_rule(self, code: int, want_code: int, rule: str, func: str, path: str) -> str:
+        """The negative-test contract of one rule id: the call returned ``want_code``, exactly
+        ``rule`` fired, and its last message names the function and the parameter path.
+        Returns that message."""
+        assert code == want_code, f"{rule}: {func} returned {code}, expected {want_code}; log {self.errors()}"
+        msgs = [m for _, m in self.records if f"[{rule}]" in m]
+        assert msgs, f"{rule}: no message with [{rule}] reached the app log callback; got {self.records}"
+        assert self.rules() == {rule}, f"{rule}: exactly this rule must fire; logged {self.rules()}"
+        assert func in msgs[-1], f"{rule}: the message names the function '{func}': {msgs[-1]!r}"
+        assert path in msgs[-1], f"{rule}: the message names the parameter path '{path}': {msgs[-1]!r}"
+        return msgs[-1]
 
 
 # --------------------------------------------------------------------------------- structs

@@ -136,13 +136,7 @@ class Env:
         return {r for _, m in self.rec.records for r in RULE_RE.findall(m)}
 
     def assert_rule(self, code: int, want_code: int, rule: str, func: str, path: str) -> str:
-        assert code == want_code, f"{rule}: {func} returned {code}, expected {want_code}; log {self.rec.errors()}"
-        msgs = self.messages_for(rule)
-        assert msgs, f"{rule}: no message with [{rule}] reached the app log; got {self.rec.records}"
-        assert self.rules_logged() == {rule}, f"{rule}: exactly this rule must fire; logged {self.rules_logged()}"
-        assert func in msgs[-1], f"{rule}: the message names the function {func}: {msgs[-1]!r}"
-        assert path in msgs[-1], f"{rule}: the message names the parameter path {path}: {msgs[-1]!r}"
-        return msgs[-1]
+        return self.rec.assert_rule(code, want_code, rule, func, path)
 
 
 @pytest.fixture

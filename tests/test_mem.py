@@ -532,13 +532,7 @@ def _(e):
 
 @pytest.mark.parametrize("c", CASES)
 def test_rule(env, c: Case):
-    code = c.trigger(env)
-    want = mem.RULES[c.rule]
-    assert code == want, f"{c.rule}: {c.func} returned {code}, expected {want}; log {env.rec.records}"
-    msgs = env.messages_for(c.rule)
-    assert msgs, f"{c.rule}: no message with [{c.rule}] reached the app log callback; got {env.rec.records}"
-    assert env.rules_logged() == {c.rule}, f"{c.rule}: exactly this rule must fire; logged {env.rules_logged()}"
-    assert c.path in msgs[-1] and c.func in msgs[-1], f"{c.rule}: message names '{c.func}' and '{c.path}': {msgs}"
+    env.rec.assert_rule(c.trigger(env), mem.RULES[c.rule], c.rule, c.func, c.path)
 
 
 def test_every_mem_rule_has_a_case():

@@ -497,12 +497,7 @@ def _(env):
 def test_rule(env, rule):
     code, func, path, trigger = RULE_CASES[rule]
     env.rec.clear()
-    got = trigger(env)
-    assert got == code, f"{rule}: {func} returned {got}, expected {code}"
-    msgs = env.messages_for(rule)
-    assert msgs, f"{rule}: no message with [{rule}] reached the app log callback: {env.rec.records}"
-    assert env.rules_logged() == {rule}, f"{rule}: exactly this rule must fire; logged {env.rules_logged()}"
-    assert func in msgs[-1] and path in msgs[-1], f"{rule}: message names {func} and {path}: {msgs[-1]!r}"
+    env.rec.assert_rule(trigger(env), code, rule, func, path)
 
 
 def test_every_profile_rule_has_a_case():

@@ -886,14 +886,7 @@ RULE_IDS = {p.values[0].rule for p in CASES}
 
 @pytest.mark.parametrize("c", CASES)
 def test_rule(env, c: Case):
-    code = c.trigger(env)
-    assert code == c.code, f"{c.rule}: {c.func} returned {code}, expected {c.code}; log {env.rec.errors()}"
-    msgs = env.messages_for(c.rule)
-    assert msgs, f"{c.rule}: no message with [{c.rule}] reached the app log; got {env.rec.records}"
-    assert env.rules_logged() == {c.rule}, f"{c.rule}: exactly this rule must fire; logged {env.rules_logged()}"
-    msg = msgs[-1]
-    assert c.path in msg, f"{c.rule}: message must name the parameter path '{c.path}': {msg!r}"
-    assert c.func in msg, f"{c.rule}: message must name the function '{c.func}': {msg!r}"
+    env.rec.assert_rule(c.trigger(env), c.code, c.rule, c.func, c.path)
 
 
 def test_every_section_rule_has_a_case():
