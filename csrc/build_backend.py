@@ -1,7 +1,7 @@
 """cffi embedding build of libQnnHtpEmu.so (QnnInterface.h: QnnInterface_getProviders).
 
 The library is one shared object holding:
-- the cffi module ``_qnnemu_htp_abi``: every entry of QnnInterface_ImplementationV2_32_t as an
+- the cffi module ``_qnnemu_htp_abi``: every entry of QnnInterface_ImplementationV2_39_t as an
   ``extern "Python+C"`` function, implemented in qnnemu/abi/entry.py with ``ffi.def_extern``;
 - csrc/shim.c: the exported, plain-C ``QnnInterface_getProviders`` that starts Python, checks
   the baked package version and hands out the (padded) function table;
@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from qnnemu.headers import cdef as header_cdef, qnn_dir  # noqa: E402
+from qnnemu.headers import INTERFACE_TABLE_TAG, cdef as header_cdef, qnn_dir, struct_fields  # noqa: E402
 from qnnemu._version import __version__  # noqa: E402
 
 MODULE_NAME = "_qnnemu_htp_abi"
@@ -49,24 +49,18 @@ def _function_pointer_types() -> dict[str, tuple[str, str]]:
     return fnptr
 
 
-def _struct_fields(header: str, struct: str) -> list[tuple[str, str]]:
-    text = (qnn_dir() / header).read_text()
-    body = re.search(rf"struct {struct} \{{(.*?)\}};", text, re.S).group(1)
-    return re.findall(r"^\s*(\w+) (\w+);", body, re.M)
-
-
 def _entries(header: str, struct: str, prefix: str) -> list[tuple[str, str, str]]:
     fnptr = _function_pointer_types()
     out = []
-    for ftype, fname in _struct_fields(header, struct):
+    for ftype, fname in struct_fields(header, struct):
         ret, args = fnptr[ftype]
         out.append((fname, ftype, f"{ret} {prefix}{fname}({args})"))
     return out
 
 
 def interface_entries() -> list[tuple[str, str, str]]:
-    """(field name, function-pointer type, C signature text) of the 71-entry table, in order."""
-    return _entries("QnnInterface.h", "_QnnInterface_ImplementationV2_32_t", ENTRY_PREFIX)
+    """(field name, function-pointer type, C signature text) of the 75-entry table, in order."""
+    return _entries("QnnInterface.h", INTERFACE_TABLE_TAG, ENTRY_PREFIX)
 
 
 def perf_entries() -> list[tuple[str, str, str]]:

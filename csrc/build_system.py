@@ -2,7 +2,7 @@
 
 The System library ONNX Runtime's QNN EP loads from the backend's directory (profiling with the
 system profile API, EPContext models).  One shared object holding:
-- the cffi module ``_qnnemu_system_abi``: every entry of QnnSystemInterface_ImplementationV1_7_t
+- the cffi module ``_qnnemu_system_abi``: every entry of QnnSystemInterface_ImplementationV1_14_t
   as an ``extern "Python+C"`` function, implemented in qnnemu/abi/system_entry.py;
 - csrc/system_shim.c: the exported, plain-C ``QnnSystemInterface_getProviders``;
 - a generated header (``qnnemu_system_entries.h``) with the entry prototypes and the table
@@ -31,41 +31,17 @@ sys.path.insert(0, str(ROOT))
 import cffi  # noqa: E402
 
 from build_backend import _entries, _site_dirs  # noqa: E402
-from qnnemu.headers import cdef as header_cdef, qnn_dir  # noqa: E402
+from qnnemu.headers import SYSTEM_TABLE_TAG, cdef as header_cdef, qnn_dir  # noqa: E402
 from qnnemu._version import __version__  # noqa: E402
 
 MODULE_NAME = "_qnnemu_system_abi"
 ENTRY_PREFIX = "qnnemu_sys_"
 SYSTEM_ROOTS = ("System/QnnSystemInterface.h",)
-TABLE_STRUCT = "_QnnSystemInterface_ImplementationV1_7_t"
 LIB_NAME = "libQnnSystem.so"
-
-# QnnSystemProfile_ProfileEventV1_t is only forward-declared in our System/QnnSystemProfile.h
-# (the layout manifest the headers are generated from has no facts for it).  Its layout is
-# the vendor header's; completed here for the library only (a struct that is declared but not
-# defined may be completed later in the same translation unit).
-PROFILE_EVENT_STRUCT = """
-struct QnnSystemProfile_ProfileEventV1_t {
-  QnnSystemProfile_EventDataType_t type;
-  union {
-    QnnProfile_EventData_t eventData;
-    QnnProfile_ExtendedEventData_t extendedEventData;
-  };
-  QnnSystemProfile_ProfileEventV1_t *profileSubEventData;
-  uint32_t numSubEvents;
-};
-"""
-
-
-def profile_event_struct_needed() -> bool:
-    """False once the generated header defines the struct itself."""
-    text = (qnn_dir() / "System" / "QnnSystemProfile.h").read_text()
-    return "struct QnnSystemProfile_ProfileEventV1_t {" not in text
-
 
 def system_entries() -> list[tuple[str, str, str]]:
     """(field name, function-pointer type, C signature text) of the System table, in order."""
-    return _entries("System/QnnSystemInterface.h", TABLE_STRUCT, ENTRY_PREFIX)
+    return _entries("System/QnnSystemInterface.h", SYSTEM_TABLE_TAG, ENTRY_PREFIX)
 
 
 HELPERS_CDEF = """
@@ -111,9 +87,6 @@ def make_ffi(build_dir: str | os.PathLike) -> tuple[cffi.FFI, dict]:
     write_entries_header(build_dir)
     ffi = cffi.FFI()
     ffi.cdef(header_cdef(SYSTEM_ROOTS, prototypes=False))
-    completion = PROFILE_EVENT_STRUCT if profile_event_struct_needed() else ""
-    if completion:
-        ffi.cdef(completion)
     ffi.cdef(HELPERS_CDEF)
     ffi.cdef("\n".join(f'extern "Python+C" {sig};' for _, _, sig in system_entries()).replace("va_list", "void *"))
     ffi.embedding_api(EMBED_API)
@@ -129,7 +102,7 @@ def make_ffi(build_dir: str | os.PathLike) -> tuple[cffi.FFI, dict]:
                          f"-Wl,-rpath,{libdir}", f"-L{libdir}"],
         libraries=["dl", "pthread"],
     )
-    ffi.set_source(MODULE_NAME, _PREAMBLE + completion + HELPERS_CDEF, **kwargs)
+    ffi.set_source(MODULE_NAME, _PREAMBLE + HELPERS_CDEF, **kwargs)
     return ffi, kwargs
 
 

@@ -25,8 +25,8 @@
 /* Provided by the cffi embedding module (embedding_api). */
 int qnnemu_embed_init(const char *baked_version, uint32_t *core_api_version);
 
-/* Clients built against newer headers copy a longer table by value; the slots past the 71 we
- * know answer NOT_SUPPORTED.  Returning an integer is safe for any signature on x86-64. */
+/* Clients built against newer headers copy a longer table by value; the slots past the 75 we
+ * know (QnnInterface_ImplementationV2_39_t) answer NOT_SUPPORTED.  Returning an integer is safe for any signature on x86-64. */
 #define QNNEMU_EXTRA_SLOTS 64
 
 static Qnn_ErrorHandle_t qnnemu_unsupported_entry(void) { return QNN_COMMON_ERROR_NOT_SUPPORTED; }

@@ -29,8 +29,8 @@
 /* Provided by the cffi embedding module (embedding_api). */
 int qnnemu_sys_embed_init(const char *baked_version, uint32_t *system_api_version);
 
-/* Clients built against newer headers (System API 1.15: more DLC and context entries) copy a
- * longer table by value; the slots past the 16 we know answer UNSUPPORTED_FEATURE (1000, the
+/* Clients built against newer headers copy a longer table by value; the slots past the 89 we
+ * know (QnnSystemInterface_ImplementationV1_14_t) answer UNSUPPORTED_FEATURE (1000, the
  * value every System component uses).  Returning an integer is safe for any signature on
  * x86-64. */
 #define QNNEMU_SYS_EXTRA_SLOTS 64

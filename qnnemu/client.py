@@ -226,7 +226,7 @@ class Backend:
         self._profiles: list[Profile] = []
         self._keep: list[Any] = []
         self._provider = self._pick_provider(backend_id)
-        self.fn = self._provider.v2_32  # the function table, for calls this API does not wrap
+        self.fn = self._provider.v2_39  # the function table, for calls this API does not wrap
         try:
             if log_level is not None:
                 out = ffi.new("Qnn_LogHandle_t *")

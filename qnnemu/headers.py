@@ -102,6 +102,31 @@ class _Namespace:
 Q = _Namespace()
 
 
+def struct_fields(header: str, tag: str) -> list[tuple[str, str]]:
+    """(type, name) of each one-line member of ``struct tag { ... };`` in ``header`` (relative to
+    include/QNN): the function tables, whose members are all function-pointer typedefs."""
+    text = (qnn_dir() / header).read_text()
+    m = re.search(rf"^struct {tag} \{{(.*?)^\}};", text, re.S | re.M)
+    if m is None:
+        raise KeyError(f"struct {tag} is not defined in {header}")
+    return re.findall(r"^\s*(\w+) (\w+);", m.group(1), re.M)
+
+
+def interface_fields() -> list[str]:
+    """The core table's slot names (QnnInterface_ImplementationV<major>_<minor>_t), in order."""
+    return [name for _, name in struct_fields("QnnInterface.h", INTERFACE_TABLE_TAG)]
+
+
+def system_interface_fields() -> list[str]:
+    """The System table's slot names, in order."""
+    return [name for _, name in struct_fields("System/QnnSystemInterface.h", SYSTEM_TABLE_TAG)]
+
+
+# The tables our headers declare (QNN_INTERFACE_VER_TYPE / QNN_SYSTEM_INTERFACE_VER_TYPE).
+INTERFACE_TABLE_TAG = "_QnnInterface_ImplementationV2_39_t"
+SYSTEM_TABLE_TAG = "_QnnSystemInterface_ImplementationV1_14_t"
+
+
 _PROTOTYPE = re.compile(r"^(?!typedef)[A-Za-z_][\w \*]*\b\w+\(.*\);$")
 
 

@@ -262,7 +262,7 @@ class SystemLibrary:
 
     ``path`` defaults to our ``qnnemu/lib/libQnnSystem.so``. The provider is the first with
     System API major version 1 (``QNN_SYSTEM_API_VERSION_MAJOR``) and a minor of at least 7
-    (the ``v1_7`` table this client reads). ``log_level`` (error/warn/info/verbose/debug)
+    (the ``v1_14`` table this client reads). ``log_level`` (error/warn/info/verbose/debug)
     creates a System logger (``systemLogCreate``) whose messages go to the Python logger
     ``qnnemu.system_client``; None creates none.
     """
@@ -277,7 +277,7 @@ class SystemLibrary:
             raise OSError(f"cannot load the System library {self.path}: {e}") from None
         self._log = None
         self._provider = self._pick_provider()
-        self.fn = self._provider.v1_7
+        self.fn = self._provider.v1_14
         if log_level is not None:
             if log_level not in _LOG_LEVELS:
                 raise ValueError(f"log level {log_level!r}: expected one of {list(_LOG_LEVELS)}")

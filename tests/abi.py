@@ -5,7 +5,7 @@ program could pass (NULL, garbage and freed handles, handles of the wrong kind, 
 structs), which a checked, Pythonic wrapper would refuse to do.
 
 - :func:`table` loads the library once per process and returns the
-  ``QnnInterface_ImplementationV2_32_t`` function table (``providers[0].v2_32``);
+  ``QnnInterface_ImplementationV2_39_t`` function table (``providers[0].v2_39``);
 - :func:`call` calls a table entry and returns its raw ``Qnn_ErrorHandle_t``; ``Qnn_OpConfig_t``
   by-value arguments (graphAddNode, backendValidateOpConfig) are given as :class:`OpConfig`;
 - :func:`vp` turns an ``int`` handle value into a ``void *`` (every ``Qnn_*Handle_t`` is one);
@@ -56,7 +56,7 @@ def library_available() -> bool:
 
 
 def table():
-    """The provider's function table (``QnnInterface_t.v2_32``), loading the library once."""
+    """The provider's function table (``QnnInterface_t.v2_39``), loading the library once."""
     if "table" not in _loaded:
         lib = ffi.dlopen(library_path())
         providers = ffi.new("const QnnInterface_t ***")
@@ -65,7 +65,7 @@ def table():
         assert code == Q.QNN_SUCCESS, f"QnnInterface_getProviders returned {code}"
         assert count[0] >= 1, "QnnInterface_getProviders: no provider"
         _loaded.update(lib=lib, providers=providers, iface=providers[0][0])
-        _loaded["table"] = providers[0][0].v2_32
+        _loaded["table"] = providers[0][0].v2_39
     return _loaded["table"]
 
 

@@ -561,7 +561,7 @@ class SystemLib:
         n = sys_ffi.new("uint32_t *")
         assert self.lib.QnnSystemInterface_getProviders(providers, n) == OK, "QnnSystemInterface_getProviders"
         self.providers = providers
-        self.t = providers[0][0].v1_7
+        self.t = providers[0][0].v1_14
         self.records: list[tuple[int, str]] = []
         self.callback = sys_ffi.callback("QnnLog_Callback_t", self._on_log)
         _CALLBACKS.append(self.callback)

@@ -628,7 +628,7 @@ RULE_CASES = {
     "QNNEMU-perf-hmx-corner-order": (INVALID_INPUT, "setPowerConfig", "config[1].hmxV2Config.hmxVoltageCornerTarget",
                                      _with_id(lambda p: [dcvs(p), hmx(("NOM", "SVS", "TUR"))]), Q.QNN_SOC_MODEL_SM8650),
     "QNNEMU-perf-hmx-perf-mode": (INVALID_INPUT, "setPowerConfig", "config[1].hmxV2Config.hmxPerfMode",
-                                  _with_id(lambda p: [dcvs(p), hmx(perf_mode=5)]), Q.QNN_SOC_MODEL_SM8650),
+                                  _with_id(lambda p: [dcvs(p), hmx(perf_mode=17)]), Q.QNN_SOC_MODEL_SM8650),
     "QNNEMU-perf-rpc-polling-range": (INVALID_INPUT, "setPowerConfig", "config[0].rpcPollingTimeConfig",
                                       _with_id(lambda p: [(P.OPT_RPC_POLLING_TIME, 10000)]), Q.QNN_SOC_MODEL_SM8650),
     "QNNEMU-perf-adaptive-polling-needs-rpc-polling": (

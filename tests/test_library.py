@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
          p->apiVersion.backendApiVersion.minor, p->apiVersion.backendApiVersion.patch);
   /* A client built against newer headers copies more slots: they must answer NOT_SUPPORTED. */
   void *const *slots = (void *const *)&p->QNN_INTERFACE_VER_NAME;
-  for (int i = 71; i < 75; i++) {
+  for (int i = 75; i < 79; i++) {
     Qnn_ErrorHandle_t (*extra)(void) = (Qnn_ErrorHandle_t (*)(void))slots[i];
     printf("slot %d -> %lu\n", i, (unsigned long)extra());
   }
@@ -85,11 +85,11 @@ def test_only_the_entry_point_is_exported():
 def test_c_program_loads_with_rtld_local(probe):
     r = run_probe(probe, LIB)
     assert r.returncode == 0, f"probe exit 0 loading RTLD_LOCAL; stdout={r.stdout} stderr={r.stderr}"
-    assert "id 6 name QNNEMU_HTP core 2.40.0 htp 5.43.0" in r.stdout, f"provider reported: {r.stdout}"
-    for slot in range(71, 75):
+    assert "id 6 name QNNEMU_HTP core 2.40.0 htp 5.50.0" in r.stdout, f"provider reported: {r.stdout}"
+    for slot in range(75, 79):
         assert f"slot {slot} -> {Q.QNN_COMMON_ERROR_NOT_SUPPORTED}" in r.stdout, \
             f"padded slot {slot} answers QNN_COMMON_ERROR_NOT_SUPPORTED: {r.stdout}"
-    assert "build v2.43.0." in r.stdout, f"build id has the vMAJOR.MINOR.PATCH.BUILD form: {r.stdout}"
+    assert "build v2.50.0." in r.stdout, f"build id has the vMAJOR.MINOR.PATCH.BUILD form: {r.stdout}"
 
 
 @pytest.mark.parametrize("version,expect", [("2.32", "core 2.32.0"), ("2.35.1", "core 2.35.1")])
@@ -161,7 +161,7 @@ def test_python_exception_in_an_entry_is_not_success():
         lib = ffi.dlopen({str(LIB)!r})
         plist = ffi.new("QnnInterface_t ***"); n = ffi.new("uint32_t *")
         assert lib.QnnInterface_getProviders(ffi.cast("const QnnInterface_t ***", plist), n) == 0
-        t = plist[0][0].v2_32
+        t = plist[0][0].v2_39
         seen = []
         @ffi.callback("void(const char *, QnnLog_Level_t, uint64_t, void *)")
         def cb(fmt, level, ts, args):

@@ -79,7 +79,7 @@ def table():
         n = ffi.new("uint32_t *")
         code = lib.QnnSystemInterface_getProviders(plist, n)
         assert code == Q.QNN_SUCCESS, f"QnnSystemInterface_getProviders returned {code}"
-        _loaded.update(lib=lib, plist=plist, t=plist[0][0].v1_7)
+        _loaded.update(lib=lib, plist=plist, t=plist[0][0].v1_14)
     return _loaded["t"]
 
 
@@ -921,7 +921,7 @@ import test_system_context as tsc
 lib = tsc.ffi.dlopen(sys.argv[1])
 plist = tsc.ffi.new("const QnnSystemInterface_t ***"); n = tsc.ffi.new("uint32_t *")
 assert lib.QnnSystemInterface_getProviders(plist, n) == 0
-tsc._loaded.update(lib=lib, plist=plist, t=plist[0][0].v1_7)
+tsc._loaded.update(lib=lib, plist=plist, t=plist[0][0].v1_14)
 out = {name: tsc.footprint(tsc.tensor(**kw)) for name, (kw, _) in tsc.FOOTPRINT_CASES.items()}
 out["null footprint"] = tsc.footprint(tsc.tensor(), out=False)[0]
 json.dump(out, open(sys.argv[2], "w"))

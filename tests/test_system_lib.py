@@ -34,17 +34,7 @@ BAD_HANDLE = Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_HANDLE
 
 ffi = cffi.FFI()
 ffi.cdef(cdef(("System/QnnSystemInterface.h",)))
-# Our header only forward-declares the event struct (see csrc/build_system.py); the layout is
-# the vendor's.
-ffi.cdef("""
-struct QnnSystemProfile_ProfileEventV1_t {
-  QnnSystemProfile_EventDataType_t type;
-  union { QnnProfile_EventData_t eventData; QnnProfile_ExtendedEventData_t extendedEventData; };
-  QnnSystemProfile_ProfileEventV1_t *profileSubEventData;
-  uint32_t numSubEvents;
-};
-int vsnprintf(char *, size_t, const char *, void *);
-""")
+ffi.cdef("int vsnprintf(char *, size_t, const char *, void *);")
 # cffi's ABI mode cannot pass QnnSystemProfile_SerializationTarget_t (anonymous union) by value:
 # a layout-identical struct with a named member is passed the same way (24 bytes, in memory).
 ffi.cdef("""
@@ -70,7 +60,7 @@ def provider():
 
 
 def table():
-    return provider().v1_7
+    return provider().v1_14
 
 
 class Recorder:
@@ -215,10 +205,10 @@ def test_provider_and_table():
     assert p.backendId == Q.QNN_BACKEND_ID_NULL, "the System library belongs to no backend"
     v = p.systemApiVersion
     assert (v.major, v.minor, v.patch) == (1, 15, 0), "System API 1.15.0 (what ONNX Runtime's QNN EP requires)"
-    names = [n for n, _ in ffi.typeof("QnnSystemInterface_ImplementationV1_7_t").fields]
-    assert len(names) == 16 and all(getattr(table(), n) != ffi.NULL for n in names), "all 16 slots filled"
-    slots = ffi.cast("void **", ffi.addressof(p.v1_7))
-    for i in range(16, 20):  # clients built against newer headers read past our 16 entries
+    names = [n for n, _ in ffi.typeof("QnnSystemInterface_ImplementationV1_14_t").fields]
+    assert len(names) == 89 and all(getattr(table(), n) != ffi.NULL for n in names), "all 89 slots filled"
+    slots = ffi.cast("void **", ffi.addressof(p.v1_14))
+    for i in range(89, 93):  # clients built against newer headers read past our 89 entries
         assert ffi.cast("Qnn_ErrorHandle_t (*)(void)", slots[i])() == UNSUPPORTED, f"padded slot {i}"
 
 

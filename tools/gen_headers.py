@@ -1,4 +1,4 @@
-"""Writes include/QNN/ from the ABI facts in tests/data/qnn-abi-2.43.json.
+"""Writes include/QNN/ from the ABI facts in tests/data/qnn-abi-2.50.json.
 
 The QNN headers are facts (names, layouts, values), so we emit them from the manifest rather
 than typing 41 files by hand; the prose in them is ours.  Run after editing the manifest copy:
@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MANIFEST = ROOT / "tests" / "data" / "qnn-abi-2.43.json"
+MANIFEST = ROOT / "tests" / "data" / "qnn-abi-2.50.json"
 OUT = ROOT / "include" / "QNN"
 
 # One line of our own describing each header.
@@ -41,7 +41,8 @@ PURPOSE = {
     "QnnTensor.h": "Tensor creation and updates.",
     "HTP/QnnHtpCommon.h": "HTP backend id, provider name and backend API version.",
     "HTP/QnnHtpContext.h": "HTP custom context configurations and properties.",
-    "HTP/QnnHtpDevice.h": "HTP custom device configurations, device-info extension, infrastructure.",
+    "HTP/QnnHtpDevice.h": "HTP device-info extension and the device infrastructure (perf votes).",
+    "HTP/QnnHtpDeviceConfigShared.h": "HTP custom device configurations (SoC, arch, PD, async, partitioning).",
     "HTP/QnnHtpGraph.h": "HTP custom graph configurations (optimization, precision, VTCM, ...).",
     "HTP/QnnHtpMem.h": "HTP shared-memory descriptors.",
     "HTP/QnnHtpPerfInfrastructure.h": "HTP power/performance votes (DCVS, HMX, RPC, memory).",
@@ -80,6 +81,31 @@ MACRO_HOME = {
     "QNN_LPAI_CORE_AFFINITY": "LPAI/QnnLpaiGraph.h",
 }
 
+
+# Headers that the vendor's headers include although none of their declarations needs them;
+# applications rely on getting these declarations through QnnInterface.h.
+EXTRA_INCLUDES = {
+    "QnnInterface.h": ["QnnOpDef.h", "QnnOpPackage.h", "QnnTensor.h"],
+}
+
+# Structs the manifests' conventions leave out: typedef'd as incomplete types and completed by a
+# separately tagged definition (facts from DELTA-2.43-2.50.md, "Facts outside the manifests'
+# conventions"; QnnSystemProfile_ProfileEventV1_t: 80 bytes in 2.43, fields from public code).
+TAGGED_STRUCTS = {
+    "QnnTypes.h": ("Qnn_ArrayOf_t", [
+        ("Qnn_QuantizationEncoding_t", "quantizationEncoding"),
+        ("uint32_t", "numElements"),
+        ("Qnn_Tensor_t *", "indexTensor"),
+        ("Qnn_QuantizeParams_t **", "vectorElements"),
+    ]),
+    "System/QnnSystemProfile.h": ("QnnSystemProfile_ProfileEventV1_t", [
+        ("QnnSystemProfile_EventDataType_t", "type"),
+        ("union", [("QnnProfile_EventData_t", "eventData"),
+                   ("QnnProfile_ExtendedEventData_t", "extendedEventData")]),
+        ("QnnSystemProfile_ProfileEventV1_t *", "profileSubEventData"),
+        ("uint32_t", "numSubEvents"),
+    ]),
+}
 
 def macro_home(name: str) -> str:
     if name in MACRO_HOME:
@@ -237,7 +263,7 @@ class Generator:
             deps.append("QnnDevice.h")
         out = [
             f"/* qnnemu: {PURPOSE[header]}",
-            " * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */",
+            " * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */",
             f"#ifndef {guard}",
             f"#define {guard}",
             "",
@@ -249,7 +275,7 @@ class Generator:
         out.append("#ifndef __cplusplus")
         out.append("#include <stdbool.h>")
         out.append("#endif")
-        for d in deps:
+        for d in sorted(set(deps) | set(EXTRA_INCLUDES.get(header, ()))):
             out.append(f'#include "{self.rel_include(header, d)}"')
         out += ["", "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
         if consts or strings or macros:
@@ -259,7 +285,13 @@ class Generator:
             for n in strings:
                 out.append(f"#define {n} {c_string(m['strings'][n])}")
             for k in self.order_macros(macros):
-                out.append(f"#define {k} {m['macros'][k]}".rstrip())
+                body = m["macros"][k]
+                if body:
+                    out.append(f"#define {k} {body}")
+                else:
+                    # Marker macros (QNN_API, ...): build systems define them on the command line
+                    # (-DQNN_API=...), so only define them when nobody did.
+                    out += [f"#ifndef {k}", f"#define {k}", "#endif"]
             out.append("")
         if typedefs:
             out.append("/* Handles and scalar aliases. */")
@@ -286,6 +318,17 @@ class Generator:
         for n in self.order_structs(structs):
             out.append(f"struct {self.struct_tag[n]} {{")
             out += self.struct_body(n)
+            out.append("};")
+            out.append("")
+        if header in TAGGED_STRUCTS:
+            tag, fields = TAGGED_STRUCTS[header]
+            out.append(f"struct {tag} {{")
+            for t, f in fields:
+                if t == "union":
+                    out += ["  union {"] + [f"    {self.field_decl({'type': ut, 'name': uf})};"
+                                            for ut, uf in f] + ["  };"]
+                else:
+                    out.append(f"  {self.field_decl({'type': t, 'name': f})};")
             out.append("};")
             out.append("")
         if inits:

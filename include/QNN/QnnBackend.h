@@ -1,5 +1,5 @@
 /* qnnemu: Backend component: lifetime, configuration, op packages, supported ops.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_QNNBACKEND_H
 #define QNNEMU_QNNBACKEND_H
 
@@ -43,6 +43,7 @@ typedef enum {
   QNN_BACKEND_ERROR_INCONSISTENT_CONFIG = 4010,
   QNN_BACKEND_ERROR_INVALID_HANDLE = 4011,
   QNN_BACKEND_ERROR_INVALID_CONFIG = 4012,
+  QNN_BACKEND_ERROR_OP_PACKAGE_LOAD_FROM_BUFFER_FAILED = 4013,
   QNN_BACKEND_MAX_ERROR = 4999,
   QNN_BACKEND_ERROR_UNDEFINED = 2147483647
 } QnnBackend_Error_t;
@@ -92,6 +93,7 @@ Qnn_ErrorHandle_t QnnBackend_getBuildId(const char **id);
 Qnn_ErrorHandle_t QnnBackend_getProperty(Qnn_BackendHandle_t backendHandle, QnnBackend_Property_t **properties);
 Qnn_ErrorHandle_t QnnBackend_getSupportedOperations(Qnn_BackendHandle_t backend, uint32_t *numOperations, const QnnBackend_OperationName_t **operations);
 Qnn_ErrorHandle_t QnnBackend_registerOpPackage(Qnn_BackendHandle_t backend, const char *packagePath, const char *interfaceProvider, const char *target);
+Qnn_ErrorHandle_t QnnBackend_registerOpPackageFromBinary(Qnn_BackendHandle_t backend, const void *opPackageBuffer, uint64_t opPackageBufferSize, const char *interfaceProvider, const char *target);
 Qnn_ErrorHandle_t QnnBackend_setConfig(Qnn_BackendHandle_t backend, const QnnBackend_Config_t **config);
 Qnn_ErrorHandle_t QnnBackend_validateOpConfig(Qnn_BackendHandle_t backend, Qnn_OpConfig_t opConfig);
 

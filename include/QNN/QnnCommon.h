@@ -1,5 +1,5 @@
 /* qnnemu: Handles, error-code layout, API version numbers and the common error codes.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_QNNCOMMON_H
 #define QNNEMU_QNNCOMMON_H
 
@@ -52,12 +52,15 @@ extern "C" {
 #define QNN_MIN_ERROR_SYSTEM 30000
 #define QNN_MIN_ERROR_TENSOR 7000
 #define QNN_SUCCESS 0
+#ifndef QNN_API
 #define QNN_API
-#define QNN_GET_ERROR_CODE(errorHandle) ((errorHandle) & 0xFFFF)
+#endif
+#define QNN_GET_ERROR_CODE(errorHandle) ((errorHandle)&0xFFFF)
 #define QNN_PASTE_THREE(a,b,c) a ##b ##c
 
 /* Handles and scalar aliases. */
 typedef void *Qnn_Handle_t;
+typedef Qnn_Handle_t QnnSystemDlc_Handle_t;
 typedef Qnn_Handle_t Qnn_BackendHandle_t;
 typedef Qnn_Handle_t Qnn_ContextHandle_t;
 typedef Qnn_Handle_t Qnn_DeviceHandle_t;
@@ -88,7 +91,7 @@ typedef enum {
 
 /* Initializers. */
 #define QNN_API_VERSION_MAJOR 2
-#define QNN_API_VERSION_MINOR 32
+#define QNN_API_VERSION_MINOR 39
 #define QNN_API_VERSION_PATCH 0
 
 #ifdef __cplusplus

@@ -1,5 +1,5 @@
 /* qnnemu: Context component: creation, binaries, binary sections, async loading.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_QNNCONTEXT_H
 #define QNNEMU_QNNCONTEXT_H
 
@@ -290,11 +290,12 @@ struct _Qnn_ContextBinaryRawDataResponse_t {
 };
 
 /* Initializers. */
-#define QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_INIT {QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_UNDEFINED, { 0 }}
+#define QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_INIT { QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_UNDEFINED, { 0 } }
 #define QNN_CONTEXT_CONFIG_INIT { QNN_CONTEXT_CONFIG_UNDEFINED, { NULL } }
 #define QNN_CONTEXT_PROPERTY_INIT { QNN_CONTEXT_PROPERTY_OPTION_UNDEFINED, { NULL } }
 
 /* Entry points. */
+Qnn_ErrorHandle_t QnnContext_addToDlc(Qnn_ContextHandle_t context, QnnSystemDlc_Handle_t dlcHandle);
 Qnn_ErrorHandle_t QnnContext_applyBinarySection(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal);
 Qnn_ErrorHandle_t QnnContext_create(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, Qnn_ContextHandle_t *context);
 Qnn_ErrorHandle_t QnnContext_createFromBinary(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile);

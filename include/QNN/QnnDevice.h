@@ -1,5 +1,5 @@
 /* qnnemu: Device component: platform/hardware info and device infrastructure.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_QNNDEVICE_H
 #define QNNEMU_QNNDEVICE_H
 
@@ -45,6 +45,7 @@ typedef enum {
   QNN_DEVICE_ERROR_INVALID_CONFIG = 14001,
   QNN_DEVICE_ERROR_HARDWARE_UNAVAILABLE = 14002,
   QNN_DEVICE_ERROR_ASSOCIATED_TO_CONTEXT = 14003,
+  QNN_DEVICE_ERROR_ACCESS_DENIED = 14004,
   QNN_DEVICE_MAX_ERROR = 14999,
   QNN_DEVICE_ERROR_UNDEFINED = 2147483647
 } QnnDevice_Error_t;

@@ -1,5 +1,5 @@
 /* qnnemu: Graph component: creation, nodes, finalize and execute.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_QNNGRAPH_H
 #define QNNEMU_QNNGRAPH_H
 
@@ -18,6 +18,7 @@ extern "C" {
 /* Handles and scalar aliases. */
 typedef void *QnnGraph_CustomConfig_t;
 typedef void *QnnGraph_CustomProperty_t;
+typedef void *QnnGraph_CustomValidateConfig_t;
 
 typedef enum {
   QNN_GRAPH_CONFIG_OPTION_CUSTOM = 0,
@@ -59,6 +60,7 @@ typedef enum {
   QNN_GRAPH_ERROR_TENSOR_SPARSITY = 6037,
   QNN_GRAPH_ERROR_EARLY_TERMINATION = 6038,
   QNN_GRAPH_ERROR_INVALID_CONTEXT = 6039,
+  QNN_GRAPH_ERROR_CYCLE_DETECTED = 6040,
   QNN_GRAPH_MAX_ERROR = 6999,
   QNN_GRAPH_ERROR_UNDEFINED = 2147483647
 } QnnGraph_Error_t;
@@ -68,6 +70,12 @@ typedef enum {
   QNN_GRAPH_EXECUTE_ENVIRONMENT_OPTION_POPULATE_CLIENT_BUFS = 1,
   QNN_GRAPH_EXECUTE_ENVIRONMENT_OPTION_UNDEFINED = 2147483647
 } QnnGraph_ExecuteEnvironmentOption_t;
+
+typedef enum {
+  QNN_GRAPH_NODE_VALIDATION_STATUS_SUPPORTED = 0,
+  QNN_GRAPH_NODE_VALIDATION_STATUS_UNSUPPORTED = 1,
+  QNN_GRAPH_NODE_VALIDATION_STATUS_UNDEFINED = 2147483647
+} QnnGraph_NodeValidationStatus_t;
 
 typedef enum {
   QNN_GRAPH_PROFILING_STATE_ENABLED = 1,
@@ -80,10 +88,18 @@ typedef enum {
   QNN_GRAPH_PROPERTY_OPTION_UNDEFINED = 2147483647
 } QnnGraph_PropertyOption_t;
 
+typedef enum {
+  QNN_GRAPH_VALIDATE_OPTION_CUSTOM = 0,
+  QNN_GRAPH_VALIDATE_OPTION_UNDEFINED = 2147483647
+} QnnGraph_ValidateOption_t;
+
 /* Structures, declared first so that pointers to them can be used anywhere. */
 typedef struct _QnnGraph_Config_t QnnGraph_Config_t;
 typedef struct _QnnGraph_ExecuteEnvironment_t QnnGraph_ExecuteEnvironment_t;
+typedef struct _QnnGraph_NodeValidationResult_t QnnGraph_NodeValidationResult_t;
 typedef struct _QnnGraph_Property_t QnnGraph_Property_t;
+typedef struct _QnnGraph_ValidateConfig_t QnnGraph_ValidateConfig_t;
+typedef struct _QnnGraph_ValidationResult_t QnnGraph_ValidationResult_t;
 typedef struct _Qnn_NotifyStatus_t Qnn_NotifyStatus_t;
 
 /* Function pointer types. */
@@ -108,11 +124,31 @@ struct _QnnGraph_ExecuteEnvironment_t {
   };
 };
 
+struct _QnnGraph_NodeValidationResult_t {
+  const char *nodeName;
+  QnnGraph_NodeValidationStatus_t status;
+  Qnn_ErrorHandle_t errorCode;
+  const char *errorMessage;
+};
+
 struct _QnnGraph_Property_t {
   QnnGraph_PropertyOption_t option;
   union {
     QnnGraph_CustomProperty_t customProperty;
   };
+};
+
+struct _QnnGraph_ValidateConfig_t {
+  QnnGraph_ValidateOption_t option;
+  union {
+    QnnGraph_CustomValidateConfig_t customConfig;
+  };
+};
+
+struct _QnnGraph_ValidationResult_t {
+  uint32_t numResults;
+  const QnnGraph_NodeValidationResult_t *results;
+  Qnn_ErrorHandle_t overallStatus;
 };
 
 struct _Qnn_NotifyStatus_t {
@@ -122,7 +158,8 @@ struct _Qnn_NotifyStatus_t {
 /* Initializers. */
 #define QNN_GRAPH_CONFIG_INIT { QNN_GRAPH_CONFIG_OPTION_UNDEFINED, { NULL } }
 #define QNN_GRAPH_PROPERTY_INIT { QNN_GRAPH_PROPERTY_OPTION_UNDEFINED, { NULL } }
-#define QNN_NOTIFY_STATUS_INIT {0u }
+#define QNN_GRAPH_VALIDATE_CONFIG_INIT { QNN_GRAPH_VALIDATE_OPTION_UNDEFINED, { NULL } }
+#define QNN_NOTIFY_STATUS_INIT { 0u }
 
 /* Entry points. */
 Qnn_ErrorHandle_t QnnGraph_addNode(Qnn_GraphHandle_t graphHandle, Qnn_OpConfig_t opConfig);
@@ -131,11 +168,13 @@ Qnn_ErrorHandle_t QnnGraph_createSubgraph(Qnn_GraphHandle_t graphHandle, const c
 Qnn_ErrorHandle_t QnnGraph_execute(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle);
 Qnn_ErrorHandle_t QnnGraph_executeAsync(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle, Qnn_NotifyFn_t notifyFn, void *notifyParam);
 Qnn_ErrorHandle_t QnnGraph_finalize(Qnn_GraphHandle_t graphHandle, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle);
+Qnn_ErrorHandle_t QnnGraph_freeValidationResult(QnnGraph_ValidationResult_t *validationResult);
 Qnn_ErrorHandle_t QnnGraph_getProperty(Qnn_GraphHandle_t graphHandle, QnnGraph_Property_t **properties);
 Qnn_ErrorHandle_t QnnGraph_prepareExecutionEnvironment(Qnn_GraphHandle_t graphHandle, QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize);
 Qnn_ErrorHandle_t QnnGraph_releaseExecutionEnvironment(Qnn_GraphHandle_t graphHandle, const QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize);
 Qnn_ErrorHandle_t QnnGraph_retrieve(Qnn_ContextHandle_t contextHandle, const char *graphName, Qnn_GraphHandle_t *graphHandle);
 Qnn_ErrorHandle_t QnnGraph_setConfig(Qnn_GraphHandle_t graphHandle, const QnnGraph_Config_t **config);
+Qnn_ErrorHandle_t QnnGraph_validate(Qnn_GraphHandle_t graphHandle, const QnnGraph_ValidateConfig_t **config, QnnGraph_ValidationResult_t **validationResult);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /* qnnemu: The provider table an application obtains with QnnInterface_getProviders.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_QNNINTERFACE_H
 #define QNNEMU_QNNINTERFACE_H
 
@@ -16,9 +16,12 @@
 #include "QnnGraph.h"
 #include "QnnLog.h"
 #include "QnnMem.h"
+#include "QnnOpDef.h"
+#include "QnnOpPackage.h"
 #include "QnnProfile.h"
 #include "QnnProperty.h"
 #include "QnnSignal.h"
+#include "QnnTensor.h"
 #include "QnnTypes.h"
 
 #ifdef __cplusplus
@@ -26,7 +29,9 @@ extern "C" {
 #endif
 
 /* Constants. */
+#ifndef QNN_INTERFACE
 #define QNN_INTERFACE
+#endif
 #define QNN_INTERFACE_NAME_EVAL(prefix,body,suffix) QNN_PASTE_THREE(prefix, body, suffix)
 #define QNN_INTERFACE_VER_EVAL(major,minor) QNN_PASTE_THREE(major, _, minor)
 #define QNN_INTERFACE_VER_NAME QNN_INTERFACE_VER_NAME_EVAL(QNN_API_VERSION_MAJOR, QNN_API_VERSION_MINOR)
@@ -43,7 +48,7 @@ typedef enum {
 } QnnInterface_Error_t;
 
 /* Structures, declared first so that pointers to them can be used anywhere. */
-typedef struct _QnnInterface_ImplementationV2_32_t QnnInterface_ImplementationV2_32_t;
+typedef struct _QnnInterface_ImplementationV2_39_t QnnInterface_ImplementationV2_39_t;
 typedef struct _QnnInterface_t QnnInterface_t;
 
 /* Function pointer types. */
@@ -54,8 +59,10 @@ typedef Qnn_ErrorHandle_t (*QnnBackend_GetBuildIdFn_t)(const char **id);
 typedef Qnn_ErrorHandle_t (*QnnBackend_GetPropertyFn_t)(Qnn_BackendHandle_t backendHandle, QnnBackend_Property_t **properties);
 typedef Qnn_ErrorHandle_t (*QnnBackend_GetSupportedOperationsFn_t)(Qnn_BackendHandle_t backend, uint32_t *numOperations, const QnnBackend_OperationName_t **operations);
 typedef Qnn_ErrorHandle_t (*QnnBackend_RegisterOpPackageFn_t)(Qnn_BackendHandle_t backend, const char *packagePath, const char *interfaceProvider, const char *target);
+typedef Qnn_ErrorHandle_t (*QnnBackend_RegisterOpPackageFromBinaryFn_t)(Qnn_BackendHandle_t backend, const void *opPackageBuffer, uint64_t opPackageBufferSize, const char *interfaceProvider, const char *target);
 typedef Qnn_ErrorHandle_t (*QnnBackend_SetConfigFn_t)(Qnn_BackendHandle_t backend, const QnnBackend_Config_t **config);
 typedef Qnn_ErrorHandle_t (*QnnBackend_ValidateOpConfigFn_t)(Qnn_BackendHandle_t backend, Qnn_OpConfig_t opConfig);
+typedef Qnn_ErrorHandle_t (*QnnContext_AddToDlcFn_t)(Qnn_ContextHandle_t context, QnnSystemDlc_Handle_t dlcHandle);
 typedef Qnn_ErrorHandle_t (*QnnContext_ApplyBinarySectionFn_t)(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal);
 typedef Qnn_ErrorHandle_t (*QnnContext_CreateFn_t)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, Qnn_ContextHandle_t *context);
 typedef Qnn_ErrorHandle_t (*QnnContext_CreateFromBinaryFn_t)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile);
@@ -92,11 +99,13 @@ typedef Qnn_ErrorHandle_t (*QnnGraph_CreateSubgraphFn_t)(Qnn_GraphHandle_t graph
 typedef Qnn_ErrorHandle_t (*QnnGraph_ExecuteAsyncFn_t)(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle, Qnn_NotifyFn_t notifyFn, void *notifyParam);
 typedef Qnn_ErrorHandle_t (*QnnGraph_ExecuteFn_t)(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle);
 typedef Qnn_ErrorHandle_t (*QnnGraph_FinalizeFn_t)(Qnn_GraphHandle_t graphHandle, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle);
+typedef Qnn_ErrorHandle_t (*QnnGraph_FreeValidationResultFn_t)(QnnGraph_ValidationResult_t *validationResult);
 typedef Qnn_ErrorHandle_t (*QnnGraph_GetPropertyFn_t)(Qnn_GraphHandle_t graphHandle, QnnGraph_Property_t **properties);
 typedef Qnn_ErrorHandle_t (*QnnGraph_PrepareExecutionEnvironmentFn_t)(Qnn_GraphHandle_t graphHandle, QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize);
 typedef Qnn_ErrorHandle_t (*QnnGraph_ReleaseExecutionEnvironmentFn_t)(Qnn_GraphHandle_t graphHandle, const QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize);
 typedef Qnn_ErrorHandle_t (*QnnGraph_RetrieveFn_t)(Qnn_ContextHandle_t contextHandle, const char *graphName, Qnn_GraphHandle_t *graphHandle);
 typedef Qnn_ErrorHandle_t (*QnnGraph_SetConfigFn_t)(Qnn_GraphHandle_t graphHandle, const QnnGraph_Config_t **config);
+typedef Qnn_ErrorHandle_t (*QnnGraph_ValidateFn_t)(Qnn_GraphHandle_t graphHandle, const QnnGraph_ValidateConfig_t **config, QnnGraph_ValidationResult_t **validationResult);
 typedef Qnn_ErrorHandle_t (*QnnLog_CreateFn_t)(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t *logger);
 typedef Qnn_ErrorHandle_t (*QnnLog_FreeFn_t)(Qnn_LogHandle_t logger);
 typedef Qnn_ErrorHandle_t (*QnnLog_SetLogLevelFn_t)(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel);
@@ -119,7 +128,7 @@ typedef Qnn_ErrorHandle_t (*QnnTensor_CreateGraphTensorFn_t)(Qnn_GraphHandle_t g
 typedef Qnn_ErrorHandle_t (*QnnTensor_UpdateContextTensorsFn_t)(Qnn_ContextHandle_t context, const Qnn_Tensor_t **tensor, uint64_t numTensors);
 typedef Qnn_ErrorHandle_t (*QnnTensor_UpdateGraphTensorsFn_t)(Qnn_GraphHandle_t graph, const Qnn_Tensor_t **tensor, uint64_t numTensors);
 
-struct _QnnInterface_ImplementationV2_32_t {
+struct _QnnInterface_ImplementationV2_39_t {
   QnnProperty_HasCapabilityFn_t propertyHasCapability;
   QnnBackend_CreateFn_t backendCreate;
   QnnBackend_SetConfigFn_t backendSetConfig;
@@ -191,6 +200,10 @@ struct _QnnInterface_ImplementationV2_32_t {
   QnnContext_CreateFromBinaryWithCallbackFn_t contextCreateFromBinaryWithCallback;
   QnnContext_GetBinarySectionUpdateFn_t contextGetBinarySectionUpdate;
   QnnContext_FreeBinarySectionUpdateFn_t contextFreeBinarySectionUpdate;
+  QnnContext_AddToDlcFn_t contextAddToDlc;
+  QnnGraph_ValidateFn_t graphValidate;
+  QnnGraph_FreeValidationResultFn_t graphFreeValidationResult;
+  QnnBackend_RegisterOpPackageFromBinaryFn_t backendRegisterOpPackageFromBinary;
 };
 
 struct _QnnInterface_t {
@@ -198,13 +211,13 @@ struct _QnnInterface_t {
   const char *providerName;
   Qnn_ApiVersion_t apiVersion;
   union {
-    QnnInterface_ImplementationV2_32_t v2_32;
+    QnnInterface_ImplementationV2_39_t v2_39;
   };
 };
 
 /* Initializers. */
 #define QNN_INTERFACE_INIT { QNN_BACKEND_ID_NULL, NULL, QNN_API_VERSION_INIT, { QNN_INTERFACE_VER_TYPE_INIT } }
-#define QNN_INTERFACE_VER_TYPE_INIT { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, }
+#define QNN_INTERFACE_VER_TYPE_INIT { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, }
 
 /* Entry points. */
 Qnn_ErrorHandle_t QnnInterface_getProviders(const QnnInterface_t ***providerList, uint32_t *numProviders);

@@ -1,5 +1,5 @@
 /* qnnemu: Log component: application callbacks and levels.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_QNNLOG_H
 #define QNNEMU_QNNLOG_H
 

@@ -1,5 +1,5 @@
 /* qnnemu: Op type names and parameter names of the QNN op definitions.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_QNNOPDEF_H
 #define QNNEMU_QNNOPDEF_H
 
@@ -15,7 +15,7 @@ extern "C" {
 
 /* Constants. */
 #define QNN_OPSET_VERSION_MAJOR 2
-#define QNN_OPSET_VERSION_MINOR 7
+#define QNN_OPSET_VERSION_MINOR 13
 #define QNN_OPSET_VERSION_PATCH 0
 #define QNN_OP_ARGB_TO_RGB_INPUT_ORDER_ARGB 0
 #define QNN_OP_ARGB_TO_RGB_INPUT_ORDER_RGBA 1
@@ -101,6 +101,8 @@ extern "C" {
 #define QNN_OP_LSTM_DIRECTION_REVERSE 1
 #define QNN_OP_MASKED_SOFTMAX_MODE_COMPRESSED 1
 #define QNN_OP_MASKED_SOFTMAX_MODE_UNCOMPRESSED 0
+#define QNN_OP_NON_MAX_SUPPRESSION_CENTER_POINT_BOX_CENTER_POINT 1
+#define QNN_OP_NON_MAX_SUPPRESSION_CENTER_POINT_BOX_DIAG_CORNERS 0
 #define QNN_OP_NV12_TO_RGB_OUTPUT_ORDER_BGR 1
 #define QNN_OP_NV12_TO_RGB_OUTPUT_ORDER_RGB 0
 #define QNN_OP_NV21_TO_RGB_OUTPUT_ORDER_BGR 1
@@ -279,6 +281,7 @@ extern "C" {
 #define QNN_OP_ELEMENT_WISE_MINIMUM "ElementWiseMinimum"
 #define QNN_OP_ELEMENT_WISE_MOD "ElementWiseMod"
 #define QNN_OP_ELEMENT_WISE_MULTIPLY "ElementWiseMultiply"
+#define QNN_OP_ELEMENT_WISE_MUX "ElementWiseMux"
 #define QNN_OP_ELEMENT_WISE_NEG "ElementWiseNeg"
 #define QNN_OP_ELEMENT_WISE_NEURON "ElementWiseNeuron"
 #define QNN_OP_ELEMENT_WISE_NEURON_PARAM_ALPHA "alpha"
@@ -307,6 +310,7 @@ extern "C" {
 #define QNN_OP_ELEMENT_WISE_XOR "ElementWiseXor"
 #define QNN_OP_ELU "Elu"
 #define QNN_OP_ELU_PARAM_ALPHA "alpha"
+#define QNN_OP_ERF "Erf"
 #define QNN_OP_EXPAND_DIMS "ExpandDims"
 #define QNN_OP_EXPAND_DIMS_PARAM_AXES "axes"
 #define QNN_OP_EXPAND_DIMS_PARAM_AXIS "axis"
@@ -345,6 +349,11 @@ extern "C" {
 #define QNN_OP_GROUP_NORM "GroupNorm"
 #define QNN_OP_GROUP_NORM_PARAM_EPSILON "epsilon"
 #define QNN_OP_GROUP_NORM_PARAM_GROUP "group"
+#define QNN_OP_GROUP_QUERY_ATTENTION "GroupQueryAttention"
+#define QNN_OP_GROUP_QUERY_ATTENTION_PARAM_DO_ROTARY "do_rotary"
+#define QNN_OP_GROUP_QUERY_ATTENTION_PARAM_KV_NUM_HEADS "kv_num_heads"
+#define QNN_OP_GROUP_QUERY_ATTENTION_PARAM_NUM_HEADS "num_heads"
+#define QNN_OP_GROUP_QUERY_ATTENTION_PARAM_SCALE "scale"
 #define QNN_OP_GRU "Gru"
 #define QNN_OP_GRU_PARAM_DIRECTION "direction"
 #define QNN_OP_GRU_PARAM_LINEAR_BEFORE_RESET "linear_before_reset"
@@ -353,6 +362,7 @@ extern "C" {
 #define QNN_OP_HADAMARD_TRANSFORM_PARAM_SCALE "scale"
 #define QNN_OP_HARD_SWISH "HardSwish"
 #define QNN_OP_HEAT_MAP_MAX_KEY_POINT "HeatMapMaxKeyPoint"
+#define QNN_OP_IDENTITY "Identity"
 #define QNN_OP_IF "If"
 #define QNN_OP_IF_PARAM_ELSE_GRAPH "else_graph"
 #define QNN_OP_IF_PARAM_THEN_GRAPH "then_graph"
@@ -368,6 +378,7 @@ extern "C" {
 #define QNN_OP_INSTANCE_NORM_PARAM_MODE "mode"
 #define QNN_OP_INSTANCE_NORM_PARAM_NORMALIZE_VARIANCE "normalize_variance"
 #define QNN_OP_INSTANCE_NORM_PARAM_REGION "region"
+#define QNN_OP_INVERSE "Inverse"
 #define QNN_OP_IS_INF "IsInf"
 #define QNN_OP_IS_INF_PARAM_DETECT_NEGATIVE "detect_negative"
 #define QNN_OP_IS_INF_PARAM_DETECT_POSITIVE "detect_positive"
@@ -417,6 +428,7 @@ extern "C" {
 #define QNN_OP_MULTI_CLASS_NMS_PARAM_SCORE_THRESHOLD "score_threshold"
 #define QNN_OP_MULTI_CLASS_NMS_PARAM_SOFT_NMS_SIGMA "soft_nms_sigma"
 #define QNN_OP_NON_MAX_SUPPRESSION "NonMaxSuppression"
+#define QNN_OP_NON_MAX_SUPPRESSION_PARAM_CENTER_POINT_BOX "center_point_box"
 #define QNN_OP_NON_MAX_SUPPRESSION_PARAM_IOU_THRESHOLD "iou_threshold"
 #define QNN_OP_NON_MAX_SUPPRESSION_PARAM_MAX_BOXES_SELECTED "max_boxes_selected"
 #define QNN_OP_NON_MAX_SUPPRESSION_PARAM_SCORE_THRESHOLD "score_threshold"
@@ -461,6 +473,9 @@ extern "C" {
 #define QNN_OP_POOL_MAX_3D_PARAM_STRIDE "stride"
 #define QNN_OP_PRELU "Prelu"
 #define QNN_OP_QUANTIZE "Quantize"
+#define QNN_OP_RANDOM_NORMAL_LIKE "RandomNormalLike"
+#define QNN_OP_RANDOM_NORMAL_LIKE_PARAM_MEAN "mean"
+#define QNN_OP_RANDOM_NORMAL_LIKE_PARAM_SCALE "scale"
 #define QNN_OP_RANDOM_UNIFORM_LIKE "RandomUniformLike"
 #define QNN_OP_RANDOM_UNIFORM_LIKE_PARAM_HIGH "high"
 #define QNN_OP_RANDOM_UNIFORM_LIKE_PARAM_LOW "low"
@@ -551,6 +566,8 @@ extern "C" {
 #define QNN_OP_STRIDED_SLICE_PARAM_RANGES "ranges"
 #define QNN_OP_STRIDED_SLICE_PARAM_SHRINK_AXES "shrink_axes"
 #define QNN_OP_TANH "Tanh"
+#define QNN_OP_THRESHOLDED_RELU "ThresholdedRelu"
+#define QNN_OP_THRESHOLDED_RELU_PARAM_ALPHA "alpha"
 #define QNN_OP_TILE "Tile"
 #define QNN_OP_TILE_PARAM_MULTIPLES "multiples"
 #define QNN_OP_TOP_K "TopK"

@@ -1,5 +1,5 @@
 /* qnnemu: Build identifier of the SDK these facts come from.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_QNNSDKBUILDID_H
 #define QNNEMU_QNNSDKBUILDID_H
 
@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* Constants. */
-#define QNN_SDK_BUILD_ID "v2.43.0.260127150333_193827"
+#define QNN_SDK_BUILD_ID "v2.50.40.260831140417"
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /* qnnemu: Data types, tensors, quantization encodings, op configs and parameters.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_QNNTYPES_H
 #define QNNEMU_QNNTYPES_H
 
@@ -15,21 +15,48 @@ extern "C" {
 #endif
 
 /* Constants. */
+#define QNN_TENSOR_DATA_FORMAT_BATCH_ALIGNED_256 37
 #define QNN_TENSOR_DATA_FORMAT_CODEBOOK 2
 #define QNN_TENSOR_DATA_FORMAT_DENSE 0
 #define QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER 0
 #define QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT 8
 #define QNN_TENSOR_DATA_FORMAT_MX 3
 #define QNN_TENSOR_DATA_FORMAT_SPARSE 1
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_10BPS_1X1 25
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_10BPS_2X2 26
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_10BPS_4X4 27
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_12BPS_1X1 28
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_12BPS_2X2 29
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_12BPS_4X4 30
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_14BPS_1X1 31
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_14BPS_2X2 32
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_14BPS_4X4 33
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_16BPS_1X1 34
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_16BPS_2X2 35
+#define QNN_TENSOR_DATA_FORMAT_UBWC_BAYER16_16BPS_4X4 36
 #define QNN_TENSOR_DATA_FORMAT_UBWC_NV12 5
 #define QNN_TENSOR_DATA_FORMAT_UBWC_NV124R 9
 #define QNN_TENSOR_DATA_FORMAT_UBWC_NV124R_UV 11
 #define QNN_TENSOR_DATA_FORMAT_UBWC_NV124R_Y 10
 #define QNN_TENSOR_DATA_FORMAT_UBWC_NV12_UV 7
 #define QNN_TENSOR_DATA_FORMAT_UBWC_NV12_Y 6
+#define QNN_TENSOR_DATA_FORMAT_UBWC_P010 12
+#define QNN_TENSOR_DATA_FORMAT_UBWC_P010_UV 14
+#define QNN_TENSOR_DATA_FORMAT_UBWC_P010_Y 13
+#define QNN_TENSOR_DATA_FORMAT_UBWC_P016 15
+#define QNN_TENSOR_DATA_FORMAT_UBWC_P016_UV 17
+#define QNN_TENSOR_DATA_FORMAT_UBWC_P016_Y 16
 #define QNN_TENSOR_DATA_FORMAT_UBWC_RGBA8888 4
+#define QNN_TENSOR_DATA_FORMAT_UBWC_TBAYER10_1X1 21
+#define QNN_TENSOR_DATA_FORMAT_UBWC_TBAYER10_2X2 22
+#define QNN_TENSOR_DATA_FORMAT_UBWC_TBAYER10_3X3 23
+#define QNN_TENSOR_DATA_FORMAT_UBWC_TBAYER10_4X4 24
+#define QNN_TENSOR_DATA_FORMAT_UBWC_TP10 18
+#define QNN_TENSOR_DATA_FORMAT_UBWC_TP10_UV 20
+#define QNN_TENSOR_DATA_FORMAT_UBWC_TP10_Y 19
 
 /* Handles and scalar aliases. */
+typedef struct Qnn_ArrayOf_t Qnn_ArrayOf_t;
 typedef uint64_t Qnn_ContextBinarySize_t;
 typedef uint32_t Qnn_TensorDataFormat_t;
 
@@ -40,22 +67,30 @@ typedef enum {
 } Qnn_BlockwiseExpansionBlockScaleStorageType_t;
 
 typedef enum {
+  QNN_DATATYPE_INT_2 = 2,
+  QNN_DATATYPE_INT_4 = 4,
   QNN_DATATYPE_INT_8 = 8,
   QNN_DATATYPE_INT_16 = 22,
   QNN_DATATYPE_INT_32 = 50,
   QNN_DATATYPE_INT_64 = 100,
+  QNN_DATATYPE_UINT_2 = 258,
+  QNN_DATATYPE_UINT_4 = 260,
   QNN_DATATYPE_UINT_8 = 264,
   QNN_DATATYPE_UINT_16 = 278,
   QNN_DATATYPE_UINT_32 = 306,
   QNN_DATATYPE_UINT_64 = 356,
+  QNN_DATATYPE_FLOAT_4 = 516,
+  QNN_DATATYPE_FLOAT_8 = 520,
   QNN_DATATYPE_FLOAT_16 = 534,
   QNN_DATATYPE_BFLOAT_16 = 550,
   QNN_DATATYPE_FLOAT_32 = 562,
   QNN_DATATYPE_FLOAT_64 = 612,
+  QNN_DATATYPE_SFIXED_POINT_2 = 770,
   QNN_DATATYPE_SFIXED_POINT_4 = 772,
   QNN_DATATYPE_SFIXED_POINT_8 = 776,
   QNN_DATATYPE_SFIXED_POINT_16 = 790,
   QNN_DATATYPE_SFIXED_POINT_32 = 818,
+  QNN_DATATYPE_UFIXED_POINT_2 = 1026,
   QNN_DATATYPE_UFIXED_POINT_4 = 1028,
   QNN_DATATYPE_UFIXED_POINT_8 = 1032,
   QNN_DATATYPE_UFIXED_POINT_16 = 1046,
@@ -78,6 +113,15 @@ typedef enum {
 } Qnn_ErrorReportingLevel_t;
 
 typedef enum {
+  QNN_FLOAT_ENCODING_MXFP8_E5M2 = 0,
+  QNN_FLOAT_ENCODING_MXFP8_E4M3 = 1,
+  QNN_FLOAT_ENCODING_MXFP6_E3M2 = 2,
+  QNN_FLOAT_ENCODING_MXFP6_E2M3 = 3,
+  QNN_FLOAT_ENCODING_MXFP4_E2M1 = 4,
+  QNN_FLOAT_ENCODING_UNDEFINED = 2147483647
+} Qnn_FloatEncoding_t;
+
+typedef enum {
   QNN_OP_MAPPING_TYPE_TENSOR = 0,
   QNN_OP_MAPPING_TYPE_OP = 1
 } Qnn_MappingType_t;
@@ -94,7 +138,7 @@ typedef enum {
 typedef enum {
   QNN_PARAMTYPE_SCALAR = 0,
   QNN_PARAMTYPE_TENSOR = 1,
-  QNN_PARAMTYPE_UNDEFINED = 0xFFFFFFFFu
+  QNN_PARAMTYPE_UNDEFINED = 2147483647
 } Qnn_ParamType_t;
 
 typedef enum {
@@ -105,10 +149,16 @@ typedef enum {
 
 typedef enum {
   QNN_PRIORITY_LOW = 0,
+  QNN_PRIORITY_LOWEST = 0,
+  QNN_PRIORITY_NORMAL_LOW = 50,
   QNN_PRIORITY_DEFAULT = 100,
   QNN_PRIORITY_NORMAL = 100,
   QNN_PRIORITY_NORMAL_HIGH = 150,
   QNN_PRIORITY_HIGH = 200,
+  QNN_PRIORITY_HIGH_PLUS = 300,
+  QNN_PRIORITY_CRITICAL = 400,
+  QNN_PRIORITY_CRITICAL_PLUS = 500,
+  QNN_PRIORITY_HIGHEST = 500,
   QNN_PRIORITY_UNDEFINED = 2147483647
 } Qnn_Priority_t;
 
@@ -132,6 +182,8 @@ typedef enum {
   QNN_QUANTIZATION_ENCODING_BW_BLOCK_MAPPED = 9,
   QNN_QUANTIZATION_ENCODING_BW_BLOCKWISE_EXPANSION_MAPPED = 10,
   QNN_QUANTIZATION_ENCODING_BW_FLOAT_BLOCK = 11,
+  QNN_QUANTIZATION_ENCODING_MICROSCALING = 12,
+  QNN_QUANTIZATION_ENCODING_ARRAY_OF = 13,
   QNN_QUANTIZATION_ENCODING_UNDEFINED = 2147483647
 } Qnn_QuantizationEncoding_t;
 
@@ -281,6 +333,7 @@ typedef struct _Qnn_ErrorReportingConfig_t Qnn_ErrorReportingConfig_t;
 typedef struct _Qnn_FloatBlockEncoding_t Qnn_FloatBlockEncoding_t;
 typedef struct _Qnn_FloatScaleOffset_t Qnn_FloatScaleOffset_t;
 typedef struct _Qnn_Mapping_t Qnn_Mapping_t;
+typedef struct _Qnn_MicroscalingEncoding_t Qnn_MicroscalingEncoding_t;
 typedef struct _Qnn_OpConfigV1_t Qnn_OpConfigV1_t;
 typedef struct _Qnn_OpConfig_t Qnn_OpConfig_t;
 typedef struct _Qnn_OpMappingPair_t Qnn_OpMappingPair_t;
@@ -416,6 +469,18 @@ struct _Qnn_Mapping_t {
   uint32_t numPairs;
 };
 
+struct _Qnn_MicroscalingEncoding_t {
+  Qnn_FloatEncoding_t valueEncoding;
+  uint32_t blockRank;
+  uint32_t *blockDimensions;
+  uint32_t blockCount;
+  Qnn_DataType_t scaleDataType;
+  union {
+    uint8_t *blockScales8;
+    float *blockScalesFloat;
+  };
+};
+
 struct _Qnn_OpConfigV1_t {
   const char *name;
   const char *packageName;
@@ -500,6 +565,8 @@ struct _Qnn_QuantizeParams_t {
     Qnn_BwBlockMapped_t *bwBlockMappedEncoding;
     Qnn_BwBlockwiseExpansionMapped_t *bwBlockwiseExpansionMappedEncoding;
     Qnn_BwFloatBlockEncoding_t bwFloatBlockEncoding;
+    Qnn_MicroscalingEncoding_t *microScalingEncoding;
+    Qnn_ArrayOf_t *arrayOfEncoding;
   };
 };
 
@@ -596,8 +663,16 @@ struct _Qnn_VectorEncoding_t {
   uint8_t indexBitwidth;
 };
 
+struct Qnn_ArrayOf_t {
+  Qnn_QuantizationEncoding_t quantizationEncoding;
+  uint32_t numElements;
+  Qnn_Tensor_t *indexTensor;
+  Qnn_QuantizeParams_t **vectorElements;
+};
+
 /* Initializers. */
 #define QNN_API_VERSION_INIT { { QNN_API_VERSION_MAJOR, QNN_API_VERSION_MINOR, QNN_API_VERSION_PATCH }, QNN_VERSION_INIT }
+#define QNN_ARRAYOF_INIT { QNN_QUANTIZATION_ENCODING_UNDEFINED, 0u, NULL, NULL }
 #define QNN_AXIS_SCALE_OFFSET_INIT { 0, 0u, NULL }
 #define QNN_BLOCKWISE_EXPANSION_INIT { 0, NULL, 0u, 0u, QNN_BLOCKWISE_EXPANSION_BITWIDTH_SCALE_STORAGE_UNDEFINED, { NULL, } }
 #define QNN_BLOCK_ENCODING_INIT { 0u, NULL }
@@ -611,6 +686,7 @@ struct _Qnn_VectorEncoding_t {
 #define QNN_ERROR_REPORTING_CONFIG_INIT { QNN_ERROR_REPORTING_LEVEL_UNDEFINED, 0u }
 #define QNN_FLOAT_BLOCK_ENCODING_INIT { 0u, NULL }
 #define QNN_FLOAT_SCALE_OFFSET_INIT { 0.0f, 0.0f }
+#define QNN_MICROSCALING_ENCODING_INIT { QNN_FLOAT_ENCODING_UNDEFINED, 0u, NULL, 0u, QNN_DATATYPE_UNDEFINED, { NULL } }
 #define QNN_OPAQUE_OBJECT_INIT { NULL, 0u }
 #define QNN_OPCONFIG_INIT { QNN_OPCONFIG_VERSION_1, { QNN_OPCONFIG_V1_INIT } }
 #define QNN_OPCONFIG_V1_INIT { NULL, NULL, NULL, 0u, NULL, 0u, NULL, 0u, NULL }
@@ -618,7 +694,7 @@ struct _Qnn_VectorEncoding_t {
 #define QNN_OP_MAPPING_V1_INIT { NULL, NULL, 0, NULL, 0, }
 #define QNN_PARAM_INIT { QNN_PARAMTYPE_UNDEFINED, NULL, { QNN_SCALAR_INIT } }
 #define QNN_QUANTIZE_PARAMS_INIT { QNN_DEFINITION_UNDEFINED, QNN_QUANTIZATION_ENCODING_UNDEFINED, { QNN_SCALE_OFFSET_INIT } }
-#define QNN_SCALAR_INIT {QNN_DATATYPE_UNDEFINED, { 0.0f }}
+#define QNN_SCALAR_INIT { QNN_DATATYPE_UNDEFINED, { 0.0f } }
 #define QNN_SCALE_OFFSET_INIT { 0.0f, 0 }
 #define QNN_SPARSE_LAYOUT_HYBRID_COO_INIT { 0u, 0u }
 #define QNN_SPARSE_PARAMS_INIT { QNN_SPARSE_LAYOUT_UNDEFINED, QNN_SPARSE_LAYOUT_HYBRID_COO_INIT }

@@ -1,4 +1,4 @@
-"""QnnInterface.h: the 71 entries of QnnInterface_ImplementationV2_32_t, as cffi ``def_extern``.
+"""QnnInterface.h: the 75 entries of QnnInterface_ImplementationV2_39_t, as cffi ``def_extern``.
 
 Each entry converts C arguments (marshal.py), calls the core and returns the QNN error code.
 Rules at this boundary:
@@ -284,6 +284,9 @@ def backendFree(backend):
 
 not_supported("backendRegisterOpPackage", Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
               "op packages are not emulated yet; all ops come from the built-in qti.aisw package")
+not_supported("backendRegisterOpPackageFromBinary", Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
+              "op packages are not emulated yet (from a file or from a buffer); all ops come from "
+              "the built-in qti.aisw package")
 
 
 # ----------------------------------------------------------------------------------- device
@@ -806,6 +809,11 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
     profile_api.commit(rec, "execute")
 
 
+not_supported("graphValidate", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "graph validation is not implemented yet")
+not_supported("graphFreeValidationResult", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
+              "graph validation is not implemented yet")
+not_supported("contextAddToDlc", Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
+              "qnnemu has no DLC writer; save the context with contextGetBinary instead")
 not_supported("graphCreateSubgraph", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "subgraphs are not emulated yet")
 not_supported("graphExecuteAsync", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "async execute is not implemented yet")
 not_supported("graphPrepareExecutionEnvironment", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,

@@ -56,7 +56,7 @@ like the table field.
 
 The advertised System API version is 1.15.0 (what the vendor's current libQnnSystem.so reports
 and ONNX Runtime's QNN EP requires); ``QNNEMU_SYSTEM_API_VERSION=1.NN[.P]`` (1.7 or later)
-changes it.  The table has the 16 entries of QnnSystemInterface_ImplementationV1_7_t; the C
+changes it.  The table has the 89 entries of QnnSystemInterface_ImplementationV1_14_t; the C
 shim pads it with slots answering UNSUPPORTED_FEATURE for clients built against newer headers.
 """
 from __future__ import annotations
@@ -78,6 +78,7 @@ from ..core.system_profile import SerializationTarget, data_record, event_record
 from ..errors import QnnError
 from ..headers import Q
 from ..headers import cdef as header_cdef
+from ..headers import system_interface_fields
 
 ffi = None
 lib = None
@@ -815,8 +816,10 @@ def systemTensorGetMemoryFootprint(tensor, footprint):
 # -------------------------------------------------------------------------------------- DLC
 # The emulator has no DLC reader: a DLC (the converters' serialized graph) is composed into
 # QNN API calls by the vendor's System library.  Every DLC entry answers UNSUPPORTED_FEATURE.
-for _name in ("systemDlcCreateFromFile", "systemDlcCreateFromBinary", "systemDlcComposeGraphs",
-              "systemDlcGetOpMappings", "systemDlcFree"):
+# The DLC record, graph-info, tensor-info and quantization accessors of System API 1.14 are DLC
+# entries too: every table slot named systemDlc* that has no implementation above.
+_DLC_ENTRIES = [n for n in system_interface_fields() if n.startswith("systemDlc") and n not in _ENTRIES]
+for _name in _DLC_ENTRIES:
     system_not_supported(_name, Q.QNN_SYSTEM_DLC_ERROR_UNSUPPORTED_FEATURE,
                          "qnnemu has no DLC reader; build the graph through the QNN API (or load a qnnemu "
                          "context binary with contextCreateFromBinary) instead of a .dlc file")

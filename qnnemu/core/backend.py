@@ -18,7 +18,7 @@ from .log import NULL_LOGGER
 
 # The QNN SDK release whose ABI our headers reproduce; the build id a client parses
 # ("vMAJOR.MINOR.PATCH.BUILD").
-SDK_VERSION = (2, 43, 0)
+SDK_VERSION = (2, 50, 0)
 # BUILD: the package version's digits (0.1.0 -> 010), so the id changes with every release.
 BUILD_ID = "v{}.{}.{}.{}".format(*SDK_VERSION, "".join(ch for ch in __version__ if ch.isdigit()) or "0")
 

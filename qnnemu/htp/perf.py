@@ -70,7 +70,7 @@ DEFAULT_RPC_POLLING_US = 9999                   # seed: polling default of the O
 POWER_MODES = {v: n for v, n in Q.enum("QNN_HTP_PERF_INFRASTRUCTURE_POWERMODE_").items()
                if not n.endswith("UNKNOWN")}
 CLK_PERF_MODES = {v: n for v, n in Q.enum("QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_").items()
-                  if not n.endswith("UNKNOWN")}
+                  if not n.endswith(("UNKNOWN", "_MAX"))}
 POWERMODE = {name.removeprefix("QNN_HTP_PERF_INFRASTRUCTURE_POWERMODE_"): value
              for value, name in POWER_MODES.items()}
 
@@ -106,8 +106,12 @@ EXP_CORNER_SCALE: dict[str, float] = {
     "SVS": 0.65, "SVS_L0": 0.70, "SVS_L1": 0.80, "SVS_L2": 0.90, "NOM": 1.00, "NOM_L1": 1.10,
     "NOM_L2": 1.15, "TUR": 1.25, "TUR_L1": 1.35, "TUR_L2": 1.40, "TUR_L3": 1.45, "MAX": 1.55,
 }
-HMX_PERF_MODE_SCALE = {Q.QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_HIGH: 1.00,   # top freq of the corner
-                       Q.QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_LOW: 0.85}    # lowest freq of the corner
+# HIGH runs a corner's top frequency, LOW its lowest; HIGH_D1..HIGH_D15 (QNN 2.50) are steps
+# down from the top, modelled as 1% each so that HIGH_D15 meets LOW.
+HMX_PERF_MODE_SCALE = {Q.QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_HIGH: 1.00,
+                       Q.QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_LOW: 0.85,
+                       **{getattr(Q, f"QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_HIGH_D{n}"): 1.0 - 0.01 * n
+                          for n in range(1, 16)}}
 DDR_PERF_MODE_BUS_SCALE = 1.10   # DDR perf mode: the bus runs at its perf-mode DDR frequency
 
 
@@ -551,7 +555,8 @@ def _hmx(func: str, path: str, d: dict) -> HmxVote | None:
     mode = int(d["hmxPerfMode"])
     if mode not in CLK_PERF_MODES:
         raise _err(INVALID_INPUT, func, f"{path}.hmxPerfMode",
-                   f"{mode} is not a QnnHtpPerfInfrastructure_ClkPerfMode_t (0=HIGH, 1=LOW)",
+                   f"{mode} is not a QnnHtpPerfInfrastructure_ClkPerfMode_t (0=HIGH, 1=LOW, "
+                   f"2..16=HIGH_D1..HIGH_D15)",
                    "QNNEMU-perf-hmx-perf-mode")
     return HmxVote(corners, mode)
 

@@ -1,5 +1,5 @@
 /* qnnemu: HTP custom context configurations and properties.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_HTP_QNNHTPCONTEXT_H
 #define QNNEMU_HTP_QNNHTPCONTEXT_H
 
@@ -30,6 +30,16 @@ typedef enum {
   QNN_HTP_CONTEXT_CONFIG_OPTION_LORA_WEIGHT_SHARING_ENABLED = 13,
   QNN_HTP_CONTEXT_CONFIG_OPTION_RESERVED_14 = 14,
   QNN_HTP_CONTEXT_CONFIG_OPTION_RESERVED_15 = 15,
+  QNN_HTP_CONTEXT_CONFIG_OPTION_LORA_WEIGHT_SHARING_RAM_PRELOAD_ENABLED = 16,
+  QNN_HTP_CONTEXT_CONFIG_OPTION_REUSED_IO_LIMIT = 17,
+  QNN_HTP_CONTEXT_CONFIG_OPTION_REFERENCE_WEIGHT_SHARING_ENABLED = 18,
+  QNN_HTP_CONTEXT_CONFIG_OPTION_CONCURRENT_DESERIALIZATION_EXTRA_SIZE = 19,
+  QNN_HTP_CONTEXT_CONFIG_OPTION_GRAPH_SPLITTING_ENABLED = 20,
+  QNN_HTP_CONTEXT_CONFIG_OPTION_CONCURRENT_DESERIALIZATION_PATCH = 21,
+  QNN_HTP_CONTEXT_CONFIG_OPTION_GRAPH_SPLITTING_CONFIGS = 22,
+  QNN_HTP_CONTEXT_CONFIG_OPTION_LORA_PRELOAD_BUFFER_GROUPS = 23,
+  QNN_HTP_CONTEXT_CONFIG_OPTION_RESERVED_24 = 24,
+  QNN_HTP_CONTEXT_CONFIG_OPTION_PARALLEL_WEIGHT_LOADING = 25,
   QNN_HTP_CONTEXT_CONFIG_OPTION_UNKNOWN = 2147483647
 } QnnHtpContext_ConfigOption_t;
 
@@ -39,8 +49,16 @@ typedef enum {
   QNN_HTP_CONTEXT_GET_PROP_WEIGHTS_BUFFER_SIZE = 3,
   QNN_HTP_CONTEXT_GET_PROP_RESERVED_4 = 4,
   QNN_HTP_CONTEXT_GET_PROP_RESERVED_5 = 5,
+  QNN_HTP_CONTEXT_GET_PROP_MAX_VTCMBACKUP_BUFFER_SIZE = 6,
+  QNN_HTP_CONTEXT_GET_PROP_RESERVED_7 = 7,
   QNN_HTP_CONTEXT_GET_PROP_UNDEFINED = 2147483647
 } QnnHtpContext_GetPropertyOption_t;
+
+typedef enum {
+  QNN_HTP_PARALLEL_WEIGHT_LOADING_MODE_ADAPTIVE = 0,
+  QNN_HTP_PARALLEL_WEIGHT_LOADING_MODE_ON = 1,
+  QNN_HTP_PARALLEL_WEIGHT_LOADING_MODE_OFF = 2
+} QnnHtpContext_ParallelWeightLoadingMode_t;
 
 typedef enum {
   SEQUENTIAL_WITH_VA_OPTIMIZATION = 0,
@@ -51,11 +69,24 @@ typedef enum {
 /* Structures, declared first so that pointers to them can be used anywhere. */
 typedef struct _QnnHtpContext_CustomConfig_t QnnHtpContext_CustomConfig_t;
 typedef struct _QnnHtpContext_CustomProperty_t QnnHtpContext_CustomProperty_t;
+typedef struct _QnnHtpContext_GraphSplit_t QnnHtpContext_GraphSplit_t;
 typedef struct _QnnHtpContext_GroupRegistration_t QnnHtpContext_GroupRegistration_t;
+typedef struct _QnnHtpContext_LoraPreloadBufferGroups_t QnnHtpContext_LoraPreloadBufferGroups_t;
+typedef struct _QnnHtpContext_LoraPreloadGroup_t QnnHtpContext_LoraPreloadGroup_t;
+typedef struct _QnnHtpContext_ParallelWeightLoading_t QnnHtpContext_ParallelWeightLoading_t;
+
+struct _QnnHtpContext_GraphSplit_t {
+  bool graphSplittingEnabled;
+};
 
 struct _QnnHtpContext_GroupRegistration_t {
   Qnn_ContextHandle_t firstGroupHandle;
   uint64_t maxSpillFillBuffer;
+};
+
+struct _QnnHtpContext_ParallelWeightLoading_t {
+  QnnHtpContext_ParallelWeightLoadingMode_t mode;
+  uint64_t thresholdInMbOverride;
 };
 
 struct _QnnHtpContext_CustomConfig_t {
@@ -74,6 +105,15 @@ struct _QnnHtpContext_CustomConfig_t {
     bool useExtendedUdma;
     QnnHtpContext_GroupRegistration_t concurrentGroupRegistration;
     bool loraWeightSharingEnabled;
+    bool loraWeightSharingRamPreloadEnabled;
+    const QnnHtpContext_LoraPreloadBufferGroups_t *loraPreloadBufferGroups;
+    uint64_t reusedIoLimitMb;
+    bool referenceWeightSharingEnabled;
+    uint32_t concurrentDeserializationExtraSizeKB;
+    bool graphSplittingEnabled;
+    int concurrentDeserializationPatchFd;
+    QnnHtpContext_GraphSplit_t graphSplittingConfigs;
+    QnnHtpContext_ParallelWeightLoading_t parallelWeightLoading;
   };
 };
 
@@ -83,7 +123,18 @@ struct _QnnHtpContext_CustomProperty_t {
     uint64_t bufferStartAlignment;
     uint64_t spillfillBufferSize;
     uint64_t weightsBufferSize;
+    uint64_t vtcmBackupBufferSize;
   };
+};
+
+struct _QnnHtpContext_LoraPreloadBufferGroups_t {
+  const QnnHtpContext_LoraPreloadGroup_t *groups;
+  uint32_t numGroups;
+};
+
+struct _QnnHtpContext_LoraPreloadGroup_t {
+  const char **graphNames;
+  uint32_t numGraphs;
 };
 
 /* Initializers. */

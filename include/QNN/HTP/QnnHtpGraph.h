@@ -1,5 +1,5 @@
 /* qnnemu: HTP custom graph configurations (optimization, precision, VTCM, ...).
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_HTP_QNNHTPGRAPH_H
 #define QNNEMU_HTP_QNNHTPGRAPH_H
 
@@ -43,6 +43,9 @@ typedef enum {
   QNN_HTP_GRAPH_CONFIG_OPTION_ADVANCED_ACTIVATION_FUSION = 15,
   QNN_HTP_GRAPH_CONFIG_OPTION_HIGH_PRECISION_SIGMOID = 16,
   QNN_HTP_GRAPH_CONFIG_OPTION_MONOLITHIC_LSTM = 17,
+  QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION_COMPENSATION = 18,
+  QNN_HTP_GRAPH_CONFIG_OPTION_ENABLE_PREDICATION = 19,
+  QNN_HTP_GRAPH_CONFIG_OPTION_FP16_CLAMP_OVERFLOW = 20,
   QNN_HTP_GRAPH_CONFIG_OPTION_RESERVED = 2147418112,
   QNN_HTP_GRAPH_CONFIG_OPTION_UNKNOWN = 2147483647
 } QnnHtpGraph_ConfigOption_t;
@@ -55,6 +58,8 @@ typedef enum {
   QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_DLBC_WEIGHTS = 5,
   QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_SPARSE_WEIGHTS_COMPRESSION = 6,
   QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_SLC_ALLOCATOR = 7,
+  QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_VTCM_RETENTION = 8,
+  QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_CACHED_WEIGHTS = 9,
   QNN_HTP_GRAPH_OPTIMIZATION_TYPE_UNKNOWN = 2147483647
 } QnnHtpGraph_OptimizationType_t;
 
@@ -115,6 +120,9 @@ struct _QnnHtpGraph_CustomConfig_t {
     bool advancedActivationFusion;
     bool highPrecisionSigmoid;
     bool monolithicLstm;
+    bool precisionCompensation;
+    bool enablePredication;
+    bool fp16ClampOverflow;
   };
 };
 

@@ -1,5 +1,5 @@
 /* qnnemu: HTP-specific capability keys.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_HTP_QNNHTPPROPERTY_H
 #define QNNEMU_HTP_QNNHTPPROPERTY_H
 

@@ -1,5 +1,5 @@
 /* qnnemu: LPAI backend id, provider name and backend API version.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_LPAI_QNNLPAICOMMON_H
 #define QNNEMU_LPAI_QNNLPAICOMMON_H
 

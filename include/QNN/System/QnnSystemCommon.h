@@ -1,5 +1,5 @@
 /* qnnemu: System library handles, versions and common error codes.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_SYSTEM_QNNSYSTEMCOMMON_H
 #define QNNEMU_SYSTEM_QNNSYSTEMCOMMON_H
 
@@ -15,7 +15,7 @@ extern "C" {
 
 /* Constants. */
 #define QNN_SYSTEM_API_VERSION_MAJOR 1
-#define QNN_SYSTEM_API_VERSION_MINOR 7
+#define QNN_SYSTEM_API_VERSION_MINOR 14
 #define QNN_SYSTEM_API_VERSION_PATCH 0
 #define QNN_SYSTEM_COMMON_MAX_ERROR 30999
 #define QNN_SYSTEM_COMMON_MIN_ERROR 30000
@@ -24,7 +24,12 @@ extern "C" {
 #define QNN_SYSTEM_PROFILE_MAX_ERROR 31999
 #define QNN_SYSTEM_PROFILE_MIN_ERROR 31000
 #define QNN_SYSTEM_INTERFACE_PROVIDER_NAME "SYSTEM_QTI_AISW"
+#ifndef QNN_SYSTEM_API
 #define QNN_SYSTEM_API
+#endif
+
+/* Handles and scalar aliases. */
+typedef uint64_t Qnn_SystemDlcBinarySize_t;
 
 typedef enum {
   QNN_SYSTEM_COMMON_NO_ERROR = 0,

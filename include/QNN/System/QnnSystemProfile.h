@@ -1,5 +1,5 @@
 /* qnnemu: System library profile serialization.
- * ABI-compatible with the QNN C API (core 2.32); written from layout facts for qnnemu. */
+ * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */
 #ifndef QNNEMU_SYSTEM_QNNSYSTEMPROFILE_H
 #define QNNEMU_SYSTEM_QNNSYSTEMPROFILE_H
 
@@ -131,6 +131,16 @@ struct _QnnSystemProfile_SerializationTarget_t {
   union {
     QnnSystemProfile_SerializationTargetFile_t file;
   };
+};
+
+struct QnnSystemProfile_ProfileEventV1_t {
+  QnnSystemProfile_EventDataType_t type;
+  union {
+    QnnProfile_EventData_t eventData;
+    QnnProfile_ExtendedEventData_t extendedEventData;
+  };
+  QnnSystemProfile_ProfileEventV1_t *profileSubEventData;
+  uint32_t numSubEvents;
 };
 
 /* Initializers. */
