@@ -252,7 +252,7 @@ case("QNNEMU-device-config-option", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCr
 case("QNNEMU-device-config-option", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate",
      "config[0].customConfig.option", id="QNNEMU-device-config-option-custom")(
     lambda e: e.guard_device(abi.create("deviceCreate", vp(e.log), e.htp_device_config(BOGUS))))
-case("QNNEMU-device-securepd", Q.QNN_DEVICE_ERROR_UNSUPPORTED_FEATURE, "deviceCreate",
+case("QNNEMU-device-securepd", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate",
      "config[0].customConfig.option")(
     lambda e: e.guard_device(abi.create("deviceCreate", vp(e.log),
                                         e.htp_device_config(Q.QNN_HTP_DEVICE_CONFIG_OPTION_SECUREPD))))
@@ -706,6 +706,7 @@ def test_every_core_and_abi_rule_has_a_case():
     import test_sections
     import test_system_lib
     import test_context_api
+    import test_device_config_layouts
     import test_htp_batch
     import test_htp_configs
     import test_htp_device
@@ -726,6 +727,7 @@ def test_every_core_and_abi_rule_has_a_case():
                | set(test_system_context.RULE_IDS) | set(test_context_api.RULE_IDS)
                | set(test_signal.RULE_IDS) | test_htp_perf.RULE_IDS | test_htp_prepare.RULE_IDS | test_htp_configs.RULE_IDS | test_htp_device.RULE_IDS
                | test_htp_batch.RULE_IDS | test_htp_kvcache.RULE_IDS | test_htp_priority.RULE_IDS
+               | test_device_config_layouts.RULE_IDS
                | set(re.findall(r'"(QNNEMU-binary-[a-z0-9-]+)"', binary_tests)))
     assert found - covered == set(), f"rule ids without a negative test: {sorted(found - covered)}"
 
