@@ -22,13 +22,14 @@ from hypothesis import strategies as st
 import abi
 from abi import NULL, ffi, vp
 from qnnemu.abi import device_config as dc
-from qnnemu.core.device import Device, is_known_soc
+from qnnemu.core.device import VENDOR_SOC_MODELS, Device, soc_rank
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.htp import soc as socs
 from vendor import vendor_library
 
-RULE_IDS = {"QNNEMU-device-option-unsupported", "QNNEMU-device-app-uid"}
+RULE_IDS = {"QNNEMU-device-option-unsupported", "QNNEMU-device-app-uid", "QNNEMU-device-arch-ignored",
+            "QNNEMU-device-soc-unmodelled"}
 
 SOC, ARCH, SIGNEDPD, SECUREPD = dc.SOC, dc.ARCH, dc.SIGNEDPD, dc.SECUREPD
 SM8550, SM8650, SA8295 = Q.QNN_SOC_MODEL_SM8550, Q.QNN_SOC_MODEL_SM8650, Q.QNN_SOC_MODEL_SA8295
@@ -66,7 +67,7 @@ class Memory:
         return self.images[address][offset:offset + size]
 
     def decode(self, earlier=None) -> list[dc.HtpDeviceOption]:
-        return dc.read_htp_device_configs(self.items, self.read, is_known_soc, earlier)
+        return dc.read_htp_device_configs(self.items, self.read, soc_rank, earlier)
 
 
 def one(image: bytes, misalign: int = 0, earlier=None) -> tuple[dc.HtpDeviceOption, int]:
@@ -83,6 +84,9 @@ CASES = [
     ("soc-2.50-garbage-padding", new(SOC, SM8650, padding=0xDEADBEEF), 0, "2.50", {"soc_model": SM8650}),
     ("soc-2.43-garbage-tail", old(SOC, SM8650, 0xDEADBEEF), 0, "2.43", {"soc_model": SM8650}),
     ("soc-2.43-misaligned", old(SOC, SM8550), 4, "2.43", {"soc_model": SM8550}),
+    # SDM855 (12) is only tolerated, but outranks the 0 at offset 8; SM8550 outranks tolerated 12
+    ("soc-2.43-tolerated", old(SOC, Q.QNN_SOC_MODEL_SDM855), 0, "2.43", {"soc_model": 12}),
+    ("soc-2.50-modelled-beats-tolerated", new(SOC, SM8550, padding=12), 0, "2.50", {"soc_model": SM8550}),
     ("arch-2.43", old(ARCH, 0, V73), 0, "2.43", {"device_id": 0, "arch": V73}),
     ("arch-2.43-dev1", old(ARCH, 1, V75), 0, "2.43", {"device_id": 1, "arch": V75}),
     ("arch-2.50", new(ARCH, 0, V73), 0, "2.50", {"device_id": 0, "arch": V73}),
@@ -127,12 +131,12 @@ def test_signedpd_takes_the_devices_earlier_layout():
     (old(SIGNEDPD, 0, 1), 1, "2.43", 0),   # 2.50 would read deviceId 1: no such device
     (new(SIGNEDPD, 0, 1), 1, "2.50", 0),   # 2.43 would read flag 0 on device 0: both exist -> 2.50
     (old(SIGNEDPD, 0, 1), 2, "2.50", 1),   # two devices: both readings exist -> 2.50
-    (old(SIGNEDPD, 5, 9), 1, "2.50", 9),   # neither exists -> 2.50 (QNNEMU-device-id reports it)
+    (old(SIGNEDPD, 5, 9), 1, "2.50", 9),   # neither exists -> 2.50 (QNNEMU-device-id-ignored warns)
 ], ids=["2.43-one-device", "2.50-one-device", "two-devices", "neither"])
 def test_lone_pd_config_takes_the_layout_whose_device_exists(image, devices, layout, device_id):
     m = Memory((image, 0))
     asked = []
-    (o,) = dc.read_htp_device_configs(m.items, m.read, is_known_soc, None,
+    (o,) = dc.read_htp_device_configs(m.items, m.read, soc_rank, None,
                                       lambda soc, arch: asked.append((soc, arch)) or devices)
     assert asked == [(None, None)], f"the device count is asked for the list's SoC/arch: {asked}"
     assert (o.layout, o.device_id, o.shown) == (layout, device_id, False), f"{image.hex()}: {o}"
@@ -162,7 +166,7 @@ def test_valid_configs_of_either_layout_decode_to_what_was_written(data):
     layout = data.draw(st.sampled_from(["2.43", "2.50"]))
     if option == SOC:
         soc = data.draw(known_socs)
-        junk = data.draw(garbage.filter(lambda v: not is_known_soc(v)))
+        junk = data.draw(garbage.filter(lambda v: soc_rank(v) < 2))  # no modelled SoC model
         image = old(SOC, soc, junk) if layout == "2.43" else new(SOC, soc, padding=junk)
         want = {"soc_model": soc}
     else:
@@ -306,6 +310,33 @@ def test_rule_device_app_uid(ours):
                      "config[0].customConfig.appUid")
 
 
+# ------------------------------------------------------- what the vendor tolerates, tolerated
+@pytest.mark.parametrize("func", ["deviceCreate", "deviceSetConfig"])
+def test_rule_device_arch_ignored(ours, func):
+    """The vendor's library logs "Unsupported HTP Arch" and succeeds: the arch is ignored."""
+    code, dev = _create(ours, new(SOC, SM8650))
+    assert code == Q.QNN_SUCCESS, f"setup: {ours.errors()}"
+    ours.clear()
+    if func == "deviceCreate":
+        code, dev = _create(ours, new(ARCH, 0, 99))
+    else:
+        code = abi.call("deviceSetConfig", vp(dev), ours.raw.configs(new(ARCH, 0, 99)))
+    msg = ours.assert_rule(code, Q.QNN_SUCCESS, "QNNEMU-device-arch-ignored", func,
+                           "config[0].customConfig.arch.arch")
+    want = SM8550 if func == "deviceCreate" else SM8650
+    assert _reported(dev)[0] == want and "99" in msg, f"the device stays {want}: {msg}"
+
+
+def test_rule_device_soc_unmodelled(ours):
+    """SDM855 (12, no HTP row) is accepted by the vendor's library: ignored, the ARCH of the same
+    list then chooses the device; in the 2.43 layout too (12 outranks the 0 at offset 8)."""
+    code, dev = _create(ours, old(SOC, Q.QNN_SOC_MODEL_SDM855), old(ARCH, 0, V75))
+    msg = ours.assert_rule(code, Q.QNN_SUCCESS, "QNNEMU-device-soc-unmodelled", "deviceCreate",
+                           "config[0].customConfig.socModel")
+    assert "SDM855" in msg, f"the message names the model: {msg}"
+    assert _reported(dev) == (socs.soc_for_arch(V75).soc_model, V75), "the ARCH config chooses the device"
+
+
 # -------------------------------------------------------------------------- the vendor's codes
 HTP = vendor_library("libQnnHtp.so")
 
@@ -316,6 +347,12 @@ VENDOR_CASES = {
     "soc-2.43": (old(SOC, SM8650), Q.QNN_DEVICE_ERROR_INVALID_CONFIG, Q.QNN_SUCCESS),
     "arch-2.50": (new(ARCH, 0, V73), Q.QNN_SUCCESS, Q.QNN_SUCCESS),
     "signedpd-2.50": (new(SIGNEDPD, 0, 1), Q.QNN_SUCCESS, Q.QNN_SUCCESS),
+    "arch-99": (new(ARCH, 0, 99), Q.QNN_SUCCESS, Q.QNN_SUCCESS),
+    "arch-dev5": (new(ARCH, 5, V73), Q.QNN_SUCCESS, Q.QNN_SUCCESS),
+    "signedpd-dev7": (new(SIGNEDPD, 7, 1), Q.QNN_SUCCESS, Q.QNN_SUCCESS),
+    "soc-sdm855-unmodelled": (new(SOC, Q.QNN_SOC_MODEL_SDM855), Q.QNN_SUCCESS, Q.QNN_SUCCESS),
+    "soc-44-refused": (new(SOC, 44), Q.QNN_DEVICE_ERROR_INVALID_CONFIG, Q.QNN_DEVICE_ERROR_INVALID_CONFIG),
+    "soc-124-refused": (new(SOC, 124), Q.QNN_DEVICE_ERROR_INVALID_CONFIG, Q.QNN_DEVICE_ERROR_INVALID_CONFIG),
     "securepd": (new(SECUREPD, 0, 1), Q.QNN_DEVICE_ERROR_INVALID_CONFIG, Q.QNN_DEVICE_ERROR_INVALID_CONFIG),
     "async-execute": (UNSUPPORTED["ASYNC_EXECUTE"], Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
                       Q.QNN_DEVICE_ERROR_INVALID_CONFIG),
@@ -328,25 +365,66 @@ VENDOR_CASES = {
 }
 
 
+# The vendor's library keeps the last SoC a deviceCreate configured for the whole process (a
+# later session without soc_model computes as that SoC, or fails for a pre-HTP one), so it is
+# probed in a subprocess of its own.
+_VENDOR_PROBE = """
+import json, sys
+from qnnemu.client import Backend, ffi
+be = Backend(sys.argv[1], log_level=None, device=False)
+codes = []
+for image in json.load(sys.stdin):
+    buf = ffi.new("uint64_t[]", 8)
+    data = bytes.fromhex(image)
+    ffi.memmove(buf, data, len(data))
+    c = ffi.new("QnnDevice_Config_t *")
+    c.option = 0  # QNN_DEVICE_CONFIG_OPTION_CUSTOM
+    c.customConfig = buf
+    out = ffi.new("Qnn_DeviceHandle_t *")
+    codes.append(int(be.fn.deviceCreate(ffi.NULL, ffi.new("QnnDevice_Config_t *[]", [c, ffi.NULL]), out)))
+    if codes[-1] == 0:
+        be.fn.deviceFree(out[0])
+be.free()
+print(json.dumps(codes))
+"""
+SOC_SWEEP = [*range(131), 200, 1000, 65535]
+
+
 @pytest.fixture(scope="module")
-def vendor():
+def vendor_codes() -> dict[str, int]:
+    """deviceCreate codes of the vendor's library for VENDOR_CASES and the SoC sweep."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from vendor import vendor_env
     if HTP is None:
         pytest.skip("onnxruntime_qnn (vendor libQnnHtp.so) not installed")
-    from qnnemu.client import Backend
-    with Backend(str(HTP), log_level=None, device=False) as be:
-        yield be
+    names = sorted(VENDOR_CASES) + [f"soc{m}" for m in SOC_SWEEP]
+    images = [VENDOR_CASES[n][0].hex() for n in sorted(VENDOR_CASES)] + [new(SOC, m).hex() for m in SOC_SWEEP]
+    env = vendor_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", _VENDOR_PROBE, str(HTP)], input=json.dumps(images),
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"vendor probe failed: {proc.stderr[-800:]}"
+    return dict(zip(names, json.loads(proc.stdout.strip().splitlines()[-1])))
+
+
+def test_vendor_soc_models_table_is_what_the_vendor_accepts(vendor_codes):
+    """VENDOR_SOC_MODELS (qnnemu/core/device.py) against the vendor, over 0..130 and a few more."""
+    accepted = {m for m in SOC_SWEEP if vendor_codes[f"soc{m}"] == Q.QNN_SUCCESS}
+    assert accepted == set(VENDOR_SOC_MODELS), (
+        f"the vendor accepts {sorted(accepted - VENDOR_SOC_MODELS)} beyond the table and refuses "
+        f"{sorted(VENDOR_SOC_MODELS - accepted)} of it")
 
 
 @pytest.mark.parametrize("case", sorted(VENDOR_CASES))
-def test_codes_match_the_vendor(vendor, ours, case):
-    from qnnemu import client
+def test_codes_match_the_vendor(vendor_codes, ours, case):
     image, vendor_code, our_code = VENDOR_CASES[case]
-    raw = Raw(client.ffi)
-    out = client.ffi.new("Qnn_DeviceHandle_t *")
-    code = vendor.fn.deviceCreate(client.ffi.NULL, raw.configs(image), out)
-    if code == Q.QNN_SUCCESS:
-        vendor.fn.deviceFree(out[0])
-    assert code == vendor_code, f"{case}: the vendor's deviceCreate returned {code}, measured {vendor_code}"
+    assert vendor_codes[case] == vendor_code, (
+        f"{case}: the vendor's deviceCreate returned {vendor_codes[case]}, measured {vendor_code}")
     assert _create(ours, image)[0] == our_code, f"{case}: qnnemu returns {our_code} ({ours.errors()})"
 
 

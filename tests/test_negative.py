@@ -259,13 +259,8 @@ case("QNNEMU-device-securepd", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate"
 case("QNNEMU-device-soc", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate", "customConfig.socModel")(
     lambda e: e.guard_device(abi.create("deviceCreate", vp(e.log),
                                         e.htp_device_config(Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC, socModel=9999))))
-case("QNNEMU-device-arch", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate", "customConfig.arch.arch")(
-    lambda e: e.guard_device(abi.create("deviceCreate", vp(e.log),
-                                        e.htp_device_config(Q.QNN_HTP_DEVICE_CONFIG_OPTION_ARCH, arch=99))))
-case("QNNEMU-device-arch", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceSetConfig", "customConfig.arch.arch",
-     id="QNNEMU-device-arch-setconfig")(
-    lambda e: abi.call("deviceSetConfig", vp(e.dev), e.htp_device_config(Q.QNN_HTP_DEVICE_CONFIG_OPTION_ARCH,
-                                                                          arch=99)))
+# QNNEMU-device-arch-ignored, -soc-unmodelled, -option-unsupported, -app-uid (vendor-measured
+# tolerances and refusals): tests/test_device_config_layouts.py
 case("QNNEMU-deviceFree-in-use", Q.QNN_DEVICE_ERROR_ASSOCIATED_TO_CONTEXT, "deviceFree", "device")(
     lambda e: abi.call("deviceFree", vp(e.dev)))  # the fixture's context uses it
 case("QNNEMU-deviceFreePlatformInfo-unknown", Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceFreePlatformInfo",

@@ -9,7 +9,8 @@ bytes, 8-aligned: ``option`` at 0, 4 bytes of padding, the union at 8.  A client
 1. options that only exist in 2.50 (ASYNC_EXECUTE, DYNAMIC_PARTITIONING, APP_UID, HTP_EXTENSION)
    -> 2.50;
 2. an address that is not 8-aligned -> 2.43 (a 2.50 struct is 8-aligned);
-3. SOC: which of the words at offsets 4 and 8 is a SoC model qnnemu knows;
+3. SOC: which of the words at offsets 4 and 8 is a SoC model qnnemu knows (a modelled one
+   beats one that is only tolerated);
 4. ARCH: the word at offset 8 is ``arch.arch`` in 2.43 (HTP archs are >= 66) and
    ``arch.deviceId`` in 2.50 (device ids are small);
 5. otherwise (SIGNEDPD, SECUREPD; SOC with two or no known models) the bytes cannot tell: the
@@ -53,6 +54,8 @@ KNOWN_OPTIONS = (SOC, ARCH, SIGNEDPD, SECUREPD, *ONLY_IN_2_50)
 OPTION_NAMES = {v: n.removeprefix("QNN_HTP_DEVICE_CONFIG_OPTION_")
                 for v, n in Q.enum("QNN_HTP_DEVICE_CONFIG_OPTION_").items()}
 
+_RANKS = {0: "no SoC model", 1: "a SoC model the emulator does not model", 2: "a modelled SoC model"}
+
 # (address, offset, size) -> bytes of the client's struct
 Reader = Callable[[int, int, int], bytes]
 
@@ -85,8 +88,10 @@ def _words(raw: bytes) -> tuple[int, int, int]:
 
 
 def detect(option: int, address: int, raw12: bytes,
-           known_soc: Callable[[int], bool]) -> tuple[str | None, str]:
-    """(layout, reason) from the first 12 bytes; layout None when they cannot tell."""
+           known_soc: Callable[[int], int]) -> tuple[str | None, str]:
+    """(layout, reason) from the first 12 bytes; layout None when they cannot tell.
+    ``known_soc(model)``: 2 for a SoC model of the SoC table, 1 for one that is only tolerated
+    (the vendor's library accepts it), 0 otherwise; the word of higher rank wins."""
     _, at4, at8 = _words(raw12)
     if option in ONLY_IN_2_50:
         return LAYOUT_2_50, f"option {OPTION_NAMES[option]} exists only in QNN 2.50 headers"
@@ -95,11 +100,11 @@ def detect(option: int, address: int, raw12: bytes,
     if address % 8:
         return LAYOUT_2_43, f"the struct is at an address that is not 8-aligned (0x{address:x})"
     if option == SOC:
-        old, new = known_soc(at4), known_soc(at8)
-        if new and not old:
-            return LAYOUT_2_50, f"offset 8 holds SoC model {at8}, offset 4 holds {at4} (no SoC model)"
-        if old and not new:
-            return LAYOUT_2_43, f"offset 4 holds SoC model {at4}, offset 8 holds {at8} (no SoC model)"
+        old, new = known_soc(at4), known_soc(at8)  # ranks: 2 modelled, 1 tolerated, 0 unknown
+        if new > old:
+            return LAYOUT_2_50, f"offset 8 holds SoC model {at8}, offset 4 holds {at4} ({_RANKS[old]})"
+        if old > new:
+            return LAYOUT_2_43, f"offset 4 holds SoC model {at4}, offset 8 holds {at8} ({_RANKS[new]})"
         if old and at4 == at8:
             return LAYOUT_2_50, f"offsets 4 and 8 both hold SoC model {at8}"
         return None, (f"offsets 4 and 8 hold {at4} and {at8}: "
@@ -117,7 +122,7 @@ def shown_layout(options: list[HtpDeviceOption], earlier: str | None) -> str | N
     return shown.pop() if len(shown) == 1 else earlier
 
 
-def read_htp_device_configs(items: list[tuple[int, int]], read: Reader, known_soc: Callable[[int], bool],
+def read_htp_device_configs(items: list[tuple[int, int]], read: Reader, known_soc: Callable[[int], int],
                             earlier_layout: str | None = None,
                             devices_for: Callable[[int | None, int | None], int] | None = None,
                             ) -> list[HtpDeviceOption]:

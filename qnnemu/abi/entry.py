@@ -22,7 +22,7 @@ from ..core import backend as core_backend
 from ..core import dtypes
 from ..core.backend import Backend
 from ..core.context import Context
-from ..core.device import Device, DeviceModel, device_count, is_known_soc, model_from_configs
+from ..core.device import Device, DeviceModel, device_count, model_from_configs, soc_rank
 from ..htp import settings as htp_settings
 from ..core.graph import Graph, validate_op_config
 from ..core.handles import HANDLES
@@ -314,7 +314,7 @@ def _device_configs(config, func: str, base=None, log=None, layout: str | None =
         return bytes(ffi.buffer(ffi.cast("char *", address + offset), size))
 
     options = device_config.read_htp_device_configs(
-        customs, read, is_known_soc, layout, lambda soc, arch: device_count(soc, arch, base))
+        customs, read, soc_rank, layout, lambda soc, arch: device_count(soc, arch, base))
     soc = arch = signed = None
     soc_path = arch_path = None
     soc_note = ""
@@ -356,11 +356,12 @@ def _device_configs(config, func: str, base=None, log=None, layout: str | None =
     model = model_from_configs(soc, arch, signed, func=func, base=base, log=log,
                                soc_path=soc_path or "config[].customConfig.socModel", soc_note=soc_note,
                                arch_path=arch_path or "config[].customConfig.arch.arch")
-    for path, dev_id in device_ids:  # the NSP device an option addresses must exist on the SoC
+    for path, dev_id in device_ids:
+        # The vendor's library accepts any deviceId (measured: 5 for ARCH, 7 for SIGNEDPD).
         if dev_id >= model.devices:
-            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"{func}: {path}: device {dev_id} does not exist; {model.name} has "
-                           f"{model.devices} HTP device(s)", rule="QNNEMU-device-id")
+            rule = "QNNEMU-device-id-ignored"
+            log.warn(f"[{rule}] {func}: {path}: device {dev_id} does not exist; "
+                     f"{model.name} has {model.devices} HTP device(s); the option applies to the device")
     return model, device_config.shown_layout(options, layout)
 
 
