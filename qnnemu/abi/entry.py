@@ -398,8 +398,8 @@ def _platform_info(model) -> object:
     """A QnnDevice_PlatformInfo_t (v1) describing the device's SoC: one hardware device per NSP
     (``model.devices``), each with ``model.cores`` NSP cores and the ON_CHIP extension
     (QnnHtpDevice_OnChipDeviceInfoExtension_t: VTCM in MiB, socModel, signed-PD and DLBC
-    support, arch).  Our headers (QNN 2.43) define no PCIe HTP device type, so every device is
-    ON_CHIP.  Owned until deviceFreePlatformInfo."""
+    support, arch).  Every emulated SoC is a phone/PC/auto part with on-chip NSPs, so every
+    device is ON_CHIP (never QNN 2.50's OFF_CHIP).  Owned until deviceFreePlatformInfo."""
     n_dev, n_cores = max(1, int(model.devices)), max(1, int(model.cores))
     info = ffi.new("QnnDevice_PlatformInfo_t *")
     hw = ffi.new("QnnDevice_HardwareDeviceInfo_t[]", n_dev)
