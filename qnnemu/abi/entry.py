@@ -845,9 +845,6 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
     profile_api.commit(rec, "execute")
 
 
-not_supported("graphValidate", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "graph validation is not implemented yet")
-not_supported("graphFreeValidationResult", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-              "graph validation is not implemented yet")
 not_supported("contextAddToDlc", Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
               "qnnemu has no DLC writer; save the context with contextGetBinary instead")
 not_supported("graphCreateSubgraph", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "subgraphs are not emulated yet")
@@ -966,6 +963,8 @@ from . import section_api  # noqa: E402
 # QnnSignal.h (signalCreate/SetConfig/Trigger/Free); graphFinalize/graphExecute and the
 # contextCreateFromBinary* entries take their signal argument with its use_signal.
 from . import signal_api  # noqa: E402
+# graphValidate / graphFreeValidationResult (QNN 2.50).
+from . import validate_api  # noqa: E402
 
 
 # ------------------------------------------------------------------------------ installing
