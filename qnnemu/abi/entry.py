@@ -284,9 +284,19 @@ def backendFree(backend):
 
 not_supported("backendRegisterOpPackage", Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
               "op packages are not emulated yet; all ops come from the built-in qti.aisw package")
-not_supported("backendRegisterOpPackageFromBinary", Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
-              "op packages are not emulated yet (from a file or from a buffer); all ops come from "
-              "the built-in qti.aisw package")
+
+
+@entry
+def backendRegisterOpPackageFromBinary(backend, opPackageBuffer, opPackageBufferSize, interfaceProvider, target):
+    """QNN 2.50.  The vendor's x86 library (2.51) checks the backend handle (INVALID_HANDLE) and
+    then answers NOT_SUPPORTED whatever the buffer holds ("Register Op Package from binary is not
+    supported"); qnnemu does the same."""
+    _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend")
+    raise QnnError(Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
+                   f"backendRegisterOpPackageFromBinary: not supported by qnnemu {_version.__version__}: op "
+                   f"packages are not emulated (from a file or from a buffer), as the vendor's x86 library does "
+                   f"not register them from a buffer either; all ops come from the built-in qti.aisw package",
+                   rule="QNNEMU-not-supported")
 
 
 # ----------------------------------------------------------------------------------- device
@@ -597,8 +607,8 @@ def contextSetConfig(context, config):
 @entry
 def contextGetProperty(contextHandle, properties):
     """QnnHtpContext_CustomProperty_t from the context's prepared graphs (qnnemu/htp/settings.py):
-    buffer start alignment, the spill-fill buffer (the group's when the context is in one) and
-    the weights buffer."""
+    buffer start alignment, the spill-fill buffer (the group's when the context is in one), the
+    weights buffer and the VTCM backup buffer."""
     ctx = _get(contextHandle, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextHandle")
     require(properties, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextGetProperty", "properties")
     for i, p in enumerate(_configs(properties, "QnnContext_Property_t")):
@@ -614,6 +624,8 @@ def contextGetProperty(contextHandle, properties):
             cp.spillfillBufferSize = htp_settings.spill_fill_buffer_bytes(ctx)
         elif opt == Q.QNN_HTP_CONTEXT_GET_PROP_WEIGHTS_BUFFER_SIZE:
             cp.weightsBufferSize = htp_settings.weights_buffer_bytes(ctx)
+        elif opt == Q.QNN_HTP_CONTEXT_GET_PROP_MAX_VTCMBACKUP_BUFFER_SIZE:   # QNN 2.50
+            cp.vtcmBackupBufferSize = htp_settings.vtcm_backup_buffer_bytes(ctx)
         else:
             raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
                            f"contextGetProperty: properties[{i}].customProperty.option: unknown option {opt}",
@@ -845,8 +857,19 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
     profile_api.commit(rec, "execute")
 
 
-not_supported("contextAddToDlc", Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
-              "qnnemu has no DLC writer; save the context with contextGetBinary instead")
+
+
+@entry
+def contextAddToDlc(context, dlcHandle):
+    """QNN 2.50.  The vendor's library checks the context and the DLC handle (INVALID_HANDLE for
+    either being NULL) before writing the context's binary into the DLC; qnnemu checks the same
+    and then answers UNSUPPORTED_FEATURE: it has no DLC writer (the System library's DLC entries
+    are not implemented)."""
+    _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
+    require(dlcHandle, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextAddToDlc", "dlcHandle")
+    raise QnnError(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
+                   f"contextAddToDlc: not supported by qnnemu {_version.__version__}: qnnemu has no DLC writer; "
+                   f"save the context with contextGetBinary instead", rule="QNNEMU-not-supported")
 not_supported("graphCreateSubgraph", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "subgraphs are not emulated yet")
 not_supported("graphExecuteAsync", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "async execute is not implemented yet")
 not_supported("graphPrepareExecutionEnvironment", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
