@@ -269,11 +269,8 @@ case("QNNEMU-deviceFreePlatformInfo-unknown", Q.QNN_DEVICE_ERROR_INVALID_ARGUMEN
 
 
 # ---- perf infrastructure
-case("QNNEMU-perf-id-unknown", Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_INVALID_INPUT, "destroyPowerConfigId",
-     "powerConfigId")(
-    lambda e: int(e.perf().destroyPowerConfigId(0x7FFFFFF0)))
-
-
+# (destroyPowerConfigId of an unknown id is accepted, as the vendor's library does: the warning
+# QNNEMU-perf-destroy-unknown, tests/test_htp_perf.py)
 @case("QNNEMU-perf-id-unknown", Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_INVALID_INPUT, "setPowerConfig", "powerConfigId",
       id="QNNEMU-perf-id-unknown-set")
 def _(e):
@@ -915,9 +912,9 @@ def test_device_infrastructure_power_votes(env):
         == Q.QNN_SUCCESS, "setPowerConfig with a DCVS v3 vote"
     assert perf.destroyPowerConfigId(pid[0]) == Q.QNN_SUCCESS, "destroyPowerConfigId"
     env.rec.clear()
-    assert perf.destroyPowerConfigId(pid[0]) == Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_INVALID_INPUT, \
-        "destroying an unknown (already destroyed) power config id is refused"
-    assert env.messages_for("QNNEMU-perf-id-unknown"), "the refusal is logged with its rule id"
+    assert perf.destroyPowerConfigId(pid[0]) == Q.QNN_SUCCESS, \
+        "destroying an already destroyed power config id is accepted (the vendor's library does)"
+    assert env.messages_for("QNNEMU-perf-destroy-unknown"), "with its warning rule"
 
 
 # ------------------------------------------------------- loggers, device configs, validate codes
