@@ -1,6 +1,6 @@
 """HTP performance infrastructure (qnnemu/htp/perf.py, qnnemu/abi/perf_api.py; docs/htp-perf.md).
 
-Seed 002 "QNN HTP Performance Infrastructure API" and "QNN HTP Backend Extensions":
+QNN HTP backend documentation, "QNN HTP Performance Infrastructure API" and "QNN HTP Backend Extensions":
 - the perf profile table (transcribed here row by row as the seed lays it out) against
   PERF_PROFILES, and every profile's votes placed through the C ABI;
 - every row of the HMX voting table;
