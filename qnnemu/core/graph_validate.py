@@ -17,7 +17,7 @@ UNSUPPORTED node's code, else QNN_SUCCESS.  The real graph is left exactly as it
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import QnnError
 from ..headers import Q
@@ -39,7 +39,6 @@ class GraphVerdict:
     nodes: list[NodeVerdict]
     overall: int
     finalize_error: QnnError | None = None   # what graphFinalize would raise, if anything
-    notes: list[str] = field(default_factory=list)
 
 
 def _op_rules(graph: Graph, node) -> QnnError | None:
@@ -77,19 +76,17 @@ def _dry_finalize(graph: Graph) -> QnnError | None:
 
 def validate_graph(graph: Graph) -> GraphVerdict:
     """The verdict on every node of ``graph`` and the code graphFinalize would return."""
+    analysis_error = None
     try:
         memory = htp_prepare.working_set_errors(graph) if graph.nodes else {}
     except QnnError as err:       # a graph-level failure of the analysis itself: reported overall
-        memory = {}
-        first = err
-    else:
-        first = None
+        memory, analysis_error = {}, err
     verdicts = []
     for node in graph.nodes:
         err = _op_rules(graph, node) or memory.get(node.name)
         verdicts.append(NodeVerdict(node.name, True) if err is None else
                         NodeVerdict(node.name, False, err.code, str(err)))
-    finalize_error = _dry_finalize(graph) or first
+    finalize_error = _dry_finalize(graph) or analysis_error
     if finalize_error is not None:
         overall = finalize_error.code
     else:
