@@ -824,7 +824,31 @@ class Graph:
         self.backend.call("graphAddNode", self.handle, op)
         return out_tensors[0] if len(out_tensors) == 1 else out_tensors
 
-    # -- finalize / execute ---------------------------------------------------------------
+    # -- validate / finalize / execute -----------------------------------------------------
+    def validate(self) -> dict:
+        """graphValidate (QNN 2.50): what graphAddNode / graphFinalize would say about each node,
+        without finalizing. Returns ``{"overall": code, "message": errorGetMessage(code) or None,
+        "nodes": [{"name", "supported", "code", "message"}, ...]}`` (graph order); the backend's
+        result is released with graphFreeValidationResult before returning."""
+        out = ffi.new("QnnGraph_ValidationResult_t **")
+        self.backend.call("graphValidate", self.handle, ffi.NULL, out)
+        r = out[0]
+        try:
+            nodes = []
+            for i in range(r.numResults):
+                n = r.results[i]
+                nodes.append({
+                    "name": ffi.string(n.nodeName).decode() if n.nodeName != ffi.NULL else None,
+                    "supported": int(n.status) == Q.QNN_GRAPH_NODE_VALIDATION_STATUS_SUPPORTED,
+                    "code": int(n.errorCode),
+                    "message": (ffi.string(n.errorMessage).decode("utf-8", "replace")
+                                if n.errorMessage != ffi.NULL else None)})
+            overall = int(r.overallStatus)
+        finally:
+            self.backend.call("graphFreeValidationResult", r)
+        message = self.backend.error_message(overall) if overall != Q.QNN_SUCCESS else None
+        return {"overall": overall, "message": message, "nodes": nodes}
+
     def finalize(self, profile: "Profile | None" = None) -> None:
         self.backend.call("graphFinalize", self.handle,
                           profile.handle if profile is not None else ffi.NULL, ffi.NULL)

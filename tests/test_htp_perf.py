@@ -1,6 +1,6 @@
 """HTP performance infrastructure (qnnemu/htp/perf.py, qnnemu/abi/perf_api.py; docs/htp-perf.md).
 
-Seed 002 "QNN HTP Performance Infrastructure API" and "QNN HTP Backend Extensions":
+QNN HTP backend documentation, "QNN HTP Performance Infrastructure API" and "QNN HTP Backend Extensions":
 - the perf profile table (transcribed here row by row as the seed lays it out) against
   PERF_PROFILES, and every profile's votes placed through the C ABI;
 - every row of the HMX voting table;
@@ -8,7 +8,9 @@ Seed 002 "QNN HTP Performance Infrastructure API" and "QNN HTP Backend Extension
   control latency, adaptive polling, HMX timeout, DDR perf mode, memory config;
 - aggregation across ids and the corner -> clock model (burst clocks beat power_saver);
 - the seed's use cases (its example application, voting at every inference, a sustained vote);
-- one negative case per rule id (RULE_IDS).
+- one case per rule id (RULE_IDS): refusals where the vendor's library refuses, warnings where
+  it accepts what the emulator has to interpret (measured against its x86 build, QNN 2.51; the
+  QNN 2.50 options CENG, DCVS_V3_EXP, CENG_EXP and the vendor pins: tests/test_htp_perf_250.py).
 """
 from __future__ import annotations
 
@@ -48,13 +50,23 @@ RULE_IDS = {
     "QNNEMU-perf-dcvs-corner-order",
     "QNNEMU-perf-hmx-arch",
     "QNNEMU-perf-hmx-no-hvx",
-    "QNNEMU-perf-hmx-corner",
     "QNNEMU-perf-hmx-corner-order",
-    "QNNEMU-perf-hmx-perf-mode",
+    "QNNEMU-perf-hmx-timeout-range",
     "QNNEMU-perf-rpc-polling-range",
     "QNNEMU-perf-adaptive-polling-needs-rpc-polling",
     "QNNEMU-perf-ddr-arch",
     "QNNEMU-perf-ddr-needs-max-bus",
+    # QNN 2.50
+    "QNNEMU-perf-option-mixed",
+    "QNNEMU-perf-exp-arch",
+    "QNNEMU-perf-exp-legacy-corner",
+    "QNNEMU-perf-perf-mode-range",
+    "QNNEMU-perf-perf-mode-clamped",
+    "QNNEMU-perf-ceng-arch",
+    "QNNEMU-perf-ceng-no-dcvs",
+    # what the vendor accepts without checking: warnings
+    "QNNEMU-perf-memory-target",
+    "QNNEMU-perf-destroy-unknown",
 }
 
 
@@ -65,14 +77,21 @@ class Env:
     infrastructure of deviceGetInfrastructure.  Ids created through ``new_id`` are destroyed
     on close."""
 
-    def __init__(self, soc: int | None = Q.QNN_SOC_MODEL_SM8650):
+    def __init__(self, soc: int | None = Q.QNN_SOC_MODEL_SM8650, arch: int | None = None):
         self.rec = abi.LogRecorder()
         self.keep: list = []
         self.ids: list[int] = []
         code, self.log = abi.create("logCreate", self.rec.callback, Q.QNN_LOG_LEVEL_DEBUG)
         assert code == OK, "setup: logCreate"
         config = NULL
-        if soc is not None:
+        if arch is not None:   # an ARCH device (v85 has no SoC row: an arch-only device)
+            cc = ffi.new("QnnHtpDevice_CustomConfig_t *")
+            cc.option, cc.arch.deviceId, cc.arch.arch = Q.QNN_HTP_DEVICE_CONFIG_OPTION_ARCH, 0, arch
+            dc = ffi.new("QnnDevice_Config_t *")
+            dc.option, dc.customConfig = Q.QNN_DEVICE_CONFIG_OPTION_CUSTOM, cc
+            self.keep += [cc, dc]
+            config = abi.null_terminated("QnnDevice_Config_t", [dc], self.keep)
+        elif soc is not None:
             cc = ffi.new("QnnHtpDevice_CustomConfig_t *")
             cc.option, cc.socModel = Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC, soc
             dc = ffi.new("QnnDevice_Config_t *")
@@ -188,6 +207,24 @@ def hmx(corner: str | tuple = "TUR", *, pick_default: int = 0,
     c = [E[x] if isinstance(x, str) else x for x in corners]
     return (P.OPT_HMX_V2, {"hmxPickDefault": pick_default, "hmxVoltageCornerMin": c[0],
                            "hmxVoltageCornerTarget": c[1], "hmxVoltageCornerMax": c[2], "hmxPerfMode": perf_mode})
+
+
+def dcvs_exp(pid: int, corner: str = "TUR", *, perf_mode: int = 0, **fields) -> tuple[int, dict]:
+    """A DCVS_V3_EXP entry (QNN 2.50): core and bus rails at expanded ``corner``."""
+    d = {"contextId": pid, "powerMode": PM["PERFORMANCE_MODE"], "setSleepLatency": 1, "sleepLatency": 100,
+         "setSleepDisable": 0, "sleepDisable": 0, "setBusParams": 1, "setCoreParams": 1,
+         "corePerfMode": perf_mode, "busPerfMode": perf_mode}
+    for rail in ("bus", "core"):
+        for k in ("Min", "Target", "Max"):
+            d[f"{rail}VoltageCorner{k}"] = E[corner]
+    d.update(fields)
+    return (P.OPT_DCVS_V3_EXP, d)
+
+
+def ceng(corner: str = "TURBO", perf_mode: int = 0) -> tuple[int, dict]:
+    """A CENG entry (QNN 2.50, legacy corners)."""
+    return (P.OPT_CENG, {"cengVoltageCornerMin": V[corner], "cengVoltageCornerTarget": V[corner],
+                         "cengVoltageCornerMax": V[corner], "cengPerfMode": perf_mode})
 
 
 def clocks(env) -> P.Clocks:
@@ -347,8 +384,12 @@ def test_hmx_voting_table_row(env, row):
 
 
 def test_hmx_vote_in_the_same_call_as_the_hvx_vote(env):
+    """The entries of a call apply in list order (the vendor's library: the HVX vote must come
+    first, in the same call or an earlier one)."""
     pid = env.new_id()
-    assert env.set(pid, hmx("TUR_L1"), dcvs(pid, "SVS")) == OK, "HMX listed before the HVX vote of the same call"
+    assert env.set(pid, hmx("TUR_L1"), dcvs(pid, "SVS")) == INVALID_INPUT and \
+        env.messages_for("QNNEMU-perf-hmx-no-hvx"), "HMX listed before the HVX vote of the same call: refused"
+    assert env.set(pid, dcvs(pid, "SVS"), hmx("TUR_L1")) == OK, "HMX listed after the HVX vote"
     assert clocks(env).hmx_mhz == P.corner_mhz(env.arch, "hmx", "TUR_L1"), "explicit HMX clock"
     assert clocks(env).core_mhz == P.corner_mhz(env.arch, "core", "SVS"), "the core follows DCVS"
     assert env.set(pid, hmx("TUR_L1", perf_mode=Q.QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_LOW)) == OK
@@ -396,10 +437,14 @@ def test_dcvs_power_mode_ignored_with_dcvs_disabled(env):
     assert env.set(pid, dcvs(pid, enable=0, mode=3)) == OK, "powerMode only counts with DCVS enabled (seed)"
 
 
-@pytest.mark.parametrize("latency,ok", [(9, False), (10, True), (65535, True), (65536, False)])
-def test_dcvs_sleep_latency_bounds(env, latency, ok):
+@pytest.mark.parametrize("latency,modelled", [(9, 10), (10, 10), (65535, 65535), (65536, 65535)])
+def test_dcvs_sleep_latency_bounds(env, latency, modelled):
+    """Outside 10..65535 us the vendor's library accepts it too: modelled clipped, with a warning."""
     pid = env.new_id()
-    assert (env.set(pid, dcvs(pid, latency=latency)) == OK) is ok, f"sleepLatency {latency} us (10..65535)"
+    assert env.set(pid, dcvs(pid, latency=latency)) == OK, f"sleepLatency {latency} us accepted"
+    assert PERF.active(0, 0).sleep_latency_us == modelled, f"sleepLatency {latency} us modelled as {modelled}"
+    assert bool(env.messages_for("QNNEMU-perf-dcvs-sleep-latency")) is (latency != modelled), \
+        "a warning exactly when the value is clipped"
 
 
 def test_dcvs_disable_releases_the_rail(env):
@@ -412,10 +457,13 @@ def test_dcvs_disable_releases_the_rail(env):
 
 
 # ----------------------------------------------------------------- RPC, HMX timeout, DDR
-@pytest.mark.parametrize("polling,ok", [(0, True), (9999, True), (10000, False)])
-def test_rpc_polling_time_range(env, polling, ok):
+@pytest.mark.parametrize("polling,modelled", [(0, 0), (9999, 9999), (10000, 9999)])
+def test_rpc_polling_time_range(env, polling, modelled):
     pid = env.new_id()
-    assert (env.set(pid, (P.OPT_RPC_POLLING_TIME, polling)) == OK) is ok, f"rpc polling {polling} us (0..9999)"
+    assert env.set(pid, (P.OPT_RPC_POLLING_TIME, polling)) == OK, f"rpc polling {polling} us accepted (the vendor too)"
+    assert PERF.active(0, 0).rpc_polling_time_us == modelled, f"rpc polling {polling} us modelled as {modelled}"
+    assert bool(env.messages_for("QNNEMU-perf-rpc-polling-range")) is (polling != modelled), \
+        "a warning exactly when the value is clipped"
 
 
 def test_rpc_control_latency_and_hmx_timeout_aggregate(env):
@@ -432,23 +480,38 @@ def test_rpc_control_latency_and_hmx_timeout_aggregate(env):
 def test_adaptive_polling_needs_polling(env):
     pid = env.new_id()
     assert env.set(pid, (P.OPT_ADAPTIVE_POLLING, 0)) == OK, "0 (off) needs nothing"
+    assert env.set(pid, (P.OPT_ADAPTIVE_POLLING, 500)) == OK and \
+        env.messages_for("QNNEMU-perf-adaptive-polling-needs-rpc-polling"), "without polling: accepted, warned"
+    assert PERF.active(0, 0).adaptive_polling_time_us == 0, "and inactive"
     assert env.set(pid, (P.OPT_ADAPTIVE_POLLING, 1000), (P.OPT_RPC_POLLING_TIME, 9999)) == OK, \
         "polling in the same call"
     assert env.set(pid, (P.OPT_RPC_POLLING_TIME, 0)) == OK, "polling turned off later"
     assert PERF.active(0, 0).adaptive_polling_time_us == 0, "adaptive polling is inactive without polling"
 
 
-def test_ddr_perf_mode_boosts_the_bus(env):
+def test_ddr_perf_mode_boosts_the_bus(env, monkeypatch):
+    """No emulated arch has DDR perf mode (the vendor's library refuses it up to v85); with the
+    gate lowered, the vote boosts the bus."""
     pid = env.new_id()
+    assert env.set(pid, dcvs(pid, "MAX_VOLTAGE_CORNER"), (P.OPT_DDR_PERF_MODE, 1)) == \
+        Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED, "v75: refused, as the vendor's library does"
+    monkeypatch.setattr(P, "DDR_PERF_MODE_MIN_ARCH", env.arch)
     assert env.set(pid, dcvs(pid, "MAX_VOLTAGE_CORNER"), (P.OPT_DDR_PERF_MODE, 1)) == OK
     assert clocks(env).bus_mhz == round(P.corner_mhz(env.arch, "bus", "MAX_VOLTAGE_CORNER") * 1.10, 1), \
         "DDR perf mode: bus at its perf-mode frequency"
 
 
-def test_call_is_atomic(env):
+def test_call_applies_in_order_until_a_refusal(env):
+    """As the vendor's library: the entries before a refused one stay applied; an unknown option
+    refuses the whole call first."""
     pid = env.new_id()
-    assert env.set(pid, dcvs(pid, "TURBO"), (P.OPT_RPC_POLLING_TIME, 20000)) == INVALID_INPUT
-    assert PERF.active(0, 0) is None, "a refused call applies none of its entries"
+    assert env.set(pid, dcvs(pid, "TURBO"), hmx((128, "TUR", "TUR"))) == INVALID_INPUT, "a legacy HMX corner"
+    assert PERF.active(0, 0).core_corner == "TURBO" and PERF.configs[pid].hmx is None, \
+        "the DCVS vote before the refused HMX vote is applied"
+    other = env.new_id()
+    assert env.set(other, dcvs(other, "NOM"), (0x7654321, None)) == \
+        Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED_CONFIG
+    assert PERF.configs[other].votes == {}, "an unknown option refuses the whole call"
 
 
 def test_memory_config_grow_size(env):
@@ -578,8 +641,15 @@ def _arg_null(e):
 
 
 def _ddr_without_max_bus(e):
+    """No emulated arch has DDR perf mode (the vendor's library refuses it up to v85): the rule
+    behind the gate is exercised with the gate lowered to the device's arch."""
     pid = e.new_id()
-    return e.set(pid, dcvs(pid, "TURBO"), (P.OPT_DDR_PERF_MODE, 1))
+    old = P.DDR_PERF_MODE_MIN_ARCH
+    P.DDR_PERF_MODE_MIN_ARCH = e.arch
+    try:
+        return e.set(pid, dcvs(pid, "TURBO"), (P.OPT_DDR_PERF_MODE, 1))
+    finally:
+        P.DDR_PERF_MODE_MIN_ARCH = old
 
 
 def _with_id(build):
@@ -595,14 +665,18 @@ RULE_CASES = {
                              "powerConfigId", _arg_null, Q.QNN_SOC_MODEL_SM8650),
     "QNNEMU-perf-device-id": (INVALID_INPUT, "createPowerConfigId", "deviceId",
                               lambda e: int(e.perf.createPowerConfigId(1, 0, e.out_id())), Q.QNN_SOC_MODEL_SM8650),
-    "QNNEMU-perf-core-id": (INVALID_INPUT, "setMemoryConfig", "coreId",
-                            lambda e: e.memory(0, 5, (P.MEM_GROW_SIZE, 4096)), Q.QNN_SOC_MODEL_SM8650),
+    "QNNEMU-perf-core-id": (INVALID_INPUT, "createPowerConfigId", "coreId",
+                            lambda e: int(e.perf.createPowerConfigId(0, 5, e.out_id())), Q.QNN_SOC_MODEL_SM8650),
+    "QNNEMU-perf-memory-target": (OK, "setMemoryConfig", "coreId",
+                                  lambda e: e.memory(0, 5, (P.MEM_GROW_SIZE, 4096)), Q.QNN_SOC_MODEL_SM8650),
+    "QNNEMU-perf-destroy-unknown": (OK, "destroyPowerConfigId", "powerConfigId",
+                                    lambda e: int(e.perf.destroyPowerConfigId(0x7FFFFFF0)), Q.QNN_SOC_MODEL_SM8650),
     "QNNEMU-perf-id-unknown": (INVALID_INPUT, "setPowerConfig", "powerConfigId",
                                lambda e: e.set(0x7FFFFFF0, (P.OPT_RPC_POLLING_TIME, 10)), Q.QNN_SOC_MODEL_SM8650),
     "QNNEMU-perf-option": (Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED_CONFIG, "setPowerConfig",
                            "config[1].option", _with_id(lambda p: [(P.OPT_RPC_POLLING_TIME, 10), (0x7654321, None)]),
                            Q.QNN_SOC_MODEL_SM8650),
-    "QNNEMU-perf-option-repeated": (INVALID_INPUT, "setPowerConfig", "config[1].option",
+    "QNNEMU-perf-option-repeated": (OK, "setPowerConfig", "config[1].option",
                                     _with_id(lambda p: [(P.OPT_RPC_POLLING_TIME, 10), (P.OPT_RPC_POLLING_TIME, 20)]),
                                     Q.QNN_SOC_MODEL_SM8650),
     "QNNEMU-perf-memory-option": (Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED_CONFIG, "setMemoryConfig",
@@ -610,35 +684,48 @@ RULE_CASES = {
                                   Q.QNN_SOC_MODEL_SM8650),
     "QNNEMU-perf-dcvs-context-id": (INVALID_INPUT, "setPowerConfig", "config[0].dcvsV3Config.contextId",
                                     _with_id(lambda p: [dcvs(p + 1000)]), Q.QNN_SOC_MODEL_SM8650),
-    "QNNEMU-perf-dcvs-power-mode": (INVALID_INPUT, "setPowerConfig", "config[0].dcvsV3Config.powerMode",
+    "QNNEMU-perf-dcvs-power-mode": (OK, "setPowerConfig", "config[0].dcvsV3Config.powerMode",
                                     _with_id(lambda p: [dcvs(p, enable=1, mode=3)]), Q.QNN_SOC_MODEL_SM8650),
-    "QNNEMU-perf-dcvs-sleep-latency": (INVALID_INPUT, "setPowerConfig", "config[0].dcvsV3Config.sleepLatency",
+    "QNNEMU-perf-dcvs-sleep-latency": (OK, "setPowerConfig", "config[0].dcvsV3Config.sleepLatency",
                                        _with_id(lambda p: [dcvs(p, latency=5)]), Q.QNN_SOC_MODEL_SM8650),
-    "QNNEMU-perf-dcvs-corner": (INVALID_INPUT, "setPowerConfig", "config[0].dcvsV3Config.coreVoltageCornerTarget",
+    "QNNEMU-perf-dcvs-corner": (OK, "setPowerConfig", "config[0].dcvsV3Config.coreVoltageCornerTarget",
                                 _with_id(lambda p: [dcvs(p, core=("SVS", 77, "TURBO"))]), Q.QNN_SOC_MODEL_SM8650),
-    "QNNEMU-perf-dcvs-corner-order": (INVALID_INPUT, "setPowerConfig", "config[0].dcvsV3Config.busVoltageCornerTarget",
+    "QNNEMU-perf-dcvs-corner-order": (OK, "setPowerConfig", "config[0].dcvsV3Config.busVoltageCornerTarget",
                                       _with_id(lambda p: [dcvs(p, bus=("TURBO", "NOM", "TURBO"))]),
                                       Q.QNN_SOC_MODEL_SM8650),
     "QNNEMU-perf-hmx-arch": (Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED, "setPowerConfig",
                              "config[1].hmxV2Config", _with_id(lambda p: [dcvs(p), hmx()]), None),
     "QNNEMU-perf-hmx-no-hvx": (INVALID_INPUT, "setPowerConfig", "config[0].hmxV2Config",
                                _with_id(lambda p: [hmx()]), Q.QNN_SOC_MODEL_SM8650),
-    "QNNEMU-perf-hmx-corner": (INVALID_INPUT, "setPowerConfig", "config[1].hmxV2Config.hmxVoltageCornerMin",
-                               _with_id(lambda p: [dcvs(p), hmx((641, "TUR", "TUR"))]), Q.QNN_SOC_MODEL_SM8650),
-    "QNNEMU-perf-hmx-corner-order": (INVALID_INPUT, "setPowerConfig", "config[1].hmxV2Config.hmxVoltageCornerTarget",
+    "QNNEMU-perf-hmx-corner-order": (OK, "setPowerConfig", "config[1].hmxV2Config.hmxVoltageCornerTarget",
                                      _with_id(lambda p: [dcvs(p), hmx(("NOM", "SVS", "TUR"))]), Q.QNN_SOC_MODEL_SM8650),
-    "QNNEMU-perf-hmx-perf-mode": (INVALID_INPUT, "setPowerConfig", "config[1].hmxV2Config.hmxPerfMode",
-                                  _with_id(lambda p: [dcvs(p), hmx(perf_mode=17)]), Q.QNN_SOC_MODEL_SM8650),
-    "QNNEMU-perf-rpc-polling-range": (INVALID_INPUT, "setPowerConfig", "config[0].rpcPollingTimeConfig",
+    "QNNEMU-perf-hmx-timeout-range": (INVALID_INPUT, "setPowerConfig", "config[0].hmxTimeoutIntervalUsConfig",
+                                      _with_id(lambda p: [(P.OPT_HMX_TIMEOUT, 99)]), Q.QNN_SOC_MODEL_SM8650),
+    "QNNEMU-perf-rpc-polling-range": (OK, "setPowerConfig", "config[0].rpcPollingTimeConfig",
                                       _with_id(lambda p: [(P.OPT_RPC_POLLING_TIME, 10000)]), Q.QNN_SOC_MODEL_SM8650),
     "QNNEMU-perf-adaptive-polling-needs-rpc-polling": (
-        INVALID_INPUT, "setPowerConfig", "config[0].adaptivePollingTimeConfig",
+        OK, "setPowerConfig", "config[0].adaptivePollingTimeConfig",
         _with_id(lambda p: [(P.OPT_ADAPTIVE_POLLING, 1000)]), Q.QNN_SOC_MODEL_SM8650),
     "QNNEMU-perf-ddr-arch": (Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED, "setPowerConfig",
                              "config[1].ddrPerfModeConfig",
                              _with_id(lambda p: [dcvs(p, "MAX_VOLTAGE_CORNER"), (P.OPT_DDR_PERF_MODE, 1)]), None),
     "QNNEMU-perf-ddr-needs-max-bus": (INVALID_INPUT, "setPowerConfig", "config[1].ddrPerfModeConfig",
                                       _ddr_without_max_bus, Q.QNN_SOC_MODEL_SM8650),
+    # QNN 2.50
+    "QNNEMU-perf-option-mixed": (INVALID_INPUT, "setPowerConfig", "config[1].option",
+                                 _with_id(lambda p: [dcvs(p), dcvs_exp(p)]), Q.QNN_SOC_MODEL_SM8650),
+    "QNNEMU-perf-exp-arch": (Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED, "setPowerConfig",
+                             "config[0].dcvsV3ExpConfig", _with_id(lambda p: [dcvs_exp(p)]), Q.QNN_SOC_MODEL_SM8850),
+    "QNNEMU-perf-exp-legacy-corner": (INVALID_INPUT, "setPowerConfig", "config[1].hmxV2Config.hmxVoltageCornerMin",
+                                      _with_id(lambda p: [dcvs(p), hmx((128, "TUR", "TUR"))]), Q.QNN_SOC_MODEL_SM8650),
+    "QNNEMU-perf-perf-mode-range": (INVALID_INPUT, "setPowerConfig", "config[1].hmxV2Config.hmxPerfMode",
+                                    _with_id(lambda p: [dcvs(p), hmx(perf_mode=256)]), Q.QNN_SOC_MODEL_SM8650),
+    "QNNEMU-perf-perf-mode-clamped": (OK, "setPowerConfig", "config[1].hmxV2Config.hmxPerfMode",
+                                      _with_id(lambda p: [dcvs(p), hmx(perf_mode=17)]), Q.QNN_SOC_MODEL_SM8650),
+    "QNNEMU-perf-ceng-arch": (Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED, "setPowerConfig",
+                              "config[1].cengConfig", _with_id(lambda p: [dcvs(p), ceng()]), None),
+    "QNNEMU-perf-ceng-no-dcvs": (INVALID_INPUT, "setPowerConfig", "config[0].cengConfig",
+                                 _with_id(lambda p: [ceng()]), Q.QNN_SOC_MODEL_SM8650),
 }
 
 
@@ -654,9 +741,12 @@ def test_rule(rule):
         assert any(f"{func}: {path}" in m for m in msgs), f"{rule}: message names {func} and {path}: {msgs}"
         fired = {r for _, m in e.rec.records for r in re.findall(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]", m)}
         assert fired == {rule}, f"{rule}: no other rule fired ({fired})"
-        for pid in e.ids:
-            if pid in PERF.configs:
-                assert PERF.configs[pid].votes == {}, f"{rule}: the refused call left no vote"
+        if code != OK:   # entries before the refused one may stay applied (as the vendor's); not it
+            option = int(re.search(r"config\[(\d+)\]", path).group(1)) if "config[" in path else None
+            for pid in e.ids:
+                if pid in PERF.configs and option is not None:
+                    votes = PERF.configs[pid].votes
+                    assert len(votes) <= option, f"{rule}: nothing from the refused entry on is applied: {votes}"
     finally:
         e.close()
 
@@ -669,8 +759,8 @@ def test_rule_ids_complete():
 
 
 def test_destroy_unknown_and_null_lists(env):
-    assert int(env.perf.destroyPowerConfigId(0x7FFFFFF0)) == INVALID_INPUT and \
-        env.messages_for("QNNEMU-perf-id-unknown"), "destroying an unknown id is refused (the vendor ignores it)"
+    assert int(env.perf.destroyPowerConfigId(0x7FFFFFF0)) == OK and \
+        env.messages_for("QNNEMU-perf-destroy-unknown"), "destroying an unknown id: accepted (as the vendor), warned"
     pid = env.new_id()
     assert int(env.perf.setPowerConfig(pid, NULL)) == INVALID_INPUT, "setPowerConfig(NULL list)"
     assert int(env.perf.setMemoryConfig(0, 0, NULL)) == INVALID_INPUT, "setMemoryConfig(NULL list)"

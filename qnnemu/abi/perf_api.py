@@ -1,7 +1,8 @@
 """HTP/QnnHtpPerfInfrastructure.h: the functions of the QnnHtpDevice_PerfInfrastructure_t that
 deviceGetInfrastructure hands out (createPowerConfigId, destroyPowerConfigId, setPowerConfig,
-setMemoryConfig).  This layer copies the C structs; the rules and the votes live in
-qnnemu/htp/perf.py (docs/htp-perf.md).
+setMemoryConfig).  This layer copies the C structs (every power config option of QNN 2.50,
+CENG / DCVS_V3_EXP / CENG_EXP included); the rules and the votes live in qnnemu/htp/perf.py
+(docs/htp-perf.md), whose warning rules reach the app's log here.
 
 Imported by entry.py so that the ``@perf_entry`` functions fill their ``qnnemu_perf_*`` slots.
 """
@@ -27,7 +28,7 @@ def createPowerConfigId(deviceId, coreId, powerConfigId):
 
 @perf_entry
 def destroyPowerConfigId(powerConfigId):
-    PERF.destroy_id(int(powerConfigId))
+    PERF.destroy_id(int(powerConfigId), warn=_active_logger().warn)
     _active_logger().debug(f"destroyPowerConfigId: id {int(powerConfigId)} and all its votes removed")
 
 
@@ -41,7 +42,7 @@ def setPowerConfig(powerConfigId, config):
         option = int(c.option)
         member = POWER_OPTION_FIELDS.get(option)
         entries.append((option, None if member is None else marshal.to_python(getattr(c, member))))
-    PERF.set_power(pid, entries)
+    PERF.set_power(pid, entries, warn=_active_logger().warn)
     cfg = PERF.configs[pid]
     clocks = PERF.clocks(cfg.device_id, cfg.core_id)
     _active_logger().debug(f"setPowerConfig: id {pid}: {len(entries)} vote(s) applied; device "
@@ -53,4 +54,5 @@ def setMemoryConfig(deviceId, coreId, config):
     require(config, htp_perf.INVALID_INPUT, "setMemoryConfig", "config", rule=_NULL_RULE)
     PERF.set_memory(int(deviceId), int(coreId),
                     [(int(c.option), int(c.memGrowSizeConfig))
-                     for c in _configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t")])
+                     for c in _configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t")],
+                    warn=_active_logger().warn)

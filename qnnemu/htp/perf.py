@@ -1,21 +1,27 @@
 """HTP/QnnHtpPerfInfrastructure.h: power-config ids, the performance votes recorded on them,
 the clocks those votes give, and the named perf profiles of the backend extensions.
 
-Seed 002, "QNN HTP Performance Infrastructure API" (DCVS v3, sleep latency/disable, RPC control
-latency and polling, adaptive polling, HMX v2 with its voting table, the two use-case examples)
-and "QNN HTP Backend Extensions" (the perf profile table burst ... extreme_power_saver, with the
-internal RELAXED/RELEASED power states).  The full model — rules, aggregation, the corner →
-frequency table — is documented in docs/htp-perf.md.
+QNN HTP backend documentation, "QNN HTP Performance Infrastructure API" (DCVS v3, sleep
+latency/disable, RPC control latency and polling, adaptive polling, HMX v2 with its voting table,
+the two use-case examples) and "QNN HTP Backend Extensions" (the perf profile table burst ...
+extreme_power_saver, with the internal RELAXED/RELEASED power states); QNN 2.50 adds CENG (the
+compression engine's clock), and for v85 the expanded corners (DCVS_V3_EXP, CENG_EXP) with the
+HIGH_D1..HIGH_D15 perf modes.  The full model -- rules, aggregation, the corner -> frequency
+table -- is documented in docs/htp-perf.md.
 
 Votes are process-wide, like the DSP's: ``PERF`` holds every power-config id.  A vote on an id
 is the *state* the id's setPowerConfig calls have built (the ``set*`` flags of DCVS v3 say which
 fields a call updates).  ``PERF.active(device_id, core_id)`` aggregates the ids of one core (the
-highest corner wins) and ``current_clocks`` turns that into MHz for the cost model.
+highest clock wins) and ``current_clocks`` turns that into MHz for the cost model.
 
-Error codes are the header's QNN_HTP_PERF_INFRASTRUCTURE_ERROR_*, as the vendor library returns
-them (measured against its x86-64 build): an unknown id, a NULL list or a bad field is
-INVALID_INPUT, an option the emulator does not know is UNSUPPORTED_CONFIG, an option the device's
-arch lacks (HMX v2, DDR perf mode before v75) is UNSUPPORTED.
+What is refused, and with which QNN_HTP_PERF_INFRASTRUCTURE_ERROR_* code, is what the vendor's
+x86-64 library (QNN 2.51) refuses, measured on v68, v69, v73, v75, v79, v81 and v85 devices:
+it processes a call's entries in list order and keeps those applied before a refused one; it
+checks the id, the DCVS contextId, the option's arch, the DCVS prerequisite of HMX/CENG, the
+expanded corners' range and the perf modes' range, the HMX timeout range, and nothing else.
+What it accepts without a check and the emulator has to interpret (a corner that is no corner,
+corners out of order, a sleep latency or RPC polling time out of range, ...) is accepted with a
+warning rule saying how it is modelled.
 """
 from __future__ import annotations
 
@@ -43,6 +49,9 @@ OPT_HMX_TIMEOUT = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_HMX_TIMEOUT_I
 OPT_HMX_V2 = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_HMX_V2
 OPT_ADAPTIVE_POLLING = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_ADAPTIVE_POLLING_TIME
 OPT_DDR_PERF_MODE = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DDR_PERF_MODE
+OPT_CENG = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_CENG                  # QNN 2.50
+OPT_DCVS_V3_EXP = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DCVS_V3_EXP    # QNN 2.50
+OPT_CENG_EXP = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_CENG_EXP          # QNN 2.50
 MEM_GROW_SIZE = Q.QNN_HTP_PERF_INFRASTRUCTURE_MEMORY_CONFIGOPTION_GROW_SIZE
 
 # power config option -> the union member of QnnHtpPerfInfrastructure_PowerConfig_t carrying it
@@ -54,17 +63,30 @@ POWER_OPTION_FIELDS: dict[int, str] = {
     OPT_HMX_V2: "hmxV2Config",
     OPT_ADAPTIVE_POLLING: "adaptivePollingTimeConfig",
     OPT_DDR_PERF_MODE: "ddrPerfModeConfig",
+    OPT_CENG: "cengConfig",
+    OPT_DCVS_V3_EXP: "dcvsV3ExpConfig",
+    OPT_CENG_EXP: "cengExpConfig",
 }
+DCVS_OPTIONS = (OPT_DCVS_V3, OPT_DCVS_V3_EXP)
+# Options one call may not carry together (the vendor: INVALID_INPUT).
+EXCLUSIVE_OPTIONS = ((OPT_DCVS_V3, OPT_DCVS_V3_EXP), (OPT_CENG, OPT_CENG_EXP))
 
 # ------------------------------------------------------------------------------ field ranges
-SLEEP_LATENCY_RANGE_US = (10, 65535)            # seed: "ranges 10-65535 us"
+SLEEP_LATENCY_RANGE_US = (10, 65535)            # the documentation: "ranges 10-65535 us"
 RPC_POLLING_MAX_US = Q.QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIG_MAX_RPC_POLLING_TIME  # 9999
-RPC_LATENCY_CRITICAL_BELOW_US = 200             # seed: latency-critical apps vote 0 < x < 200
-HMX_V2_MIN_ARCH = 75                            # seed: HMX votes only on v75 and later
-DDR_PERF_MODE_MIN_ARCH = 75                     # emulator choice (the vendor's v68 build refuses it)
-DEFAULT_HMX_TIMEOUT_US = 300000                 # seed: hmx_timeout_us default
-DEFAULT_RPC_CONTROL_LATENCY_US = 100            # seed: rpc_control_latency default
-DEFAULT_RPC_POLLING_US = 9999                   # seed: polling default of the ON profiles
+RPC_LATENCY_CRITICAL_BELOW_US = 200             # latency-critical apps vote 0 < x < 200
+HMX_TIMEOUT_RANGE_US = (100, 1000000)           # the vendor refuses values outside (measured)
+HMX_V2_MIN_ARCH = 75                            # the documentation and the vendor: HMX votes from v75
+CENG_MIN_ARCH = 75                              # the vendor: CENG from v75 (v73 refuses, measured)
+EXP_MIN_ARCH = 85                               # expanded corners: v85 and later (v81 refuses, measured)
+# DDR perf mode: the vendor's x86 library refuses it on every arch it emulates (v68 .. v85,
+# measured), so no emulated device has it; the rules behind the gate stay for later archs.
+DDR_PERF_MODE_MIN_ARCH = 89
+CLK_PERF_MAX = Q.QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_MAX   # 255: perf modes above are refused
+EXP_CORNER_MIN_VALUE = 0x100                    # expanded corners: 0 (DISABLE) or >= 0x100
+DEFAULT_HMX_TIMEOUT_US = 300000                 # hmx_timeout_us default
+DEFAULT_RPC_CONTROL_LATENCY_US = 100            # rpc_control_latency default
+DEFAULT_RPC_POLLING_US = 9999                   # polling default of the ON profiles
 
 # value -> name (Q.enum's direction), without the UNKNOWN sentinels
 POWER_MODES = {v: n for v, n in Q.enum("QNN_HTP_PERF_INFRASTRUCTURE_POWERMODE_").items()
@@ -107,11 +129,43 @@ EXP_CORNER_SCALE: dict[str, float] = {
     "NOM_L2": 1.15, "TUR": 1.25, "TUR_L1": 1.35, "TUR_L2": 1.40, "TUR_L3": 1.45, "MAX": 1.55,
 }
 # HIGH runs a corner's top frequency, LOW its lowest; HIGH_D1..HIGH_D15 (QNN 2.50) are steps
-# down from the top, modelled as 1% each so that HIGH_D15 meets LOW.
+# down from the top, modelled as 1% each so that HIGH_D15 meets LOW.  Values the enum lacks up to
+# CLK_PERF_MAX are accepted by the vendor's library; the hardware "clamps to the nearest supported
+# frequency": modelled as LOW.
 HMX_PERF_MODE_SCALE = {Q.QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_HIGH: 1.00,
                        Q.QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_LOW: 0.85,
                        **{getattr(Q, f"QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_HIGH_D{n}"): 1.0 - 0.01 * n
                           for n in range(1, 16)}}
+PERF_MODE_CLAMPED_SCALE = HMX_PERF_MODE_SCALE[Q.QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_LOW]
+
+
+def perf_mode_scale(mode: int) -> float:
+    """The frequency factor of a ClkPerfMode_t value (0..CLK_PERF_MAX)."""
+    return HMX_PERF_MODE_SCALE.get(int(mode), PERF_MODE_CLAMPED_SCALE)
+
+
+# Expanded corners between the named anchors of EXP_CORNER_SCALE (QNN 2.50 added RET, MIN_SVS,
+# LOW_SVS_D3_0, ..., TUR_L5, SUPER_TURBO, DEFINED_MAX): the enum values grow with the voltage, so
+# a value's frequency is interpolated linearly between its neighbouring anchors; DEFINED_MAX
+# (the top defined corner, 736) runs as fast as MAX.
+_EXP_ANCHORS = sorted([(getattr(Q, f"DCVS_EXP_VCORNER_{n}"), f) for n, f in EXP_CORNER_SCALE.items()]
+                      + [(Q.DCVS_EXP_VCORNER_DEFINED_MAX, EXP_CORNER_SCALE["MAX"])])
+
+
+def exp_corner_scale(value: int) -> float:
+    """Frequency relative to NOM of an expanded corner value (>= 0x100; DISABLE is not a
+    frequency: see _exp_mhz)."""
+    value = int(value)
+    lo_v, lo_f = _EXP_ANCHORS[0]
+    if value <= lo_v:
+        return lo_f
+    for hi_v, hi_f in _EXP_ANCHORS[1:]:
+        if value <= hi_v:
+            return round(lo_f + (hi_f - lo_f) * (value - lo_v) / (hi_v - lo_v), 4)
+        lo_v, lo_f = hi_v, hi_f
+    return lo_f
+
+
 DDR_PERF_MODE_BUS_SCALE = 1.10   # DDR perf mode: the bus runs at its perf-mode DDR frequency
 
 
@@ -200,20 +254,34 @@ NUM_DEVICES = 1   # deviceGetPlatformInfo reports one on-chip HTP
 # ------------------------------------------------------------------------------ the votes
 @dataclass
 class DcvsVote:
-    """An id's DCVS v3 (HVX) vote: each field is None until a call sets it (set* flags)."""
+    """An id's DCVS (HVX) vote, from DCVS_V3 or DCVS_V3_EXP (``expanded``): each field is None
+    until a call sets it (set* flags).  Corners are as modelled (a legacy value that is no
+    VoltageCorner_t is taken as the corner below it, see _legacy_corner)."""
     dcvs_enable: bool | None = None
     power_mode: int | None = None
     sleep_latency_us: int | None = None
     sleep_disable: bool | None = None
-    bus: tuple[int, int, int] | None = None      # (min, target, max) VoltageCorner_t
-    core: tuple[int, int, int] | None = None
+    bus: tuple[int, int, int] | None = None      # (min, target, max): VoltageCorner_t, or
+    core: tuple[int, int, int] | None = None     # ExpVoltageCorner_t values when expanded
+    expanded: bool = False
+    core_perf_mode: int = 0                      # DCVS_V3_EXP only (ClkPerfMode_t)
+    bus_perf_mode: int = 0
 
 
 @dataclass
 class HmxVote:
     """An id's explicit HMX v2 vote (hmxPickDefault = 0)."""
-    corners: tuple[int, int, int]                # (min, target, max) ExpVoltageCorner_t
+    corners: tuple[int, int, int]                # (min, target, max) ExpVoltageCorner_t values
     perf_mode: int
+
+
+@dataclass
+class CengVote:
+    """An id's compression-engine vote (CENG: VoltageCorner_t values; CENG_EXP: expanded), as
+    given: the emulator's cost model has no compression engine, so it only records it."""
+    corners: tuple[int, int, int]
+    perf_mode: int
+    expanded: bool
 
 
 @dataclass
@@ -223,6 +291,7 @@ class PowerConfigId:
     votes: dict[int, object] = field(default_factory=dict)   # option -> last accepted entry
     dcvs: DcvsVote | None = None
     hmx: HmxVote | None = None                   # None: the default HMX vote (scales with DCVS)
+    ceng: CengVote | None = None                 # None: the default CENG vote (MIN corner, HIGH)
     rpc_control_latency_us: int | None = None
     rpc_polling_time_us: int | None = None
     hmx_timeout_us: int | None = None
@@ -236,12 +305,19 @@ class PowerConfigId:
             return None
         return "explicit" if self.hmx is not None else "default"
 
+    @property
+    def ceng_state(self) -> str | None:
+        """Like ``hmx_state``, for the compression engine."""
+        if self.dcvs is None:
+            return None
+        return "explicit" if self.ceng is not None else "default"
+
 
 @dataclass(frozen=True)
 class ActiveVote:
     """The aggregate of the votes of every id on one device core (docs/htp-perf.md)."""
     ids: tuple[int, ...]
-    core_corner: str | None          # highest effective core corner (None: no core vote)
+    core_corner: str | None          # the corner of the fastest core vote (None: no core vote)
     bus_corner: str | None
     hmx_mhz: float | None            # highest HMX clock any id's (explicit or default) vote gives
     hmx_explicit: bool               # some id holds an explicit HMX vote
@@ -253,10 +329,18 @@ class ActiveVote:
     adaptive_polling_time_us: int    # the longest, among ids that poll
     hmx_timeout_us: int              # the longest requested (default 300000)
     ddr_perf_mode: bool
+    core_mhz: float | None = None    # the fastest core / bus vote's clock (None: no vote)
+    bus_mhz: float | None = None
+    ceng_votes: tuple = ()           # (id, "explicit"/"default", CengVote | None) of ids with DCVS
 
 
 def _err(code: int, func: str, path: str, what: str, rule: str) -> QnnError:
     return QnnError(code, f"{func}: {path}: {what}", rule=rule)
+
+
+def _warn(warn: Callable[[str], None], rule: str, message: str) -> None:
+    """A warning rule: what the vendor's library accepts and the emulator interprets."""
+    warn(f"[{rule}] {message}")
 
 
 def _effective(corners: tuple[int, int, int], dcvs: DcvsVote) -> int:
@@ -272,17 +356,32 @@ def _effective(corners: tuple[int, int, int], dcvs: DcvsVote) -> int:
     return target
 
 
-def _rail_corner(corners: tuple[int, int, int] | None, dcvs: DcvsVote) -> str | None:
+def _exp_label(value: int) -> str:
+    name = EXP_VCORNER_NAME.get(int(value))
+    return name if name is not None else f"0x{int(value):x}"
+
+
+def _rail_clock(dcvs: DcvsVote, rail: str, arch: int) -> tuple[float, str] | None:
+    """(MHz, corner label) one id's DCVS vote gives ``rail`` ("core", "bus"), or None."""
+    corners = getattr(dcvs, rail)
     if corners is None:
         return None
     c = _effective(corners, dcvs)
-    # A rail voted DISABLE is released by this id: with no other vote it sinks to the floor.
-    return "MIN_VOLTAGE_CORNER" if c == VCORNER["DISABLE"] else VCORNER_NAME[c]
+    if not dcvs.expanded:
+        # A rail voted DISABLE is released by this id: with no other vote it sinks to the floor.
+        name = "MIN_VOLTAGE_CORNER" if c == VCORNER["DISABLE"] else VCORNER_NAME[c]
+        return corner_mhz(arch, rail, name), name
+    n = _nominal(arch)
+    base = n.core_mhz if rail == "core" else n.bus_mhz
+    if c == EXP_VCORNER["DISABLE"]:
+        return round(base * EXP_CORNER_SCALE["MIN"], 1), "MIN"
+    mode = dcvs.core_perf_mode if rail == "core" else dcvs.bus_perf_mode
+    return round(base * exp_corner_scale(c) * perf_mode_scale(mode), 1), _exp_label(c)
 
 
-def _highest(names) -> str | None:
-    names = [n for n in names if n is not None]
-    return max(names, key=lambda n: VCORNER[n]) if names else None
+def _fastest(clocks) -> tuple[float, str] | None:
+    clocks = [c for c in clocks if c is not None]
+    return max(clocks, key=lambda c: c[0]) if clocks else None
 
 
 def _id_hmx_mhz(cfg: PowerConfigId, arch: int) -> float | None:
@@ -290,13 +389,23 @@ def _id_hmx_mhz(cfg: PowerConfigId, arch: int) -> float | None:
         return None
     if cfg.hmx is not None:
         c = _effective(cfg.hmx.corners, cfg.dcvs)
-        name = "MIN" if c == EXP_VCORNER["DISABLE"] else EXP_VCORNER_NAME[c]
-        return round(corner_mhz(arch, "hmx", name) * HMX_PERF_MODE_SCALE[cfg.hmx.perf_mode], 1)
-    core = _rail_corner(cfg.dcvs.core, cfg.dcvs)
+        scale = EXP_CORNER_SCALE["MIN"] if c == EXP_VCORNER["DISABLE"] else exp_corner_scale(c)
+        return round(_nominal(arch).hmx_mhz * scale * perf_mode_scale(cfg.hmx.perf_mode), 1)
+    core = _rail_clock(cfg.dcvs, "core", arch)
     if core is None:
         return None
-    # The default HMX vote scales with the id's DCVS (core) corner.
-    return round(_nominal(arch).hmx_mhz * CORNER_SCALE[core], 1)
+    # The default HMX vote scales with the id's DCVS (core) clock.
+    return round(_nominal(arch).hmx_mhz * core[0] / _nominal(arch).core_mhz, 1)
+
+
+def _legacy_corner(value: int) -> int:
+    """A VoltageCorner_t field's value as modelled: itself when it is a corner, else the
+    highest corner below it (DISABLE below MIN_VOLTAGE_CORNER)."""
+    value = int(value)
+    if value in VCORNER_NAME:
+        return value
+    below = [v for v in VCORNER_NAME if v <= value]
+    return max(below) if below else VCORNER["DISABLE"]
 
 
 class PerfInfrastructure:
@@ -339,91 +448,144 @@ class PerfInfrastructure:
                        f"are gone)", "QNNEMU-perf-id-unknown")
         return cfg
 
-    def destroy_id(self, pid: int) -> None:
-        """Removes the id and with it every vote on it (DCVS, HMX, RPC, DDR...)."""
+    def destroy_id(self, pid: int, warn: Callable[[str], None] | None = None) -> None:
+        """Removes the id and with it every vote on it (DCVS, HMX, CENG, RPC, DDR...).  An id that
+        does not exist (never created, destroyed already) is accepted, as the vendor's library
+        does, with a warning."""
         with self.lock:
-            self.lookup("destroyPowerConfigId", pid)
-            del self.configs[pid]
+            if self.configs.pop(pid, None) is None:
+                _warn(warn or (lambda message: None), "QNNEMU-perf-destroy-unknown",
+                      f"destroyPowerConfigId: powerConfigId: {pid} does not exist (never created, or "
+                      f"destroyed already); nothing to remove (the vendor's library accepts it too)")
 
     # ---- setPowerConfig -----------------------------------------------------------------
-    def set_power(self, pid: int, entries: list[tuple[int, object]], func: str = "setPowerConfig") -> None:
+    def set_power(self, pid: int, entries: list[tuple[int, object]], func: str = "setPowerConfig",
+                  warn: Callable[[str], None] | None = None) -> None:
         """Applies one setPowerConfig call: ``entries`` are (option, union member as a dict or
-        int) in list order.  The call is atomic (all entries validate or none applies); DCVS v3
-        entries apply first, then RPC polling, then the rest, so a call may list the HVX vote
-        after the HMX/DDR vote that needs it."""
+        int).  As the vendor's library: the whole call is refused (nothing applied) for an
+        unknown option; otherwise the entries apply in list order -- an HMX/CENG vote needs the
+        DCVS vote before it; DCVS_V3_EXP after DCVS_V3 (CENG_EXP after CENG, or the other way
+        round) in the same call is refused -- and a refused entry leaves those before it
+        applied.  ``warn`` receives the warning rules' messages."""
+        warn = warn or (lambda message: None)
         with self.lock:
             cfg = self.lookup(func, pid)
             model = self.models(cfg.device_id)
-            new = dataclasses.replace(cfg, votes=dict(cfg.votes),
-                                      dcvs=dataclasses.replace(cfg.dcvs) if cfg.dcvs else None)
             seen: dict[int, tuple[int, object]] = {}
             for i, (option, value) in enumerate(entries):
                 if option not in POWER_OPTION_FIELDS:
                     raise _err(UNSUPPORTED_CONFIG, func, f"config[{i}].option",
                                f"unknown power config option {option}", "QNNEMU-perf-option")
                 if option in seen and seen[option][1] != value:
-                    raise _err(INVALID_INPUT, func, f"config[{i}].option",
-                               f"{POWER_OPTION_FIELDS[option]} is given again with a different value "
-                               f"than config[{seen[option][0]}] in the same call",
-                               "QNNEMU-perf-option-repeated")
+                    _warn(warn, "QNNEMU-perf-option-repeated",
+                          f"{func}: config[{i}].option: "
+                          f"{POWER_OPTION_FIELDS[option]} is given again with a different value than "
+                          f"config[{seen[option][0]}] in the same call; the entries apply in order (the "
+                          f"vendor's library accepts it), so the later one wins")
                 seen.setdefault(option, (i, value))
-            rank = {OPT_DCVS_V3: 0, OPT_RPC_POLLING_TIME: 1}
-            for i, (option, value) in sorted(enumerate(entries), key=lambda e: (rank.get(e[1][0], 2), e[0])):
+            for i, (option, value) in enumerate(entries):
+                partner = next((b if option == a else a for a, b in EXCLUSIVE_OPTIONS if option in (a, b)), None)
+                earlier = [k for k, (o, _) in enumerate(entries[:i]) if o == partner]
+                if earlier:   # checked on reaching the second one, before its arch (measured)
+                    raise _err(INVALID_INPUT, func, f"config[{i}].option",
+                               f"{POWER_OPTION_FIELDS[option]} cannot be combined with "
+                               f"{POWER_OPTION_FIELDS[partner]} (config[{earlier[0]}]) in the same call (use one "
+                               f"or the other; across calls the later one supersedes)", "QNNEMU-perf-option-mixed")
+                new = dataclasses.replace(cfg, votes=dict(cfg.votes),
+                                          dcvs=dataclasses.replace(cfg.dcvs) if cfg.dcvs else None)
                 path = f"config[{i}].{POWER_OPTION_FIELDS[option]}"
-                self._apply(new, pid, model, func, path, option, value)
+                self._apply(new, pid, model, func, path, option, value, warn)
                 new.votes[option] = value
-            self.configs[pid] = new
+                self.configs[pid] = cfg = new
+
+    def _needs_dcvs(self, cfg: PowerConfigId, pid: int, func: str, path: str, what: str, rule: str) -> None:
+        if cfg.dcvs is None:
+            raise _err(INVALID_INPUT, func, path,
+                       f"power config id {pid} has no DCVS (DCVS_V3 or DCVS_V3_EXP) vote; {what} needs "
+                       f"one on the same id, earlier in the call or in an earlier call", rule)
 
     def _apply(self, cfg: PowerConfigId, pid: int, model: DeviceModel, func: str, path: str,
-               option: int, value) -> None:
+               option: int, value, warn) -> None:
         if option == OPT_DCVS_V3:
-            cfg.dcvs = _dcvs(cfg.dcvs, pid, func, path, value)
+            cfg.dcvs = _dcvs(cfg.dcvs, pid, func, path, value, warn)
+        elif option == OPT_DCVS_V3_EXP:
+            _arch_gate(model, EXP_MIN_ARCH, func, path, "DCVS_V3_EXP (expanded voltage corners)",
+                       "use DCVS_V3 with legacy corners", "QNNEMU-perf-exp-arch")
+            cfg.dcvs = _dcvs_exp(cfg.dcvs, pid, func, path, value, warn)
         elif option == OPT_HMX_V2:
             if model.arch < HMX_V2_MIN_ARCH:
                 raise _err(UNSUPPORTED, func, path, f"HMX v2 votes need HTP v{HMX_V2_MIN_ARCH} or "
                            f"later; device {cfg.device_id} is v{model.arch}", "QNNEMU-perf-hmx-arch")
-            if cfg.dcvs is None:
-                raise _err(INVALID_INPUT, func, path,
-                           f"power config id {pid} has no HVX (DCVS v3) vote; an HMX vote needs one "
-                           f"on the same id (vote DCVS v3 first, or in the same call)",
-                           "QNNEMU-perf-hmx-no-hvx")
-            cfg.hmx = _hmx(func, path, value)
+            self._needs_dcvs(cfg, pid, func, path, "an HMX vote", "QNNEMU-perf-hmx-no-hvx")
+            cfg.hmx = _hmx(func, path, value, warn)
+        elif option in (OPT_CENG, OPT_CENG_EXP):
+            expanded = option == OPT_CENG_EXP
+            if expanded:
+                _arch_gate(model, EXP_MIN_ARCH, func, path, "CENG_EXP (expanded voltage corners)",
+                           "use CENG with legacy corners", "QNNEMU-perf-exp-arch")
+            else:
+                _arch_gate(model, CENG_MIN_ARCH, func, path, "CENG (compression engine) votes", "",
+                           "QNNEMU-perf-ceng-arch")
+            self._needs_dcvs(cfg, pid, func, path, "a CENG vote", "QNNEMU-perf-ceng-no-dcvs")
+            names = [f"cengVoltageCorner{k}" for k in ("Min", "Target", "Max")]
+            corners = tuple(int(value[n]) for n in names)
+            if expanded:
+                _exp_corners(func, path, names, corners)
+                _perf_mode_range(func, f"{path}.cengPerfMode", int(value["cengPerfMode"]))
+            # Recorded as given: the vendor checks no legacy CENG field, and the emulator's cost
+            # model has no compression engine to clock.
+            cfg.ceng = CengVote(corners, int(value["cengPerfMode"]), expanded)
         elif option == OPT_RPC_POLLING_TIME:
-            if not 0 <= int(value) <= RPC_POLLING_MAX_US:
-                raise _err(INVALID_INPUT, func, path, f"{int(value)} us is outside 0..{RPC_POLLING_MAX_US} "
-                           f"(QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIG_MAX_RPC_POLLING_TIME)",
-                           "QNNEMU-perf-rpc-polling-range")
-            cfg.rpc_polling_time_us = int(value)
+            polling = int(value)
+            if polling > RPC_POLLING_MAX_US:
+                _warn(warn, "QNNEMU-perf-rpc-polling-range",
+                      f"{func}: {path}: {polling} us is above "
+                      f"QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIG_MAX_RPC_POLLING_TIME ({RPC_POLLING_MAX_US}); "
+                      f"accepted as the vendor's library does, modelled as {RPC_POLLING_MAX_US} us")
+                polling = RPC_POLLING_MAX_US
+            cfg.rpc_polling_time_us = polling
         elif option == OPT_RPC_CONTROL_LATENCY:
             cfg.rpc_control_latency_us = int(value)   # any value: 0 = no specific requirement
         elif option == OPT_HMX_TIMEOUT:
+            lo, hi = HMX_TIMEOUT_RANGE_US
+            if not lo <= int(value) <= hi:
+                raise _err(INVALID_INPUT, func, path, f"{int(value)} us is outside {lo}..{hi} us",
+                           "QNNEMU-perf-hmx-timeout-range")
             cfg.hmx_timeout_us = int(value)
         elif option == OPT_ADAPTIVE_POLLING:
             if int(value) and not cfg.rpc_polling_time_us:
-                raise _err(INVALID_INPUT, func, path,
-                           f"adaptive polling ({int(value)} us) needs RPC polling on power config id "
-                           f"{pid}, which is {'off (0 us)' if cfg.rpc_polling_time_us == 0 else 'not set'}",
-                           "QNNEMU-perf-adaptive-polling-needs-rpc-polling")
+                _warn(warn, "QNNEMU-perf-adaptive-polling-needs-rpc-polling",
+                      f"{func}: {path}: adaptive polling "
+                      f"({int(value)} us) on power config id {pid}, whose RPC polling is "
+                      f"{'off (0 us)' if cfg.rpc_polling_time_us == 0 else 'not set'}: recorded, without "
+                      f"effect until RPC polling is on")
             cfg.adaptive_polling_time_us = int(value)
         elif option == OPT_DDR_PERF_MODE:
             if model.arch < DDR_PERF_MODE_MIN_ARCH:
-                raise _err(UNSUPPORTED, func, path, f"DDR perf mode needs HTP v{DDR_PERF_MODE_MIN_ARCH} or "
-                           f"later; device {cfg.device_id} is v{model.arch}", "QNNEMU-perf-ddr-arch")
-            mx = VCORNER["MAX_VOLTAGE_CORNER"]
-            if int(value) and (cfg.dcvs is None or cfg.dcvs.bus != (mx, mx, mx)):
-                bus = None if cfg.dcvs is None else cfg.dcvs.bus
+                raise _err(UNSUPPORTED, func, path, f"DDR perf mode is not supported on HTP v{model.arch} "
+                           f"(the vendor's library refuses it on every arch up to v85)", "QNNEMU-perf-ddr-arch")
+            dcvs = cfg.dcvs
+            mx = EXP_VCORNER["MAX"] if dcvs is not None and dcvs.expanded else VCORNER["MAX_VOLTAGE_CORNER"]
+            if int(value) and (dcvs is None or dcvs.bus != (mx, mx, mx)):
+                bus = None if dcvs is None else dcvs.bus
                 raise _err(INVALID_INPUT, func, path,
-                           f"DDR perf mode needs a DCVS v3 vote on id {pid} with bus corners min/target/max "
-                           f"all MAX_VOLTAGE_CORNER; the id's bus vote is "
-                           f"{'absent' if bus is None else [VCORNER_NAME.get(c, c) for c in bus]}",
-                           "QNNEMU-perf-ddr-needs-max-bus")
+                           f"DDR perf mode needs a DCVS vote on id {pid} with bus corners min/target/max "
+                           f"all at the maximum; the id's bus vote is "
+                           f"{'absent' if bus is None else list(bus)}", "QNNEMU-perf-ddr-needs-max-bus")
             cfg.ddr_perf_mode = int(value)
 
     # ---- setMemoryConfig ----------------------------------------------------------------
     def set_memory(self, device_id: int, core_id: int, entries: list[tuple[int, int]],
-                   func: str = "setMemoryConfig") -> None:
+                   func: str = "setMemoryConfig", warn: Callable[[str], None] | None = None) -> None:
+        """Records the memory grow size per device/core.  The vendor's library checks neither id
+        (measured: device 7, core 9 accepted): one that does not exist is recorded as given, with
+        a warning (createPowerConfigId does refuse them)."""
         with self.lock:
-            self._check_device_core(func, device_id, core_id)
+            try:
+                self._check_device_core(func, device_id, core_id)
+            except QnnError as err:
+                _warn(warn or (lambda message: None), "QNNEMU-perf-memory-target",
+                      f"{err.detail}; recorded as given (the vendor's library accepts it)")
             for i, (option, _) in enumerate(entries):
                 if option != MEM_GROW_SIZE:
                     raise _err(UNSUPPORTED_CONFIG, func, f"config[{i}].option",
@@ -456,10 +618,12 @@ class PerfInfrastructure:
         latencies = [d.sleep_latency_us for d in dcvs if d.sleep_latency_us is not None]
         rpc_lat = [c.rpc_control_latency_us for c in cfgs.values() if c.rpc_control_latency_us]
         polling = [c.rpc_polling_time_us or 0 for c in cfgs.values()]
+        core = _fastest(_rail_clock(d, "core", arch) for d in dcvs)
+        bus = _fastest(_rail_clock(d, "bus", arch) for d in dcvs)
         return ActiveVote(
             ids=tuple(sorted(cfgs)),
-            core_corner=_highest(_rail_corner(d.core, d) for d in dcvs),
-            bus_corner=_highest(_rail_corner(d.bus, d) for d in dcvs),
+            core_corner=core[1] if core else None,
+            bus_corner=bus[1] if bus else None,
             hmx_mhz=max(hmx) if hmx else None,
             hmx_explicit=any(c.hmx is not None for c in cfgs.values()),
             dcvs_enabled=all(enables) if enables else None,
@@ -472,6 +636,9 @@ class PerfInfrastructure:
             hmx_timeout_us=max([c.hmx_timeout_us for c in cfgs.values() if c.hmx_timeout_us is not None]
                                or [DEFAULT_HMX_TIMEOUT_US]),
             ddr_perf_mode=any(c.ddr_perf_mode for c in cfgs.values()),
+            core_mhz=core[0] if core else None,
+            bus_mhz=bus[0] if bus else None,
+            ceng_votes=tuple((p, c.ceng_state, c.ceng) for p, c in sorted(cfgs.items()) if c.dcvs is not None),
         )
 
     def clocks(self, device_id: int = 0, core_id: int = 0, arch: int | None = None) -> Clocks:
@@ -480,84 +647,141 @@ class PerfInfrastructure:
         vote = self.active(device_id, core_id, arch)
         if vote is None:
             return nom
-        core = vote.core_corner or "NOM"
-        bus = corner_mhz(arch, "bus", vote.bus_corner) if vote.bus_corner else nom.bus_mhz
+        core_mhz = vote.core_mhz if vote.core_mhz is not None else nom.core_mhz
+        bus = vote.bus_mhz if vote.bus_mhz is not None else nom.bus_mhz
         if vote.ddr_perf_mode:
             bus = round(bus * DDR_PERF_MODE_BUS_SCALE, 1)
         hmx = vote.hmx_mhz if vote.hmx_mhz is not None else round(
-            _nominal(arch).hmx_mhz * CORNER_SCALE[core], 1)
-        return Clocks(corner_mhz(arch, "core", core), hmx, bus, core)
+            _nominal(arch).hmx_mhz * core_mhz / _nominal(arch).core_mhz, 1)
+        return Clocks(core_mhz, hmx, bus, vote.core_corner or "NOM")
 
 
-def _dcvs(old: DcvsVote | None, pid: int, func: str, path: str, d: dict) -> DcvsVote:
-    """Validates a QnnHtpPerfInfrastructure_DcvsV3_t and merges it into the id's vote: only the
-    fields whose set* flag is non-zero change."""
-    vote = dataclasses.replace(old) if old is not None else DcvsVote()
+def _arch_gate(model: DeviceModel, min_arch: int, func: str, path: str, what: str, hint: str, rule: str) -> None:
+    if model.arch < min_arch:
+        raise _err(UNSUPPORTED, func, path, f"{what} need HTP v{min_arch} or later; the device is "
+                   f"v{model.arch}" + (f" ({hint})" if hint else ""), rule)
+
+
+def _exp_corners(func: str, path: str, names: list[str], corners: tuple[int, ...]) -> None:
+    """Expanded corner fields: 0 (DISABLE) or an ExpVoltageCorner_t value (>= 0x100)."""
+    for n, c in zip(names, corners):
+        if 0 < c < EXP_CORNER_MIN_VALUE:
+            raise _err(INVALID_INPUT, func, f"{path}.{n}",
+                       f"{c} is a legacy VoltageCorner_t value (0x01-0xFF); expanded corner fields take "
+                       f"ExpVoltageCorner_t values (>= 0x100) or DISABLE (0)", "QNNEMU-perf-exp-legacy-corner")
+
+
+def _perf_mode_range(func: str, path: str, mode: int) -> None:
+    if not 0 <= mode <= CLK_PERF_MAX:
+        raise _err(INVALID_INPUT, func, path, f"{mode} exceeds QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_MAX "
+                   f"({CLK_PERF_MAX})", "QNNEMU-perf-perf-mode-range")
+
+
+def _perf_mode(func: str, path: str, mode: int, warn) -> int:
+    """A ClkPerfMode_t field of HMX_V2 / DCVS_V3_EXP: refused above CLK_PERF_MAX; a value the enum
+    lacks is accepted (as the vendor does) and modelled as LOW."""
+    _perf_mode_range(func, path, mode)
+    if mode not in CLK_PERF_MODES:
+        _warn(warn, "QNNEMU-perf-perf-mode-clamped",
+              f"{func}: {path}: {mode} is no ClkPerfMode_t (0=HIGH, 1=LOW, "
+              f"2..16=HIGH_D1..HIGH_D15); accepted as the vendor's library does, modelled as LOW (the "
+              f"lowest frequency of the corner)")
+    return mode
+
+
+def _order_warning(func, path, names, corners, label, warn) -> None:
+    if not corners[0] <= corners[1] <= corners[2]:
+        _warn(warn, label,
+              f"{func}: {path}.{names[1]}: min/target/max {list(corners)} are not ordered "
+              f"min <= target <= max; accepted as the vendor's library does, modelled as given (DCVS "
+              f"drives the rail to the max field in performance mode, the min field in power saver "
+              f"mode, else the target)")
+
+
+def _dcvs_common(vote: DcvsVote, pid: int, func: str, path: str, d: dict, warn, enable: bool | None) -> None:
     if int(d["contextId"]) != pid:
         raise _err(INVALID_INPUT, func, f"{path}.contextId",
                    f"{int(d['contextId'])} differs from powerConfigId {pid} (use the id the vote is set on)",
                    "QNNEMU-perf-dcvs-context-id")
-    if d["setDcvsEnable"]:
-        enable = bool(d["dcvsEnable"])
+    if enable is not None:
         mode = int(d["powerMode"])
-        # powerMode only counts when DCVS is enabled (seed); memset configs leave it 0 otherwise.
+        # powerMode only counts when DCVS is enabled; memset configs leave it 0 otherwise.
         if enable and mode not in POWER_MODES:
-            raise _err(INVALID_INPUT, func, f"{path}.powerMode",
-                       f"{mode} is not a QnnHtpPerfInfrastructure_PowerMode_t "
-                       f"({', '.join(f'{v}={n}' for v, n in sorted(POWER_MODES.items()))})",
-                       "QNNEMU-perf-dcvs-power-mode")
+            _warn(warn, "QNNEMU-perf-dcvs-power-mode",
+                  f"{func}: {path}.powerMode: {mode} is no "
+                  f"QnnHtpPerfInfrastructure_PowerMode_t; accepted as the vendor's library does, modelled "
+                  f"as ADJUST_UP_DOWN (the rails settle at their targets)")
+            mode = POWERMODE["ADJUST_UP_DOWN"]
         vote.dcvs_enable, vote.power_mode = enable, (mode if enable else None)
     if d["setSleepLatency"]:
         lat = int(d["sleepLatency"])
         lo, hi = SLEEP_LATENCY_RANGE_US
         if not lo <= lat <= hi:
-            raise _err(INVALID_INPUT, func, f"{path}.sleepLatency",
-                       f"{lat} us is outside {lo}..{hi} us", "QNNEMU-perf-dcvs-sleep-latency")
+            clipped = min(max(lat, lo), hi)
+            _warn(warn, "QNNEMU-perf-dcvs-sleep-latency",
+                  f"{func}: {path}.sleepLatency: {lat} us is outside "
+                  f"{lo}..{hi} us; accepted as the vendor's library does, modelled as {clipped} us")
+            lat = clipped
         vote.sleep_latency_us = lat
     if d["setSleepDisable"]:
         vote.sleep_disable = bool(d["sleepDisable"])
+
+
+def _dcvs(old: DcvsVote | None, pid: int, func: str, path: str, d: dict, warn) -> DcvsVote:
+    """A QnnHtpPerfInfrastructure_DcvsV3_t merged into the id's vote: only the fields whose set*
+    flag is non-zero change.  A DCVS_V3 vote supersedes an earlier DCVS_V3_EXP one."""
+    vote = dataclasses.replace(old) if old is not None and not old.expanded else DcvsVote()
+    _dcvs_common(vote, pid, func, path, d, warn, bool(d["dcvsEnable"]) if d["setDcvsEnable"] else None)
+    for rail, flag in (("bus", "setBusParams"), ("core", "setCoreParams")):
+        if d[flag]:
+            names = [f"{rail}VoltageCorner{k}" for k in ("Min", "Target", "Max")]
+            given = tuple(int(d[n]) for n in names)
+            corners = tuple(_legacy_corner(c) for c in given)
+            for n, c, m in zip(names, given, corners):
+                if c != m:
+                    _warn(warn, "QNNEMU-perf-dcvs-corner",
+                          f"{func}: {path}.{n}: {c} is no "
+                          f"QnnHtpPerfInfrastructure_VoltageCorner_t; accepted as the vendor's library does, "
+                          f"modelled as {VCORNER_NAME[m]} (the corner below it)")
+            disabled = [c == VCORNER["DISABLE"] for c in corners]
+            if any(disabled) and not all(disabled):
+                _warn(warn, "QNNEMU-perf-dcvs-corner-order",
+                      f"{func}: {path}.{names[0]}: min/target/max "
+                      f"{[VCORNER_NAME[c] for c in corners]} mix DISABLE with corners; accepted as the "
+                      f"vendor's library does, modelled as given")
+            else:
+                _order_warning(func, path, names, corners, "QNNEMU-perf-dcvs-corner-order", warn)
+            setattr(vote, rail, corners)
+    return vote
+
+
+def _dcvs_exp(old: DcvsVote | None, pid: int, func: str, path: str, d: dict, warn) -> DcvsVote:
+    """A QnnHtpPerfInfrastructure_DcvsV3Exp_t: DCVS is implicitly enabled; it supersedes an
+    earlier legacy DCVS_V3 vote (a later DCVS_V3 supersedes it in turn)."""
+    vote = dataclasses.replace(old) if old is not None and old.expanded else DcvsVote(expanded=True)
+    _dcvs_common(vote, pid, func, path, d, warn, True)
+    vote.core_perf_mode = _perf_mode(func, f"{path}.corePerfMode", int(d["corePerfMode"]), warn)
+    vote.bus_perf_mode = _perf_mode(func, f"{path}.busPerfMode", int(d["busPerfMode"]), warn)
     for rail, flag in (("bus", "setBusParams"), ("core", "setCoreParams")):
         if d[flag]:
             names = [f"{rail}VoltageCorner{k}" for k in ("Min", "Target", "Max")]
             corners = tuple(int(d[n]) for n in names)
-            setattr(vote, rail, _corners(func, path, names, corners, VCORNER_NAME, VCORNER["DISABLE"],
-                                         "QnnHtpPerfInfrastructure_VoltageCorner_t", "QNNEMU-perf-dcvs-corner",
-                                         "QNNEMU-perf-dcvs-corner-order"))
+            _exp_corners(func, path, names, corners)
+            _order_warning(func, path, names, corners, "QNNEMU-perf-dcvs-corner-order", warn)
+            setattr(vote, rail, corners)
     return vote
 
 
-def _corners(func, path, names, corners, known, disable, ctype, rule_value, rule_order):
-    for n, c in zip(names, corners):
-        if c not in known:
-            raise _err(INVALID_INPUT, func, f"{path}.{n}", f"{c} is not a {ctype}", rule_value)
-    disabled = [c == disable for c in corners]
-    if any(disabled) and not all(disabled):
-        raise _err(INVALID_INPUT, func, f"{path}.{names[0]}",
-                   f"min/target/max {[known[c] for c in corners]} mix DISABLE with corners "
-                   f"(release a rail with DISABLE on all three)", rule_order)
-    if not corners[0] <= corners[1] <= corners[2]:
-        raise _err(INVALID_INPUT, func, f"{path}.{names[1]}",
-                   f"min/target/max {[known[c] for c in corners]} are not ordered min <= target <= max",
-                   rule_order)
-    return corners
-
-
-def _hmx(func: str, path: str, d: dict) -> HmxVote | None:
-    """Validates a QnnHtpPerfInfrastructure_HmxV2_t: hmxPickDefault reverts to the default vote
-    (which scales with the DCVS corner; the other fields are then ignored)."""
+def _hmx(func: str, path: str, d: dict, warn) -> HmxVote | None:
+    """A QnnHtpPerfInfrastructure_HmxV2_t: hmxPickDefault reverts to the default vote (which
+    scales with the DCVS clock; the other fields are then ignored)."""
     if d["hmxPickDefault"]:
         return None
     names = [f"hmxVoltageCorner{k}" for k in ("Min", "Target", "Max")]
     corners = tuple(int(d[n]) for n in names)
-    _corners(func, path, names, corners, EXP_VCORNER_NAME, EXP_VCORNER["DISABLE"],
-             "QnnHtpPerfInfrastructure_ExpVoltageCorner_t", "QNNEMU-perf-hmx-corner",
-             "QNNEMU-perf-hmx-corner-order")
-    mode = int(d["hmxPerfMode"])
-    if mode not in CLK_PERF_MODES:
-        raise _err(INVALID_INPUT, func, f"{path}.hmxPerfMode",
-                   f"{mode} is not a QnnHtpPerfInfrastructure_ClkPerfMode_t (0=HIGH, 1=LOW, "
-                   f"2..16=HIGH_D1..HIGH_D15)",
-                   "QNNEMU-perf-hmx-perf-mode")
+    _exp_corners(func, path, names, corners)
+    mode = _perf_mode(func, f"{path}.hmxPerfMode", int(d["hmxPerfMode"]), warn)
+    _order_warning(func, path, names, corners, "QNNEMU-perf-hmx-corner-order", warn)
     return HmxVote(corners, mode)
 
 
@@ -574,7 +798,7 @@ def current_clocks(device_id: int = 0, core_id: int = 0, *, arch: int | None = N
 # ---------------------------------------------------------------------- HMX voting table
 @dataclass(frozen=True)
 class HmxVotingRow:
-    """A row of the seed's HMX voting table: the HVX (DCVS v3) and HMX situation of an id, the
+    """A row of the documentation's HMX voting table: the HVX (DCVS v3) and HMX situation of an id, the
     hmxPickDefault value, whether it is operationally valid, and the HMX state that results."""
     hvx: str              # "applied" | "none" | "removed"
     hmx: str              # "applied" | "none" | "removed (automatic)"
@@ -594,7 +818,7 @@ HMX_VOTING_TABLE: tuple[HmxVotingRow, ...] = (
 # ------------------------------------------------------------------------ perf profiles
 @dataclass(frozen=True)
 class PerfProfile:
-    """A column of the seed's performance-profile table (backend extensions)."""
+    """A column of the documentation's performance-profile table (backend extensions)."""
     name: str
     sleep_latency_us: int
     dcvs_enable: bool
@@ -703,7 +927,7 @@ def apply_profile(power_config_id: int, name: str, perf: PerfInfrastructure | No
 
 
 class ProfileSession:
-    """The seed's two use cases, as the net-run extension drives a perf profile around stages:
+    """The documentation's two use cases, as the net-run extension drives a perf profile around stages:
 
     - voting at every inference: ``before_stage()`` places the profile's vote, ``after_stage()``
       drops to its idle state (RELAXED / RELEASED) at once;

@@ -360,17 +360,31 @@ class _SpillResult:
     flush: bool = False              # the fragmentation fallback: every op's blocks via DDR
 
 
+def _working_set_error(a: _Analysis, n: _Node, budget: int) -> QnnError | None:
+    if n.working_set <= budget:
+        return None
+    return QnnError(
+        Q.QNN_GRAPH_ERROR_MEM_ALLOC,
+        f"graphFinalize: graph '{a.graph.name}': node '{n.name}' ({n.op_type}): its working set of "
+        f"{n.working_set} bytes of VTCM (inputs {n.in_bytes} + outputs {n.out_bytes} + scratch "
+        f"{n.scratch}) exceeds the graph's VTCM budget of {budget} bytes (raise "
+        f"QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE or make the tensors smaller)",
+        rule="QNNEMU-prepare-working-set")
+
+
 def check_working_sets(a: _Analysis, budget: int) -> None:
-    graph = a.graph
     for n in a.nodes:
-        if n.working_set > budget:
-            raise QnnError(
-                Q.QNN_GRAPH_ERROR_MEM_ALLOC,
-                f"graphFinalize: graph '{graph.name}': node '{n.name}' ({n.op_type}): its working set of "
-                f"{n.working_set} bytes of VTCM (inputs {n.in_bytes} + outputs {n.out_bytes} + scratch "
-                f"{n.scratch}) exceeds the graph's VTCM budget of {budget} bytes (raise "
-                f"QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE or make the tensors smaller)",
-                rule="QNNEMU-prepare-working-set")
+        err = _working_set_error(a, n, budget)
+        if err is not None:
+            raise err
+
+
+def working_set_errors(graph) -> dict[str, QnnError]:
+    """node name -> the error graphFinalize would raise for that node's VTCM working set (every
+    node, not just the first): graphValidate's per-node view of pass 3."""
+    settings = graph_settings(graph)
+    a = _Analysis(graph, device_model(graph), settings)
+    return {n.name: err for n in a.nodes if (err := _working_set_error(a, n, settings.vtcm_bytes)) is not None}
 
 
 def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False) -> _SpillResult:

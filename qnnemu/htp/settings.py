@@ -525,6 +525,23 @@ def spill_fill_buffer_bytes(context) -> int:
     return max(sizes, default=0)
 
 
+def vtcm_backup_buffer_bytes(context) -> int:
+    """QNN_HTP_CONTEXT_GET_PROP_MAX_VTCMBACKUP_BUFFER_SIZE (QNN 2.50): the buffer a graph saves its
+    VTCM into when a higher-priority client pre-empts it ("save, re-acquire, and restore VTCM
+    memory when yielding", QNN HTP backend documentation): each graph has its own, as large as
+    the VTCM it acquires (its prepared plan's budget), so the context's largest one; in a
+    resource-sharing group one buffer "determined internally based on the device's
+    capabilities": the device's whole VTCM."""
+    from ..core.handles import HANDLES
+    from . import groups
+    if groups.group_of(context) is not None:
+        device = getattr(context, "device", None)
+        return int((device.model if device is not None else DeviceModel()).vtcm_bytes)
+    sizes = [int(getattr(getattr(HANDLES.lookup(h), "htp_plan", None), "vtcm_budget_bytes", 0) or 0)
+             for h in (getattr(context, "graphs", None) or {}).values()]
+    return max(sizes, default=0)
+
+
 def buffer_start_alignment(context) -> int:
     """QNN_HTP_CONTEXT_GET_PROP_BUFFER_START_ALIGNMENT: the largest block alignment the
     context's prepared plans ask for, at least 64 bytes."""
