@@ -9,6 +9,8 @@ structs), which a checked, Pythonic wrapper would refuse to do.
 - :func:`call` calls a table entry and returns its raw ``Qnn_ErrorHandle_t``; ``Qnn_OpConfig_t``
   by-value arguments (graphAddNode, backendValidateOpConfig) are given as :class:`OpConfig`;
 - :func:`vp` turns an ``int`` handle value into a ``void *`` (every ``Qnn_*Handle_t`` is one);
+- :class:`Library` / :func:`library` give the same raw ``call``/``create`` on any backend .so
+  (the vendor's libQnnHtp.so for differential tests);
 - :class:`LogRecorder` is an app log callback that formats the ``va_list`` with libc
   ``vsnprintf`` and records ``(level, message)``;
 - :func:`tensor`, :func:`op_config`, :func:`scalar_param`, :func:`tensor_param` build
@@ -67,6 +69,57 @@ def table():
         _loaded.update(lib=lib, providers=providers, iface=providers[0][0])
         _loaded["table"] = providers[0][0].v2_39
     return _loaded["table"]
+
+
+class Library:
+    """Any backend .so through the same raw calls: ``Library(None)`` is ours (the table above),
+    ``Library(path)`` e.g. the vendor's libQnnHtp.so.  ``call``/``create`` behave like the
+    module functions of the same name.  Use :func:`library` to load each path once."""
+
+    def __init__(self, path: str | None = None):
+        self.path = str(path) if path is not None else library_path()
+        self.ours = path is None
+        if self.ours:
+            self.table = table()
+            self.interface = _loaded["iface"]
+            return
+        self.lib = ffi.dlopen(self.path)
+        self.providers = ffi.new("const QnnInterface_t ***")
+        count = ffi.new("uint32_t *")
+        code = self.lib.QnnInterface_getProviders(self.providers, count)
+        assert code == Q.QNN_SUCCESS, f"{self.path}: QnnInterface_getProviders returned {code}"
+        assert count[0] >= 1, f"{self.path}: QnnInterface_getProviders: no provider"
+        self.interface = self.providers[0][0]
+        self.table = self.interface.v2_39
+
+    @property
+    def name(self) -> str:
+        return "qnnemu" if self.ours else os.path.basename(self.path)
+
+    def call(self, name: str, *args) -> int:
+        fn = getattr(self.table, name)
+        assert fn != NULL, f"{self.name}: table entry {name} is NULL"
+        if name in BY_VALUE:
+            handle, op = args
+            fn = ffi.cast("abi_OpConfigFn_t", fn)
+            args = (handle, ffi.cast("abi_OpConfigByValue_t *", op.ptr)[0])
+        return int(fn(*args))
+
+    def create(self, name: str, *args) -> tuple[int, int]:
+        out = ffi.new("void **")
+        code = self.call(name, *args, ffi.cast(_OUT_TYPES[name], out))
+        return code, hval(out[0])
+
+
+_libraries: dict[str | None, Library] = {}
+
+
+def library(path=None) -> Library:
+    """The :class:`Library` of ``path`` (None: ours), loaded once per process."""
+    key = str(path) if path is not None else None
+    if key not in _libraries:
+        _libraries[key] = Library(key)
+    return _libraries[key]
 
 
 def interface():
@@ -178,6 +231,25 @@ class LogRecorder:
         assert func in msgs[-1], f"{rule}: the message names the function '{func}': {msgs[-1]!r}"
         assert path in msgs[-1], f"{rule}: the message names the parameter path '{path}': {msgs[-1]!r}"
         return msgs[-1]
+
+    def assert_warning(self, code: int, rule: str, func: str, path: str, want_code: int = Q.QNN_SUCCESS) -> str:
+        """The contract of one warning rule (qnnemu/rules.py): the call succeeded (or returned
+        ``want_code`` when a later step of the sequence is what refuses), ``rule`` reached the
+        app log at QNN_LOG_LEVEL_WARN, no error rule fired, and the message names the function
+        and the parameter path.  Returns the message."""
+        assert code == want_code, f"{rule}: {func} returned {code}, expected {want_code}; log {self.records}"
+        msgs = [(lv, m) for lv, m in self.records if f"[{rule}]" in m]
+        assert msgs, f"{rule}: no message with [{rule}] reached the app log callback; got {self.records}"
+        assert all(lv == Q.QNN_LOG_LEVEL_WARN for lv, _ in msgs), \
+            f"{rule}: a warning rule is logged at QNN_LOG_LEVEL_WARN ({Q.QNN_LOG_LEVEL_WARN}): {msgs}"
+        errors = {r for lv, m in self.records if lv == Q.QNN_LOG_LEVEL_ERROR for r in RULE_ID.findall(m)}
+        assert want_code != Q.QNN_SUCCESS or not errors, f"{rule}: no error rule may fire; logged {errors}"
+        text = msgs[-1][1]
+        assert text.lstrip().startswith(("qnnemu [", f"[{rule}]")) and f"[{rule}] {func}: " in text, \
+            f"{rule}: the message reads '[{rule}] {func}: <path>: ...': {text!r}"
+        assert f"{func}: {path}" in text or path in text, \
+            f"{rule}: the message names the parameter path '{path}': {text!r}"
+        return text
 
 
 # --------------------------------------------------------------------------------- structs

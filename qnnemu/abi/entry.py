@@ -17,7 +17,7 @@ import traceback
 
 import numpy as np
 
-from .. import _version
+from .. import _version, rules
 from ..core import backend as core_backend
 from ..core import dtypes
 from ..core.backend import Backend
@@ -86,6 +86,19 @@ def _onerror_for(name: str):
     return onerror
 
 
+class _CallLogger:
+    """The logger of one API call for warning rules (qnnemu/rules.py), found from its
+    arguments when the first warning is logged."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args):
+        self.args = args
+
+    def warn(self, text: str) -> None:
+        _logger_for_args(self.args).warn(text)
+
+
 _ENTRIES: dict[str, object] = {}       # table slot -> wrapper (qnnemu_abi_<slot>)
 _PERF_ENTRIES: dict[str, object] = {}  # perf infrastructure function -> wrapper (qnnemu_perf_<fn>)
 
@@ -95,6 +108,9 @@ def entry(fn, registry: dict | None = None):
     name = fn.__name__
 
     def wrapper(*args):
+        # Warning rules raised during the call go to the app logger of its handles (resolved
+        # only when one is raised: the execute hot path pays a context-variable set only).
+        token = rules._CURRENT.set(_CallLogger(args))
         try:
             code = fn(*args)
             return Q.QNN_SUCCESS if code is None else code
@@ -102,6 +118,8 @@ def entry(fn, registry: dict | None = None):
             if not err.detail.startswith(name + ":"):
                 err = QnnError(err.code, f"{name}: {err.detail}", rule=err.rule)
             return _fail(name, err, _logger_for_args(args))
+        finally:
+            rules._CURRENT.reset(token)
 
     wrapper.__name__ = name
     (_ENTRIES if registry is None else registry)[name] = wrapper
