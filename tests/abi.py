@@ -402,3 +402,162 @@ def op_config(name: str | None, type_name: str | None, inputs: Sequence[Struct] 
     v.numOfOutputs = len(outputs)
     v.outputTensors = tensor_array(outputs, keep) if outputs else NULL
     return Struct(op, keep)
+
+
+# ------------------------------------------------------------------------------ sessions
+class Session:
+    """logger (recording) -> backend -> device (``soc``: a QNN_SOC_MODEL_*, None: no device
+    config) -> context on any :class:`Library` (ours by default), with builders for configs,
+    tensors and nodes that keep their C memory alive.  ``close()`` frees what it created.
+
+    Every builder returns raw codes, so the same call sequence can run on two libraries and
+    their codes be compared (tests/test_acceptance_vendor.py)."""
+
+    def __init__(self, lib: "Library | None" = None, soc: int | None = None,
+                 log_level: int = Q.QNN_LOG_LEVEL_DEBUG):
+        self.lib = lib or library()
+        self.keep: list = []
+        self.rec = LogRecorder()
+        self.contexts: list[int] = []
+        code, self.log = self.lib.create("logCreate", self.rec.callback, log_level)
+        assert code == Q.QNN_SUCCESS, f"setup: logCreate on {self.lib.name} returned {code}"
+        code, self.be = self.lib.create("backendCreate", vp(self.log), NULL)
+        assert code == Q.QNN_SUCCESS, f"setup: backendCreate on {self.lib.name} returned {code}"
+        dev_cfg = NULL
+        if soc is not None:
+            dev_cfg = self.list("QnnDevice_Config_t", self.device_custom(Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC,
+                                                                         socModel=soc))
+        code, self.dev = self.lib.create("deviceCreate", vp(self.log), dev_cfg)
+        assert code == Q.QNN_SUCCESS, f"setup: deviceCreate(soc {soc}) on {self.lib.name} returned {code}"
+        code, self.ctx = self.context()
+        assert code == Q.QNN_SUCCESS, f"setup: contextCreate on {self.lib.name} returned {code}"
+        self.rec.clear()
+
+    def close(self) -> None:
+        for ctx in reversed(self.contexts):
+            self.lib.call("contextFree", vp(ctx), NULL)
+        self.lib.call("deviceFree", vp(self.dev))
+        self.lib.call("backendFree", vp(self.be))
+        self.lib.call("logFree", vp(self.log))
+
+    # ---- plumbing
+    def own(self, cdata):
+        self.keep.append(cdata)
+        return cdata
+
+    def call(self, name: str, *args) -> int:
+        return self.lib.call(name, *args)
+
+    def list(self, ctype: str, *items):
+        """A NULL-terminated ``const ctype **`` (NULL when empty)."""
+        return null_terminated(ctype, list(items), self.keep) if items else NULL
+
+    @staticmethod
+    def _fill(struct, fields: dict) -> None:
+        for k, v in fields.items():
+            if isinstance(v, dict):
+                Session._fill(getattr(struct, k), v)
+            else:
+                setattr(struct, k, v)
+
+    # ---- configs
+    def device_custom(self, option: int, **fields):
+        cc = self.own(ffi.new("QnnHtpDevice_CustomConfig_t *"))
+        cc.option = option
+        self._fill(cc, fields)
+        c = self.own(ffi.new("QnnDevice_Config_t *"))
+        c.option, c.customConfig = Q.QNN_DEVICE_CONFIG_OPTION_CUSTOM, cc
+        return c
+
+    def graph_custom(self, option: int, **fields):
+        """A QnnGraph_Config_t CUSTOM -> QnnHtpGraph_CustomConfig_t; a dict sets a struct member,
+        ``opt=(type, value)`` the optimization option."""
+        cc = self.own(ffi.new("QnnHtpGraph_CustomConfig_t *"))
+        cc.option = option
+        if "opt" in fields:
+            cc.optimizationOption.type, cc.optimizationOption.floatValue = fields.pop("opt")
+        self._fill(cc, fields)
+        c = self.own(ffi.new("QnnGraph_Config_t *"))
+        c.option, c.customConfig = Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM, cc
+        return c
+
+    def graph_plain(self, option: int, **fields):
+        c = self.own(ffi.new("QnnGraph_Config_t *"))
+        c.option = option
+        self._fill(c, fields)
+        return c
+
+    def context_custom(self, option: int, **fields):
+        cc = self.own(ffi.new("QnnHtpContext_CustomConfig_t *"))
+        cc.option = option
+        self._fill(cc, fields)
+        c = self.own(ffi.new("QnnContext_Config_t *"))
+        c.option, c.customConfig = Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM, cc
+        return c
+
+    def context_plain(self, option: int, **fields):
+        c = self.own(ffi.new("QnnContext_Config_t *"))
+        c.option = option
+        self._fill(c, fields)
+        return c
+
+    # ---- objects
+    def context(self, *configs) -> tuple[int, int]:
+        code, ctx = self.lib.create("contextCreate", vp(self.be), vp(self.dev),
+                                    self.list("QnnContext_Config_t", *configs))
+        if code == Q.QNN_SUCCESS:
+            self.contexts.append(ctx)
+        return code, ctx
+
+    def graph(self, name: str = "g", *configs, ctx: int | None = None) -> tuple[int, int]:
+        return self.lib.create("graphCreate", vp(ctx or self.ctx), cstr(name, self.keep),
+                               self.list("QnnGraph_Config_t", *configs))
+
+    def set_graph(self, g: int, *configs) -> int:
+        return self.call("graphSetConfig", vp(g), self.list("QnnGraph_Config_t", *configs))
+
+    def tensor(self, g: int, t: Struct) -> int:
+        self.keep.append(t)
+        return self.call("tensorCreateGraphTensor", vp(g), t.ptr)
+
+    def node(self, g: int, op: Struct) -> int:
+        self.keep.append(op)
+        return self.call("graphAddNode", vp(g), op)
+
+    def finalize(self, g: int) -> int:
+        return self.call("graphFinalize", vp(g), NULL, NULL)
+
+    def execute(self, g: int, inputs: Sequence[tuple[Struct, np.ndarray]],
+                outputs: Sequence[tuple[Struct, np.ndarray]]) -> int:
+        """graphExecute with copies of the created tensors pointing at the arrays (outputs are
+        written into theirs)."""
+        def io(t, array):
+            c = Struct(ffi.new("Qnn_Tensor_t *", t.ptr[0]), [t])
+            set_buffer(c, array)
+            return c
+        ins = [io(t, a) for t, a in inputs]
+        outs = [io(t, a) for t, a in outputs]
+        return self.call("graphExecute", vp(g), tensor_array(ins, self.keep) if ins else NULL, len(ins),
+                         tensor_array(outs, self.keep) if outs else NULL, len(outs), NULL, NULL)
+
+    def relu_graph(self, *configs, name: str = "g", ctx: int | None = None, shape=(2, 3),
+                   execute: bool = True) -> tuple[int, ...]:
+        """graphCreate(configs) -> x, y -> Relu -> graphFinalize -> graphExecute: the codes of
+        the steps run (it stops at the first failure); the result is checked after an execute."""
+        code, g = self.graph(name, *configs, ctx=ctx)
+        codes = [code]
+        if code:
+            return tuple(codes)
+        x, y = tensor("x", shape), tensor("y", shape, type_=Q.QNN_TENSOR_TYPE_APP_READ)
+        for step in (lambda: self.tensor(g, x), lambda: self.tensor(g, y),
+                     lambda: self.node(g, op_config("r", "Relu", [x], [y])), lambda: self.finalize(g)):
+            codes.append(step())
+            if codes[-1]:
+                return tuple(codes)
+        if execute:
+            a = (np.arange(np.prod(shape), dtype=np.float32) - 3).reshape(shape)
+            out = np.full(shape, -7.0, np.float32)
+            codes.append(self.execute(g, [(x, a)], [(y, out)]))
+            if codes[-1] == Q.QNN_SUCCESS:
+                assert np.array_equal(out, np.maximum(a, 0)), f"{self.lib.name}: Relu computed {out}"
+        return tuple(codes)

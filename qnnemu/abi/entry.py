@@ -457,15 +457,29 @@ def deviceGetInfrastructure(deviceInfra):
 
 
 # ---------------------------------------------------------------------------------- context
-def _htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, rule: str) -> tuple[str, dict]:
-    """An HTP custom config behind ``customConfig``: (option name, copied fields)."""
+def _htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, rule: str,
+                tolerate_undefined: bool = False) -> tuple[str, dict]:
+    """An HTP custom config behind ``customConfig``: (option name, copied fields).  UNKNOWN is
+    refused; an option value the headers do not define (or a RESERVED one) is refused too,
+    unless ``tolerate_undefined`` (graph configs: the vendor ignores those) -- then its name is
+    ``{prefix}<value>``."""
     require(c.customConfig, code, func, f"config[{i}].customConfig")
     cc = ffi.cast(f"{ctype} *", c.customConfig)
-    name = Q.enum(prefix).get(int(cc.option))
-    if name is None or name.endswith("UNKNOWN") or "RESERVED" in name:
-        raise QnnError(code, f"{func}: config[{i}].customConfig.option: unknown {ctype} option {int(cc.option)}",
+    value = int(cc.option)
+    name = Q.enum(prefix).get(value)
+    unknown = name is not None and name.endswith("UNKNOWN")
+    if unknown or not tolerate_undefined and (name is None or "RESERVED" in name):
+        raise QnnError(code, f"{func}: config[{i}].customConfig.option: unknown {ctype} option {value}",
                        rule=rule)
+    if name is None or "RESERVED" in name:
+        return f"{prefix}{value}", {"option": value}
     return name, marshal.to_python(cc[0])
+
+
+def _context_option_from_newer_backend(value: int) -> bool:
+    """An HTP context option value above the last one the headers define (not UNKNOWN)."""
+    defined = [v for v, n in Q.enum("QNN_HTP_CONTEXT_CONFIG_OPTION_").items() if not n.endswith("UNKNOWN")]
+    return max(defined) < value < Q.QNN_HTP_CONTEXT_CONFIG_OPTION_UNKNOWN
 
 
 # QNN_CONTEXT_CONFIG_ENABLE_GRAPHS / GRAPH_RETENTION_ORDER name lists: at most this many names.
@@ -535,6 +549,14 @@ def _context_configs(config, func: str, model=None) -> dict:
             out["oemString"] = c_str(c.oemString)
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM:
             prefix = "QNN_HTP_CONTEXT_CONFIG_OPTION_"
+            if c.customConfig != ffi.NULL and _context_option_from_newer_backend(
+                    int(ffi.cast("QnnHtpContext_CustomConfig_t *", c.customConfig).option)):
+                # The vendor refuses 0, the RESERVED values and UNKNOWN but ignores the values
+                # above the last option it defines (a newer SDK's options).
+                rules.warn("QNNEMU-context-config-option-ignored", func, f"config[{i}].customConfig.option",
+                           f"{int(ffi.cast('QnnHtpContext_CustomConfig_t *', c.customConfig).option)} is not an "
+                           f"HTP context option this backend knows; ignored")
+                continue
             name, value = _htp_custom(c, i, func, "QnnHtpContext_CustomConfig_t", prefix,
                                       Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "QNNEMU-context-config-option")
             htp_settings.check_context_option(name[len(prefix):], value, func=func, path=f"config[{i}].customConfig",
@@ -630,7 +652,8 @@ def _graph_configs(config, func: str, *, context=None, graph=None) -> dict:
                 htp_settings.check_priority_change(ctx, func, f"config[{i}].priority")
         elif opt == Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM:
             name, value = _htp_custom(c, i, func, "QnnHtpGraph_CustomConfig_t", prefix,
-                                      Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "QNNEMU-graph-config-option")
+                                      Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "QNNEMU-graph-config-option",
+                                      tolerate_undefined=True)
             short, path = name[len(prefix):], f"config[{i}].customConfig"
             if short == "FINALIZE_CONFIG":
                 fc = ffi.cast("QnnHtpGraph_CustomConfig_t *", c.customConfig).finalizeConfig
@@ -640,7 +663,11 @@ def _graph_configs(config, func: str, *, context=None, graph=None) -> dict:
                                           graph, func, path)
             htp_settings.check_graph_option(short, value, model=model, context=ctx, graph=graph, func=func,
                                             path=path, pending=out)
-            out.setdefault("htp", {})[name] = value
+            if short in htp_settings.GRAPH_OPTIONS:   # ignored options (warned) are not recorded
+                out.setdefault("htp", {})[name] = value
+        elif opt == Q.QNN_GRAPH_CONFIG_OPTION_ENABLE_BINARY_SECTION_WEIGHTS_UPDATES:
+            # Recorded: binary section updates are always possible in the emulator.
+            out["enableBinarySectionWeightsUpdates"] = bool(c.enableBinarySectionWeightsUpdates)
         elif opt in (Q.QNN_GRAPH_CONFIG_OPTION_PROFILE_HANDLE, Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_STATE,
                      Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_NUM_EXECUTIONS):
             raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,

@@ -18,6 +18,7 @@ from ..headers import Q
 from ..htp import kvcache
 from ..htp import prepare as htp_prepare
 from ..htp import priority as htp_priority
+from ..htp import settings as htp_settings
 from ..htp.settings import device_model
 from ..ops.base import Param, TensorSpec, is_real_dtype
 from . import dtypes
@@ -352,6 +353,7 @@ class Graph:
                            f"{func}: graph '{self.name}' has no nodes", rule="QNNEMU-graphFinalize-empty")
         # The priority must map to HTP thread priorities before anything is built (logged below).
         htp_priority.thread_priorities(self, func)
+        htp_settings.check_num_cores(self, func)   # more cores than the SoC has fails here (vendor)
         # Native KV cache tensors: the seed's graph-level rules; the plan converts their layout.
         self.native_kv = kvcache.check_graph(self, device_model(self).arch)
         self.plan = compile_plan(self, precision_fp16=self.precision_fp16())
