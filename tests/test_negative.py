@@ -312,7 +312,7 @@ case("QNNEMU-context-config-option", Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "contex
       "config[0].customConfig.option", id="QNNEMU-context-config-option-custom")
 def _(e):
     cc = e.own(ffi.new("QnnHtpContext_CustomConfig_t *"))
-    cc.option = BOGUS
+    cc.option = Q.QNN_HTP_CONTEXT_CONFIG_OPTION_RESERVED_14   # values above the last option are ignored (warning)
     return abi.call("contextSetConfig", vp(e.ctx), e.configs("QnnContext_Config_t",
                                                              option=Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM,
                                                              customConfig=cc))
@@ -365,7 +365,9 @@ T = "tensorCreateGraphTensor"
 case("QNNEMU-tensor-version", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.version")(
     lambda e: e.create_tensor(abi.tensor("t", (2,), version=3)))
 case("QNNEMU-tensor-name", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v2.name")(
-    lambda e: e.create_tensor(abi.tensor(None, (2,))))
+    lambda e: e.create_tensor(abi.tensor(None, (2,))))   # NULL (an empty name is accepted)
+case("QNNEMU-tensor-rank", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v2.rank")(
+    lambda e: e.create_tensor(abi.tensor("t", (1,) * 7)))
 case("QNNEMU-tensor-type", Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, T, "tensor.v2.type")(
     lambda e: e.create_tensor(abi.tensor("t", (2,), type_=Q.QNN_TENSOR_TYPE_OPTIONAL_APP_WRITE)))
 case("QNNEMU-tensor-type", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v1.type",
@@ -377,8 +379,19 @@ case("QNNEMU-tensor-dtype", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.
     lambda e: e.create_tensor(abi.tensor("t", (2,), dtype=BOGUS)))
 case("QNNEMU-tensor-dims-null", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v2.dimensions")(
     lambda e: e.create_tensor(abi.tensor("t", None, rank=2)))
-case("QNNEMU-tensor-dims-zero", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v1.dimensions[1]")(
-    lambda e: e.create_tensor(abi.tensor("t", (2, 0, 3), version=1)))
+
+
+
+@case("QNNEMU-tensor-dims-zero", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, "graphAddNode",
+      "opConfig.v1.inputTensors[0].v1.dimensions")
+def _(e):
+    # created (as the vendor does), but no node takes an empty non-NULL tensor
+    x = e.tensor("x", (2, 0, 3), version=1)
+    y = e.tensor("y", (2, 0, 3), type_=Q.QNN_TENSOR_TYPE_APP_READ)
+    return e.add_node(abi.op_config("r", "Relu", [x], [y]))
+
+
+
 case("QNNEMU-tensor-dynamic-dims", Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, T, "tensor.v2.isDynamicDimensions")(
     lambda e: e.create_tensor(abi.tensor("t", (2, 3), dynamic=[True, False])))
 case("QNNEMU-tensor-quant-required", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, T, "tensor.v2.quantizeParams")(
@@ -492,7 +505,7 @@ case("QNNEMU-op-config-version", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConf
 case("QNNEMU-op-type-null", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.typeName")(
     lambda e: e.add_node(_relu_op(e, type_name=None)))
 case("QNNEMU-op-name", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.name")(
-    lambda e: e.add_node(_relu_op(e, name=None)))
+    lambda e: e.add_node(_relu_op(e, name=None)))   # NULL (an empty name is accepted)
 case("QNNEMU-op-type-unknown", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, A, "opConfig.v1.typeName")(
     lambda e: e.add_node(_relu_op(e, type_name="NoSuchOp")))
 case("QNNEMU-op-package-unknown", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, A, "opConfig.v1.packageName")(
