@@ -140,6 +140,71 @@ def _(s):
     return code
 
 
+# ---- tensors -----------------------------------------------------------------------------
+@case("QNNEMU-tensor-static-size-larger", SM8550, "tensorCreateGraphTensor", "tensor.v2.clientBuf.dataSize")
+def _(s):
+    code, g = s.graph("g")
+    w = np.arange(6, dtype=np.float32)
+    t = abi.tensor("w", (2, 3), type_=Q.QNN_TENSOR_TYPE_STATIC, data=np.concatenate([w, w]))
+    code = s.tensor(g, t)
+    assert code != OK or np.array_equal(graph_of(s).tensors[t.id].data, w.reshape(2, 3)), "the first bytes"
+    return code
+
+
+# ---- index ops (graphAddNode / graphExecute) ----------------------------------------------------
+X = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+
+
+def index_graph(s: abi.Session, op: str, ind: np.ndarray, params: dict, out_shape, upd=None,
+                static: bool = False) -> tuple[tuple[int, ...], np.ndarray]:
+    """x [3, 4] float32, indices (STATIC or APP_WRITE int32), optional updates -> op -> y; the
+    codes of graphCreate .. graphExecute and y."""
+    code, g = s.graph("g")
+    x = abi.tensor("x", X.shape)
+    i = (abi.tensor("i", ind.shape, Q.QNN_DATATYPE_INT_32, Q.QNN_TENSOR_TYPE_STATIC, data=ind) if static
+         else abi.tensor("i", ind.shape, Q.QNN_DATATYPE_INT_32))
+    y = abi.tensor("y", out_shape, type_=Q.QNN_TENSOR_TYPE_APP_READ)
+    ins, feeds = [x, i], [(x, X)] + ([] if static else [(i, ind)])
+    if upd is not None:
+        u = abi.tensor("u", upd.shape)
+        ins.append(u)
+        feeds.append((u, upd))
+    ps = [abi.scalar_param(k, Q.QNN_DATATYPE_INT_32, "int32Value", v) for k, v in params.items()]
+    codes = [code] + [s.tensor(g, t) for t in (*ins, y)]
+    out = np.zeros(out_shape, np.float32)
+    for step in (lambda: s.node(g, abi.op_config("n", op, ins, [y], ps)), lambda: s.finalize(g),
+                 lambda: s.execute(g, feeds, [(y, out)])):
+        if any(codes):
+            break
+        codes.append(step())
+    return tuple(codes), out
+
+
+def _index_case(op, ind, params, out_shape, upd=None, static=False, want=None):
+    def trigger(s):
+        codes, out = index_graph(s, op, ind, params, out_shape, upd, static)
+        assert not any(codes[:-1]), f"{op}: built and finalized: {codes}"
+        if want is not None and not codes[-1]:
+            assert np.array_equal(out, want), f"{op}: computed {out.tolist()}, the vendor gives {want.tolist()}"
+        return codes[-1]
+    return trigger
+
+
+case("QNNEMU-index-static-out-of-range", SM8550, "graphAddNode", "GatherElements inputTensors[1]")(
+    _index_case("GatherElements", np.array([[-1, 0, 1, -3]] * 3, np.int32), {"axis": 0}, (3, 4), static=True,
+                want=np.array([[0, 2, 7, 0]] * 3, np.float32)))
+case("QNNEMU-index-negative-wrapped", SM8550, "graphExecute", "Gather inputTensors[1]")(
+    _index_case("Gather", np.array([-1, -4, 1], np.int32), {"axis": 1}, (3, 3),
+                want=X[:, [3, 0, 1]]))
+case("QNNEMU-index-invalid-zeroed", SM8550, "graphExecute", "GatherElements inputTensors[1]")(
+    _index_case("GatherElements", np.array([[3, 0, 1, -4]] * 3, np.int32), {"axis": 0}, (3, 4),
+                want=np.array([[0, 2, 7, 0]] * 3, np.float32)))
+case("QNNEMU-index-invalid-skipped", SM8550, "graphExecute", "ScatterElements inputTensors[1]")(
+    _index_case("ScatterElements", np.array([[3, -4, 1, 0]], np.int32), {"axis": 0}, (3, 4),
+                upd=np.full((1, 4), 100, np.float32),
+                want=np.where(np.isin(np.arange(12).reshape(3, 4), [3, 6]), 100, X).astype(np.float32)))
+
+
 def _expect(cond: bool, what: str) -> None:
     assert cond, what
 
