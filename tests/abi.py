@@ -559,5 +559,5 @@ class Session:
             out = np.full(shape, -7.0, np.float32)
             codes.append(self.execute(g, [(x, a)], [(y, out)]))
             if codes[-1] == Q.QNN_SUCCESS:
-                assert np.array_equal(out, np.maximum(a, 0)), f"{self.lib.name}: Relu computed {out}"
+                assert np.allclose(out, np.maximum(a, 0), rtol=1e-2), f"{self.lib.name}: Relu computed {out}"
         return tuple(codes)

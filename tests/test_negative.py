@@ -318,6 +318,16 @@ def _(e):
                                                              customConfig=cc))
 
 
+@case("QNNEMU-context-option-load-only", Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "contextCreate",
+      "config[0].customConfig.option")
+def _(e):
+    cc = e.own(ffi.new("QnnHtpContext_CustomConfig_t *"))
+    cc.option, cc.reusedIoLimitMb = Q.QNN_HTP_CONTEXT_CONFIG_OPTION_REUSED_IO_LIMIT, 64
+    return abi.create("contextCreate", vp(e.be), NULL, e.configs("QnnContext_Config_t",
+                                                                 option=Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM,
+                                                                 customConfig=cc))[0]
+
+
 case("QNNEMU-contextGetProperty-option", Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextGetProperty",
      "properties[0].option")(
     lambda e: abi.call("contextGetProperty", vp(e.ctx), e.configs("QnnContext_Property_t", option=BOGUS)))
@@ -510,13 +520,6 @@ case("QNNEMU-op-type-unknown", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, A, "opConf
     lambda e: e.add_node(_relu_op(e, type_name="NoSuchOp")))
 case("QNNEMU-op-package-unknown", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, A, "opConfig.v1.packageName")(
     lambda e: e.add_node(_relu_op(e, type_name="NoSuchOp", package="com.example.ops")))
-
-
-@case("QNNEMU-graphAddNode-name-unique", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.name")
-def _(e):
-    x, y = e.relu()
-    y2 = e.tensor("y2", type_=Q.QNN_TENSOR_TYPE_APP_READ)
-    return e.add_node(abi.op_config("r", "Relu", [x], [y2]))
 
 
 @case("QNNEMU-op-null-input-position", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.inputTensors[0].type")

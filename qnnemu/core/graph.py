@@ -297,9 +297,7 @@ class Graph:
                            f"{func}: graph '{self.name}' is finalized; no nodes can be added",
                            rule="QNNEMU-graph-immutable")
         _basic_config_checks(cfg, func, code)
-        if cfg.name and cfg.name in self.node_names:
-            raise _bad(func, "QNNEMU-graphAddNode-name-unique", "opConfig.v1.name",
-                       f"a node named '{cfg.name}' already exists in graph '{self.name}'", code)
+        # Node names need not be unique: the vendor accepts two nodes of the same name.
         n_in = _trim_null_inputs(cfg, func, code)
         inputs: list[Tensor | None] = []
         for i in range(n_in):

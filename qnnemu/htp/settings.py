@@ -188,7 +188,30 @@ CONTEXT_OPTIONS: dict[str, ContextOption] = {o.name: o for o in (
     ContextOption("LORA_WEIGHT_SHARING_ENABLED", "loraWeightSharingEnabled", "false", ANY_CONTEXT),
     ContextOption("PREPARE_ONLY", "isPrepareOnly", "false", ANY_CONTEXT),
     ContextOption("USE_EXTENDED_UDMA", "useExtendedUdma", "false", ANY_CONTEXT, in_seed=False),
+    # QNN 2.50 (recorded; the emulator has no RAM preload, IO reuse limit, graph splitting, patch
+    # files or parallel weight loading to tune)
+    ContextOption("LORA_WEIGHT_SHARING_RAM_PRELOAD_ENABLED", "loraWeightSharingRamPreloadEnabled", "false",
+                  CREATE_FROM_BINARY, in_seed=False),
+    ContextOption("REUSED_IO_LIMIT", "reusedIoLimitMb", "no limit", CREATE_FROM_BINARY, in_seed=False),
+    ContextOption("REFERENCE_WEIGHT_SHARING_ENABLED", "referenceWeightSharingEnabled", "false", ANY_CONTEXT,
+                  in_seed=False),
+    ContextOption("CONCURRENT_DESERIALIZATION_EXTRA_SIZE", "concurrentDeserializationExtraSizeKB", "0",
+                  CREATE_FROM_BINARY, in_seed=False),
+    ContextOption("GRAPH_SPLITTING_ENABLED", "graphSplittingEnabled", "false", ANY_CONTEXT, in_seed=False),
+    ContextOption("CONCURRENT_DESERIALIZATION_PATCH", "concurrentDeserializationPatchFd", "none",
+                  CREATE_FROM_BINARY, in_seed=False),
+    ContextOption("GRAPH_SPLITTING_CONFIGS", "graphSplittingConfigs", "splitting off", ANY_CONTEXT, in_seed=False),
+    ContextOption("LORA_PRELOAD_BUFFER_GROUPS", "loraPreloadBufferGroups", "none", CREATE_FROM_BINARY,
+                  in_seed=False),
+    ContextOption("PARALLEL_WEIGHT_LOADING", "parallelWeightLoading", "ADAPTIVE", CREATE_FROM_BINARY,
+                  in_seed=False),
 )}
+
+# QNN 2.50 load-time options the vendor refuses at contextCreate (QNN_CONTEXT_ERROR_INVALID_CONFIG).
+# (It refuses IO_MEM_ESTIMATION, INIT_ACCELERATION, SKIP_VALIDATION_ON_BINARY_SECTION and
+# SHARE_RESOURCES_OPTIMIZATION_TYPE there too; qnnemu still records those -- docs/validation.md.)
+REFUSED_AT_CONTEXT_CREATE = ("LORA_WEIGHT_SHARING_RAM_PRELOAD_ENABLED", "REUSED_IO_LIMIT",
+                             "CONCURRENT_DESERIALIZATION_EXTRA_SIZE", "CONCURRENT_DESERIALIZATION_PATCH")
 
 SHARE_RESOURCES_TYPES = {Q.SEQUENTIAL_WITH_VA_OPTIMIZATION: "SEQUENTIAL_WITH_VA_OPTIMIZATION",
                          Q.SEQUENTIAL_WITHOUT_VA_OPTIMIZATION: "SEQUENTIAL_WITHOUT_VA_OPTIMIZATION",
@@ -662,6 +685,10 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
     from ..core.handles import HANDLES
     option = CONTEXT_OPTIONS.get(name)
     mpath = f"{path}.{option.member}" if option else path
+    if name in REFUSED_AT_CONTEXT_CREATE and func == "contextCreate":
+        raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"{path}.option",
+                     f"{name} acts when a context is loaded from a binary ({option.apis}); the HTP backend "
+                     f"refuses it at contextCreate", "context-option-load-only")
     if name == "SHARE_RESOURCES" and value.get("shareResources") and func != LIST_CONFIG_FUNC:
         raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, mpath,
                      "SHARE_RESOURCES is a group configuration: pass it in the listConfig of "
