@@ -617,29 +617,56 @@ def test_acceptance(r: Row):
             f"{r.id}: {r.warn} is logged at WARN"
 
 
+_HVX_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, {tests!r})
+import abi
+from qnnemu.headers import Q
+from qnnemu.system_client import SystemLibrary
+lib = abi.library({lib!r})
+system = SystemLibrary({system!r})
+out = {{}}
+for model in {models!r}:
+    s = abi.Session(lib, soc=model, log_level=Q.QNN_LOG_LEVEL_ERROR)
+    codes = s.relu_graph(s.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_NUM_HVX_THREADS, numHvxThreads=100),
+                         execute=False)
+    size = abi.ffi.new("Qnn_ContextBinarySize_t *")
+    s.call("contextGetBinarySize", abi.vp(s.ctx), size)
+    buf = abi.ffi.new("char[]", int(size[0]))
+    written = abi.ffi.new("Qnn_ContextBinarySize_t *")
+    code = s.call("contextGetBinary", abi.vp(s.ctx), buf, int(size[0]), written)
+    info = system.binary_info(bytes(abi.ffi.buffer(buf, int(written[0]))), details=True)
+    out[model] = [list(codes) + [code], info["graphs"][0]["graph_blob_info"]["num_hvx_threads"]]
+    s.close()
+print("RESULT " + json.dumps(out))
+"""
+
+
 def test_hvx_thread_maximum_per_soc_as_the_vendor_clips():
     """The SoC table's NUM_HVX_THREADS maximum (qnnemu/htp/soc.py MEASURED_HVX_THREADS) is what the
-    vendor records in its context binary for a request above it."""
+    vendor records in its context binary for a request above it.  In a subprocess: a vendor
+    context binary of another SoC leaves the vendor library in a state later ONNX Runtime
+    sessions of this process trip over."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
     from qnnemu.htp import soc as socs
-    from qnnemu.system_client import SystemLibrary
-    system = SystemLibrary(str(vendor_library("libQnnSystem.so")))
-    for model in (SM8350, SM8550, SM8750, SM8850, Q.QNN_SOC_MODEL_SM7325):
-        s = abi.Session(vendor(), soc=model, log_level=Q.QNN_LOG_LEVEL_ERROR)
-        try:
-            codes = s.relu_graph(s.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_NUM_HVX_THREADS, numHvxThreads=100),
-                                 execute=False)
-            assert codes == (OK,) * 5, f"vendor builds the graph on soc {model}: {codes}"
-            size = abi.ffi.new("Qnn_ContextBinarySize_t *")
-            assert s.call("contextGetBinarySize", abi.vp(s.ctx), size) == OK
-            buf = abi.ffi.new("char[]", int(size[0]))
-            written = abi.ffi.new("Qnn_ContextBinarySize_t *")
-            assert s.call("contextGetBinary", abi.vp(s.ctx), buf, int(size[0]), written) == OK
-            info = system.binary_info(bytes(abi.ffi.buffer(buf, int(written[0]))), details=True)
-        finally:
-            s.close()
-        got = info["graphs"][0]["graph_blob_info"]["num_hvx_threads"]
-        assert got == socs.SOCS[model].hvx_threads, \
-            f"soc {model}: the vendor clips NUM_HVX_THREADS to {got}, qnnemu's table says {socs.SOCS[model].hvx_threads}"
+    from vendor import vendor_env
+    models = [SM8350, SM8550, SM8750, SM8850, Q.QNN_SOC_MODEL_SM7325]
+    env = vendor_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+    script = _HVX_SCRIPT.format(tests=str(Path(__file__).parent), lib=str(VENDOR_PATH),
+                                system=str(vendor_library("libQnnSystem.so")), models=models)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert line, f"the measuring subprocess printed no result: {proc.stderr[-800:]}"
+    for model, (codes, got) in json.loads(line[-1][len("RESULT "):]).items():
+        assert codes == [OK] * 6, f"soc {model}: the vendor builds and saves the graph: {codes}"
+        assert got == socs.SOCS[int(model)].hvx_threads, \
+            f"soc {model}: the vendor clips NUM_HVX_THREADS to {got}, qnnemu's table says " \
+            f"{socs.SOCS[int(model)].hvx_threads}"
 
 
 def test_rows_cover_every_settings_option():
