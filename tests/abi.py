@@ -9,6 +9,8 @@ structs), which a checked, Pythonic wrapper would refuse to do.
 - :func:`call` calls a table entry and returns its raw ``Qnn_ErrorHandle_t``; ``Qnn_OpConfig_t``
   by-value arguments (graphAddNode, backendValidateOpConfig) are given as :class:`OpConfig`;
 - :func:`vp` turns an ``int`` handle value into a ``void *`` (every ``Qnn_*Handle_t`` is one);
+- :class:`Library` / :func:`library` give the same raw ``call``/``create`` on any backend .so
+  (the vendor's libQnnHtp.so for differential tests);
 - :class:`LogRecorder` is an app log callback that formats the ``va_list`` with libc
   ``vsnprintf`` and records ``(level, message)``;
 - :func:`tensor`, :func:`op_config`, :func:`scalar_param`, :func:`tensor_param` build
@@ -67,6 +69,57 @@ def table():
         _loaded.update(lib=lib, providers=providers, iface=providers[0][0])
         _loaded["table"] = providers[0][0].v2_39
     return _loaded["table"]
+
+
+class Library:
+    """Any backend .so through the same raw calls: ``Library(None)`` is ours (the table above),
+    ``Library(path)`` e.g. the vendor's libQnnHtp.so.  ``call``/``create`` behave like the
+    module functions of the same name.  Use :func:`library` to load each path once."""
+
+    def __init__(self, path: str | None = None):
+        self.path = str(path) if path is not None else library_path()
+        self.ours = path is None
+        if self.ours:
+            self.table = table()
+            self.interface = _loaded["iface"]
+            return
+        self.lib = ffi.dlopen(self.path)
+        self.providers = ffi.new("const QnnInterface_t ***")
+        count = ffi.new("uint32_t *")
+        code = self.lib.QnnInterface_getProviders(self.providers, count)
+        assert code == Q.QNN_SUCCESS, f"{self.path}: QnnInterface_getProviders returned {code}"
+        assert count[0] >= 1, f"{self.path}: QnnInterface_getProviders: no provider"
+        self.interface = self.providers[0][0]
+        self.table = self.interface.v2_39
+
+    @property
+    def name(self) -> str:
+        return "qnnemu" if self.ours else os.path.basename(self.path)
+
+    def call(self, name: str, *args) -> int:
+        fn = getattr(self.table, name)
+        assert fn != NULL, f"{self.name}: table entry {name} is NULL"
+        if name in BY_VALUE:
+            handle, op = args
+            fn = ffi.cast("abi_OpConfigFn_t", fn)
+            args = (handle, ffi.cast("abi_OpConfigByValue_t *", op.ptr)[0])
+        return int(fn(*args))
+
+    def create(self, name: str, *args) -> tuple[int, int]:
+        out = ffi.new("void **")
+        code = self.call(name, *args, ffi.cast(_OUT_TYPES[name], out))
+        return code, hval(out[0])
+
+
+_libraries: dict[str | None, Library] = {}
+
+
+def library(path=None) -> Library:
+    """The :class:`Library` of ``path`` (None: ours), loaded once per process."""
+    key = str(path) if path is not None else None
+    if key not in _libraries:
+        _libraries[key] = Library(key)
+    return _libraries[key]
 
 
 def interface():
@@ -178,6 +231,25 @@ class LogRecorder:
         assert func in msgs[-1], f"{rule}: the message names the function '{func}': {msgs[-1]!r}"
         assert path in msgs[-1], f"{rule}: the message names the parameter path '{path}': {msgs[-1]!r}"
         return msgs[-1]
+
+    def assert_warning(self, code: int, rule: str, func: str, path: str, want_code: int = Q.QNN_SUCCESS) -> str:
+        """The contract of one warning rule (qnnemu/rules.py): the call succeeded (or returned
+        ``want_code`` when a later step of the sequence is what refuses), ``rule`` reached the
+        app log at QNN_LOG_LEVEL_WARN, no error rule fired, and the message names the function
+        and the parameter path.  Returns the message."""
+        assert code == want_code, f"{rule}: {func} returned {code}, expected {want_code}; log {self.records}"
+        msgs = [(lv, m) for lv, m in self.records if f"[{rule}]" in m]
+        assert msgs, f"{rule}: no message with [{rule}] reached the app log callback; got {self.records}"
+        assert all(lv == Q.QNN_LOG_LEVEL_WARN for lv, _ in msgs), \
+            f"{rule}: a warning rule is logged at QNN_LOG_LEVEL_WARN ({Q.QNN_LOG_LEVEL_WARN}): {msgs}"
+        errors = {r for lv, m in self.records if lv == Q.QNN_LOG_LEVEL_ERROR for r in RULE_ID.findall(m)}
+        assert want_code != Q.QNN_SUCCESS or not errors, f"{rule}: no error rule may fire; logged {errors}"
+        text = msgs[-1][1]
+        assert text.lstrip().startswith(("qnnemu [", f"[{rule}]")) and f"[{rule}] {func}: " in text, \
+            f"{rule}: the message reads '[{rule}] {func}: <path>: ...': {text!r}"
+        assert f"{func}: {path}" in text or path in text, \
+            f"{rule}: the message names the parameter path '{path}': {text!r}"
+        return text
 
 
 # --------------------------------------------------------------------------------- structs
@@ -330,3 +402,162 @@ def op_config(name: str | None, type_name: str | None, inputs: Sequence[Struct] 
     v.numOfOutputs = len(outputs)
     v.outputTensors = tensor_array(outputs, keep) if outputs else NULL
     return Struct(op, keep)
+
+
+# ------------------------------------------------------------------------------ sessions
+class Session:
+    """logger (recording) -> backend -> device (``soc``: a QNN_SOC_MODEL_*, None: no device
+    config) -> context on any :class:`Library` (ours by default), with builders for configs,
+    tensors and nodes that keep their C memory alive.  ``close()`` frees what it created.
+
+    Every builder returns raw codes, so the same call sequence can run on two libraries and
+    their codes be compared (tests/test_acceptance_vendor.py)."""
+
+    def __init__(self, lib: "Library | None" = None, soc: int | None = None,
+                 log_level: int = Q.QNN_LOG_LEVEL_DEBUG):
+        self.lib = lib or library()
+        self.keep: list = []
+        self.rec = LogRecorder()
+        self.contexts: list[int] = []
+        code, self.log = self.lib.create("logCreate", self.rec.callback, log_level)
+        assert code == Q.QNN_SUCCESS, f"setup: logCreate on {self.lib.name} returned {code}"
+        code, self.be = self.lib.create("backendCreate", vp(self.log), NULL)
+        assert code == Q.QNN_SUCCESS, f"setup: backendCreate on {self.lib.name} returned {code}"
+        dev_cfg = NULL
+        if soc is not None:
+            dev_cfg = self.list("QnnDevice_Config_t", self.device_custom(Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC,
+                                                                         socModel=soc))
+        code, self.dev = self.lib.create("deviceCreate", vp(self.log), dev_cfg)
+        assert code == Q.QNN_SUCCESS, f"setup: deviceCreate(soc {soc}) on {self.lib.name} returned {code}"
+        code, self.ctx = self.context()
+        assert code == Q.QNN_SUCCESS, f"setup: contextCreate on {self.lib.name} returned {code}"
+        self.rec.clear()
+
+    def close(self) -> None:
+        for ctx in reversed(self.contexts):
+            self.lib.call("contextFree", vp(ctx), NULL)
+        self.lib.call("deviceFree", vp(self.dev))
+        self.lib.call("backendFree", vp(self.be))
+        self.lib.call("logFree", vp(self.log))
+
+    # ---- plumbing
+    def own(self, cdata):
+        self.keep.append(cdata)
+        return cdata
+
+    def call(self, name: str, *args) -> int:
+        return self.lib.call(name, *args)
+
+    def list(self, ctype: str, *items):
+        """A NULL-terminated ``const ctype **`` (NULL when empty)."""
+        return null_terminated(ctype, list(items), self.keep) if items else NULL
+
+    @staticmethod
+    def _fill(struct, fields: dict) -> None:
+        for k, v in fields.items():
+            if isinstance(v, dict):
+                Session._fill(getattr(struct, k), v)
+            else:
+                setattr(struct, k, v)
+
+    # ---- configs
+    def device_custom(self, option: int, **fields):
+        cc = self.own(ffi.new("QnnHtpDevice_CustomConfig_t *"))
+        cc.option = option
+        self._fill(cc, fields)
+        c = self.own(ffi.new("QnnDevice_Config_t *"))
+        c.option, c.customConfig = Q.QNN_DEVICE_CONFIG_OPTION_CUSTOM, cc
+        return c
+
+    def graph_custom(self, option: int, **fields):
+        """A QnnGraph_Config_t CUSTOM -> QnnHtpGraph_CustomConfig_t; a dict sets a struct member,
+        ``opt=(type, value)`` the optimization option."""
+        cc = self.own(ffi.new("QnnHtpGraph_CustomConfig_t *"))
+        cc.option = option
+        if "opt" in fields:
+            cc.optimizationOption.type, cc.optimizationOption.floatValue = fields.pop("opt")
+        self._fill(cc, fields)
+        c = self.own(ffi.new("QnnGraph_Config_t *"))
+        c.option, c.customConfig = Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM, cc
+        return c
+
+    def graph_plain(self, option: int, **fields):
+        c = self.own(ffi.new("QnnGraph_Config_t *"))
+        c.option = option
+        self._fill(c, fields)
+        return c
+
+    def context_custom(self, option: int, **fields):
+        cc = self.own(ffi.new("QnnHtpContext_CustomConfig_t *"))
+        cc.option = option
+        self._fill(cc, fields)
+        c = self.own(ffi.new("QnnContext_Config_t *"))
+        c.option, c.customConfig = Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM, cc
+        return c
+
+    def context_plain(self, option: int, **fields):
+        c = self.own(ffi.new("QnnContext_Config_t *"))
+        c.option = option
+        self._fill(c, fields)
+        return c
+
+    # ---- objects
+    def context(self, *configs) -> tuple[int, int]:
+        code, ctx = self.lib.create("contextCreate", vp(self.be), vp(self.dev),
+                                    self.list("QnnContext_Config_t", *configs))
+        if code == Q.QNN_SUCCESS:
+            self.contexts.append(ctx)
+        return code, ctx
+
+    def graph(self, name: str = "g", *configs, ctx: int | None = None) -> tuple[int, int]:
+        return self.lib.create("graphCreate", vp(ctx or self.ctx), cstr(name, self.keep),
+                               self.list("QnnGraph_Config_t", *configs))
+
+    def set_graph(self, g: int, *configs) -> int:
+        return self.call("graphSetConfig", vp(g), self.list("QnnGraph_Config_t", *configs))
+
+    def tensor(self, g: int, t: Struct) -> int:
+        self.keep.append(t)
+        return self.call("tensorCreateGraphTensor", vp(g), t.ptr)
+
+    def node(self, g: int, op: Struct) -> int:
+        self.keep.append(op)
+        return self.call("graphAddNode", vp(g), op)
+
+    def finalize(self, g: int) -> int:
+        return self.call("graphFinalize", vp(g), NULL, NULL)
+
+    def execute(self, g: int, inputs: Sequence[tuple[Struct, np.ndarray]],
+                outputs: Sequence[tuple[Struct, np.ndarray]]) -> int:
+        """graphExecute with copies of the created tensors pointing at the arrays (outputs are
+        written into theirs)."""
+        def io(t, array):
+            c = Struct(ffi.new("Qnn_Tensor_t *", t.ptr[0]), [t])
+            set_buffer(c, array)
+            return c
+        ins = [io(t, a) for t, a in inputs]
+        outs = [io(t, a) for t, a in outputs]
+        return self.call("graphExecute", vp(g), tensor_array(ins, self.keep) if ins else NULL, len(ins),
+                         tensor_array(outs, self.keep) if outs else NULL, len(outs), NULL, NULL)
+
+    def relu_graph(self, *configs, name: str = "g", ctx: int | None = None, shape=(2, 3),
+                   execute: bool = True) -> tuple[int, ...]:
+        """graphCreate(configs) -> x, y -> Relu -> graphFinalize -> graphExecute: the codes of
+        the steps run (it stops at the first failure); the result is checked after an execute."""
+        code, g = self.graph(name, *configs, ctx=ctx)
+        codes = [code]
+        if code:
+            return tuple(codes)
+        x, y = tensor("x", shape), tensor("y", shape, type_=Q.QNN_TENSOR_TYPE_APP_READ)
+        for step in (lambda: self.tensor(g, x), lambda: self.tensor(g, y),
+                     lambda: self.node(g, op_config("r", "Relu", [x], [y])), lambda: self.finalize(g)):
+            codes.append(step())
+            if codes[-1]:
+                return tuple(codes)
+        if execute:
+            a = (np.arange(np.prod(shape), dtype=np.float32) - 3).reshape(shape)
+            out = np.full(shape, -7.0, np.float32)
+            codes.append(self.execute(g, [(x, a)], [(y, out)]))
+            if codes[-1] == Q.QNN_SUCCESS:
+                assert np.allclose(out, np.maximum(a, 0), rtol=1e-2), f"{self.lib.name}: Relu computed {out}"
+        return tuple(codes)

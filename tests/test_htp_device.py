@@ -87,7 +87,7 @@ def test_soc_table_rows_are_htp_socs_of_the_headers():
             f"{row.name}: soc model {model} is a Qnn_SocModel_t constant"
         assert row.arch in socs.HTP_ARCHS, f"{row.name}: arch v{row.arch} is an HTP arch"
         assert row.vtcm_bytes % (1 << 20) == 0 and row.vtcm_bytes >= 2 << 20, f"{row.name}: VTCM whole MiB, >= 2"
-        assert 1 <= row.hvx_threads <= 6 and row.cores >= 1 and row.devices >= 1, f"{row.name}: counts"
+        assert 1 <= row.hvx_threads <= 8 and row.cores >= 1 and row.devices >= 1, f"{row.name}: counts"
         assert row.hmx and row.signed_pd, f"{row.name}: every HTP has HMX and a signed PD"
         assert row.dlbc == (row.arch >= 75), f"{row.name}: DLBC from v75"
         assert row.source in ("executorch", "litert", "qnn-docs", "chosen"), f"{row.name}: source named"

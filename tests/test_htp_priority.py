@@ -188,11 +188,11 @@ def test_rule_priority_value_core_level():
     class Ctx:
         configs: dict = {}
     graph = Graph(Ctx(), "g")
-    graph.configs["priority"] = 123
+    graph.configs["priority"] = 723   # outside 0..500
     with pytest.raises(QnnError) as info:
         graph._note_priority("graphExecute")
     err = info.value
     assert err.code == Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "priority-value: error code"
     assert err.rule == "QNNEMU-priority-value", "priority-value: rule id"
-    assert "graphExecute" in str(err) and "graph 'g': priority" in str(err) and "123" in str(err), \
+    assert "graphExecute" in str(err) and "graph 'g': priority" in str(err) and "723" in str(err), \
         f"priority-value: message names the function, the graph's priority and the value: {err}"

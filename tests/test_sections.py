@@ -720,9 +720,23 @@ def _(e):
 @case("QNNEMU-tensorUpdate-node-check", Q.QNN_TENSOR_ERROR_INCOMPATIBLE_TENSOR_UPDATE, "tensorUpdateGraphTensors",
       "tensor[0].v2")
 def _(e):
-    _, net = _gather_net(e)
-    code = _upd(e, net, update(net.t["idx"], np.array([0, 7], np.int32)))
-    assert "QNNEMU-Gather-index-range" in " ".join(e.rec.errors()), "the op's own rule is quoted"
+    # RoiAlign checks static batch indices at graphAddNode (a Gather index out of range is only
+    # a warning there, as on the vendor: qnnemu/ops/gather.py), so an update must pass it too.
+    ctx = e.context()
+    keep: list = []
+    g = _graph(ctx, "roi", keep)
+    t = {"x": abi.tensor("x", (2, 4, 4, 1)),
+         "rois": abi.static_tensor("rois", np.array([[0, 0, 2, 2]], np.float32)),
+         "bidx": abi.tensor("bidx", (1,), Q.QNN_DATATYPE_INT_32, UPD_STATIC, data=np.array([1], np.int32)),
+         "y": abi.tensor("y", (1, 2, 2, 1), type_=APP_READ)}
+    _create(g, *t.values())
+    ratio = abi.tensor_param("img_size_ratio", abi.static_tensor("ratio", np.array([1.0, 1.0], np.float32)))
+    _node(g, abi.op_config("roi", "RoiAlign", [t["x"], t["rois"], t["bidx"]], [t["y"]], [ratio]))
+    _finalize(g)
+    keep.append(ratio)
+    e.keep.append(keep)
+    code = _upd(e, Net(g, t, keep), update(t["bidx"], np.array([5], np.int32)))
+    assert "QNNEMU-RoiAlign-batch-index" in " ".join(e.rec.errors()), "the op's own rule is quoted"
     return code
 
 

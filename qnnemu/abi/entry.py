@@ -17,7 +17,7 @@ import traceback
 
 import numpy as np
 
-from .. import _version
+from .. import _version, rules
 from ..core import backend as core_backend
 from ..core import dtypes
 from ..core.backend import Backend
@@ -86,6 +86,19 @@ def _onerror_for(name: str):
     return onerror
 
 
+class _CallLogger:
+    """The logger of one API call for warning rules (qnnemu/rules.py), found from its
+    arguments when the first warning is logged."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args):
+        self.args = args
+
+    def warn(self, text: str) -> None:
+        _logger_for_args(self.args).warn(text)
+
+
 _ENTRIES: dict[str, object] = {}       # table slot -> wrapper (qnnemu_abi_<slot>)
 _PERF_ENTRIES: dict[str, object] = {}  # perf infrastructure function -> wrapper (qnnemu_perf_<fn>)
 
@@ -95,6 +108,9 @@ def entry(fn, registry: dict | None = None):
     name = fn.__name__
 
     def wrapper(*args):
+        # Warning rules raised during the call go to the app logger of its handles (resolved
+        # only when one is raised: the execute hot path pays a context-variable set only).
+        token = rules._CURRENT.set(_CallLogger(args))
         try:
             code = fn(*args)
             return Q.QNN_SUCCESS if code is None else code
@@ -102,6 +118,8 @@ def entry(fn, registry: dict | None = None):
             if not err.detail.startswith(name + ":"):
                 err = QnnError(err.code, f"{name}: {err.detail}", rule=err.rule)
             return _fail(name, err, _logger_for_args(args))
+        finally:
+            rules._CURRENT.reset(token)
 
     wrapper.__name__ = name
     (_ENTRIES if registry is None else registry)[name] = wrapper
@@ -485,15 +503,29 @@ def deviceGetInfrastructure(deviceInfra):
 
 
 # ---------------------------------------------------------------------------------- context
-def _htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, rule: str) -> tuple[str, dict]:
-    """An HTP custom config behind ``customConfig``: (option name, copied fields)."""
+def _htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, rule: str,
+                tolerate_undefined: bool = False) -> tuple[str, dict]:
+    """An HTP custom config behind ``customConfig``: (option name, copied fields).  UNKNOWN is
+    refused; an option value the headers do not define (or a RESERVED one) is refused too,
+    unless ``tolerate_undefined`` (graph configs: the vendor ignores those) -- then its name is
+    ``{prefix}<value>``."""
     require(c.customConfig, code, func, f"config[{i}].customConfig")
     cc = ffi.cast(f"{ctype} *", c.customConfig)
-    name = Q.enum(prefix).get(int(cc.option))
-    if name is None or name.endswith("UNKNOWN") or "RESERVED" in name:
-        raise QnnError(code, f"{func}: config[{i}].customConfig.option: unknown {ctype} option {int(cc.option)}",
+    value = int(cc.option)
+    name = Q.enum(prefix).get(value)
+    unknown = name is not None and name.endswith("UNKNOWN")
+    if unknown or not tolerate_undefined and (name is None or "RESERVED" in name):
+        raise QnnError(code, f"{func}: config[{i}].customConfig.option: unknown {ctype} option {value}",
                        rule=rule)
+    if name is None or "RESERVED" in name:
+        return f"{prefix}{value}", {"option": value}
     return name, marshal.to_python(cc[0])
+
+
+def _context_option_from_newer_backend(value: int) -> bool:
+    """An HTP context option value above the last one the headers define (not UNKNOWN)."""
+    defined = [v for v, n in Q.enum("QNN_HTP_CONTEXT_CONFIG_OPTION_").items() if not n.endswith("UNKNOWN")]
+    return max(defined) < value < Q.QNN_HTP_CONTEXT_CONFIG_OPTION_UNKNOWN
 
 
 # QNN_CONTEXT_CONFIG_ENABLE_GRAPHS / GRAPH_RETENTION_ORDER name lists: at most this many names.
@@ -563,6 +595,14 @@ def _context_configs(config, func: str, model=None) -> dict:
             out["oemString"] = c_str(c.oemString)
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM:
             prefix = "QNN_HTP_CONTEXT_CONFIG_OPTION_"
+            if c.customConfig != ffi.NULL and _context_option_from_newer_backend(
+                    int(ffi.cast("QnnHtpContext_CustomConfig_t *", c.customConfig).option)):
+                # The vendor refuses 0, the RESERVED values and UNKNOWN but ignores the values
+                # above the last option it defines (a newer SDK's options).
+                rules.warn("QNNEMU-context-config-option-ignored", func, f"config[{i}].customConfig.option",
+                           f"{int(ffi.cast('QnnHtpContext_CustomConfig_t *', c.customConfig).option)} is not an "
+                           f"HTP context option this backend knows; ignored")
+                continue
             name, value = _htp_custom(c, i, func, "QnnHtpContext_CustomConfig_t", prefix,
                                       Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "QNNEMU-context-config-option")
             htp_settings.check_context_option(name[len(prefix):], value, func=func, path=f"config[{i}].customConfig",
@@ -660,7 +700,8 @@ def _graph_configs(config, func: str, *, context=None, graph=None) -> dict:
                 htp_settings.check_priority_change(ctx, func, f"config[{i}].priority")
         elif opt == Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM:
             name, value = _htp_custom(c, i, func, "QnnHtpGraph_CustomConfig_t", prefix,
-                                      Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "QNNEMU-graph-config-option")
+                                      Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "QNNEMU-graph-config-option",
+                                      tolerate_undefined=True)
             short, path = name[len(prefix):], f"config[{i}].customConfig"
             if short == "FINALIZE_CONFIG":
                 fc = ffi.cast("QnnHtpGraph_CustomConfig_t *", c.customConfig).finalizeConfig
@@ -670,7 +711,11 @@ def _graph_configs(config, func: str, *, context=None, graph=None) -> dict:
                                           graph, func, path)
             htp_settings.check_graph_option(short, value, model=model, context=ctx, graph=graph, func=func,
                                             path=path, pending=out)
-            out.setdefault("htp", {})[name] = value
+            if short in htp_settings.GRAPH_OPTIONS:   # ignored options (warned) are not recorded
+                out.setdefault("htp", {})[name] = value
+        elif opt == Q.QNN_GRAPH_CONFIG_OPTION_ENABLE_BINARY_SECTION_WEIGHTS_UPDATES:
+            # Recorded: binary section updates are always possible in the emulator.
+            out["enableBinarySectionWeightsUpdates"] = bool(c.enableBinarySectionWeightsUpdates)
         elif opt in (Q.QNN_GRAPH_CONFIG_OPTION_PROFILE_HANDLE, Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_STATE,
                      Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_NUM_EXECUTIONS):
             raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,

@@ -30,6 +30,10 @@ _TABLE = {
     Q.QNN_DATATYPE_SFIXED_POINT_4: ("SFIXED_POINT_4", np.int8),
     Q.QNN_DATATYPE_UFIXED_POINT_4: ("UFIXED_POINT_4", np.uint8),
     Q.QNN_DATATYPE_BOOL_8: ("BOOL_8", np.uint8),
+    # QNN 2.50 minifloats: the vendor accepts such tensors (no op computes them here); FLOAT_8
+    # is one byte, FLOAT_4 one byte per element like the 4-bit fixed-point types.
+    Q.QNN_DATATYPE_FLOAT_8: ("FLOAT_8", np.uint8),
+    Q.QNN_DATATYPE_FLOAT_4: ("FLOAT_4", np.uint8),
 }
 
 FLOAT_TYPES = frozenset({Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_64,
@@ -62,6 +66,6 @@ def from_numpy(dt) -> int:
     if dt == np.bool_:
         return Q.QNN_DATATYPE_BOOL_8
     for value, (n, np_type) in _TABLE.items():
-        if np.dtype(np_type) == dt and "FIXED" not in n and n != "BFLOAT_16" and n != "BOOL_8":
+        if np.dtype(np_type) == dt and "FIXED" not in n and n not in ("BFLOAT_16", "BOOL_8", "FLOAT_8", "FLOAT_4"):
             return value
     raise TypeError(f"no QNN data type for numpy dtype {dt}")

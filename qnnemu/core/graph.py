@@ -18,13 +18,14 @@ from ..headers import Q
 from ..htp import kvcache
 from ..htp import prepare as htp_prepare
 from ..htp import priority as htp_priority
+from ..htp import settings as htp_settings
 from ..htp.settings import device_model
 from ..ops.base import Param, TensorSpec, is_real_dtype
 from . import dtypes
 from .log import NULL_LOGGER, Logger
 from .plan import Plan, compile_plan, nodes_touching, refresh_plan
 from .tensor import (APP_INPUT_TYPES, APP_OUTPUT_TYPES, APP_READWRITE_TYPES, NODE_OUTPUT_TYPES,
-                     PRODUCED_TYPES, Tensor, TensorDesc, from_desc, type_name, validate_desc)
+                     PRODUCED_TYPES, Tensor, TensorDesc, from_desc, is_empty, type_name, validate_desc)
 
 
 @dataclass
@@ -173,8 +174,8 @@ def _basic_config_checks(cfg: OpConfigDesc, func: str, code: int) -> None:
                    f"must be QNN_OPCONFIG_VERSION_1, got {cfg.version}", code)
     if not cfg.type_name:
         raise _bad(func, "QNNEMU-op-type-null", "opConfig.v1.typeName", "typeName is NULL or empty", code)
-    if not cfg.name:
-        raise _bad(func, "QNNEMU-op-name", "opConfig.v1.name", "a node needs a non-empty name", code)
+    if cfg.name is None:   # an empty name is accepted, as the vendor does (several nodes may share it)
+        raise _bad(func, "QNNEMU-op-name", "opConfig.v1.name", "a node needs a name (NULL given)", code)
 
 
 def validate_op_config(cfg: OpConfigDesc) -> None:
@@ -203,6 +204,15 @@ def _trim_null_inputs(cfg: OpConfigDesc, func: str, code: int) -> int:
     while n and cfg.inputs[n - 1].type == Q.QNN_TENSOR_TYPE_NULL:
         n -= 1
     return n
+
+
+def _check_not_empty(t: Tensor, func: str, path: str, code: int) -> None:
+    """tensorCreateGraphTensor accepts a dimension of 0 (as the vendor does); a node does not
+    take such a tensor (the vendor's graphAddNode refuses it too) -- NULL tensors aside."""
+    if is_empty(t):
+        raise _bad(func, "QNNEMU-tensor-dims-zero", path,
+                   f"tensor '{t.name}' has a dimension of 0 (dimensions {list(t.dims)}); only a NULL tensor "
+                   f"(an absent optional input) may be empty", code)
 
 
 def _check_absent_inputs(cls, input_specs: list, cfg: OpConfigDesc, func: str, code: int) -> None:
@@ -287,9 +297,7 @@ class Graph:
                            f"{func}: graph '{self.name}' is finalized; no nodes can be added",
                            rule="QNNEMU-graph-immutable")
         _basic_config_checks(cfg, func, code)
-        if cfg.name in self.node_names:
-            raise _bad(func, "QNNEMU-graphAddNode-name-unique", "opConfig.v1.name",
-                       f"a node named '{cfg.name}' already exists in graph '{self.name}'", code)
+        # Node names need not be unique: the vendor accepts two nodes of the same name.
         n_in = _trim_null_inputs(cfg, func, code)
         inputs: list[Tensor | None] = []
         for i in range(n_in):
@@ -298,6 +306,7 @@ class Graph:
                 inputs.append(None)  # an absent optional input (checked by check_op)
                 continue
             t = self._resolve(cfg.inputs[i], func, path)
+            _check_not_empty(t, func, f"{path}.v{cfg.inputs[i].version}.dimensions", code)
             if t.type in PRODUCED_TYPES and t.producer is None:
                 # An APP_READ graph output may also feed later nodes once produced (the vendor's
                 # backend accepts it; ONNX Runtime emits it when an output is also consumed).
@@ -309,6 +318,7 @@ class Graph:
         for i, d in enumerate(cfg.outputs):
             path = f"opConfig.v1.outputTensors[{i}]"
             t = self._resolve(d, func, path)
+            _check_not_empty(t, func, f"{path}.v{d.version}.dimensions", code)
             if t.type not in NODE_OUTPUT_TYPES:
                 raise _bad(func, "QNNEMU-graphAddNode-output-type", f"{path}.v{d.version}.type",
                            f"{type_name(t.type)} tensor '{t.name}' cannot be a node output "
@@ -352,6 +362,7 @@ class Graph:
                            f"{func}: graph '{self.name}' has no nodes", rule="QNNEMU-graphFinalize-empty")
         # The priority must map to HTP thread priorities before anything is built (logged below).
         htp_priority.thread_priorities(self, func)
+        htp_settings.check_num_cores(self, func)   # more cores than the SoC has fails here (vendor)
         # Native KV cache tensors: the seed's graph-level rules; the plan converts their layout.
         self.native_kv = kvcache.check_graph(self, device_model(self).arch)
         self.plan = compile_plan(self, precision_fp16=self.precision_fp16())

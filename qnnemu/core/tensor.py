@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .. import rules
 from ..errors import QnnError
 from ..headers import Q
 from ..ops.base import QuantSpec, TensorSpec
@@ -135,6 +136,15 @@ class Tensor:
         return replace(self, dims=(self.dims[0] * n,) + self.dims[1:]) if n != 1 else self
 
 
+# The vendor's HTP backend refuses tensors of rank 7 and more ("Invalid tensor rank").
+MAX_RANK = 6
+
+
+def is_empty(t) -> bool:
+    """A tensor (or TensorSpec/desc with ``dims``) with a dimension of 0."""
+    return any(int(n) == 0 for n in (t.dims or ()))
+
+
 def _fail(code: int, rule: str, func: str, path: str, message: str) -> QnnError:
     return QnnError(code, f"{func}: {path}: {message}", rule=rule)
 
@@ -206,8 +216,8 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
         raise _fail(code, "QNNEMU-tensor-version", func, f"{path}.version",
                     f"must be QNN_TENSOR_VERSION_1 or _2, got {d.version}")
     v = f"{path}.v{d.version}"
-    if not d.name:
-        raise _fail(code, "QNNEMU-tensor-name", func, f"{v}.name", "a tensor needs a non-empty name")
+    if d.name is None:   # an empty name is accepted (the vendor does; unique like any other)
+        raise _fail(code, "QNNEMU-tensor-name", func, f"{v}.name", "a tensor needs a name (NULL given)")
     if d.type not in SUPPORTED_TYPES or (d.type == Q.QNN_TENSOR_TYPE_NULL and not allow_null_type):
         unsupported = 0 <= d.type <= 0x7FFFFFFE and d.type not in SUPPORTED_TYPES
         raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM if unsupported else code,
@@ -223,10 +233,11 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
     if d.dims is None:
         raise _fail(code, "QNNEMU-tensor-dims-null", func, f"{v}.dimensions",
                     "rank > 0 but dimensions is NULL")
-    for i, n in enumerate(d.dims):
-        if n == 0 and not (d.dynamic_dims and d.dynamic_dims[i]):
-            raise _fail(code, "QNNEMU-tensor-dims-zero", func, f"{v}.dimensions[{i}]",
-                        f"dimension is 0 (dimensions {list(d.dims)})")
+    if len(d.dims) > MAX_RANK:
+        raise _fail(code, "QNNEMU-tensor-rank", func, f"{v}.rank",
+                    f"rank {len(d.dims)}: the HTP backend takes tensors of rank 0..{MAX_RANK}")
+    # A dimension of 0 is accepted here (a NULL tensor of dimensions [0] is how ONNX Runtime
+    # passes an absent optional input); a node refuses empty tensors (check_not_empty).
     if d.dynamic_dims and any(d.dynamic_dims):
         raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-dynamic-dims", func,
                     f"{v}.isDynamicDimensions", "dynamic dimensions are not supported yet")
@@ -239,14 +250,19 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
         if d.mem_type != Q.QNN_TENSORMEMTYPE_RAW:
             raise _fail(code, "QNNEMU-tensor-static-memtype", func, f"{v}.memType",
                         f"{kind} tensors carry their data in clientBuf (QNN_TENSORMEMTYPE_RAW), got {d.mem_type}")
-        if d.data is None:
+        want = int(np.prod(d.dims, dtype=np.int64)) * dtypes.itemsize(d.dtype)
+        if d.data is None and want:
             raise _fail(code, "QNNEMU-tensor-static-data", func, f"{v}.clientBuf.data",
                         f"a {kind} tensor needs its data at creation")
-        want = int(np.prod(d.dims, dtype=np.int64)) * dtypes.itemsize(d.dtype)
-        if d.data_size != want:
+        if d.data_size < want:
+            # The vendor reads past the buffer here; the emulator refuses (docs/validation.md).
             raise _fail(code, "QNNEMU-tensor-static-size", func, f"{v}.clientBuf.dataSize",
                         f"is {d.data_size} bytes; dimensions {list(d.dims)} of {dtypes.name(d.dtype)} need {want}")
-        static = np.frombuffer(d.data, dtype=dtypes.numpy_dtype(d.dtype)).reshape(d.dims)
+        if d.data_size > want:
+            rules.warn("QNNEMU-tensor-static-size-larger", func, f"{v}.clientBuf.dataSize",
+                       f"is {d.data_size} bytes; dimensions {list(d.dims)} of {dtypes.name(d.dtype)} need {want}: "
+                       f"the first {want} bytes are the tensor's data")
+        static = np.frombuffer((d.data or b"")[:want], dtype=dtypes.numpy_dtype(d.dtype)).reshape(d.dims)
     return quant, static
 
 

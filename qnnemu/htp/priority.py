@@ -48,14 +48,29 @@ PRIORITY_TABLE: dict[int, PriorityLevel] = {
 DEFAULT_PRIORITY = Q.QNN_PRIORITY_DEFAULT   # "set to QNN_PRIORITY_DEFAULT by default"
 
 
+# The vendor's backend takes any Qnn_Priority_t in 0..500 (QNN 2.50 adds LOWEST 0, NORMAL_LOW 50,
+# HIGH_PLUS 300, CRITICAL 400, CRITICAL_PLUS/HIGHEST 500) and refuses the rest ("Valid range:
+# 0-500"); the seed's mapping table has four rows.
+MAX_PRIORITY = 500
+
+
+def table_row(value: int) -> PriorityLevel | None:
+    """The mapping row a priority in 0..500 runs with: its own row, else the row of the nearest
+    documented level below it (NORMAL_LOW 50 -> LOW, HIGH_PLUS..CRITICAL_PLUS -> HIGH)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_PRIORITY:
+        return None
+    return PRIORITY_TABLE[max(v for v in PRIORITY_TABLE if v <= value)]
+
+
 def priority_level(value: int, func: str, path: str, code: int = Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT) -> PriorityLevel:
     """The table row of a Qnn_Priority_t; ``QNN_PRIORITY_UNDEFINED`` means "not set" (the
-    default).  Any other value is refused (rule QNNEMU-priority-value): the HTP has no thread
-    priority for it."""
+    default); a value in 0..500 without a row runs with the nearest documented level below it
+    (``table_row``).  Any other value is refused (rule QNNEMU-priority-value): the HTP has no
+    thread priority for it."""
     if value == Q.QNN_PRIORITY_UNDEFINED:
         value = DEFAULT_PRIORITY
     # configs restored from a context binary are data: anything but an int has no row either
-    level = PRIORITY_TABLE.get(value) if isinstance(value, int) and not isinstance(value, bool) else None
+    level = table_row(value)
     if level is None:
         known = ", ".join(f"{lv.name} ({lv.value})" for lv in PRIORITY_TABLE.values())
         raise QnnError(code, f"{func}: {path}: Qnn_Priority_t {value!r} has no HTP thread priority (known: {known})",
@@ -97,5 +112,6 @@ def describe(graph, func: str = "graphFinalize") -> str:
             f"0x{level.hvx_thread_priority:x} (Hexagon OS thread priority 0x{level.hexagon_os_priority:x})")
 
 
-__all__ = ["PRIORITY_TABLE", "PriorityLevel", "DEFAULT_PRIORITY", "HVX_PRIORITY_OFFSET", "priority_level",
+__all__ = ["PRIORITY_TABLE", "PriorityLevel", "DEFAULT_PRIORITY", "HVX_PRIORITY_OFFSET", "priority_level", "table_row",
+           "MAX_PRIORITY",
            "graph_priority", "level_of", "thread_priorities", "describe"]

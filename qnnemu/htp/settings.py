@@ -1,8 +1,16 @@
-"""The HTP graph and context configs: the seed's option tables as data, their rules, and the
-resolved settings a graph is prepared and run with (seed 002 "QNN HTP Backend API":
-QnnHtpGraph_CustomConfig_t, QnnHtpContext_CustomConfig_t; "QNN HTP Precision", "DLBC",
-"Setting Number of HVX Threads", "Enabling the system level cache allocator",
+"""The HTP graph and context configs: the option tables as data, their rules, and the
+resolved settings a graph is prepared and run with (QNN HTP backend documentation, "QNN HTP
+Backend API": QnnHtpGraph_CustomConfig_t, QnnHtpContext_CustomConfig_t; "QNN HTP Precision",
+"DLBC", "Setting Number of HVX Threads", "Enabling the system level cache allocator",
 "Byte-Granularity VTCM", "Graph Priority"; QnnHtpContext_CustomProperty_t).
+
+The rules follow the vendor's libQnnHtp.so (docs/validation.md, "accept what the vendor
+accepts"): a value it tolerates is tolerated the same way with a warning rule (qnnemu/rules.py:
+HVX threads clipped to the SoC's maximum, DLBC / SLC on a SoC without them recorded without
+effect, out-of-range optimization values coerced, unknown custom options ignored, ...); a value
+it refuses is refused with an error rule.  Each option's row says which (``vendor``); the
+QNN 2.50 options (PRECISION_COMPENSATION, ENABLE_PREDICATION, FP16_CLAMP_OVERFLOW, the
+VTCM_RETENTION / CACHED_WEIGHTS optimization types, context options 16..25) have rows too.
 
 The ABI (qnnemu/abi/entry.py ``_graph_configs`` / ``_context_configs``) decodes the C unions
 and calls ``check_graph_option`` / ``check_context_option`` here; ``graph_settings(graph)`` is
@@ -32,6 +40,7 @@ import math
 from dataclasses import dataclass
 
 
+from .. import rules
 from ..core.device import DeviceModel
 from ..errors import QnnError
 from ..headers import Q
@@ -50,44 +59,67 @@ BEFORE_FINALIZE = "before finalize"
 ANY_TIME = "before or after finalize"
 UNTIL_FIRST_EXECUTE = "until the first execute"
 
-PRIORITIES = {Q.QNN_PRIORITY_LOW: "QNN_PRIORITY_LOW", Q.QNN_PRIORITY_DEFAULT: "QNN_PRIORITY_DEFAULT",
-              Q.QNN_PRIORITY_NORMAL_HIGH: "QNN_PRIORITY_NORMAL_HIGH", Q.QNN_PRIORITY_HIGH: "QNN_PRIORITY_HIGH"}
+# Qnn_Priority_t levels (QNN 2.50 adds LOWEST = LOW, NORMAL_LOW, HIGH_PLUS, CRITICAL and
+# CRITICAL_PLUS = HIGHEST); the vendor takes any value in 0..MAX_PRIORITY.
+PRIORITIES = {Q.QNN_PRIORITY_LOW: "QNN_PRIORITY_LOW (LOWEST)", Q.QNN_PRIORITY_NORMAL_LOW: "QNN_PRIORITY_NORMAL_LOW",
+              Q.QNN_PRIORITY_DEFAULT: "QNN_PRIORITY_DEFAULT (NORMAL)",
+              Q.QNN_PRIORITY_NORMAL_HIGH: "QNN_PRIORITY_NORMAL_HIGH", Q.QNN_PRIORITY_HIGH: "QNN_PRIORITY_HIGH",
+              Q.QNN_PRIORITY_HIGH_PLUS: "QNN_PRIORITY_HIGH_PLUS", Q.QNN_PRIORITY_CRITICAL: "QNN_PRIORITY_CRITICAL",
+              Q.QNN_PRIORITY_CRITICAL_PLUS: "QNN_PRIORITY_CRITICAL_PLUS (HIGHEST)"}
+MAX_PRIORITY = 500
+
+
+# What the vendor's libQnnHtp.so (2.51) does with an option (GraphOption.vendor and friends).
+ACCEPTED = "accepted"                      # recorded; values outside the documented range tolerated
+REFUSED = "refused"                        # refused whatever the value
 
 
 @dataclass(frozen=True)
 class GraphOption:
-    """One row of the seed's QnnHtpGraph_CustomConfig_t table (plus the header's other options)."""
+    """One row of the QnnHtpGraph_CustomConfig_t table (plus the header's other options)."""
     name: str            # QNN_HTP_GRAPH_CONFIG_OPTION_* without the prefix
     member: str | None   # union member
-    default: str         # the seed's default
+    default: str         # the documented default
     change: str          # when graphSetConfig may set it
     in_seed: bool = True
+    vendor: str = ACCEPTED
+    note: str = ""       # what the vendor does with it, when that is not "recorded"
 
 
 GRAPH_OPTIONS: dict[str, GraphOption] = {o.name: o for o in (
     GraphOption("OPTIMIZATION", "optimizationOption", "QNN_HTP_GRAPH_OPTIMIZATION_TYPE_UNKNOWN (none)",
                 BEFORE_FINALIZE),
-    GraphOption("PRECISION", "precision", "QNN_PRECISION_FLOAT32", BEFORE_FINALIZE),
-    GraphOption("VTCM_SIZE_IN_MB", "vtcmSizeInMB", "4", BEFORE_FINALIZE),
+    GraphOption("PRECISION", "precision", "QNN_PRECISION_FLOAT32", BEFORE_FINALIZE,
+                note="another value: the default (warning)"),
+    GraphOption("VTCM_SIZE_IN_MB", "vtcmSizeInMB", "4", BEFORE_FINALIZE,
+                note="above the SoC's VTCM: recorded, the SoC's VTCM used (warning); >= 4096 MB refused"),
     GraphOption("VTCM_SIZE", "vtcmSizeInMB", "4", BEFORE_FINALIZE),
-    GraphOption("VTCM_SIZE_IN_BYTES", "vtcmSizeInBytes", "4 MiB (v81 and later)", BEFORE_FINALIZE),
+    GraphOption("VTCM_SIZE_IN_BYTES", "vtcmSizeInBytes", "4 MiB (v81 and later)", BEFORE_FINALIZE,
+                note="before v81 or not a multiple of 64 KiB: rounded up to 64 KiB (warning)"),
     GraphOption("FOLD_RELU_ACTIVATION_INTO_CONV_OFF", "foldReluActivationIntoConvOff", "always fold",
                 BEFORE_FINALIZE),
     GraphOption("SHORT_DEPTH_CONV_ON_HMX_OFF", "shortDepthConvOnHmxOff", "always use HMX", BEFORE_FINALIZE),
     GraphOption("NUM_HVX_THREADS", "numHvxThreads", "4 offline; the SoC's maximum online",
-                UNTIL_FIRST_EXECUTE),
+                UNTIL_FIRST_EXECUTE, note="0 or above the SoC's maximum: the maximum (warning)"),
     GraphOption("WEIGHTS_PACKING", "weightsPacking", "false", BEFORE_FINALIZE),
-    GraphOption("FINALIZE_CONFIG", "finalizeConfig", "no explicit setting", BEFORE_FINALIZE),
-    GraphOption("NUM_CORES", "numCores", "1", BEFORE_FINALIZE, in_seed=False),
+    GraphOption("FINALIZE_CONFIG", "finalizeConfig", "no explicit setting", BEFORE_FINALIZE,
+                note="a NULL key or a value of no scalar type is refused"),
+    GraphOption("NUM_CORES", "numCores", "1", BEFORE_FINALIZE, in_seed=False,
+                note="0: one core (warning); more than the SoC has: graphFinalize fails"),
     GraphOption("PARALLEL_GRAPH_EXECUTION_CONFIG", "parallelGraphExecutionConfig", "none", BEFORE_FINALIZE,
-                in_seed=False),
-    GraphOption("HMX_BOUNDING", "hmxBoundingInfo", "none", BEFORE_FINALIZE, in_seed=False),
+                in_seed=False, vendor=REFUSED, note="deprecated and no longer supported"),
+    GraphOption("HMX_BOUNDING", "hmxBoundingInfo", "none", BEFORE_FINALIZE, in_seed=False, vendor=REFUSED,
+                note="HMX op bounding needs deferred pre-emption, which the HTP backend does not offer"),
     GraphOption("ASSUME_SAME_QUANT", "assumeSameQuant", "false", BEFORE_FINALIZE, in_seed=False),
     GraphOption("SHARE_IO_BUFFER", "shareIOBuffer", "false", BEFORE_FINALIZE, in_seed=False),
     GraphOption("ADVANCED_ACTIVATION_FUSION", "advancedActivationFusion", "false", BEFORE_FINALIZE,
                 in_seed=False),
     GraphOption("HIGH_PRECISION_SIGMOID", "highPrecisionSigmoid", "false", BEFORE_FINALIZE, in_seed=False),
     GraphOption("MONOLITHIC_LSTM", "monolithicLstm", "false", BEFORE_FINALIZE, in_seed=False),
+    # QNN 2.50
+    GraphOption("PRECISION_COMPENSATION", "precisionCompensation", "false", BEFORE_FINALIZE, in_seed=False),
+    GraphOption("ENABLE_PREDICATION", "enablePredication", "false", BEFORE_FINALIZE, in_seed=False),
+    GraphOption("FP16_CLAMP_OVERFLOW", "fp16ClampOverflow", "false", BEFORE_FINALIZE, in_seed=False),
 )}
 
 
@@ -97,18 +129,32 @@ class OptimizationType:
     name: str            # without the QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ prefix
     values: str          # the accepted floatValue, in words (messages, docs)
     change: str
+    vendor: str = ACCEPTED
 
 
 OPTIMIZATION_TYPES: dict[str, OptimizationType] = {t.name: t for t in (
-    OptimizationType("SCHEDULE_THRESHOLD", "a number >= 0", BEFORE_FINALIZE),
-    OptimizationType("FINALIZE_RETRIES", "an integer >= 0", BEFORE_FINALIZE),
-    OptimizationType("FINALIZE_OPTIMIZATION_FLAG", "1, 2 or 3", BEFORE_FINALIZE),
+    OptimizationType("SCHEDULE_THRESHOLD", "a number >= 0 (negative or NaN: ignored)", BEFORE_FINALIZE),
+    # The vendor's 2.51 library refuses this type with every value ("Failed to set option 2").
+    OptimizationType("FINALIZE_RETRIES", "none: refused by the HTP backend", BEFORE_FINALIZE, vendor=REFUSED),
+    OptimizationType("FINALIZE_OPTIMIZATION_FLAG", "1, 2 or 3 (another value: 2)", BEFORE_FINALIZE),
     OptimizationType("ENABLE_DLBC", "0 (off) or >= 1.0 (on)", BEFORE_FINALIZE),
     OptimizationType("ENABLE_DLBC_WEIGHTS", "0 (off) or >= 1.0 (on)", BEFORE_FINALIZE),
     OptimizationType("ENABLE_SPARSE_WEIGHTS_COMPRESSION", "0 (off) or 1 (on)", BEFORE_FINALIZE),
     # Prepared with it on, it may be forced off (0) and restored (1) during inference (seed).
     OptimizationType("ENABLE_SLC_ALLOCATOR", "0 (off) or 1 (on)", ANY_TIME),
+    # QNN 2.50: recorded (the emulator has no VTCM retention across graphs nor a weight cache).
+    OptimizationType("ENABLE_VTCM_RETENTION", "any number (recorded)", BEFORE_FINALIZE),
+    OptimizationType("ENABLE_CACHED_WEIGHTS", "any number (recorded)", BEFORE_FINALIZE),
 )}
+# The on/off optimization types: on when floatValue truncates to a non-zero integer (the vendor
+# records htpDlbc 1 for -1.0, 1.0 and 2.0, 0 for 0.5 and NaN).
+ON_OFF_TYPES = ("ENABLE_DLBC", "ENABLE_DLBC_WEIGHTS", "ENABLE_SPARSE_WEIGHTS_COMPRESSION", "ENABLE_SLC_ALLOCATOR")
+
+
+def on_off(value) -> bool:
+    """An on/off optimization value as the vendor reads it (C truncation to an integer)."""
+    v = float(value)
+    return not math.isnan(v) and abs(v) >= 1.0
 
 
 @dataclass(frozen=True)
@@ -142,7 +188,30 @@ CONTEXT_OPTIONS: dict[str, ContextOption] = {o.name: o for o in (
     ContextOption("LORA_WEIGHT_SHARING_ENABLED", "loraWeightSharingEnabled", "false", ANY_CONTEXT),
     ContextOption("PREPARE_ONLY", "isPrepareOnly", "false", ANY_CONTEXT),
     ContextOption("USE_EXTENDED_UDMA", "useExtendedUdma", "false", ANY_CONTEXT, in_seed=False),
+    # QNN 2.50 (recorded; the emulator has no RAM preload, IO reuse limit, graph splitting, patch
+    # files or parallel weight loading to tune)
+    ContextOption("LORA_WEIGHT_SHARING_RAM_PRELOAD_ENABLED", "loraWeightSharingRamPreloadEnabled", "false",
+                  CREATE_FROM_BINARY, in_seed=False),
+    ContextOption("REUSED_IO_LIMIT", "reusedIoLimitMb", "no limit", CREATE_FROM_BINARY, in_seed=False),
+    ContextOption("REFERENCE_WEIGHT_SHARING_ENABLED", "referenceWeightSharingEnabled", "false", ANY_CONTEXT,
+                  in_seed=False),
+    ContextOption("CONCURRENT_DESERIALIZATION_EXTRA_SIZE", "concurrentDeserializationExtraSizeKB", "0",
+                  CREATE_FROM_BINARY, in_seed=False),
+    ContextOption("GRAPH_SPLITTING_ENABLED", "graphSplittingEnabled", "false", ANY_CONTEXT, in_seed=False),
+    ContextOption("CONCURRENT_DESERIALIZATION_PATCH", "concurrentDeserializationPatchFd", "none",
+                  CREATE_FROM_BINARY, in_seed=False),
+    ContextOption("GRAPH_SPLITTING_CONFIGS", "graphSplittingConfigs", "splitting off", ANY_CONTEXT, in_seed=False),
+    ContextOption("LORA_PRELOAD_BUFFER_GROUPS", "loraPreloadBufferGroups", "none", CREATE_FROM_BINARY,
+                  in_seed=False),
+    ContextOption("PARALLEL_WEIGHT_LOADING", "parallelWeightLoading", "ADAPTIVE", CREATE_FROM_BINARY,
+                  in_seed=False),
 )}
+
+# QNN 2.50 load-time options the vendor refuses at contextCreate (QNN_CONTEXT_ERROR_INVALID_CONFIG).
+# (It refuses IO_MEM_ESTIMATION, INIT_ACCELERATION, SKIP_VALIDATION_ON_BINARY_SECTION and
+# SHARE_RESOURCES_OPTIMIZATION_TYPE there too; qnnemu still records those -- docs/validation.md.)
+REFUSED_AT_CONTEXT_CREATE = ("LORA_WEIGHT_SHARING_RAM_PRELOAD_ENABLED", "REUSED_IO_LIMIT",
+                             "CONCURRENT_DESERIALIZATION_EXTRA_SIZE", "CONCURRENT_DESERIALIZATION_PATCH")
 
 SHARE_RESOURCES_TYPES = {Q.SEQUENTIAL_WITH_VA_OPTIMIZATION: "SEQUENTIAL_WITH_VA_OPTIMIZATION",
                          Q.SEQUENTIAL_WITHOUT_VA_OPTIMIZATION: "SEQUENTIAL_WITHOUT_VA_OPTIMIZATION",
@@ -155,11 +224,20 @@ def _g_err(code: int, func: str, path: str, what: str, rule: str) -> QnnError:
 
 
 def check_priority(value: int, func: str, path: str, code: int, rule: str) -> int:
-    """A Qnn_Priority_t level (LOW 0, DEFAULT/NORMAL 100, NORMAL_HIGH 150, HIGH 200)."""
-    if int(value) not in PRIORITIES:
-        raise _g_err(code, func, path, f"{int(value)} is not a Qnn_Priority_t level "
+    """A Qnn_Priority_t: any value in 0..500 is taken (the vendor's "Valid range: 0-500"); one
+    without a row in the HTP thread priority table runs with the nearest documented level
+    below it (warning rule QNNEMU-priority-level-mapped)."""
+    from . import priority
+    value = int(value)
+    if not 0 <= value <= MAX_PRIORITY:
+        raise _g_err(code, func, path, f"{value} is outside the Qnn_Priority_t range 0..{MAX_PRIORITY} "
                      f"({', '.join(f'{n} {v}' for v, n in PRIORITIES.items())})", rule)
-    return int(value)
+    if value not in priority.PRIORITY_TABLE:
+        row = priority.table_row(value)
+        rules.warn("QNNEMU-priority-level-mapped", func, path,
+                   f"{PRIORITIES.get(value, value)} ({value}) has no row in the HTP thread priority table; "
+                   f"it runs with {row.name}'s thread priorities (0x{row.hmx_thread_priority:x})")
+    return value
 
 
 def change_window(name: str, value: dict | None = None) -> str:
@@ -194,55 +272,56 @@ def check_graph_when(name: str, value: dict, graph, func: str, path: str) -> Non
                      f"run {graph.executions} time(s))", "graph-hvx-threads-executed")
 
 
+VTCM_MB_OVERFLOW = 4096   # MB requests from here on overflow 32-bit bytes (the vendor refuses them)
+
+
 def check_graph_option(name: str, value: dict, *, model: DeviceModel, context, graph, func: str,
                        path: str, pending: dict) -> None:
     """Checks one QnnHtpGraph_CustomConfig_t (``name`` without prefix, ``value`` the copied
     union) and records its derived keys in ``pending`` (merged into Graph.configs by the
-    caller).  ``graph`` is None at graphCreate; ``context`` is the graph's context."""
+    caller).  ``graph`` is None at graphCreate; ``context`` is the graph's context.  Values the
+    vendor tolerates are tolerated with a warning rule (qnnemu/rules.py) and ``value`` is
+    rewritten to the value used, which is what the graph records (as the vendor's binary does:
+    NUM_HVX_THREADS 8 on a 4-thread SoC is recorded as 4)."""
     soc = model.soc
-    member = GRAPH_OPTIONS[name].member if name in GRAPH_OPTIONS else None
+    option = GRAPH_OPTIONS.get(name)
+    member = option.member if option else None
     mpath = f"{path}.{member}" if member else path
+    if option is None:
+        # Defined by a newer backend, or a value between the header's options: the vendor
+        # ignores it (UNKNOWN itself never reaches here: _htp_custom refuses it).
+        rules.warn("QNNEMU-graph-config-option-ignored", func, f"{path}.option",
+                   f"{name} is not an HTP graph option this backend knows; ignored")
+        return
+    if option.vendor == REFUSED:
+        raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
+                     f"QNN_HTP_GRAPH_CONFIG_OPTION_{name} is not supported by the HTP backend: {option.note}",
+                     "graph-option-unsupported")
     if name == "OPTIMIZATION":
         _check_optimization(value["optimizationOption"], model=model, context=context, graph=graph,
                             func=func, path=f"{path}.optimizationOption", pending=pending)
     elif name == "PRECISION":
         precision = int(value["precision"])
         if precision not in (Q.QNN_PRECISION_FLOAT32, Q.QNN_PRECISION_FLOAT16):
-            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
-                         f"{precision} is neither QNN_PRECISION_FLOAT32 (0) nor QNN_PRECISION_FLOAT16 (1)",
-                         "graph-precision")
+            rules.warn("QNNEMU-graph-precision-ignored", func, mpath,
+                       f"{precision} is neither QNN_PRECISION_FLOAT32 (0) nor QNN_PRECISION_FLOAT16 (1); "
+                       f"the default QNN_PRECISION_FLOAT32 is used")
+            value["precision"] = Q.QNN_PRECISION_FLOAT32
     elif name in ("VTCM_SIZE", "VTCM_SIZE_IN_MB", "VTCM_SIZE_IN_BYTES"):
-        in_bytes = name == "VTCM_SIZE_IN_BYTES"
-        raw = int(value["vtcmSizeInBytes" if in_bytes else "vtcmSizeInMB"])
-        if in_bytes and not soc.byte_granularity_vtcm:
-            raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, mpath,
-                         f"byte-granularity VTCM requests need HTP v81 or later; the device is "
-                         f"{model.name} (v{model.arch})", "graph-vtcm-bytes-arch")
-        nbytes = raw if in_bytes else raw * MIB
-        if raw == Q.QNN_HTP_GRAPH_CONFIG_OPTION_MAX:
-            if not model.soc_configured:
-                raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
-                             "QNN_HTP_GRAPH_CONFIG_OPTION_MAX (0) needs the target SoC: create the device "
-                             "with QNN_HTP_DEVICE_CONFIG_OPTION_SOC", "graph-vtcm-max-soc")
-        elif in_bytes and raw % VTCM_GRANULE:
-            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
-                         f"{raw} bytes is not a multiple of 64 KiB ({VTCM_GRANULE} bytes)", "graph-vtcm-granularity")
-        elif nbytes > soc.vtcm_bytes:
-            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
-                         f"{raw} {'bytes' if in_bytes else 'MB'} is more than {model.name}'s VTCM "
-                         f"({soc.vtcm_bytes} bytes = {soc.vtcm_mb} MB)", "graph-vtcm-too-large")
-        # VTCM_SIZE and VTCM_SIZE_IN_MB are one option (one enum value)
-        pending["htp_vtcm"] = {"option": name if in_bytes else "VTCM_SIZE_IN_MB", "bytes": nbytes}
+        _check_vtcm(name, value, model=model, func=func, mpath=mpath, pending=pending)
     elif name == "NUM_HVX_THREADS":
         n = int(value["numHvxThreads"])
         if not 1 <= n <= soc.hvx_threads:
-            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
-                         f"{n} HVX threads; {model.name} has 1..{soc.hvx_threads}", "graph-hvx-threads")
+            rules.warn("QNNEMU-graph-hvx-threads-clipped", func, mpath,
+                       f"{n} HVX threads; {model.name} has 1..{soc.hvx_threads}: {soc.hvx_threads} are used "
+                       f"(the HTP backend clips the value to the SoC's maximum)")
+            value["numHvxThreads"] = soc.hvx_threads
     elif name == "NUM_CORES":
         n = int(value["numCores"])
-        if not 1 <= n <= soc.cores:
-            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
-                         f"{n} cores; {model.name} has 1..{soc.cores}", "graph-num-cores")
+        if n == 0:
+            rules.warn("QNNEMU-graph-num-cores-clipped", func, mpath, "0 cores: one core is used")
+            value["numCores"] = 1
+        # more cores than the SoC has: graphFinalize fails (check_num_cores), as on the vendor
     elif name == "FINALIZE_CONFIG":
         key = value.get("key_text")
         if not key:
@@ -251,38 +330,90 @@ def check_graph_option(name: str, value: dict, *, model: DeviceModel, context, g
         pending.setdefault("htp_finalize_config", {})[key] = value.get("value_plain")
 
 
+def _check_vtcm(name: str, value: dict, *, model, func: str, mpath: str, pending: dict) -> None:
+    soc = model.soc
+    in_bytes = name == "VTCM_SIZE_IN_BYTES"
+    raw = int(value["vtcmSizeInBytes" if in_bytes else "vtcmSizeInMB"])
+    if not in_bytes and raw >= VTCM_MB_OVERFLOW:
+        raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
+                     f"{raw} MB overflows 32 bits once converted to bytes (at most {VTCM_MB_OVERFLOW - 1})",
+                     "graph-vtcm-overflow")
+    nbytes = raw if in_bytes else raw * MIB
+    option = name if in_bytes else "VTCM_SIZE_IN_MB"   # VTCM_SIZE and VTCM_SIZE_IN_MB are one option
+    if raw == Q.QNN_HTP_GRAPH_CONFIG_OPTION_MAX:
+        if not model.soc_configured:
+            rules.warn("QNNEMU-graph-vtcm-max-default", func, mpath,
+                       f"QNN_HTP_GRAPH_CONFIG_OPTION_MAX (0) without a SoC configured: the VTCM of the "
+                       f"default device {model.name} ({soc.vtcm_mb} MB) is used")
+        pending["htp_vtcm"] = {"option": option, "bytes": 0}
+        return
+    if in_bytes and (not soc.byte_granularity_vtcm or raw % VTCM_GRANULE):
+        rounded = -(-raw // VTCM_GRANULE) * VTCM_GRANULE
+        why = (f"byte-granularity VTCM requests are a v81 feature (the device is {model.name}, v{model.arch})"
+               if not soc.byte_granularity_vtcm else f"{raw} bytes is not a multiple of 64 KiB")
+        rules.warn("QNNEMU-graph-vtcm-bytes-adjusted", func, mpath, f"{why}: {rounded} bytes are used")
+        nbytes = rounded
+    if nbytes > soc.vtcm_bytes:
+        rules.warn("QNNEMU-graph-vtcm-clipped", func, mpath,
+                   f"{raw} {'bytes' if in_bytes else 'MB'} is more than {model.name}'s VTCM ({soc.vtcm_bytes} "
+                   f"bytes = {soc.vtcm_mb} MB): recorded, the SoC's VTCM is the graph's budget")
+    pending["htp_vtcm"] = {"option": option, "bytes": nbytes}
+
+
+def check_num_cores(graph, func: str = "graphFinalize") -> None:
+    """NUM_CORES above the SoC's cores: the vendor accepts the config and fails graphFinalize
+    ("not a multi-VXU SoC"); so does the emulator."""
+    n = _num(_htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_NUM_CORES", "numCores", 1), 1)
+    model = device_model(graph)
+    if n > model.soc.cores:
+        raise QnnError(Q.QNN_GRAPH_ERROR_FINALIZE_FAILED,
+                       f"{func}: graph '{graph.name}': QNN_HTP_GRAPH_CONFIG_OPTION_NUM_CORES is {n}; "
+                       f"{model.name} has {model.soc.cores} HTP core(s)", rule="QNNEMU-graph-num-cores")
+
+
 def _check_optimization(opt: dict, *, model, context, graph, func, path, pending) -> None:
     type_name = _opt_type_name(opt.get("type"))
     if type_name is None or type_name not in OPTIMIZATION_TYPES:
         raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, f"{path}.type",
                      f"{opt.get('type')} is not a QnnHtpGraph_OptimizationType_t", "graph-optimization-type")
+    if OPTIMIZATION_TYPES[type_name].vendor == REFUSED:
+        raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, f"{path}.type",
+                     f"QNN_HTP_GRAPH_OPTIMIZATION_TYPE_{type_name} is not supported by the HTP backend "
+                     f"(it refuses the type with any value)", "graph-optimization-unsupported")
     v = float(opt["floatValue"])
     vpath = f"{path}.floatValue"
-    bad = (f"{v:g} is not a valid {type_name} value ({OPTIMIZATION_TYPES[type_name].values})")
     if type_name == "FINALIZE_OPTIMIZATION_FLAG":
         if v not in (1.0, 2.0, 3.0):
-            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, vpath, bad, "graph-optimization-flag")
-    elif type_name in ("ENABLE_DLBC", "ENABLE_DLBC_WEIGHTS"):
-        if not (v == 0.0 or v >= 1.0) or math.isnan(v):
-            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, vpath, bad, "graph-dlbc-value")
-        if v >= 1.0:
+            rules.warn("QNNEMU-graph-optimization-flag-default", func, vpath,
+                       f"{v:g} is not a finalize optimization level (1, 2 or 3): level "
+                       f"{DEFAULT_OPTIMIZATION_LEVEL} is used")
+            v = float(DEFAULT_OPTIMIZATION_LEVEL)
+    elif type_name in ON_OFF_TYPES:
+        on = on_off(v)
+        if not (v == 0.0 or v >= 1.0):
+            rules.warn("QNNEMU-graph-optimization-value-coerced", func, vpath,
+                       f"{v:g} is not a valid {type_name} value ({OPTIMIZATION_TYPES[type_name].values}): "
+                       f"taken as {'on' if on else 'off'}")
+        v = 1.0 if on else 0.0
+        if on and type_name in ("ENABLE_DLBC", "ENABLE_DLBC_WEIGHTS"):
             _check_dlbc(type_name, model=model, context=context, graph=graph, func=func, path=vpath,
                         pending=pending)
-    elif type_name in ("ENABLE_SPARSE_WEIGHTS_COMPRESSION", "ENABLE_SLC_ALLOCATOR"):
-        if v not in (0.0, 1.0):
-            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, vpath, bad, "graph-optimization-value")
         if type_name == "ENABLE_SLC_ALLOCATOR":
             _check_slc(v, model=model, graph=graph, func=func, path=vpath, pending=pending)
             return
-    elif not (v >= 0.0) or (type_name == "FINALIZE_RETRIES" and v != int(v)):
-        raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, vpath, bad, "graph-optimization-value")
+    elif type_name == "SCHEDULE_THRESHOLD" and not v >= 0.0:
+        rules.warn("QNNEMU-graph-schedule-threshold-ignored", func, vpath,
+                   f"{v:g} is not a valid schedule threshold (a number >= 0): ignored")
+        pending.setdefault("htp_optimization", {})   # so the raw record is not read back as set
+        return
     pending.setdefault("htp_optimization", {})[type_name] = v
 
 
 def _check_dlbc(type_name: str, *, model, context, graph, func, path, pending) -> None:
     if not model.dlbc:
-        raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
-                     f"DLBC needs a SoC with DLBC support; {model.name} (v{model.arch}) has none", "graph-dlbc-soc")
+        # The vendor records it (its binary's htpDlbc is 1) on any SoC; it has no effect here.
+        rules.warn("QNNEMU-graph-dlbc-soc-ignored", func, path,
+                   f"{type_name}: {model.name} (v{model.arch}) has no DLBC; recorded without effect")
     configs = getattr(context, "configs", None) or {}
     if type_name == "ENABLE_DLBC_WEIGHTS" and _context_flag(configs, "WEIGHT_SHARING_ENABLED", "weightSharingEnabled"):
         raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
@@ -307,8 +438,8 @@ def _check_dlbc(type_name: str, *, model, context, graph, func, path, pending) -
 
 def _check_slc(v: float, *, model, graph, func, path, pending) -> None:
     if v and not model.soc.slc:
-        raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
-                     f"the SLC allocator is not supported on {model.name} (v{model.arch})", "graph-slc-soc")
+        rules.warn("QNNEMU-graph-slc-soc-ignored", func, path,
+                   f"{model.name} (v{model.arch}) has no SLC allocator; recorded without effect")
     if graph is not None and graph.finalized:
         # During inference it can only be forced off and restored (seed).
         prepared = float(_optimizations(graph).get("ENABLE_SLC_ALLOCATOR", 0.0)) >= 1.0
@@ -571,6 +702,10 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
     from ..core.handles import HANDLES
     option = CONTEXT_OPTIONS.get(name)
     mpath = f"{path}.{option.member}" if option else path
+    if name in REFUSED_AT_CONTEXT_CREATE and func == "contextCreate":
+        raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"{path}.option",
+                     f"{name} acts when a context is loaded from a binary ({option.apis}); the HTP backend "
+                     f"refuses it at contextCreate", "context-option-load-only")
     if name == "SHARE_RESOURCES" and value.get("shareResources") and func != LIST_CONFIG_FUNC:
         raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, mpath,
                      "SHARE_RESOURCES is a group configuration: pass it in the listConfig of "

@@ -19,9 +19,10 @@ Sources (``source`` of each row):
 
 Columns no public source gives per SoC, chosen by rule and documented here:
 
-- ``hvx_threads``: the HVX contexts a graph may reserve (NUM_HVX_THREADS maximum): 4 on v68/v69
-  (the seed's default of 4 is then also the maximum), 6 on v73 and later parts with 8 MiB or
-  more VTCM, 4 on the smaller ones;
+- ``hvx_threads``: the HVX contexts a graph may reserve (NUM_HVX_THREADS maximum), measured per
+  SoC on the vendor's libQnnHtp.so 2.51 (``MEASURED_HVX_THREADS``: the number its context binary
+  records for NUM_HVX_THREADS = 0 and for any value above the maximum, which it clips); rows
+  without a measurement: 4, or 2 with less than 8 MiB VTCM;
 - ``hmx``: every HTP (v68+) has the HMX matrix unit, so the column is true on every row (kept so
   that the device model never assumes it);
 - ``dlbc``: Deep Learning Bandwidth Compression from v75 (the foundation's choice, kept);
@@ -84,12 +85,23 @@ class SocInfo:
         return self.arch >= 81
 
 
+# NUM_HVX_THREADS maximum per SoC as the vendor's libQnnHtp.so 2.51 clips it (its context binary's
+# graph blob info records numHvxThreads; tests/test_acceptance_vendor.py re-measures it).
+MEASURED_HVX_THREADS = {
+    "SM8350": 4, "SM8450": 4, "SM8475": 4, "SM8550": 4, "SM8635": 4, "SM8650": 4, "SM8735": 4,
+    "SM8750": 6, "SM8850": 8, "SM7325": 2, "SM7450": 2, "SM7475": 4, "SM7550": 2, "SM7675": 4,
+    "SC8280X": 4, "SC8380XP": 4, "SA8295": 4, "SA8540": 4, "SA8255": 4, "SA8797": 8,
+    "SXR1230P": 2, "SSG2115P": 2, "SSG2125P": 2, "SXR2230P": 4, "SXR2330P": 6,
+    "QCS8550": 4, "QCS9100": 4, "QCS8300": 4,
+}
+
+
 def _row(model: str, name: str, arch: int, vtcm_mb: int, source: str, *, cores: int = 1,
          devices: int = 1) -> SocInfo:
-    big = vtcm_mb >= 8
+    hvx = MEASURED_HVX_THREADS.get(model, 4 if vtcm_mb >= 8 else 2)
     return SocInfo(
         soc_model=int(getattr(Q, f"QNN_SOC_MODEL_{model}")), name=name, arch=arch,
-        vtcm_bytes=vtcm_mb * MIB, hvx_threads=6 if arch >= 73 and big else 4, hmx=True,
+        vtcm_bytes=vtcm_mb * MIB, hvx_threads=hvx, hmx=True,
         dlbc=arch >= 75, signed_pd=True, cores=cores, devices=devices, slc=arch >= 79,
         va_optimization=arch >= 73, source=source)
 
@@ -156,9 +168,9 @@ def soc_for_arch(arch: int) -> SocInfo | None:
 
 def arch_only(arch: int) -> SocInfo:
     """A device configured by an arch with no SoC row: socModel UNKNOWN, the newest known
-    arch's capabilities (8 MiB VTCM, 6 HVX threads)."""
+    arch's capabilities (8 MiB VTCM, 8 HVX threads as v81)."""
     return SocInfo(soc_model=int(Q.QNN_SOC_MODEL_UNKNOWN), name=f"HTP v{arch}", arch=int(arch),
-                   vtcm_bytes=8 * MIB, hvx_threads=6, hmx=True, dlbc=True, signed_pd=True, cores=1,
+                   vtcm_bytes=8 * MIB, hvx_threads=8, hmx=True, dlbc=True, signed_pd=True, cores=1,
                    devices=1, slc=True, va_optimization=True, source="chosen")
 
 

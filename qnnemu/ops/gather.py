@@ -16,13 +16,21 @@
 
 Axes must be in [0, r-1] (see qnnemu/ops/shape.py: the HTP misreads negative axes).
 
-Indices: INT_32, INT_64 or UINT_32, in [0, dim-1] -- except GatherNd, where a negative index
-counts from the end of its dimension ([-dim, dim-1]).  That is what the vendor's HTP does: GatherNd
-wraps negative indices, while Gather fails graphExecute (or reads out of bounds), GatherElements
-yields 0 and the Scatter ops skip the update; ORT's QNN EP says "QNN does not support negative
-index values for Gather* ops" and rewrites static ones.  An index outside its range is an error,
-``QNNEMU-<op>-index-range``: at graphAddNode for STATIC index tensors, and from ``run`` at
-execute time for dynamic ones (the emulator reports what the HTP leaves undefined).
+Indices: INT_32, INT_64 or UINT_32.  What an index outside [0, dim-1] does is what the vendor's
+HTP (libQnnHtp.so 2.51, SM8550/SM8650, float32) does with it, each with a warning rule
+(qnnemu/rules.py, once per node and execute path):
+
+- Gather, GatherNd: a negative index in [-dim, -1] counts from the end (numpy-style,
+  ``QNNEMU-index-negative-wrapped``); beyond that graphExecute fails (``QNNEMU-<op>-index-range``).
+  (The vendor also fails a *dynamic* negative Gather index on axis 0 while it wraps one on any
+  other axis, and reads a *static* negative GatherNd index as 0: inconsistencies of its kernels
+  the emulator does not copy -- docs/validation.md.)
+- GatherElements: an index outside [0, dim-1] reads 0 (``QNNEMU-index-invalid-zeroed``).
+- ScatterElements, ScatterNd: an update at an index outside [0, dim-1] is skipped
+  (``QNNEMU-index-invalid-skipped``).
+
+A STATIC index tensor holding such an index is accepted at graphAddNode, as the vendor does,
+with ``QNNEMU-index-static-out-of-range``; the execute then behaves as above.
 
 Data types: the data input takes any type and the ops are ``quant_passthrough`` (they move
 values).  Where a reduction combines values (ADD, MUL) on fixed-point codes, the op dequantizes
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import rules
 from ..core import dtypes
 from ..headers import Q
 from .base import Op, ParamSpec, TensorSpec, same_spec
@@ -78,9 +87,44 @@ def wrap(op: str, i: int, ind: np.ndarray, dim, negative: bool = False) -> np.nd
     return np.where(ind < 0, ind + dim_arr, ind) if negative else ind
 
 
-def _static_check(op: str, i: int, spec: TensorSpec, dim, negative: bool = False) -> None:
-    if spec.data is not None:
-        wrap(op, i, np.asarray(spec.data), dim, negative)
+def invalid(ind: np.ndarray, dim, negative: bool = False) -> np.ndarray:
+    """Mask of indices outside [0, dim-1] (or [-dim, dim-1] with ``negative``)."""
+    ind = ind.astype(np.int64, copy=False)
+    dim_arr = np.asarray(dim, dtype=np.int64)
+    return ((ind < -dim_arr) if negative else (ind < 0)) | (ind >= dim_arr)
+
+
+def _static_check(op: str, i: int, spec: TensorSpec, dim, negative: bool = False, what: str = "") -> None:
+    """A STATIC index tensor with an index the op does not take: accepted with a warning (the
+    vendor accepts it at graphAddNode; graphExecute handles it)."""
+    if spec.data is None:
+        return
+    ind = np.asarray(spec.data)
+    bad = invalid(ind, dim, negative) | ((ind.astype(np.int64) < 0) if what else False)
+    if ind.size and bad.any():
+        pos = np.unravel_index(int(np.argmax(bad)), bad.shape)
+        rules.warn("QNNEMU-index-static-out-of-range", "graphAddNode", f"{op} inputTensors[{i}]",
+                   f"static index {int(ind[pos])} at {list(map(int, pos))} is outside "
+                   f"[0, {int(np.broadcast_to(np.asarray(dim), ind.shape)[pos]) - 1}]; "
+                   f"{what or 'graphExecute wraps a negative one from the end and fails beyond that'}")
+
+
+class _WarnOnce:
+    """Execute-time warning rules, logged once per op instance (one per node and plan)."""
+
+    def warn_once(self, rule: str, op: str, i: int, message: str) -> None:
+        done = self.__dict__.setdefault("_warned", set())
+        if rule not in done:
+            done.add(rule)
+            rules.warn(rule, "graphExecute", f"{op} inputTensors[{i}]", message)
+
+    def wrap_negative(self, op: str, ind: np.ndarray, dim) -> np.ndarray:
+        """Gather / GatherNd: fails beyond [-dim, dim-1], wraps negative indices."""
+        idx = wrap(op, 1, ind, dim, negative=True)
+        if ind.size and int(np.asarray(ind).min()) < 0:
+            self.warn_once("QNNEMU-index-negative-wrapped", op, 1,
+                           "negative indices count from the end of their dimension")
+        return idx
 
 
 def _element_index(ind: np.ndarray, axis: int) -> tuple:
@@ -112,7 +156,7 @@ def _index_op_axis(op: str, spec: TensorSpec, params) -> int:
 
 
 # ---- Gather -------------------------------------------------------------------------------------
-class Gather(Op):
+class Gather(_WarnOnce, Op):
     inputs = ("in[0]", "in[1]")
     params = {"axis": ParamSpec("scalar", _AXIS, required=True)}
     quant_passthrough = True
@@ -123,15 +167,15 @@ class Gather(Op):
         x, ind = inputs
         check_indices(op, 1, ind)
         axis = _index_op_axis(op, x, params)
-        _static_check(op, 1, ind, x.shape[axis])
+        _static_check(op, 1, ind, x.shape[axis], negative=True)
         shape = tuple(x.shape[:axis]) + tuple(ind.shape) + tuple(x.shape[axis + 1:])
         return [same_spec(x, shape=shape)]
 
     def _run(self, x, ind, axis):
-        return np.take(x, wrap("Gather", 1, ind, x.shape[axis]), axis=axis)
+        return np.take(x, self.wrap_negative("Gather", ind, x.shape[axis]), axis=axis)
 
 
-class GatherElements(Op):
+class GatherElements(_WarnOnce, Op):
     inputs = ("in[0]", "in[1]")
     params = {"axis": ParamSpec("scalar", _AXIS, default=0)}
     quant_passthrough = True
@@ -154,17 +198,22 @@ class GatherElements(Op):
         check_indices(op, 1, ind)
         axis = _index_op_axis(op, x, params)
         cls.check_shapes(op, x, ind, axis)
-        _static_check(op, 1, ind, x.shape[axis])
+        _static_check(op, 1, ind, x.shape[axis], what="graphExecute reads 0 there")
         return [same_spec(x, shape=tuple(ind.shape))]
 
     def _run(self, x, ind, axis):
-        idx = wrap("GatherElements", 1, ind, x.shape[axis])
-        if idx.shape == x.shape:
-            return np.take_along_axis(x, idx, axis=axis)
-        return x[_element_index(idx, axis)]
+        bad = invalid(ind, x.shape[axis])
+        if bad.any():
+            self.warn_once("QNNEMU-index-invalid-zeroed", "GatherElements", 1,
+                           f"indices outside [0, {x.shape[axis] - 1}] read 0")
+        idx = np.where(bad, 0, ind).astype(np.intp)
+        out = np.take_along_axis(x, idx, axis=axis) if idx.shape == x.shape else x[_element_index(idx, axis)]
+        if bad.any():
+            out = np.where(bad, np.zeros((), out.dtype), out)
+        return out
 
 
-class GatherNd(Op):
+class GatherNd(_WarnOnce, Op):
     inputs = ("in[0]", "in[1]")
     params = {"batch_dims": ParamSpec("scalar", ("uint",), default=0)}
     quant_passthrough = True
@@ -205,12 +254,15 @@ class GatherNd(Op):
         nb = count(x.shape[:b])
         dims = tuple(x.shape[b:b + k])
         xr = x.reshape(nb, count(dims), count(x.shape[b + k:]))
+        if ind.size and int(ind.min()) < 0:
+            self.warn_once("QNNEMU-index-negative-wrapped", "GatherNd", 1,
+                           "negative indices count from the end of their dimension")
         lin = _nd_linear("GatherNd", ind, dims, negative=True).reshape(nb, -1)
         return xr[np.arange(nb)[:, None], lin].reshape(shape)
 
 
 # ---- Scatter ------------------------------------------------------------------------------------
-class _Scatter(Op, register=False):
+class _Scatter(_WarnOnce, Op, register=False):
     inputs = ("in[0]", "in[1]", "in[2]")
     quant_passthrough = True
     reductions = (RED_NONE, RED_ADD, RED_MUL)
@@ -277,11 +329,18 @@ class ScatterElements(_Scatter):
             raise fail(op, "updates-shape", "inputTensors[2].dimensions",
                        f"updates must have the indices' dimensions {list(ind.shape)}, got "
                        f"{list(upd.shape)}")
-        _static_check(op, 1, ind, x.shape[axis])
+        _static_check(op, 1, ind, x.shape[axis], what="graphExecute skips those updates")
         return [same_spec(x)]
 
     def _run(self, x, ind, upd, axis, reduction):
-        where = _element_index(wrap("ScatterElements", 1, ind, x.shape[axis]), axis)
+        bad = invalid(ind, x.shape[axis])
+        where = _element_index(np.where(bad, 0, ind).astype(np.intp), axis)
+        if bad.any():
+            self.warn_once("QNNEMU-index-invalid-skipped", "ScatterElements", 1,
+                           f"updates at indices outside [0, {x.shape[axis] - 1}] are skipped")
+            keep = ~bad
+            where = tuple(np.broadcast_to(w, ind.shape)[keep] for w in where)
+            upd = upd[keep]
         codes = self._on_codes(x, reduction)
         if codes:
             x, upd = self._to_real(x, upd)
@@ -312,19 +371,25 @@ class ScatterNd(_Scatter):
             raise fail(op, "updates-shape", "inputTensors[2].dimensions",
                        f"updates must be indices.shape[:-1] + in[0].shape[{k}:] = {list(want)}, "
                        f"got {list(upd.shape)}")
-        _static_check(op, 1, ind, np.asarray(x.shape[:k], np.int64))
+        _static_check(op, 1, ind, np.asarray(x.shape[:k], np.int64), what="graphExecute skips those updates")
         return [same_spec(x)]
 
     def _run(self, x, ind, upd, reduction):
         k = ind.shape[-1]
         dims = tuple(x.shape[:k])
-        lin = _nd_linear("ScatterNd", ind, dims, negative=False)
         rest = count(x.shape[k:])
+        tuples = ind.reshape(-1, k)
+        bad = invalid(tuples, np.asarray(dims, np.int64)[None, :]).any(axis=1)
+        upd = upd.reshape(-1, rest)
+        if bad.any():
+            self.warn_once("QNNEMU-index-invalid-skipped", "ScatterNd", 1,
+                           f"updates at index tuples outside {list(dims)} are skipped")
+            tuples, upd = tuples[~bad], upd[~bad]
+        lin = _nd_linear("ScatterNd", tuples, dims, negative=False)
         codes = self._on_codes(x, reduction)
         if codes:
             x, upd = self._to_real(x, upd)
-        out = self._combine(x.copy().reshape(count(dims), rest), lin, upd.reshape(-1, rest),
-                            reduction).reshape(x.shape)
+        out = self._combine(x.copy().reshape(count(dims), rest), lin, upd, reduction).reshape(x.shape)
         return self._from_real(out) if codes else out
 
 

@@ -1,0 +1,699 @@
+"""Differential acceptance: the same raw C-ABI call sequences on the vendor's libQnnHtp.so (2.51)
+and on qnnemu, both return codes compared (docs/validation.md, "accept what the vendor
+accepts").
+
+One table row per input: an id, a call builder ``(abi.Session) -> Result`` (the codes of every
+step it ran, and for computing rows the output values), and the expected relation:
+
+- ``SAME``: both succeed, or both refuse, step for step (the first failing step is the same;
+  the code may differ within "failure");
+- ``SAME_VALUES``: SAME, and the outputs agree (float16-level tolerance: the vendor computes
+  float32 graphs in float16 on v69+);
+- ``Divergence(reason, ours)``: a documented deliberate divergence -- qnnemu keeps its answer
+  ``ours`` (a tuple of success/failure per step) because the vendor's is arguably a bug or an
+  x86-library limitation; the row also checks that the vendor still answers differently, so a
+  vendor change is noticed;
+- ``VendorCrash(reason, ours)``: the vendor's library crashes the process on this input; only
+  qnnemu runs (it must refuse cleanly).
+
+``warn`` names the warning rule qnnemu must log where it tolerates.  Every row names its SoC.
+The vendor side runs in one subprocess (the vendor library keeps the last configured SoC and
+more process-wide state, and crashes on some inputs), qnnemu's in the test process.  The module
+skips without the vendor package; it runs in well under a minute with it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+import abi
+from qnnemu.headers import Q
+from qnnemu.htp import settings
+from vendor import vendor_env, vendor_library
+
+VENDOR_PATH = vendor_library()
+pytestmark = [pytest.mark.usefixtures("qnn_abi"),
+              pytest.mark.skipif(VENDOR_PATH is None, reason="the vendor's libQnnHtp.so (onnxruntime-qnn) "
+                                                             "is not installed")]
+OK = Q.QNN_SUCCESS
+SM8350, SM8550, SM8650, SM8750, SM8850 = (Q.QNN_SOC_MODEL_SM8350, Q.QNN_SOC_MODEL_SM8550,
+                                          Q.QNN_SOC_MODEL_SM8650, Q.QNN_SOC_MODEL_SM8750,
+                                          Q.QNN_SOC_MODEL_SM8850)
+G = "QNN_HTP_GRAPH_CONFIG_OPTION_"
+O = "QNN_HTP_GRAPH_OPTIMIZATION_TYPE_"
+C = "QNN_HTP_CONTEXT_CONFIG_OPTION_"
+STATIC, NULLT, APP_READ, NATIVE = (Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_NULL, Q.QNN_TENSOR_TYPE_APP_READ,
+                                   Q.QNN_TENSOR_TYPE_NATIVE)
+F32, I32 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_INT_32
+
+
+@dataclass
+class Result:
+    codes: tuple[int, ...]
+    values: list | None = None
+
+    @property
+    def outcome(self) -> tuple[bool, ...]:
+        """Success per step."""
+        return tuple(c == OK for c in self.codes)
+
+
+SAME = "same"
+SAME_VALUES = "same values"
+
+
+@dataclass(frozen=True)
+class Divergence:
+    reason: str
+    ours: tuple[bool, ...]       # qnnemu's success per step
+
+
+@dataclass(frozen=True)
+class VendorCrash:
+    reason: str
+    ours: tuple[bool, ...]
+
+
+@dataclass
+class Row:
+    id: str
+    build: Callable[[abi.Session], Result | tuple | int]
+    relation: object = SAME
+    soc: int | None = SM8550
+    warn: str | None = None
+    tags: tuple = field(default_factory=tuple)
+
+
+ROWS: list[Row] = []
+
+
+def row(id: str, build, relation=SAME, soc=SM8550, warn=None) -> None:
+    assert id not in {r.id for r in ROWS}, f"duplicate row id {id}"
+    ROWS.append(Row(id, build, relation, soc, warn))
+
+
+def _result(r) -> Result:
+    if isinstance(r, Result):
+        return r
+    return Result(tuple(r) if isinstance(r, tuple) else (int(r),))
+
+
+# ------------------------------------------------------------------------------ graph configs
+def relu_with(make):
+    """A Relu graph created with the configs ``make(s)`` returns, finalized and executed."""
+    return lambda s: Result(s.relu_graph(*make(s)))
+
+
+def gcustom(option, **fields):
+    opt = getattr(Q, G + option) if isinstance(option, str) else option
+    return relu_with(lambda s: [s.graph_custom(opt, **fields)])
+
+
+def gopt(type_name, value):
+    t = getattr(Q, O + type_name) if isinstance(type_name, str) else type_name
+    return gcustom("OPTIMIZATION", opt=(t, value))
+
+
+# A valid value for every graph option of qnnemu/htp/settings.py (the table is walked whole).
+VALID_GRAPH = {
+    "OPTIMIZATION": dict(opt=(Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_FINALIZE_OPTIMIZATION_FLAG, 3.0)),
+    "PRECISION": dict(precision=Q.QNN_PRECISION_FLOAT16),
+    "VTCM_SIZE_IN_MB": dict(vtcmSizeInMB=2), "VTCM_SIZE": dict(vtcmSizeInMB=1),
+    "VTCM_SIZE_IN_BYTES": dict(vtcmSizeInBytes=1 << 20),
+    "FOLD_RELU_ACTIVATION_INTO_CONV_OFF": dict(foldReluActivationIntoConvOff=True),
+    "SHORT_DEPTH_CONV_ON_HMX_OFF": dict(shortDepthConvOnHmxOff=True),
+    "NUM_HVX_THREADS": dict(numHvxThreads=2), "WEIGHTS_PACKING": dict(weightsPacking=True),
+    "FINALIZE_CONFIG": None,   # its own rows below (a key string)
+    "NUM_CORES": dict(numCores=1),
+    "PARALLEL_GRAPH_EXECUTION_CONFIG": dict(parallelGraphExecutionConfig={"concurrency": 1}),
+    "HMX_BOUNDING": dict(hmxBoundingInfo={"targetHmxFreqHz": 1e9, "targetDspCoreFreq": 1e9}),
+    "ASSUME_SAME_QUANT": dict(assumeSameQuant=True), "SHARE_IO_BUFFER": dict(shareIOBuffer=True),
+    "ADVANCED_ACTIVATION_FUSION": dict(advancedActivationFusion=True),
+    "HIGH_PRECISION_SIGMOID": dict(highPrecisionSigmoid=True), "MONOLITHIC_LSTM": dict(monolithicLstm=True),
+    "PRECISION_COMPENSATION": dict(precisionCompensation=True), "ENABLE_PREDICATION": dict(enablePredication=True),
+    "FP16_CLAMP_OVERFLOW": dict(fp16ClampOverflow=True),
+}
+for _name, _fields in VALID_GRAPH.items():
+    if _fields is not None:
+        row(f"graph {_name}", gcustom(_name, **_fields))
+
+
+def finalize_config(key, dtype=Q.QNN_DATATYPE_UINT_32):
+    def make(s):
+        c = s.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_FINALIZE_CONFIG)
+        fc = abi.ffi.cast("QnnHtpGraph_CustomConfig_t *", c.customConfig).finalizeConfig
+        fc.key = abi.cstr(key, s.keep) if key is not None else abi.NULL
+        fc.value.dataType, fc.value.uint32Value = dtype, 1
+        return [c]
+    return relu_with(make)
+
+
+row("graph FINALIZE_CONFIG key", finalize_config("some_key"))
+row("graph FINALIZE_CONFIG NULL key", finalize_config(None),
+    VendorCrash("the vendor dereferences the NULL key of a FINALIZE_CONFIG with a valid value (SIGSEGV)", (False,)))
+row("graph FINALIZE_CONFIG NULL key, no value type", finalize_config(None, dtype=0))
+
+# edge and out-of-range values
+row("graph NUM_HVX_THREADS 0 v73", gcustom("NUM_HVX_THREADS", numHvxThreads=0), warn="QNNEMU-graph-hvx-threads-clipped")
+row("graph NUM_HVX_THREADS 8 v73", gcustom("NUM_HVX_THREADS", numHvxThreads=8), warn="QNNEMU-graph-hvx-threads-clipped")
+row("graph NUM_HVX_THREADS 2^64-1", gcustom("NUM_HVX_THREADS", numHvxThreads=2**64 - 1),
+    warn="QNNEMU-graph-hvx-threads-clipped")
+row("graph NUM_HVX_THREADS 8 v81", gcustom("NUM_HVX_THREADS", numHvxThreads=8), soc=SM8850)
+row("graph NUM_HVX_THREADS 9 v81", gcustom("NUM_HVX_THREADS", numHvxThreads=9), soc=SM8850,
+    warn="QNNEMU-graph-hvx-threads-clipped")
+row("graph PRECISION 7", gcustom("PRECISION", precision=7), warn="QNNEMU-graph-precision-ignored")
+row("graph PRECISION UNDEFINED", gcustom("PRECISION", precision=0x7FFFFFFF), warn="QNNEMU-graph-precision-ignored")
+row("graph VTCM_SIZE_IN_MB 0 (MAX)", gcustom("VTCM_SIZE_IN_MB", vtcmSizeInMB=0))
+row("graph VTCM_SIZE_IN_MB 8", gcustom("VTCM_SIZE_IN_MB", vtcmSizeInMB=8))
+row("graph VTCM_SIZE_IN_MB 9", gcustom("VTCM_SIZE_IN_MB", vtcmSizeInMB=9), warn="QNNEMU-graph-vtcm-clipped")
+row("graph VTCM_SIZE_IN_MB 4095", gcustom("VTCM_SIZE_IN_MB", vtcmSizeInMB=4095), warn="QNNEMU-graph-vtcm-clipped")
+row("graph VTCM_SIZE_IN_MB 4096", gcustom("VTCM_SIZE_IN_MB", vtcmSizeInMB=4096))
+row("graph VTCM_SIZE_IN_MB 2^32-1", gcustom("VTCM_SIZE_IN_MB", vtcmSizeInMB=2**32 - 1))
+row("graph VTCM_SIZE_IN_BYTES 1000 v73", gcustom("VTCM_SIZE_IN_BYTES", vtcmSizeInBytes=1000),
+    warn="QNNEMU-graph-vtcm-bytes-adjusted")
+row("graph VTCM_SIZE_IN_BYTES 0 v73", gcustom("VTCM_SIZE_IN_BYTES", vtcmSizeInBytes=0))
+row("graph VTCM_SIZE_IN_BYTES 127x64KiB v81", gcustom("VTCM_SIZE_IN_BYTES", vtcmSizeInBytes=8323072), soc=SM8850)
+row("graph VTCM MAX without a SoC", gcustom("VTCM_SIZE_IN_MB", vtcmSizeInMB=0), soc=None,
+    warn="QNNEMU-graph-vtcm-max-default")
+row("graph NUM_CORES 0", gcustom("NUM_CORES", numCores=0), warn="QNNEMU-graph-num-cores-clipped")
+row("graph NUM_CORES 2 (finalize fails)", gcustom("NUM_CORES", numCores=2))
+row("graph NUM_CORES 100 (finalize fails)", gcustom("NUM_CORES", numCores=100))
+row("graph HMX_BOUNDING zeros", gcustom("HMX_BOUNDING"))
+row("graph PARALLEL_GRAPH_EXECUTION zeros", gcustom("PARALLEL_GRAPH_EXECUTION_CONFIG"))
+row("graph new bool PRECISION_COMPENSATION false", gcustom("PRECISION_COMPENSATION", precisionCompensation=False))
+row("graph option 21 (undefined)", gcustom(21), warn="QNNEMU-graph-config-option-ignored")
+row("graph option RESERVED", gcustom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_RESERVED), warn="QNNEMU-graph-config-option-ignored")
+row("graph option UNKNOWN", gcustom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_UNKNOWN))
+row("graph option 0 (MAX)", gcustom(0))
+
+for _t, _vals in {"SCHEDULE_THRESHOLD": (0.0, 0.5, 1e9, -1.0, math.nan),
+                  "FINALIZE_RETRIES": (0.0, 3.0, -1.0),
+                  "FINALIZE_OPTIMIZATION_FLAG": (1.0, 2.0, 3.0, 0.0, 1.5, 4.0, -1.0, math.nan),
+                  "ENABLE_DLBC": (0.0, 1.0, 2.0, 0.5, -1.0, math.nan),
+                  "ENABLE_DLBC_WEIGHTS": (0.0, 1.0, 0.5),
+                  "ENABLE_SPARSE_WEIGHTS_COMPRESSION": (0.0, 1.0, 2.0, 0.5, -1.0),
+                  "ENABLE_SLC_ALLOCATOR": (0.0, 1.0, 0.5, 2.0),
+                  "ENABLE_VTCM_RETENTION": (0.0, 1.0, 7.0),
+                  "ENABLE_CACHED_WEIGHTS": (0.0, 1.0)}.items():
+    for _v in _vals:
+        for _soc in ((SM8550, SM8650) if _t.startswith("ENABLE_DLBC") else (SM8550,)):
+            _warn = None
+            if _t == "FINALIZE_OPTIMIZATION_FLAG" and _v not in (1.0, 2.0, 3.0):
+                _warn = "QNNEMU-graph-optimization-flag-default"
+            elif _t == "SCHEDULE_THRESHOLD" and not _v >= 0:
+                _warn = "QNNEMU-graph-schedule-threshold-ignored"
+            elif _t in settings.ON_OFF_TYPES and not (_v == 0 or _v >= 1):
+                _warn = "QNNEMU-graph-optimization-value-coerced"
+            elif _t.startswith("ENABLE_DLBC") and _v >= 1 and _soc == SM8550:
+                _warn = "QNNEMU-graph-dlbc-soc-ignored"
+            elif _t == "ENABLE_SLC_ALLOCATOR" and _v >= 1:
+                _warn = "QNNEMU-graph-slc-soc-ignored"
+            row(f"graph OPTIMIZATION {_t} {_v:g} soc {_soc}", gopt(_t, _v), soc=_soc, warn=_warn)
+for _t in (0, 10, Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_UNKNOWN):
+    row(f"graph OPTIMIZATION type {_t}", gopt(_t, 1.0))
+
+
+def gplain(option, **fields):
+    return relu_with(lambda s: [s.graph_plain(option, **fields)])
+
+
+for _p in (0, 50, 100, 150, 200, 300, 400, 500, 42, 501, 600, 0x7FFFFFFF):
+    row(f"graph PRIORITY {_p}", gplain(Q.QNN_GRAPH_CONFIG_OPTION_PRIORITY, priority=_p),
+        warn="QNNEMU-priority-level-mapped" if _p in (50, 300, 400, 500, 42) else None)
+for _o in (1, 2, 4, 5, 6, 7, 99, Q.QNN_GRAPH_CONFIG_OPTION_UNDEFINED):
+    row(f"graph config option {_o} zeroed", gplain(_o))
+row("graph ENABLE_BINARY_SECTION_WEIGHTS_UPDATES 1",
+    gplain(Q.QNN_GRAPH_CONFIG_OPTION_ENABLE_BINARY_SECTION_WEIGHTS_UPDATES, enableBinarySectionWeightsUpdates=1))
+row("graph CUSTOM with a NULL customConfig", gplain(Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM),
+    VendorCrash("the vendor dereferences the NULL customConfig (SIGSEGV)", (False,)))
+
+
+# ---------------------------------------------------------------------------- context configs
+def ctx_with(make):
+    """contextCreate(configs) -> a Relu graph in it, finalized and executed -> contextFree."""
+    def build(s):
+        code, ctx = s.context(*make(s))
+        if code:
+            return Result((code,))
+        return Result((code,) + s.relu_graph(ctx=ctx))
+    return build
+
+
+def ccustom(option, **fields):
+    opt = getattr(Q, C + option) if isinstance(option, str) else option
+    return ctx_with(lambda s: [s.context_custom(opt, **fields)])
+
+
+def cplain(option, **fields):
+    return ctx_with(lambda s: [s.context_plain(option, **fields)])
+
+
+X86_ONLY = "the x86-64 library says the feature is not supported on this platform; the device backend " \
+           "documents it and qnnemu emulates the device"
+X86_EXEC = "the x86-64 library fails graph{} in a context with this option (a device feature it does not " \
+           "run); the option is recorded and qnnemu runs the graph"
+CREATE_ONLY = "the vendor refuses this contextCreateFromBinary / listConfig option at contextCreate; qnnemu " \
+              "records it (harmless there) -- tests and tools of this project set it on created contexts"
+CONTEXT_ROWS = {
+    # option: (fields, relation, warn)
+    "WEIGHT_SHARING_ENABLED": (dict(weightSharingEnabled=True), SAME, None),
+    "REGISTER_MULTI_CONTEXTS": (dict(groupRegistration={"maxSpillFillBuffer": 4096}), SAME, None),
+    "FILE_READ_MEMORY_BUDGET": (dict(fileReadMemoryBudgetInMb=5), SAME, None),
+    "DSP_MEMORY_PROFILING_ENABLED": (dict(dspMemoryProfilingEnabled=True), Divergence(X86_ONLY, (True,) * 7), None),
+    "SHARE_RESOURCES": (dict(shareResources=True), SAME, None),
+    "IO_MEM_ESTIMATION": (dict(ioMemEstimation=True), Divergence(CREATE_ONLY, (True,) * 7), None),
+    "PREPARE_ONLY": (dict(isPrepareOnly=False), SAME, None),
+    "INIT_ACCELERATION": (dict(initAcceleration=True), Divergence(CREATE_ONLY, (True,) * 7), None),
+    "SKIP_VALIDATION_ON_BINARY_SECTION": (dict(skipValidationOnBinarySection=True), Divergence(CREATE_ONLY, (True,) * 7),
+                                          None),
+    "SHARE_RESOURCES_OPTIMIZATION_TYPE": (dict(shareResOptType=1), Divergence(CREATE_ONLY, (True,) * 7), None),
+    "USE_EXTENDED_UDMA": (dict(useExtendedUdma=True), Divergence(X86_EXEC.format("Create"), (True,) * 7), None),
+    "REGISTER_CONCURRENT_RESOURCE_SHARING": (dict(concurrentGroupRegistration={"maxSpillFillBuffer": 4096}), SAME, None),
+    "LORA_WEIGHT_SHARING_ENABLED": (dict(loraWeightSharingEnabled=True), Divergence(X86_EXEC.format("Execute"),
+                                                                                    (True,) * 7), None),
+    "LORA_WEIGHT_SHARING_RAM_PRELOAD_ENABLED": (dict(loraWeightSharingRamPreloadEnabled=True), SAME, None),
+    "REUSED_IO_LIMIT": (dict(reusedIoLimitMb=64), SAME, None),
+    "REFERENCE_WEIGHT_SHARING_ENABLED": (dict(referenceWeightSharingEnabled=True), SAME, None),
+    "CONCURRENT_DESERIALIZATION_EXTRA_SIZE": (dict(concurrentDeserializationExtraSizeKB=1024), SAME, None),
+    "GRAPH_SPLITTING_ENABLED": (dict(graphSplittingEnabled=True), Divergence(X86_EXEC.format("Execute"), (True,) * 7),
+                                None),
+    "CONCURRENT_DESERIALIZATION_PATCH": (dict(concurrentDeserializationPatchFd=-1), SAME, None),
+    "GRAPH_SPLITTING_CONFIGS": (dict(graphSplittingConfigs={"graphSplittingEnabled": True}),
+                                Divergence(X86_EXEC.format("Execute"), (True,) * 7), None),
+    "LORA_PRELOAD_BUFFER_GROUPS": (dict(), SAME, None),
+    "PARALLEL_WEIGHT_LOADING": (dict(parallelWeightLoading={"mode": 1}), Divergence(X86_ONLY, (True,) * 7), None),
+}
+for _name, (_fields, _rel, _warn) in CONTEXT_ROWS.items():
+    row(f"context {_name}", ccustom(_name, **_fields), _rel, warn=_warn)
+for _o in (0, 14, 15, 24, Q.QNN_HTP_CONTEXT_CONFIG_OPTION_UNKNOWN):
+    row(f"context custom option {_o}", ccustom(_o))
+row("context custom option 26 (undefined)", ccustom(26), warn="QNNEMU-context-config-option-ignored")
+row("context FILE_READ_MEMORY_BUDGET 0", ccustom("FILE_READ_MEMORY_BUDGET", fileReadMemoryBudgetInMb=0))
+row("context SHARE_RESOURCES_OPTIMIZATION_TYPE 9", ccustom("SHARE_RESOURCES_OPTIMIZATION_TYPE", shareResOptType=9))
+for _p in (0, 50, 100, 200, 300, 500, 600):
+    row(f"context PRIORITY {_p}", cplain(Q.QNN_CONTEXT_CONFIG_OPTION_PRIORITY, priority=_p),
+        warn="QNNEMU-priority-level-mapped" if _p in (50, 300, 500) else None)
+row("context ERROR_REPORTING brief", cplain(Q.QNN_CONTEXT_CONFIG_OPTION_ERROR_REPORTING,
+                                            errorConfig={"reportingLevel": Q.QNN_ERROR_REPORTING_LEVEL_BRIEF}))
+PLAIN_LOAD = "the vendor answers NOT_SUPPORTED to this option at contextCreate; qnnemu records it (a load-time " \
+             "option or a hint, harmless on a created context)"
+row("context MEMORY_LIMIT_HINT 100", cplain(Q.QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT, memoryLimitHint=100),
+    Divergence(PLAIN_LOAD, (True,) * 7))
+row("context PERSISTENT_BINARY 1", cplain(Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY, isPersistentBinary=1),
+    Divergence(PLAIN_LOAD, (True,) * 7))
+row("context DEFER_GRAPH_INIT 1", cplain(Q.QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT, isGraphInitDeferred=1),
+    Divergence(PLAIN_LOAD, (True,) * 7))
+row("context option 99", cplain(99))
+row("context option UNDEFINED", cplain(Q.QNN_CONTEXT_CONFIG_UNDEFINED))
+
+
+# ------------------------------------------------------------------------------------ tensors
+def tensor_row(*specs):
+    """graphCreate, then tensorCreateGraphTensor of each ``abi.tensor`` spec (kwargs dicts)."""
+    def build(s):
+        code, g = s.graph("g")
+        return Result((code,) + tuple(s.tensor(g, abi.tensor(**kw)) for kw in specs))
+    return build
+
+
+def t(name="t", dims=(2, 3), **kw):
+    return dict(name=name, dims=dims, **kw)
+
+
+row("tensor NULL rank 1 [0]", tensor_row(t(dims=(0,), type_=NULLT)))
+row("tensor NULL rank 2 [0, 0]", tensor_row(t(dims=(0, 0), type_=NULLT)))
+row("tensor NULL rank 0", tensor_row(t(dims=(), type_=NULLT)))
+row("tensor NULL rank 1 [3]", tensor_row(t(dims=(3,), type_=NULLT)))
+row("tensor NULL v1 [0]", tensor_row(t(dims=(0,), type_=NULLT, version=1)))
+row("tensor NULL empty name [0]", tensor_row(t(name="", dims=(0,), type_=NULLT)))
+row("tensor NULL rank 1 with NULL dimensions", tensor_row(t(dims=None, rank=1, type_=NULLT)),
+    VendorCrash("the vendor reads the NULL dimensions pointer (SIGSEGV)", (True, False)))
+row("tensor APP_WRITE rank 2 with NULL dimensions", tensor_row(t(dims=None, rank=2)),
+    VendorCrash("the vendor reads the NULL dimensions pointer (SIGSEGV)", (True, False)))
+row("tensor APP_WRITE [2, 0, 3]", tensor_row(t(dims=(2, 0, 3))))
+row("tensor NATIVE [0]", tensor_row(t(dims=(0,), type_=NATIVE)))
+row("tensor STATIC [0]", tensor_row(t(dims=(0,), type_=STATIC, data=b"")))
+row("tensor rank 0 APP_WRITE", tensor_row(t(dims=())))
+row("tensor rank 0 STATIC", tensor_row(t(dims=(), type_=STATIC, data=np.float32(1).tobytes())))
+for _r in (5, 6, 7, 8, 16):
+    row(f"tensor rank {_r}", tensor_row(t(dims=(1,) * _r)))
+row("tensor huge dimension 2^31", tensor_row(t(dims=(2 ** 31,))))
+row("tensor empty name", tensor_row(t(name="")))
+row("tensor NULL name", tensor_row(t(name=None)))
+row("tensor duplicate name", tensor_row(t(name="d"), t(name="d")))
+row("tensor duplicate empty name", tensor_row(t(name=""), t(name="")))
+row("tensor version 1", tensor_row(t(version=1)))
+BAD_VERSION = "the vendor creates a tensor of an undefined Qnn_Tensor_t version (it cannot know the struct's " \
+              "layout); qnnemu refuses it"
+row("tensor version 0", tensor_row(t(version=0)), Divergence(BAD_VERSION, (True, False)))
+row("tensor version 3", tensor_row(t(version=3)), Divergence(BAD_VERSION, (True, False)))
+for _type in ("APP_WRITE", "APP_READ", "NATIVE", "UPDATEABLE_NATIVE", "UPDATEABLE_APP_WRITE", "UPDATEABLE_APP_READ",
+              "OPTIONAL_APP_WRITE", "OPTIONAL_APP_READ", "UNDEFINED"):
+    row(f"tensor type {_type}", tensor_row(t(type_=getattr(Q, f"QNN_TENSOR_TYPE_{_type}"))))
+row("tensor type APP_READWRITE", tensor_row(t(type_=Q.QNN_TENSOR_TYPE_APP_READWRITE)),
+    Divergence("the x86 library refuses APP_READWRITE; the HTP backend documentation uses it for native KV "
+               "cache graph inputs/outputs, which qnnemu emulates", (True, True)))
+row("tensor type 99", tensor_row(t(type_=99)),
+    Divergence("the vendor creates a tensor of an undefined Qnn_TensorType_t; qnnemu cannot give it a role "
+               "and refuses it", (True, False)))
+row("tensor dataFormat SPARSE", tensor_row(t(data_format=Q.QNN_TENSOR_DATA_FORMAT_SPARSE)))
+row("tensor dataFormat 99", tensor_row(t(data_format=99)))
+row("tensor STATIC no data", tensor_row(t(type_=STATIC)))
+row("tensor STATIC larger buffer", tensor_row(t(type_=STATIC, data=b"\0" * 100)),
+    warn="QNNEMU-tensor-static-size-larger")
+row("tensor STATIC smaller buffer", tensor_row(t(type_=STATIC, data=b"\0" * 8)),
+    Divergence("the vendor accepts a STATIC buffer smaller than the tensor and reads past it; qnnemu refuses "
+               "(QNNEMU-tensor-static-size)", (True, False)))
+
+PERMISSIVE_DTYPE = "qnnemu computes this type (its reference kernels, used by its own tests and tools); the x86 " \
+                   "library refuses it -- kept more permissive"
+_DTYPE_REL = {"UINT_64": Divergence(PERMISSIVE_DTYPE, (True, True)),
+              "FLOAT_64": Divergence(PERMISSIVE_DTYPE, (True, True)),
+              "SFIXED_POINT_4": Divergence(PERMISSIVE_DTYPE, (True, True)),
+              "UFIXED_POINT_4": Divergence(PERMISSIVE_DTYPE, (True, True)),
+              "BFLOAT_16": Divergence("the x86 library answers 'BFLOAT16 is unsupported on the current device' for "
+                                      "v73; qnnemu keeps bfloat16 (no per-arch bfloat16 table yet)", (True, True))}
+for _v, _n in sorted(Q.enum("QNN_DATATYPE_").items()):
+    if _n.endswith("UNDEFINED"):
+        continue
+    _short = _n[len("QNN_DATATYPE_"):]
+    _quant = (0.5, 0) if "FIXED" in _short else None
+    row(f"tensor dtype {_short}", tensor_row(t(dtype=_v, quant=_quant)), _DTYPE_REL.get(_short, SAME))
+row("tensor dtype 0x9999", tensor_row(t(dtype=0x9999)))
+
+
+def _quant_row(encoding):
+    def build(s):
+        code, g = s.graph("g")
+        tt = abi.tensor("t", (2, 3), Q.QNN_DATATYPE_UFIXED_POINT_8)
+        q = tt.v.quantizeParams
+        q.encodingDefinition, q.quantizationEncoding = Q.QNN_DEFINITION_DEFINED, encoding
+        return Result((code, s.tensor(g, tt)))
+    return build
+
+
+NO_KERNEL_ENCODING = "the vendor creates a fixed-point tensor with this (zeroed) encoding; qnnemu has no kernel " \
+                     "path for it and refuses it at creation (QNNEMU-tensor-quant-encoding) rather than at execute"
+for _e in ("MICROSCALING", "ARRAY_OF", "UNDEFINED"):
+    row(f"tensor quant encoding {_e} (zeroed)", _quant_row(getattr(Q, f"QNN_QUANTIZATION_ENCODING_{_e}")),
+        Divergence(NO_KERNEL_ENCODING, (True, False)))
+row("tensor quant encoding VECTOR (zeroed)", _quant_row(Q.QNN_QUANTIZATION_ENCODING_VECTOR))
+row("tensor quant encoding BLOCK (zeroed)", _quant_row(Q.QNN_QUANTIZATION_ENCODING_BLOCK),
+    VendorCrash("the vendor dereferences the zeroed block encoding's NULL pointers (SIGSEGV)", (True, False)))
+
+
+# ------------------------------------------------------------------------ nodes and op params
+def relu_nodes(*names):
+    """x -> Relu(name_k) -> y_k for each name (all reading x)."""
+    def build(s):
+        code, g = s.graph("g")
+        x = abi.tensor("x", (2, 3))
+        ys = [abi.tensor(f"y{k}", (2, 3), type_=APP_READ) for k in range(len(names))]
+        codes = [code, s.tensor(g, x)] + [s.tensor(g, y) for y in ys]
+        codes += [s.node(g, abi.op_config(n, "Relu", [x], [y])) for n, y in zip(names, ys)]
+        return Result(tuple(codes) + (s.finalize(g),))
+    return build
+
+
+row("node name empty", relu_nodes(""))
+row("node name empty twice", relu_nodes("", ""))
+row("node name duplicate", relu_nodes("n", "n"))
+row("node name NULL", relu_nodes(None),
+    VendorCrash("the vendor dereferences the NULL node name (SIGSEGV)", (True, True, True, False, False)))
+
+
+def reshape_empty_name(s):
+    code, g = s.graph("g")
+    x, y = abi.tensor("x", (2, 3)), abi.tensor("y", (3, 2), type_=APP_READ)
+    codes = (code, s.tensor(g, x), s.tensor(g, y), s.node(g, abi.op_config("", "Reshape", [x], [y])), s.finalize(g))
+    if any(codes):
+        return Result(codes)
+    a, out = np.arange(6, dtype=np.float32).reshape(2, 3), np.zeros((3, 2), np.float32)
+    return Result(codes + (s.execute(g, [(x, a)], [(y, out)]),), [out])
+
+
+row("node Reshape with an empty name", reshape_empty_name, SAME_VALUES)
+
+
+def op_row(op, params=(), x_shape=(2, 3), y_shape=(2, 3), extra_inputs=()):
+    def build(s):
+        code, g = s.graph("g")
+        x, y = abi.tensor("x", x_shape), abi.tensor("y", y_shape, type_=APP_READ)
+        extra = [abi.static_tensor(f"in{k}", a) for k, a in enumerate(extra_inputs, 1)]
+        codes = [code, s.tensor(g, x), s.tensor(g, y)] + [s.tensor(g, e) for e in extra]
+        codes.append(s.node(g, abi.op_config("n", op, [x, *extra], [y], [p(s) for p in params])))
+        return Result(tuple(codes) + ((s.finalize(g),) if not codes[-1] else ()))
+    return build
+
+
+def scalar(name, dtype, member, value):
+    return lambda s: abi.scalar_param(name, dtype, member, value)
+
+
+def tparam(name, array):
+    return lambda s: abi.tensor_param(name, abi.static_tensor(f"p_{name}", array))
+
+
+U32 = Q.QNN_DATATYPE_UINT_32
+OPS_PARAMS = "op parameter validation lives in qnnemu/ops/base.py (the ops owner's): qnnemu refuses at " \
+             "graphAddNode what the vendor {} -- recorded here, not changed by this suite"
+row("param unknown name (Relu)", op_row("Relu", [scalar("bogus", F32, "floatValue", 1.0)]),
+    Divergence(OPS_PARAMS.format("ignores (an unknown parameter name)"), (True, True, True, False)))
+row("param ReluMinMax complete", op_row("ReluMinMax", [scalar("min_value", F32, "floatValue", 0.0),
+                                                       scalar("max_value", F32, "floatValue", 6.0)]))
+row("param ReluMinMax missing max_value", op_row("ReluMinMax", [scalar("min_value", F32, "floatValue", 0.0)]))
+row("param ReluMinMax max_value as UINT_32", op_row("ReluMinMax", [scalar("min_value", F32, "floatValue", 0.0),
+                                                                   scalar("max_value", U32, "uint32Value", 6)]),
+    Divergence(OPS_PARAMS.format("converts (a UINT_32 scalar for a FLOAT_32 parameter)"), (True, True, True, False)))
+row("param Transpose perm (inline STATIC tensor)", op_row("Transpose", [tparam("perm", np.array([1, 0], np.uint32))],
+                                                          y_shape=(3, 2)),
+    Divergence("the vendor refuses a tensor parameter whose STATIC tensor was not created with "
+               "tensorCreateGraphTensor (6001); qnnemu takes its inline data", (True,) * 5))
+row("param Transpose perm wrong length", op_row("Transpose", [tparam("perm", np.array([1, 0, 2], np.uint32))],
+                                                y_shape=(3, 2)))
+row("param Transpose perm as a scalar", op_row("Transpose", [scalar("perm", U32, "uint32Value", 1)], y_shape=(3, 2)),
+    Divergence(OPS_PARAMS.format("accepts (a scalar for a tensor parameter)"), (True, True, True, False)))
+row("param Gather without axis", op_row("Gather", (), x_shape=(3, 4), y_shape=(2, 4),
+                                        extra_inputs=[np.array([0, 1], np.int32)]))
+row("param Gather axis as FLOAT_32", op_row("Gather", [scalar("axis", F32, "floatValue", 0.0)], x_shape=(3, 4),
+                                            y_shape=(2, 4), extra_inputs=[np.array([0, 1], np.int32)]),
+    Divergence("both refuse; qnnemu at graphAddNode with the parameter's rule, the vendor at graphFinalize",
+               (True, True, True, True, False)))
+row("op type unknown", op_row("NoSuchOp"),
+    Divergence("both refuse; qnnemu at graphAddNode (QNNEMU-op-type-unknown), the vendor at graphFinalize -- "
+               "clients ask backendValidateOpConfig first", (True, True, True, False)))
+
+
+# ----------------------------------------------------------------------------- index semantics
+XI = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+
+
+def index_row(op, ind, params, out_shape, upd=None, static=False):
+    def build(s):
+        code, g = s.graph("g")
+        x = abi.tensor("x", XI.shape)
+        i = (abi.tensor("i", ind.shape, I32, STATIC, data=ind) if static else abi.tensor("i", ind.shape, I32))
+        y = abi.tensor("y", out_shape, type_=APP_READ)
+        ins, feeds = [x, i], [(x, XI)] + ([] if static else [(i, ind)])
+        if upd is not None:
+            u = abi.tensor("u", upd.shape)
+            ins.append(u)
+            feeds.append((u, upd))
+        ps = [abi.scalar_param(k, I32, "int32Value", v) for k, v in params.items()]
+        codes = [code] + [s.tensor(g, tt) for tt in (*ins, y)]
+        out = np.zeros(out_shape, np.float32)
+        for step in (lambda: s.node(g, abi.op_config("n", op, ins, [y], ps)), lambda: s.finalize(g),
+                     lambda: s.execute(g, feeds, [(y, out)])):
+            if any(codes):
+                break
+            codes.append(step())
+        return Result(tuple(codes), [out] if not any(codes) else None)
+    return build
+
+
+UPD4 = np.full((1, 4), 100, np.float32)
+INDEX_CASES = [
+    # id, op, indices, params, output shape, updates, warning rule (dynamic / static)
+    ("Gather axis 1 negative", "Gather", np.array([-1, -4, 1], np.int32), {"axis": 1}, (3, 3), None,
+     "QNNEMU-index-negative-wrapped"),
+    ("Gather axis 0 out of range 3", "Gather", np.array([3, 0], np.int32), {"axis": 0}, (2, 4), None, None),
+    ("Gather axis 0 out of range -4", "Gather", np.array([-4, 0], np.int32), {"axis": 0}, (2, 4), None, None),
+    ("GatherElements negative", "GatherElements", np.array([[-1, 0, 1, -3]] * 3, np.int32), {"axis": 0}, (3, 4),
+     None, "QNNEMU-index-invalid-zeroed"),
+    ("GatherElements out of range", "GatherElements", np.array([[3, 0, 1, -4]] * 3, np.int32), {"axis": 0},
+     (3, 4), None, "QNNEMU-index-invalid-zeroed"),
+    ("ScatterElements negative", "ScatterElements", np.array([[-1, 0, 1, -3]], np.int32), {"axis": 0}, (3, 4), UPD4,
+     "QNNEMU-index-invalid-skipped"),
+    ("ScatterElements out of range", "ScatterElements", np.array([[3, -4, 1, 0]], np.int32), {"axis": 0}, (3, 4),
+     UPD4, "QNNEMU-index-invalid-skipped"),
+    ("GatherNd negative", "GatherNd", np.array([[-1, -1], [0, 1]], np.int32), {}, (2,), None,
+     "QNNEMU-index-negative-wrapped"),
+    ("GatherNd out of range", "GatherNd", np.array([[3, 0], [0, 4]], np.int32), {}, (2,), None, None),
+    ("ScatterNd negative", "ScatterNd", np.array([[-1, -1], [0, 1]], np.int32), {}, (3, 4),
+     np.full((2,), 100, np.float32), "QNNEMU-index-invalid-skipped"),
+    ("ScatterNd out of range", "ScatterNd", np.array([[3, 0], [0, 4]], np.int32), {}, (3, 4),
+     np.full((2,), 100, np.float32), "QNNEMU-index-invalid-skipped"),
+]
+GATHER_AXIS0_DYNAMIC = "the vendor fails graphExecute on a dynamic negative Gather index on axis 0 but wraps it " \
+                       "on axis 1 and wraps a static one on axis 0 (two kernels disagree); qnnemu wraps it always"
+GATHERND_STATIC = "the vendor reads a static negative GatherNd index as 0 while it wraps a dynamic one; " \
+                  "qnnemu wraps it always"
+GATHERND_STATIC_OOR = "the vendor reads a static out-of-range GatherNd index past its dimension (another row's " \
+                      "element); qnnemu fails graphExecute as the vendor does for a dynamic one"
+for _id, _op, _ind, _ps, _shape, _upd, _warn in INDEX_CASES:
+    for _static in (False, True):
+        _rel, _w = SAME_VALUES, _warn
+        if _static and _warn is None:
+            _w = "QNNEMU-index-static-out-of-range"
+        if _static and _id == "GatherNd negative":
+            _rel = Divergence(GATHERND_STATIC, (True,) * 7)
+        if _static and _id == "GatherNd out of range":
+            _rel = Divergence(GATHERND_STATIC_OOR, (True,) * 6 + (False,))
+        row(f"index {_id} {'static' if _static else 'dynamic'}", index_row(_op, _ind, _ps, _shape, _upd, _static),
+            _rel, warn=_w)
+row("index Gather axis 0 negative dynamic", index_row("Gather", np.array([-1, 0, 2], np.int32), {"axis": 0}, (3, 4)),
+    Divergence(GATHER_AXIS0_DYNAMIC, (True,) * 7), warn="QNNEMU-index-negative-wrapped")
+row("index Gather axis 0 negative static", index_row("Gather", np.array([-1, 0, 2], np.int32), {"axis": 0}, (3, 4),
+                                                     static=True), SAME_VALUES, warn="QNNEMU-index-negative-wrapped")
+
+
+# The Lstm path of ONNX Runtime's QNN EP (NULL tensors of dimensions [0] as absent optional
+# inputs, created with tensorCreateGraphTensor) runs through the EP on both libraries in
+# tests/test_onnxruntime_lstm.py; here the NULL tensors themselves are rows of the tensor section.
+
+
+# --------------------------------------------------------------------------------- the check
+def run(lib: abi.Library, r: Row) -> tuple[Result, abi.Session]:
+    s = abi.Session(lib, soc=r.soc, log_level=Q.QNN_LOG_LEVEL_WARN)
+    try:
+        return _result(r.build(s)), s
+    finally:
+        s.close()
+
+
+def vendor_main() -> None:
+    """Runs every row on the vendor's library and prints the results as JSON (the subprocess of
+    the ``vendor_results`` fixture: the vendor library keeps the last configured SoC and more
+    process-wide, which would change what later tests of this process see from it)."""
+    lib = abi.library(VENDOR_PATH)
+    out = {}
+    for r in ROWS:
+        if isinstance(r.relation, VendorCrash):
+            continue
+        res, _ = run(lib, r)
+        out[r.id] = {"codes": list(res.codes),
+                     "values": None if res.values is None else [np.asarray(v).tolist() for v in res.values]}
+    print("RESULT " + json.dumps(out))
+
+
+@pytest.fixture(scope="module")
+def vendor_results() -> dict:
+    env = vendor_env()
+    here = Path(__file__).parent
+    env["PYTHONPATH"] = os.pathsep.join([str(here.parent), str(here), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", "import test_acceptance_vendor as m; m.vendor_main()"],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=str(here))
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert line, f"the vendor subprocess printed no result (rc {proc.returncode}): {proc.stderr[-1500:]}"
+    return json.loads(line[-1][len("RESULT "):])
+
+
+def _values_close(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(np.allclose(np.asarray(x, np.float32), np.asarray(y, np.float32),
+                                                rtol=2e-2, atol=2e-2) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("r", ROWS, ids=[r.id for r in ROWS])
+def test_acceptance(r: Row, vendor_results):
+    ours, ours_s = run(abi.library(), r)
+    if isinstance(r.relation, VendorCrash):
+        assert ours.outcome == r.relation.ours, \
+            f"{r.id}: qnnemu answers {ours.codes} (the vendor crashes: {r.relation.reason}); expected success " \
+            f"pattern {r.relation.ours}"
+        return
+    theirs = Result(tuple(vendor_results[r.id]["codes"]), vendor_results[r.id]["values"])
+    if isinstance(r.relation, Divergence):
+        assert ours.outcome == r.relation.ours, \
+            f"{r.id}: documented divergence ({r.relation.reason}): qnnemu answers {ours.codes}, expected success " \
+            f"pattern {r.relation.ours}"
+        assert theirs.outcome != ours.outcome or (theirs.values is not None and ours.values is not None
+                                                  and not _values_close(theirs.values, ours.values)), \
+            f"{r.id}: the vendor now answers like qnnemu ({theirs.codes}): the divergence is gone, drop it"
+    else:
+        assert ours.outcome == theirs.outcome, \
+            f"{r.id}: vendor {theirs.codes} vs qnnemu {ours.codes}: qnnemu must accept what the vendor accepts " \
+            f"and refuse what it refuses (step for step); qnnemu log: {ours_s.rec.records[-3:]}"
+        if r.relation == SAME_VALUES and theirs.values is not None:
+            assert ours.values is not None and _values_close(theirs.values, ours.values), \
+                f"{r.id}: vendor computes {theirs.values}, qnnemu {[v.tolist() for v in ours.values or []]}"
+    if r.warn is not None:
+        assert r.warn in ours_s.rec.rules(), f"{r.id}: qnnemu tolerates it with warning rule {r.warn}; logged " \
+                                             f"{ours_s.rec.rules()}"
+        assert all(lv == Q.QNN_LOG_LEVEL_WARN for lv, m in ours_s.rec.records if f"[{r.warn}]" in m), \
+            f"{r.id}: {r.warn} is logged at WARN"
+
+
+_HVX_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, {tests!r})
+import abi
+from qnnemu.headers import Q
+from qnnemu.system_client import SystemLibrary
+lib = abi.library({lib!r})
+system = SystemLibrary({system!r})
+out = {{}}
+for model in {models!r}:
+    s = abi.Session(lib, soc=model, log_level=Q.QNN_LOG_LEVEL_ERROR)
+    codes = s.relu_graph(s.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_NUM_HVX_THREADS, numHvxThreads=100),
+                         execute=False)
+    size = abi.ffi.new("Qnn_ContextBinarySize_t *")
+    s.call("contextGetBinarySize", abi.vp(s.ctx), size)
+    buf = abi.ffi.new("char[]", int(size[0]))
+    written = abi.ffi.new("Qnn_ContextBinarySize_t *")
+    code = s.call("contextGetBinary", abi.vp(s.ctx), buf, int(size[0]), written)
+    info = system.binary_info(bytes(abi.ffi.buffer(buf, int(written[0]))), details=True)
+    out[model] = [list(codes) + [code], info["graphs"][0]["graph_blob_info"]["num_hvx_threads"]]
+    s.close()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_hvx_thread_maximum_per_soc_as_the_vendor_clips():
+    """The SoC table's NUM_HVX_THREADS maximum (qnnemu/htp/soc.py MEASURED_HVX_THREADS) is what the
+    vendor records in its context binary for a request above it.  In a subprocess: a vendor
+    context binary of another SoC leaves the vendor library in a state later ONNX Runtime
+    sessions of this process trip over."""
+    from qnnemu.htp import soc as socs
+    models = [SM8350, SM8550, SM8750, SM8850, Q.QNN_SOC_MODEL_SM7325]
+    env = vendor_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+    script = _HVX_SCRIPT.format(tests=str(Path(__file__).parent), lib=str(VENDOR_PATH),
+                                system=str(vendor_library("libQnnSystem.so")), models=models)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert line, f"the measuring subprocess printed no result: {proc.stderr[-800:]}"
+    for model, (codes, got) in json.loads(line[-1][len("RESULT "):]).items():
+        assert codes == [OK] * 6, f"soc {model}: the vendor builds and saves the graph: {codes}"
+        assert got == socs.SOCS[int(model)].hvx_threads, \
+            f"soc {model}: the vendor clips NUM_HVX_THREADS to {got}, qnnemu's table says " \
+            f"{socs.SOCS[int(model)].hvx_threads}"
+
+
+def test_rows_cover_every_settings_option():
+    """Every graph option, optimization type and context option of qnnemu/htp/settings.py has a row."""
+    ids = " | ".join(r.id for r in ROWS)
+    for name in settings.GRAPH_OPTIONS:
+        assert f"graph {name}" in ids, f"graph option {name} has a row"
+    for name in settings.OPTIMIZATION_TYPES:
+        assert f"OPTIMIZATION {name} " in ids, f"optimization type {name} has a row"
+    for name in settings.CONTEXT_OPTIONS:
+        assert f"context {name}" in ids, f"context option {name} has a row"

@@ -1,0 +1,111 @@
+"""ONNX LSTM through ONNX Runtime's QNN EP on qnnemu (QnnOpDef.h Lstm; docs/validation.md).
+
+The EP splits an ONNX LSTM into Lstm nodes and passes every absent optional input as a
+``QNN_TENSOR_TYPE_NULL`` tensor of rank 1 and dimensions ``[0]`` created with
+tensorCreateGraphTensor -- which the vendor's backend accepts and qnnemu used to refuse
+(QNNEMU-tensor-dims-zero).  Each variant (forward, reverse, bidirectional, initial states,
+peepholes) runs on qnnemu and is compared with the CPU EP; with the vendor package installed the
+same models run on the vendor's libQnnHtp.so (SM8550, in a subprocess: the vendor's library and
+ours are not loaded by one ORT process here) and qnnemu must match it too.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from vendor import vendor_env, vendor_library  # noqa: E402
+
+T, B, I, H = 3, 2, 4, 5
+VARIANTS = {
+    "forward": {}, "reverse": {"direction": "reverse"}, "bidirectional": {"direction": "bidirectional"},
+    "initial-states": {"init": True}, "peepholes": {"peep": True},
+    "bidirectional-states-peepholes": {"direction": "bidirectional", "init": True, "peep": True},
+}
+
+
+def lstm_model(direction: str = "forward", init: bool = False, peep: bool = False, seed: int = 0):
+    """An ONNX LSTM (opset 14) with Y, Y_h and Y_c outputs, its weights as initializers, and feeds."""
+    rng = np.random.default_rng(seed)
+    d = 2 if direction == "bidirectional" else 1
+    inits = [numpy_helper.from_array((rng.standard_normal((d, 4 * H, I)) * 0.3).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((d, 4 * H, H)) * 0.3).astype(np.float32), "R"),
+             numpy_helper.from_array((rng.standard_normal((d, 8 * H)) * 0.1).astype(np.float32), "B")]
+    names = ["x", "W", "R", "B", "", "h0" if init else "", "c0" if init else ""]
+    if peep:
+        inits.append(numpy_helper.from_array((rng.standard_normal((d, 3 * H)) * 0.1).astype(np.float32), "P"))
+        names.append("P")
+    while names[-1] == "":
+        names.pop()
+    graph_inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, B, I])]
+    feeds = {"x": rng.standard_normal((T, B, I)).astype(np.float32)}
+    if init:
+        for n in ("h0", "c0"):
+            graph_inputs.append(helper.make_tensor_value_info(n, TensorProto.FLOAT, [d, B, H]))
+            feeds[n] = rng.standard_normal((d, B, H)).astype(np.float32)
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [T, d, B, H]),
+               helper.make_tensor_value_info("yh", TensorProto.FLOAT, [d, B, H]),
+               helper.make_tensor_value_info("yc", TensorProto.FLOAT, [d, B, H])]
+    node = helper.make_node("LSTM", names, ["y", "yh", "yc"], hidden_size=H, direction=direction)
+    model = helper.make_model(helper.make_graph([node], "lstm", graph_inputs, outputs, inits),
+                              opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model, feeds
+
+
+_VENDOR_SCRIPT = r"""
+import json, sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+import qnnemu.onnxruntime as qort
+from test_onnxruntime_lstm import VARIANTS, lstm_model
+out = {{}}
+for name, kw in VARIANTS.items():
+    model, feeds = lstm_model(**kw)
+    try:
+        sess = qort.session(model, provider_options={{"backend_path": {lib!r}, "soc_model": "43"}})
+        out[name] = [r.tolist() for r in sess.run(None, feeds)]
+    except Exception as e:
+        out[name] = str(e)[:300]
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def vendor_results():
+    lib = vendor_library()
+    if lib is None:
+        return None
+    env = vendor_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", _VENDOR_SCRIPT.format(tests=str(Path(__file__).parent), lib=str(lib))],
+                          env=env, capture_output=True, text=True, timeout=300)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert line, f"the vendor subprocess printed no result: {proc.stderr[-800:]}"
+    return json.loads(line[-1][len("RESULT "):])
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_lstm_through_the_ep(name, vendor_results):
+    import qnnemu.onnxruntime as qort
+    model, feeds = lstm_model(**VARIANTS[name])
+    cpu = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    ours = qort.session(model).run(None, feeds)   # fails to compose the graph without NULL [0] tensors
+    for k, (a, b) in enumerate(zip(ours, cpu)):
+        assert np.allclose(a, b, atol=1e-5), f"{name}: output {k} differs from the CPU EP by {np.abs(a - b).max()}"
+    if vendor_results is None:
+        return
+    theirs = vendor_results[name]
+    assert not isinstance(theirs, str), f"{name}: the vendor failed: {theirs}"
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+        assert np.allclose(a, np.asarray(b, np.float32), atol=5e-3), \
+            f"{name}: output {k} differs from the vendor's (float16 math) by {np.abs(a - np.asarray(b)).max()}"
