@@ -5,7 +5,7 @@ import os
 
 from .base import REGISTRY, Op, OpCheckError, Param, ParamSpec, QuantSpec, TensorSpec
 from . import (activation, cast, conv, elementwise, gather, lstm, matmul, norm, pool,  # noqa: F401
-               reduce, resize, rnn, sample, shape)  # (importing registers the ops)
+               index, reduce, resize, rnn, sample, shape)  # (importing registers the ops)
 
 PACKAGE_NAME = "qti.aisw"
 
