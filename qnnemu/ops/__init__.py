@@ -5,7 +5,8 @@ import os
 
 from .base import REGISTRY, Op, OpCheckError, Param, ParamSpec, QuantSpec, TensorSpec
 from . import (activation, attention, cast, conv, elementwise, gather, index, lstm,  # noqa: F401
-               matmul, norm, pool, reduce, resize, rnn, sample, shape)  # (registers the ops)
+               matmul, norm, pool, random, reduce, resize, rnn, sample,
+               shape)  # (importing registers the ops)
 
 PACKAGE_NAME = "qti.aisw"
 
