@@ -224,7 +224,9 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
         raise _fail(code, "QNNEMU-tensor-dims-null", func, f"{v}.dimensions",
                     "rank > 0 but dimensions is NULL")
     for i, n in enumerate(d.dims):
-        if n == 0 and not (d.dynamic_dims and d.dynamic_dims[i]):
+        # A NULL tensor (an absent optional input) holds nothing: ONNX Runtime's QNN EP makes
+        # them with dimensions [0], which the vendor's backend accepts.
+        if n == 0 and not (d.dynamic_dims and d.dynamic_dims[i]) and d.type != Q.QNN_TENSOR_TYPE_NULL:
             raise _fail(code, "QNNEMU-tensor-dims-zero", func, f"{v}.dimensions[{i}]",
                         f"dimension is 0 (dimensions {list(d.dims)})")
     if d.dynamic_dims and any(d.dynamic_dims):
