@@ -46,8 +46,8 @@ def onnx_rope(x, cos, sin, pos, interleaved, rot=None):
     return ReferenceEvaluator(model).run(None, feeds)[0]
 
 
-def caches(rows, width):
-    ang = RNG.uniform(0, 2 * np.pi, (rows, width))
+def caches(*shape):
+    ang = RNG.uniform(0, 2 * np.pi, shape)
     return np.cos(ang), np.sin(ang)
 
 
@@ -108,11 +108,12 @@ def test_rope_float16():
 
 
 def _rope_graph(params, x_shape=(B, N, S, H), cache_shape=(MAXPOS, H // 2), pos_shape=(B, S)):
-    """Builds and runs a RotaryEmbedding graph on our backend; returns (input x, output y)."""
+    """Builds and runs a RotaryEmbedding graph on our backend; returns x, the caches, the
+    positions and the output."""
     from qnnemu.client import Backend
     x = RNG.standard_normal(x_shape).astype(np.float32)
     cos, sin = (c.astype(np.float32) for c in caches(*cache_shape))
-    pos = RNG.integers(0, cache_shape[0], pos_shape).astype(np.int32)
+    pos = RNG.integers(0, cache_shape[-2], pos_shape).astype(np.int32)
     with Backend(log_level="warn") as be:
         ctx = be.context()
         g = ctx.graph("g")
@@ -157,6 +158,15 @@ def test_rope_extra_position_rows_are_ignored_with_a_warning():
                        "inputTensors[3].dimensions")
     assert_close(y, onnx_rope(x[None].astype(np.float64), cos, sin, pos[:1], False)[0],
                  "a 3-D x (batch 1) with [2, S] position_ids: row 0")
+
+
+def test_rope_three_dimensional_cache_with_positions_reads_its_first_row():
+    with ClientLog() as log:
+        x, cos, sin, pos, y = _rope_graph({}, cache_shape=(2, S, H // 2))
+    log.assert_warning("QNNEMU-RotaryEmbedding-cache-first-row", "graphAddNode",
+                       "inputTensors[1].rank")
+    assert_close(y, onnx_rope(x.astype(np.float64), cos[0], sin[0], pos, False),
+                 "a [2, S, rot/2] cache with position_ids: row 0 is the table")
 
 
 def test_rope_position_outside_the_cache_fails_execute():
@@ -387,8 +397,8 @@ NEGATIVE = [
      "inputTensors[2].dimensions"),
     ("RotaryEmbedding", [X4, C2, C2, spec((B, S), I64)], {}, None, "position-dtype",
      "inputTensors[3].dataType"),
-    ("RotaryEmbedding", [X4, spec((B, S, 4)), spec((B, S, 4)), P2], {}, None, "cache-rank",
-     "inputTensors[1].rank"),
+    ("RotaryEmbedding", [X4, spec((1, B, S, 4)), spec((1, B, S, 4)), P2], {}, None,
+     "cache-rank", "inputTensors[1].rank"),
     ("RotaryEmbedding", [X4, C2, C2, spec((B, S + 1), I32)], {}, None, "position-shape",
      "inputTensors[3].dimensions"),
     ("GroupQueryAttention", GS, {"num_heads": 4, "kv_num_heads": 3}, GO, "heads",
@@ -432,7 +442,7 @@ def test_rule(op_type, specs, params, declared, rule, path):
 
 
 WARNINGS = {("RotaryEmbedding", r) for r in ("dim-zero", "dim-odd", "cache-wider",
-                                               "position-batch")}
+                                               "position-batch", "cache-first-row")}
 RUN_TIME = {("RotaryEmbedding", "position-range"), ("GroupQueryAttention", "sequence-lengths"),
             ("GroupQueryAttention", "position-range")}
 

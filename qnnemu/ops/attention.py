@@ -102,8 +102,10 @@ class RotaryEmbedding(Op):
       the vendor reads past it).
     - position_ids with more rows than the batch: the first B rows are used (warning
       QNNEMU-RotaryEmbedding-position-batch; the vendor does this for a 3-D x).
+    - A 3-D cache with position_ids: its first row is the [max_position, rot/2] table (warning
+      QNNEMU-RotaryEmbedding-cache-first-row).
     - Refused as the vendor refuses them: INT_64 position_ids (graphFinalize fails), x of rank
-      5, a 3-D cache with position_ids (execution fails), x and caches of different float types.
+      5, x and caches of different float types.
     - A position outside the cache: the vendor's execution fails, so does qnnemu's
       (QNNEMU-RotaryEmbedding-position-range, at graphExecute).
     """
@@ -155,10 +157,14 @@ class RotaryEmbedding(Op):
                 raise fail("position-dtype", "inputTensors[3].dataType",
                            f"position_ids must be INT_32 or UINT_32 (the HTP has no INT_64 "
                            f"kernel; ONNX Runtime's QNN EP casts them), got {dtypes.name(pos.dtype)}")
-            if cos.rank != 2:
+            if cos.rank not in (2, 3):
                 raise fail("cache-rank", "inputTensors[1].rank",
                            f"with position_ids the caches are [max_position, rot/2] (2-D), got "
                            f"rank {cos.rank}")
+            if cos.rank == 3:
+                warn(f"QNNEMU-{op}-cache-first-row", "inputTensors[1].rank",
+                     f"a 3-D cache {list(cos.shape)} with position_ids: its first row "
+                     f"[{cos.shape[1]}, {cos.shape[2]}] is the position table, as on the HTP")
             rows = pos.shape[0] if pos.rank == 2 else 1
             if pos.rank not in (1, 2) or pos.shape[-1] != s or (rows != 1 and rows < b):
                 raise fail("position-shape", "inputTensors[3].dimensions",
@@ -198,6 +204,8 @@ class RotaryEmbedding(Op):
         cos = np.asarray(cos, np.float64)[..., :half]
         sin = np.asarray(sin, np.float64)[..., :half]
         if pos is not None:
+            if cos.ndim == 3:  # the HTP reads the first row as the position table
+                cos, sin = cos[0], sin[0]
             p = np.asarray(pos, np.int64).reshape(-1, s)[:b]
             if p.size and (p.min() < 0 or p.max() >= cos.shape[0]):
                 raise OpCheckError("QNNEMU-RotaryEmbedding-position-range", "inputTensors[3]",

@@ -608,8 +608,9 @@ class ElementWiseMux(Op):
     pass through raw (quant_passthrough).
 
     The vendor's x86-64 libQnnHtp.so (QNN 2.51) does not compute this op: with more than one
-    candidate it crashes the process when the candidates are graph inputs and writes zeros when
-    they are static; a single candidate passes through (pinned in tests/test_ops_vendor_new.py;
+    candidate it crashes the process when the candidates are graph inputs and writes values
+    unrelated to them (zeros, or what the output buffer held) when they are static; a single
+    candidate passes through (pinned in tests/test_ops_vendor_new.py;
     tests/test_ops_mux_nonzero.py checks ours against numpy).
     """
 
