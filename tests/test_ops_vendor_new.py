@@ -14,8 +14,8 @@ tests on the default device.  Every case registers a graph builder in CASES; the
 on both backends' results.
 
 Never run here: graphs the vendor's process crashes on (ElementWiseMux with two or more
-non-static candidates, GroupQueryAttention with all ten inputs, Gru with a reset input); the
-class docstrings record them.  Also pinned in the op docstrings, not compared: v69+ IsNan
+non-static candidates, Gru with a reset input, GroupQueryAttention with a rank-0
+total_sequence_length given a dimensions pointer); the class docstrings record them.  Also pinned in the op docstrings, not compared: v69+ IsNan
 reports infinities as NaN (v68 does not; qnnemu follows v68 and IEEE).
 """
 from __future__ import annotations
@@ -483,31 +483,71 @@ def test_ops_missing_from_the_vendor_run_on_ours(results, op):
         assert np.allclose(ours["y"], want, rtol=1e-5, atol=1e-6), f"{name}: our values"
 
 
-def _gqa(g):
-    q = np.linspace(-1, 1, 32, dtype=np.float32).reshape(1, 1, 32)
-    k = np.linspace(1, -1, 16, dtype=np.float32).reshape(1, 1, 16)
-    past = np.linspace(-2, 2, 128, dtype=np.float32).reshape(1, 2, 8, 8)
-    ins = [g.input("q", q.shape), g.input("sl", (1,), np.int32), g.input("tot", (1,), np.int32),
-           g.input("k", k.shape), g.input("v", k.shape), g.input("pk", past.shape),
-           g.input("pv", past.shape)]
-    g.node("GroupQueryAttention", ins, [("o", q.shape, np.float32),
-                                        ("prk", past.shape, np.float32),
-                                        ("prv", past.shape, np.float32)],
-           params={"num_heads": 4, "kv_num_heads": 2}, app_read=True)
-    return {"q": q, "k": k, "v": k, "pk": past, "pv": past,
-            "sl": np.array([4], np.int32), "tot": np.array([5], np.int32)}
+def gqa_build(b=1, s=1, nh=4, kvh=2, hd=16, length=8, total=6, seqlens=None, rotary=False,
+              pos_ids=False, scale=None, dtype=np.float32, nulls=True, seed=0):
+    """A GroupQueryAttention graph as ORT's EP builds it: all ten inputs (NULL tensors for the
+    absent ones), total_sequence_length as [1] (a rank-0 one crashes the vendor's process when
+    its dimensions pointer is not NULL, which qnnemu.client does not produce)."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((b, s, nh * hd)).astype(dtype)
+    k = rng.standard_normal((b, s, kvh * hd)).astype(dtype)
+    v = rng.standard_normal((b, s, kvh * hd)).astype(dtype)
+    pk = rng.standard_normal((b, kvh, length, hd)).astype(dtype)
+    pv = rng.standard_normal((b, kvh, length, hd)).astype(dtype)
+    ang = rng.uniform(0, 2 * np.pi, (length, hd // 2))
+    pos = rng.integers(0, length, (b, s)).astype(np.int32)
+    sl = np.array(seqlens if seqlens is not None else [total - 1] * b, np.int32)
+
+    def build(g):
+        ins = [g.input("q", q.shape, dtype), g.input("sl", (b,), np.int32),
+               g.input("tot", (1,), np.int32), g.input("k", k.shape, dtype),
+               g.input("v", v.shape, dtype), g.input("pk", pk.shape, dtype),
+               g.input("pv", pv.shape, dtype)]
+        feeds = {"q": q, "k": k, "v": v, "pk": pk, "pv": pv, "sl": sl,
+                 "tot": np.array([total], np.int32)}
+        if rotary:
+            ins += [g.static("cos", np.cos(ang).astype(dtype)), g.static("sin", np.sin(ang).astype(dtype))]
+        if pos_ids:
+            ins.append(g.input("pos", pos.shape, np.int32))
+            feeds["pos"] = pos
+        while nulls and len(ins) < 10:
+            ins.append(g._tensor(f"null{len(ins)}", (0,), dtype, Q.QNN_TENSOR_TYPE_NULL))
+        params = {"num_heads": nh, "kv_num_heads": kvh, "do_rotary": int(rotary)}
+        if scale is not None:
+            params["scale"] = scale
+        g.node("GroupQueryAttention", ins, [("o", q.shape, dtype), ("prk", pk.shape, dtype),
+                                            ("prv", pv.shape, dtype)], params=params, app_read=True)
+        return feeds
+    return build
 
 
-GQA = [case(f"gqa-{soc}", _gqa, soc) for soc in (0, SM8650)]
+GQA = [case(f"gqa-{k}", gqa_build(**kw), SM8650) for k, kw in {
+    "token": {}, "prompt": {"s": 6}, "continued-prompt": {"s": 3, "total": 7},
+    "batch-lengths": {"b": 2, "seqlens": [5, 3]}, "mha": {"kvh": 4}, "mqa": {"kvh": 1},
+    "scale": {"scale": 0.2}, "rotary": {"rotary": True}, "rotary-prompt": {"rotary": True, "s": 6},
+    "rotary-position-ids": {"rotary": True, "pos_ids": True}, "head-size-8": {"hd": 8},
+    "float16": {"dtype": np.float16}}.items()]
+GQA_REFUSED = [case("gqa-v68", gqa_build()), case("gqa-inputs-left-off", gqa_build(nulls=False), SM8650)]
 
 
-def test_gqa_vendor_has_no_kernel(results):
-    """GroupQueryAttention (q, seqlens_k, total length, k, v, past k/v): the vendor fails
-    graphFinalize on every device; ours runs it (numerics: tests/test_ops_attention.py)."""
-    for name in GQA:
+@pytest.mark.parametrize("name", GQA)
+def test_gqa_equals_vendor(results, name):
+    """GroupQueryAttention as the EP emits it, on v75: output and updated caches agree within
+    float16 rounding (the caches keep the past around the new rows on both)."""
+    theirs, ours = both(results, name)
+    assert_ok(theirs, f"vendor {name}")
+    assert_ok(ours, f"our {name}")
+    for out in ("o", "prk", "prv"):
+        assert_f16_close(ours[out], theirs[out], f"{name} {out}: ours vs vendor")
+
+
+def test_gqa_vendor_refusals(results):
+    """Pinned: no kernel on v68; on v75 no kernel either for a node whose trailing optional
+    inputs are left off rather than passed as NULL tensors.  qnnemu runs both forms."""
+    for name in GQA_REFUSED:
         theirs, ours = both(results, name)
-        assert theirs.get("failed") == "graphFinalize", f"{name}: vendor GQA: {theirs}"
-        assert_ok(ours, f"{name}: our GQA")
+        assert theirs.get("failed") == "graphFinalize", f"{name}: vendor: {theirs}"
+        assert_ok(ours, f"{name}: ours")
 
 
 if __name__ == "__main__":   # one device's cases, run by the ``results`` fixture

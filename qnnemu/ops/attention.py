@@ -234,34 +234,38 @@ class GroupQueryAttention(Op):
     past_value [B, Nkv, L, H]; in[7]? cos_cache and in[8]? sin_cache [max_position, rot/2];
     in[9]? position_ids INT_32 [B, S].  Parameters: ``num_heads`` N and ``kv_num_heads`` Nkv
     (required, N a multiple of Nkv), ``do_rotary`` (default 0), ``scale`` (default 0:
-    1/sqrt(H)).  Outputs: out[0] [B, S, N*H]; out[1]? present_key, out[2]? present_value
-    [B, Nkv, L, H] (both or neither).
+    1/sqrt(H)).  Outputs: out[0] [B, S, N*H], out[1] present_key and out[2] present_value
+    [B, Nkv, L, H] (the HTP needs them: a node without them is refused, as the vendor's
+    graphFinalize does).
 
     Per batch b (ORT's CPU kernel): a first prompt (S == total_sequence_length) has no past;
     otherwise past_len = seqlens_k[b] + 1 - S tokens of the cache come before the new ones.
     With ``do_rotary`` the query and key heads are rotated (non-interleaved, rot = 2 * cache
-    columns) at positions position_ids[b, s], or past_len + s.  present = past[:past_len], the S
-    new keys/values, then zeros (ORT's result when past and present are distinct buffers, as
-    they always are in a QNN graph); without past the cache length L is the present's.  Query
-    head h attends, causally, to the first past_len + s + 1 keys of KV head h // (N / Nkv)::
+    columns) at positions position_ids[b, s], or past_len + s.  present = past with the S new
+    keys/values written at past_len (the KV-cache update: ORT's result when past and present
+    share a buffer, and the vendor's); without past, zeros and the new rows.  Query head h
+    attends, causally, to the first past_len + s + 1 keys of KV head h // (N / Nkv)::
 
         out = softmax(scale * q k^T) v
 
     computed in float64.  ONNX Runtime's QNN EP emits it for com.microsoft GroupQueryAttention
-    (when its ``op_affinity`` option places the op on the HTP), with NULL tensors for absent
-    inputs; packed QKV, rotary_interleaved, softcap, local windows, smooth softmax, attention
-    bias and QK output are not part of the QNN op.
+    when its ``op_affinity`` option places the op on the HTP, with all ten inputs (NULL
+    tensors for absent ones); packed QKV, rotary_interleaved, softcap, local windows, smooth
+    softmax, attention bias and QK output are not part of the QNN op.
 
-    The vendor's x86-64 libQnnHtp.so (QNN 2.51) lists the op but has no kernel for it:
-    graphFinalize fails ("No registered op found for q::QNN_GroupQueryAttention") with the
-    inputs above, and with all ten inputs present the process crashes.  qnnemu computes the
-    ORT semantics (tests/test_ops_attention.py checks them against a float64 reference and
-    ONNX Runtime's CPU kernel).
+    The vendor's x86-64 libQnnHtp.so (QNN 2.51), as ONNX Runtime's EP drives it, computes this
+    on v69+ devices (in float16; tests/test_ops_vendor_new.py compares prompts, token steps,
+    batches with different lengths, rotary with and without position_ids, grouped heads,
+    scale and float16).  Refused by it: v68 devices (no kernel), a node without the present
+    outputs, a node whose trailing optional inputs are left off instead of passed as NULL
+    tensors (graphFinalize: "No registered op found"; qnnemu takes that form, its graph layer
+    does not tell the two apart), and a rank-0 total_sequence_length passed with a non-NULL
+    dimensions pointer crashes its process.
     """
 
     inputs = ("in[0]", "in[1]", "in[2]", "in[3]?", "in[4]?", "in[5]?", "in[6]?", "in[7]?",
               "in[8]?", "in[9]?")
-    outputs = ("out[0]", "out[1]?", "out[2]?")
+    outputs = ("out[0]", "out[1]", "out[2]")
     params = {
         "num_heads": ParamSpec("scalar", ("uint", "int"), required=True),
         "kv_num_heads": ParamSpec("scalar", ("uint", "int"), required=True),
@@ -348,17 +352,18 @@ class GroupQueryAttention(Op):
                            f"position_ids must be INT_32 [{b}, {s}]; got "
                            f"{dtypes.name(pos.dtype)} {list(pos.shape)}")
         out = same_spec(q)
-        n_out = len(declared_outputs) if declared_outputs is not None else \
-            (3 if pk is not None else 1)
-        if n_out == 1:
-            return [out]
+        if declared_outputs is not None and len(declared_outputs) < 3:
+            raise OpUnsupportedError(
+                f"QNNEMU-{op}-present", "numOfOutputs",
+                f"the present_key and present_value outputs are required (the HTP writes the "
+                f"cache; {len(declared_outputs)} output(s) declared)")
         present_len = cache_len
         if present_len is None:
             declared = declared_outputs[1] if declared_outputs is not None else None
             present_len = declared.shape[2] if declared is not None and \
                 len(declared.shape) == 4 else s
             if present_len < s:
-                raise fail("present", "outputTensors[1].dimensions",
+                raise fail("present-shape", "outputTensors[1].dimensions",
                            f"the present cache length {present_len} is shorter than the "
                            f"sequence {s}")
         present = same_spec(inputs[K_IN], shape=(b, kvh, present_len, head))
@@ -406,13 +411,13 @@ class GroupQueryAttention(Op):
             rot = 2 * cos.shape[1]
             q = rotate(q, c, sn, rot, False)
             k = rotate(k, c, sn, rot, False)
-        present_k = np.zeros((b, kvh, length, head))
-        present_v = np.zeros((b, kvh, length, head))
+        # The KV-cache update: the past, with the new keys/values written at each past length.
+        present_k = np.asarray(pk, np.float64).copy() if pk is not None else \
+            np.zeros((b, kvh, length, head))
+        present_v = np.asarray(pv, np.float64).copy() if pv is not None else \
+            np.zeros((b, kvh, length, head))
         for i in range(b):
             p = int(past[i])
-            if pk is not None:
-                present_k[i, :, :p] = np.asarray(pk[i, :, :p], np.float64)
-                present_v[i, :, :p] = np.asarray(pv[i, :, :p], np.float64)
             present_k[i, :, p:p + s] = k[i]
             present_v[i, :, p:p + s] = v[i]
         alpha = float(scale) if float(scale) != 0.0 else 1.0 / math.sqrt(head)
@@ -430,9 +435,7 @@ class GroupQueryAttention(Op):
             w /= w.sum(axis=-1, keepdims=True)
             out[i] = w @ vals
         y = out.transpose(0, 2, 1, 3).reshape(b, s, hidden).astype(dtype)
-        if len(self.output_specs) > 1:
-            return (y, present_k.astype(dtype), present_v.astype(dtype))
-        return y
+        return (y, present_k.astype(dtype), present_v.astype(dtype))
 
 
 __all__ = ["RotaryEmbedding", "GroupQueryAttention", "rotate"]
