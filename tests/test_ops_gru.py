@@ -193,3 +193,39 @@ def test_every_rule_id_is_tested():
     tested = {n[3] for n in NEGATIVE} | {"direction-ignored"}  # the warning: test above
     assert ids - {"direction-ignored"}, "found rule ids in rnn.py"
     assert not ids - tested, f"every Gru rule has a negative test: missing {ids - tested}"
+
+
+def test_fixed_point_through_our_backend():
+    """u8 x and h0, u8 weights: the op runs on the dequantized values; outputs requantize
+    (within one LSB of the float result, rounding)."""
+    from qnnemu.client import Backend
+    qx, qw, qo = (0.02, -128), (0.01, -128), (1 / 128, -128)
+    rng = np.random.default_rng(7)
+
+    def codes(shape, q):
+        return rng.integers(0, 256, shape).astype(np.uint8)
+
+    def real(c, q):
+        return q[0] * (c.astype(np.float64) + q[1])
+    x, h0 = codes((T, B, I), qx), codes((B, H), qx)
+    ws = [codes((H, I), qw) for _ in range(3)] + [codes((H, H), qw) for _ in range(3)]
+    bs = [(rng.standard_normal(H) * 0.1).astype(np.float32) for _ in range(6)]
+    with Backend() as be:
+        ctx = be.context()
+        g = ctx.graph("g")
+        ins = [g.input("x", x.shape, U8, quant=qx)]
+        ins += [g.static(f"w{i}", w, U8, quant=qw) for i, w in enumerate(ws)]
+        ins += [g.static(f"b{i}", b) for i, b in enumerate(bs)]
+        ins.append(g.input("h0", h0.shape, U8, quant=qx))
+        g.node("Gru", ins, [("y", (T, B, H), U8, qo), ("yh", (1, B, H), U8, qo)],
+               params={"time_major": True}, app_read=True)
+        g.finalize()
+        out = g.execute({"x": x, "h0": h0})
+        ctx.free()
+    W = np.concatenate([real(w, qw) for w in ws[:3]])[None]
+    R = np.concatenate([real(w, qw) for w in ws[3:]])[None]
+    ry, _ = onnx_gru(real(x, qx), W, R, np.concatenate(bs)[None].astype(np.float64),
+                     real(h0, qx)[None], 0, "forward")
+    want = np.clip(np.rint(ry / qo[0]) - qo[1], 0, 255)
+    d = np.abs(out["y"].astype(int) - want)
+    assert d.max() <= 1, f"u8 Gru: codes within 1 LSB of the float GRU's (max {d.max()})"

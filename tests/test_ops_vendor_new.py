@@ -15,7 +15,7 @@ on both backends' results.
 
 Never run here: graphs the vendor's process crashes on (ElementWiseMux with two or more
 non-static candidates, Gru with a reset input, GroupQueryAttention with a rank-0
-total_sequence_length given a dimensions pointer); the class docstrings record them.  Also pinned in the op docstrings, not compared: v69+ IsNan
+total_sequence_length pointing at dimensions); the class docstrings record them.  Also pinned in the op docstrings, not compared: v69+ IsNan
 reports infinities as NaN (v68 does not; qnnemu follows v68 and IEEE).
 """
 from __future__ import annotations
@@ -486,8 +486,9 @@ def test_ops_missing_from_the_vendor_run_on_ours(results, op):
 def gqa_build(b=1, s=1, nh=4, kvh=2, hd=16, length=8, total=6, seqlens=None, rotary=False,
               pos_ids=False, scale=None, dtype=np.float32, nulls=True, seed=0):
     """A GroupQueryAttention graph as ORT's EP builds it: all ten inputs (NULL tensors for the
-    absent ones), total_sequence_length as [1] (a rank-0 one crashes the vendor's process when
-    its dimensions pointer is not NULL, which qnnemu.client does not produce)."""
+    absent ones), total_sequence_length of rank 0 (qnnemu.client passes it, as the EP does,
+    with a NULL dimensions pointer: a rank-0 tensor pointing at dimensions crashes the
+    vendor's process here)."""
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((b, s, nh * hd)).astype(dtype)
     k = rng.standard_normal((b, s, kvh * hd)).astype(dtype)
@@ -500,11 +501,11 @@ def gqa_build(b=1, s=1, nh=4, kvh=2, hd=16, length=8, total=6, seqlens=None, rot
 
     def build(g):
         ins = [g.input("q", q.shape, dtype), g.input("sl", (b,), np.int32),
-               g.input("tot", (1,), np.int32), g.input("k", k.shape, dtype),
+               g.input("tot", (), np.int32), g.input("k", k.shape, dtype),
                g.input("v", v.shape, dtype), g.input("pk", pk.shape, dtype),
                g.input("pv", pv.shape, dtype)]
         feeds = {"q": q, "k": k, "v": v, "pk": pk, "pv": pv, "sl": sl,
-                 "tot": np.array([total], np.int32)}
+                 "tot": np.array(total, np.int32)}
         if rotary:
             ins += [g.static("cos", np.cos(ang).astype(dtype)), g.static("sin", np.sin(ang).astype(dtype))]
         if pos_ids:

@@ -259,8 +259,8 @@ class GroupQueryAttention(Op):
     scale and float16).  Refused by it: v68 devices (no kernel), a node without the present
     outputs, a node whose trailing optional inputs are left off instead of passed as NULL
     tensors (graphFinalize: "No registered op found"; qnnemu takes that form, its graph layer
-    does not tell the two apart), and a rank-0 total_sequence_length passed with a non-NULL
-    dimensions pointer crashes its process.
+    does not tell the two apart); a rank-0 total_sequence_length whose dimensions pointer is
+    not NULL crashes its process (the EP and qnnemu.client pass NULL).
     """
 
     inputs = ("in[0]", "in[1]", "in[2]", "in[3]?", "in[4]?", "in[5]?", "in[6]?", "in[7]?",
