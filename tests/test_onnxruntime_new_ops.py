@@ -10,8 +10,8 @@ not leak into other modules' vendor tests.  It computes float32 graphs in float1
 vendor-vs-ours tolerance F16_TOL relative to the output's magnitude; ours vs the CPU EP
 1e-4 (float32).  Models the vendor cannot run are pinned as failures: the random ops (the EP
 leaves the model's input unconsumed, and the vendor fails graphExecute on a graph input no node
-reads; qnnemu runs them).  GroupQueryAttention needs the EP's ``op_affinity`` option.  ONNX Erf is not mapped by the
-EP ("not supported by QNN EP"), so no model here.
+reads; qnnemu runs them).  GroupQueryAttention needs the EP's ``op_affinity`` option.  ONNX Erf
+is not mapped by the EP ("not supported by QNN EP"), so no model here.
 """
 from __future__ import annotations
 

@@ -15,8 +15,9 @@ on both backends' results.
 
 Never run here: graphs the vendor's process crashes on (ElementWiseMux with two or more
 non-static candidates, Gru with a reset input, GroupQueryAttention with a rank-0
-total_sequence_length pointing at dimensions); the class docstrings record them.  Also pinned in the op docstrings, not compared: v69+ IsNan
-reports infinities as NaN (v68 does not; qnnemu follows v68 and IEEE).
+total_sequence_length pointing at dimensions); the class docstrings record them.  Recorded in
+the IsNan docstring, not compared: v69+ IsNan reports infinities as NaN (v68 does not; qnnemu
+follows v68 and IEEE).
 """
 from __future__ import annotations
 

@@ -669,7 +669,10 @@ class IsNan(Op):
     values are never NaN: all 0, as the vendor computes).  The output is BOOL_8 as the op
     definition says; the vendor's backend also writes 0 / 1 into other declared output types, and
     so does qnnemu: INT_*/UINT_*, FLOAT_32/FLOAT_16 (0.0 / 1.0) and 8/16-bit fixed point (real
-    0 / 1 requantized into the output's encoding).  Infinities are not NaN.
+    0 / 1 requantized into the output's encoding).  Infinities are not NaN -- as the vendor's
+    x86-64 libQnnHtp.so computes on v68 (its default device); on v69+ devices it also reports
+    infinities as NaN (and its INT_8 / FLOAT_16 / UFIXED_POINT_8 outputs there do not hold
+    0 / 1), which qnnemu does not copy (tests/test_ops_vendor_new.py compares on v68).
     """
 
     inputs = ("in[0]",)
