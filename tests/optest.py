@@ -127,15 +127,24 @@ class ClientLog:
         import re
         return {r for _, m in self.records for r in re.findall(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]", m)}
 
+    def assert_error(self, rule: str, func: str, path: str) -> str:
+        """An error rule's contract for a call that failed (its code is checked by the caller):
+        exactly ``rule`` fired, logged at ERROR, naming the function and the parameter path."""
+        return self._assert_rule(rule, func, path, "ERROR")
+
     def assert_warning(self, rule: str, func: str, path: str) -> str:
         """The warning-rule contract (LogRecorder.assert_rule's, for a call that succeeded):
         exactly ``rule`` fired, at WARNING level, naming the function and the parameter path."""
+        return self._assert_rule(rule, func, path, "WARNING")
+
+    def _assert_rule(self, rule: str, func: str, path: str, level_name: str) -> str:
         import logging
         msgs = [(lv, m) for lv, m in self.records if f"[{rule}]" in m]
         assert msgs, f"{rule}: no message with [{rule}] was logged; got {self.records}"
         assert self.rules() == {rule}, f"{rule}: exactly this rule must fire; logged {self.rules()}"
         level, msg = msgs[-1]
-        assert level == logging.WARNING, f"{rule}: logged at WARNING, got level {level}: {msg!r}"
+        want = getattr(logging, level_name)
+        assert level == want, f"{rule}: logged at {level_name}, got level {level}: {msg!r}"
         assert func in msg, f"{rule}: the message names the function '{func}': {msg!r}"
         assert path in msg, f"{rule}: the message names the parameter path '{path}': {msg!r}"
         return msg

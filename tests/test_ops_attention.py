@@ -169,14 +169,33 @@ def test_rope_three_dimensional_cache_with_positions_reads_its_first_row():
                  "a [2, S, rot/2] cache with position_ids: row 0 is the table")
 
 
+def _execute_refused(build, feeds, rule, path):
+    """Runs a graph on our backend whose graphExecute must fail with QNN_COMMON_ERROR_GENERAL
+    (as the vendor's does) and log ``rule`` naming graphExecute and ``path``."""
+    from qnnemu.client import Backend, QnnCallError
+    with Backend(log_level="warn") as be:
+        ctx = be.context()
+        g = ctx.graph("g")
+        build(g)
+        g.finalize()
+        with ClientLog() as log, pytest.raises(QnnCallError) as info:
+            g.execute(feeds)
+        ctx.free()
+    assert info.value.code == Q.QNN_COMMON_ERROR_GENERAL, f"{rule}: graphExecute code {info.value}"
+    log.assert_error(rule, "graphExecute", path)
+
+
 def test_rope_position_outside_the_cache_fails_execute():
     """As the vendor's execution fails: QNNEMU-RotaryEmbedding-position-range at graphExecute."""
-    x = RNG.standard_normal((1, 1, S, H)).astype(np.float32)
     cos, sin = (c.astype(np.float32) for c in caches(3, H // 2))
-    with pytest.raises(OpCheckError) as info:
-        run_checked("RotaryEmbedding", [x, cos, sin, np.array([[0, 1, 2, 3]], np.int32)])
-    assert info.value.rule == "QNNEMU-RotaryEmbedding-position-range", str(info.value)
-    assert info.value.path == "inputTensors[3]", str(info.value)
+
+    def build(g):
+        ins = [g.input("x", (1, 1, S, H)), g.static("cos", cos), g.static("sin", sin),
+               g.input("pos", (1, S), np.int32)]
+        g.node("RotaryEmbedding", ins, [("y", (1, 1, S, H), np.float32)], app_read=True)
+    _execute_refused(build, {"x": np.ones((1, 1, S, H), np.float32),
+                             "pos": np.array([[0, 1, 2, 3]], np.int32)},
+                     "QNNEMU-RotaryEmbedding-position-range", "inputTensors[3]")
 
 
 # ---- GroupQueryAttention -----------------------------------------------------------------------
@@ -355,22 +374,38 @@ def test_gqa_fixed_point_through_our_backend():
         "present_key keeps the past codes around the new token"
 
 
+def _gqa_graph(qnn, params, declared):
+    """A builder of the GQA node ``qnn`` (arrays; None = NULL) as a graph of our backend."""
+    def build(g):
+        ins = []
+        for i, a in enumerate(qnn):
+            if a is None:
+                ins.append(g._tensor(f"null{i}", (0,), np.float32, Q.QNN_TENSOR_TYPE_NULL))
+            elif i in (7, 8):
+                ins.append(g.static(f"in{i}", a))
+            else:
+                ins.append(g.input(f"in{i}", a.shape, a.dtype))
+        g.node("GroupQueryAttention", ins,
+               [(f"out{k}", d.shape, np.float32) for k, d in enumerate(declared)],
+               params=params, app_read=True)
+    feeds = {f"in{i}": a for i, a in enumerate(qnn) if a is not None and i not in (7, 8)}
+    return build, feeds
+
+
 def test_gqa_sequence_lengths_outside_the_cache_fail_execute():
     qnn, params, declared, _ = gqa_case(s=1, total=7)
     qnn[1] = np.array([20], np.int32)     # past length 20 > the cache of 16
-    with pytest.raises(OpCheckError) as info:
-        run_checked("GroupQueryAttention", qnn, params, declared=declared)
-    assert info.value.rule == "QNNEMU-GroupQueryAttention-sequence-lengths", str(info.value)
-    assert info.value.path == "inputTensors[1]", str(info.value)
+    build, feeds = _gqa_graph(qnn, params, declared)
+    _execute_refused(build, feeds, "QNNEMU-GroupQueryAttention-sequence-lengths",
+                     "inputTensors[1]")
 
 
 def test_gqa_rotary_position_outside_the_cache_fails_execute():
     qnn, params, declared, _ = gqa_case(rotary=True, pos_ids=True)
     qnn[9] = np.full_like(qnn[9], 99)
-    with pytest.raises(OpCheckError) as info:
-        run_checked("GroupQueryAttention", qnn, params, declared=declared)
-    assert info.value.rule == "QNNEMU-GroupQueryAttention-position-range", str(info.value)
-    assert info.value.path == "inputTensors[9]", str(info.value)
+    build, feeds = _gqa_graph(qnn, params, declared)
+    _execute_refused(build, feeds, "QNNEMU-GroupQueryAttention-position-range",
+                     "inputTensors[9]")
 
 
 # ---- negative tests ----------------------------------------------------------------------------
