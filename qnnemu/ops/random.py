@@ -8,14 +8,13 @@ disagrees.  Parameters: RandomUniformLike ``low`` (default 0.0) and ``high`` (de
 values uniform between them (low + (high - low) u, u in [0, 1); low >= high is taken too);
 RandomNormalLike ``mean`` (default 0.0) and ``scale`` (default 1.0): values mean + scale z, z
 standard normal (a negative scale mirrors z, which has the same distribution, as on the
-vendor).  The output is 8-bit fixed
-point (UFIXED_POINT_8 / SFIXED_POINT_8): the real values are quantized into its encoding by the
-plan, so they are clipped to its range.
+vendor).  The output is 8-bit fixed point (UFIXED_POINT_8 / SFIXED_POINT_8): the real values
+are quantized into its encoding by the plan, so they are clipped to its range.
 
 How ONNX Runtime's QNN EP emits them (ONNX RandomUniformLike / RandomNormalLike): in[0] a static
 UINT_32 shape, in[1] the ONNX ``seed`` attribute as a static FLOAT_32 [1] when it is set, a
-UFIXED_POINT_8 output whose encoding spans [min(low, 0), max(high, 0)] (resp. ...) followed by a
-Dequantize to float32: the HTP generates 8-bit codes.
+UFIXED_POINT_8 output (for RandomUniformLike its encoding spans [min(low, 0), max(high, 0)])
+followed by a Dequantize to float32: the HTP generates 8-bit codes.
 
 Seeds: with a seed, every execution of a node draws the same values, and nodes with equal seeds
 draw equal values (a generator seeded from the seed's value, restarted per execution); without
