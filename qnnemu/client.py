@@ -589,7 +589,9 @@ class Graph:
                      else Q.QNN_TENSOR_VERSION_1)
         v = t.v2 if self.tensor_version == 2 else t.v1
         cname = ffi.new("char[]", name.encode())
-        dims = ffi.new("uint32_t[]", list(shape) or [0])
+        # A rank-0 tensor gets a NULL dimensions pointer (as ONNX Runtime's QNN EP passes it:
+        # the vendor's backend crashes in some ops when a rank-0 tensor points at dimensions).
+        dims = ffi.new("uint32_t[]", list(shape)) if shape else ffi.NULL
         self._keep += [cname, dims]
         v.id = tensor_id
         v.name = cname
@@ -620,7 +622,7 @@ class Graph:
         qtype = dtype if isinstance(dtype, int) else dtypes.from_numpy(dtype)
         t, v = self._new_struct(name, shape, qtype, type_, quant)
         if data is not None:
-            data = np.ascontiguousarray(data, dtype=dtypes.numpy_dtype(qtype))
+            data = _contiguous(data, dtypes.numpy_dtype(qtype))
             if data.shape != shape:
                 raise ValueError(f"tensor {name!r}: data shape {data.shape} != {shape}")
             buf = ffi.from_buffer(data)
@@ -717,7 +719,7 @@ class Graph:
             q = quant[name] if name in quant else _quant_arg(t.quant)
             struct, v = self._new_struct(name, t.shape, t.dtype, t.type, q, t.id)
             if name in values:
-                data = np.ascontiguousarray(values[name], dtype=t.numpy_dtype)
+                data = _contiguous(values[name], t.numpy_dtype)
                 if data.shape != t.shape:
                     raise ValueError(f"tensor {name!r}: update shape {data.shape} != {t.shape}")
                 buf = ffi.from_buffer(data)
@@ -864,7 +866,7 @@ class Graph:
         keep = []
         cin = ffi.new("Qnn_Tensor_t[]", max(len(self.inputs), 1))
         for i, t in enumerate(self.inputs):
-            arr = np.ascontiguousarray(feeds[t.name], dtype=t.numpy_dtype)
+            arr = _contiguous(feeds[t.name], t.numpy_dtype)
             if arr.shape != t.shape:
                 raise ValueError(f"input {t.name!r}: shape {arr.shape} != {t.shape}")
             keep.append(arr)
@@ -881,6 +883,13 @@ class Graph:
                           len(self.outputs), profile.handle if profile is not None else ffi.NULL,
                           ffi.NULL)
         return results
+
+
+def _contiguous(value, dtype) -> np.ndarray:
+    """A C-contiguous array of ``dtype`` with ``value``'s shape (np.ascontiguousarray would make
+    a rank-0 value 1-D)."""
+    arr = np.asarray(value, dtype=dtype)
+    return arr.copy() if arr.ndim == 0 else np.ascontiguousarray(arr)
 
 
 def _set_buffer(t, buf, size: int, keep: list) -> None:

@@ -946,6 +946,21 @@ for _op in ("Softmax", "LogSoftmax"):
         (_op, [XI], {}, None, "dtype", "inputTensors[0].dataType"),
         (_op, [X], {"axis": 2}, None, "axis", "params[axis]"),
     ]
+# The QNN 2.50 / ONNX Runtime QNN EP additions to these modules (their numerics:
+# tests/test_ops_mux_nonzero.py, tests/test_ops_erf_identity_inverse.py).
+NEGATIVE += [
+    ("ElementWiseMux", [spec((1,), F32), X, X], {}, None, "selector-dtype",
+     "inputTensors[0].dataType"),
+    ("ElementWiseMux", [spec((1,), I32), X, spec((2, 3), F16)], {}, None, "dtype-mismatch",
+     "inputTensors[2].dataType"),
+    ("ElementWiseMux", [spec((1,), I32), X, spec((4, 3))], {}, None, "broadcast",
+     "inputTensors[2].dimensions"),
+    ("ElementWiseMux", [spec((1,), I32), spec((2, 3), I8), X], {}, None, "dtype",
+     "inputTensors[1].dataType"),
+    ("IsNan", [XB], {}, None, "dtype", "inputTensors[0].dataType"),
+    ("Erf", [XI], {}, None, "dtype", "inputTensors[0].dataType"),
+    ("ThresholdedRelu", [X], {"alpha": float("nan")}, None, "alpha", "params[alpha]"),
+]
 UNSUPPORTED = {"dtype", "output-dtype", "dynamic"}
 
 

@@ -643,12 +643,16 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
     sharing = weight_sharing_enabled(context.configs)
     store = _BlobStore()
     try:
-        ctx_tensors = [_tensor_json(t, store, "context") for t in context.tensors.values()]
+        # NULL tensors (absent optional inputs, made by clients such as ONNX Runtime's QNN EP)
+        # hold nothing and no node refers to them (absent inputs are stored as null): skipped.
+        ctx_tensors = [_tensor_json(t, store, "context") for t in context.tensors.values()
+                       if t.type != Q.QNN_TENSOR_TYPE_NULL]
         graphs_json = []
         for g in graphs:
             scope = "context" if sharing else f"graph:{g.name}"
             packing = weights_packing_enabled(g.configs)
-            tensors = [_tensor_json(t, store, scope, packing) for t in g.tensors.values()]
+            tensors = [_tensor_json(t, store, scope, packing) for t in g.tensors.values()
+                       if t.type != Q.QNN_TENSOR_TYPE_NULL]
             nodes = [{"name": n.name, "package": getattr(n, "package", None) or ops.PACKAGE_NAME,
                       "type": n.op_type, "params": [_param_json(p) for p in _node_params(n)],
                       "inputs": [None if i is None else int(i) for i in n.inputs],

@@ -117,8 +117,10 @@ def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None) ->
 
 
 def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str, Param],
-             declared_outputs: list[TensorSpec], func: str, code: int) -> tuple[type, dict, list[TensorSpec]]:
-    """Runs the op's own rules; returns (op class, parsed params, inferred outputs)."""
+             declared_outputs: list[TensorSpec], func: str, code: int,
+             log: Logger | None = None) -> tuple[type, dict, list[TensorSpec]]:
+    """Runs the op's own rules; returns (op class, parsed params, inferred outputs).  The op's
+    warning rules (what the vendor's backend tolerates) go to ``log`` once the node passed."""
     # Something we cannot run: validateOpConfig answers NOT_SUPPORTED, graphAddNode
     # UNSUPPORTED_FEATURE; broken configs get ``code``.
     unsupported = code if code == Q.QNN_BACKEND_ERROR_NOT_SUPPORTED else Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE
@@ -134,7 +136,7 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
     prefix = "opConfig.v1."
     _check_absent_inputs(cls, input_specs, cfg, func, code)
     try:
-        outs = cls.check(input_specs, params, declared_outputs=declared_outputs)
+        outs, warnings = cls.check_with_warnings(input_specs, params, declared_outputs=declared_outputs)
         parsed = cls.parse_params(params)
     except OpUnsupportedError as e:
         raise QnnError(unsupported, f"{func}: node '{cfg.name}' ({cls.op_type}): {prefix}{e.path}: {e.detail}",
@@ -156,6 +158,8 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
             raise _bad(func, "QNNEMU-op-output-dtype", f"{path}.dataType",
                        f"node '{cfg.name}' ({cls.op_type}) computes {dtypes.name(got.dtype)}, "
                        f"the tensor declares {dtypes.name(want.dtype)}", code)
+    for w in warnings if log is not None else ():
+        log.warn(f"[{w.rule}] {func}: node '{cfg.name}' ({cls.op_type}): {prefix}{w.path}: {w.message}")
     return cls, parsed, outs
 
 
@@ -331,7 +335,8 @@ class Graph:
             outputs.append(t)
         params = parse_params(cfg, func, code, static_lookup=self.tensor)
         in_specs = [t.spec() if t is not None else None for t in inputs]
-        cls, parsed, outs = check_op(cfg, in_specs, params, [t.spec() for t in outputs], func, code)
+        cls, parsed, outs = check_op(cfg, in_specs, params, [t.spec() for t in outputs], func, code,
+                                     log=self.log)
         node = Node(cfg.name, cls.op_type, cls, parsed, [t.id if t is not None else None for t in inputs],
                     [t.id for t in outputs], in_specs, [t.spec() for t in outputs], params,
                     cfg.package or ops.PACKAGE_NAME)

@@ -125,6 +125,14 @@ OP_CLASSES: dict[str, OpClass] = {
     **{t: OpClass("move") for t in _MOVE},
     **{t: OpClass("view") for t in _VIEW},
     "Lstm": OpClass("recurrent", 1, "rows"),
+    # the ops added with QNN 2.50 / ONNX Runtime's QNN EP (qnnemu/ops: rnn, attention, random,
+    # index, ...): the nearest existing class of work
+    "Gru": OpClass("recurrent", 1, "rows"), "GroupQueryAttention": OpClass("mac"),
+    "RotaryEmbedding": OpClass("elementwise", 4), "Erf": OpClass("elementwise", 8),
+    "IsNan": OpClass("elementwise", 1), "ThresholdedRelu": OpClass("elementwise", 1),
+    "ElementWiseMux": OpClass("elementwise", 1), "Inverse": OpClass("elementwise", 8),
+    "RandomUniformLike": OpClass("elementwise", 4), "RandomNormalLike": OpClass("elementwise", 8),
+    "NonZero": OpClass("reduce", 2), "Identity": OpClass("view"),
 }
 DEFAULT_CLASS = OpClass("elementwise", 1)
 RELU_TYPES = ("Relu", "Relu1", "Relu6", "ReluMinMax")
@@ -227,7 +235,7 @@ def op_macs(node) -> int:
         return _prod(y.shape) * _prod(w.shape[:-2]) * int(w.shape[-2])
     if op.startswith("DepthWiseConv") and w is not None:
         return _prod(y.shape) * _prod(w.shape[:-2])
-    if op == "Lstm":
+    if op in ("Lstm", "Gru"):
         weights = sum(_prod(s.shape) for s in ins[1:] if s is not None and s.data is not None
                       and len(s.shape) == 2)
         return weights * _prod(x.shape[:-1])

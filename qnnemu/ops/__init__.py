@@ -4,8 +4,9 @@ from __future__ import annotations
 import os
 
 from .base import REGISTRY, Op, OpCheckError, Param, ParamSpec, QuantSpec, TensorSpec
-from . import (activation, cast, conv, elementwise, gather, lstm, matmul, norm, pool,  # noqa: F401
-               reduce, resize, sample, shape)  # (importing registers the ops)
+from . import (activation, attention, cast, conv, elementwise, gather, index, lstm,  # noqa: F401
+               matmul, norm, pool, random, reduce, resize, rnn, sample,
+               shape)  # (importing registers the ops)
 
 PACKAGE_NAME = "qti.aisw"
 

@@ -1,5 +1,6 @@
 """Activations (QnnOpDef.h): Relu, ReluMinMax, Relu1, Relu6, Prelu, Elu, Gelu, HardSwish,
-Sigmoid, Tanh, Softmax, LogSoftmax, ElementWiseSoftplus and ElementWiseNeuron (one of ELU,
+Sigmoid, Tanh, Softmax, LogSoftmax, ElementWiseSoftplus, the QNN 2.50 additions Erf and
+ThresholdedRelu, and ElementWiseNeuron (one of ELU,
 GELU, HARD_SIGMOID, HARD_SWISH, RELU, RELU_MIN_MAX, SIGMOID, SOFTPLUS, TANH chosen by
 ``operation``, with the parameters alpha, beta, min_value, max_value, threshold).
 
@@ -14,7 +15,8 @@ Formulas:
 - Prelu x if x >= 0 else coeff * x, coeff (in[1]) broadcast to in[0] (numpy rules: the ONNX
   Runtime QNN EP passes LeakyRelu's alpha as a [1] tensor);
 - Elu x if x > 0 else alpha * (exp(x) - 1), alpha default 1.0;
-- Gelu 0.5 * x * (1 + erf(x / sqrt(2))) (exact erf form, see ``erfc``);
+- Gelu 0.5 * x * (1 + erf(x / sqrt(2))) (exact erf form, see ``erfc``); Erf erf(x);
+- ThresholdedRelu x where x > alpha, else 0 (alpha default 1.0, as ONNX ThresholdedRelu);
 - HardSwish x * relu6(x + 3) / 6;
 - Softplus log(1 + exp(beta * x)) / beta, or x where beta * x > threshold (beta default 1.0,
   threshold default 20.0, as torch.nn.Softplus and the QNN EP's defaults);
@@ -270,6 +272,40 @@ class Gelu(_Unary):
         return _gelu(x)
 
 
+class Erf(_Unary):
+    """erf(x) (QNN 2.50 op definitions, QNN_OP_ERF; ONNX Erf), computed in float64.
+
+    The vendor's x86-64 libQnnHtp.so (QNN 2.51) lists no Erf and fails graphFinalize with it
+    ("could not create op"), and ONNX Runtime's QNN EP does not map ONNX Erf ("not supported by
+    QNN EP"); qnnemu runs the op definition (tests/test_ops_erf_identity_inverse.py).
+    """
+
+    def fn(self, x):
+        return erf(x).astype(x.dtype)
+
+
+class ThresholdedRelu(_Unary):
+    """x where x > alpha, else 0 (QNN 2.50 op definitions, QNN_OP_THRESHOLDED_RELU; ONNX
+    ThresholdedRelu, alpha default 1.0).  x == alpha gives 0; NaN gives 0 (NaN > alpha is false).
+
+    The vendor's x86-64 libQnnHtp.so (QNN 2.51) has no ThresholdedRelu (graphFinalize fails);
+    ONNX Runtime's QNN EP lowers ONNX ThresholdedRelu to ElementWiseGreater + ElementWiseSelect
+    instead, which qnnemu runs too.
+    """
+
+    params = {"alpha": ParamSpec("scalar", ("float",), default=1.0)}
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        if math.isnan(params["alpha"]):
+            raise rule_error(cls.op_type, "alpha", "params[alpha]",
+                             "alpha must be a number (NaN compares false with every x)")
+        return super().infer(inputs, params)
+
+    def fn(self, x, alpha):
+        return np.where(x > x.dtype.type(alpha), x, x.dtype.type(0))
+
+
 class HardSwish(_Unary):
     """x * relu6(x + 3) / 6."""
 
@@ -463,4 +499,4 @@ class ElementWiseNeuron(_Unary):
 
 __all__ = ["Relu", "Relu1", "Relu6", "ReluMinMax", "Prelu", "Elu", "Gelu", "HardSwish",
            "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "ElementWiseSoftplus",
-           "ElementWiseNeuron", "erf", "erfc"]
+           "ElementWiseNeuron", "Erf", "ThresholdedRelu", "erf", "erfc"]

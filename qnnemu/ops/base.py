@@ -29,9 +29,15 @@ Data types (the contract between ops and the execution plan, ``qnnemu/core/plan.
   the raw integer arrays and stores its result unchanged -- exact, and what the HTP does.
 - ``handles_quant = True`` (Quantize, Dequantize, Convert, Cast): the plan does not touch the
   node's arrays; ``_run`` reads ``self.input_specs[i].quant`` / ``self.output_specs[i].quant``.
+
+Warning rules: what the vendor's backend tolerates (ignores, clips, rounds), an op tolerates the
+same way and says so by calling ``warn(rule, path, message)`` from ``infer``.  ``check`` drops
+them; ``check_with_warnings`` returns them, and the graph layer logs them at WARNING level with
+the function and node (``[QNNEMU-<op>-<what>] graphAddNode: node 'n' (Op): opConfig.v1.<path>``).
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import inspect
 from dataclasses import dataclass
@@ -44,6 +50,28 @@ from ..errors import OpCheckError
 from ..headers import Q
 
 REGISTRY: dict[str, type["Op"]] = {}
+
+
+@dataclass(frozen=True)
+class OpWarning:
+    """A warning rule an op's check raised: ``rule`` (``QNNEMU-<op>-<what>``), ``path``
+    (relative to the op config, like OpCheckError's) and the message."""
+
+    rule: str
+    path: str
+    message: str
+
+
+# The warnings of the check in progress (None outside check_with_warnings: warn() is a no-op).
+_WARNINGS: contextvars.ContextVar[list | None] = contextvars.ContextVar("qnnemu_op_warnings",
+                                                                        default=None)
+
+
+def warn(rule: str, path: str, message: str) -> None:
+    """Records a warning rule of the op being checked (see the module docstring)."""
+    pending = _WARNINGS.get()
+    if pending is not None:
+        pending.append(OpWarning(rule, path, message))
 
 
 @dataclass(frozen=True)
@@ -223,6 +251,18 @@ class Op:
         return cls.infer(inputs, values, declared_outputs=declared_outputs)
 
     @classmethod
+    def check_with_warnings(cls, inputs: list[TensorSpec], params: dict[str, Param],
+                            declared_outputs: list[TensorSpec] | None = None
+                            ) -> tuple[list[TensorSpec], list[OpWarning]]:
+        """``check``, plus the warning rules ``infer`` raised (each once, in order)."""
+        token = _WARNINGS.set([])
+        try:
+            outs = cls.check(inputs, params, declared_outputs=declared_outputs)
+            return outs, list(dict.fromkeys(_WARNINGS.get()))
+        finally:
+            _WARNINGS.reset(token)
+
+    @classmethod
     def infer(cls, inputs: list[TensorSpec], params: dict[str, Any],
               declared_outputs: list[TensorSpec] | None = None) -> list[TensorSpec]:
         """Output specs from input specs and parsed params.  ``declared_outputs`` (the node's
@@ -343,7 +383,7 @@ def from_compute(y: np.ndarray, dtype) -> np.ndarray:
     return y.astype(dtype, copy=False)
 
 
-__all__ = ["Op", "Param", "ParamSpec", "TensorSpec", "QuantSpec", "REGISTRY",
+__all__ = ["Op", "Param", "ParamSpec", "TensorSpec", "QuantSpec", "REGISTRY", "OpWarning", "warn",
            "OpCheckError", "same_spec", "check_rank", "check_float", "type_category",
            "check_float_inputs", "to_compute", "from_compute", "check_real", "check_index",
            "is_real_dtype", "compute_dtype"]

@@ -17,6 +17,11 @@ Not (BOOL_8), Round, Rsqrt, Sign, Sin, SquareRoot, and ElementWiseUnary with ``o
 
 ElementWiseSelect: out = in[1] where in[0] (BOOL_8) else in[2], the three broadcast together.
 
+ElementWiseMux (QNN 2.50): out = in[1 + in[0]], element by element -- in[0] an integer selector,
+in[1..m] the m candidates, all broadcast together; see ``ElementWiseMux``.
+
+IsNan: out = 1 where in[0] is NaN, else 0; see ``IsNan``.
+
 Data types (see ops/base.py): real values are float32, float16 or quantized fixed point
 (computed on the dequantized values); the inputs of one node share one of float32 / float16 /
 fixed point.  INT_32 / UINT_32 are accepted by the integer-capable ops (add, subtract,
@@ -583,6 +588,112 @@ class ElementWiseSelect(Op):
     def _run(self, cond, a, b):
         y = np.where(_as_bool(cond), a, b)
         return y.astype(a.dtype, copy=False)
+
+
+# ---- mux --------------------------------------------------------------------------------------
+class ElementWiseMux(Op):
+    """out[0] = in[1 + k] where k = in[0], element by element (QnnOpDef.h QNN_OP_ELEMENT_WISE_MUX,
+    new in the QNN 2.50 op definitions; no parameter).
+
+    in[0] is the selector: an INT_*/UINT_* tensor (or BOOL_8, read as 0/1); in[1..m] are the m
+    candidates, of one data type class (float32 / float16 / fixed point / INT_32 / UINT_32 /
+    BOOL_8); all m + 1 inputs broadcast together (numpy rules) and the output takes in[1]'s data
+    type.  A selector value k picks candidate k for 0 <= k < m and candidate m + k for -m <= k < 0
+    (negative values count from the back, as the Gather and OneHot of QAIRT's ONNX function for
+    this op); any other value gives 0 -- on fixed-point outputs the code of real 0 (the zero
+    point), as that function's one-hot mask does.  ONNX Runtime's QNN EP does not emit this op;
+    QAIRT uses it to switch between experts' weights (mixture of experts).
+
+    Values are copied, never computed, so fixed-point candidates sharing the output's encoding
+    pass through raw (quant_passthrough).
+
+    The vendor's x86-64 libQnnHtp.so (QNN 2.51) does not compute this op: with more than one
+    candidate it crashes the process when the candidates are graph inputs and writes values
+    unrelated to them (zeros, or what the output buffer held) when they are static; a single
+    candidate passes through (pinned in tests/test_ops_vendor_new.py;
+    tests/test_ops_mux_nonzero.py checks ours against numpy).
+    """
+
+    inputs = ("in[0]", "in[1]*")
+    quant_passthrough = True
+
+    @classmethod
+    def input_count_range(cls) -> tuple[int, int | None]:
+        return 2, None  # the selector and at least one candidate
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        op = cls.op_type
+        sel = inputs[0]
+        if sel.dtype not in dtypes.INT_TYPES and sel.dtype != _BOOL:
+            raise rule_error(op, "selector-dtype", "inputTensors[0].dataType",
+                             f"the selector in[0] must be an INT_*/UINT_* (or BOOL_8) tensor, got "
+                             f"{dtypes.name(sel.dtype)}")
+        idx = list(range(1, len(inputs)))
+        classes = [input_class(op, i, inputs[i], ints=True, bools=True) for i in idx]
+        check_same_class(op, classes, idx, inputs)
+        shape = broadcast_shape(op, inputs, [0] + idx)
+        return [same_spec(inputs[1], shape=shape)]
+
+    def _zero(self, like: np.ndarray):
+        """Real 0 in the storage of ``like``: the zero point when the plan passes codes."""
+        out = self.output_specs[0] if self.output_specs else None
+        if (out is not None and out.dtype in dtypes.FIXED_POINT_TYPES and out.quant is not None
+                and like.dtype.kind in "iu"):
+            from ..core.quant import code_range
+            lo, hi = code_range(out.dtype, out.quant.bitwidth)
+            return like.dtype.type(min(max(int(np.rint(-float(out.quant.offset))), lo), hi))
+        return like.dtype.type(0)
+
+    def _run(self, sel, *cands):
+        shape = np.broadcast_shapes(sel.shape, *(c.shape for c in cands))
+        k = np.broadcast_to(np.asarray(sel).astype(np.int64), shape)
+        m = len(cands)
+        k = np.where(k < 0, k + m, k)  # negative selectors count from the back
+        first = np.asarray(cands[0])
+        out = np.full(shape, self._zero(first), dtype=first.dtype)
+        for i, c in enumerate(cands):
+            np.copyto(out, np.broadcast_to(np.asarray(c, dtype=first.dtype), shape), where=k == i)
+        return out
+
+
+# ---- IsNan ------------------------------------------------------------------------------------
+_ISNAN_OUTPUTS = (_BOOL,) + tuple(sorted(dtypes.INT_TYPES)) + (_F32, _F16)
+
+
+class IsNan(Op):
+    """out[0] = 1 where in[0] is NaN, else 0 (QnnOpDef.h QNN_OP_IS_NAN; ONNX IsNaN, which ONNX
+    Runtime's QNN EP maps to it one to one).
+
+    in[0]: float32, float16, quantized fixed point or INT_32/UINT_32 (fixed-point and integer
+    values are never NaN: all 0, as the vendor computes).  The output is BOOL_8 as the op
+    definition says; the vendor's backend also writes 0 / 1 into other declared output types, and
+    so does qnnemu: INT_*/UINT_*, FLOAT_32/FLOAT_16 (0.0 / 1.0) and 8/16-bit fixed point (real
+    0 / 1 requantized into the output's encoding).  Infinities are not NaN -- as the vendor's
+    x86-64 libQnnHtp.so computes on v68 (its default device); on v69+ devices it also reports
+    infinities as NaN (and its INT_8 / FLOAT_16 / UFIXED_POINT_8 outputs there do not hold
+    0 / 1), which qnnemu does not copy (tests/test_ops_vendor_new.py compares on v68).
+    """
+
+    inputs = ("in[0]",)
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        x = inputs[0]
+        input_class(cls.op_type, 0, x, ints=True)
+        out = declared_outputs[0] if declared_outputs else None
+        if out is not None and out.dtype in dtypes.FIXED_POINT_TYPES and out.dtype not in _FIXED_4:
+            return [TensorSpec(tuple(x.shape), _F32)]  # real 0 / 1, requantized by the plan
+        if out is not None and out.dtype in _ISNAN_OUTPUTS:
+            return [TensorSpec(tuple(x.shape), out.dtype)]
+        return [TensorSpec(tuple(x.shape), _BOOL)]
+
+    def _run(self, x):
+        nan = np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
+        out = self.output_specs[0].dtype if self.output_specs else _BOOL
+        if out in dtypes.FIXED_POINT_TYPES:
+            return nan.astype(np.float32)
+        return nan.astype(dtypes.numpy_dtype(out))
 
 
 __all__ = [name for name, obj in list(globals().items())

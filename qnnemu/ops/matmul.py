@@ -1,4 +1,5 @@
-"""Matrix products: FullyConnected and MatMul (QnnOpDef.h QNN_OP_FULLY_CONNECTED, QNN_OP_MAT_MUL).
+"""Matrix products: FullyConnected and MatMul (QnnOpDef.h QNN_OP_FULLY_CONNECTED, QNN_OP_MAT_MUL),
+and the QNN 2.50 matrix Inverse (QNN_OP_INVERSE).
 
 FullyConnected: input of rank >= 2 is flattened to [n, k] (k = weights' second dimension),
 weights [m, k] (QNN's [units, input_size]: ONNX Runtime's QNN EP transposes a MatMul/Gemm
@@ -7,6 +8,9 @@ leading dimensions followed by m (which needs the input's last dimension to be k
 
 MatMul: in0 [..., m, k] and in1 [..., k, n] (the last two dimensions swapped when
 ``transpose_in0`` / ``transpose_in1``), batch dimensions broadcast like numpy.matmul.
+
+Inverse: in[0] [..., n, n] -> the inverse of each n x n matrix (ONNX Runtime's com.microsoft
+Inverse), see ``Inverse``.
 
 Inputs are real values (float, or fixed point dequantized by the plan; uint8 activations
 with int8 weights and int32 bias are the usual quantized mix).  Both kernels are BLAS GEMMs;
@@ -136,6 +140,48 @@ class MatMul(Op):
         return from_compute(y, dtype)
 
 
+class Inverse(Op):
+    """The inverse of each matrix in the last two dimensions of in[0] ([..., n, n]; QNN 2.50 op
+    definitions, QNN_OP_INVERSE), computed in float64 by LU decomposition and rounded to the
+    input's type.  A singular matrix (no inverse) gives NaN in every element of its result.
+
+    The vendor's x86-64 libQnnHtp.so (QNN 2.51) has no Inverse (graphFinalize fails "could not
+    create op"); ONNX Runtime's QNN EP lowers com.microsoft Inverse of 2 x 2 matrices to
+    StridedSlice / ElementWiseMultiply / ElementWiseSubtract / Concat / ElementWiseDivide
+    (adjugate over determinant) rather than emitting it.  Real inputs: float32, float16,
+    quantized fixed point (dequantized by the plan).
+    """
+
+    inputs = ("in[0]",)
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        x = inputs[0]
+        check_real_inputs(cls.op_type, inputs)
+        _check_min_rank(cls.op_type, 0, x, 2)
+        if x.shape[-1] != x.shape[-2]:
+            raise OpCheckError("QNNEMU-Inverse-square", "inputTensors[0].dimensions",
+                               f"the last two dimensions must be equal (square matrices), got "
+                               f"{list(x.shape)}")
+        return [same_spec(x)]
+
+    def _run(self, x):
+        a = np.asarray(x, dtype=np.float64)
+        try:
+            inv = np.linalg.inv(a)
+        except np.linalg.LinAlgError:  # some matrix is singular: invert one at a time
+            n = a.shape[-1]
+            flat = a.reshape(-1, n, n)
+            inv = np.empty_like(flat)
+            for i, m in enumerate(flat):
+                try:
+                    inv[i] = np.linalg.inv(m)
+                except np.linalg.LinAlgError:
+                    inv[i] = np.nan
+            inv = inv.reshape(a.shape)
+        return inv.astype(x.dtype)
+
+
 class StaticOperand:
     """A weight input prepared once (float32, through ``prepare``, made contiguous, packed for
     the C GEMM when that is in use: ``_fast.pack_operand``) when its tensor is static;
@@ -167,4 +213,4 @@ class StaticOperand:
         return self.value
 
 
-__all__ = ["FullyConnected", "MatMul"]
+__all__ = ["FullyConnected", "MatMul", "Inverse"]

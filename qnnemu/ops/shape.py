@@ -1,6 +1,6 @@
 """Data movement (QnnOpDef.h): Reshape, Transpose, Concat, Split, Pack, UnPack, ExpandDims,
 Squeeze, StridedSlice, Pad, Tile, DepthToSpace, SpaceToDepth, ChannelShuffle, BatchToSpace,
-SpaceToBatch.
+SpaceToBatch, and the QNN 2.50 Identity.
 
 Data types: these ops move values without computing on them, so they take any data type
 (float, fixed point, INT/UINT, BOOL_8) and are ``quant_passthrough``: when the node's fixed-point
@@ -18,6 +18,9 @@ vendor misreads it (zeros, no-op or a failed finalize) and ORT's QNN EP always n
 
 Op notes (parameters by their QNN names):
 
+- Identity: no parameter; out[0] = in[0] (the vendor's x86-64 libQnnHtp.so has no Identity and
+  fails graphFinalize; ONNX Runtime's QNN EP lowers ONNX Identity to a Transpose with the
+  identity permutation).  Fixed-point input and output with different encodings requantize.
 - Reshape: no parameter; the target shape is the node's declared output (``declared_outputs``).
 - Transpose ``perm`` (required).  Concat ``axis`` (default 0, as the vendor).
 - Split ``axis`` and ``split_index`` (UINT_32 [K]) are required (the vendor rejects a node without
@@ -179,7 +182,17 @@ class _Move(Op, register=False):
         return spec, (self.output_specs[0] if self.output_specs else None)
 
 
-# ---- Reshape / Transpose / Concat -------------------------------------------------------------
+# ---- Identity / Reshape / Transpose / Concat --------------------------------------------------
+class Identity(_Move):
+    @classmethod
+    def infer(cls, inputs: list[TensorSpec], params,
+              declared_outputs: list[TensorSpec] | None = None) -> list[TensorSpec]:
+        return [same_spec(inputs[0])]
+
+    def _run(self, x):
+        return np.array(x, copy=True)
+
+
 class Reshape(_Move):
     @classmethod
     def infer(cls, inputs: list[TensorSpec], params,
@@ -791,6 +804,6 @@ class SpaceToBatch(_Move):
         return np.ascontiguousarray(y).reshape(n * bh * bw, oh, ow, c)
 
 
-__all__ = ["Reshape", "Transpose", "Concat", "Split", "Pack", "UnPack", "ExpandDims", "Squeeze",
+__all__ = ["Identity", "Reshape", "Transpose", "Concat", "Split", "Pack", "UnPack", "ExpandDims", "Squeeze",
            "StridedSlice", "Pad", "Tile", "DepthToSpace", "SpaceToDepth", "ChannelShuffle",
            "BatchToSpace", "SpaceToBatch"]
