@@ -610,6 +610,25 @@ def updated_known_failures(document: dict, ours: dict[str, dict], vendor: dict[s
             "cases": dict(sorted(cases.items()))}
 
 
+def write_document(path: Path, document: dict) -> None:
+    """JSON with one line per entry of the document's ``cases`` and ``causes`` (diffs stay
+    readable when a few outcomes change)."""
+    lines = ["{"]
+    items = list(document.items())
+    for i, (key, value) in enumerate(items):
+        end = "," if i < len(items) - 1 else ""
+        if key in ("cases", "causes") and isinstance(value, dict) and value:
+            lines.append(f" {json.dumps(key)}: {{")
+            entries = list(value.items())
+            for j, (name, entry) in enumerate(entries):
+                lines.append(f"  {json.dumps(name)}: {json.dumps(entry)}" + ("," if j < len(entries) - 1 else ""))
+            lines.append(" }" + end)
+        else:
+            lines.append(f" {json.dumps(key)}: {json.dumps(value)}{end}")
+    lines.append("}")
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
 def outcome_label(rec: dict) -> str:
     """``class`` or ``refused:<kind>``."""
     return f"refused:{rec['kind']}" if rec["class"] == "refused" else rec["class"]
@@ -735,15 +754,11 @@ def main(argv: list[str] | None = None) -> int:
         vendor = {n: data[n]["vendor"] for n in names if n in data}
         source = f"from {OUTCOMES_PATH.relative_to(ROOT)}"
     if a.write_outcomes:
-        with open(OUTCOMES_PATH, "w") as f:
-            json.dump(outcomes_document(cases, results["vendor"]), f, indent=1, sort_keys=False)
-            f.write("\n")
+        write_document(OUTCOMES_PATH, outcomes_document(cases, results["vendor"]))
         print(f"wrote {OUTCOMES_PATH.relative_to(ROOT)} ({len(names)} cases)")
     if a.update_known_failures and "ours" in results:
         doc = load_known_failures_document() if KNOWN_FAILURES_PATH.exists() else {"causes": {}, "cases": {}}
-        with open(KNOWN_FAILURES_PATH, "w") as f:
-            json.dump(updated_known_failures(doc, results["ours"], vendor), f, indent=1)
-            f.write("\n")
+        write_document(KNOWN_FAILURES_PATH, updated_known_failures(doc, results["ours"], vendor))
         known = load_known_failures()
         print(f"updated {KNOWN_FAILURES_PATH.relative_to(ROOT)} ({len(known)} cases)")
     if a.json:
