@@ -7,7 +7,7 @@ import pytest
 
 import abi
 from abi import NULL, ffi, vp
-from qnnemu.core.device import KNOWN_ARCHS
+from qnnemu.core.device import KNOWN_ARCHS, VENDOR_SOC_MODELS
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.htp import soc as socs
@@ -15,7 +15,7 @@ from test_negative import Env
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 
-RULE_IDS = {"QNNEMU-device-id"}
+RULE_IDS = {"QNNEMU-device-id-ignored"}
 
 
 @pytest.fixture
@@ -164,28 +164,41 @@ def test_default_device_is_sm8550(env):
     assert _info("deviceGetInfo", vp(env.dev)) == _expected(default), "a device without configs is SM8550"
 
 
-def test_every_other_soc_model_is_refused(env):
-    """Every Qnn_SocModel_t constant without an HTP row is refused (rule QNNEMU-device-soc)."""
+def test_every_other_soc_model_is_tolerated_or_refused(env):
+    """Every Qnn_SocModel_t constant without an HTP row: ignored with warning
+    QNNEMU-device-soc-unmodelled when the vendor's library accepts it (the device stays the
+    default), else refused (QNNEMU-device-soc)."""
     others = [v for v in Q.enum("QNN_SOC_MODEL_") if v not in socs.SOCS]
     assert others, "the header has non-HTP SoC models"
+    default = _expected(socs.SOCS[socs.DEFAULT_SOC])
     for model in others:
         env.rec.clear()
         code, dev = abi.create("deviceCreate", vp(env.log), _configs(
             env, _custom(env, Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC, socModel=model)))
-        assert code == Q.QNN_DEVICE_ERROR_INVALID_CONFIG, f"soc model {model}: refused"
-        assert env.rules_logged() == {"QNNEMU-device-soc"}, f"soc model {model}: rule QNNEMU-device-soc"
+        if model in VENDOR_SOC_MODELS:
+            assert code == Q.QNN_SUCCESS, f"soc model {model}: accepted as the vendor's library does"
+            assert env.rules_logged() == {"QNNEMU-device-soc-unmodelled"}, f"soc model {model}: warning"
+            assert _info("deviceGetInfo", vp(dev)) == default, f"soc model {model}: the device stays the default"
+            abi.call("deviceFree", vp(dev))
+        else:
+            assert code == Q.QNN_DEVICE_ERROR_INVALID_CONFIG, f"soc model {model}: refused"
+            assert env.rules_logged() == {"QNNEMU-device-soc"}, f"soc model {model}: rule QNNEMU-device-soc"
 
 
 # ------------------------------------------------------------------------------- negative
-def test_rule_device_id(env):
-    """An option addressing an NSP device the SoC does not have (SM8550 has one)."""
+def test_rule_device_id_ignored(env):
+    """An option addressing an NSP device the SoC does not have (SM8550 has one): the vendor's
+    library accepts any deviceId, so the option applies with a warning."""
     code, dev = abi.create("deviceCreate", vp(env.log), _configs(
-        env, _custom(env, Q.QNN_HTP_DEVICE_CONFIG_OPTION_ARCH, arch=(Q.QNN_HTP_DEVICE_ARCH_V73, 1))))
-    assert code == Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceId 1 on a one-device SoC is refused"
-    msg = env.messages_for("QNNEMU-device-id")
-    assert msg and "deviceCreate" in msg[-1] and "config[0].customConfig.arch.deviceId" in msg[-1], msg
-    assert env.rules_logged() == {"QNNEMU-device-id"}, "only this rule fires"
-    # SA8295 has two NSP devices: device 1 exists there
+        env, _custom(env, Q.QNN_HTP_DEVICE_CONFIG_OPTION_ARCH, arch=(Q.QNN_HTP_DEVICE_ARCH_V75, 1))))
+    msg = env.rec.assert_rule(code, Q.QNN_SUCCESS, "QNNEMU-device-id-ignored", "deviceCreate",
+                              "config[0].customConfig.arch.deviceId")
+    assert "device 1 does not exist" in msg, f"the message names the device: {msg}"
+    assert _info("deviceGetInfo", vp(dev))[0]["arch"] == Q.QNN_HTP_DEVICE_ARCH_V75, "the ARCH option applies"
+    abi.call("deviceFree", vp(dev))
+    # SA8295 has two NSP devices: device 1 exists there, nothing is logged
+    env.rec.clear()
     dev = _create(env, _custom(env, Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC, socModel=Q.QNN_SOC_MODEL_SA8295),
                   _custom(env, Q.QNN_HTP_DEVICE_CONFIG_OPTION_SIGNEDPD, signed=(True, 1)))
+    assert env.rules_logged() == set(), f"device 1 of SA8295 exists: {env.rec.records}"
     abi.call("deviceFree", vp(dev))

@@ -252,20 +252,15 @@ case("QNNEMU-device-config-option", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCr
 case("QNNEMU-device-config-option", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate",
      "config[0].customConfig.option", id="QNNEMU-device-config-option-custom")(
     lambda e: e.guard_device(abi.create("deviceCreate", vp(e.log), e.htp_device_config(BOGUS))))
-case("QNNEMU-device-securepd", Q.QNN_DEVICE_ERROR_UNSUPPORTED_FEATURE, "deviceCreate",
+case("QNNEMU-device-securepd", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate",
      "config[0].customConfig.option")(
     lambda e: e.guard_device(abi.create("deviceCreate", vp(e.log),
                                         e.htp_device_config(Q.QNN_HTP_DEVICE_CONFIG_OPTION_SECUREPD))))
 case("QNNEMU-device-soc", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate", "customConfig.socModel")(
     lambda e: e.guard_device(abi.create("deviceCreate", vp(e.log),
                                         e.htp_device_config(Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC, socModel=9999))))
-case("QNNEMU-device-arch", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate", "customConfig.arch.arch")(
-    lambda e: e.guard_device(abi.create("deviceCreate", vp(e.log),
-                                        e.htp_device_config(Q.QNN_HTP_DEVICE_CONFIG_OPTION_ARCH, arch=99))))
-case("QNNEMU-device-arch", Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceSetConfig", "customConfig.arch.arch",
-     id="QNNEMU-device-arch-setconfig")(
-    lambda e: abi.call("deviceSetConfig", vp(e.dev), e.htp_device_config(Q.QNN_HTP_DEVICE_CONFIG_OPTION_ARCH,
-                                                                          arch=99)))
+# QNNEMU-device-arch-ignored, -soc-unmodelled, -option-unsupported, -app-uid (vendor-measured
+# tolerances and refusals): tests/test_device_config_layouts.py
 case("QNNEMU-deviceFree-in-use", Q.QNN_DEVICE_ERROR_ASSOCIATED_TO_CONTEXT, "deviceFree", "device")(
     lambda e: abi.call("deviceFree", vp(e.dev)))  # the fixture's context uses it
 case("QNNEMU-deviceFreePlatformInfo-unknown", Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceFreePlatformInfo",
@@ -706,6 +701,7 @@ def test_every_core_and_abi_rule_has_a_case():
     import test_sections
     import test_system_lib
     import test_context_api
+    import test_device_config_layouts
     import test_htp_batch
     import test_htp_configs
     import test_htp_device
@@ -726,6 +722,7 @@ def test_every_core_and_abi_rule_has_a_case():
                | set(test_system_context.RULE_IDS) | set(test_context_api.RULE_IDS)
                | set(test_signal.RULE_IDS) | test_htp_perf.RULE_IDS | test_htp_prepare.RULE_IDS | test_htp_configs.RULE_IDS | test_htp_device.RULE_IDS
                | test_htp_batch.RULE_IDS | test_htp_kvcache.RULE_IDS | test_htp_priority.RULE_IDS
+               | test_device_config_layouts.RULE_IDS
                | set(re.findall(r'"(QNNEMU-binary-[a-z0-9-]+)"', binary_tests)))
     assert found - covered == set(), f"rule ids without a negative test: {sorted(found - covered)}"
 

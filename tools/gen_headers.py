@@ -3,12 +3,17 @@
 The QNN headers are facts (names, layouts, values), so we emit them from the manifest rather
 than typing 41 files by hand; the prose in them is ours.  Run after editing the manifest copy:
 
-    python tools/gen_headers.py [--check]
+    python tools/gen_headers.py [--check] [--manifest PATH] [--out DIR]
 
---check exits non-zero when the committed headers differ from what would be generated.
+--check exits non-zero when the headers in the output directory differ from what would be
+generated.  --manifest / --out write another ABI's headers elsewhere, e.g. the QNN 2.43 layout
+for clients of older SDKs (tests/test_abi_compat.py):
+
+    python tools/gen_headers.py --manifest tests/data/qnn-abi-2.43.json --out /tmp/qnn243/QNN
 """
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -263,7 +268,7 @@ class Generator:
             deps.append("QnnDevice.h")
         out = [
             f"/* qnnemu: {PURPOSE[header]}",
-            " * ABI-compatible with the QNN C API (core 2.39, QAIRT 2.50); written from layout facts for qnnemu. */",
+            f" * ABI-compatible with the QNN C API ({self.version_text()}); written from layout facts for qnnemu. */",
             f"#ifndef {guard}",
             f"#define {guard}",
             "",
@@ -320,7 +325,7 @@ class Generator:
             out += self.struct_body(n)
             out.append("};")
             out.append("")
-        if header in TAGGED_STRUCTS:
+        if header in TAGGED_STRUCTS and TAGGED_STRUCTS[header][0] in m["typedefs"]:
             tag, fields = TAGGED_STRUCTS[header]
             out.append(f"struct {tag} {{")
             for t, f in fields:
@@ -343,6 +348,12 @@ class Generator:
             out.append("")
         out += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
         return "\n".join(out)
+
+    def version_text(self) -> str:
+        """'core 2.39, QAIRT 2.50': the manifest's core API version and SDK release."""
+        c, build = self.m["initializers"], self.m["strings"]["QNN_SDK_BUILD_ID"]
+        release = ".".join(build.lstrip("v").split(".")[:2])
+        return f"core {c['QNN_API_VERSION_MAJOR']}.{c['QNN_API_VERSION_MINOR']}, QAIRT {release}"
 
     def order_typedefs(self, names: list[str]) -> list[str]:
         local = set(names)
@@ -377,21 +388,26 @@ class Generator:
         return dst
 
 
-def main() -> int:
-    manifest = json.loads(MANIFEST.read_text())
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Write the QNN headers from an ABI manifest.")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 when the headers in --out differ from what would be written")
+    ap.add_argument("--manifest", type=Path, default=MANIFEST, help=f"ABI facts (default {MANIFEST})")
+    ap.add_argument("--out", type=Path, default=OUT, help=f"the QNN include directory (default {OUT})")
+    args = ap.parse_args(argv)
+    manifest = json.loads(args.manifest.read_text())
     gen = Generator(manifest)
-    check = "--check" in sys.argv
     differ = []
     for header in manifest["headers"]:
         text = gen.header(header)
-        path = OUT / header
-        if check:
+        path = args.out / header
+        if args.check:
             if not path.exists() or path.read_text() != text:
                 differ.append(header)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    if check and differ:
+    if args.check and differ:
         print("headers out of date: " + ", ".join(differ))
         return 1
     return 0

@@ -22,7 +22,7 @@ from ..core import backend as core_backend
 from ..core import dtypes
 from ..core.backend import Backend
 from ..core.context import Context
-from ..core.device import Device, DeviceModel, model_from_configs
+from ..core.device import Device, DeviceModel, device_count, model_from_configs, soc_rank
 from ..htp import settings as htp_settings
 from ..core.graph import Graph, validate_op_config
 from ..core.handles import HANDLES
@@ -30,7 +30,7 @@ from ..core.log import NULL_LOGGER, PY_LOGGER, Logger, valid_level
 from ..core.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
 from ..errors import QnnError
 from ..headers import Q, constants
-from . import marshal
+from . import device_config, marshal
 from .marshal import c_str, config_list, read_op_config, read_tensor, require
 
 ffi = None
@@ -290,52 +290,87 @@ not_supported("backendRegisterOpPackageFromBinary", Q.QNN_BACKEND_ERROR_NOT_SUPP
 
 
 # ----------------------------------------------------------------------------------- device
-def _device_configs(config, func: str, base=None, log=None):
-    """QnnDevice_Config_t list -> DeviceModel (qnnemu/core/device.py: SOC wins over ARCH)."""
-    soc = arch = signed = None
-    device_ids: list[tuple[str, int]] = []
+def _device_configs(config, func: str, base=None, log=None, layout: str | None = None):
+    """QnnDevice_Config_t list -> (DeviceModel, layout the HTP custom configs showed or None).
+
+    HTP custom configs are read in the layout their client was built with (QNN 2.43 or 2.50
+    headers: device_config.py, docs/abi-compat.md); ``layout`` is the device's earlier one.
+    SOC wins over ARCH (qnnemu/core/device.py).  Options the vendor's library refuses are
+    refused with its codes."""
+    log = log or _active_logger()
+    customs: list[tuple[int, int]] = []
     for i, c in enumerate(_configs(config, "QnnDevice_Config_t")):
         opt = int(c.option)
         if opt == Q.QNN_DEVICE_CONFIG_OPTION_CUSTOM:
             require(c.customConfig, Q.QNN_DEVICE_ERROR_INVALID_CONFIG, func, f"config[{i}].customConfig")
-            cc = ffi.cast("QnnHtpDevice_CustomConfig_t *", c.customConfig)
-            copt = int(cc.option)
-            if copt == Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC:
-                soc = int(cc.socModel)
-            elif copt == Q.QNN_HTP_DEVICE_CONFIG_OPTION_ARCH:
-                arch = int(cc.arch.arch)
-                device_ids.append((f"config[{i}].customConfig.arch.deviceId", int(cc.arch.deviceId)))
-            elif copt == Q.QNN_HTP_DEVICE_CONFIG_OPTION_SIGNEDPD:
-                signed = bool(cc.useSignedProcessDomain.useSignedProcessDomain)
-                device_ids.append((f"config[{i}].customConfig.useSignedProcessDomain.deviceId",
-                                   int(cc.useSignedProcessDomain.deviceId)))
-            elif copt == Q.QNN_HTP_DEVICE_CONFIG_OPTION_SECUREPD:
-                raise QnnError(Q.QNN_DEVICE_ERROR_UNSUPPORTED_FEATURE,
-                               f"{func}: config[{i}].customConfig.option: secure PD is not emulated",
-                               rule="QNNEMU-device-securepd")
-            else:
-                raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                               f"{func}: config[{i}].customConfig.option: unknown HTP device option {copt}",
-                               rule="QNNEMU-device-config-option")
+            customs.append((i, int(ffi.cast("uintptr_t", c.customConfig))))
         elif opt == Q.QNN_DEVICE_CONFIG_OPTION_PLATFORM_INFO:
             pass  # a platform description supplied by the app; the emulated device is fixed
         else:
             raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
                            f"{func}: config[{i}].option: unknown option {opt}", rule="QNNEMU-device-config-option")
-    model = model_from_configs(soc, arch, signed, func=func, base=base, log=log or _active_logger())
-    for path, dev_id in device_ids:  # the NSP device an option addresses must exist on the SoC
-        if dev_id >= model.devices:
+
+    def read(address: int, offset: int, size: int) -> bytes:
+        return bytes(ffi.buffer(ffi.cast("char *", address + offset), size))
+
+    options = device_config.read_htp_device_configs(
+        customs, read, soc_rank, layout, lambda soc, arch: device_count(soc, arch, base))
+    soc = arch = signed = None
+    soc_path = arch_path = None
+    soc_note = ""
+    device_ids: list[tuple[str, int]] = []
+    for o in options:
+        path = o.path
+        if o.option in device_config.KNOWN_OPTIONS:
+            log.debug(f"{func}: {path}: {o.name} read in the {device_config.LAYOUT_TEXT[o.layout]}: {o.reason}")
+        if o.option == device_config.SOC:
+            soc, soc_path = o.soc_model, f"{path}.socModel"
+            soc_note = (f"; read in the {device_config.LAYOUT_TEXT[o.layout]}, the other layout's word "
+                        f"holds {o.other_soc_word}")
+        elif o.option == device_config.ARCH:
+            arch, arch_path = o.arch, f"{path}.arch.arch"
+            device_ids.append((f"{path}.arch.deviceId", o.device_id))
+        elif o.option == device_config.SIGNEDPD:
+            signed = o.enabled
+            device_ids.append((f"{path}.useSignedProcessDomain.deviceId", o.device_id))
+        elif o.option == device_config.SECUREPD:
+            # The vendor's library refuses it with INVALID_CONFIG ("Unsupported config option 3").
             raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"{func}: {path}: device {dev_id} does not exist; {model.name} has "
-                           f"{model.devices} HTP device(s)", rule="QNNEMU-device-id")
-    return model
+                           f"{func}: {path}.option: SECUREPD (secure process domain) is not available on "
+                           f"the HTP backend (the vendor's library refuses it too)", rule="QNNEMU-device-securepd")
+        elif o.option in (device_config.ASYNC_EXECUTE, device_config.DYNAMIC_PARTITIONING,
+                          device_config.HTP_EXTENSION):
+            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
+                           f"{func}: {path}.option: {o.name} ({o.option}) is not supported by the HTP backend "
+                           f"on this platform (the vendor's library refuses it too)",
+                           rule="QNNEMU-device-option-unsupported")
+        elif o.option == device_config.APP_UID:
+            # The vendor's library: "UID is not supported for this device", code 1000.
+            raise QnnError(Q.QNN_DEVICE_ERROR_UNSUPPORTED_FEATURE,
+                           f"{func}: {path}.appUid: an application UID is not supported for this device "
+                           f"(the vendor's library refuses it too)", rule="QNNEMU-device-app-uid")
+        else:
+            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
+                           f"{func}: {path}.option: unknown HTP device option {o.option}",
+                           rule="QNNEMU-device-config-option")
+    model = model_from_configs(soc, arch, signed, func=func, base=base, log=log,
+                               soc_path=soc_path or "config[].customConfig.socModel", soc_note=soc_note,
+                               arch_path=arch_path or "config[].customConfig.arch.arch")
+    for path, dev_id in device_ids:
+        # The vendor's library accepts any deviceId (measured: 5 for ARCH, 7 for SIGNEDPD).
+        if dev_id >= model.devices:
+            rule = "QNNEMU-device-id-ignored"
+            log.warn(f"[{rule}] {func}: {path}: device {dev_id} does not exist; "
+                     f"{model.name} has {model.devices} HTP device(s); the option applies to the device")
+    return model, device_config.shown_layout(options, layout)
 
 
 @entry
 def deviceCreate(logger, config, device):
     require(device, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceCreate", "device")
     log = _optional_logger(logger, Q.QNN_DEVICE_ERROR_INVALID_HANDLE)
-    dev = Device(_device_configs(config, "deviceCreate"), log or _active_logger())
+    model, layout = _device_configs(config, "deviceCreate", log=log)
+    dev = Device(model, log or _active_logger(), config_layout=layout)
     device[0] = ffi.cast("Qnn_DeviceHandle_t", HANDLES.new(dev))
     dev.log.info(f"deviceCreate: emulated HTP v{dev.model.arch}, SoC model {dev.model.soc_model}, "
                     f"VTCM {dev.model.vtcm_mb} MiB")
@@ -344,7 +379,8 @@ def deviceCreate(logger, config, device):
 @entry
 def deviceSetConfig(device, config):
     dev = _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
-    dev.model = _device_configs(config, "deviceSetConfig", base=dev.model)
+    dev.model, dev.config_layout = _device_configs(config, "deviceSetConfig", base=dev.model, log=dev.log,
+                                                   layout=dev.config_layout)
 
 
 @entry
@@ -362,8 +398,8 @@ def _platform_info(model) -> object:
     """A QnnDevice_PlatformInfo_t (v1) describing the device's SoC: one hardware device per NSP
     (``model.devices``), each with ``model.cores`` NSP cores and the ON_CHIP extension
     (QnnHtpDevice_OnChipDeviceInfoExtension_t: VTCM in MiB, socModel, signed-PD and DLBC
-    support, arch).  Our headers (QNN 2.43) define no PCIe HTP device type, so every device is
-    ON_CHIP.  Owned until deviceFreePlatformInfo."""
+    support, arch).  Every emulated SoC is a phone/PC/auto part with on-chip NSPs, so every
+    device is ON_CHIP (never QNN 2.50's OFF_CHIP).  Owned until deviceFreePlatformInfo."""
     n_dev, n_cores = max(1, int(model.devices)), max(1, int(model.cores))
     info = ffi.new("QnnDevice_PlatformInfo_t *")
     hw = ffi.new("QnnDevice_HardwareDeviceInfo_t[]", n_dev)

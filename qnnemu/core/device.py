@@ -1,13 +1,21 @@
-"""QnnDevice.h + HTP/QnnHtpDevice.h: the emulated HTP device (seed 002 "QNN HTP Device Config
-Options"); the performance infrastructure votes are qnnemu/htp/perf.py.
+"""QnnDevice.h + HTP/QnnHtpDevice.h: the emulated HTP device (QNN HTP backend documentation,
+"QNN HTP Device Config Options"); the performance infrastructure votes are qnnemu/htp/perf.py.
+The custom configs arrive in the QNN 2.43 or 2.50 struct layout: qnnemu/abi/device_config.py.
 
 A device is one row of the SoC table (qnnemu/htp/soc.py).  Custom configs:
-- QNN_HTP_DEVICE_CONFIG_OPTION_SOC selects a row (a model not in the table is refused);
+- QNN_HTP_DEVICE_CONFIG_OPTION_SOC selects a row; a model the vendor's library accepts but the
+  table has no row for is ignored with warning QNNEMU-device-soc-unmodelled, any other model is
+  refused (QNNEMU-device-soc);
 - QNN_HTP_DEVICE_CONFIG_OPTION_ARCH selects the arch's reference SoC (v85, with no SoC row, an
-  arch-only device with socModel UNKNOWN); when both are given SOC wins and ARCH is ignored
-  (seed 002: "uses the ..._SOC configuration and ignores the ..._ARCH configuration");
+  arch-only device with socModel UNKNOWN); an arch that is no HTP arch is ignored with warning
+  QNNEMU-device-arch-ignored (the vendor's library accepts it); when both are given SOC wins
+  and ARCH is ignored
+  (the HTP backend documentation: "uses the ..._SOC configuration and ignores the ..._ARCH
+  configuration");
 - QNN_HTP_DEVICE_CONFIG_OPTION_SIGNEDPD asks for the signed process domain (every HTP SoC has
-  one; recorded in ``use_signed_pd``).
+  one; recorded in ``use_signed_pd``);
+- SECUREPD and the QNN 2.50 options ASYNC_EXECUTE, DYNAMIC_PARTITIONING, HTP_EXTENSION and
+  APP_UID are refused with the vendor's codes (qnnemu/abi/entry.py, docs/abi-compat.md).
 The default device (no config, deviceGetPlatformInfo, a context created without a device) is
 SM8550: HTP v73, 8 MiB VTCM, 6 HVX threads, 1 core (qnnemu.htp.soc.DEFAULT_SOC says why).
 """
@@ -63,30 +71,83 @@ class Device:
     log: object
     backend: object = None
     freed: bool = False
+    # The QnnHtpDevice_CustomConfig_t layout ("2.43"/"2.50") the client's configs showed, for the
+    # configs of later deviceSetConfig calls that cannot show it (qnnemu/abi/device_config.py).
+    config_layout: str | None = None
+
+
+def device_count(soc: int | None, arch: int | None, base: DeviceModel | None = None) -> int:
+    """NSP devices of the SoC that configs selecting ``soc`` / ``arch`` give (SOC wins), else
+    of ``base`` (or the default device)."""
+    if soc is not None and soc in socs.SOCS:
+        return socs.SOCS[soc].devices
+    if arch is not None and arch in KNOWN_ARCHS:
+        return (socs.soc_for_arch(arch) or socs.arch_only(arch)).devices
+    return (base or DeviceModel()).devices
+
+
+# The socModel values the vendor's libQnnHtp.so (QNN 2.51, x86-64) accepts in
+# QNN_HTP_DEVICE_CONFIG_OPTION_SOC, measured over 0..130, 200, 1000 and 65535 (it refuses 0, 14,
+# 22-24, 44, 79-81, 98, 121 and everything above 123); tests/test_device_config_layouts.py pins
+# a sample.  Those without a row of the SoC table are tolerated (ignored, with a warning).
+VENDOR_SOC_MODELS = frozenset([*range(1, 14), *range(15, 22), *range(25, 44), *range(45, 79),
+                               *range(82, 98), *range(99, 121), 122, 123])
+
+
+def soc_rank(soc_model: int) -> int:
+    """2: a row of the SoC table (modelled); 1: accepted by the vendor's library but not
+    modelled; 0: refused."""
+    return 2 if soc_model in socs.SOCS else 1 if soc_model in VENDOR_SOC_MODELS else 0
+
+
+def is_known_soc(soc_model: int) -> bool:
+    """A SoC model QNN_HTP_DEVICE_CONFIG_OPTION_SOC accepts (modelled or tolerated)."""
+    return soc_rank(soc_model) > 0
+
+
+def _warn(log, rule: str, message: str) -> None:
+    if log is not None:
+        log.warn(f"[{rule}] {message}")
+
+
+def _soc_name(soc_model: int) -> str:
+    return Q.enum("QNN_SOC_MODEL_").get(soc_model, "not in Qnn_SocModel_t").removeprefix("QNN_SOC_MODEL_")
 
 
 def model_from_configs(soc: int | None, arch: int | None, signed_pd: bool | None, *,
-                       func: str = "deviceCreate", base: DeviceModel | None = None, log=None) -> DeviceModel:
-    """SOC wins over ARCH when both are given (seed 002); options not given keep their value
-    from ``base`` (deviceSetConfig) or the default device."""
+                       func: str = "deviceCreate", base: DeviceModel | None = None, log=None,
+                       soc_path: str = "config[].customConfig.socModel", soc_note: str = "",
+                       arch_path: str = "config[].customConfig.arch.arch") -> DeviceModel:
+    """SOC wins over ARCH when both are given (QNN HTP backend documentation); options not given keep their value
+    from ``base`` (deviceSetConfig) or the default device.  ``soc_path``/``arch_path`` name the
+    config in messages, ``soc_note`` adds how the SoC model was read."""
     model = dataclasses.replace(base) if base is not None else DeviceModel()
-    if soc is not None:
-        row = socs.SOCS.get(soc)
-        if row is None:
+    row = socs.SOCS.get(soc) if soc is not None else None
+    if soc is not None and row is None:
+        if soc not in VENDOR_SOC_MODELS:
             raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"{func}: config[].customConfig.socModel: SoC model {soc} is not an HTP SoC of the "
-                           f"emulator's SoC table (known: {sorted(socs.SOCS)})", rule="QNNEMU-device-soc")
+                           f"{func}: {soc_path}: SoC model {soc} is neither an HTP SoC of the emulator's SoC "
+                           f"table (known: {sorted(socs.SOCS)}) nor a model the vendor's library accepts"
+                           f"{soc_note}", rule="QNNEMU-device-soc")
+        # The vendor's library accepts it (measured); its HTP (if any) is not modelled.
+        _warn(log, "QNNEMU-device-soc-unmodelled",
+              f"{func}: {soc_path}: SoC model {soc} ({_soc_name(soc)}) is accepted by the vendor's library but "
+              f"has no row in the emulator's SoC table (no HTP arch or VTCM size is known for it); ignored"
+              + (": the ARCH config chooses the device" if arch is not None else f": the device stays {model.name}"))
+    if row is not None:
         if arch is not None and log is not None and arch != row.arch:
             log.warn(f"{func}: both QNN_HTP_DEVICE_CONFIG_OPTION_SOC ({row.name}, v{row.arch}) and _ARCH "
                      f"(v{arch}) given: the SoC wins, the arch is ignored")
         model = model_for(row, use_signed_pd=model.use_signed_pd, soc_configured=True)
     elif arch is not None:
-        if arch not in KNOWN_ARCHS:
-            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"{func}: config[].customConfig.arch.arch: {arch} is not an HTP arch "
-                           f"({', '.join(map(str, KNOWN_ARCHS))})", rule="QNNEMU-device-arch")
-        row = socs.soc_for_arch(arch) or socs.arch_only(arch)
-        model = model_for(row, use_signed_pd=model.use_signed_pd)
+        if arch in KNOWN_ARCHS:
+            row = socs.soc_for_arch(arch) or socs.arch_only(arch)
+            model = model_for(row, use_signed_pd=model.use_signed_pd)
+        else:
+            # The vendor's library logs "Unsupported HTP Arch" and succeeds (measured).
+            _warn(log, "QNNEMU-device-arch-ignored",
+                  f"{func}: {arch_path}: {arch} is not an HTP arch ({', '.join(map(str, KNOWN_ARCHS))}); "
+                  f"ignored: the device stays {model.name} (v{model.arch})")
     if signed_pd is not None:
         # Every HTP SoC supports the signed PD (qnnemu/htp/soc.py), so the request is recorded.
         model.use_signed_pd = signed_pd

@@ -39,8 +39,9 @@ SM6xxx/4xxx with v66 or cDSP-less parts, IPQ network parts, QRB/QCS/QCM parts wi
 AIC100 (Cloud AI 100 is an accelerator card with its own backend; our headers define no PCIe
 HTP device type) and the parts with an HTP whose arch no source gives (SM8325, SM7315, SM6450,
 SM6450Q, SM7435, SM4450, SM6650, SM6475, SM4635, SM7635, SM7750, SA8620P, QCS7230, QCM6690,
-SSG2115P's successors not listed, ...): ``QNN_HTP_DEVICE_CONFIG_OPTION_SOC`` refuses them with
-rule QNNEMU-device-soc; ``..._ARCH`` reaches every arch.
+SSG2115P's successors not listed, ...): ``QNN_HTP_DEVICE_CONFIG_OPTION_SOC`` ignores those the
+vendor's library accepts (warning QNNEMU-device-soc-unmodelled, qnnemu/core/device.py) and
+refuses the rest (QNNEMU-device-soc); ``..._ARCH`` reaches every arch.
 """
 from __future__ import annotations
 
