@@ -37,8 +37,8 @@ per case, its op and the vendor's class: tests/test_onnx_node_suite.py compares 
 without running the vendor on every case. ``tests/data/onnx_node_known_failures.json`` lists the
 cases the vendor passes and qnnemu does not yet, with the cause; this script prints those rows
 and the table (cases, vendor pass, qnnemu pass, vendor-pass & qnnemu-fail, qnnemu crashes, per
-class). Exit status 1 when a case the vendor passes fails on qnnemu and is not a known failure,
-or when qnnemu crashed.
+class). Exit status 1 when a case the vendor passes fails on qnnemu, or qnnemu crashes or hangs,
+and the case is not a known failure.
 """
 from __future__ import annotations
 
@@ -779,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             print("  " + r)
     new = [n for n in ours if vendor.get(n) == "pass" and ours[n]["class"] != "pass" and n not in known]
-    crashes = [n for n in ours if ours[n]["class"] in ("crash", "timeout")]
+    crashes = [n for n in ours if ours[n]["class"] in ("crash", "timeout") and n not in known]
     return 1 if new or crashes else 0
 
 
