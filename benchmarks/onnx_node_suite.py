@@ -247,7 +247,9 @@ def classify_error(error: str) -> tuple[str, str]:
 
 
 def refused_kind(code: str, message: str) -> str:
-    if _NOT_PLACED in message:
+    # The second message: a node the layout transformer made NHWC for the EP, which the EP
+    # then did not take (the backend's op validation refused the NHWC op).
+    if _NOT_PLACED in message or "was not selected by that EP" in message:
         return "not-placed"
     if code == "EP_FAIL":
         return "ep-error"
