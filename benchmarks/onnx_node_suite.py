@@ -167,13 +167,13 @@ def _is_floating(dtype: np.dtype) -> bool:
     return dtype.kind in "fc" or "float" in dtype.name  # float8/bfloat16 (ml_dtypes) too
 
 
-def _array_match(got, want, what: str) -> str | None:
+def _array_match(got, want, what: str, expected: str = "expected") -> str | None:
     """None when ``got`` matches ``want`` (criterion in the module docstring), else why not."""
     got, want = np.asarray(got), np.asarray(_as_array(want))
     if got.shape != want.shape:
-        return f"{what}: shape {list(got.shape)}, expected {list(want.shape)}"
+        return f"{what}: shape {list(got.shape)}, {expected} {list(want.shape)}"
     if got.dtype != want.dtype:
-        return f"{what}: dtype {got.dtype}, expected {want.dtype}"
+        return f"{what}: dtype {got.dtype}, {expected} {want.dtype}"
     if want.size == 0:
         return None
     if not _is_floating(want.dtype):
@@ -182,7 +182,7 @@ def _array_match(got, want, what: str) -> str | None:
             return None
         i = np.unravel_index(int(np.argmax(bad)), bad.shape)
         return (f"{what}: {int(bad.sum())}/{bad.size} elements differ; first at {list(map(int, i))}: "
-                f"{got[i]!r}, expected {want[i]!r}")
+                f"{got[i]!r}, {expected} {want[i]!r}")
     g = got.astype(np.complex128 if want.dtype.kind == "c" else np.float64)
     w = want.astype(g.dtype)
     nan_w, nan_g = np.isnan(w), np.isnan(g)
@@ -199,23 +199,24 @@ def _array_match(got, want, what: str) -> str | None:
     finite = ~(nan_w | inf_w)
     max_diff = float(np.max(np.where(finite, np.nan_to_num(diff, nan=np.inf), 0)))
     return (f"{what}: {int(bad.sum())}/{bad.size} elements out of tolerance, max |diff| {max_diff:.3g}; "
-            f"worst at {list(map(int, i))}: {g[i]:.6g}, expected {w[i]:.6g}")
+            f"worst at {list(map(int, i))}: {g[i]:.6g}, {expected} {w[i]:.6g}")
 
 
-def outputs_match(got: list, want: list) -> str | None:
-    """None when every output matches onnx's expected output, else the first mismatch."""
+def outputs_match(got: list, want: list, expected: str = "expected") -> str | None:
+    """None when every output matches onnx's expected output, else the first mismatch
+    (``expected``: what the message calls ``want``'s values)."""
     if len(got) != len(want):
-        return f"{len(got)} outputs, expected {len(want)}"
+        return f"{len(got)} outputs, {expected} {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
         if isinstance(w, list):
             if not isinstance(g, list) or len(g) != len(w):
                 return f"output {k}: not a sequence of {len(w)} tensors"
             for j, (gj, wj) in enumerate(zip(g, w)):
-                why = _array_match(gj, wj, f"output {k}[{j}]")
+                why = _array_match(gj, wj, f"output {k}[{j}]", expected)
                 if why:
                     return why
             continue
-        why = _array_match(g, w, f"output {k}")
+        why = _array_match(g, w, f"output {k}", expected)
         if why:
             return why
     return None
@@ -359,7 +360,9 @@ class _Runner:
         return sess
 
     def run(self, case: NodeCase) -> dict[str, Any]:
+        """The case's outcome record; ``self.last_outputs``: its outputs when it ran, else None."""
         out: dict[str, Any] = {"name": case.name}
+        self.last_outputs = None
         with _captured_fd2() as err, _qnnemu_log() as records:
             try:
                 sess = self._session(case.model, 2)
@@ -376,6 +379,7 @@ class _Runner:
                 else:
                     why = outputs_match(got, case.outputs)
                     out.update({"class": "wrong", "error": why} if why else {"class": "pass"})
+                    self.last_outputs = got
                 del sess
         if out["class"] == "pass":
             return out
@@ -400,6 +404,7 @@ def worker_main(argv: list[str]) -> int:
     p.add_argument("--results", required=True, help="JSON lines appended here")
     p.add_argument("--crash-on", default="", help="(harness test) die by SIGSEGV at this case")
     p.add_argument("--hang-on", default="", help="(harness test) sleep forever at this case")
+    p.add_argument("--outputs", default="", help="directory: the outputs of each case that ran, pickled")
     a = p.parse_args(argv)
     with open(a.cases, "rb") as f:
         cases: dict[str, NodeCase] = pickle.load(f)
@@ -418,6 +423,9 @@ def worker_main(argv: list[str]) -> int:
                 time.sleep(1e6)
             record = runner.run(cases[name])
             record.update(event="done", seconds=round(time.perf_counter() - t0, 4))
+            if a.outputs and runner.last_outputs is not None:
+                with open(Path(a.outputs) / f"{name}.pkl", "wb") as f:
+                    pickle.dump(runner.last_outputs, f, protocol=pickle.HIGHEST_PROTOCOL)
             emit(record)
     return 0
 
@@ -471,7 +479,7 @@ def _tail(path: Path, lines: int = 6) -> str:
 
 
 def _run_chunk(chunk: _Chunk, backend: str, cases_file: Path, work: Path, options: dict,
-               case_timeout: float, crash_on: str, hang_on: str, tag: str) -> None:
+               case_timeout: float, crash_on: str, hang_on: str, tag: str, outputs_dir: str) -> None:
     pending = list(chunk.names)
     while pending:
         chunk.workers += 1
@@ -481,7 +489,8 @@ def _run_chunk(chunk: _Chunk, backend: str, cases_file: Path, work: Path, option
         results_file.write_text("")
         cmd = [sys.executable, str(Path(__file__).resolve()), "worker", "--backend-path", backend_path(backend),
                "--options", json.dumps(options), "--cases", str(cases_file), "--names", str(names_file),
-               "--results", str(results_file), "--crash-on", crash_on, "--hang-on", hang_on]
+               "--results", str(results_file), "--crash-on", crash_on, "--hang-on", hang_on,
+               "--outputs", outputs_dir]
         with open(stderr_file, "wb") as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=_worker_env(backend),
                                     stdin=subprocess.DEVNULL)
@@ -533,9 +542,10 @@ def _run_chunk(chunk: _Chunk, backend: str, cases_file: Path, work: Path, option
 
 def run_cases(cases: dict[str, NodeCase], backend: str, names: list[str] | None = None, *,
               options: dict[str, str] | None = None, jobs: int = 1, case_timeout: float = CASE_TIMEOUT,
-              crash_on: str = "", hang_on: str = "") -> dict[str, dict]:
+              crash_on: str = "", hang_on: str = "", outputs_dir: Path | None = None) -> dict[str, dict]:
     """Runs ``names`` (default: every case) on ``backend`` ("ours" or "vendor") in ``jobs``
-    worker subprocesses; returns {name: outcome record} (``class`` one of ``CLASSES``)."""
+    worker subprocesses; returns {name: outcome record} (``class`` one of ``CLASSES``).
+    ``outputs_dir``: the outputs of every case that ran are pickled there as ``<name>.pkl``."""
     names = sorted(cases) if names is None else list(names)
     options = dict(PROVIDER_OPTIONS if options is None else options)
     jobs = max(1, min(jobs, len(names)))
@@ -546,7 +556,8 @@ def run_cases(cases: dict[str, NodeCase], backend: str, names: list[str] | None 
         with open(cases_file, "wb") as f:
             pickle.dump({n: cases[n] for n in names}, f, protocol=pickle.HIGHEST_PROTOCOL)
         threads = [threading.Thread(target=_run_chunk, args=(c, backend, cases_file, work, options, case_timeout,
-                                                             crash_on, hang_on, f"{backend}{i}"))
+                                                             crash_on, hang_on, f"{backend}{i}",
+                                                             str(outputs_dir or "")))
                    for i, c in enumerate(chunks)]
         for t in threads:
             t.start()
@@ -705,6 +716,18 @@ def failure_rows(ours: dict[str, dict], vendor: dict[str, str], known: dict[str,
     return rows
 
 
+def agreement(ours: dict[str, dict], vendor: dict[str, dict], ours_dir: Path, vendor_dir_: Path) -> dict[str, str | None]:
+    """For each case that ran on both backends: None when qnnemu's outputs match the vendor's
+    (the same criterion, the vendor's outputs taking onnx's place), else the first mismatch."""
+    out: dict[str, str | None] = {}
+    for name in sorted(ours):
+        a, b = ours_dir / f"{name}.pkl", vendor_dir_ / f"{name}.pkl"
+        if name in vendor and a.exists() and b.exists():
+            with open(a, "rb") as fa, open(b, "rb") as fb:
+                out[name] = outputs_match(pickle.load(fa), pickle.load(fb), "vendor")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "worker":
@@ -742,10 +765,16 @@ def main(argv: list[str] | None = None) -> int:
           f"(onnx {versions()['onnx']}); provider options {PROVIDER_OPTIONS}", flush=True)
 
     results: dict[str, dict[str, dict]] = {}
+    outputs = tempfile.TemporaryDirectory(prefix="onnx-node-outputs-")
     for backend in a.backends:
         t = time.perf_counter()
-        results[backend] = run_cases(cases, backend, names, jobs=a.jobs, case_timeout=a.case_timeout)
+        (Path(outputs.name) / backend).mkdir()
+        results[backend] = run_cases(cases, backend, names, jobs=a.jobs, case_timeout=a.case_timeout,
+                                     outputs_dir=Path(outputs.name) / backend)
         print(f"{backend}: {len(names)} cases in {time.perf_counter() - t:.1f} s", flush=True)
+    agree = (agreement(results["ours"], results["vendor"], Path(outputs.name) / "ours", Path(outputs.name) / "vendor")
+             if len(results) == 2 else {})
+    outputs.cleanup()
 
     known = load_known_failures() if KNOWN_FAILURES_PATH.exists() else {}
     if "vendor" in results:
@@ -780,6 +809,12 @@ def main(argv: list[str] | None = None) -> int:
         print("\nvendor pass & qnnemu fail:")
         for r in rows:
             print("  " + r)
+    if agree:
+        differ = {n: why for n, why in agree.items() if why}
+        print(f"\nran on both backends: {len(agree)}; qnnemu's outputs match the vendor's: "
+              f"{len(agree) - len(differ)}; differ: {len(differ)}")
+        for n, why in differ.items():
+            print(f"  {n} [{cases[n].op}] qnnemu {outcome_label(ours[n])}, vendor {vendor[n]}: {why}")
     new = [n for n in ours if vendor.get(n) == "pass" and ours[n]["class"] != "pass" and n not in known]
     crashes = [n for n in ours if ours[n]["class"] in ("crash", "timeout") and n not in known]
     return 1 if new or crashes else 0
