@@ -406,6 +406,12 @@ def worker_main(argv: list[str]) -> int:
     p.add_argument("--hang-on", default="", help="(harness test) sleep forever at this case")
     p.add_argument("--outputs", default="", help="directory: the outputs of each case that ran, pickled")
     a = p.parse_args(argv)
+    import faulthandler
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing case leaves no core file behind
+    # fd 2 goes to a per-case file while a case runs; the traceback of a crash goes to the
+    # worker's own stderr, which the parent reads.
+    faulthandler.enable(file=os.fdopen(os.dup(2), "w"), all_threads=False)
     with open(a.cases, "rb") as f:
         cases: dict[str, NodeCase] = pickle.load(f)
     names = Path(a.names).read_text().split()
@@ -470,11 +476,17 @@ class _Chunk:
 
 
 def _tail(path: Path, lines: int = 6) -> str:
+    """What a dead worker left on its stderr: the fatal error and the innermost Python frame of
+    faulthandler's traceback (where in ONNX Runtime's API it died), else the last lines."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
     keep = [ln for ln in text.splitlines() if ln.strip() and "[W:onnxruntime" not in ln]
+    fatal = [i for i, ln in enumerate(keep) if ln.startswith("Fatal Python error")]
+    if fatal:
+        frames = [ln.strip() for ln in keep[fatal[-1]:] if ln.strip().startswith("File ")]
+        return " | ".join(_first_line(x, 200) for x in [keep[fatal[-1]], *frames[:1]])
     return " | ".join(_first_line(ln, 200) for ln in keep[-lines:])
 
 

@@ -193,6 +193,8 @@ def test_worker_crash_and_hang_cost_only_their_case(generated):
     assert {n: r["class"] for n, r in crash.items()} == {
         "test_abs": "pass", "test_add": "crash", "test_relu": "pass", "test_neg": "pass"}, crash
     assert "SIGSEGV" in crash["test_add"]["error"], f"the signal is recorded: {crash['test_add']}"
+    assert "Segmentation fault" in crash["test_add"]["log"] and "worker_main" in crash["test_add"]["log"], \
+        f"the fatal error and the Python frame it happened in are recorded: {crash['test_add']}"
     hang = suite.run_cases(generated, "ours", names, hang_on="test_relu", jobs=1, case_timeout=3)
     assert {n: r["class"] for n, r in hang.items()} == {
         "test_abs": "pass", "test_add": "pass", "test_relu": "timeout", "test_neg": "pass"}, hang
