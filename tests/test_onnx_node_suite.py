@@ -67,9 +67,12 @@ def generated() -> dict[str, suite.NodeCase]:
 
 
 @pytest.fixture(scope="module")
-def ours(generated) -> dict[str, dict]:
-    """The sample's outcomes on qnnemu (one run, worker subprocesses)."""
-    return suite.run_cases(generated, "ours", [n for n in SAMPLE if n in generated], jobs=JOBS)
+def ours(generated, request) -> dict[str, dict]:
+    """The outcomes on qnnemu of the cases this pytest run selected (one run, worker
+    subprocesses; ``-k test_gru`` runs only those)."""
+    selected = {item.callspec.params["name"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_case_on_qnnemu" and hasattr(item, "callspec")}
+    return suite.run_cases(generated, "ours", [n for n in SAMPLE if n in generated and n in selected], jobs=JOBS)
 
 
 def _describe(rec: dict) -> str:
