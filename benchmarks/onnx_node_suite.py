@@ -1,11 +1,12 @@
 """onnx's own backend node test suite through ONNX Runtime's QNN execution provider, on qnnemu
-and on the vendor's libQnnHtp.so (QNN HTP backend, QnnGraph_create/addNode/finalize/execute as
-the QNN EP drives them), every case classified per backend.
+and on the vendor's libQnnHtp.so (QNN HTP backend, graphCreate/graphAddNode/graphFinalize/graphExecute
+as the QNN EP drives them), every case classified per backend.
 
     python3 benchmarks/onnx_node_suite.py                    # every case, both backends, table
     python3 benchmarks/onnx_node_suite.py --backends ours    # qnnemu only, compared to the data
     python3 benchmarks/onnx_node_suite.py --write-outcomes   # (re)writes the vendor outcomes data
     python3 benchmarks/onnx_node_suite.py --cases test_abs test_gru_defaults --details
+    python3 benchmarks/onnx_node_suite.py --backends ours --update-known-failures
 
 The cases are those of ``onnx.backend.test.case.node.collect_testcases`` (the generator behind
 onnx's ``backend/test/data/node``: one model, its inputs and onnx's expected outputs each),
