@@ -33,3 +33,22 @@ def qnn_abi():
         pytest.skip(f"ABI tests need the built backend library {abi.library_path()} "
                     f"(run `pip install -e .` to build it)")
     return abi.table()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "soc(name): run with QNNEMU_SOC_MODEL=name, the default device of our backend "
+        "(the documented default is SM8350, v68); for tests written against another SoC's numbers")
+
+
+@pytest.fixture(autouse=True)
+def _default_soc(request, monkeypatch):
+    """``@pytest.mark.soc("SM8550")`` (on a test or a module's ``pytestmark``) makes that SoC
+    our backend's default device for the test (QNNEMU_SOC_MODEL, read whenever a default
+    device is made); without the marker the variable is removed, so a developer's own setting
+    cannot change what the tests see."""
+    marker = request.node.get_closest_marker("soc")
+    if marker is not None:
+        monkeypatch.setenv("QNNEMU_SOC_MODEL", marker.args[0])
+    else:
+        monkeypatch.delenv("QNNEMU_SOC_MODEL", raising=False)

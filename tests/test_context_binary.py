@@ -397,7 +397,7 @@ def test_header_layout_and_alignment(float_blob):
         "metadata right after the header, with its own CRC32"
     assert h["reserved"] == bytes(28), "reserved bytes are zero"
     assert h["header_crc"] == zlib.crc32(float_blob[:156]), "header CRC32"
-    assert (h["soc"], h["arch"]) == (Q.QNN_SOC_MODEL_SM8550, 73), "default device: SM8550 / v73"
+    assert (h["soc"], h["arch"]) == (Q.QNN_SOC_MODEL_SM8350, 68), "default device: SM8350 / v68"
     assert h["build"].rstrip(b"\0").decode() == BUILD_ID, "build id"
     assert h["data_off"] % 64 == 0, "data section 64-byte aligned"
     info = binary.inspect(float_blob)
@@ -546,14 +546,14 @@ def test_other_soc_strict_is_suboptimal_permissive_loads(float_blob):
         load(float_blob, device=device, compatibility="strict")
     assert e.value.code == Q.QNN_CONTEXT_ERROR_BINARY_SUBOPTIMAL and \
         e.value.rule == "QNNEMU-binary-suboptimal-device", "STRICT: another SoC/arch is suboptimal"
-    assert "SM8550" in str(e.value) and "SM8650" in str(e.value), "names both SoCs"
+    assert "SM8350" in str(e.value) and "SM8650" in str(e.value), "names both SoCs (the blob's: the default SM8350)"
     with pytest.raises(QnnError):
         binary.validate(float_blob, device, Q.QNN_CONTEXT_BINARY_COMPATIBILITY_STRICT)
     ctx = load(float_blob, device=device, compatibility=Q.QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE)
     feeds = float_feeds()
     assert run(loaded_graph(ctx, "float_net"), feeds)["y"].shape == (1, 10), "PERMISSIVE loads it"
     ctx.free()
-    same = Device(model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None), NULL_LOGGER)
+    same = Device(model_from_configs(Q.QNN_SOC_MODEL_SM8350, None, None), NULL_LOGGER)
     load(float_blob, device=same, compatibility="strict").free()
 
 
