@@ -713,6 +713,7 @@ def test_every_core_and_abi_rule_has_a_case():
     import test_htp_perf
     import test_htp_prepare
     import test_htp_priority
+    import test_numerics
     import test_signal
     import test_system_context
     from qnnemu.core import mem
@@ -726,6 +727,7 @@ def test_every_core_and_abi_rule_has_a_case():
                | set(test_system_context.RULE_IDS) | set(test_context_api.RULE_IDS)
                | set(test_signal.RULE_IDS) | test_htp_perf.RULE_IDS | test_htp_prepare.RULE_IDS | test_htp_configs.RULE_IDS | test_htp_device.RULE_IDS
                | test_htp_batch.RULE_IDS | test_htp_kvcache.RULE_IDS | test_htp_priority.RULE_IDS
+               | test_numerics.RULE_IDS
                | set(re.findall(r'"(QNNEMU-binary-[a-z0-9-]+)"', binary_tests)))
     assert found - covered == set(), f"rule ids without a negative test: {sorted(found - covered)}"
 
