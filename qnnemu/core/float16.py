@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..headers import Q
-from ..ops.base import htp_fp16_round
+from ..ops.base import HTP_FP16_MAX, htp_fp16_round
 from .tensor import APP_INPUT_TYPES, is_static
 
 FLOAT32 = Q.QNN_DATATYPE_FLOAT_32
@@ -77,6 +77,7 @@ def _add_rules(ins, arch: int) -> Float16Rules:
         and len(db) <= len(da) and math.prod(db) < math.prod(da)
     if vector and da[-1] % FLOAT32_BIAS_ADD_DEPTH == 0 and not is_static(a) and not is_static(b):
         rules.float32_inputs = {0, 1}
+        rules.kernel = Float32BiasAdd
     return rules
 
 
@@ -110,6 +111,32 @@ def htp_fp16_trunc(x: np.ndarray) -> np.ndarray:
     return np.copysign(htp_fp16_round(r), x, dtype=np.float32)
 
 
+def _htp_fp16_half_up(v: np.ndarray) -> np.ndarray:
+    """float64 values to the HTP's float16 grid, ties toward +inf, saturating."""
+    v = np.asarray(v, dtype=np.float64)
+    q = np.ldexp(1.0, np.frexp(np.maximum(np.abs(v), 2.0 ** -14))[1] - 11)   # the float16 quantum
+    return np.clip(np.floor(v / q + 0.5) * q, -HTP_FP16_MAX, HTP_FP16_MAX)
+
+
+class Float32BiasAdd:
+    """ElementWiseAdd of a dynamic [C] vector (C a multiple of FLOAT32_BIAS_ADD_DEPTH) along the
+    last axis: the vendor adds the float32 values (its graph inputs are not rounded to float16
+    first: ``float32_inputs``) and rounds the sum to float16 with ties toward +inf -- toward
+    -inf when both addends are negative (every tie of 4096 probed sums)."""
+
+    def __init__(self, impl):
+        self.impl = impl
+
+    def run(self, a, b):
+        a64 = np.asarray(a, dtype=np.float64)
+        b64 = np.asarray(b, dtype=np.float64)
+        total = a64 + b64
+        both_negative = (a64 < 0) & (b64 < 0)
+        up = _htp_fp16_half_up(total)
+        down = -_htp_fp16_half_up(-total)
+        return (np.where(both_negative, down, up).astype(np.float32),)
+
+
 class ReciprocalDivide:
     """ElementWiseDivide in float16 math: a * r(b), r(b) the float16 reciprocal of b the way the
     vendor's kernel makes it (slightly low: ``RECIPROCAL_BIAS``, truncated); the product of two
@@ -128,5 +155,5 @@ class ReciprocalDivide:
             return (np.multiply(a, r, dtype=np.float32),)
 
 
-__all__ = ["Float16Rules", "rules_for", "FLOAT16_ON_FLOAT32_DEVICES", "is_graph_input", "htp_fp16_trunc", "ReciprocalDivide",
+__all__ = ["Float16Rules", "rules_for", "FLOAT16_ON_FLOAT32_DEVICES", "Float32BiasAdd", "is_graph_input", "htp_fp16_trunc", "ReciprocalDivide",
            "STATIC_FLOAT32_INPUTS", "RECIPROCAL_BIAS"]
