@@ -1,11 +1,11 @@
-"""QnnDevice.h + HTP/QnnHtpDevice.h: the emulated HTP device (seed 002 "QNN HTP Device Config
-Options"); the performance infrastructure votes are qnnemu/htp/perf.py.
+"""QnnDevice.h + HTP/QnnHtpDevice.h: the emulated HTP device (QNN HTP backend documentation, "QNN
+HTP Device Config Options"); the performance infrastructure votes are qnnemu/htp/perf.py.
 
 A device is one row of the SoC table (qnnemu/htp/soc.py).  Custom configs:
 - QNN_HTP_DEVICE_CONFIG_OPTION_SOC selects a row (a model not in the table is refused);
 - QNN_HTP_DEVICE_CONFIG_OPTION_ARCH selects the arch's reference SoC (v85, with no SoC row, an
   arch-only device with socModel UNKNOWN); when both are given SOC wins and ARCH is ignored
-  (seed 002: "uses the ..._SOC configuration and ignores the ..._ARCH configuration");
+  (HTP documentation: "uses the ..._SOC configuration and ignores the ..._ARCH configuration");
 - QNN_HTP_DEVICE_CONFIG_OPTION_SIGNEDPD asks for the signed process domain (every HTP SoC has
   one; recorded in ``use_signed_pd``).
 The default device (no config, deviceGetPlatformInfo, a context created without a device) is the
@@ -90,7 +90,7 @@ class Device:
 
 def model_from_configs(soc: int | None, arch: int | None, signed_pd: bool | None, *,
                        func: str = "deviceCreate", base: DeviceModel | None = None, log=None) -> DeviceModel:
-    """SOC wins over ARCH when both are given (seed 002); options not given keep their value
+    """SOC wins over ARCH when both are given (HTP documentation); options not given keep their value
     from ``base`` (deviceSetConfig) or the default device."""
     model = dataclasses.replace(base) if base is not None else DeviceModel()
     if soc is not None:

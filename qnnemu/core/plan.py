@@ -12,11 +12,16 @@ writes, and pre-built converters around it:
   encoding run directly on the integer codes, which is exact;
 - ops with ``handles_quant`` (Quantize, Dequantize, Convert, Cast) get the raw arrays.
 
-float16 math (``QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION = QNN_PRECISION_FLOAT16``, seed 002 "QNN
-HTP Precision"): the HTP converts float32 graph inputs to float16 and runs float16 math,
-returning float32 outputs.  The emulator rounds every float32 value to float16 at op
-boundaries -- graph inputs, static weights (once) and every op output -- while each op
-computes internally in float32.  Graph outputs are the float16-rounded values as float32.
+Float16 math (QNN HTP backend documentation, "QNN HTP Precision": the HTP converts float32
+graph inputs to float16 and runs float16 math, returning float32 outputs; "float32 math is
+not supported by QNN HTP"): ``float_math`` decides per graph -- the device's arch (v69 and
+later; v68 computes float32), unless QNNEMU_FLOAT_MATH or the graph's ``qnnemu_float_math``
+finalize config says otherwise; the deprecated PRECISION config is ignored, as by the vendor.
+In float16 math each step rounds the float32 graph inputs it reads, static weights are stored
+as float16 once, every op result is rounded and graph outputs leave through the HTP's
+float16 -> float32 conversion; qnnemu/core/float16.py says how each op deviates from that
+(rounding of ties, float32 operands, its own kernels) per arch, and which ops compute in
+float16 even on v68 (docs/numerics.md "Float16 math").
 
 Updatable tensors (QnnTensor_updateGraphTensors, QnnContext_applyBinarySection): static values
 are prepared once here, so an update of a tensor's data or quantization must replace what was
@@ -44,7 +49,8 @@ on the integer codes instead (docs/numerics.md, "Fixed point"):
 - ``IntegerAdd`` (``INTEGER_ELEMENTWISE_OPS``: ElementWiseAdd, all 8-bit or all 16-bit):
   fixed-point multipliers per input.
 
-Relu folding (seed 002, QNN_HTP_GRAPH_CONFIG_OPTION_FOLD_RELU_ACTIVATION_INTO_CONV_OFF unset, the
+Relu folding (QNN HTP backend documentation, graph custom configs:
+QNN_HTP_GRAPH_CONFIG_OPTION_FOLD_RELU_ACTIVATION_INTO_CONV_OFF unset, the
 default): a Relu / ReluMinMax after a Conv2d, DepthWiseConv2d, TransposeConv2d or FullyConnected
 (``folded_activations``) takes its codes from the producer's step, which requantizes its
 accumulator (or real result) once more, straight into the activation's encoding -- no rounding
@@ -141,6 +147,12 @@ _EIGHT_BIT = {Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8}
 _SIXTEEN_BIT = {Q.QNN_DATATYPE_UFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_16}
 _INT32 = {Q.QNN_DATATYPE_SFIXED_POINT_32, Q.QNN_DATATYPE_UFIXED_POINT_32}
 _EXACT = float(1 << 24)   # float32 sums of integers are exact below this
+# From v73 on (the vendor's libQnnHtp.so with SM8550 .. SM8850; v68 and v69 agree with each
+# other) an accumulating op with a 16-bit output requantizes its accumulator in one step with a
+# float32-precision multiplier (AccRequant ``fine``, 24 significant bits) instead of v68's
+# shifted 11-bit one: docs/numerics.md "Accumulating ops".
+WIDE_OUTPUT_FINE_FROM_ARCH = 73
+WIDE_OUTPUT_MULTIPLIER_BITS = 24
 # When the worst-case partial sum of an accumulating op can pass 2**24, True splits the input
 # into digits and runs one float32 GEMM per digit (exact, as the HTP's int32 accumulator);
 # False runs one GEMM, whose float32 rounding can move the accumulator by a few units and so
@@ -161,7 +173,7 @@ class IntegerAccumulation:
     float32 pass could exceed 2**24), and AccRequant turns it into output codes as the HTP does.
     Static 8-bit weights are stored the HTP's way first (htp_int8_weights)."""
 
-    def __init__(self, node, impl, ins, out, channel_axis: int, fine: bool = False):
+    def __init__(self, node, impl, ins, out, channel_axis: int, fine: bool = False, arch: int | None = None):
         self.impl = impl
         x, w = ins[0], ins[1]
         self.x_offset = float(x.quant.offset)
@@ -207,12 +219,13 @@ class IntegerAccumulation:
                 bias = np.where(same & (factor == 1.0),
                                 np.asarray(b.data, dtype=np.float64) + boff, bias)
         lo, hi = code_range(out.dtype, out.quant.bitwidth)
+        self.fine, self.arch = fine, arch
         self.requant_args = (x.quant.scale, x.quant.offset, ws, out.quant.scale, out.quant.offset,
-                             self.wide, lo, hi)
+                             self.wide, lo, hi, *self._mode(out.dtype))
         self.requant = AccRequant(x.quant.scale, x.quant.offset, ws, factor, out.quant.scale,
-                                  out.quant.offset, bias, self.wide, lo, hi, fine)
+                                  out.quant.offset, bias, self.wide, lo, hi, *self._mode(out.dtype))
         self.np_dtype = dtypes.numpy_dtype(out.dtype)
-        self._fold_args = (x.quant.scale, x.quant.offset, ws, factor, bias, fine)
+        self._fold_args = (x.quant.scale, x.quant.offset, ws, factor, bias)
         # Folded activations (``fold_into``): further outputs requantized from the same
         # accumulator straight into each folded Relu's encoding; ``keep_own`` False skips the
         # op's own codes when nothing but those activations reads them.
@@ -223,12 +236,22 @@ class IntegerAccumulation:
         """Also requantize the accumulator into each tensor of ``outs`` (folded Relu outputs,
         clamped by their encodings only); only for static weights (one fixed multiplier)."""
         assert self.w_static, "folding needs the static weights' fixed multipliers"
-        xs, xo, ws, factor, bias, fine = self._fold_args
+        xs, xo, ws, factor, bias = self._fold_args
         for t in outs:
             lo, hi = code_range(t.dtype, t.quant.bitwidth)
             self.folded.append((AccRequant(xs, xo, ws, factor, t.quant.scale, t.quant.offset, bias,
-                                           self.wide, lo, hi, fine), dtypes.numpy_dtype(t.dtype)))
+                                           self.wide, lo, hi, *self._mode(t.dtype)), dtypes.numpy_dtype(t.dtype)))
         self.keep_own = keep_own
+
+    def _mode(self, out_dtype) -> tuple[bool, int | None]:
+        """(``fine``, multiplier bits) of AccRequant for an output of ``out_dtype``: strided
+        depthwise kernels run the fine path everywhere; from v73 on a 16-bit output is
+        requantized in one step with a float32 multiplier (``WIDE_OUTPUT_FINE_FROM_ARCH``)."""
+        if self.fine:
+            return True, None
+        if self.arch is not None and self.arch >= WIDE_OUTPUT_FINE_FROM_ARCH and out_dtype in _SIXTEEN_BIT:
+            return True, WIDE_OUTPUT_MULTIPLIER_BITS
+        return False, None
 
     def _acc(self, x_int: np.ndarray, w: np.ndarray, wl1: float) -> np.ndarray:
         """sum(x_int * w) exactly (float64), with float32 op passes: |partial sums| stay below
@@ -281,12 +304,12 @@ class IntegerAccumulation:
                        for k, (rq, dt) in enumerate(self.folded)))
 
     def _dynamic_requant(self, factor):
-        xs, xo, ws, ys, yo, wide, lo, hi = self.requant_args
+        xs, xo, ws, ys, yo, wide, lo, hi, fine, bits = self.requant_args
         ws = np.broadcast_to(np.asarray(ws, dtype=np.float64).reshape(-1)[0], factor.shape)
-        return AccRequant(xs, xo, ws, factor, ys, yo, None, wide, lo, hi)
+        return AccRequant(xs, xo, ws, factor, ys, yo, None, wide, lo, hi, fine, bits)
 
 
-def _integer_accumulation(node, impl, ins, outs):
+def _integer_accumulation(node, impl, ins, outs, arch: int | None = None):
     """An IntegerAccumulation for a node the HTP requantizes in integers, else None."""
     if node.op_type not in INTEGER_ACCUMULATION_OPS or len(outs) != 1 or len(ins) < 2:
         return None
@@ -320,7 +343,7 @@ def _integer_accumulation(node, impl, ins, outs):
         if not is_static(b) or b.dtype not in _INT32 or b.quant is None \
                 or b.quant.block_scales is not None:
             return None
-    return IntegerAccumulation(node, impl, ins, out, channel_axis, fine)
+    return IntegerAccumulation(node, impl, ins, out, channel_axis, fine, arch)
 
 
 class IntegerAdd:
@@ -379,7 +402,7 @@ def _integer_add(node, ins, outs):
     return None
 
 
-# -- relu folded into convolutions (seed 002, FOLD_RELU_ACTIVATION_INTO_CONV_OFF) ---------------
+# -- relu folded into convolutions (HTP graph config FOLD_RELU_ACTIVATION_INTO_CONV_OFF) ----------
 
 # Producers the HTP folds a following Relu / ReluMinMax into, and the activations it folds, as
 # the vendor's libQnnHtp.so (QNN 2.51) does with folding on (docs/numerics.md "Relu folded into
@@ -694,7 +717,7 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
     fp16_step = (precision_fp16 or island) and not cls.handles_quant
     params_impl.float16_math = fp16_step
     rules = float16.rules_for(node, ins, arch or 0) if fp16_step else None
-    accumulate = None if raw else (_integer_accumulation(node, params_impl, ins, outs)
+    accumulate = None if raw else (_integer_accumulation(node, params_impl, ins, outs, arch)
                                    or _integer_add(node, ins, outs))
     if accumulate is not None:
         raw, params_impl = True, accumulate

@@ -20,13 +20,13 @@ Sources (``source`` of each row):
 Columns no public source gives per SoC, chosen by rule and documented here:
 
 - ``hvx_threads``: the HVX contexts a graph may reserve (NUM_HVX_THREADS maximum): 4 on v68/v69
-  (the seed's default of 4 is then also the maximum), 6 on v73 and later parts with 8 MiB or
+  (the HTP documentation's default of 4 is then also the maximum), 6 on v73 and later parts with 8 MiB or
   more VTCM, 4 on the smaller ones;
 - ``hmx``: every HTP (v68+) has the HMX matrix unit, so the column is true on every row (kept so
   that the device model never assumes it);
 - ``dlbc``: Deep Learning Bandwidth Compression from v75 (the foundation's choice, kept);
 - ``signed_pd``: every HTP supports the signed process domain;
-- ``slc``: the System Level Cache allocator (seed: "only supported by specific SOCs"; its
+- ``slc``: the System Level Cache allocator (HTP documentation: "only supported by specific SOCs"; its
   example names soc_id 69 = SM8750, v79): v79 and later;
 - ``va_optimization``: SHARE_RESOURCES ``SEQUENTIAL_WITH_VA_OPTIMIZATION`` ("supported only on
   specific SoCs"): v73 and later (the default device supports the default type);
@@ -75,12 +75,12 @@ class SocInfo:
 
     @property
     def byte_granularity_vtcm(self) -> bool:
-        """VTCM_SIZE_IN_BYTES requests (seed 002 "Byte-Granularity VTCM"): from v81."""
+        """VTCM_SIZE_IN_BYTES requests (HTP documentation, "Byte-Granularity VTCM"): from v81."""
         return self.arch >= 81
 
     @property
     def concurrent_sharing(self) -> bool:
-        """REGISTER_CONCURRENT_RESOURCE_SHARING / CONCURRENT_OPTIMIZATION: V81 only (seed 002)."""
+        """REGISTER_CONCURRENT_RESOURCE_SHARING / CONCURRENT_OPTIMIZATION: V81 only (HTP documentation)."""
         return self.arch >= 81
 
     @property
