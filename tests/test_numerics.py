@@ -385,3 +385,16 @@ def test_pool_avg_float16_reciprocal(lib):
             total = win[:, :n, :n].sum((-1, -2))
             model = total * h16(1 / (k * k)) if recip else total / (k * k)
             assert np.array_equal(got, out32(h16(model))), f"{k}x{k}: {'float16 reciprocal' if recip else 'division'}"
+
+
+def test_cost_model_prices_float32_as_the_soc_computes_it():
+    """The cost model prices float32 ops as float16 where the SoC runs float16 math (v69+)."""
+    from types import SimpleNamespace
+
+    from qnnemu.core.device import DeviceModel
+    from qnnemu.htp import cost, settings
+    for soc, want in (("SM8350", "fp32"), ("SM8450", "fp16"), ("SM8550", "fp16")):
+        graph = SimpleNamespace(prepared_for=DeviceModel(int(getattr(Q, f"QNN_SOC_MODEL_{soc}"))), configs={})
+        s = settings.graph_settings(graph)
+        assert s.float16_math == (want == "fp16"), f"{soc}: graph_settings.float16_math"
+        assert cost.precision_of(Q.QNN_DATATYPE_FLOAT_32, s) == want, f"{soc}: float32 ops priced as {want}"
