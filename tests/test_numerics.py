@@ -24,7 +24,7 @@ from vendor import our_library
 
 F32 = np.float32
 RULE_IDS = {"QNNEMU-graphFinalize-float-math-env", "QNNEMU-graphFinalize-float-math-config",
-            "QNNEMU-graph-precision-ignored"}
+            "QNNEMU-graph-precision-deprecated"}
 
 
 def h16(v):
@@ -180,19 +180,19 @@ def test_float_math_finalize_config_wins_over_the_environment(lib, monkeypatch, 
 @pytest.mark.parametrize("device,precision", [("SM8350", "fp16"), ("SM8550", "fp32")])
 def test_precision_config_is_ignored_with_a_warning(lib, caplog, device, precision):
     """The deprecated PRECISION config does not change the math (the vendor ignores it);
-    asking for the other math logs rule QNNEMU-graph-precision-ignored (WARNING)."""
+    asking for the other math logs rule QNNEMU-graph-precision-deprecated (WARNING)."""
     caplog.set_level(logging.DEBUG, logger="qnnemu")
     with Backend(lib, log_level="warn", device_configs=[soc_config(device)]) as be:
         got = run(be, neg_graph, precision=precision)["y"]
     assert np.array_equal(got, -X if device == "SM8350" else FLOAT16_NEG), f"{device}: PRECISION {precision} ignored"
-    warnings = [r for r in caplog.records if "[QNNEMU-graph-precision-ignored]" in r.getMessage()]
+    warnings = [r for r in caplog.records if "[QNNEMU-graph-precision-deprecated]" in r.getMessage()]
     assert warnings and warnings[-1].levelno == logging.WARNING, "a WARNING with the rule id"
     msg = warnings[-1].getMessage()
     assert "graphFinalize" in msg and "QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION" in msg, f"function and option: {msg}"
     caplog.clear()
     with Backend(lib, log_level="warn", device_configs=[soc_config(device)]) as be:
         run(be, neg_graph, precision="fp32" if precision == "fp16" else "fp16")
-    assert not [r for r in caplog.records if "QNNEMU-graph-precision-ignored" in r.getMessage()], \
+    assert not [r for r in caplog.records if "QNNEMU-graph-precision-deprecated" in r.getMessage()], \
         "no warning when PRECISION asks for the math the graph gets"
 
 

@@ -521,7 +521,7 @@ def float_math(graph) -> FloatMath:
     """The float math of ``graph``: its ``qnnemu_float_math`` finalize config, else
     QNNEMU_FLOAT_MATH, else its device's arch (``SocInfo.float16_math``; a graph loaded from a
     context binary: the device it was prepared for).  The deprecated PRECISION graph config
-    does not decide it: the vendor's backend ignores it (rule QNNEMU-graph-precision-ignored
+    does not decide it: the vendor's backend ignores it (rule QNNEMU-graph-precision-deprecated
     says so when it asks for the other math).  Invalid values are QnnErrors (rules
     QNNEMU-graphFinalize-float-math-config, QNNEMU-graphFinalize-float-math-env)."""
     from ..htp.settings import device_model   # qnnemu.htp imports core modules
@@ -548,7 +548,7 @@ def float_math(graph) -> FloatMath:
 
 
 def warn_precision_ignored(graph, math: FloatMath, func: str = "graphFinalize") -> None:
-    """Rule QNNEMU-graph-precision-ignored (WARNING): the graph's PRECISION config asks for
+    """Rule QNNEMU-graph-precision-deprecated (WARNING): the graph's PRECISION config asks for
     the math the graph does not get.  The vendor's backend accepts the deprecated option and
     ignores it (FLOAT16 on v68 still computes float32, FLOAT32 on v69+ float16)."""
     cfg = ((getattr(graph, "configs", None) or {}).get("htp") or {}).get("QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION")
@@ -564,7 +564,7 @@ def warn_precision_ignored(graph, math: FloatMath, func: str = "graphFinalize") 
            "config": f"its '{FLOAT_MATH_CONFIG_KEY}' finalize config asks for {'float16' if fp16 else 'float32'} math",
            }.get(math.source, f"the device, {model.name} (v{model.arch}), computes float32 graphs in "
                               f"{'float16' if fp16 else 'float32'} math")
-    graph.log.warn(f"[QNNEMU-graph-precision-ignored] {func}: graph '{graph.name}': "
+    graph.log.warn(f"[QNNEMU-graph-precision-deprecated] {func}: graph '{graph.name}': "
                    f"QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION: "
                    f"{'QNN_PRECISION_FLOAT16' if asked16 else 'QNN_PRECISION_FLOAT32'} is deprecated since QNN "
                    f"2.35 and ignored, as by the HTP: {why}")
