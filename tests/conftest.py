@@ -33,3 +33,27 @@ def qnn_abi():
         pytest.skip(f"ABI tests need the built backend library {abi.library_path()} "
                     f"(run `pip install -e .` to build it)")
     return abi.table()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "soc(name): run with QNNEMU_SOC_MODEL=name, the default device of our backend "
+        "(the documented default is SM8350, v68); for tests written against another SoC's numbers")
+    config.addinivalue_line(
+        "markers", "float_math(value): run with QNNEMU_FLOAT_MATH=value (float32: exact float32 "
+        "reference runs, for tests comparing with float32 results such as ONNX Runtime's CPU EP)")
+
+
+@pytest.fixture(autouse=True)
+def _emulator_environment(request, monkeypatch):
+    """``@pytest.mark.soc("SM8550")`` (on a test or a module's ``pytestmark``) makes that SoC
+    our backend's default device for the test (QNNEMU_SOC_MODEL, read whenever a default
+    device is made); ``@pytest.mark.float_math("float32")`` sets QNNEMU_FLOAT_MATH (read at
+    graphFinalize).  Without a marker the variable is removed, so a developer's own setting
+    cannot change what the tests see."""
+    for marker_name, variable in (("soc", "QNNEMU_SOC_MODEL"), ("float_math", "QNNEMU_FLOAT_MATH")):
+        marker = request.node.get_closest_marker(marker_name)
+        if marker is not None:
+            monkeypatch.setenv(variable, marker.args[0])
+        else:
+            monkeypatch.delenv(variable, raising=False)

@@ -498,8 +498,13 @@ def mutated_binaries(draw, corpus: "Corpus") -> tuple[bytes, str]:
 
 
 def same_payload(a: bytes, b: bytes) -> bool:
-    """Only header fields differ: the metadata and the data section are the same bytes."""
-    return len(a) >= binary.HEADER_SIZE and a[binary.HEADER_SIZE:] == b[binary.HEADER_SIZE:]
+    """Only header fields differ: the metadata and the data section are the same bytes, and the
+    device the header records computes float32 the same way (float16 math from v69 on:
+    docs/numerics.md)."""
+    if len(a) < binary.HEADER_SIZE or a[binary.HEADER_SIZE:] != b[binary.HEADER_SIZE:]:
+        return False
+    devices = [binary.prepared_device(binary.inspect(x).header) for x in (a, b)]
+    return len({d.soc.float16_math for d in devices}) == 1
 
 
 # ================================================================================== context binaries

@@ -769,6 +769,7 @@ def test_list_async_timeout(env):
     assert abi.call("signalFree", vp(sig)) == OK
 
 
+@pytest.mark.soc("SM8550")   # SEQUENTIAL_WITH_VA_OPTIMIZATION needs v73 or later
 def test_list_async_list_config_is_accepted(env, blob):
     notes = Notifications()
     configs = env.context_configs(

@@ -309,8 +309,11 @@ def test_blockwise_and_bitwidth_quantization_round_trip():
         ctx.free()
 
 
-def test_fp16_precision_config_survives_and_matters():
-    ctx = new_context()
+def test_fp16_precision_config_survives_and_float16_math_follows_the_device():
+    """The PRECISION config is stored as given; the math is the prepared device's: a graph made
+    on SM8550 (float16 math) computes the same float16 results after loading -- also on a
+    default (v68) backend -- and differs from the float32 of a v68 context."""
+    ctx = new_context(model=model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None))
     fp16 = {"option": Q.QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION, "precision": Q.QNN_PRECISION_FLOAT16,
             # what the ABI copies besides the meaningful member: the rest of the C union
             "vtcmSizeInMB": 1, "numHvxThreads": 12345, "reserved": 0x7F00DEAD}
@@ -327,9 +330,12 @@ def test_fp16_precision_config_survives_and_matters():
         assert g1.configs == {"htp": {"QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION": {
             "option": Q.QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION, "precision": Q.QNN_PRECISION_FLOAT16}}}, \
             "only the union member of the option is stored"
-        assert g1.precision_fp16(), "the precision config is in force after loading"
+        assert g1.precision_fp16(), "the precision config is kept after loading"
+        assert g1.plan.fp16, "the loaded graph computes in float16 math: it was prepared for SM8550"
         feeds = {"x": np.array([[0.1, 1.7, -3.3, 1e-3, 12345.678]], np.float32)}
-        assert_same_outputs(run(b.graph, feeds), run(g1, feeds), "float16 precision graph")
+        half = run(b.graph, feeds)
+        assert_same_outputs(half, run(g1, feeds), "float16 math graph")
+        assert not np.array_equal(half["y"], feeds["x"] * np.float32(1 / 3)), "float16 math differs from float32"
     finally:
         loaded.free()
         ctx.free()
@@ -397,7 +403,7 @@ def test_header_layout_and_alignment(float_blob):
         "metadata right after the header, with its own CRC32"
     assert h["reserved"] == bytes(28), "reserved bytes are zero"
     assert h["header_crc"] == zlib.crc32(float_blob[:156]), "header CRC32"
-    assert (h["soc"], h["arch"]) == (Q.QNN_SOC_MODEL_SM8550, 73), "default device: SM8550 / v73"
+    assert (h["soc"], h["arch"]) == (Q.QNN_SOC_MODEL_SM8350, 68), "default device: SM8350 / v68"
     assert h["build"].rstrip(b"\0").decode() == BUILD_ID, "build id"
     assert h["data_off"] % 64 == 0, "data section 64-byte aligned"
     info = binary.inspect(float_blob)
@@ -546,14 +552,14 @@ def test_other_soc_strict_is_suboptimal_permissive_loads(float_blob):
         load(float_blob, device=device, compatibility="strict")
     assert e.value.code == Q.QNN_CONTEXT_ERROR_BINARY_SUBOPTIMAL and \
         e.value.rule == "QNNEMU-binary-suboptimal-device", "STRICT: another SoC/arch is suboptimal"
-    assert "SM8550" in str(e.value) and "SM8650" in str(e.value), "names both SoCs"
+    assert "SM8350" in str(e.value) and "SM8650" in str(e.value), "names both SoCs (the blob's: the default SM8350)"
     with pytest.raises(QnnError):
         binary.validate(float_blob, device, Q.QNN_CONTEXT_BINARY_COMPATIBILITY_STRICT)
     ctx = load(float_blob, device=device, compatibility=Q.QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE)
     feeds = float_feeds()
     assert run(loaded_graph(ctx, "float_net"), feeds)["y"].shape == (1, 10), "PERMISSIVE loads it"
     ctx.free()
-    same = Device(model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None), NULL_LOGGER)
+    same = Device(model_from_configs(Q.QNN_SOC_MODEL_SM8350, None, None), NULL_LOGGER)
     load(float_blob, device=same, compatibility="strict").free()
 
 

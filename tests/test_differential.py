@@ -7,11 +7,14 @@ numpy reference, so that a disagreement can be attributed:
 - ``test_ours_matches_vendor`` runs the same graph and inputs on both backends (needs our
   library built; skipped otherwise) and also checks ours against the reference.
 
-Tolerance: the vendor's x86-64 HTP backend executes float32 graphs (no PRECISION config) in
-float32 — its results agree with float64 numpy to ~1e-6 relative here — so outputs are compared
+Both backends run on SM8350 (v68), the HTP documentation's default SoC, named explicitly (the
+vendor keeps the last configured SoC for the whole process): v68 executes float32 graphs in
+float32 -- the vendor's results agree with float64 numpy to ~1e-6 relative here -- so outputs
+are compared
 with ``max|a - b| <= TOL * max(1, max|reference|)``, TOL = 1e-4 (a few float32 ulps scaled by
 the accumulation lengths used here, with headroom for the vendor's transcendental
-approximations in Sigmoid/Tanh/Softmax).
+approximations in Sigmoid/Tanh/Softmax).  The float16 math of v69 and later is compared in
+tests/test_numerics_vendor.py.
 """
 from __future__ import annotations
 
@@ -25,7 +28,8 @@ from vendor import our_library, vendor_library
 HTP = vendor_library("libQnnHtp.so")
 pytestmark = pytest.mark.skipif(HTP is None, reason="onnxruntime_qnn (vendor libQnnHtp.so) not installed")
 
-from qnnemu.client import Backend  # noqa: E402
+from qnnemu.client import Backend, htp_device_config  # noqa: E402
+from qnnemu.headers import Q  # noqa: E402
 
 TOL = 1e-4
 F32 = np.float32
@@ -74,8 +78,9 @@ def ref_conv(x, w, b, stride=(1, 1), pad=((0, 0), (0, 0)), dilation=(1, 1), grou
 
 def ref_pool(x, size, stride, pad, kind):
     """Floor rounding. Avg: padding excluded (count_pad_for_edges=False). Max: padding takes
-    part as zeros — what the vendor's HTP backend was observed to do (a window of negative
-    values at the border yields 0), not -inf padding."""
+    part as zeros — what the vendor's HTP backend does for float32 on v68 (a window of negative
+    values at the border yields 0; v69+ and float16 / fixed-point data ignore the padding:
+    tests/test_numerics_vendor.py)."""
     n, h, w, c = x.shape
     xp = np.pad(x.astype(np.float64), ((0, 0), pad[0], pad[1], (0, 0)),
                 constant_values=0.0 if kind == "max" else np.nan)
@@ -319,9 +324,13 @@ def assert_close(got, want, what):
     assert err <= TOL * scale, f"{what}: max abs difference {err:.3e} > {TOL * scale:.3e}"
 
 
+def sm8350():
+    return [htp_device_config("SOC", socModel=int(Q.QNN_SOC_MODEL_SM8350))]
+
+
 @pytest.fixture(scope="module")
 def vendor_backend():
-    with Backend(str(HTP), log_level="error") as be:
+    with Backend(str(HTP), log_level="error", device_configs=sm8350()) as be:
         yield be
 
 
@@ -330,7 +339,7 @@ def our_backend():
     lib = our_library()
     if lib is None:
         pytest.skip("our libQnnHtpEmu.so is not built (qnnemu.backend_library_path())")
-    with Backend(str(lib), log_level="error") as be:
+    with Backend(str(lib), log_level="error", device_configs=sm8350()) as be:
         yield be
 
 

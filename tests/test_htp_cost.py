@@ -108,8 +108,8 @@ def settings_for(**kw):
     return replace(base, **kw)
 
 
-V73 = DeviceModel()                               # the default device (SM8550, v73)
-NO_HMX = replace(DeviceModel(), hmx=False)
+V73 = DeviceModel(Q.QNN_SOC_MODEL_SM8550)         # SM8550, v73
+NO_HMX = replace(V73, hmx=False)
 SETTINGS = settings_for(hvx_threads=4)
 
 

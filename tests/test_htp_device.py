@@ -15,7 +15,7 @@ from test_negative import Env
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 
-RULE_IDS = {"QNNEMU-device-id-ignored"}
+RULE_IDS = {"QNNEMU-device-id-ignored", "QNNEMU-device-soc-env"}
 
 
 @pytest.fixture
@@ -158,10 +158,49 @@ def test_signed_pd_is_recorded_and_kept_by_set_config(env):
         abi.call("deviceFree", vp(dev))
 
 
-def test_default_device_is_sm8550(env):
+def test_default_device_is_sm8350(env):
+    """The HTP documentation's device config table: QNN_HTP_DEVICE_CONFIG_OPTION_SOC defaults
+    to QNN_SOC_MODEL_SM8350 (v68)."""
     default = socs.SOCS[socs.DEFAULT_SOC]
-    assert default.soc_model == Q.QNN_SOC_MODEL_SM8550, "documented default: SM8550"
-    assert _info("deviceGetInfo", vp(env.dev)) == _expected(default), "a device without configs is SM8550"
+    assert (default.soc_model, default.arch) == (Q.QNN_SOC_MODEL_SM8350, 68), "documented default: SM8350, v68"
+    assert _info("deviceGetInfo", vp(env.dev)) == _expected(default), "a device without configs is SM8350"
+    assert _info("deviceGetPlatformInfo", NULL)[0]["socModel"] == Q.QNN_SOC_MODEL_SM8350, \
+        "the platform info of the default device"
+
+
+@pytest.mark.parametrize("value", ["SM8550", "sm8650", "QNN_SOC_MODEL_SM8750", str(int(Q.QNN_SOC_MODEL_SM8850)), " 57 "])
+def test_soc_model_environment_selects_the_default(env, monkeypatch, value):
+    """QNNEMU_SOC_MODEL (a QNN_SOC_MODEL_* number or name) makes another SoC the default device:
+    deviceCreate without configs, deviceGetPlatformInfo without a device; a SOC config still wins."""
+    monkeypatch.setenv("QNNEMU_SOC_MODEL", value)
+    want = socs.parse_soc_model(value)
+    assert want is not None and want.soc_model != socs.DEFAULT_SOC, f"{value!r} names a SoC other than the default"
+    dev = _create(env)
+    try:
+        assert _info("deviceGetInfo", vp(dev)) == _expected(want), f"QNNEMU_SOC_MODEL={value!r}: the device is {want.name}"
+    finally:
+        abi.call("deviceFree", vp(dev))
+    dev = _create(env, _custom(env, Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC, socModel=Q.QNN_SOC_MODEL_SM8450))
+    try:
+        assert _info("deviceGetInfo", vp(dev))[0]["socModel"] == Q.QNN_SOC_MODEL_SM8450, "a SOC config wins over the variable"
+    finally:
+        abi.call("deviceFree", vp(dev))
+
+
+def test_rule_device_soc_env(env, monkeypatch):
+    """An invalid QNNEMU_SOC_MODEL is refused where the default device is made (deviceCreate),
+    naming the variable, the value and what is accepted; nothing crashes."""
+    monkeypatch.setenv("QNNEMU_SOC_MODEL", "SM9999")
+    env.rec.clear()
+    code, dev = abi.create("deviceCreate", vp(env.log), NULL)
+    if code == Q.QNN_SUCCESS:
+        abi.call("deviceFree", vp(dev))
+    msg = env.rec.assert_rule(code, Q.QNN_DEVICE_ERROR_INVALID_CONFIG, "QNNEMU-device-soc-env", "deviceCreate",
+                              "QNNEMU_SOC_MODEL")
+    assert "'SM9999'" in msg and "SM8550 (43)" in msg, f"names the value and the accepted SoCs: {msg}"
+    monkeypatch.setenv("QNNEMU_SOC_MODEL", "SM8550")
+    dev = _create(env)   # the same backend recovers once the variable is right
+    abi.call("deviceFree", vp(dev))
 
 
 def test_every_other_soc_model_is_tolerated_or_refused(env):

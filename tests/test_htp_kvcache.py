@@ -17,7 +17,8 @@ from qnnemu.headers import Q
 from qnnemu.htp import kvcache
 from test_htp_batch import Env
 
-pytestmark = pytest.mark.usefixtures("qnn_abi")
+# Native KV cache tensors need v69 or later: the default device is SM8550 (v73) here.
+pytestmark = [pytest.mark.usefixtures("qnn_abi"), pytest.mark.soc("SM8550")]
 
 U8 = Q.QNN_DATATYPE_UFIXED_POINT_8
 F32 = Q.QNN_DATATYPE_FLOAT_32

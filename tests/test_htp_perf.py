@@ -72,7 +72,7 @@ RULE_IDS = {
 
 # ------------------------------------------------------------------------------ environment
 class Env:
-    """A DEBUG logger and a device (``soc``: QNN_SOC_MODEL_*, None = the default SM8550/v73) —
+    """A DEBUG logger and a device (``soc``: QNN_SOC_MODEL_*, None = the default device) —
     the newest live device, so the power-config ids price their votes on it — and the perf
     infrastructure of deviceGetInfrastructure.  Ids created through ``new_id`` are destroyed
     on close."""
@@ -531,6 +531,7 @@ def test_highest_corner_wins_and_destroy_removes_votes(env):
     assert clocks(env) == P.nominal_clocks(env.arch), "no id left: nominal"
 
 
+@pytest.mark.soc("SM8550")   # the default device as v73 (nominal clocks per arch)
 def test_no_vote_is_nominal(env_v73):
     assert PERF.active(0, 0) is None, "no vote"
     assert P.current_clocks() == P.NOMINAL == P.nominal_clocks(73), "the default device runs NOMINAL"

@@ -242,6 +242,8 @@ def optrace_object(event_id):
     return x, obj, bytes(ffi.buffer(obj.opaqueObject.data, obj.opaqueObject.len))
 
 
+@pytest.mark.soc("SM8550")   # the hand-made plan is priced at v73's nominal clocks
+@pytest.mark.float_math("float32")   # run() compares with the exact float32 result
 @pytest.mark.parametrize("level", [DETAILED, LINTING], ids=["detailed", "htp-linting"])
 def test_optrace_object(env, level):
     plan = hand_plan()

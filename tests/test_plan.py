@@ -108,8 +108,32 @@ def _run(backend, build, precision=None):
         ctx.free()
 
 
-def test_fp16_precision_rounds_at_op_boundaries(backend):
-    x = np.array([[1.0 + 2 ** -12, 3.14159265, 1e-4, 70000.0]], np.float32)
+def _h16(v):
+    """The HTP's float16 value of float64 ``v``: nearest, ties away from zero, 11 significant
+    bits (subnormals below 2**-14), saturating at 131008 -- written independently of
+    qnnemu.ops.base.htp_fp16_round."""
+    v = np.asarray(v, np.float64)
+    q = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(v), 2.0 ** -14))) - 10)
+    return np.clip(np.sign(v) * np.floor(np.abs(v) / q + 0.5) * q, -131008, 131008)
+
+
+def _out32(v):
+    """float16 results delivered as float32: one float32 ulp away from zero."""
+    v = np.asarray(v, np.float64)
+    ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(v), 2.0 ** -14))) - 23)
+    return np.where(v == 0, 0.0, v + np.sign(v) * ulp).astype(np.float32)
+
+
+@pytest.mark.parametrize("soc,float16", [("SM8350", False), ("SM8550", True)])
+def test_float16_math_rounds_at_op_boundaries(soc, float16):
+    """On a SoC computing float32 graphs in float16 math (v69+): graph inputs, every op result
+    and the outputs' conversion as the HTP does them; on v68 exact float32.  The deprecated
+    PRECISION config changes nothing."""
+    from qnnemu.client import Backend, htp_device_config
+    lib = our_library()
+    if lib is None:
+        pytest.skip("our libQnnHtpEmu.so is not built")
+    x = np.array([[1.0 + 2 ** -11, 3.14159265, 1e-4, 70000.0]], np.float32)
     y = np.array([[2 ** -12, 2.71828183, 3e-4, 1.0]], np.float32)
 
     def build(g):
@@ -118,15 +142,21 @@ def test_fp16_precision_rounds_at_op_boundaries(backend):
         g.node("ElementWiseMultiply", [s, s], [("p", x.shape, np.float32)], app_read=True)
         return {"a": x, "b": y}
 
-    f16 = lambda v: v.astype(np.float16).astype(np.float32)  # noqa: E731
-    want16 = f16(f16(f16(x) + f16(y)) * f16(f16(x) + f16(y)))
-    got16 = _run(backend, build, precision="fp16")["p"]
-    got32 = _run(backend, build, precision="fp32")["p"]
-    assert got16.dtype == np.float32, "fp16 mode still returns float32 outputs"
-    assert np.array_equal(got16, want16), f"fp16 mode rounds inputs and every op output: {got16} vs {want16}"
-    assert np.array_equal(got32, (x + y) * (x + y)), "fp32 mode computes in float32"
-    assert not np.array_equal(got16, got32), "the two modes differ on these inputs"
-    assert np.isinf(got16[0, 3]), "70001^2 overflows float16 as on the HTP"
+    s16 = _h16(_h16(x) + _h16(y))
+    want16 = _out32(_h16(s16 * s16))
+    config = htp_device_config("SOC", socModel=getattr(Q, f"QNN_SOC_MODEL_{soc}"))
+    with Backend(str(lib), log_level="error", device_configs=[config]) as be:
+        got = _run(be, build)["p"]
+        for precision in ("fp16", "fp32"):
+            assert np.array_equal(_run(be, build, precision=precision)["p"], got), \
+                f"{soc}: PRECISION {precision} changes nothing"
+    assert got.dtype == np.float32, "float32 outputs stay float32"
+    if not float16:
+        assert np.array_equal(got, (x + y) * (x + y)), f"{soc} (v68) computes in float32"
+        return
+    assert np.array_equal(got, want16), f"{soc}: float16 at op boundaries: {got} vs {want16}"
+    assert got[0, 0] > 1.0019, "the input 1 + 2**-11 is a tie, rounded away from zero (IEEE: to 1.0)"
+    assert got[0, 3] == np.float32(131008.0078125), "70001**2 saturates at 131008 (no float16 inf on the HTP)"
 
 
 def test_passthrough_keeps_codes_and_requantizes_on_new_encoding(backend):

@@ -536,12 +536,12 @@ def test_default_version_is_3(monkeypatch, sysctx, small_blob):
     graph = a.info.contextBinaryInfoV3.graphs[0]
     assert graph.version == 3 and graph.graphInfoV3.graphBlobInfo != ffi.NULL, "graph info v3 with an HTP blob"
     g = read_graph(graph, 3)
-    assert g["blob"] == {"version": 1, "spillFill": spill(binary.inspect(small_blob).graphs[0]), "vtcm": 8,
-                         "optLevel": 2, "dlbc": 0, "hvx": 4}, "default HTP graph blob of the default device"
-    assert read_platform(a.info.contextBinaryInfoV3.platformInfo)["socModel"] == Q.QNN_SOC_MODEL_SM8550, \
-        "default device: SM8550"
-    assert a.info.contextBinaryInfoV3.socModel == Q.QNN_SOC_MODEL_SM8550 and \
-        _str(a.info.contextBinaryInfoV3.socVersion) == "V73", "socModel and socVersion of the default device"
+    assert g["blob"] == {"version": 1, "spillFill": spill(binary.inspect(small_blob).graphs[0]), "vtcm": 4,
+                         "optLevel": 2, "dlbc": 0, "hvx": 4}, "default HTP graph blob of the default device (SM8350: 4 MiB)"
+    assert read_platform(a.info.contextBinaryInfoV3.platformInfo)["socModel"] == Q.QNN_SOC_MODEL_SM8350, \
+        "default device: SM8350 (the HTP documentation's default socModel)"
+    assert a.info.contextBinaryInfoV3.socModel == Q.QNN_SOC_MODEL_SM8350 and \
+        _str(a.info.contextBinaryInfoV3.socVersion) == "V68", "socModel and socVersion of the default device"
 
 
 def _io_quant_blob() -> bytes:
@@ -577,7 +577,7 @@ def test_per_axis_and_blockwise_quantization(monkeypatch, sysctx):
         monkeypatch.setenv(ENV_VERSION, str(version))
         a = get_binary_info(sysctx, blob)
         assert a.code == Q.QNN_SUCCESS, f"v{version}"
-        assert_same(read_info(a.info), expected_info(info, version, {"io_quant": {"vtcm": 8, "optLevel": 2, "dlbc": 0,
+        assert_same(read_info(a.info), expected_info(info, version, {"io_quant": {"vtcm": 4, "optLevel": 2, "dlbc": 0,
                                                                                    "hvx": 4}}), f"v{version}")
         g = read_info(a.info)["graphs"][0]
         by_name = {t["name"]: t for t in g["inputs"] + g["outputs"]}

@@ -462,7 +462,7 @@ def _platform_info(model) -> object:
 @entry
 def deviceGetPlatformInfo(logger, platformInfo):
     """The emulated platform: the SoC of the newest live device (deviceCreate's SOC/ARCH configs
-    choose the emulated chip), the default device (SM8550) before any device exists."""
+    choose the emulated chip), the default device (SM8350 or QNNEMU_SOC_MODEL) before any device exists."""
     require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceGetPlatformInfo", "platformInfo")
     devices = HANDLES.live(Device)
     platformInfo[0] = _platform_info(devices[-1].model if devices else DeviceModel())

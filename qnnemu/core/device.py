@@ -16,8 +16,11 @@ A device is one row of the SoC table (qnnemu/htp/soc.py).  Custom configs:
   one; recorded in ``use_signed_pd``);
 - SECUREPD and the QNN 2.50 options ASYNC_EXECUTE, DYNAMIC_PARTITIONING, HTP_EXTENSION and
   APP_UID are refused with the vendor's codes (qnnemu/abi/entry.py, docs/abi-compat.md).
-The default device (no config, deviceGetPlatformInfo, a context created without a device) is
-SM8550: HTP v73, 8 MiB VTCM, 6 HVX threads, 1 core (qnnemu.htp.soc.DEFAULT_SOC says why).
+The default device (no config, deviceGetPlatformInfo, a context created without a device) is the
+HTP backend documentation's default SoC, SM8350: HTP v68, 4 MiB VTCM, 4 HVX threads, 1 core
+(qnnemu.htp.soc.DEFAULT_SOC); the environment variable QNNEMU_SOC_MODEL (a QNN_SOC_MODEL_*
+number or name, e.g. SM8550) selects another default, read whenever a default device is made.
+An invalid value is refused there with rule QNNEMU-device-soc-env.
 """
 from __future__ import annotations
 
@@ -33,25 +36,45 @@ from ..htp import soc as socs
 SOC_TABLE = {m: (r.arch, r.vtcm_mb, r.signed_pd, r.dlbc) for m, r in socs.SOCS.items()}
 DEFAULT_SOC = socs.DEFAULT_SOC
 KNOWN_ARCHS = tuple(sorted({*socs.HTP_ARCHS, *socs.ARCH_ONLY}))
-_DEFAULT = socs.SOCS[DEFAULT_SOC]
+
+
+def default_soc() -> socs.SocInfo:
+    """The default device's SoC row (QNNEMU_SOC_MODEL or the documented SM8350); an invalid
+    QNNEMU_SOC_MODEL is a QnnError with rule QNNEMU-device-soc-env."""
+    try:
+        return socs.default_soc()
+    except ValueError as e:
+        raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG, f"environment: {socs.SOC_MODEL_ENV}: {e}",
+                       rule="QNNEMU-device-soc-env") from None
 
 
 @dataclass
 class DeviceModel:
-    soc_model: int = DEFAULT_SOC
-    arch: int = _DEFAULT.arch
-    vtcm_mb: int = _DEFAULT.vtcm_mb
-    signed_pd: bool = _DEFAULT.signed_pd
-    dlbc: bool = _DEFAULT.dlbc
+    """The emulated device.  Fields left None come from the SoC row of ``soc_model``, and
+    ``DeviceModel()`` (no ``soc_model``) is the default device: ``default_soc()``'s row, read
+    when it is made (so QNNEMU_SOC_MODEL applies); e.g. ``DeviceModel(hmx=False)`` is the
+    default device without HMX."""
+    soc_model: int | None = None
+    arch: int | None = None
+    vtcm_mb: int | None = None
+    signed_pd: bool | None = None
+    dlbc: bool | None = None
     use_signed_pd: bool = False
-    vtcm_bytes: int = _DEFAULT.vtcm_bytes
-    hvx_threads: int = _DEFAULT.hvx_threads
-    hmx: bool = _DEFAULT.hmx
-    cores: int = _DEFAULT.cores
-    name: str = _DEFAULT.name
-    devices: int = _DEFAULT.devices
+    vtcm_bytes: int | None = None
+    hvx_threads: int | None = None
+    hmx: bool | None = None
+    cores: int | None = None
+    name: str | None = None
+    devices: int | None = None
     # QNN_HTP_DEVICE_CONFIG_OPTION_SOC was given (QNN_HTP_GRAPH_CONFIG_OPTION_MAX needs it)
     soc_configured: bool = False
+
+    def __post_init__(self):
+        row = default_soc() if self.soc_model is None else socs.soc_info(self.soc_model, self.arch)
+        for f in ("soc_model", "arch", "vtcm_mb", "signed_pd", "dlbc", "vtcm_bytes", "hvx_threads", "hmx",
+                  "cores", "name", "devices"):
+            if getattr(self, f) is None:
+                setattr(self, f, getattr(row, f))
 
     @property
     def soc(self) -> socs.SocInfo:

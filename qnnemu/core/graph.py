@@ -370,7 +370,7 @@ class Graph:
         htp_settings.check_num_cores(self, func)   # more cores than the SoC has fails here (vendor)
         # Native KV cache tensors: the seed's graph-level rules; the plan converts their layout.
         self.native_kv = kvcache.check_graph(self, device_model(self).arch)
-        self.plan = compile_plan(self, precision_fp16=self.precision_fp16())
+        self.plan = compile_plan(self)   # float16 or float32 math: plan.float_math
         # The HTP device model's view of the graph: runlist, VTCM blocks and offsets, spill/fill.
         self.htp_plan = htp_prepare.prepare_graph(self)
         self.spill_fill_bytes = self.htp_plan.spill_fill_buffer_bytes
@@ -440,7 +440,8 @@ class Graph:
         return commit
 
     def precision_fp16(self) -> bool:
-        """QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION = QNN_PRECISION_FLOAT16 was configured."""
+        """QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION = QNN_PRECISION_FLOAT16 was configured (the
+        vendor's backend ignores it: plan.float_math decides the math)."""
         cfg = self.configs.get("htp", {}).get("QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION")
         return isinstance(cfg, dict) and cfg.get("precision") == Q.QNN_PRECISION_FLOAT16
 

@@ -12,11 +12,16 @@ writes, and pre-built converters around it:
   encoding run directly on the integer codes, which is exact;
 - ops with ``handles_quant`` (Quantize, Dequantize, Convert, Cast) get the raw arrays.
 
-float16 math (``QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION = QNN_PRECISION_FLOAT16``, seed 002 "QNN
-HTP Precision"): the HTP converts float32 graph inputs to float16 and runs float16 math,
-returning float32 outputs.  The emulator rounds every float32 value to float16 at op
-boundaries -- graph inputs, static weights (once) and every op output -- while each op
-computes internally in float32.  Graph outputs are the float16-rounded values as float32.
+Float16 math (QNN HTP backend documentation, "QNN HTP Precision": the HTP converts float32
+graph inputs to float16 and runs float16 math, returning float32 outputs; "float32 math is
+not supported by QNN HTP"): ``float_math`` decides per graph -- the device's arch (v69 and
+later; v68 computes float32), unless QNNEMU_FLOAT_MATH or the graph's ``qnnemu_float_math``
+finalize config says otherwise; the deprecated PRECISION config is ignored, as by the vendor.
+In float16 math each step rounds the float32 graph inputs it reads, static weights are stored
+as float16 once, every op result is rounded and graph outputs leave through the HTP's
+float16 -> float32 conversion; qnnemu/core/float16.py says how each op deviates from that
+(rounding of ties, float32 operands, its own kernels) per arch, and which ops compute in
+float16 even on v68 (docs/numerics.md "Float16 math").
 
 Updatable tensors (QnnTensor_updateGraphTensors, QnnContext_applyBinarySection): static values
 are prepared once here, so an update of a tensor's data or quantization must replace what was
@@ -44,7 +49,8 @@ on the integer codes instead (docs/numerics.md, "Fixed point"):
 - ``IntegerAdd`` (``INTEGER_ELEMENTWISE_OPS``: ElementWiseAdd, all 8-bit or all 16-bit):
   fixed-point multipliers per input.
 
-Relu folding (seed 002, QNN_HTP_GRAPH_CONFIG_OPTION_FOLD_RELU_ACTIVATION_INTO_CONV_OFF unset, the
+Relu folding (QNN HTP backend documentation, graph custom configs:
+QNN_HTP_GRAPH_CONFIG_OPTION_FOLD_RELU_ACTIVATION_INTO_CONV_OFF unset, the
 default): a Relu / ReluMinMax after a Conv2d, DepthWiseConv2d, TransposeConv2d or FullyConnected
 (``folded_activations``) takes its codes from the producer's step, which requantizes its
 accumulator (or real result) once more, straight into the activation's encoding -- no rounding
@@ -61,8 +67,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..errors import QnnError
 from ..headers import Q
-from . import dtypes
+from ..ops.base import htp_fp16_round, htp_fp16_static, htp_fp16_to_fp32
+from . import dtypes, float16
 from .quant import (AccRequant, Dequantizer, code_range, htp_int8_operand, htp_int8_weights,
                     round_half_away, same_encoding)
 from .tensor import is_static
@@ -139,6 +147,12 @@ _EIGHT_BIT = {Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8}
 _SIXTEEN_BIT = {Q.QNN_DATATYPE_UFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_16}
 _INT32 = {Q.QNN_DATATYPE_SFIXED_POINT_32, Q.QNN_DATATYPE_UFIXED_POINT_32}
 _EXACT = float(1 << 24)   # float32 sums of integers are exact below this
+# From v73 on (the vendor's libQnnHtp.so with SM8550 .. SM8850; v68 and v69 agree with each
+# other) an accumulating op with a 16-bit output requantizes its accumulator in one step with a
+# float32-precision multiplier (AccRequant ``fine``, 24 significant bits) instead of v68's
+# shifted 11-bit one: docs/numerics.md "Accumulating ops".
+WIDE_OUTPUT_FINE_FROM_ARCH = 73
+WIDE_OUTPUT_MULTIPLIER_BITS = 24
 # When the worst-case partial sum of an accumulating op can pass 2**24, True splits the input
 # into digits and runs one float32 GEMM per digit (exact, as the HTP's int32 accumulator);
 # False runs one GEMM, whose float32 rounding can move the accumulator by a few units and so
@@ -159,7 +173,7 @@ class IntegerAccumulation:
     float32 pass could exceed 2**24), and AccRequant turns it into output codes as the HTP does.
     Static 8-bit weights are stored the HTP's way first (htp_int8_weights)."""
 
-    def __init__(self, node, impl, ins, out, channel_axis: int, fine: bool = False):
+    def __init__(self, node, impl, ins, out, channel_axis: int, fine: bool = False, arch: int | None = None):
         self.impl = impl
         x, w = ins[0], ins[1]
         self.x_offset = float(x.quant.offset)
@@ -205,12 +219,13 @@ class IntegerAccumulation:
                 bias = np.where(same & (factor == 1.0),
                                 np.asarray(b.data, dtype=np.float64) + boff, bias)
         lo, hi = code_range(out.dtype, out.quant.bitwidth)
+        self.fine, self.arch = fine, arch
         self.requant_args = (x.quant.scale, x.quant.offset, ws, out.quant.scale, out.quant.offset,
-                             self.wide, lo, hi)
+                             self.wide, lo, hi, *self._mode(out.dtype))
         self.requant = AccRequant(x.quant.scale, x.quant.offset, ws, factor, out.quant.scale,
-                                  out.quant.offset, bias, self.wide, lo, hi, fine)
+                                  out.quant.offset, bias, self.wide, lo, hi, *self._mode(out.dtype))
         self.np_dtype = dtypes.numpy_dtype(out.dtype)
-        self._fold_args = (x.quant.scale, x.quant.offset, ws, factor, bias, fine)
+        self._fold_args = (x.quant.scale, x.quant.offset, ws, factor, bias)
         # Folded activations (``fold_into``): further outputs requantized from the same
         # accumulator straight into each folded Relu's encoding; ``keep_own`` False skips the
         # op's own codes when nothing but those activations reads them.
@@ -221,12 +236,22 @@ class IntegerAccumulation:
         """Also requantize the accumulator into each tensor of ``outs`` (folded Relu outputs,
         clamped by their encodings only); only for static weights (one fixed multiplier)."""
         assert self.w_static, "folding needs the static weights' fixed multipliers"
-        xs, xo, ws, factor, bias, fine = self._fold_args
+        xs, xo, ws, factor, bias = self._fold_args
         for t in outs:
             lo, hi = code_range(t.dtype, t.quant.bitwidth)
             self.folded.append((AccRequant(xs, xo, ws, factor, t.quant.scale, t.quant.offset, bias,
-                                           self.wide, lo, hi, fine), dtypes.numpy_dtype(t.dtype)))
+                                           self.wide, lo, hi, *self._mode(t.dtype)), dtypes.numpy_dtype(t.dtype)))
         self.keep_own = keep_own
+
+    def _mode(self, out_dtype) -> tuple[bool, int | None]:
+        """(``fine``, multiplier bits) of AccRequant for an output of ``out_dtype``: strided
+        depthwise kernels run the fine path everywhere; from v73 on a 16-bit output is
+        requantized in one step with a float32 multiplier (``WIDE_OUTPUT_FINE_FROM_ARCH``)."""
+        if self.fine:
+            return True, None
+        if self.arch is not None and self.arch >= WIDE_OUTPUT_FINE_FROM_ARCH and out_dtype in _SIXTEEN_BIT:
+            return True, WIDE_OUTPUT_MULTIPLIER_BITS
+        return False, None
 
     def _acc(self, x_int: np.ndarray, w: np.ndarray, wl1: float) -> np.ndarray:
         """sum(x_int * w) exactly (float64), with float32 op passes: |partial sums| stay below
@@ -279,12 +304,12 @@ class IntegerAccumulation:
                        for k, (rq, dt) in enumerate(self.folded)))
 
     def _dynamic_requant(self, factor):
-        xs, xo, ws, ys, yo, wide, lo, hi = self.requant_args
+        xs, xo, ws, ys, yo, wide, lo, hi, fine, bits = self.requant_args
         ws = np.broadcast_to(np.asarray(ws, dtype=np.float64).reshape(-1)[0], factor.shape)
-        return AccRequant(xs, xo, ws, factor, ys, yo, None, wide, lo, hi)
+        return AccRequant(xs, xo, ws, factor, ys, yo, None, wide, lo, hi, fine, bits)
 
 
-def _integer_accumulation(node, impl, ins, outs):
+def _integer_accumulation(node, impl, ins, outs, arch: int | None = None):
     """An IntegerAccumulation for a node the HTP requantizes in integers, else None."""
     if node.op_type not in INTEGER_ACCUMULATION_OPS or len(outs) != 1 or len(ins) < 2:
         return None
@@ -318,7 +343,7 @@ def _integer_accumulation(node, impl, ins, outs):
         if not is_static(b) or b.dtype not in _INT32 or b.quant is None \
                 or b.quant.block_scales is not None:
             return None
-    return IntegerAccumulation(node, impl, ins, out, channel_axis, fine)
+    return IntegerAccumulation(node, impl, ins, out, channel_axis, fine, arch)
 
 
 class IntegerAdd:
@@ -377,7 +402,7 @@ def _integer_add(node, ins, outs):
     return None
 
 
-# -- relu folded into convolutions (seed 002, FOLD_RELU_ACTIVATION_INTO_CONV_OFF) ---------------
+# -- relu folded into convolutions (HTP graph config FOLD_RELU_ACTIVATION_INTO_CONV_OFF) ----------
 
 # Producers the HTP folds a following Relu / ReluMinMax into, and the activations it folds, as
 # the vendor's libQnnHtp.so (QNN 2.51) does with folding on (docs/numerics.md "Relu folded into
@@ -466,9 +491,103 @@ def _discard(_value):
     return None
 
 
+# -- float16 math (QNN HTP backend documentation, "QNN HTP Precision") --------------------------
+
+FLOAT_MATH_ENV = "QNNEMU_FLOAT_MATH"
+# The emulator-specific per-graph option: a QNN_HTP_GRAPH_CONFIG_OPTION_FINALIZE_CONFIG with this
+# key and a string value (the vendor's backend accepts unknown finalize keys and ignores them).
+FLOAT_MATH_CONFIG_KEY = "qnnemu_float_math"
+# The values of both: "soc" (the default: float16 math where the device's arch runs it,
+# SocInfo.float16_math; its float32 kernels elsewhere), "float32" (exact float32 reference runs
+# on every SoC: no float16 anywhere), "float16" (float16 math on every SoC, v68 included).
+FLOAT_MATH_VALUES = ("soc", "float32", "float16")
+
+
+@dataclass(frozen=True)
+class FloatMath:
+    """How a graph's float32 tensors compute: ``float16`` math or not, and where that was
+    decided (``source``: "soc", "environment" or "config").  ``device_kernels``: float32 math
+    as the device runs it (v68), float16 islands included (float16.FLOAT16_ON_FLOAT32_DEVICES);
+    not with an explicit "float32", the exact reference."""
+    float16: bool
+    source: str
+
+    @property
+    def device_kernels(self) -> bool:
+        return self.source == "soc"
+
+
+def float_math(graph) -> FloatMath:
+    """The float math of ``graph``: its ``qnnemu_float_math`` finalize config, else
+    QNNEMU_FLOAT_MATH, else its device's arch (``SocInfo.float16_math``; a graph loaded from a
+    context binary: the device it was prepared for).  The deprecated PRECISION graph config
+    does not decide it: the vendor's backend ignores it (rule QNNEMU-graph-precision-deprecated
+    says so when it asks for the other math).  Invalid values are QnnErrors (rules
+    QNNEMU-graphFinalize-float-math-config, QNNEMU-graphFinalize-float-math-env)."""
+    from ..htp.settings import device_model   # qnnemu.htp imports core modules
+    finalize = (getattr(graph, "configs", None) or {}).get("htp_finalize_config") or {}
+    if FLOAT_MATH_CONFIG_KEY in finalize:
+        value = finalize[FLOAT_MATH_CONFIG_KEY]
+        text = value.strip().lower() if isinstance(value, str) else None
+        if text not in FLOAT_MATH_VALUES:
+            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
+                           f"graph '{graph.name}': QNN_HTP_GRAPH_CONFIG_OPTION_FINALIZE_CONFIG key "
+                           f"'{FLOAT_MATH_CONFIG_KEY}': {value!r} is not a string among "
+                           f"{', '.join(FLOAT_MATH_VALUES)}", rule="QNNEMU-graphFinalize-float-math-config")
+        if text != "soc":
+            return FloatMath(text == "float16", "config")
+    else:
+        text = os.environ.get(FLOAT_MATH_ENV, "").strip().lower() or "soc"
+        if text not in FLOAT_MATH_VALUES:
+            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
+                           f"graph '{graph.name}': environment: {FLOAT_MATH_ENV}: {text!r} is not one of "
+                           f"{', '.join(FLOAT_MATH_VALUES)}", rule="QNNEMU-graphFinalize-float-math-env")
+        if text != "soc":
+            return FloatMath(text == "float16", "environment")
+    return FloatMath(device_model(graph).soc.float16_math, "soc")
+
+
+def warn_precision_ignored(graph, math: FloatMath, func: str = "graphFinalize") -> None:
+    """Rule QNNEMU-graph-precision-deprecated (WARNING): the graph's PRECISION config asks for
+    the math the graph does not get.  The vendor's backend accepts the deprecated option and
+    ignores it (FLOAT16 on v68 still computes float32, FLOAT32 on v69+ float16)."""
+    cfg = ((getattr(graph, "configs", None) or {}).get("htp") or {}).get("QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION")
+    if not isinstance(cfg, dict) or "precision" not in cfg:
+        return
+    asked16 = cfg.get("precision") == Q.QNN_PRECISION_FLOAT16
+    fp16 = math.float16
+    if asked16 == fp16:
+        return
+    from ..htp.settings import device_model
+    model = device_model(graph)
+    why = {"environment": f"{FLOAT_MATH_ENV} asks for {'float16' if fp16 else 'float32'} math",
+           "config": f"its '{FLOAT_MATH_CONFIG_KEY}' finalize config asks for {'float16' if fp16 else 'float32'} math",
+           }.get(math.source, f"the device, {model.name} (v{model.arch}), computes float32 graphs in "
+                              f"{'float16' if fp16 else 'float32'} math")
+    graph.log.warn(f"[QNNEMU-graph-precision-deprecated] {func}: graph '{graph.name}': "
+                   f"QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION: "
+                   f"{'QNN_PRECISION_FLOAT16' if asked16 else 'QNN_PRECISION_FLOAT32'} is deprecated since QNN "
+                   f"2.35 and ignored, as by the HTP: {why}")
+
+
 def _fp16_round(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):  # overflow to inf is the float16 result
-        return x.astype(np.float16).astype(np.float32)
+    """A float32 value entering float16 math (graph inputs, op results)."""
+    return htp_fp16_round(x)
+
+
+def _fp16_round_even(x: np.ndarray) -> np.ndarray:
+    return htp_fp16_round(x, "even")
+
+
+def _fp16_island_output(x: np.ndarray) -> np.ndarray:
+    """The result of a float16 kernel in a float32 graph (v68's LayerNorm), as float32."""
+    return htp_fp16_to_fp32(htp_fp16_round(x))
+
+
+def _arch(graph) -> int:
+    """The HTP arch ``graph`` is prepared for (its device's; a loaded binary's recorded one)."""
+    from ..htp.settings import device_model
+    return int(device_model(graph).arch)
 
 
 @dataclass
@@ -497,6 +616,8 @@ class Plan:
     # node index -> producer node index (``folded_activations``)
     fold_relu: bool = True
     folds: dict[int, int] = field(default_factory=dict)
+    # float32 math with the device's kernels and their float16 islands (v68's LayerNorm)
+    float16_islands: bool = False
 
     def run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
         env: list[Any] = [None] * self.n_slots
@@ -534,7 +655,7 @@ def _static_value(t, consumer_raw: bool, fp16: bool) -> np.ndarray:
     if t.dtype in dtypes.FIXED_POINT_TYPES and not consumer_raw:
         return Dequantizer(t.quant)(data) if t.quant is not None else data
     if fp16 and t.dtype == FLOAT32:
-        return _fp16_round(data)
+        return htp_fp16_static(data)
     return data
 
 
@@ -557,13 +678,27 @@ def _raw_slot_key(tid: int) -> int:
     return -tid - 1
 
 
+def _float32_slot_key(tid: int) -> tuple[str, int]:
+    """The slot key of a float32 static tensor an op keeps in float32 under float16 math
+    (float16.STATIC_FLOAT32_INPUTS); its float16 value, if also read, keeps the id's slot."""
+    return ("float32", tid)
+
+
 def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], precision_fp16: bool,
-                  fold_outs: list | tuple = (), keep_own: bool = True, folded: bool = False) -> Step:
+                  fold_outs: list | tuple = (), keep_own: bool = True, folded: bool = False,
+                  arch: int | None = None, islands: bool = False) -> Step:
     """One node's step; the static values it reads are (re)derived into ``statics``.
 
     Relu folding: ``fold_outs`` are the output tensors of the activations folded into this node
     (its step also writes their codes, ``keep_own`` False when nothing else needs its own
-    codes); ``folded`` makes this activation's step take the codes its producer wrote."""
+    codes); ``folded`` makes this activation's step take the codes its producer wrote.
+
+    ``precision_fp16``: float32 tensors in float16 math, as ``float16.rules_for`` says for this
+    node on HTP ``arch`` (graph inputs rounded as this step reads them, statics stored as
+    float16, results rounded); ``arch`` also reaches the op (``Op.htp_arch``) for its
+    arch-dependent semantics.  ``islands``: float32 math with the device's kernels, some of
+    which compute in float16 (float16.FLOAT16_ON_FLOAT32_DEVICES: every float32 input
+    rounded, the result rounded and converted back to float32)."""
     fixed = dtypes.FIXED_POINT_TYPES
     cls = node.op_cls
     ins = [graph.tensor(i) if i is not None else None for i in node.inputs]
@@ -574,7 +709,15 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
                     [None], [None])
     raw = cls.handles_quant
     params_impl = cls(node.params, node.input_specs, node.output_specs)
-    accumulate = None if raw else (_integer_accumulation(node, params_impl, ins, outs)
+    island = (islands and not precision_fp16 and node.op_type in float16.FLOAT16_ON_FLOAT32_DEVICES
+              and any(t is not None and t.dtype == FLOAT32 for t in ins[:1]))
+    params_impl.htp_arch = arch
+    # Quantize, Dequantize, Cast, Convert (handles_quant) keep their float32 side exact: the
+    # vendor's Dequantize returns exact float32 values on v73 too.
+    fp16_step = (precision_fp16 or island) and not cls.handles_quant
+    params_impl.float16_math = fp16_step
+    rules = float16.rules_for(node, ins, arch or 0) if fp16_step else None
+    accumulate = None if raw else (_integer_accumulation(node, params_impl, ins, outs, arch)
                                    or _integer_add(node, ins, outs))
     if accumulate is not None:
         raw, params_impl = True, accumulate
@@ -587,7 +730,7 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
             raw = True
     in_conv: list[Callable | None] = []
     reads: list[int] = []
-    for t in ins:
+    for i, t in enumerate(ins):
         if t is None:
             reads.append(-1)
             in_conv.append(None)
@@ -600,12 +743,19 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
                 s = slot_of(_raw_slot_key(t.id))  # a separate slot for the codes
                 reads[-1] = s
                 statics[s] = t.data
+            elif rules is not None and i in rules.float32_statics:
+                s = slot_of(_float32_slot_key(t.id))
+                reads[-1] = s
+                statics[s] = t.data
             else:
                 statics[s] = _static_value(t, raw, precision_fp16)
             in_conv.append(None)
             continue
         if not raw and t.dtype in fixed:
             in_conv.append(Dequantizer(t.quant))
+        elif rules is not None and t.dtype == FLOAT32 and (island or float16.is_graph_input(t)) \
+                and i not in rules.float32_inputs:
+            in_conv.append(_fp16_round)   # a float32 value enters float16 math
         else:
             in_conv.append(None)
     out_conv: list[Callable | None] = []
@@ -613,14 +763,17 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
     mode = rounding_for(node.op_type)
     for t in outs:
         writes.append(slot_of(t.id))
-        if raw:
+        if t.dtype == FLOAT32 and rules is not None:
+            out_conv.append(_fp16_island_output if island else
+                            _fp16_round_even if rules.ties == "even" else _fp16_round)
+        elif raw:
             out_conv.append(_cast_to(t.dtype) if t.dtype not in fixed else None)
         elif t.dtype in fixed:
             out_conv.append(Requantize(t.quant, t.dtype, mode))
-        elif t.dtype == FLOAT32 and precision_fp16:
-            out_conv.append(_fp16_round)
         else:
             out_conv.append(_cast_to(t.dtype))
+    if rules is not None and rules.kernel is not None and not raw:
+        params_impl = rules.kernel(params_impl)
     if fold_outs:
         # The folded activations' codes come from this op's accumulator (integer pipeline) or
         # its real result (float path), requantized once into their encodings: no pass
@@ -652,39 +805,58 @@ def _fold_layout(graph, folds: dict[int, int]):
     return layout
 
 
-def _compile_node(graph, k: int, slot_of: _Slots, statics, fp16: bool, folds: dict[int, int], layout) -> Step:
+def _compile_node(graph, k: int, slot_of: _Slots, statics, fp16: bool, folds: dict[int, int], layout,
+                  arch: int | None, islands: bool = False) -> Step:
     fold_outs, keep_own = layout.get(k, ((), True))
-    return _compile_step(graph, graph.nodes[k], slot_of, statics, fp16, fold_outs, keep_own, k in folds)
+    return _compile_step(graph, graph.nodes[k], slot_of, statics, fp16, fold_outs, keep_own, k in folds, arch,
+                         islands)
 
 
-def compile_plan(graph, precision_fp16: bool = False, fold_relu: bool | None = None) -> Plan:
+def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | None = None) -> Plan:
     """Builds the plan of a graph whose nodes were all checked by graphAddNode.
 
-    ``fold_relu``: fold Relu / ReluMinMax into their convolutions (``folded_activations``);
-    None takes the graph's setting (on unless FOLD_RELU_ACTIVATION_INTO_CONV_OFF)."""
+    ``precision_fp16``: float32 tensors computed in float16 math (True) or as exact float32
+    (False); None decides by ``float_math(graph)``.  ``fold_relu``: fold Relu / ReluMinMax into
+    their convolutions (``folded_activations``); None takes the graph's setting (on unless
+    FOLD_RELU_ACTIVATION_INTO_CONV_OFF)."""
+    if precision_fp16 is None:
+        math = float_math(graph)
+        warn_precision_ignored(graph, math)
+    else:
+        math = FloatMath(bool(precision_fp16), "argument")
+    precision_fp16 = math.float16
     if fold_relu is None:
         fold_relu = _fold_relu_setting(graph)
     folds = folded_activations(graph) if fold_relu else {}
     layout = _fold_layout(graph, folds)
     slot_of = _Slots()
     statics: dict[int, np.ndarray] = {}
-    steps = [_compile_node(graph, k, slot_of, statics, precision_fp16, folds, layout)
+    arch = _arch(graph)
+    islands = math.device_kernels and not precision_fp16
+    steps = [_compile_node(graph, k, slot_of, statics, precision_fp16, folds, layout, arch, islands)
              for k in range(len(graph.nodes))]
     notes: list[str] = []
     if folds:
         notes.append(f"{len(folds)} relu(s) folded into their convolutions: "
                      + ", ".join(f"{graph.nodes[r].name} -> {graph.nodes[p].name}" for r, p in sorted(folds.items())))
     input_conv: dict[int, Callable | None] = {}
+    output_conv: dict[int, Callable] = {}
     for t in graph.app_inputs():
         slot_of(t.id)
-        input_conv[t.id] = _fp16_round if (precision_fp16 and t.dtype == FLOAT32) else None
+        input_conv[t.id] = None   # float16 math: each step rounds the graph inputs it reads
     for t in graph.tensors.values():
         slot_of(t.id)
     if precision_fp16:
-        notes.append("float32 tensors computed with float16 rounding at op boundaries")
+        notes.append("float32 tensors computed in float16 math (rounded at op boundaries)")
+        # float16 results leave as float32 through the HTP's conversion (htp_fp16_to_fp32);
+        # Dequantize & co. (handles_quant) write exact float32
+        producers = {node.name: node for node in graph.nodes}
+        for t in graph.app_outputs():
+            producer = producers.get(t.producer)
+            if t.dtype == FLOAT32 and producer is not None and not producer.op_cls.handles_quant:
+                output_conv[t.id] = htp_fp16_to_fp32
     # Native KV cache tensors (qnnemu/htp/kvcache.py): the ops see the flat (logical) codes; the
     # layout is converted at the graph boundary, as a pure permutation of the uint8 codes.
-    output_conv: dict[int, Callable] = {}
     for kv in (getattr(graph, "native_kv", None) or {}).values():
         if kv.is_input:
             input_conv[kv.tensor_id] = kv.to_flat
@@ -693,7 +865,7 @@ def compile_plan(graph, precision_fp16: bool = False, fold_relu: bool | None = N
         notes.append(f"native KV {kv.kind} cache '{kv.name}' converted "
                      f"{'HMX weight layout -> flat' if kv.is_input else 'flat -> HMX weight layout'}")
     return Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes, output_conv,
-                fold_relu, folds)
+                fold_relu, folds, islands)
 
 
 def nodes_touching(graph, tensor_ids) -> list[int]:
@@ -720,7 +892,7 @@ def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
     slot_of = _Slots(plan.slots)
     statics = dict(plan.statics)
     for tid in tensor_ids:   # consumers below re-derive whatever is still needed
-        for key in (tid, _raw_slot_key(tid)):
+        for key in (tid, _raw_slot_key(tid), _float32_slot_key(tid)):
             slot = plan.slots.get(key)
             if slot is not None:
                 statics.pop(slot, None)
@@ -734,9 +906,10 @@ def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
             touched.update((relu, producer))
     layout = _fold_layout(graph, folds)
     for k in sorted(touched):
-        steps[k] = _compile_node(graph, k, slot_of, statics, plan.fp16, folds, layout)
+        steps[k] = _compile_node(graph, k, slot_of, statics, plan.fp16, folds, layout, _arch(graph),
+                                 plan.float16_islands)
     return Plan(slot_of.slots, statics, steps, plan.input_conv, len(slot_of.slots), plan.fp16, list(plan.notes),
-                plan.output_conv, plan.fold_relu, folds)
+                plan.output_conv, plan.fold_relu, folds, plan.float16_islands)
 
 
 def _cast_to(dtype: int):

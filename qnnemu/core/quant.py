@@ -233,17 +233,19 @@ class AccRequant:
     - the shifted value times ``2**s * M`` is rounded half up and clamped;
     - ``fine`` (strided DepthWiseConv2d, 8 or 16 bits): M with 15 significant bits and no shift:
       round_half_up((acc + round(bias + zp_out / M)) * M); its weights are not requantized.
+      ``multiplier_bits`` overrides the 15 (or 11) bits: 16-bit outputs on v73 and later run
+      the fine path with a float32 multiplier (24 bits).
     """
 
     def __init__(self, xs, x_offset, ws, factor, ys, y_offset, bias, wide: bool,
-                 lo: int, hi: int, fine: bool = False):
+                 lo: int, hi: int, fine: bool = False, multiplier_bits: int | None = None):
         f32 = np.float32
         ws = np.atleast_1d(np.asarray(ws, dtype=np.float32))
         factor = np.atleast_1d(np.asarray(factor, dtype=np.float64))
         m0 = (f32(xs) * ws).astype(np.float32) / f32(ys)                  # float32
         m = np.where(factor != 1.0, (m0 * factor.astype(np.float32)).astype(np.float32), m0)
         self.m32 = m.astype(np.float32)
-        self.mq = round_significant(self.m32.astype(np.float64), 15 if fine else 11)
+        self.mq = round_significant(self.m32.astype(np.float64), multiplier_bits or (15 if fine else 11))
         self.wide = wide and not fine
         self.zp_x = -float(x_offset)
         zp_y = -float(y_offset)

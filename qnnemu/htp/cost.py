@@ -170,12 +170,14 @@ def vtcm_tensor_bytes(tensor) -> int:
 def precision_of(dtype: int, settings) -> str:
     """The arithmetic an op on ``dtype`` data runs in: "int8", "int16", "fp16" or "fp32".
 
-    Float32 runs as fp16 when the graph's PRECISION config asks for FLOAT16; otherwise it is
-    emulated in qf32 on HVX ("fp32"). 32-bit integers cost like fp32 (32 lanes)."""
+    Float32 runs as fp16 where the SoC computes float32 graphs in float16 math (v69 and later,
+    ``GraphSettings.float16_math``) or the graph's PRECISION config asks for FLOAT16; otherwise
+    it is emulated in qf32 on HVX ("fp32"). 32-bit integers cost like fp32 (32 lanes)."""
     if dtype in (Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_BFLOAT_16):
         return "fp16"
     if dtype in (Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_64):
-        return "fp16" if getattr(settings, "precision_fp16", False) else "fp32"
+        return "fp16" if (getattr(settings, "precision_fp16", False)
+                          or getattr(settings, "float16_math", False)) else "fp32"
     size = dtypes.itemsize(dtype) if dtypes.is_known(dtype) else 1
     return {1: "int8", 2: "int16"}.get(size, "fp32")
 

@@ -186,7 +186,7 @@ ARCH_NOMINAL: dict[int, ArchNominal] = {
     81: ArchNominal(1300.0, 1350.0, 2400.0),
     85: ArchNominal(1400.0, 1450.0, 2500.0),
 }
-DEFAULT_ARCH = 73   # the default device (SM8550); also used for an arch missing from the table
+DEFAULT_ARCH = 73   # the reference clocks of the cost model (v73); also used for an arch missing from the table
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def nominal_clocks(arch: int = DEFAULT_ARCH) -> Clocks:
     return Clocks(n.core_mhz, n.hmx_mhz, n.bus_mhz, "NOM")
 
 
-NOMINAL = nominal_clocks(DEFAULT_ARCH)   # the default device's clocks without votes
+NOMINAL = nominal_clocks(DEFAULT_ARCH)   # v73 clocks without votes (the cost model's reference)
 
 
 def corner_mhz(arch: int, rail: str, corner: str) -> float:

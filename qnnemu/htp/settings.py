@@ -509,6 +509,9 @@ class GraphSettings:
     priority: int = Q.QNN_PRIORITY_DEFAULT
     vtcm_source: str = "default"           # "default", "VTCM_SIZE_IN_MB", "VTCM_SIZE_IN_BYTES", ... or "max"
     soc_vtcm_bytes: int = 8 * MIB
+    # float32 tensors run float16 math on this SoC (SocInfo.float16_math: v69 and later; the
+    # PRECISION config does not change it), docs/numerics.md "Float math per arch"
+    float16_math: bool = False
 
 
 def _num(value, default, kind=int):
@@ -608,6 +611,7 @@ def graph_settings(graph) -> GraphSettings:
         priority=_num(configs.get("priority"), Q.QNN_PRIORITY_DEFAULT),
         vtcm_source=source,
         soc_vtcm_bytes=soc_vtcm,
+        float16_math=soc.float16_math,
     )
 
 

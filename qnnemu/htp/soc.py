@@ -27,7 +27,7 @@ Columns no public source gives per SoC, chosen by rule and documented here:
   that the device model never assumes it);
 - ``dlbc``: Deep Learning Bandwidth Compression from v75 (the foundation's choice, kept);
 - ``signed_pd``: every HTP supports the signed process domain;
-- ``slc``: the System Level Cache allocator (seed: "only supported by specific SOCs"; its
+- ``slc``: the System Level Cache allocator (HTP documentation: "only supported by specific SOCs"; its
   example names soc_id 69 = SM8750, v79): v79 and later;
 - ``va_optimization``: SHARE_RESOURCES ``SEQUENTIAL_WITH_VA_OPTIMIZATION`` ("supported only on
   specific SoCs"): v73 and later (the default device supports the default type);
@@ -52,6 +52,7 @@ from ..headers import Q
 
 MIB = 1 << 20
 HTP_ARCHS = (68, 69, 73, 75, 79, 81)   # archs with at least one SoC row (v85: arch-only devices)
+FLOAT16_MATH_FROM_ARCH = 69            # float32 graphs computed in float16 math (SocInfo.float16_math)
 
 
 @dataclass(frozen=True)
@@ -76,13 +77,22 @@ class SocInfo:
 
     @property
     def byte_granularity_vtcm(self) -> bool:
-        """VTCM_SIZE_IN_BYTES requests (seed 002 "Byte-Granularity VTCM"): from v81."""
+        """VTCM_SIZE_IN_BYTES requests (HTP documentation, "Byte-Granularity VTCM"): from v81."""
         return self.arch >= 81
 
     @property
     def concurrent_sharing(self) -> bool:
-        """REGISTER_CONCURRENT_RESOURCE_SHARING / CONCURRENT_OPTIMIZATION: V81 only (seed 002)."""
+        """REGISTER_CONCURRENT_RESOURCE_SHARING / CONCURRENT_OPTIMIZATION: V81 only (HTP documentation)."""
         return self.arch >= 81
+
+    @property
+    def float16_math(self) -> bool:
+        """Float32 graphs run in float16 math (QNN HTP backend documentation, "QNN HTP
+        Precision": "float32 math is not supported by QNN HTP"; the HTP converts float32
+        inputs to float16 "on select Qualcomm SoCs").  The vendor's libQnnHtp.so does so from
+        v69 on, whatever the deprecated PRECISION graph config says; on v68 it computes
+        float32 (docs/numerics.md "Float math per arch")."""
+        return self.arch >= FLOAT16_MATH_FROM_ARCH
 
 
 # NUM_HVX_THREADS maximum per SoC as the vendor's libQnnHtp.so 2.51 clips it (its context binary's
@@ -149,12 +159,13 @@ SOCS: dict[int, SocInfo] = {r.soc_model: r for r in _ROWS}
 # (SA8797 for nothing: v81's flagship is SM8850).
 _ARCH_REFERENCE = {68: "SM8350", 69: "SM8450", 73: "SM8550", 75: "SM8650", 79: "SM8750", 81: "SM8850"}
 
-# The emulator's default device (deviceCreate without SOC/ARCH, deviceGetPlatformInfo, a
-# context without a device): SM8550 / v73 / 8 MiB VTCM.  The seed's table lists SM8350 as the
-# SOC option's default -- that is what the real backend assumes when it prepares offline for
-# an unknown SoC; the emulator models a device that is present, and keeps the SoC its context
-# binaries have always recorded.
-DEFAULT_SOC = int(Q.QNN_SOC_MODEL_SM8550)
+# The default device (deviceCreate without SOC/ARCH, deviceGetPlatformInfo, a context without a
+# device): the QNN HTP backend documentation's default for QNN_HTP_DEVICE_CONFIG_OPTION_SOC
+# ("QNN HTP Device Config Options": QNN_SOC_MODEL_SM8350, v68, 4 MiB VTCM), which is also what
+# the vendor's x86-64 libQnnHtp.so assumes without a SOC config.  The environment variable
+# QNNEMU_SOC_MODEL (``SOC_MODEL_ENV``) selects another default without touching the app.
+DEFAULT_SOC = int(Q.QNN_SOC_MODEL_SM8350)
+SOC_MODEL_ENV = "QNNEMU_SOC_MODEL"
 
 # Known archs without a SoC row (QnnHtpDevice_Arch_t V85): an arch-only device.
 ARCH_ONLY = (85,)
@@ -172,6 +183,40 @@ def arch_only(arch: int) -> SocInfo:
     return SocInfo(soc_model=int(Q.QNN_SOC_MODEL_UNKNOWN), name=f"HTP v{arch}", arch=int(arch),
                    vtcm_bytes=8 * MIB, hvx_threads=8, hmx=True, dlbc=True, signed_pd=True, cores=1,
                    devices=1, slc=True, va_optimization=True, source="chosen")
+
+
+def parse_soc_model(text: str) -> SocInfo | None:
+    """The row a SoC is named by: its QNN_SOC_MODEL_* number ("43") or name ("SM8550",
+    "sm8550", "QNN_SOC_MODEL_SM8550"); None when no row matches."""
+    text = str(text).strip()
+    if text.isdigit():
+        return SOCS.get(int(text))
+    name = text.upper()
+    name = name[len("QNN_SOC_MODEL_"):] if name.startswith("QNN_SOC_MODEL_") else name
+    value = getattr(Q, f"QNN_SOC_MODEL_{name}", None) if name.isalnum() else None
+    return SOCS.get(int(value)) if value is not None else None
+
+
+def default_soc(environ=None) -> SocInfo:
+    """The default device's row: QNNEMU_SOC_MODEL when set, else ``DEFAULT_SOC``.  An invalid
+    value raises ValueError saying what is accepted (the device layer turns it into a QNN
+    error with rule QNNEMU-device-soc-env)."""
+    import os
+    text = (os.environ if environ is None else environ).get(SOC_MODEL_ENV, "").strip()
+    if not text:
+        return SOCS[DEFAULT_SOC]
+    row = parse_soc_model(text)
+    if row is None:
+        names = ", ".join(f"{n} ({r.soc_model})" for n, r in sorted(
+            (_model_name(r.soc_model), r) for r in SOCS.values()))
+        raise ValueError(f"{text!r} is not an HTP SoC of the emulator's SoC table; give a "
+                         f"QNN_SOC_MODEL_* number or name: {names}")
+    return row
+
+
+def _model_name(soc_model: int) -> str:
+    name = Q.enum("QNN_SOC_MODEL_").get(int(soc_model))
+    return name[len("QNN_SOC_MODEL_"):] if name else str(soc_model)
 
 
 def soc_info(soc_model: int, arch: int | None = None) -> SocInfo:

@@ -161,6 +161,11 @@ class Op:
     # See the module docstring: how the plan treats fixed-point tensors around this op.
     quant_passthrough: ClassVar[bool] = False
     handles_quant: ClassVar[bool] = False
+    # Set by the execution plan on the instance it runs: the HTP arch the graph is prepared
+    # for (None: an op used on its own; ops whose semantics differ per arch read it), and
+    # whether its float32 tensors compute in float16 math (docs/numerics.md "Float16 math").
+    htp_arch: int | None = None
+    float16_math: bool = False
 
     def __init_subclass__(cls, register: bool = True, **kw):
         super().__init_subclass__(**kw)
@@ -383,7 +388,76 @@ def from_compute(y: np.ndarray, dtype) -> np.ndarray:
     return y.astype(dtype, copy=False)
 
 
+# -- the HTP's float16 (QNN HTP backend documentation, "QNN HTP Precision") -------------------
+#
+# How the vendor's libQnnHtp.so represents float32 values computed in float16 math (probed on
+# every arch that runs it, docs/numerics.md "float16 math"): 11 significant bits down to 2**-14,
+# multiples of 2**-24 below (IEEE subnormals), but no infinities or NaN: the exponent IEEE keeps
+# for them is one more binade, so the largest value is 131008 = (2 - 2**-10) * 2**16 and larger
+# magnitudes, infinities and NaN saturate to it (NaN keeps its sign bit).
+
+HTP_FP16_MAX = 131008.0
+_FP16_MIN_NORMAL = 2.0 ** -14
+_TIES = ("away", "even")
+
+
+def htp_fp16_round(x: np.ndarray, ties: str = "away") -> np.ndarray:
+    """float32 values rounded to the HTP's float16 grid, returned as float32.
+
+    ``ties``: "away" (half away from zero: the HTP's conversions and most ops) or "even"
+    (half to even: what its float16 ElementWiseAdd gives)."""
+    x = np.asarray(x, dtype=np.float32)
+    a = np.abs(x)
+    bits = a.view(np.uint32)
+    # 13 low mantissa bits dropped: adding half of them to the magnitude rounds half away
+    # from zero (a carry into the exponent is the correct next binade).
+    if ties == "away":
+        r = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    else:
+        odd = (bits >> np.uint32(13)) & np.uint32(1)
+        r = ((bits + np.uint32(0x0FFF) + odd) & np.uint32(0xFFFFE000)).view(np.float32)
+    small = a < np.float32(_FP16_MIN_NORMAL)
+    if small.any():
+        q = a[small].astype(np.float64) * 2.0 ** 24
+        q = np.floor(q + 0.5) if ties == "away" else np.rint(q)
+        r[small] = (q * 2.0 ** -24).astype(np.float32)
+    nan = np.isnan(a)
+    np.minimum(r, np.float32(HTP_FP16_MAX), out=r)   # also inf and a rounding carry past it
+    if nan.any():
+        r[nan] = np.float32(HTP_FP16_MAX)
+    return np.copysign(r, x, dtype=np.float32)
+
+
+def htp_fp16_static(x: np.ndarray) -> np.ndarray:
+    """A float32 static tensor (weights, constants) as the HTP stores it for float16 math: the
+    IEEE conversion (round half to even), whose bit patterns the HTP then reads without
+    infinities: an overflow (IEEE inf, 0x7C00) is 65536 and NaN (0x7E00) 98304."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = x.astype(np.float16)
+    out = h.astype(np.float32)
+    special = ~np.isfinite(h)
+    if special.any():
+        bits = h[special].view(np.uint16).astype(np.uint32)
+        mant = (bits & np.uint32(0x3FF)).astype(np.float32)
+        out[special] = np.copysign(np.float32(65536.0) * (1 + mant / np.float32(1024)),
+                                   np.where(bits & np.uint32(0x8000), -1.0, 1.0)).astype(np.float32)
+    return out
+
+
+def htp_fp16_to_fp32(v: np.ndarray) -> np.ndarray:
+    """A float16-math result delivered as a float32 output: the vendor's conversion sets the
+    lowest float32 mantissa bit of the value's binade (binade 2**-14 for subnormals), i.e. one
+    float32 ulp away from zero; zeros stay zeros."""
+    v = np.asarray(v, dtype=np.float32)
+    a = np.abs(v).astype(np.float64)
+    _, e = np.frexp(np.maximum(a, _FP16_MIN_NORMAL))   # a in [2**(e-1), 2**e)
+    up = (a + np.ldexp(1.0, e - 24)).astype(np.float32)
+    up[a == 0] = 0.0
+    return np.copysign(up, v, dtype=np.float32)
+
+
 __all__ = ["Op", "Param", "ParamSpec", "TensorSpec", "QuantSpec", "REGISTRY", "OpWarning", "warn",
            "OpCheckError", "same_spec", "check_rank", "check_float", "type_category",
            "check_float_inputs", "to_compute", "from_compute", "check_real", "check_index",
-           "is_real_dtype", "compute_dtype"]
+           "is_real_dtype", "compute_dtype", "HTP_FP16_MAX", "htp_fp16_round", "htp_fp16_static", "htp_fp16_to_fp32"]

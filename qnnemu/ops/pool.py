@@ -9,12 +9,20 @@ ONNX Runtime, which maps ONNX ceil_mode onto this parameter, computes shapes), s
 holds at least one input cell.  Cells past the explicit padding (the CEIL overhang) never
 count.
 
-Max pooling treats cells outside the input (padding and overhang) as zeros, as the HTP
-backend does (tests/test_differential.py, PoolMax2d against the vendor's backend; the 3-D
-ops follow the same rule).  ONNX MaxPool pads with -inf instead: the two agree whenever a
-window touching the padding has a non-negative maximum (after a Relu, the usual case).
+Cells outside the input (padding and overhang) in max pooling depend on the arch and the
+data (the vendor's libQnnHtp.so, tests/test_numerics_vendor.py): float32 data on HTP v68, the
+arch that computes float32 graphs in float32 (``SocInfo.float16_math``), counts them as
+zeros (a window of negative values at the border yields 0); float32 data on v69 and later
+(float16 math), float16 data and fixed-point data on every arch ignore them (the maximum of
+the window's input cells, as ONNX MaxPool's -inf padding).  An op used outside a graph
+(``htp_arch`` None) takes the v68 rule, that of the default device.  The 3-D ops follow the
+same rule.
+
 Average pooling divides by the number of input cells in the window, or, with
-``count_pad_for_edges``, by the input and explicit-padding cells.
+``count_pad_for_edges``, by the input and explicit-padding cells.  In float16 math (the plan
+sets ``float16_math``) a square 3x3 or 5x5 window multiplies its sum by the float16 value of
+1 / count, as the vendor's kernel does (other windows divide; power-of-two counts are exact
+either way); the plan rounds the result to float16.
 
 Kernels: "reference" reduces numpy sliding windows; "fast" runs the 2-D ops in C and the
 3-D ops as separable numpy passes (one pass per axis and tap).
@@ -29,10 +37,12 @@ from numpy.lib.stride_tricks import sliding_window_view
 from . import _fast
 from ..headers import Q
 from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real,
-                   from_compute, same_spec, to_compute)
+                   from_compute, htp_fp16_round, same_spec, to_compute)
 
 FLOOR = Q.QNN_OP_POOL_MAX_2D_ROUNDING_MODE_FLOOR
 CEIL = Q.QNN_OP_POOL_MAX_2D_ROUNDING_MODE_CEIL
+ZERO_PAD_UNTIL_ARCH = 68        # float32 max pooling pads with zeros up to this arch
+RECIPROCAL_WINDOWS = (3, 5)     # float16 average pooling: k x k windows using a float16 1/count
 
 
 def pool_output_size(size: int, pad0: int, pad1: int, k: int, stride: int, ceil: bool) -> int:
@@ -100,6 +110,13 @@ class _Pool(Op, register=False):
             except OpCheckError:
                 pass
 
+    def zero_padding(self) -> bool:
+        """Max pooling counts cells outside the input as zeros (float32 data on v68) rather than
+        ignoring them (see the module docstring)."""
+        spec = self.input_specs[0] if self.input_specs else None
+        float32 = spec is None or spec.dtype == Q.QNN_DATATYPE_FLOAT_32
+        return float32 and (self.htp_arch is None or self.htp_arch <= ZERO_PAD_UNTIL_ARCH)
+
     def _run(self, x, filter_size, stride, pad_amount, rounding_mode,
              count_pad_for_edges=False):
         k, s, pad, out = self._geom or self.geometry(x.shape, dict(
@@ -107,7 +124,15 @@ class _Pool(Op, register=False):
             rounding_mode=rounding_mode))
         dtype = x.dtype
         xc = to_compute(x).astype(np.float32, copy=False)
-        if _fast.fast():
+        if self.kind == "max" and not self.zero_padding():
+            xc, pad = _pad_ignored(xc, k, s, pad, out)
+        recip = (self.kind == "avg" and self.float16_math and len(set(k)) == 1
+                 and k[0] in RECIPROCAL_WINDOWS)
+        if recip:
+            y = pool_reference("sum", xc, k, s, pad, out, count_pad_for_edges)
+            counts = _counts(xc.shape[1:-1], k, s, pad, out, count_pad_for_edges)
+            y = (y * htp_fp16_round((1.0 / counts).astype(np.float32))).astype(np.float32)
+        elif _fast.fast():
             if self.nsp == 2 and _fast.enabled():
                 y = _fast.pool2d(self.kind, xc, k, s, pad, out, count_pad_for_edges)
             else:
@@ -115,6 +140,18 @@ class _Pool(Op, register=False):
         else:
             y = pool_reference(self.kind, xc, k, s, pad, out, count_pad_for_edges)
         return from_compute(y, dtype)
+
+
+def _pad_ignored(x: np.ndarray, k, s, pad, out):
+    """The input padded with -inf (padding and CEIL overhang), with no padding left to do:
+    max pooling then ignores every cell outside the input (PAD_amount < filter size, so each
+    window keeps at least one input cell)."""
+    extra = _overhang(x.shape[1:-1], k, s, pad, out)
+    if not any(p0 or p1 or e for (p0, p1), e in zip(pad, extra)):
+        return x, pad
+    xp = np.pad(x, ((0, 0),) + tuple((p0, p1 + e) for (p0, p1), e in zip(pad, extra)) + ((0, 0),),
+                constant_values=-np.inf)
+    return xp, tuple((0, 0) for _ in pad)
 
 
 def _overhang(shape, k, s, pad, out):
@@ -146,6 +183,8 @@ def pool_reference(kind: str, x: np.ndarray, k, s, pad, out, count_pad=False) ->
     if kind == "max":
         return win.max(axis=axes)
     total = win.sum(axis=axes, dtype=np.float64)
+    if kind == "sum":
+        return total
     return (total / _counts(x.shape[1:-1], k, s, pad, out, count_pad)).astype(np.float32)
 
 
