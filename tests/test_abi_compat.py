@@ -111,7 +111,8 @@ def _device_cases(proc: subprocess.CompletedProcess, abi: str) -> dict[str, dict
 def test_device_client_on_qnnemu(request, tmp_path, abi):
     cases = _device_cases(_run([_device_client(request, abi, tmp_path), _ours()]), abi)
     sm8550, sm8650 = socs.SOCS[Q.QNN_SOC_MODEL_SM8550], socs.SOCS[Q.QNN_SOC_MODEL_SM8650]
-    want = {"soc": sm8550, "arch": socs.soc_for_arch(Q.QNN_HTP_DEVICE_ARCH_V75), "signedpd": sm8550,
+    default = socs.SOCS[socs.DEFAULT_SOC]  # SIGNEDPD alone keeps the default device
+    want = {"soc": sm8550, "arch": socs.soc_for_arch(Q.QNN_HTP_DEVICE_ARCH_V75), "signedpd": default,
             "signedpd+soc+arch": sm8650,  # SOC wins over ARCH
             "setconfig-soc": sm8650}
     for name, row in want.items():

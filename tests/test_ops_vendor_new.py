@@ -457,12 +457,15 @@ def test_mux_vendor_computes_nothing_but_one_candidate(results):
     writes values unrelated to them (zeros, or what the output buffer held), ours selects (with
     graph-input candidates the vendor crashes: not run)."""
     theirs, ours = both(results, MUX_ONE)
-    assert np.array_equal(theirs["y"], _A) and np.array_equal(ours["y"], _A), "one candidate"
+    # The vendor hands the one candidate through untouched; ours computes the graph in float16
+    # math on SM8650 (docs/numerics.md), so its pass-through is the float16-rounded input.
+    assert np.array_equal(theirs["y"], _A), "one candidate: the vendor passes it through"
+    assert np.allclose(ours["y"], _A, rtol=1e-3, atol=0), "one candidate: ours, within float16 rounding"
     theirs, ours = both(results, MUX_STATIC)
     assert_ok(theirs, "vendor ElementWiseMux, static candidates")
     assert not np.array_equal(theirs["y"], _B), \
         f"the vendor's result is not the selected candidate: {theirs['y']}"
-    assert np.array_equal(ours["y"], _B), "ours selects candidate 1"
+    assert np.allclose(ours["y"], _B, rtol=1e-3, atol=0), "ours selects candidate 1 (float16 math)"
 
 
 _X = (RNG.standard_normal((2, 3, 3)) + 2 * np.eye(3)).astype(np.float32)
@@ -482,7 +485,9 @@ def test_ops_missing_from_the_vendor_run_on_ours(results, op):
         theirs, ours = both(results, name)
         assert theirs.get("failed") == "graphFinalize", f"{name}: the vendor has no {op}: {theirs}"
         assert_ok(ours, f"{name}: ours")
-        assert np.allclose(ours["y"], want, rtol=1e-5, atol=1e-6), f"{name}: our values"
+        # SM8650 computes float32 graphs in float16 math (docs/numerics.md); the default SM8350 in float32.
+        tol = dict(rtol=2e-3, atol=2e-3) if name.endswith(f"-{SM8650}") else dict(rtol=1e-5, atol=1e-6)
+        assert np.allclose(ours["y"], want, **tol), f"{name}: our values"
 
 
 def gqa_build(b=1, s=1, nh=4, kvh=2, hd=16, length=8, total=6, seqlens=None, rotary=False,

@@ -47,6 +47,7 @@ def _relu(ctx, name: str, configs=()):
 VTCM_BACKUP = Q.QNN_HTP_CONTEXT_GET_PROP_MAX_VTCMBACKUP_BUFFER_SIZE
 
 
+@pytest.mark.soc("SM8550")  # 8 MiB of VTCM: room for a 6 MiB graph
 def test_vtcm_backup_buffer_is_the_largest_graph_vtcm(be):
     ctx = be.context()
     assert _property(be, ctx, VTCM_BACKUP) == 0, "no prepared graph: no VTCM to back up"
@@ -59,6 +60,7 @@ def test_vtcm_backup_buffer_is_the_largest_graph_vtcm(be):
     assert _property(be, ctx, VTCM_BACKUP) == 6 * MIB, "each graph has its own buffer: the largest counts"
 
 
+@pytest.mark.soc("SM8550")
 def test_vtcm_backup_buffer_in_a_sharing_group(monkeypatch, qnn_abi):
     """In a resource-sharing group the buffer is sized by the device (its whole VTCM)."""
     with Backend(None, log_level="error") as be:
@@ -66,7 +68,7 @@ def test_vtcm_backup_buffer_in_a_sharing_group(monkeypatch, qnn_abi):
         core = HANDLES.lookup(int(ffi.cast("uintptr_t", ctx.handle)))
         monkeypatch.setattr(groups, "group_of", lambda c: object() if c is core else None)
         assert htp_settings.vtcm_backup_buffer_bytes(core) == core.device.model.vtcm_bytes == 8 * MIB, \
-            "SM8550 (the default device): 8 MiB"
+            "SM8550 (the default device here): 8 MiB"
 
 
 # ---------------------------------------------------------------- contextAddToDlc, op packages

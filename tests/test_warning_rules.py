@@ -185,7 +185,10 @@ def _index_case(op, ind, params, out_shape, upd=None, static=False, want=None):
         codes, out = index_graph(s, op, ind, params, out_shape, upd, static)
         assert not any(codes[:-1]), f"{op}: built and finalized: {codes}"
         if want is not None and not codes[-1]:
-            assert np.array_equal(out, want), f"{op}: computed {out.tolist()}, the vendor gives {want.tolist()}"
+            # The index semantics are the point; SM8550 runs float32 graphs in float16 math, whose
+            # output conversion moves each value by up to one float32 ulp (docs/numerics.md).
+            assert np.allclose(out, want, rtol=1e-6, atol=0), \
+                f"{op}: computed {out.tolist()}, the vendor gives {want.tolist()}"
         return codes[-1]
     return trigger
 
