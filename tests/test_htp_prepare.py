@@ -117,11 +117,15 @@ def check_plan(plan, nodes: int) -> None:
     assert prepare.overlapping_live_blocks(plan.blocks) == [], "no two live TCM blocks share VTCM bytes"
     assert plan.peak_vtcm_bytes <= plan.vtcm_budget_bytes, \
         f"peak VTCM {plan.peak_vtcm_bytes} within the budget {plan.vtcm_budget_bytes}"
-    assert plan.peak_vtcm_bytes == max((b.offset + b.size for b in plan.blocks if b.kind == TCM), default=0), \
+    placed = [b for b in plan.blocks if b.kind == TCM and b.first_step is not None]
+    assert plan.peak_vtcm_bytes == max((b.offset + b.size for b in placed), default=0), \
         "peak VTCM = max offset + size"
     for b in plan.blocks:
-        if b.kind == TCM:
-            assert b.offset % b.align == 0 and b.size % prepare.TCM_ALIGN == 0, f"{b.name}: 2 KiB granule"
+        if b.kind == TCM and b.first_step is None:
+            assert b.offset is None and b.role == "tensor", \
+                f"{b.name}: a TCM block no step needs in VTCM (a tiled op's whole tensor) has no offset"
+    for b in placed:
+        assert b.offset % b.align == 0 and b.size % prepare.TCM_ALIGN == 0, f"{b.name}: 2 KiB granule"
     # the schedule: dependencies, constraints and resources
     after = {i: set(s.deps) for i, s in enumerate(steps)}
     for a, b_ in plan.constraints:
@@ -243,14 +247,18 @@ def bounds(b: Builder) -> tuple[int, int]:
 
 
 def test_small_budget_spills_and_fills():
-    floor, peak = bounds(long_lived_graph())
-    assert peak > floor, "the long-lived tensor makes the graph need more than any one op"
-    big, small = long_lived_graph(), long_lived_graph(vtcm=floor)
+    # 32x32: every op fits 320 KiB whole (the largest working set is 288 KiB) but the graph's
+    # live peak (352 KiB) does not: the long-lived tensor is spilled and filled back, no op tiled
+    floor, peak = bounds(long_lived_graph(hw=32))
+    budget = 320 * KIB
+    assert floor < budget < peak, "the long-lived tensor makes the graph need more than any one op"
+    big, small = long_lived_graph(hw=32), long_lived_graph(vtcm=budget, hw=32)
     big.graph.finalize()
     small.graph.finalize()
     plan = small.graph.htp_plan
     kinds = [s.kind for s in plan.steps]
-    assert "spill" in kinds and "fill" in kinds, f"a budget of the largest working set spills: {kinds}"
+    assert "spill" in kinds and "fill" in kinds, f"a budget below the live peak spills: {kinds}"
+    assert plan.tiles == 0 and plan.tilings == [], "every op fits whole: nothing is tiled"
     assert plan.spill_bytes > 0 and plan.fill_bytes >= plan.spill_bytes, "each spilled block comes back"
     assert plan.spill_fill_buffer_bytes >= max(b.size for b in plan.blocks if b.role == "spill"), \
         "the spill-fill buffer holds the spilled copies"
@@ -374,18 +382,54 @@ def test_reschedule_overlaps_independent_branches():
     assert plan.total_cycles < serial, f"parallel schedule {plan.total_cycles} beats serial {serial}"
 
 
+def long_row_graph(n: int, vtcm: int) -> Builder:
+    """x [1, n] (graph input) -> Softmax over the row -> a -> Tanh -> y: the row is the depth
+    (the last axis), which tiles never split."""
+    b = Builder("long_row", vtcm=vtcm)
+    x = b.tensor("x", (1, n), type_=APP_WRITE)
+    a = b.tensor("a", (1, n))
+    b.node("Softmax", "softmax", [x], [a])
+    y = b.tensor("y", (1, n), type_=APP_READ)
+    b.node("Tanh", "tanh", [a], [y])
+    return b
+
+
 def test_working_set_too_big_fails_finalize():
-    b = long_lived_graph(vtcm=64 * KIB)
+    """An op whose smallest tile does not fit fails finalize.  A [1, n] Softmax has only the
+    depth to split, and the depth is never split: its float16 row in (the streamed graph input)
+    and out must fit together -- at 1 MiB, n = 262144 does (512 + 512 KiB) and n = 266240 does
+    not, the vendor's thresholds (tests/test_htp_tiling.py probes them)."""
+    fits = long_row_graph(262144, 1 << 20)
+    fits.graph.finalize()
+    assert fits.graph.htp_plan.tilings == [], "a row that fits runs whole"
+    b = long_row_graph(266240, 1 << 20)
     with pytest.raises(QnnError) as info:
         b.graph.finalize()
     e = info.value
     assert e.code == Q.QNN_GRAPH_ERROR_MEM_ALLOC, f"MEM_ALLOC (the HTP's code for an op over VTCM), got {e.code}"
     assert e.rule == "QNNEMU-prepare-working-set", "rule id"
     msg = str(e)
-    # P2 (the first op over 64 KiB): 32 KiB in + 32 KiB out + 32 KiB weight stream buffer
-    assert "graphFinalize" in msg and "node 'P2' (Conv2d)" in msg, f"function and node named: {msg}"
-    assert "working set of 98304 bytes" in msg and "budget of 65536 bytes" in msg, f"the numbers: {msg}"
+    assert "graphFinalize" in msg and "node 'softmax' (Softmax)" in msg, f"function and node named: {msg}"
+    row = 266240 * 2
+    assert f"working set of {2 * row} bytes" in msg and f"inputs 0 + outputs {row} + scratch {row}" in msg \
+        and "budget of 1048576 bytes" in msg, f"the numbers (the streamed input row is the scratch): {msg}"
+    assert "cannot be tiled" in msg and "depth" in msg, f"why no tile helps: {msg}"
     assert not b.graph.finalized, "the graph stays unfinalized"
+    # A tileable op fails when even its smallest tile (one index of every tileable axis, the
+    # whole depth, single-buffered) does not fit; the message gives that tile's numbers.
+    w = Builder("wide_rows", vtcm=64 * KIB)
+    x = w.tensor("x", (1, 4, 8192), type_=APP_WRITE)
+    s1 = w.tensor("s1", x.dims)
+    w.node("Sigmoid", "sig", [x], [s1])
+    y = w.tensor("y", x.dims, type_=APP_READ)
+    w.node("Tanh", "tanh", [s1], [y])
+    with pytest.raises(QnnError) as info:
+        w.graph.finalize()
+    msg = str(info.value)
+    assert info.value.rule == "QNNEMU-prepare-working-set" and "node 'sig' (Sigmoid)" in msg, msg
+    # one row: 16 KiB of float16 output + the stream buffer of its share of the graph input
+    assert "smallest tile (elementwise rule: a [1, 1, 8192] box of its [1, 4, 8192] iteration space, 4 tiles): " \
+           "81920 bytes (tile inputs 0 + tile outputs 16384 + scratch 65536)" in msg, f"the smallest tile: {msg}"
 
 
 def test_fragmentation_fallback(monkeypatch):
