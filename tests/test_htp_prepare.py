@@ -246,13 +246,28 @@ def bounds(b: Builder) -> tuple[int, int]:
     return max(n.working_set for n in a.nodes), prepare.live_peak(a, list(range(len(a.nodes))))
 
 
+def skip_graph(vtcm: int | None = None, hw: int = 48) -> Builder:
+    """x -> A -> B -> P1 -> P2 -> P3 (1x1 convs, 64 channels); y1 = A + P3, y2 = B + P3: A and
+    B stay live through the chain (at 48x48 every activation is 288 KiB of float16)."""
+    b = Builder("skip", vtcm=vtcm)
+    x = b.tensor("x", (1, hw, hw, 64), type_=APP_WRITE)
+    a = b.conv("A", x, 64)
+    bb = b.conv("B", a, 64)
+    p3 = b.conv("P3", b.conv("P2", b.conv("P1", bb, 64), 64), 64)
+    for name, src in (("y1", a), ("y2", bb)):
+        y = b.tensor(name, a.dims, type_=APP_READ)
+        b.node("ElementWiseAdd", f"add{name[1]}", [src, p3], [y])
+    b.x, b.y = x, b.graph.tensor(b.graph.by_name["y2"])
+    return b
+
+
 def test_small_budget_spills_and_fills():
-    # 32x32: every op fits 320 KiB whole (the largest working set is 288 KiB) but the graph's
-    # live peak (352 KiB) does not: the long-lived tensor is spilled and filled back, no op tiled
-    floor, peak = bounds(long_lived_graph(hw=32))
-    budget = 320 * KIB
-    assert floor < budget < peak, "the long-lived tensor makes the graph need more than any one op"
-    big, small = long_lived_graph(hw=32), long_lived_graph(vtcm=budget, hw=32)
+    # every op fits 1 MiB whole (the largest working set is 704 KiB) but the live peak
+    # (1152 KiB) does not: B is spilled and filled back, no op tiled
+    floor, peak = bounds(skip_graph())
+    budget = 1 << 20
+    assert floor < budget < peak, "the long-lived tensors make the graph need more than any one op"
+    big, small = skip_graph(), skip_graph(vtcm=budget)
     big.graph.finalize()
     small.graph.finalize()
     plan = small.graph.htp_plan
@@ -266,10 +281,8 @@ def test_small_budget_spills_and_fills():
     spill = next(s for s in plan.steps if s.kind == "spill")
     fill = next(s for s in plan.steps if s.kind == "fill")
     assert spill.resource == fill.resource == "DMA", "spill and fill copies run on DMA"
-    assert plan.steps[fill.pair].index in plan.steps[[s.index for s in plan.steps
-                                                     if s.name == "add"][0]].deps or any(
-        fill.pair in s.deps for s in plan.steps), "a consumer waits for the fill"
-    assert spill.inputs == ["A_out"] and fill.outputs == ["A_out#fill1"], "the long-lived tensor is spilled"
+    assert fill.pair in plan.step_named("add2").deps, "the consumer waits for the fill"
+    assert spill.inputs == ["B_out"] and fill.outputs == ["B_out#fill1"], "a long-lived tensor is spilled"
     check_plan(plan, len(small.graph.nodes))
     # the plan is a model: the numbers do not change
     x = np.random.default_rng(1).standard_normal(big.x.dims).astype(np.float32)
@@ -279,18 +292,22 @@ def test_small_budget_spills_and_fills():
 
 
 def test_vtcm_sweep_spill_bytes_never_grow():
-    floor, peak = bounds(long_lived_graph())
+    """From the least budget the graph finalizes at (its ops' smallest tiles) to above its live
+    peak: spill bytes, tiles and tile bytes never grow with VTCM."""
+    g = long_lived_graph()
+    least = prepare._Analysis(g.graph, DeviceModel(), prepare.graph_settings(g.graph)).floor()
+    _, peak = bounds(g)
     results = []
-    for kib in range(floor // KIB, peak // KIB + 64, 2):
+    for kib in range(-(-least // KIB), peak // KIB + 16, 2):
         b = long_lived_graph(vtcm=kib * KIB)
         b.graph.finalize()
         plan = b.graph.htp_plan
         check_plan(plan, len(b.graph.nodes))
-        results.append((kib, plan.spill_bytes, plan.peak_vtcm_bytes))
-    spills = [s for _, s, _ in results]
-    assert spills[0] > 0 and spills[-1] == 0, \
-        f"spills at the largest working set, none well above the live peak: {results[:2]}, {results[-1]}"
-    assert all(a >= b for a, b in zip(spills, spills[1:])), f"spill bytes never grow with VTCM: {results}"
+        results.append((kib, plan.spill_bytes, plan.tiles, plan.tile_fill_bytes + plan.tile_spill_bytes))
+    for k, what in ((1, "spill bytes"), (2, "tiles"), (3, "tile bytes")):
+        series = [r[k] for r in results]
+        assert series[0] > 0 and series[-1] == 0, f"{what}: some at the least budget, none above the peak: {results}"
+        assert all(x >= y for x, y in zip(series, series[1:])), f"{what} never grow with VTCM: {results}"
 
 
 def test_vtcm_config_through_the_abi():

@@ -483,6 +483,17 @@ def static_streamed_bytes(node, graph, settings=None) -> int:
     return total
 
 
+def vtcm_streamed_bytes(node, graph, settings, resource: str, activations: bool = True) -> int:
+    """DDR bytes the op streams through a VTCM buffer: its graph inputs and outputs (with
+    ``activations``), and its static weights when it runs on HMX (HMX reads only VTCM); an HVX
+    op reads its weights through the L2 cache (the vendor's backend fits a LayerNorm or an Add
+    of a constant whose activations alone fill the budget: docs/htp-prepare.md "Tiling")."""
+    read, written = streamed_bytes(node, graph, settings)
+    weights = static_streamed_bytes(node, graph, settings)
+    kept = weights if resource == "HMX" else 0
+    return (read + written - weights + kept) if activations else kept
+
+
 def tile_copy_cycles(slices) -> int:
     """Reference cycles of one tile's DMA fill or spill: one transfer per tensor slice."""
     return sum(dma_copy_cycles(int(n)) for n in slices if n > 0)

@@ -137,9 +137,8 @@ class _Analysis:
             ins = list(dict.fromkeys(t for t in node.inputs if t is not None))
             outs = list(dict.fromkeys(node.outputs))
             c = cost.op_cost(node, graph, model, settings)
-            read, written = cost.streamed_bytes(node, graph, settings)
-            scratch = cost.scratch_bytes(node, settings, graph) + \
-                cost.stream_buffer_bytes(read + written, cost.stream_rows_bytes(node, graph))
+            scratch = cost.scratch_bytes(node, settings, graph) + cost.stream_buffer_bytes(
+                cost.vtcm_streamed_bytes(node, graph, settings, c.resource), cost.stream_rows_bytes(node, graph))
             preds = frozenset(self.tensors[t].producer for t in ins if self.tensors[t].producer is not None)
             tcm_in = tuple(dict.fromkeys(self.root(t) for t in ins if self.tensors[t].kind == TCM))
             tcm_out = tuple(t for t in outs if self.tensors[t].kind == TCM and self.tensors[t].alias_of is None)
@@ -186,13 +185,13 @@ class _Analysis:
         outs = tensors(node.outputs, node.output_specs, by_index_out, set(n.tcm_out))
         # a tile streams its share of the DDR activations and all the weights; the widening
         # scratch of "widen" ops moves into the slices (they are counted at 16 bits)
-        read, written = cost.streamed_bytes(node, self.graph, self.settings)
-        weights = cost.static_streamed_bytes(node, self.graph, self.settings)
+        streamed = cost.vtcm_streamed_bytes(node, self.graph, self.settings, n.cost.resource)
+        weights = cost.vtcm_streamed_bytes(node, self.graph, self.settings, n.cost.resource, activations=False)
         rows = cost.stream_rows_bytes(node, self.graph)
         fixed = 0 if widen else cost.scratch_bytes(node, self.settings, self.graph)
 
         def scratch(share: float) -> int:
-            plain = weights + math.ceil((read + written - weights) * share)
+            plain = weights + math.ceil((streamed - weights) * share)
             return fixed + cost.stream_buffer_bytes(plain, rows)
         return tiling.TileCatalog(pattern, ins, outs, scratch)
 
