@@ -1,5 +1,5 @@
-"""The HTP prepare pipeline at graphFinalize (qnnemu/htp/prepare.py, seed 000 "Scheduling and
-Allocation", docs/htp-prepare.md): each pass's inspectable result, spill/fill under small VTCM
+"""The HTP prepare pipeline at graphFinalize (qnnemu/htp/prepare.py; QNN HTP backend
+documentation, "Scheduling and Allocation"; docs/htp-prepare.md): each pass's inspectable result, spill/fill under small VTCM
 budgets (monotone in the budget), launch/wait pairs, VTCM offsets with no live overlap, a valid
 parallel schedule, the working-set failure, unchanged numerics, and properties over random DAGs.
 
@@ -120,10 +120,12 @@ def check_plan(plan, nodes: int) -> None:
     placed = [b for b in plan.blocks if b.kind == TCM and b.first_step is not None]
     assert plan.peak_vtcm_bytes == max((b.offset + b.size for b in placed), default=0), \
         "peak VTCM = max offset + size"
+    tiled = {t.node for t in plan.tilings}
     for b in plan.blocks:
         if b.kind == TCM and b.first_step is None:
-            assert b.offset is None and b.role == "tensor", \
-                f"{b.name}: a TCM block no step needs in VTCM (a tiled op's whole tensor) has no offset"
+            assert b.offset is None and (b.role == "tensor" or b.name.split("#")[0] in tiled), \
+                f"{b.name}: a TCM block no step needs in VTCM (a tiled op's whole tensor, or the scratch its " \
+                f"tiles do without) has no offset"
     for b in placed:
         assert b.offset % b.align == 0 and b.size % prepare.TCM_ALIGN == 0, f"{b.name}: 2 KiB granule"
     # the schedule: dependencies, constraints and resources
@@ -162,7 +164,7 @@ def test_passes_and_blocks():
     plan = b.graph.htp_plan
     assert [p.split(":")[0] for p in plan.passes] == \
         ["register blocks", "pre-schedule", "spill/fill", "launch/wait", "allocate", "re-schedule"], \
-        "one line per pass of seed 000, in order"
+        "one line per pass of \"Scheduling and Allocation\", in order"
     kinds = {blk.name: (blk.kind, blk.role) for blk in plan.blocks}
     assert kinds["x"] == (PLAIN, "tensor") and kinds["y"] == (PLAIN, "tensor"), "graph I/O in DDR"
     assert kinds["A_w"] == (PLAIN, "tensor"), "static weights in DDR (streamed)"
@@ -484,21 +486,34 @@ def test_budget_ladder_nests():
 @st.composite
 def random_dags(draw):
     """Ops reading one or two earlier tensors (Add; Relu, Reshape or Softmax with scratch;
-    activations NATIVE, sizes 2-24 KiB), graph input and output in DDR."""
+    activations NATIVE, [rows, 512 x k] uint8 of 2-48 KiB: rows tile, the depth does not),
+    graph input and output in DDR."""
     g = FakeGraph("random")
-    x = g.add_tensor("x", (draw(st.integers(1, 8)) * 1024,), U8, APP_WRITE)
+    rows = draw(st.integers(1, 4))
+    x = g.add_tensor("x", (rows, draw(st.integers(1, 8)) * 512), U8, APP_WRITE)
     live = [x]
     n = draw(st.integers(2, 14))
     for k in range(n):
         picks = draw(st.lists(st.integers(0, len(live) - 1), min_size=1, max_size=2, unique=True))
         ins = [live[i] for i in picks]
         op = "ElementWiseAdd" if len(ins) == 2 else draw(st.sampled_from(["Relu", "Reshape", "Softmax"]))
-        # a Reshape keeps the size (written in place when nothing else reads its input)
-        size = ins[0].dims[0] if op == "Reshape" else draw(st.integers(1, 12)) * 2048
-        out = g.add_tensor(f"t{k}", (size,), U8, APP_READ if k == n - 1 else NATIVE)
+        # a Reshape keeps the shape (written in place when nothing else reads its input)
+        dims = ins[0].dims if op == "Reshape" else (draw(st.integers(1, 4)) * rows, draw(st.integers(1, 12)) * 1024)
+        if op == "ElementWiseAdd":
+            dims = (max(t.dims[0] for t in ins), dims[1])
+            ins = [t if t.dims[0] in (1, dims[0]) and t.dims[1] in (1, dims[1]) else
+                   _bridge(g, t, dims, k) for t in ins]
+        out = g.add_tensor(f"t{k}", dims, U8, APP_READ if k == n - 1 else NATIVE)
         g.add_node(op, f"op{k}", ins, [out])
         live.append(out)
     return g
+
+
+def _bridge(g: FakeGraph, t, dims, k):
+    """A Relu giving ``t``'s data the Add's shape (so the Add broadcasts nothing)."""
+    out = g.add_tensor(f"t{k}_{t.name}", dims, U8)
+    g.add_node("Relu", f"op{k}_{t.name}", [t], [out])
+    return out
 
 
 def _prepared(g: FakeGraph, budget: int):
@@ -509,18 +524,24 @@ def _prepared(g: FakeGraph, budget: int):
 @settings(max_examples=60, deadline=None)
 @given(random_dags(), st.data())
 def test_random_dags(g, data):
+    """From the least budget the graph finalizes at to above its live peak: valid plans,
+    deterministic; spill bytes, tiles and tile bytes never grow with VTCM."""
     base = prepare._Analysis(g, DeviceModel(), prepare.graph_settings(g))
-    floor = max(n.working_set for n in base.nodes)
-    top = max(prepare.live_peak(base, list(range(len(g.nodes)))), floor) + 4096
-    budgets = sorted(set(data.draw(st.lists(st.integers(floor // 2048, top // 2048), min_size=2, max_size=5))))
-    spills = []
+    least = base.floor()
+    top = max(prepare.live_peak(base, list(range(len(g.nodes)))), max(n.working_set for n in base.nodes)) + 4096
+    budgets = sorted(set(data.draw(st.lists(st.integers(-(-least // 2048), top // 2048), min_size=2, max_size=5))))
+    seen = []
     for units in budgets:
         plan = _prepared(g, units * 2048)
         check_plan(plan, len(g.nodes))
         assert plan.runlist_peak_bytes <= plan.graph_order_peak_bytes, "pre-schedule never worse than graph order"
         assert _prepared(g, units * 2048).to_optrace() == plan.to_optrace(), "deterministic"
-        spills.append(plan.spill_bytes)
-    assert all(a >= b for a, b in zip(spills, spills[1:])), f"spill bytes never grow with VTCM: {budgets} {spills}"
+        for t in plan.tilings:
+            assert t.working_set_bytes <= plan.planning_budget_bytes < t.untiled_working_set_bytes, \
+                f"{t.node}: tiled because it does not fit whole, its tiles fit"
+        seen.append((units * 2048, plan.spill_bytes, plan.tiles, plan.tile_fill_bytes + plan.tile_spill_bytes))
+    for k, what in ((1, "spill bytes"), (2, "tiles"), (3, "tile bytes")):
+        assert all(a[k] >= b[k] for a, b in zip(seen, seen[1:])), f"{what} never grow with VTCM: {seen}"
 
 
 # ------------------------------------------------------------------------------- scale

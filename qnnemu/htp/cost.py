@@ -158,7 +158,7 @@ def tensor_bytes(tensor) -> int:
 
 def vtcm_tensor_bytes(tensor) -> int:
     """Bytes a tensor takes in VTCM: float32 activations are held as float16 (the HTP runs float32
-    graphs in float16 math, seed 002 "QNN HTP Precision"); other types at their size."""
+    graphs in float16 math, "QNN HTP Precision"); other types at their size."""
     if tensor.dtype == Q.QNN_DATATYPE_FLOAT_32:
         return int(math.prod(tensor.dims)) * 2
     return tensor_bytes(tensor)

@@ -1,6 +1,7 @@
-"""The HTP prepare pipeline at graphFinalize (seed 000 "Scheduling and Allocation").
+"""The HTP prepare pipeline at graphFinalize (QNN HTP backend documentation, "Scheduling and
+Allocation").
 
-``prepare_graph(graph) -> PreparedPlan`` runs the six passes of the seed, each leaving its
+``prepare_graph(graph) -> PreparedPlan`` runs the six passes of that section, each leaving its
 result in the plan (qnnemu/htp/plan_types.py) and one line in ``plan.passes``:
 
 1. register blocks: every tensor a node touches becomes a block with its memory type, size and
@@ -43,7 +44,7 @@ from .settings import device_model, graph_settings
 
 TCM_ALIGN = 2048             # VTCM blocks: size and alignment granule (one 2 KiB crouton)
 PLAIN_ALIGN = 256            # DDR blocks (graph I/O, weights, spilled copies)
-BUDGET_GRANULE = 64 * 1024   # VTCM requests are multiples of 64 KiB (seed 002 "Byte-Granularity VTCM")
+BUDGET_GRANULE = 64 * 1024   # VTCM requests are multiples of 64 KiB ("Byte-Granularity VTCM")
 PRESCHEDULE_STATE_LIMIT = 1000   # prefixes the exact ordering of one partition may explore
 RECENT_STEPS = 8             # allocator: sharing addresses with a block freed this recently costs parallelism
 WAIT_CYCLES = 0              # a wait step only synchronizes
@@ -178,8 +179,8 @@ class _Analysis:
                 shape = tuple(int(d) for d in spec.shape)
                 sl = slices.get(i) or tiling.Slice(i, tuple(tiling.AxisMap("full", extent=e) for e in shape), shape)
                 elems = math.prod(shape) or 1
-                elem = max(self.tensors[tid].raw / elems, widen)
-                out.append(tiling.Tensor(sl, elem, math.ceil(elems * elem), root))
+                stored = self.tensors[tid].raw / elems
+                out.append(tiling.Tensor(sl, max(stored, widen), self.tensors[tid].raw, root, stored))
             return out
         ins = tensors(node.inputs, node.input_specs, by_index_in, set(n.tcm_in))
         outs = tensors(node.outputs, node.output_specs, by_index_out, set(n.tcm_out))
@@ -1048,7 +1049,7 @@ def _overlaps(steps: list[Step]) -> None:
 # ------------------------------------------------------------------------------ the driver
 def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int):
     """Passes 3-5 for the graph's VTCM ``budget``: the spill pass (tiling the ops that do not fit)
-    at each budget of the ladder and the flush plan; the best by ``_SpillResult.key`` whose
+    and the flush plan at each budget of the ladder; the best by ``_SpillResult.key`` whose
     allocation fits is kept.  The candidates of a smaller budget are among those of a larger
     one and the key is a total order, so spill bytes never grow with the budget, and the kept
     plan's own budget never shrinks (its tiles never multiply)."""
@@ -1067,7 +1068,10 @@ def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int
         got = attempt(first)          # nothing to spill, fill or tile: nothing beats it
         if got is not None:
             return got
-    results = [first] + [spill_pass(a, order, b) for b in ladder[1:]] + [spill_pass(a, order, floor, flush=True)]
+    # every ladder budget's plan and its flush plan (the fragmentation fallback: one op's
+    # blocks at a time, which always packs within that budget)
+    results = [first] + [spill_pass(a, order, b) for b in ladder[1:]] + \
+        [spill_pass(a, order, b, flush=True) for b in ladder]
     # Whether a plan fits depends on the plan only (offsets are placed within the plan's own
     # budget, or packed lowest-first), so a plan that fits a budget fits every larger one.
     tried: set[tuple] = set()
@@ -1079,7 +1083,7 @@ def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int
         got = attempt(r)
         if got is not None:
             return got
-    raise AssertionError(f"prepare: the flush plan of '{a.graph.name}' does not fit {budget} bytes")
+    raise AssertionError(f"prepare: no flush plan of '{a.graph.name}' fits {budget} bytes")
 
 
 def prepare_graph(graph) -> PreparedPlan:

@@ -402,9 +402,15 @@ def _reduce_pattern(node, op, space, rank, out_maps) -> Pattern:
 class Tensor:
     """A tensor of a tiled op that lives in VTCM (activations): its slices are filled / spilled."""
     slice: Slice
-    elem_bytes: float        # VTCM bytes per element (float32 held as float16)
-    total_bytes: int         # VTCM bytes of the whole tensor
+    elem_bytes: float        # VTCM bytes per element while the op works (float32 held as float16;
+                             # 8-bit data of "widen" ops at 16 bits)
+    total_bytes: int         # bytes of the whole tensor as stored (what DMA moves)
     block: int | None = None  # the tensor id whose block / DDR copy it is (prepare's root)
+    stored_elem_bytes: float = 0.0   # bytes per element as stored (0: elem_bytes)
+
+    @property
+    def dma_elem_bytes(self) -> float:
+        return self.stored_elem_bytes or self.elem_bytes
 
 
 @dataclass(frozen=True)
@@ -512,15 +518,17 @@ def _round_up(n: int, a: int) -> int:
 
 
 def tensor_tile_bytes(t: Tensor, space, tileable, axis: int, chunk: int, starts) -> tuple[int, int]:
-    """(bytes of the largest tile's slice, bytes of all tiles' slices) of tensor ``t`` when the
-    space is split along ``axis`` in chunks of ``chunk`` (tileable axes before it one index)."""
+    """(VTCM bytes of the largest tile's slice, DMA bytes of all tiles' slices) of tensor ``t``
+    when the space is split along ``axis`` in chunks of ``chunk`` (tileable axes before it one
+    index each)."""
     sl = t.slice
     if sl.maps is None:
         # a contiguous stream: tiles are contiguous ranges of the space in row-major order
         n = math.prod(space) or 1
         box = math.prod(1 if (j < axis and tileable[j]) else (chunk if j == axis else e)
                         for j, e in enumerate(space))
-        return min(t.total_bytes, math.ceil(t.total_bytes * box / n)), t.total_bytes
+        footprint = t.total_bytes * t.elem_bytes / t.dma_elem_bytes
+        return min(math.ceil(footprint), math.ceil(footprint * box / n)), t.total_bytes
     lead = [j for j in range(axis) if tileable[j]]
     biggest = total = 1.0
     constant = 1
@@ -545,7 +553,7 @@ def tensor_tile_bytes(t: Tensor, space, tileable, axis: int, chunk: int, starts)
         if o not in by_axis:
             total *= len(starts) if o == axis else space[o]
     biggest_b = math.ceil(biggest * constant * t.elem_bytes)
-    total_b = math.ceil(total * constant * t.elem_bytes)
+    total_b = math.ceil(total * constant * t.dma_elem_bytes)
     return biggest_b, total_b
 
 
@@ -627,4 +635,4 @@ def _slice_bytes(t: Tensor, box, space, start: int, elems: int, n: int) -> int:
         else:
             a, b = box[m.axis]
             count *= m.needed(a, b)
-    return math.ceil(count * t.elem_bytes)
+    return math.ceil(count * t.dma_elem_bytes)
