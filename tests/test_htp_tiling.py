@@ -80,8 +80,15 @@ def test_axis_maps():
         assert m.needed(2, 4) == {"same": 2, "one": 1, "full": 5}[m.kind], m.kind
 
 
+REDUCE = {   # op -> (reduced axes of the input space, input reads when a reduced axis is split)
+    "Softmax3": ((False, False, False, True), 2), "Softmax1": ((False, True, False, False), 2),
+    "LayerNorm": ((False, False, True), 2), "ReduceSum": ((False, True, False, False), 1),
+    "InstanceNorm": ((False, True, True, False), 2),
+}
+
+
 @pytest.mark.parametrize("case", [
-    # op, inputs, output, params, rule, tileable axes
+    # op, inputs, output, params, rule, tileable axes of the iteration space
     ("ElementWiseMultiply", [(1, 32, 160, 160), (1, 1, 1, 160)], (1, 32, 160, 160), {}, "elementwise",
      (True, True, True, False)),
     ("Conv2d", [(1, 64, 64, 16), (3, 3, 16, 32)], (1, 64, 64, 32),
@@ -94,12 +101,12 @@ def test_axis_maps():
      {"stride": np.array([2, 2]), "pad_amount": np.zeros((2, 2))}, "transposed-window", (True, True, True, False)),
     ("MatMul", [(1, 4096, 512), (512, 256)], (1, 4096, 256), {}, "matmul", (True, True, False)),
     ("FullyConnected", [(4096, 512), (256, 512)], (4096, 256), {}, "fully-connected", (True, False)),
-    ("Softmax", [(1, 16, 512, 512)], (1, 16, 512, 512), {"axis": 3}, "reduce", (True, True, True, False)),
-    ("Softmax", [(1, 16, 512, 512)], (1, 16, 512, 512), {"axis": 1}, "reduce", (True, False, True, False)),
+    ("Softmax3", [(1, 16, 512, 512)], (1, 16, 512, 512), {"axis": 3}, "reduce", (True, True, True, False)),
+    ("Softmax1", [(1, 16, 512, 512)], (1, 16, 512, 512), {"axis": 1}, "reduce", (True, True, True, False)),
     ("LayerNorm", [(1, 4096, 512), (512,)], (1, 4096, 512), {"axes": np.array([2])}, "reduce", (True, True, False)),
     ("ReduceSum", [(1, 64, 64, 32)], (1, 64, 32), {"axes": np.array([1]), "keep_dims": False}, "reduce",
-     (True, True, False)),
-    ("InstanceNorm", [(2, 64, 64, 32), (32,), (32,)], (2, 64, 64, 32), {}, "reduce", (True, False, False, False)),
+     (True, True, True, False)),
+    ("InstanceNorm", [(2, 64, 64, 32), (32,), (32,)], (2, 64, 64, 32), {}, "reduce", (True, True, True, False)),
     ("Concat", [(1, 32, 160, 16), (1, 32, 160, 16)], (1, 32, 160, 32), {"axis": 3}, "concat",
      (True, True, True, False)),
     ("Transpose", [(1, 32, 160, 160)], (1, 160, 160, 32), {"perm": np.array([0, 2, 3, 1])}, "transpose",
@@ -108,11 +115,29 @@ def test_axis_maps():
     ("Gather", [(1000, 64), (1, 512)], (1, 512, 64), {"axis": 0}, "stream", (True, True, False)),
 ])
 def test_access_rules(case):
-    """Per op family: the rule, the axes tiles split (never the depth, the last axis)."""
+    """Per op family: the rule and the axes tiles split -- never the depth (the last axis);
+    reductions split their reduced axes too (partial results; norms then read twice)."""
     op, ins, out, params, rule, tileable = case
-    p = tiling.access_pattern(node(op, [spec(s) for s in ins], [spec(out)], **params))
+    p = tiling.access_pattern(node(op.rstrip("13"), [spec(s) for s in ins], [spec(out)], **params))
     assert p.rule == rule, f"{op}: the {rule} rule, got {p.rule}"
     assert p.tileable == tileable, f"{op}: tiles split axes {tileable}, got {p.tileable}"
+    if op in REDUCE:
+        assert (p.reduced, p.passes) == REDUCE[op], f"{op}: reduced axes and passes {REDUCE[op]}"
+
+
+def test_split_reduction_reads_its_tiles_twice():
+    """InstanceNorm reduces over the spatial axes: split there, a tile reads its input twice
+    (statistics, then the normalized values); split over the batch only, once."""
+    n = node("InstanceNorm", [spec((2, 64, 64, 32), F16), spec((32,), F16), spec((32,), F16)],
+             [spec((2, 64, 64, 32), F16)])
+    p = tiling.access_pattern(n)
+    x = tiling.Tensor(p.inputs[0], 2.0, 2 * 64 * 64 * 32 * 2, 1)
+    y = tiling.Tensor(p.outputs[0], 2.0, 2 * 64 * 64 * 32 * 2, 2)
+    cat = tiling.TileCatalog(p, [x], [y], lambda share: 0)
+    batch, rows = cat._option(0, 1, 2), cat._option(1, 16, 2)
+    assert (batch.fill_bytes, batch.spill_bytes) == (x.total_bytes, y.total_bytes), "per image: read once"
+    assert (rows.fill_bytes, rows.spill_bytes) == (2 * x.total_bytes, y.total_bytes), "split rows: read twice"
+    assert all(len(t.fills) == 2 for t in tiling.tiles_of(cat, rows)), "two transfers per tile"
 
 
 def test_window_input_box_has_halo_rows():
@@ -422,6 +447,14 @@ def onnx_case(kind: str, path: Path) -> Path:
     if kind == "transpose":
         return save(path, [act("x", "a"), helper.make_node("Transpose", ["a"], ["b"], perm=[0, 2, 3, 1]),
                            act("b", "y", "Tanh")], [("x", img)], [("y", [1, 160, 160, 32])])
+    if kind == "instancenorm":     # reduces over the image per channel: 1 MiB of float16 per tensor
+        inits = [numpy_helper.from_array(np.ones(32, np.float32), "g"),
+                 numpy_helper.from_array(np.zeros(32, np.float32), "b0")]
+        return save(path, [act("x", "a"), helper.make_node("InstanceNormalization", ["a", "g", "b0"], ["b"]),
+                           act("b", "y", "Tanh")], [("x", [1, 32, 128, 128])], [("y", [1, 32, 128, 128])], inits)
+    if kind == "reduceall":
+        return save(path, [act("x", "a"), helper.make_node("ReduceMean", ["a"], ["b"], keepdims=1),
+                           act("b", "y", "Tanh")], [("x", [1, 32, 128, 128])], [("y", [1, 1, 1, 1])])
     if kind == "resize":
         scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s")
         return save(path, [act("x", "a"), helper.make_node("Resize", ["a", "", "s"], ["b"], mode="nearest"),
@@ -528,13 +561,15 @@ def test_ort_mul_at_vtcm_mb_1(ep, onnx_models, uint8):
 
 
 # What the vendor's libQnnHtp.so (QNN 2.51, SM8550) does at these VTCM sizes, probed through
-# ONNX Runtime: True = finalizes.  Large activations tile; a [1, n] row is the depth, never split:
+# ONNX Runtime: True = finalizes.  Large activations tile, reductions over the image too
+# (InstanceNorm, a ReduceMean of everything); a [1, n] row is the depth, never split:
 # an op whose float16 rows in + out exceed the budget fails (1002) -- n = 262144 fits 1 MiB,
 # 266240 does not; LayerNorm weights take no VTCM (nor does an Add's constant: the vendor
 # finalizes [1, 262144] + constant at 1 MiB, but takes 18 s to, so it is not probed here).
 VENDOR_FINALIZES = [
     *[(kind, uint8, 1, True) for kind in ("mul", "conv", "matmul", "softmax", "layernorm", "pool", "concat",
                                           "transpose", "resize") for uint8 in (False, True)],
+    ("instancenorm", False, 1, True), ("reduceall", False, 1, True),
     ("softmaxrow_262144", False, 1, True), ("softmaxrow_266240", False, 1, False),
     ("softmaxrow_266240", False, 2, True), ("softmaxrow_262144", True, 1, True),
     ("softmaxrow_266240", True, 1, False), ("row_266240", False, 1, False), ("column_524288", False, 1, True),

@@ -15,7 +15,9 @@ box of that space touches:
   scatter into it; channels stay whole;
 - MatMul tiles over batch, output rows and output columns (in0 rows x K, K x in1 columns);
   FullyConnected over output rows (the weights are streamed whole for every tile);
-- reductions, Softmax and norms tile over the axes they do not reduce (reduced axes whole);
+- reductions, Softmax and norms tile over their input (a split reduced axis carries partial
+  results from tile to tile; the norms and Softmax then read their tiles twice: statistics, then
+  the normalized values);
 - Concat / Split tile every axis (each input / output touches its part of the box); Transpose
   through its permutation; Resize through the scale; other data movement and copies stream
   their inputs in proportion to the output (a DMA stream);
@@ -107,6 +109,8 @@ class Pattern:
     inputs: list[Slice] = field(default_factory=list)
     outputs: list[Slice] = field(default_factory=list)
     why: str = ""                   # why nothing can be tiled (no tileable axis)
+    reduced: tuple[bool, ...] = ()  # per space axis: the op reduces over it (split: partial results)
+    passes: int = 1                 # reads of the input when a reduced axis is split (norms: 2)
 
     @property
     def can_tile(self) -> bool:
@@ -366,33 +370,35 @@ def _reduce_pattern(node, op, space, rank, out_maps) -> Pattern:
         axes = [int(_param(node, "axis", r - 1)) % r] if r else []
     else:   # Reduce*: ``axes`` (all axes when absent)
         axes = _axes(_param(node, "axes", None), r, list(range(r)))
-    keep = len(space) == r
-    maps, o = [], 0
-    for j, e in enumerate(xs):
-        if j in axes:
-            maps.append(AxisMap("full", extent=e))
-            if keep:
-                o += 1
-        else:
-            if o < len(space) and space[o] == e:
-                maps.append(AxisMap("same", o, e))
-            else:
-                maps.append(AxisMap("full", extent=e))
-            o += 1
-    tileable = [True] * len(space)
-    if keep:
-        for j in axes:
-            if j < len(tileable):
-                tileable[j] = False
-    # an output axis that no input axis follows is a reduced axis kept as 1 or a new axis
-    followed = {m.axis for m in maps if m.kind == "same"}
-    tileable = [t and (o in followed) for o, t in enumerate(tileable)]
-    inputs = [Slice(0, tuple(maps), xs)]
-    inputs += [Slice(i, _broadcast(_shape(s), xs) if keep else tuple(AxisMap("full", extent=e) for e in _shape(s)),
+    # The iteration space is the input: a reduced axis other than the depth may be split too --
+    # each tile updates the running result (partial sums, maxima, a running total; the norms and
+    # Softmax read their tiles twice: statistics, then the normalized values).  The vendor's
+    # backend finalizes InstanceNorm, ReduceSum, Argmax and CumulativeSum over spatial axes
+    # whose tensors alone exceed the budget.
+    space_in = xs
+    identity = _identity(xs)
+    kept = len(space) == r               # keep_dims, or an output shaped like the input
+    same_shape = tuple(space) == tuple(xs)
+
+    def output_maps(i, sh):
+        if len(sh) == r and tuple(sh) == tuple(xs):
+            return _identity(sh)
+        if len(sh) == r:                  # reduced axes kept with extent 1 (or k for TopK)
+            return tuple(AxisMap("same", j, e) if e == xs[j] else
+                         (AxisMap("one", j, 1) if e == 1 else AxisMap("full", extent=e))
+                         for j, e in enumerate(sh))
+        rest = [j for j in range(r) if j not in axes]
+        if len(rest) == len(sh) and all(xs[j] == e for j, e in zip(rest, sh)):
+            return tuple(AxisMap("same", j, e) for j, e in zip(rest, sh))
+        return None                        # any other shape: streamed
+    inputs = [Slice(0, identity, xs)]
+    inputs += [Slice(i, _broadcast(_shape(s), xs) if kept else tuple(AxisMap("full", extent=e) for e in _shape(s)),
                      _shape(s)) for i, s in enumerate(ins) if i > 0 and s is not None]
-    pattern = Pattern("reduce", space, tuple(tileable), inputs,
-                      out_maps(lambda i, sh: _broadcast(sh, space) if len(sh) == len(space)
-                               else tuple(AxisMap("full", extent=e) for e in sh)))
+    outputs = [Slice(i, output_maps(i, _shape(o_)), _shape(o_)) for i, o_ in enumerate(node.output_specs)
+               if o_ is not None]
+    pattern = Pattern("reduce", space_in, (True,) * r, inputs, outputs)
+    pattern.reduced = tuple(j in axes for j in range(r))
+    pattern.passes = 2 if (same_shape and op not in ("CumulativeSum",)) else 1
     pattern.why = f"{op} reduces over axes {axes} of its {list(xs)} input" if axes else ""
     return pattern
 
@@ -491,9 +497,18 @@ class TileCatalog:
             return vtcm, moved
         in_b, fill = measure(self.inputs)
         out_b, spill = measure(self.outputs)
+        fill *= self.passes(axis)
         box = math.prod(1 if (j < axis and tileable[j]) else (chunk if j == axis else e) for j, e in enumerate(space))
         share = box / (math.prod(space) or 1)
         return Option(axis, chunk, tiles, buffers, in_b, out_b, self.scratch(share), fill, spill)
+
+    def passes(self, axis: int) -> int:
+        """How often the tiles read their inputs when split along ``axis`` (and one index of
+        the tileable axes before it): twice for a norm or Softmax whose reduced axis is split
+        (statistics first, then the normalized values), else once."""
+        p = self.pattern
+        split = [j for j in range(axis) if p.tileable[j]] + [axis]
+        return p.passes if p.reduced and any(p.reduced[j] for j in split) else 1
 
     def best(self, budget: int) -> Option | None:
         """The tiling kept at ``budget`` (None: not even the finest grid fits)."""
@@ -571,7 +586,8 @@ class Tile:
     """One tile: its box of the iteration space and the bytes of each slice it moves."""
     index: int
     box: tuple[tuple[int, int], ...]     # per space axis [start, end)
-    fills: tuple[int, ...]               # bytes per input tensor slice (catalog order)
+    fills: tuple[int, ...]               # bytes per input tensor slice (catalog order; repeated per
+                                         # pass when a norm's reduced axis is split)
     spills: tuple[int, ...]              # bytes per output tensor slice
     share: float                         # fraction of the op's iteration space
 
@@ -595,12 +611,13 @@ def tiles_of(catalog: TileCatalog, option: Option) -> list[Tile]:
     n = math.prod(space) or 1
     out = []
     index = 0
+    passes = catalog.passes(axis)
     # row-major product of the grids; linear offsets give exact stream bytes (they add up)
     for box in _product(grids):
         elems = math.prod(b - a for a, b in box)
         start = _linear(box, space)
         out.append(Tile(index, box,
-                        tuple(_slice_bytes(t, box, space, start, elems, n) for t in catalog.inputs),
+                        tuple(_slice_bytes(t, box, space, start, elems, n) for t in catalog.inputs) * passes,
                         tuple(_slice_bytes(t, box, space, start, elems, n) for t in catalog.outputs),
                         elems / n))
         index += 1
