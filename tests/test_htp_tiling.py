@@ -99,8 +99,9 @@ REDUCE = {   # op -> (reduced axes of the input space, input reads when a reduce
      "window", (True, True, True, False)),
     ("TransposeConv2d", [(1, 32, 32, 16), (2, 2, 16, 8)], (1, 64, 64, 8),
      {"stride": np.array([2, 2]), "pad_amount": np.zeros((2, 2))}, "transposed-window", (True, True, True, False)),
-    ("MatMul", [(1, 4096, 512), (512, 256)], (1, 4096, 256), {}, "matmul", (True, True, False)),
-    ("FullyConnected", [(4096, 512), (256, 512)], (4096, 256), {}, "fully-connected", (True, False)),
+    # MatMul / FullyConnected: the space is the output and the reduction depth K, all split
+    ("MatMul", [(1, 4096, 512), (512, 256)], (1, 4096, 256), {}, "matmul", (True, True, True, True)),
+    ("FullyConnected", [(4096, 512), (256, 512)], (4096, 256), {}, "fully-connected", (True, True, True)),
     ("Softmax3", [(1, 16, 512, 512)], (1, 16, 512, 512), {"axis": 3}, "reduce", (True, True, True, False)),
     ("Softmax1", [(1, 16, 512, 512)], (1, 16, 512, 512), {"axis": 1}, "reduce", (True, True, True, False)),
     ("LayerNorm", [(1, 4096, 512), (512,)], (1, 4096, 512), {"axes": np.array([2])}, "reduce", (True, True, False)),
@@ -462,6 +463,10 @@ def onnx_case(kind: str, path: Path) -> Path:
     # [1, n] rows: the depth is the whole tensor (never split), the vendor's thresholds
     op, n = kind.split("_")
     n = int(n)
+    if op in ("matmulwide", "matmuldeep"):   # activation x activation, the second operand 2 MiB
+        k, cols = (64, n) if op == "matmulwide" else (n, 64)
+        return save(path, [act("a0", "a"), act("b0", "b"), helper.make_node("MatMul", ["a", "b"], ["c"]),
+                           act("c", "y", "Tanh")], [("a0", [1, 64, k]), ("b0", [1, k, cols])], [("y", [1, 64, cols])])
     if op == "softmaxrow":
         return save(path, [act("x", "a"), helper.make_node("Softmax", ["a"], ["b"], axis=-1), act("b", "y", "Tanh")],
                     [("x", [1, n])], [("y", [1, n])])
@@ -562,7 +567,8 @@ def test_ort_mul_at_vtcm_mb_1(ep, onnx_models, uint8):
 
 # What the vendor's libQnnHtp.so (QNN 2.51, SM8550) does at these VTCM sizes, probed through
 # ONNX Runtime: True = finalizes.  Large activations tile, reductions over the image too
-# (InstanceNorm, a ReduceMean of everything); a [1, n] row is the depth, never split:
+# (InstanceNorm, a ReduceMean of everything), MatMuls over their columns and reduction depth
+# (a [64, 16384] or [16384, 64] second operand); a [1, n] row is the depth, never split:
 # an op whose float16 rows in + out exceed the budget fails (1002) -- n = 262144 fits 1 MiB,
 # 266240 does not; LayerNorm weights take no VTCM (nor does an Add's constant: the vendor
 # finalizes [1, 262144] + constant at 1 MiB, but takes 18 s to, so it is not probed here).
@@ -570,6 +576,7 @@ VENDOR_FINALIZES = [
     *[(kind, uint8, 1, True) for kind in ("mul", "conv", "matmul", "softmax", "layernorm", "pool", "concat",
                                           "transpose", "resize") for uint8 in (False, True)],
     ("instancenorm", False, 1, True), ("reduceall", False, 1, True),
+    ("matmulwide_16384", False, 1, True), ("matmuldeep_16384", False, 1, True),
     ("softmaxrow_262144", False, 1, True), ("softmaxrow_266240", False, 1, False),
     ("softmaxrow_266240", False, 2, True), ("softmaxrow_262144", True, 1, True),
     ("softmaxrow_266240", True, 1, False), ("row_266240", False, 1, False), ("column_524288", False, 1, True),

@@ -13,8 +13,9 @@ box of that space touches:
   (depths): an output row range reads the input rows of its windows, halo rows included
   (kernel, stride, dilation, padding); transposed convolutions read the input rows that
   scatter into it; channels stay whole;
-- MatMul tiles over batch, output rows and output columns (in0 rows x K, K x in1 columns);
-  FullyConnected over output rows (the weights are streamed whole for every tile);
+- MatMul tiles over batch, output rows, output columns and the reduction depth K (in0 rows x
+  K, K x in1 columns; a split K adds partial sums); FullyConnected the same way, its static
+  weights streamed whole for every tile;
 - reductions, Softmax and norms tile over their input (a split reduced axis carries partial
   results from tile to tile; the norms and Softmax then read their tiles twice: statistics, then
   the normalized values);
@@ -111,6 +112,7 @@ class Pattern:
     why: str = ""                   # why nothing can be tiled (no tileable axis)
     reduced: tuple[bool, ...] = ()  # per space axis: the op reduces over it (split: partial results)
     passes: int = 1                 # reads of the input when a reduced axis is split (norms: 2)
+    splits_depth: bool = False      # MatMul / FullyConnected: the last space axis (K) may be split
 
     @property
     def can_tile(self) -> bool:
@@ -185,10 +187,11 @@ def access_pattern(node) -> Pattern:
     """The tiling access pattern of ``node`` (a qnnemu.core.graph.Node or a stand-in with
     op_type, params, input_specs, output_specs).  The last axis of the iteration space (the
     depth: channels of an image, features of a row) is never split: the vendor's backend
-    refuses an op whose depth rows do not fit VTCM, whatever its other axes."""
+    refuses an op whose depth rows do not fit VTCM, whatever its other axes -- except the
+    reduction depth K of MatMul / FullyConnected (their iteration space ends in K)."""
     p = _access_pattern(node)
     by_rule = p.tileable
-    if p.tileable and p.tileable[-1]:
+    if p.tileable and p.tileable[-1] and not p.splits_depth:
         p.tileable = p.tileable[:-1] + (False,)
     if not p.can_tile:
         reasons = []
@@ -249,35 +252,52 @@ def _access_pattern(node) -> Pattern:
         return Pattern(rule, space, tuple(tileable), inputs, out_maps(lambda i, sh: _broadcast(sh, space)))
 
     if op == "MatMul" and len(ins) >= 2 and ins[1] is not None and rank >= 2:
+        # iteration space [..., M, N, K]: tiles split rows, columns and the reduction depth
+        # (partial sums); the vendor's backend finalizes activation x activation MatMuls whose
+        # second operand alone, or whose rows of K alone, exceed the budget
         a, b = _shape(ins[0]), _shape(ins[1])
         t0, t1 = bool(_param(node, "transpose_in0", False)), bool(_param(node, "transpose_in1", False))
+        kdim = a[-2] if t0 else a[-1]
+        mm_space = tuple(space) + (kdim,)
+        m_ax, n_ax, k_ax = rank - 2, rank - 1, rank
 
-        def mm(shape, row_axis_is_m: bool, transposed: bool):
+        def mm(shape, first: bool, transposed: bool):
+            if len(shape) < 2:
+                return None
             lead = _broadcast(shape[:-2], space[:-2]) if len(shape) > 2 else ()
-            k = len(shape)
-            if row_axis_is_m:   # in0: [.., M, K] (transposed: [.., K, M])
-                m_map, k_map = AxisMap("same", rank - 2, space[-2]), AxisMap("full", extent=shape[-1 if not transposed else -2])
-                last2 = (k_map, m_map) if transposed else (m_map, k_map)
-            else:               # in1: [.., K, N] (transposed: [.., N, K])
-                n_map, k_map = AxisMap("same", rank - 1, space[-1]), AxisMap("full", extent=shape[-2 if not transposed else -1])
-                last2 = (n_map, k_map) if transposed else (k_map, n_map)
-            return tuple(lead) + last2 if k >= 2 else None
+            k_map = AxisMap("same", k_ax, kdim)
+            other = AxisMap("same", m_ax if first else n_ax, space[m_ax if first else n_ax])
+            # in0 [.., M, K] (transposed [.., K, M]); in1 [.., K, N] (transposed [.., N, K])
+            last2 = ((k_map, other) if transposed else (other, k_map)) if first else \
+                ((other, k_map) if transposed else (k_map, other))
+            return tuple(lead) + last2
         inputs = [Slice(0, mm(a, True, t0), a), Slice(1, mm(b, False, t1), b)]
         inputs += [Slice(i, _broadcast(_shape(s), space), _shape(s)) for i, s in enumerate(ins)
                    if i > 1 and s is not None]
-        return Pattern("matmul", space, (True,) * rank, inputs, out_maps(lambda i, sh: _broadcast(sh, space)))
+        p = Pattern("matmul", mm_space, (True,) * (rank + 1), inputs,
+                    out_maps(lambda i, sh: _broadcast(sh, space)))
+        p.splits_depth = True
+        p.reduced = (False,) * rank + (True,)
+        return p
 
     if op == "FullyConnected":
+        # iteration space [rows..., N, K]: the weights are streamed whole for every tile (static,
+        # not in VTCM); a split input depth K adds partial sums
         xs = _shape(x)
+        kdim = xs[-1] if xs else 1
+        fc_space = tuple(space) + (kdim,)
         if len(xs) == rank:
-            xmap = tuple(AxisMap("same", j, e) for j, e in enumerate(xs[:-1])) + (AxisMap("full", extent=xs[-1]),)
+            xmap = tuple(AxisMap("same", j, e) for j, e in enumerate(xs[:-1])) + (AxisMap("same", rank, kdim),)
         else:
-            xmap = None     # flattened rows: streamed in proportion to the output rows
+            xmap = None     # flattened rows: streamed in proportion to the tile
         inputs = [Slice(0, xmap, xs)]
         inputs += [Slice(i, tuple(AxisMap("full", extent=e) for e in _shape(s)), _shape(s))
                    for i, s in enumerate(ins) if i > 0 and s is not None]
-        return Pattern("fully-connected", space, tuple([True] * (rank - 1) + [False]), inputs,
-                       out_maps(lambda i, sh: _broadcast(sh, space)))
+        p = Pattern("fully-connected", fc_space, (True,) * (rank + 1), inputs,
+                    out_maps(lambda i, sh: _broadcast(sh, space)))
+        p.splits_depth = True
+        p.reduced = (False,) * rank + (True,)
+        return p
 
     if kind == "reduce" or op in ("Lstm",):
         return _reduce_pattern(node, op, space, rank, out_maps)
