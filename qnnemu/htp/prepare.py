@@ -14,11 +14,15 @@ result in the plan (qnnemu/htp/plan_types.py) and one line in ``plan.passes``:
    (a search over the part's dependency-closed prefixes); never worse than graph order;
 3. spill/fill insertion: walking the runlist, where the live TCM set of an op exceeds the VTCM
    budget, the block needed furthest in the future is copied out to DDR (spill, once per
-   tensor) and copied back (fill) before its next use; an op whose own working set cannot fit
-   fails finalize (rule QNNEMU-prepare-working-set); the pass runs over a ladder of budgets
-   and keeps the fewest spill bytes, so spill bytes never grow with the VTCM budget;
-4. launch/wait split: DMA copies (spill, fill) and HMX ops become a launch step on their
-   background resource and a wait step their consumers depend on;
+   tensor) and copied back (fill) before its next use.  An op whose own working set exceeds
+   the budget is tiled (qnnemu/htp/tiling.py: the access rule of its family, double-buffered
+   tiles of the largest size that fits): its inputs are read from DDR copies and its outputs
+   written to DDR copies, tile by tile; only an op whose smallest tile cannot fit fails
+   finalize (rule QNNEMU-prepare-working-set).  The pass runs over a ladder of budgets and
+   keeps the fewest spill bytes, so spill bytes, tiles and tile bytes never grow with the
+   VTCM budget;
+4. launch/wait split: DMA copies (spill, fill, and each tile's fill and spill) and HMX ops become
+   a launch step on their background resource and a wait step their consumers depend on;
 5. offset allocation: TCM blocks get VTCM offsets (greedy by size, blocks not live together may
    share addresses, preferring addresses whose previous owners died long ago), the ordering
    constraints such sharing creates are recorded, spilled copies get offsets in the spill-fill
