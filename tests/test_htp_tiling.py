@@ -21,7 +21,11 @@ operations to fit into the VTCM).
 from __future__ import annotations
 
 import ctypes
+import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,7 +39,7 @@ from qnnemu.headers import Q
 from qnnemu.htp import cost, prepare, tiling
 from qnnemu.htp.plan_types import TCM
 from qnnemu.ops.base import TensorSpec
-from vendor import vendor_library
+from vendor import vendor_env, vendor_library
 
 # No rule ids of its own: the one refusal (QNNEMU-prepare-working-set) is tested in
 # tests/test_htp_prepare.py.
@@ -392,9 +396,8 @@ _PINNED: list[ctypes.CDLL] = []
 
 @pytest.fixture(scope="module")
 def ep():
-    """The QNN EP (onnxruntime-qnn), with our library pinned: ORT unloads a backend with its
-    last session, and ours loaded again after the vendor's would come back at another address
-    (tests/test_onnxruntime_models.py explains)."""
+    """The QNN EP (onnxruntime-qnn) on qnnemu, our library pinned (ORT unloads a backend with
+    its last session; tests/test_onnxruntime_models.py explains why that matters)."""
     pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
     if not _PINNED:
         _PINNED.append(ctypes.CDLL(qnnemu.backend_library_path()))
@@ -501,19 +504,54 @@ def onnx_models(tmp_path_factory):
     return get
 
 
-def session(ep, path: Path, vtcm_mb: int, backend_path: str | None = None):
+# The vendor's backend runs in a subprocess: an ONNX Runtime session that configures its device
+# (soc_model) leaves that state in the loaded library for every later user in the process.
+_VENDOR_RUNNER = """
+import json, sys, numpy as np, onnxruntime as ort
+import qnnemu.onnxruntime as qort
+lib, soc, cases = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+out = []
+for path, vtcm, feeds in cases:
     so = ort.SessionOptions()
     so.log_severity_level = 4
-    opts = {"vtcm_mb": vtcm_mb, "soc_model": SOC}
-    if backend_path is not None:
-        opts["backend_path"] = backend_path
-    return ep.session(str(path), provider_options=ep.provider_options(**opts), session_options=so)
-
-
-def finalizes(ep, path: Path, vtcm_mb: int, backend_path: str | None = None) -> tuple[bool, str]:
-    """Whether the backend finalizes the model's graph at ``vtcm_mb`` (ORT session creation)."""
     try:
-        sess = session(ep, path, vtcm_mb, backend_path)
+        sess = qort.session(path, session_options=so,
+                            provider_options=qort.provider_options(backend_path=lib, vtcm_mb=vtcm, soc_model=soc))
+    except Exception as e:
+        out.append([False, str(e)[:2000]])
+        continue
+    if feeds:
+        np.save(feeds + ".out.npy", sess.run(None, dict(np.load(feeds)))[0])
+    out.append([True, ""])
+    del sess
+print(json.dumps(out))
+"""
+
+
+def vendor_runs(cases: list[tuple[Path, int, Path | None]]) -> list[tuple[bool, str]]:
+    """(finalized, error) of the vendor's backend for each (model, vtcm_mb, feeds .npz or None);
+    with feeds it also runs the model and saves the first output next to them (.out.npy)."""
+    arg = json.dumps([[str(p), v, str(f) if f else ""] for p, v, f in cases])
+    env = vendor_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", _VENDOR_RUNNER, str(VENDOR), str(SOC), arg], env=env,
+                          capture_output=True, timeout=900)
+    assert proc.returncode == 0, f"the vendor runner failed: {proc.stderr.decode()[-1500:]}"
+    return [tuple(r) for r in json.loads(proc.stdout.decode().strip().splitlines()[-1])]
+
+
+def session(ep, path: Path, vtcm_mb: int):
+    """An ORT session of ``path`` on qnnemu at ``vtcm_mb`` on the test's SoC."""
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    return ep.session(str(path), provider_options=ep.provider_options(vtcm_mb=vtcm_mb, soc_model=SOC),
+                      session_options=so)
+
+
+def finalizes(ep, path: Path, vtcm_mb: int) -> tuple[bool, str]:
+    """Whether qnnemu finalizes the model's graph at ``vtcm_mb`` (ORT session creation)."""
+    try:
+        sess = session(ep, path, vtcm_mb)
     except Exception as e:  # noqa: BLE001 - the EP's error carries the backend's
         return False, str(e)
     del sess
@@ -558,9 +596,11 @@ def test_ort_mul_at_vtcm_mb_1(ep, onnx_models, uint8):
     # to 10 LSB on the vendor too (tests/test_onnxruntime_models.py); the vendor is the reference
     assert lsb(got, want) <= 10, f"uint8: max |qnnemu - CPU EP| = {lsb(got, want):.0f} LSB"
     if VENDOR is not None:
-        ref = session(ep, path, 1, str(VENDOR))
-        theirs = ref.run(None, feeds)[0]
-        del ref
+        npz = path.with_suffix(".feeds.npz")
+        np.savez(npz, **feeds)
+        [(ok, err)] = vendor_runs([(path, 1, npz)])
+        assert ok, f"the vendor runs it: {err[:300]}"
+        theirs = np.load(str(npz) + ".out.npy")
         assert lsb(got, theirs) <= lsb(want, theirs), \
             f"uint8: qnnemu {lsb(got, theirs):.0f} LSB from the vendor, the CPU EP {lsb(want, theirs):.0f}"
 
@@ -584,14 +624,23 @@ VENDOR_FINALIZES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def vendor_outcomes(onnx_models) -> dict[tuple, tuple[bool, str]]:
+    """The vendor's (finalized, error) for every VENDOR_FINALIZES case, one subprocess."""
+    if VENDOR is None:
+        return {}
+    cases = [(k, u, v) for k, u, v, _ in VENDOR_FINALIZES]
+    return dict(zip(cases, vendor_runs([(onnx_models(k, u), v, None) for k, u, v in cases])))
+
+
 @pytest.mark.parametrize("kind,uint8,vtcm_mb,expected", VENDOR_FINALIZES,
                          ids=[f"{k}-{'u8' if u else 'f32'}-{v}MiB" for k, u, v, _ in VENDOR_FINALIZES])
-def test_finalizes_what_the_vendor_finalizes(ep, onnx_models, kind, uint8, vtcm_mb, expected):
+def test_finalizes_what_the_vendor_finalizes(ep, onnx_models, vendor_outcomes, kind, uint8, vtcm_mb, expected):
     """qnnemu finalizes exactly where the vendor does (pinned above; re-probed when
     onnxruntime-qnn's libQnnHtp.so is installed), refusing with QNNEMU-prepare-working-set."""
     path = onnx_models(kind, uint8)
     if VENDOR is not None:
-        vendor_ok, vendor_err = finalizes(ep, path, vtcm_mb, str(VENDOR))
+        vendor_ok, vendor_err = vendor_outcomes[(kind, uint8, vtcm_mb)]
         assert vendor_ok == expected, f"the vendor {'finalizes' if vendor_ok else 'refuses'} it now: {vendor_err[:300]}"
         if not vendor_ok:
             assert "1002" in vendor_err or "MEM_ALLOC" in vendor_err, f"the vendor's refusal: {vendor_err[:300]}"
