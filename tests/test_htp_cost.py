@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from qnnemu import ops
-from qnnemu.core.device import DeviceModel
+from qnnemu.core.device import DeviceModel, model_for
 from qnnemu.headers import Q
 from qnnemu.htp import cost, perf
+from qnnemu.htp.soc import SOCS
 from qnnemu.htp.settings import graph_settings
 from qnnemu.ops.base import QuantSpec, TensorSpec
 
@@ -62,7 +64,8 @@ class FakeGraph:
     def __init__(self, name="fake", configs=None):
         self.name = name
         self.configs = configs or {}
-        self.context = None
+        # prepared for SM8550 (qnnemu.htp.settings.device_model reads the context's device)
+        self.context = SimpleNamespace(device=SimpleNamespace(model=SM8550), configs={})
         self.tensors: dict[int, FakeTensor] = {}
         self.nodes: list[FakeNode] = []
 
@@ -108,8 +111,10 @@ def settings_for(**kw):
     return replace(base, **kw)
 
 
-V73 = DeviceModel()                               # the default device (SM8550, v73)
-NO_HMX = replace(DeviceModel(), hmx=False)
+# Every test names its SoC: SM8550 (v73, 8 MiB VTCM, 6 HVX threads), not the default device.
+SM8550 = model_for(SOCS[Q.QNN_SOC_MODEL_SM8550], soc_configured=True)
+V73 = SM8550
+NO_HMX = replace(SM8550, hmx=False)
 SETTINGS = settings_for(hvx_threads=4)
 
 

@@ -9,13 +9,14 @@ hypothesis."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from test_htp_cost import APP_READ, APP_WRITE, F32, NATIVE, S8, STATIC, U8, FakeGraph
+from test_htp_cost import APP_READ, APP_WRITE, F32, NATIVE, S8, SM8550, STATIC, U8, FakeGraph
 from qnnemu.core.backend import Backend
 from qnnemu.core.context import Context
 from qnnemu.core.device import Device, DeviceModel
@@ -42,8 +43,8 @@ def _quant(q) -> RawQuant:
 class Builder:
     """A core graph: tensors and nodes as the ABI layer would create them."""
 
-    def __init__(self, name="g", model: DeviceModel | None = None, vtcm: int | None = None):
-        device = Device(model, NULL_LOGGER) if model is not None else None
+    def __init__(self, name="g", model: DeviceModel = SM8550, vtcm: int | None = None):
+        device = Device(model, NULL_LOGGER)
         self.ctx = Context(Backend(), device, None, None)
         self.graph = HANDLES.lookup(self.ctx.create_graph(name))
         if vtcm is not None:
@@ -244,7 +245,7 @@ def test_partitioning_at_low_tcm_boundaries(monkeypatch):
 
 def bounds(b: Builder) -> tuple[int, int]:
     """(largest working set, live peak of graph order) of a built graph."""
-    a = prepare._Analysis(b.graph, DeviceModel(), prepare.graph_settings(b.graph))
+    a = prepare._Analysis(b.graph, prepare.device_model(b.graph), prepare.graph_settings(b.graph))
     return max(n.working_set for n in a.nodes), prepare.live_peak(a, list(range(len(a.nodes))))
 
 
@@ -297,7 +298,7 @@ def test_vtcm_sweep_spill_bytes_never_grow():
     """From the least budget the graph finalizes at (its ops' smallest tiles) to above its live
     peak: spill bytes, tiles and tile bytes never grow with VTCM."""
     g = long_lived_graph()
-    least = prepare._Analysis(g.graph, DeviceModel(), prepare.graph_settings(g.graph)).floor()
+    least = prepare._Analysis(g.graph, prepare.device_model(g.graph), prepare.graph_settings(g.graph)).floor()
     _, peak = bounds(g)
     results = []
     for kib in range(-(-least // KIB), peak // KIB + 16, 2):
@@ -361,7 +362,7 @@ def test_hmx_ops_split_into_launch_and_wait():
     act = plan.step_named("act")
     assert act.deps == [wait.index] and act.resource == "HVX", "the consumer waits for the wait step"
     check_plan(plan, 2)
-    no_hmx = Builder("quant", model=DeviceModel(hmx=False))
+    no_hmx = Builder("quant", model=replace(SM8550, hmx=False))
     no_hmx.graph.configs = b.graph.configs
     # the same graph on an SoC without HMX: one HVX op step, no launch/wait
     for t in (x, w, c, y):
@@ -467,7 +468,7 @@ def test_fragmentation_fallback(monkeypatch):
     check_plan(plan, len(b.graph.nodes))
     assert "fragmentation fallback" in plan.passes[2], plan.passes[2]
     assert plan.peak_vtcm_bytes <= max(n.working_set for n in prepare._Analysis(
-        b.graph, DeviceModel(), prepare.graph_settings(b.graph)).nodes), "one op's blocks at a time"
+        b.graph, prepare.device_model(b.graph), prepare.graph_settings(b.graph)).nodes), "one op's blocks at a time"
 
 
 def test_budget_ladder_nests():
@@ -526,7 +527,7 @@ def _prepared(g: FakeGraph, budget: int):
 def test_random_dags(g, data):
     """From the least budget the graph finalizes at to above its live peak: valid plans,
     deterministic; spill bytes, tiles and tile bytes never grow with VTCM."""
-    base = prepare._Analysis(g, DeviceModel(), prepare.graph_settings(g))
+    base = prepare._Analysis(g, prepare.device_model(g), prepare.graph_settings(g))
     least = base.floor()
     top = max(prepare.live_peak(base, list(range(len(g.nodes)))), max(n.working_set for n in base.nodes)) + 4096
     budgets = sorted(set(data.draw(st.lists(st.integers(-(-least // 2048), top // 2048), min_size=2, max_size=5))))
