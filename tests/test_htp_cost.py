@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from qnnemu import ops
-from qnnemu.core.device import DeviceModel, model_for
+from qnnemu.core.device import model_for
 from qnnemu.headers import Q
 from qnnemu.htp import cost, perf
 from qnnemu.htp.soc import SOCS

@@ -1,7 +1,8 @@
 """The HTP prepare pipeline at graphFinalize (qnnemu/htp/prepare.py; QNN HTP backend
-documentation, "Scheduling and Allocation"; docs/htp-prepare.md): each pass's inspectable result, spill/fill under small VTCM
-budgets (monotone in the budget), launch/wait pairs, VTCM offsets with no live overlap, a valid
-parallel schedule, the working-set failure, unchanged numerics, and properties over random DAGs.
+documentation, "Scheduling and Allocation"; docs/htp-prepare.md): each pass's inspectable result,
+spill/fill under small VTCM budgets (monotone in the budget), launch/wait pairs, VTCM offsets with
+no live overlap, a valid parallel schedule, the working-set failure, unchanged numerics, and
+properties over random DAGs (spill bytes, tiles and tile bytes monotone in the budget).
 
 Graphs are built on the core objects (as the ABI layer hands them over), through the C ABI with
 qnnemu.client (VTCM_SIZE config), or as light stand-ins (tests/test_htp_cost.py FakeGraph) for
@@ -554,7 +555,8 @@ def resnet18_graph() -> Builder:
 
     def conv(name, x, cout, k, stride=1):
         cin = x.dims[-1]
-        w = b.tensor(f"{name}_w", (k, k, cin, cout), S8, STATIC, rng.integers(-50, 50, (k, k, cin, cout), dtype=np.int8),
+        w = b.tensor(f"{name}_w", (k, k, cin, cout), S8, STATIC,
+                     rng.integers(-50, 50, (k, k, cin, cout), dtype=np.int8),
                      quant=(0.01, 0))
         h = (x.dims[1] + 2 * (k // 2) - k) // stride + 1
         y = b.tensor(f"{name}_out", (1, h, h, cout), U8, quant=q)

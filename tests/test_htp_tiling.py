@@ -33,11 +33,10 @@ import numpy as np
 import pytest
 
 import qnnemu
-from qnnemu.client import Backend, QnnCallError, ffi, htp_device_config, htp_graph_config
+from qnnemu.client import Backend, ffi, htp_device_config, htp_graph_config
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
-from qnnemu.htp import cost, prepare, tiling
-from qnnemu.htp.plan_types import TCM
+from qnnemu.htp import prepare, tiling
 from qnnemu.ops.base import TensorSpec
 from vendor import vendor_env, vendor_library
 
@@ -271,14 +270,15 @@ def test_double_buffering_overlaps_fills_with_compute():
     steps = [plan.steps[i] for i in t.steps]
     compute = {s.tile: s for s in steps if s.kind in ("op", "launch")}
     fills = {s.tile: s for s in steps if s.kind == "fill"}
-    overlapped = [i for i in range(t.tiles - 1)
-                  if fills[i + 1].start_cycle < compute[i].end_cycle and compute[i].start_cycle < fills[i + 1].end_cycle]
+    overlapped = [i for i in range(t.tiles - 1) if fills[i + 1].start_cycle < compute[i].end_cycle
+                  and compute[i].start_cycle < fills[i + 1].end_cycle]
     assert overlapped, "some tile's fill runs while the previous tile computes"
     span = max(s.end_cycle for s in steps) - min(s.start_cycle for s in steps)
     assert t.pipelined_cycles < t.serial_cycles, f"the estimate overlaps: {t.pipelined_cycles} < {t.serial_cycles}"
     assert span <= t.pipelined_cycles, f"the schedule ({span}) is no slower than the estimate ({t.pipelined_cycles})"
-    assert span >= max(sum(s.cycles for s in steps if s.resource == "DMA"),
-                       sum(s.cycles for s in steps if s.kind in ("op", "launch"))), "no faster than its busiest resource"
+    busiest = max(sum(s.cycles for s in steps if s.resource == "DMA"),
+                  sum(s.cycles for s in steps if s.kind in ("op", "launch")))
+    assert span >= busiest, "no faster than its busiest resource"
     row_in = 96 * 64 * 2
     assert t.fill_bytes_per_tile == (t.tile_shape[1] + 2) * row_in, "a full tile reads its rows + 2 halo rows"
 
@@ -382,11 +382,14 @@ def test_vtcm_sweep_1_to_8_mib():
 
 
 # ----------------------------------------------------------------------- ONNX Runtime
-ort = pytest.importorskip("onnxruntime", reason="onnxruntime (test extra) is not installed")
-onnx = pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+try:   # the ONNX Runtime tests skip without the test extras (fixture ``ep``); the rest still run
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
 
-import models  # noqa: E402
+    import models
+except ImportError:
+    onnx = ort = None
 import qnnemu.onnxruntime as qort  # noqa: E402
 from qnnemu.core.graph import Graph  # noqa: E402
 
@@ -398,6 +401,8 @@ _PINNED: list[ctypes.CDLL] = []
 def ep():
     """The QNN EP (onnxruntime-qnn) on qnnemu, our library pinned (ORT unloads a backend with
     its last session; tests/test_onnxruntime_models.py explains why that matters)."""
+    if ort is None or onnx is None:
+        pytest.skip("onnxruntime and onnx (test extras) are not installed")
     pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
     if not _PINNED:
         _PINNED.append(ctypes.CDLL(qnnemu.backend_library_path()))
@@ -423,8 +428,9 @@ def onnx_case(kind: str, path: Path) -> Path:
     rng = np.random.default_rng(1)
     img = [1, 32, 160, 160]              # 800 KiB per activation at 8 bits, 1600 KiB in float16
     if kind == "mul":
-        return save(path, [act("x", "a"), act("x", "b", "Tanh"), helper.make_node("Mul", ["a", "b"], ["m"], name="p2o.Mul.8"),
-                           act("m", "y", "Relu")], [("x", img)], [("y", img)])
+        mul = helper.make_node("Mul", ["a", "b"], ["m"], name="p2o.Mul.8")
+        return save(path, [act("x", "a"), act("x", "b", "Tanh"), mul, act("m", "y", "Relu")],
+                    [("x", img)], [("y", img)])
     if kind == "conv":
         w = numpy_helper.from_array((rng.standard_normal((32, 32, 3, 3)) / 17).astype(np.float32), "w")
         return save(path, [act("x", "a"), helper.make_node("Conv", ["a", "w"], ["c"], pads=[1, 1, 1, 1]),
@@ -442,7 +448,8 @@ def onnx_case(kind: str, path: Path) -> Path:
         return save(path, [act("x", "a"), helper.make_node("LayerNormalization", ["a", "g", "b0"], ["b"], axis=-1),
                            act("b", "y", "Tanh")], [("x", [1, 4096, 512])], [("y", [1, 4096, 512])], inits)
     if kind == "pool":
-        return save(path, [act("x", "a"), helper.make_node("MaxPool", ["a"], ["b"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        pool = helper.make_node("MaxPool", ["a"], ["b"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+        return save(path, [act("x", "a"), pool,
                            helper.make_node("AveragePool", ["b"], ["c"], kernel_shape=[2, 2], strides=[2, 2]),
                            act("c", "y", "Tanh")], [("x", img)], [("y", [1, 32, 80, 80])])
     if kind == "concat":
@@ -478,7 +485,8 @@ def onnx_case(kind: str, path: Path) -> Path:
     if op == "column":    # the same elements along the width: tiles split it
         return save(path, [act("x", "a"), act("a", "y", "Tanh")], [("x", [1, 1, n, 1])], [("y", [1, 1, n, 1])])
     if op == "layernormrow":
-        inits = [numpy_helper.from_array(np.ones(n, np.float32), "g"), numpy_helper.from_array(np.zeros(n, np.float32), "b0")]
+        inits = [numpy_helper.from_array(np.ones(n, np.float32), "g"),
+                 numpy_helper.from_array(np.zeros(n, np.float32), "b0")]
         return save(path, [act("x", "a"), helper.make_node("LayerNormalization", ["a", "g", "b0"], ["b"], axis=-1),
                            act("b", "y", "Tanh")], [("x", [1, n])], [("y", [1, n])], inits)
     if op == "addconst":
@@ -489,7 +497,7 @@ def onnx_case(kind: str, path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def onnx_models(tmp_path_factory):
+def onnx_models(ep, tmp_path_factory):
     root = tmp_path_factory.mktemp("tiling_models")
     made: dict[tuple[str, bool], Path] = {}
 

@@ -81,7 +81,8 @@ class Tiling:
     node_index: int
     op_type: str
     rule: str                        # the op family's access rule ("elementwise", "window", ...)
-    axis: int                        # iteration-space axis split in chunks (tileable axes before it: one index per tile)
+    axis: int                        # iteration-space axis split in chunks (tileable axes before it:
+                                     # one index per tile)
     tiles: int                       # number of tiles
     tile_shape: list[int]            # the first tile's box (the largest)
     last_tile_shape: list[int]

@@ -432,7 +432,8 @@ def preschedule(a: _Analysis, plan: PreparedPlan) -> list[int]:
 @dataclass
 class _SpillResult:
     budget: int
-    entries: list[tuple[str, int]]   # ("op", node) / ("tile", node) / ("ddr", node) / ("spill", tensor) / ("fill", tensor)
+    # ("op", node) / ("tile", node) / ("ddr", node: in place on its DDR copy) / ("spill", tensor) / ("fill", tensor)
+    entries: list[tuple[str, int]]
     spill_bytes: int                 # whole-tensor spills + the tiles' spills
     fill_bytes: int                  # whole-tensor fills + the tiles' fills
     reused_copies: int               # evictions that needed no spill (the DDR copy existed)
