@@ -10,8 +10,8 @@ library, the command-line tools and ONNX Runtime -- the "Done when" list:
   QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE, read with profileGetExtendedEventData) and of
   qnnemu-net-run's profiling JSON; shrinking VTCM never lowers spill bytes (a sweep through the
   ABI);
-- profiling at BASIC, DETAILED, QNN_HTP_PROFILE_LEVEL_LINTING and optrace yields the seed's
-  events (002 "QNN HTP Profiling": the execute stats, per-step cycles, the linting children
+- profiling at BASIC, DETAILED, QNN_HTP_PROFILE_LEVEL_LINTING and optrace yields the documented
+  events ("QNN HTP Profiling": the execute stats, per-step cycles, the linting children
   Wait (Scheduler) / Overlap / Overlap (wait) / Resources) with the plan's numbers at
   ``qnnemu.htp.perf.current_clocks()``, a burst vote through deviceGetInfrastructure's perf
   infrastructure lowering the microseconds of the same cycles; ONNX Runtime's profiling CSV of a
@@ -20,7 +20,7 @@ library, the command-line tools and ONNX Runtime -- the "Done when" list:
   checker) and the QHAS HTML summary of the spilling graph parses and, when Debian's chromium
   is installed, renders headless.
 
-The seed tables themselves are walked row by row in their own modules (test_htp_device.py,
+The documentation's tables themselves are walked row by row in their own modules (test_htp_device.py,
 test_htp_configs.py, test_htp_perf.py, test_htp_priority.py); this module checks that the pieces
 agree with each other on one real graph.
 """
@@ -63,7 +63,7 @@ BASIC, DETAILED, LINTING = (Q.QNN_PROFILE_LEVEL_BASIC, Q.QNN_PROFILE_LEVEL_DETAI
 CRITICAL_AT = EXECUTE_TYPES.index(Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_CRITICAL_ACCEL_TIME_CYCLE)
 SPILL_FILL_PROP = Q.QNN_HTP_CONTEXT_GET_PROP_MAX_SPILLFILL_BUFFER_SIZE
 
-# v81: VTCM_SIZE_IN_BYTES (64 KiB granules) is available there (seed "VTCM byte granularity").
+# v81: VTCM_SIZE_IN_BYTES (64 KiB granules) is available there ("Byte-Granularity VTCM").
 SOC = Q.QNN_SOC_MODEL_SM8850
 # The skip graph at 32x32x64: every activation is 128 KiB in VTCM; A and B stay live through the
 # conv chain (live peak 544 KiB), the largest working set is 384 KiB (an Add reading two of them
@@ -329,9 +329,64 @@ def test_net_run_optrace_of_the_saved_binary(env, tmp_path, capsys):
     check_spilling_trace(json.loads((tmp_path / "t.json").read_text()), b.plan, SMALL_BUDGET)
 
 
+# ------------------------------------------------------------- 1e. a tiled graph
+TILED_BUDGET = 256 * KIB   # at 32x32 the Adds need 384 KiB whole (two 128 KiB inputs + the output stream)
+
+
+def test_tiled_graph_in_detailed_profile_optrace_and_chrometrace(env, tmp_path, capsys):
+    """A budget below the largest working set: the Adds are tiled.  Their tile fills and
+    spills are DETAILED NODE sub-events like every plan step, DMA steps of the optrace
+    document, spans on the chrometrace's DMA lanes carrying the tile (the trace passes the
+    Trace Event Format checker), and the outputs are the untiled graph's."""
+    b = skip_graph(env, vtcm_config(env, nbytes=TILED_BUDGET), name="tiled")
+    plan = b.plan
+    assert {t.node for t in plan.tilings} == {"add1", "add2"} and plan.tiles >= 4, \
+        f"the Adds (384 KiB whole) are tiled at {TILED_BUDGET} bytes: {plan.passes[2]}"
+    # DETAILED: one NODE sub-event per plan step -- tile fills / computes / spills included
+    p = profile(env, DETAILED)
+    outs = execute(env, b, p)
+    n = len(b.core.nodes)
+    got = [data(i) for i in sub_events(events(p)[ACCEL_CYCLES_AT])]
+    assert got == [(Q.QNN_PROFILE_EVENTTYPE_NODE, Q.QNN_PROFILE_EVENTUNIT_CYCLES, s.cycles,
+                    f"{step_label(s, n)[0]} (cycles)") for s in plan.steps], "one NODE sub-event per plan step"
+    labels = [g[3] for g in got]
+    for part in (":tile0:fill:OpId_", ":tile0:OpId_", ":tile1:fill:OpId_"):
+        assert any(part in x for x in labels), f"tile steps are profiled ({part}): {labels}"
+    assert abi.call("profileFree", vp(p)) == OK
+    roomy = skip_graph(env, name="untiled")
+    assert roomy.plan.tilings == [], "the default budget tiles nothing"
+    for k, v in execute(env, roomy).items():
+        np.testing.assert_array_equal(outs[k], v, f"{k}: tiling changes no output bit")
+    # optrace: the document lists the tilings and the tile steps; the viewer's chrometrace
+    p = profile(env, DETAILED, optrace=True)
+    execute(env, b, p)
+    _, obj, payload = optrace_object(events(p)[-1])
+    doc = json.loads(payload)
+    assert [t["node"] for t in doc["tilings"]] == [t.node for t in plan.tilings] and doc["tiles"] == plan.tiles, \
+        "the optrace document carries the tilings"
+    tile_dma = [s for s in doc["steps"] if s["tile"] is not None and s["kind"] in ("fill", "spill")]
+    assert tile_dma and all(s["resource"] == "DMA" for s in tile_dma), "tile fills/spills are DMA steps"
+    (tmp_path / "tiled.optrace.json").write_bytes(payload)
+    status, err = run_viewer(["--input_log", tmp_path / "tiled.optrace.json", "--output", tmp_path / "t.json"], capsys)
+    assert status == 0, err
+    trace = json.loads((tmp_path / "t.json").read_text())
+    check_spilling_trace(trace, plan, TILED_BUDGET)
+    names = thread_names(trace)
+    spans = [e for e in x_events(trace) if e["args"].get("tile") is not None]
+    fills = [e for e in spans if e["cat"] == "fill"]
+    assert len(spans) == sum(1 for s in plan.steps if s.tile is not None) and fills, "every tile step is drawn"
+    assert all(names[(e["pid"], e["tid"])].startswith("DMA queue") for e in spans if e["cat"] in ("fill", "spill")), \
+        "tile fills and spills are on the DMA lanes"
+    assert all(e["args"]["tiled_node"] in ("add1", "add2") and e["args"]["tile_shape"] for e in spans), \
+        "each span names its tiled op and tile shape"
+    [summary] = trace["otherData"]["graphs"]
+    assert (summary["tiles"], summary["tiled_ops"]) == (plan.tiles, 2), "otherData: tiles and tiled ops"
+    assert abi.call("profileFree", vp(p)) == OK
+
+
 # ------------------------------------------------------- 2. profiling at each level
 def test_basic_events_follow_the_plan_and_the_perf_vote(env, isolated_votes):
-    """BASIC: the seed's execute stats with the plan's cycles at current_clocks(); a burst vote
+    """BASIC: the documented execute stats with the plan's cycles at current_clocks(); a burst vote
     (deviceGetInfrastructure -> createPowerConfigId -> setPowerConfig) raises the clocks, so the
     same cycles report fewer microseconds."""
     b = skip_graph(env, vtcm_config(env, nbytes=SMALL_BUDGET))
@@ -443,7 +498,7 @@ def plan_of(doc: dict) -> SimpleNamespace:
 
 @pytest.mark.parametrize("level", ["basic", "detailed", "optrace"])
 def test_onnxruntime_profiling_of_a_spilling_model(tmp_path, capsys, level):
-    """ONNX Runtime's QNN EP with vtcm_mb=1 and profiling_level: the CSV holds the seed's execute
+    """ONNX Runtime's QNN EP with vtcm_mb=1 and profiling_level: the CSV holds the documented execute
     stats per run; from detailed on, per-step rows including the spill/fill steps; at optrace,
     the System library's log next to the CSV holds the optrace documents, whose numbers are the
     CSV's, and the viewer makes a valid chrometrace of it that keeps within the 1 MiB budget."""

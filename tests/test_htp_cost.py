@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from qnnemu import ops
-from qnnemu.core.device import DeviceModel
+from qnnemu.core.device import model_for
 from qnnemu.headers import Q
 from qnnemu.htp import cost, perf
+from qnnemu.htp.soc import SOCS
 from qnnemu.htp.settings import graph_settings
 from qnnemu.ops.base import QuantSpec, TensorSpec
 
@@ -62,7 +64,8 @@ class FakeGraph:
     def __init__(self, name="fake", configs=None):
         self.name = name
         self.configs = configs or {}
-        self.context = None
+        # prepared for SM8550 (qnnemu.htp.settings.device_model reads the context's device)
+        self.context = SimpleNamespace(device=SimpleNamespace(model=SM8550), configs={})
         self.tensors: dict[int, FakeTensor] = {}
         self.nodes: list[FakeNode] = []
 
@@ -108,8 +111,10 @@ def settings_for(**kw):
     return replace(base, **kw)
 
 
-V73 = DeviceModel(Q.QNN_SOC_MODEL_SM8550)         # SM8550, v73
-NO_HMX = replace(V73, hmx=False)
+# Every test names its SoC: SM8550 (v73, 8 MiB VTCM, 4 HVX threads), not the default device.
+SM8550 = model_for(SOCS[Q.QNN_SOC_MODEL_SM8550], soc_configured=True)
+V73 = SM8550
+NO_HMX = replace(SM8550, hmx=False)
 SETTINGS = settings_for(hvx_threads=4)
 
 
@@ -150,7 +155,8 @@ def test_each_op_class_row(op_type):
         assert c.hvx_cycles == 0, f"{op_type}: a view touches no data"
     else:
         assert c.hvx_cycles + c.hmx_cycles > 0, f"{op_type}: a {cls.kind} op computes something"
-    assert (cost.scratch_bytes(node, SETTINGS) > 0) == (cls.scratch == "rows"), \
+    # uint8 activations: "rows" (Lstm) and "widen" (8-bit widened to 16 bits) need scratch
+    assert (cost.scratch_bytes(node, SETTINGS) > 0) == (cls.scratch in ("rows", "widen")), \
         f"{op_type}: scratch rule {cls.scratch!r}"
 
 
@@ -273,9 +279,62 @@ def test_weights_packing_halves_4bit_weight_streaming():
 
 
 def test_row_scratch_rule():
-    node, g = fake_node("Softmax", [(4, 1000)], (4, 1000))
+    node, g = fake_node("Lstm", [(4, 8, 1000)], (4, 8, 64))
     assert cost.scratch_bytes(node, replace(SETTINGS, hvx_threads=4)) == 16384, \
-        "one fp32 row of 1000 per thread, 4 threads, rounded to 2 KiB"
+        "Lstm: one fp32 row of 1000 per thread, 4 threads, rounded to 2 KiB"
+
+
+def test_widen_scratch_rule():
+    """Softmax and the norms work on 16-bit data (the vendor's thresholds, docs/htp-prepare.md
+    "Tiling"): 8-bit VTCM activations need one more byte per element, 16-bit and float ones
+    (float32 is held as float16) none; graph inputs and outputs stream (their rows count in the
+    stream buffer instead)."""
+    node, g = fake_node("Softmax", [(4, 1000)], (4, 1000), dtype=U8)
+    assert cost.scratch_bytes(node, SETTINGS, g) == 8192, "uint8: 4000 + 4000 widened bytes, 2 KiB granule"
+    for dtype in (U16, F16, F32):
+        node, g = fake_node("LayerNorm", [(4, 1000)], (4, 1000), dtype=dtype)
+        assert cost.scratch_bytes(node, SETTINGS, g) == 0, f"{dtype}: already 16 bits in VTCM"
+    g = FakeGraph()
+    x = g.add_tensor("x", (4, 1000), U8, APP_WRITE)
+    y = g.add_tensor("y", (4, 1000), U8)
+    node = g.add_node("Softmax", "s", [x], [y])
+    assert cost.scratch_bytes(node, SETTINGS, g) == 4096, "the streamed graph input is not widened here"
+    assert cost.stream_rows_bytes(node, g) == 2000, "its row counts at 16 bits in the stream buffer"
+
+
+def test_stream_buffer_holds_a_depth_row():
+    """The stream buffer holds at least one row of the depth (last axis) of every streamed
+    graph input / output: rows bigger than a 64 KiB chunk make it one buffer of those rows."""
+    assert cost.stream_buffer_bytes(1 << 20, 0) == 2 * cost.STREAM_CHUNK_BYTES, "two 64 KiB chunks"
+    assert cost.stream_buffer_bytes(1 << 20, 512 * 1024) == 512 * 1024, "one row of 512 KiB"
+    g = FakeGraph()
+    x = g.add_tensor("x", (1, 262144), F32, APP_WRITE)
+    y = g.add_tensor("y", (1, 262144), F32, APP_READ)
+    node = g.add_node("Sigmoid", "s", [x], [y])
+    assert cost.stream_rows_bytes(node, g) == 2 * 262144 * 2, "float32 rows held as float16, in and out"
+
+
+def test_tile_share_and_tiled_cycles():
+    """A tile's cost: its share of the compute and of the streamed graph I/O, the weights
+    whole; the tiled op's duration overlaps fills with compute when double-buffered."""
+    g = FakeGraph()
+    x = g.add_tensor("x", (64, 256), U8, APP_WRITE)
+    w = g.add_tensor("w", (64, 256), U8, STATIC)
+    y = g.add_tensor("y", (64, 64), U8)
+    node = g.add_node("FullyConnected", "fc", [x, w], [y])
+    whole = cost.op_cost(node, g, NO_HMX, SETTINGS)
+    quarter = cost.op_cost(node, g, NO_HMX, SETTINGS, share=0.25)
+    assert quarter.macs == whole.macs // 4, "a quarter of the MACs"
+    assert quarter.dma_bytes == 64 * 256 + 64 * 256 // 4, "all the weights, a quarter of the input"
+    assert quarter.hvx_cycles * 4 <= whole.hvx_cycles + 4 * cost.THREAD_SLICE_CYCLES, "about a quarter of the work"
+    assert cost.tile_copy_cycles([4096, 0, 2048]) == cost.dma_copy_cycles(4096) + cost.dma_copy_cycles(2048), \
+        "one transfer per slice"
+    fills, runs, spills = [100] * 4, [300] * 4, [50] * 4
+    assert cost.tiled_cycles(fills, runs, spills, 1) == 4 * (100 + 300 + 50), "single-buffered: one after another"
+    # double-buffered: fill 0, then compute back to back (fills and spills hide under it), last spill
+    assert cost.tiled_cycles(fills, runs, spills, 2) == 100 + 4 * 300 + 50, "fills overlap the compute"
+    # DMA-bound: the DMA queue sets the pace
+    assert cost.tiled_cycles([400] * 4, [10] * 4, [400] * 4, 2) == 8 * 400, "DMA-bound: the queue's total"
 
 
 # ------------------------------------------------------------------------------- time

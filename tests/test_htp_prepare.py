@@ -1,7 +1,8 @@
-"""The HTP prepare pipeline at graphFinalize (qnnemu/htp/prepare.py, seed 000 "Scheduling and
-Allocation", docs/htp-prepare.md): each pass's inspectable result, spill/fill under small VTCM
-budgets (monotone in the budget), launch/wait pairs, VTCM offsets with no live overlap, a valid
-parallel schedule, the working-set failure, unchanged numerics, and properties over random DAGs.
+"""The HTP prepare pipeline at graphFinalize (qnnemu/htp/prepare.py; QNN HTP backend
+documentation, "Scheduling and Allocation"; docs/htp-prepare.md): each pass's inspectable result,
+spill/fill under small VTCM budgets (monotone in the budget), launch/wait pairs, VTCM offsets with
+no live overlap, a valid parallel schedule, the working-set failure, unchanged numerics, and
+properties over random DAGs (spill bytes, tiles and tile bytes monotone in the budget).
 
 Graphs are built on the core objects (as the ABI layer hands them over), through the C ABI with
 qnnemu.client (VTCM_SIZE config), or as light stand-ins (tests/test_htp_cost.py FakeGraph) for
@@ -9,13 +10,14 @@ hypothesis."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from test_htp_cost import APP_READ, APP_WRITE, F32, NATIVE, S8, STATIC, U8, FakeGraph
+from test_htp_cost import APP_READ, APP_WRITE, F32, NATIVE, S8, SM8550, STATIC, U8, FakeGraph
 from qnnemu.core.backend import Backend
 from qnnemu.core.context import Context
 from qnnemu.core.device import Device, DeviceModel
@@ -42,8 +44,8 @@ def _quant(q) -> RawQuant:
 class Builder:
     """A core graph: tensors and nodes as the ABI layer would create them."""
 
-    def __init__(self, name="g", model: DeviceModel | None = None, vtcm: int | None = None):
-        device = Device(model, NULL_LOGGER) if model is not None else None
+    def __init__(self, name="g", model: DeviceModel = SM8550, vtcm: int | None = None):
+        device = Device(model, NULL_LOGGER)
         self.ctx = Context(Backend(), device, None, None)
         self.graph = HANDLES.lookup(self.ctx.create_graph(name))
         if vtcm is not None:
@@ -117,11 +119,17 @@ def check_plan(plan, nodes: int) -> None:
     assert prepare.overlapping_live_blocks(plan.blocks) == [], "no two live TCM blocks share VTCM bytes"
     assert plan.peak_vtcm_bytes <= plan.vtcm_budget_bytes, \
         f"peak VTCM {plan.peak_vtcm_bytes} within the budget {plan.vtcm_budget_bytes}"
-    assert plan.peak_vtcm_bytes == max((b.offset + b.size for b in plan.blocks if b.kind == TCM), default=0), \
+    placed = [b for b in plan.blocks if b.kind == TCM and b.first_step is not None]
+    assert plan.peak_vtcm_bytes == max((b.offset + b.size for b in placed), default=0), \
         "peak VTCM = max offset + size"
+    tiled = {t.node for t in plan.tilings}
     for b in plan.blocks:
-        if b.kind == TCM:
-            assert b.offset % b.align == 0 and b.size % prepare.TCM_ALIGN == 0, f"{b.name}: 2 KiB granule"
+        if b.kind == TCM and b.first_step is None:
+            assert b.offset is None and (b.role == "tensor" or b.name.split("#")[0] in tiled), \
+                f"{b.name}: a TCM block no step needs in VTCM (a tiled op's whole tensor, or the scratch its " \
+                f"tiles do without) has no offset"
+    for b in placed:
+        assert b.offset % b.align == 0 and b.size % prepare.TCM_ALIGN == 0, f"{b.name}: 2 KiB granule"
     # the schedule: dependencies, constraints and resources
     after = {i: set(s.deps) for i, s in enumerate(steps)}
     for a, b_ in plan.constraints:
@@ -158,7 +166,7 @@ def test_passes_and_blocks():
     plan = b.graph.htp_plan
     assert [p.split(":")[0] for p in plan.passes] == \
         ["register blocks", "pre-schedule", "spill/fill", "launch/wait", "allocate", "re-schedule"], \
-        "one line per pass of seed 000, in order"
+        "one line per pass of \"Scheduling and Allocation\", in order"
     kinds = {blk.name: (blk.kind, blk.role) for blk in plan.blocks}
     assert kinds["x"] == (PLAIN, "tensor") and kinds["y"] == (PLAIN, "tensor"), "graph I/O in DDR"
     assert kinds["A_w"] == (PLAIN, "tensor"), "static weights in DDR (streamed)"
@@ -238,19 +246,38 @@ def test_partitioning_at_low_tcm_boundaries(monkeypatch):
 
 def bounds(b: Builder) -> tuple[int, int]:
     """(largest working set, live peak of graph order) of a built graph."""
-    a = prepare._Analysis(b.graph, DeviceModel(), prepare.graph_settings(b.graph))
+    a = prepare._Analysis(b.graph, prepare.device_model(b.graph), prepare.graph_settings(b.graph))
     return max(n.working_set for n in a.nodes), prepare.live_peak(a, list(range(len(a.nodes))))
 
 
+def skip_graph(vtcm: int | None = None, hw: int = 48) -> Builder:
+    """x -> A -> B -> P1 -> P2 -> P3 (1x1 convs, 64 channels); y1 = A + P3, y2 = B + P3: A and
+    B stay live through the chain (at 48x48 every activation is 288 KiB of float16)."""
+    b = Builder("skip", vtcm=vtcm)
+    x = b.tensor("x", (1, hw, hw, 64), type_=APP_WRITE)
+    a = b.conv("A", x, 64)
+    bb = b.conv("B", a, 64)
+    p3 = b.conv("P3", b.conv("P2", b.conv("P1", bb, 64), 64), 64)
+    for name, src in (("y1", a), ("y2", bb)):
+        y = b.tensor(name, a.dims, type_=APP_READ)
+        b.node("ElementWiseAdd", f"add{name[1]}", [src, p3], [y])
+    b.x, b.y = x, b.graph.tensor(b.graph.by_name["y2"])
+    return b
+
+
 def test_small_budget_spills_and_fills():
-    floor, peak = bounds(long_lived_graph())
-    assert peak > floor, "the long-lived tensor makes the graph need more than any one op"
-    big, small = long_lived_graph(), long_lived_graph(vtcm=floor)
+    # every op fits 1 MiB whole (the largest working set is 704 KiB) but the live peak
+    # (1152 KiB) does not: B is spilled and filled back, no op tiled
+    floor, peak = bounds(skip_graph())
+    budget = 1 << 20
+    assert floor < budget < peak, "the long-lived tensors make the graph need more than any one op"
+    big, small = skip_graph(), skip_graph(vtcm=budget)
     big.graph.finalize()
     small.graph.finalize()
     plan = small.graph.htp_plan
     kinds = [s.kind for s in plan.steps]
-    assert "spill" in kinds and "fill" in kinds, f"a budget of the largest working set spills: {kinds}"
+    assert "spill" in kinds and "fill" in kinds, f"a budget below the live peak spills: {kinds}"
+    assert plan.tiles == 0 and plan.tilings == [], "every op fits whole: nothing is tiled"
     assert plan.spill_bytes > 0 and plan.fill_bytes >= plan.spill_bytes, "each spilled block comes back"
     assert plan.spill_fill_buffer_bytes >= max(b.size for b in plan.blocks if b.role == "spill"), \
         "the spill-fill buffer holds the spilled copies"
@@ -258,10 +285,8 @@ def test_small_budget_spills_and_fills():
     spill = next(s for s in plan.steps if s.kind == "spill")
     fill = next(s for s in plan.steps if s.kind == "fill")
     assert spill.resource == fill.resource == "DMA", "spill and fill copies run on DMA"
-    assert plan.steps[fill.pair].index in plan.steps[[s.index for s in plan.steps
-                                                     if s.name == "add"][0]].deps or any(
-        fill.pair in s.deps for s in plan.steps), "a consumer waits for the fill"
-    assert spill.inputs == ["A_out"] and fill.outputs == ["A_out#fill1"], "the long-lived tensor is spilled"
+    assert fill.pair in plan.step_named("add2").deps, "the consumer waits for the fill"
+    assert spill.inputs == ["B_out"] and fill.outputs == ["B_out#fill1"], "a long-lived tensor is spilled"
     check_plan(plan, len(small.graph.nodes))
     # the plan is a model: the numbers do not change
     x = np.random.default_rng(1).standard_normal(big.x.dims).astype(np.float32)
@@ -271,18 +296,22 @@ def test_small_budget_spills_and_fills():
 
 
 def test_vtcm_sweep_spill_bytes_never_grow():
-    floor, peak = bounds(long_lived_graph())
+    """From the least budget the graph finalizes at (its ops' smallest tiles) to above its live
+    peak: spill bytes, tiles and tile bytes never grow with VTCM."""
+    g = long_lived_graph()
+    least = prepare._Analysis(g.graph, prepare.device_model(g.graph), prepare.graph_settings(g.graph)).floor()
+    _, peak = bounds(g)
     results = []
-    for kib in range(floor // KIB, peak // KIB + 64, 2):
+    for kib in range(-(-least // KIB), peak // KIB + 16, 2):
         b = long_lived_graph(vtcm=kib * KIB)
         b.graph.finalize()
         plan = b.graph.htp_plan
         check_plan(plan, len(b.graph.nodes))
-        results.append((kib, plan.spill_bytes, plan.peak_vtcm_bytes))
-    spills = [s for _, s, _ in results]
-    assert spills[0] > 0 and spills[-1] == 0, \
-        f"spills at the largest working set, none well above the live peak: {results[:2]}, {results[-1]}"
-    assert all(a >= b for a, b in zip(spills, spills[1:])), f"spill bytes never grow with VTCM: {results}"
+        results.append((kib, plan.spill_bytes, plan.tiles, plan.tile_fill_bytes + plan.tile_spill_bytes))
+    for k, what in ((1, "spill bytes"), (2, "tiles"), (3, "tile bytes")):
+        series = [r[k] for r in results]
+        assert series[0] > 0 and series[-1] == 0, f"{what}: some at the least budget, none above the peak: {results}"
+        assert all(x >= y for x, y in zip(series, series[1:])), f"{what} never grow with VTCM: {results}"
 
 
 def test_vtcm_config_through_the_abi():
@@ -334,7 +363,7 @@ def test_hmx_ops_split_into_launch_and_wait():
     act = plan.step_named("act")
     assert act.deps == [wait.index] and act.resource == "HVX", "the consumer waits for the wait step"
     check_plan(plan, 2)
-    no_hmx = Builder("quant", model=DeviceModel(hmx=False))
+    no_hmx = Builder("quant", model=replace(SM8550, hmx=False))
     no_hmx.graph.configs = b.graph.configs
     # the same graph on an SoC without HMX: one HVX op step, no launch/wait
     for t in (x, w, c, y):
@@ -374,18 +403,54 @@ def test_reschedule_overlaps_independent_branches():
     assert plan.total_cycles < serial, f"parallel schedule {plan.total_cycles} beats serial {serial}"
 
 
+def long_row_graph(n: int, vtcm: int) -> Builder:
+    """x [1, n] (graph input) -> Softmax over the row -> a -> Tanh -> y: the row is the depth
+    (the last axis), which tiles never split."""
+    b = Builder("long_row", vtcm=vtcm)
+    x = b.tensor("x", (1, n), type_=APP_WRITE)
+    a = b.tensor("a", (1, n))
+    b.node("Softmax", "softmax", [x], [a])
+    y = b.tensor("y", (1, n), type_=APP_READ)
+    b.node("Tanh", "tanh", [a], [y])
+    return b
+
+
 def test_working_set_too_big_fails_finalize():
-    b = long_lived_graph(vtcm=64 * KIB)
+    """An op whose smallest tile does not fit fails finalize.  A [1, n] Softmax has only the
+    depth to split, and the depth is never split: its float16 row in (the streamed graph input)
+    and out must fit together -- at 1 MiB, n = 262144 does (512 + 512 KiB) and n = 266240 does
+    not, the vendor's thresholds (tests/test_htp_tiling.py probes them)."""
+    fits = long_row_graph(262144, 1 << 20)
+    fits.graph.finalize()
+    assert fits.graph.htp_plan.tilings == [], "a row that fits runs whole"
+    b = long_row_graph(266240, 1 << 20)
     with pytest.raises(QnnError) as info:
         b.graph.finalize()
     e = info.value
     assert e.code == Q.QNN_GRAPH_ERROR_MEM_ALLOC, f"MEM_ALLOC (the HTP's code for an op over VTCM), got {e.code}"
     assert e.rule == "QNNEMU-prepare-working-set", "rule id"
     msg = str(e)
-    # P2 (the first op over 64 KiB): 32 KiB in + 32 KiB out + 32 KiB weight stream buffer
-    assert "graphFinalize" in msg and "node 'P2' (Conv2d)" in msg, f"function and node named: {msg}"
-    assert "working set of 98304 bytes" in msg and "budget of 65536 bytes" in msg, f"the numbers: {msg}"
+    assert "graphFinalize" in msg and "node 'softmax' (Softmax)" in msg, f"function and node named: {msg}"
+    row = 266240 * 2
+    assert f"working set of {2 * row} bytes" in msg and f"inputs 0 + outputs {row} + scratch {row}" in msg \
+        and "budget of 1048576 bytes" in msg, f"the numbers (the streamed input row is the scratch): {msg}"
+    assert "cannot be tiled" in msg and "depth" in msg, f"why no tile helps: {msg}"
     assert not b.graph.finalized, "the graph stays unfinalized"
+    # A tileable op fails when even its smallest tile (one index of every tileable axis, the
+    # whole depth, single-buffered) does not fit; the message gives that tile's numbers.
+    w = Builder("wide_rows", vtcm=64 * KIB)
+    x = w.tensor("x", (1, 4, 8192), type_=APP_WRITE)
+    s1 = w.tensor("s1", x.dims)
+    w.node("Sigmoid", "sig", [x], [s1])
+    y = w.tensor("y", x.dims, type_=APP_READ)
+    w.node("Tanh", "tanh", [s1], [y])
+    with pytest.raises(QnnError) as info:
+        w.graph.finalize()
+    msg = str(info.value)
+    assert info.value.rule == "QNNEMU-prepare-working-set" and "node 'sig' (Sigmoid)" in msg, msg
+    # one row: 16 KiB of float16 output + the stream buffer of its share of the graph input
+    assert "smallest tile (elementwise rule: a [1, 1, 8192] box of its [1, 4, 8192] iteration space, 4 tiles): " \
+           "81920 bytes (tile inputs 0 + tile outputs 16384 + scratch 65536)" in msg, f"the smallest tile: {msg}"
 
 
 def test_fragmentation_fallback(monkeypatch):
@@ -404,7 +469,7 @@ def test_fragmentation_fallback(monkeypatch):
     check_plan(plan, len(b.graph.nodes))
     assert "fragmentation fallback" in plan.passes[2], plan.passes[2]
     assert plan.peak_vtcm_bytes <= max(n.working_set for n in prepare._Analysis(
-        b.graph, DeviceModel(), prepare.graph_settings(b.graph)).nodes), "one op's blocks at a time"
+        b.graph, prepare.device_model(b.graph), prepare.graph_settings(b.graph)).nodes), "one op's blocks at a time"
 
 
 def test_budget_ladder_nests():
@@ -423,21 +488,34 @@ def test_budget_ladder_nests():
 @st.composite
 def random_dags(draw):
     """Ops reading one or two earlier tensors (Add; Relu, Reshape or Softmax with scratch;
-    activations NATIVE, sizes 2-24 KiB), graph input and output in DDR."""
+    activations NATIVE, [rows, 512 x k] uint8 of 2-48 KiB: rows tile, the depth does not),
+    graph input and output in DDR."""
     g = FakeGraph("random")
-    x = g.add_tensor("x", (draw(st.integers(1, 8)) * 1024,), U8, APP_WRITE)
+    rows = draw(st.integers(1, 4))
+    x = g.add_tensor("x", (rows, draw(st.integers(1, 8)) * 512), U8, APP_WRITE)
     live = [x]
     n = draw(st.integers(2, 14))
     for k in range(n):
         picks = draw(st.lists(st.integers(0, len(live) - 1), min_size=1, max_size=2, unique=True))
         ins = [live[i] for i in picks]
         op = "ElementWiseAdd" if len(ins) == 2 else draw(st.sampled_from(["Relu", "Reshape", "Softmax"]))
-        # a Reshape keeps the size (written in place when nothing else reads its input)
-        size = ins[0].dims[0] if op == "Reshape" else draw(st.integers(1, 12)) * 2048
-        out = g.add_tensor(f"t{k}", (size,), U8, APP_READ if k == n - 1 else NATIVE)
+        # a Reshape keeps the shape (written in place when nothing else reads its input)
+        dims = ins[0].dims if op == "Reshape" else (draw(st.integers(1, 4)) * rows, draw(st.integers(1, 12)) * 1024)
+        if op == "ElementWiseAdd":
+            dims = (max(t.dims[0] for t in ins), dims[1])
+            ins = [t if t.dims[0] in (1, dims[0]) and t.dims[1] in (1, dims[1]) else
+                   _bridge(g, t, dims, k) for t in ins]
+        out = g.add_tensor(f"t{k}", dims, U8, APP_READ if k == n - 1 else NATIVE)
         g.add_node(op, f"op{k}", ins, [out])
         live.append(out)
     return g
+
+
+def _bridge(g: FakeGraph, t, dims, k):
+    """A Relu giving ``t``'s data the Add's shape (so the Add broadcasts nothing)."""
+    out = g.add_tensor(f"t{k}_{t.name}", dims, U8)
+    g.add_node("Relu", f"op{k}_{t.name}", [t], [out])
+    return out
 
 
 def _prepared(g: FakeGraph, budget: int):
@@ -448,18 +526,24 @@ def _prepared(g: FakeGraph, budget: int):
 @settings(max_examples=60, deadline=None)
 @given(random_dags(), st.data())
 def test_random_dags(g, data):
-    base = prepare._Analysis(g, DeviceModel(), prepare.graph_settings(g))
-    floor = max(n.working_set for n in base.nodes)
-    top = max(prepare.live_peak(base, list(range(len(g.nodes)))), floor) + 4096
-    budgets = sorted(set(data.draw(st.lists(st.integers(floor // 2048, top // 2048), min_size=2, max_size=5))))
-    spills = []
+    """From the least budget the graph finalizes at to above its live peak: valid plans,
+    deterministic; spill bytes, tiles and tile bytes never grow with VTCM."""
+    base = prepare._Analysis(g, prepare.device_model(g), prepare.graph_settings(g))
+    least = base.floor()
+    top = max(prepare.live_peak(base, list(range(len(g.nodes)))), max(n.working_set for n in base.nodes)) + 4096
+    budgets = sorted(set(data.draw(st.lists(st.integers(-(-least // 2048), top // 2048), min_size=2, max_size=5))))
+    seen = []
     for units in budgets:
         plan = _prepared(g, units * 2048)
         check_plan(plan, len(g.nodes))
         assert plan.runlist_peak_bytes <= plan.graph_order_peak_bytes, "pre-schedule never worse than graph order"
         assert _prepared(g, units * 2048).to_optrace() == plan.to_optrace(), "deterministic"
-        spills.append(plan.spill_bytes)
-    assert all(a >= b for a, b in zip(spills, spills[1:])), f"spill bytes never grow with VTCM: {budgets} {spills}"
+        for t in plan.tilings:
+            assert t.working_set_bytes <= plan.planning_budget_bytes < t.untiled_working_set_bytes, \
+                f"{t.node}: tiled because it does not fit whole, its tiles fit"
+        seen.append((units * 2048, plan.spill_bytes, plan.tiles, plan.tile_fill_bytes + plan.tile_spill_bytes))
+    for k, what in ((1, "spill bytes"), (2, "tiles"), (3, "tile bytes")):
+        assert all(a[k] >= b[k] for a, b in zip(seen, seen[1:])), f"{what} never grow with VTCM: {seen}"
 
 
 # ------------------------------------------------------------------------------- scale
@@ -471,7 +555,8 @@ def resnet18_graph() -> Builder:
 
     def conv(name, x, cout, k, stride=1):
         cin = x.dims[-1]
-        w = b.tensor(f"{name}_w", (k, k, cin, cout), S8, STATIC, rng.integers(-50, 50, (k, k, cin, cout), dtype=np.int8),
+        w = b.tensor(f"{name}_w", (k, k, cin, cout), S8, STATIC,
+                     rng.integers(-50, 50, (k, k, cin, cout), dtype=np.int8),
                      quant=(0.01, 0))
         h = (x.dims[1] + 2 * (k // 2) - k) // stride + 1
         y = b.tensor(f"{name}_out", (1, h, h, cout), U8, quant=q)

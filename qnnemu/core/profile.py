@@ -58,7 +58,9 @@ graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
       node's 0-based position in graphAddNode order for op / launch / wait steps (so "fc:OpId_0
       (cycles)", the vendor's format, which ONNX Runtime shows per node) and
       ``len(graph.nodes) + step index`` for the steps the HTP inserts itself (spill, fill:
-      "h:spill:OpId_7 (cycles)")
+      "h:spill:OpId_7 (cycles)"); an op split into tiles (docs/htp-prepare.md "Tiling") has one
+      sub-event per tile step: its computes under its own k ("mul:tile0:OpId_2 (cycles)"), its
+      tile fills and spills as inserted steps ("mul:tile0:fill:OpId_9 (cycles)")
   GRAPH_EXECUTE_ACCEL_TIME_MICROSEC (3004)    us  "Accelerator (execute) time"
       ``total_cycles`` at the core clock of the current clocks
   EXECUTE (400)                               us  "QNN (execute) time"

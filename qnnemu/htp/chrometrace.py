@@ -1,4 +1,4 @@
-"""Optrace documents -> chrometrace (seed 002 "QNN HTP Optrace Profiling": "Post Process
+"""Optrace documents -> chrometrace (QNN HTP backend documentation, "QNN HTP Optrace Profiling": "Post Process
 (Chrometrace Generation)", "Memory Bandwidth and Allocation graphs", "Multicore memory graphs",
 "Gzip Compression of Chrometrace", "Runtrace Execution and Preemption Events").
 
@@ -17,7 +17,9 @@ The output is a trace in the Trace Event Format's JSON object form (``traceEvent
   <n>", "HMX <n>", "DMA queue <n>", "CPU <n>" (a step that overlaps the previous step of its
   lane goes to an extra "... (overlapping k)" lane so every lane stays well nested) -- carrying
   one complete event (``ph: X``) per runlist step and run, with the step's op type, resource,
-  cycles, wait/overlap cycles, overlapping step names, VTCM bytes and blocks in ``args``;
+  cycles, wait/overlap cycles, overlapping step names, VTCM bytes and blocks in ``args`` (and for
+  the steps of an op split into tiles -- its tile fills and spills on the DMA lanes, its tile
+  computes -- the tile index, the tile's shape and the tiled op);
 - the "Dominant path" lane: the highest-priority step at every instant (QHAS's priority: HMX op,
   HVX op, DMA read (fill), DMA write (spill), launch/wait sync, CPU);
 - counter events (``ph: C``) "VTCM alloc" (bytes of TCM blocks allocated, each block from the
@@ -49,10 +51,10 @@ SUPPORTED_VERSIONS = (1,)
 # Resource -> (lane name, order among a core's lanes). Lanes of one resource are numbered by
 # the schedule's ``thread`` index.
 LANE_KINDS = {"HVX": ("HVX thread", 0), "HMX": ("HMX", 1), "DMA": ("DMA queue", 2), "CPU": ("CPU", 3)}
-# QHAS "Dominant Path" priority (seed: HMX op, HVX op, DMA reads, DMA writes, checkpoints, sync).
+# QHAS "Dominant Path" priority (the documentation: HMX op, HVX op, DMA reads, DMA writes, checkpoints, sync).
 DOMINANT_PRIORITY = ("HMX op", "HVX op", "DMA read (fill)", "DMA write (spill)", "launch/wait",
                      "CPU op")
-# The seed's "System Service" names for the steps that are not ops of the network.
+# The documentation's "System Service" names for the steps that are not ops of the network.
 SYSTEM_SERVICE = {"fill": "DramToTcm", "spill": "TcmToDram"}
 
 _TID_RUNTRACE = 9000
@@ -116,6 +118,8 @@ def check_document(doc: Any, where: str = "optrace document") -> dict:
             _need(s, key, int, w, 0)
         if s["end_cycle"] < s["start_cycle"]:
             raise OptraceError(f"{w}: end_cycle {s['end_cycle']} is before start_cycle {s['start_cycle']}")
+        if s.get("tile") is not None:
+            _need(s, "tile", int, w, 0)
     for i, b in enumerate(blocks):
         w = f"{where}: blocks[{i}]"
         if not isinstance(b, dict):
@@ -125,6 +129,18 @@ def check_document(doc: Any, where: str = "optrace document") -> dict:
         for key in ("first_step", "last_step"):
             if b.get(key) is not None and b[key] not in indices:
                 raise OptraceError(f"{w}.{key}: step {b[key]} is not in steps[]")
+    tilings = doc.get("tilings", [])
+    if not isinstance(tilings, list):
+        raise OptraceError(f"{where}.tilings: expected a list, got {json.dumps(tilings)[:60]}")
+    for i, t in enumerate(tilings):
+        w = f"{where}: tilings[{i}]"
+        if not isinstance(t, dict):
+            raise OptraceError(f"{w}: expected an object")
+        _need(t, "node", str, w)
+        _need(t, "tiles", int, w, 1)
+        for j in t.get("steps", []):
+            if j not in indices:
+                raise OptraceError(f"{w}.steps: step {j} is not in steps[]")
     execution = doc.get("execution")
     if execution is not None:
         w = f"{where}: execution"
@@ -527,6 +543,7 @@ def build_trace(docs: Iterable[dict], source: str | None = None, runtrace: bool 
             origin = accel + shift                  # where the steps' cycle 0 is
             cursor = extent_end + shift
             blocks = {b["name"]: b for b in d["blocks"]}
+            tiled = {t.get("node_index"): t.get("node") for t in d.get("tilings") or [] if isinstance(t, dict)}
             for s in sorted(d["steps"], key=lambda s: (s["start_cycle"], s["index"])):
                 core, resource, thread, k = lanes[s["index"]]
                 pid = pids[(graph, core)]
@@ -553,6 +570,10 @@ def build_trace(docs: Iterable[dict], source: str | None = None, runtrace: bool 
                 if s["kind"] in SYSTEM_SERVICE:
                     args["system_service"] = SYSTEM_SERVICE[s["kind"]]
                     args["dma_bytes"] = step_dma_bytes(s, blocks)
+                if s.get("tile") is not None:   # a step of an op split into tiles
+                    args["tile"] = s["tile"]
+                    args["tile_shape"] = s.get("tile_shape", [])
+                    args["tiled_node"] = tiled.get(s.get("tile_node"), s.get("tile_node"))
                 trace.events.append({
                     "ph": "X", "name": s["name"], "cat": s["kind"], "pid": pid, "tid": tid,
                     **_span(origin + cycles_to_us(s["start_cycle"], mhz),
@@ -628,7 +649,8 @@ def build_trace(docs: Iterable[dict], source: str | None = None, runtrace: bool 
                             "arch": d0["arch"], "vtcm_budget_bytes": d0["vtcm_budget_bytes"],
                             "peak_vtcm_bytes": d0["peak_vtcm_bytes"], "spill_bytes": d0["spill_bytes"],
                             "fill_bytes": d0["fill_bytes"], "total_cycles": d0["total_cycles"],
-                            "critical_path_cycles": d0["critical_path_cycles"]})
+                            "critical_path_cycles": d0["critical_path_cycles"], "tiles": d0.get("tiles", 0),
+                            "tiled_ops": len(d0.get("tilings") or [])})
     # Metadata first, then by time: what viewers expect and what keeps lanes monotonic.
     trace.events.sort(key=lambda e: (e["ph"] != "M", e.get("ts", 0)))
     return {"traceEvents": trace.events, "displayTimeUnit": "ns",
@@ -637,7 +659,7 @@ def build_trace(docs: Iterable[dict], source: str | None = None, runtrace: bool 
 
 
 def write_trace(trace: dict, path: str, compress: bool = False) -> str:
-    """Writes the trace as JSON; gzip-compressed (seed "Gzip Compression of Chrometrace") when
+    """Writes the trace as JSON; gzip-compressed ("Gzip Compression of Chrometrace") when
     ``compress`` or the name ends in ``.gz`` (``.gz`` is appended when compressing a name that
     lacks it). Returns the path written."""
     data = json.dumps(trace, separators=(",", ":")).encode("utf-8")

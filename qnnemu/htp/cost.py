@@ -1,6 +1,9 @@
 """The HTP cost model: deterministic per-op cycle estimates on the HVX, HMX and DMA resources
-(issue 5 item 4), the "cost information" the prepare pipeline of seed 000 ("Scheduling and
-Allocation") orders and re-schedules ops with, and what profiling reports as op cycles.
+(issue 5 item 4), the "cost information" the prepare pipeline (QNN HTP backend documentation,
+"Scheduling and Allocation") orders and re-schedules ops with, and what profiling reports as op
+cycles; for an op split into tiles, the cycles of one tile's share of its work
+(``op_cost(..., share=...)``), of its DMA fills and spills (``tile_copy_cycles``) and the op's
+duration with the fills of tile i+1 overlapping the compute of tile i (``tiled_cycles``).
 
 Everything here is a model with documented constants (docs/htp-prepare.md "Cost model"), not a
 measurement of silicon.  All cycle counts are *reference cycles*: core-clock cycles at the
@@ -49,6 +52,7 @@ HMX_SETUP_CYCLES = 300                     # loading an HMX job (weights layout,
 THREAD_SLICE_CYCLES = 1024                 # an HVX op is split across threads in slices of this much work
 STREAM_CHUNK_BYTES = 64 * 1024             # DDR tensors are streamed through 2 chunks of VTCM
 SCRATCH_ALIGN = 2048
+WIDE_ELEMENT_BYTES = 2                     # "widen" ops (Softmax, norms) work on 16-bit data
 
 
 def dma_bytes_per_cycle() -> float:
@@ -81,7 +85,9 @@ class OpClass:
     output element), "reduce" (``factor`` passes per input element), "pool" (window elements per
     output element), "move" (bytes moved through HVX), "view" (no data touched), "recurrent"
     (weight MACs per time step on HVX).  ``scratch`` names the per-op VTCM scratch rule:
-    "rows" = one fp32 accumulator row (last dimension) per HVX thread, "" = none."""
+    "rows" = one fp32 accumulator row (last dimension) per HVX thread, "widen" = the op works
+    on 16-bit data (8-bit activations widened: one more byte per element of its inputs and
+    outputs, measured on the vendor's backend: docs/htp-prepare.md "Tiling"), "" = none."""
     kind: str
     factor: int = 1
     scratch: str = ""
@@ -118,7 +124,7 @@ OP_CLASSES: dict[str, OpClass] = {
     **{t: OpClass("elementwise", 1) for t in _ELEMENTWISE_1},
     **{t: OpClass("elementwise", 4) for t in _ELEMENTWISE_4},
     **{t: OpClass("elementwise", 8) for t in _ELEMENTWISE_8},
-    **{t: OpClass("reduce", 6, "rows") for t in _ROW_REDUCE},
+    **{t: OpClass("reduce", 6, "widen") for t in _ROW_REDUCE},
     **{t: OpClass("reduce", 2) for t in _REDUCE},
     "PoolAvg2d": OpClass("pool"), "PoolAvg3d": OpClass("pool"),
     "PoolMax2d": OpClass("pool"), "PoolMax3d": OpClass("pool"),
@@ -160,7 +166,7 @@ def tensor_bytes(tensor) -> int:
 
 def vtcm_tensor_bytes(tensor) -> int:
     """Bytes a tensor takes in VTCM: float32 activations are held as float16 (the HTP runs float32
-    graphs in float16 math, seed 002 "QNN HTP Precision"); other types at their size."""
+    graphs in float16 math, "QNN HTP Precision"); other types at their size."""
     if tensor.dtype == Q.QNN_DATATYPE_FLOAT_32:
         return int(math.prod(tensor.dims)) * 2
     return tensor_bytes(tensor)
@@ -315,13 +321,7 @@ def streamed_bytes(node, graph, settings=None) -> tuple[int, int]:
         seen.add(tid)
         t = graph.tensor(tid)
         if t is not None and in_ddr(t):
-            n = tensor_bytes(t)
-            q = getattr(t, "quant", None)
-            if settings is not None and getattr(settings, "weights_packing", False) and t.type in STATIC_TYPES \
-                    and dtypes.is_known(t.dtype) and dtypes.itemsize(t.dtype) == 1 \
-                    and getattr(q, "bitwidth", None) == 4:
-                n = (n + 1) // 2
-            read += n
+            read += _packed_bytes(t, settings)
     for tid in node.outputs:
         t = graph.tensor(tid)
         if t is not None and in_ddr(t):
@@ -329,10 +329,45 @@ def streamed_bytes(node, graph, settings=None) -> tuple[int, int]:
     return read, written
 
 
-def scratch_bytes(node, settings) -> int:
+def widened_element_bytes(node) -> int:
+    """Bytes per element the op holds its activations in while it works: 2 for the "widen" ops
+    (Softmax, norms: 8-bit data widened to 16 bits), 0 for the others (their own size)."""
+    return WIDE_ELEMENT_BYTES if op_class(node.op_type).scratch == "widen" else 0
+
+
+def _vtcm_activation_specs(node, graph):
+    """Specs of the op's activations that live in VTCM: non-static inputs and outputs, without
+    the graph's inputs and outputs when ``graph`` is given (those are streamed from DDR)."""
+    out = []
+    for tid, spec in (*zip(node.inputs, node.input_specs), *zip(node.outputs, node.output_specs)):
+        if tid is None or spec is None or spec.data is not None:
+            continue
+        t = graph.tensor(tid) if graph is not None else None
+        if t is None or not in_ddr(t):
+            out.append(spec)
+    return out
+
+
+def _packed_bytes(t, settings) -> int:
+    """Bytes a DDR tensor streams: 8-bit static weights quantized to 4 bits are read packed with
+    WEIGHTS_PACKING (half the bytes)."""
+    n = tensor_bytes(t)
+    q = getattr(t, "quant", None)
+    if settings is not None and getattr(settings, "weights_packing", False) and t.type in STATIC_TYPES \
+            and dtypes.is_known(t.dtype) and dtypes.itemsize(t.dtype) == 1 and getattr(q, "bitwidth", None) == 4:
+        n = (n + 1) // 2
+    return n
+
+
+def scratch_bytes(node, settings, graph=None) -> int:
     """VTCM scratch the op needs besides its inputs and outputs (rounded to 2 KiB): the rule of
-    its class ("rows": one fp32 row of the last dimension per HVX thread)."""
+    its class ("rows": one fp32 row of the last dimension per HVX thread; "widen": the bytes
+    that widen its 8-bit VTCM activations to 16 bits)."""
     cls = op_class(node.op_type)
+    if cls.scratch == "widen":
+        extra = sum(_prod(s.shape) * max(0, WIDE_ELEMENT_BYTES - dtypes.itemsize(s.dtype))
+                    for s in _vtcm_activation_specs(node, graph) if dtypes.is_known(s.dtype))
+        return _round_up(extra, SCRATCH_ALIGN)
     if cls.scratch != "rows":
         return 0
     x = _spec(node.input_specs, 0)
@@ -341,19 +376,51 @@ def scratch_bytes(node, settings) -> int:
     return _round_up(row * 4 * threads, SCRATCH_ALIGN)
 
 
-def stream_buffer_bytes(ddr_bytes: int) -> int:
-    """VTCM double buffer an op streams its DDR tensors through: 2 chunks of at most 64 KiB."""
+def depth_row_bytes(spec, widen: int = 0) -> int:
+    """VTCM bytes of one row of a tensor's last axis (its depth): the least of it a tile or a
+    stream chunk can hold (the HTP never splits the depth).  Float32 is held as float16."""
+    if spec is None:
+        return 0
+    depth = int(spec.shape[-1]) if spec.shape else 1
+    size = 2 if spec.dtype == Q.QNN_DATATYPE_FLOAT_32 else \
+        (dtypes.itemsize(spec.dtype) if dtypes.is_known(spec.dtype) else 1)
+    return depth * max(size, widen)
+
+
+def stream_rows_bytes(node, graph) -> int:
+    """Depth rows of the op's DDR activations (graph inputs and outputs; not static weights):
+    the stream buffer holds at least one row of each."""
+    widen = widened_element_bytes(node)
+    total = 0
+    for tid, spec in (*zip(node.inputs, node.input_specs), *zip(node.outputs, node.output_specs)):
+        if tid is None or spec is None:
+            continue
+        t = graph.tensor(tid)
+        if t is not None and in_ddr(t) and t.type not in STATIC_TYPES:
+            total += depth_row_bytes(spec, widen)
+    return total
+
+
+def stream_buffer_bytes(ddr_bytes: int, rows: int = 0) -> int:
+    """VTCM buffer an op streams its DDR tensors through: 2 chunks of at most 64 KiB (DMA fills
+    one while the op reads the other), but at least one depth row of each DDR activation
+    (``rows``; one buffer of them when rows are bigger than a chunk)."""
     if ddr_bytes <= 0:
         return 0
-    return 2 * _round_up(min(ddr_bytes, STREAM_CHUNK_BYTES), SCRATCH_ALIGN)
+    return max(2 * _round_up(min(ddr_bytes, STREAM_CHUNK_BYTES), SCRATCH_ALIGN), _round_up(rows, SCRATCH_ALIGN))
 
 
 def _round_up(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
 
-def op_cost(node, graph, soc, settings) -> OpCost:
-    """The cost of ``node`` (a qnnemu.core.graph.Node) in ``graph`` on ``soc`` with ``settings``."""
+def op_cost(node, graph, soc, settings, share: float = 1.0) -> OpCost:
+    """The cost of ``node`` (a qnnemu.core.graph.Node) in ``graph`` on ``soc`` with ``settings``.
+
+    ``share`` < 1: the cost of one tile of a tiled op holding that fraction of the op's
+    iteration space: its share of the compute and of the streamed DDR activations (graph inputs
+    and outputs); static weights are streamed whole for every tile; the per-op overhead and HMX
+    set-up are paid per tile."""
     cls = op_class(node.op_type)
     x = _spec(node.input_specs, 0)
     y = _spec(node.output_specs, 0)
@@ -364,13 +431,16 @@ def op_cost(node, graph, soc, settings) -> OpCost:
     threads_max = max(1, int(getattr(settings, "hvx_threads", 4) or 4))
     read, written = streamed_bytes(node, graph, settings)
     dma_bytes = read + written
+    if share < 1:
+        weights = static_streamed_bytes(node, graph, settings)
+        dma_bytes = weights + math.ceil((dma_bytes - weights) * share)
     dma_cycles = dma_copy_cycles(dma_bytes)
     macs = 0
     note = ""
     resource = "HVX"
     hmx_cycles = 0
     if cls.kind in ("mac", "depthwise", "recurrent"):
-        macs = op_macs(node)
+        macs = math.ceil(op_macs(node) * share)
         note = _hmx_reason(node, cls, precision, soc, settings) if cls.kind == "mac" else \
             ("depthwise convolutions have no reduction depth for HMX tiles; they run on HVX"
              if cls.kind == "depthwise" else "recurrent ops run on HVX")
@@ -383,14 +453,15 @@ def op_cost(node, graph, soc, settings) -> OpCost:
             hmx_cycles = HMX_SETUP_CYCLES + math.ceil(hmx_own * REFERENCE.core_mhz / REFERENCE.hmx_mhz)
         single = math.ceil(macs / HVX_MACS_PER_CYCLE[precision])
     elif cls.kind == "elementwise":
-        single = math.ceil(out_elems * cls.factor * HVX_PASSES[precision] / HVX_LANES[precision])
+        single = math.ceil(out_elems * share * cls.factor * HVX_PASSES[precision] / HVX_LANES[precision])
     elif cls.kind == "reduce":
-        single = math.ceil(max(in_elems, out_elems) * cls.factor * HVX_PASSES[precision] / HVX_LANES[precision])
+        single = math.ceil(max(in_elems, out_elems) * share * cls.factor * HVX_PASSES[precision]
+                           / HVX_LANES[precision])
     elif cls.kind == "pool":
-        single = math.ceil(out_elems * _window(node) * HVX_PASSES[precision] / HVX_LANES[precision])
+        single = math.ceil(out_elems * share * _window(node) * HVX_PASSES[precision] / HVX_LANES[precision])
     elif cls.kind == "move":
         moved = sum(_prod(s.shape) * dtypes.itemsize(s.dtype) for s in node.output_specs if s is not None)
-        single = math.ceil(moved / HVX_VECTOR_BYTES)
+        single = math.ceil(moved * share / HVX_VECTOR_BYTES)
     else:  # view: no data touched
         single = 0
     if folded_relu(node, graph, settings):
@@ -404,4 +475,84 @@ def op_cost(node, graph, soc, settings) -> OpCost:
         cycles = max(hvx_cycles, dma_cycles) + OP_OVERHEAD_CYCLES
     resources = (resource, "DMA") if dma_bytes else (resource,)
     return OpCost(resource, int(cycles), int(hvx_cycles), int(hmx_cycles), int(dma_cycles), int(dma_bytes),
-                  int(macs), int(out_elems), int(threads), precision, resources, note)
+                  int(macs), math.ceil(out_elems * share), int(threads), precision, resources, note)
+
+
+# ---- tiles ----------------------------------------------------------------------------------
+def static_streamed_bytes(node, graph, settings=None) -> int:
+    """Bytes of the op's static inputs (weights) streamed from DDR (packed with WEIGHTS_PACKING)."""
+    total = 0
+    seen = set()
+    for tid in node.inputs:
+        if tid is None or tid in seen:
+            continue
+        seen.add(tid)
+        t = graph.tensor(tid)
+        if t is not None and t.type in STATIC_TYPES:
+            total += _packed_bytes(t, settings)
+    return total
+
+
+def vtcm_streamed_bytes(node, graph, settings, resource: str, activations: bool = True) -> int:
+    """DDR bytes the op streams through a VTCM buffer: its graph inputs and outputs (with
+    ``activations``), and its static weights when it runs on HMX (HMX reads only VTCM); an HVX
+    op reads its weights through the L2 cache (the vendor's backend fits a LayerNorm or an Add
+    of a constant whose activations alone fill the budget: docs/htp-prepare.md "Tiling")."""
+    read, written = streamed_bytes(node, graph, settings)
+    weights = static_streamed_bytes(node, graph, settings)
+    kept = weights if resource == "HMX" else 0
+    return (read + written - weights + kept) if activations else kept
+
+
+def tile_copy_cycles(slices) -> int:
+    """Reference cycles of one tile's DMA fill or spill: one transfer per tensor slice."""
+    return sum(dma_copy_cycles(int(n)) for n in slices if n > 0)
+
+
+def tiled_cycles(fills: list[int], computes: list[int], spills: list[int], buffers: int) -> int:
+    """Duration of a tiled op, tile i's fill, compute and spill taking ``fills[i]``,
+    ``computes[i]`` and ``spills[i]`` cycles, fills and spills sharing the one DMA queue in
+    runlist order.
+
+    ``buffers`` 1: one tile's buffers at a time: tile i+1's fill waits for tile i's compute (its
+    input buffer is reused) and its compute for tile i's spill (the output buffer).
+    ``buffers`` 2 (double-buffered): the runlist is fill 0, fill 1, compute 0, then per tile
+    fill i+1, compute i, spill i-1: fill i+1 runs while tile i computes; a buffer is reused by
+    the tile after next (fill i waits for compute i-2, compute i for spill i-2)."""
+    n = len(computes)
+    if n == 0:
+        return 0
+    f_end, c_end, s_end = [0] * n, [0] * n, [0] * n
+    dma = 0
+    lag = max(1, buffers)
+
+    def fill(i):
+        nonlocal dma
+        start = max(dma, c_end[i - lag] if i >= lag else 0)
+        f_end[i] = dma = start + fills[i]
+
+    def compute(i):
+        start = max(f_end[i], c_end[i - 1] if i else 0, s_end[i - lag] if i >= lag else 0)
+        c_end[i] = start + computes[i]
+
+    def spill(i):
+        nonlocal dma
+        start = max(dma, c_end[i])
+        s_end[i] = dma = start + spills[i]
+    if lag == 1:
+        for i in range(n):
+            fill(i)
+            compute(i)
+            spill(i)
+    else:
+        fill(0)
+        if n > 1:
+            fill(1)
+        compute(0)
+        for i in range(1, n):
+            if i + 1 < n:
+                fill(i + 1)
+            compute(i)
+            spill(i - 1)
+        spill(n - 1)
+    return max(s_end[-1], c_end[-1])

@@ -1,6 +1,7 @@
-"""What the HTP prepare pipeline (seed 000 "Scheduling and Allocation") leaves behind at
-graphFinalize: memory blocks, the runlist of steps (ops, spills, fills, launch/wait pairs)
-with their schedule, VTCM offsets and the ordering constraints overlapping offsets create.
+"""What the HTP prepare pipeline (QNN HTP backend documentation, "Scheduling and Allocation")
+leaves behind at graphFinalize: memory blocks, the runlist of steps (ops, spills, fills,
+launch/wait pairs, the tiles of ops split to fit VTCM) with their schedule, VTCM offsets and the
+ordering constraints overlapping offsets create.
 
 ``Graph.htp_plan`` holds one ``PreparedPlan``; the System library, contextGetProperty,
 profiling and the chrometrace viewer read it.  ``PreparedPlan.to_optrace()`` is the documented
@@ -20,7 +21,7 @@ RESOURCES = ("HVX", "HMX", "DMA", "CPU")
 
 @dataclass
 class Block:
-    """One block of data registered with the allocator (seed 000 step 1)."""
+    """One block of data registered with the allocator ("Scheduling and Allocation" step 1)."""
     name: str
     kind: str                       # TCM or PLAIN
     size: int                       # bytes (rounded up to ``align``)
@@ -31,7 +32,8 @@ class Block:
     last_step: int | None = None    # last such step
     # Added by the prepare pipeline (issue 5):
     role: str = "tensor"            # "tensor", "fill" (a refilled VTCM copy), "spill" (the DDR copy
-                                    # in the spill-fill buffer) or "scratch" (per-op working memory)
+                                    # in the spill-fill buffer), "scratch" (per-op working memory)
+                                    # or "tile" (one tile's input or output slices of a tiled op)
     ddr_offset: int | None = None   # offset of a "spill" block in the spill-fill buffer
 
 
@@ -64,6 +66,43 @@ class Step:
     overlap_wait_cycles: int = 0     # of its wait_cycles, those other steps were running in
     overlap_wait_steps: list[int] = field(default_factory=list)
     note: str = ""                   # cost-model remark (why HVX, folded relu, ...)
+    # Tiling (an op whose working set exceeds the VTCM budget, docs/htp-prepare.md "Tiling"):
+    tile: int | None = None          # the tile this step fills, computes or spills (None: no tile)
+    tile_node: int | None = None     # index into Graph.nodes of the tiled op (DMA steps too)
+    tile_shape: list[int] = field(default_factory=list)  # the tile's box of the op's iteration space
+
+
+@dataclass
+class Tiling:
+    """How one op whose working set exceeds the VTCM budget is split into tiles: each tile's
+    input slices are filled into VTCM by DMA, computed, and its output slices spilled to DDR
+    (docs/htp-prepare.md "Tiling")."""
+    node: str
+    node_index: int
+    op_type: str
+    rule: str                        # the op family's access rule ("elementwise", "window", ...)
+    axis: int                        # iteration-space axis split in chunks (tileable axes before it:
+                                     # one index per tile)
+    tiles: int                       # number of tiles
+    tile_shape: list[int]            # the first tile's box (the largest)
+    last_tile_shape: list[int]
+    iteration_space: list[int]       # the op's first output (Split: its input)
+    buffers: int                     # 2: tile i+1 fills while tile i computes; 1: one tile at a time
+    working_set_bytes: int           # VTCM the tiled op needs: buffers x (tile inputs + outputs) + scratch
+    untiled_working_set_bytes: int   # what the whole op would need
+    tile_in_bytes: int               # VTCM of one tile's input slices (2 KiB croutons)
+    tile_out_bytes: int              # VTCM of one tile's output slices
+    scratch_bytes: int
+    fill_bytes_per_tile: int         # DMA bytes filled for the largest tile
+    spill_bytes_per_tile: int        # DMA bytes spilled for the largest tile
+    fill_bytes: int                  # all tiles (halo rows of windows read twice)
+    spill_bytes: int
+    fill_cycles_per_tile: int        # cost model, largest tile
+    compute_cycles_per_tile: int
+    spill_cycles_per_tile: int
+    serial_cycles: int               # cost model: every tile's fill, compute and spill one after another
+    pipelined_cycles: int            # cost model: fills and spills on the DMA queue overlapping compute
+    steps: list[int] = field(default_factory=list)   # the op's tile steps (runlist indices)
 
 
 @dataclass
@@ -92,6 +131,14 @@ class PreparedPlan:
     hmx: bool = False
     reference_clocks: dict = field(default_factory=dict)  # clocks the cycles are counted at (MHz)
     aliases: dict[str, str] = field(default_factory=dict)  # in-place output tensor -> block it shares
+    # Tiling (spill_bytes / fill_bytes above include the tiles' spills and fills):
+    tilings: list[Tiling] = field(default_factory=list)
+    tiles: int = 0                       # tiles of all tiled ops
+    tile_fill_bytes: int = 0             # bytes the tiles fill (part of fill_bytes)
+    tile_spill_bytes: int = 0            # bytes the tiles spill (part of spill_bytes)
+
+    def tiling_of(self, node: str) -> Tiling | None:
+        return next((t for t in self.tilings if t.node == node), None)
 
     def step_named(self, name: str) -> Step | None:
         return next((s for s in self.steps if s.name == name), None)
@@ -115,4 +162,6 @@ class PreparedPlan:
                 "partitions": [list(p) for p in self.partitions],
                 "planning_budget_bytes": self.planning_budget_bytes,
                 "hvx_threads": self.hvx_threads, "hmx": self.hmx,
-                "reference_clocks": dict(self.reference_clocks), "aliases": dict(self.aliases)}
+                "reference_clocks": dict(self.reference_clocks), "aliases": dict(self.aliases),
+                "tilings": [asdict(t) for t in self.tilings], "tiles": self.tiles,
+                "tile_fill_bytes": self.tile_fill_bytes, "tile_spill_bytes": self.tile_spill_bytes}

@@ -1,6 +1,7 @@
-"""The HTP prepare pipeline at graphFinalize (seed 000 "Scheduling and Allocation").
+"""The HTP prepare pipeline at graphFinalize (QNN HTP backend documentation, "Scheduling and
+Allocation").
 
-``prepare_graph(graph) -> PreparedPlan`` runs the six passes of the seed, each leaving its
+``prepare_graph(graph) -> PreparedPlan`` runs the six passes of that section, each leaving its
 result in the plan (qnnemu/htp/plan_types.py) and one line in ``plan.passes``:
 
 1. register blocks: every tensor a node touches becomes a block with its memory type, size and
@@ -13,11 +14,15 @@ result in the plan (qnnemu/htp/plan_types.py) and one line in ``plan.passes``:
    (a search over the part's dependency-closed prefixes); never worse than graph order;
 3. spill/fill insertion: walking the runlist, where the live TCM set of an op exceeds the VTCM
    budget, the block needed furthest in the future is copied out to DDR (spill, once per
-   tensor) and copied back (fill) before its next use; an op whose own working set cannot fit
-   fails finalize (rule QNNEMU-prepare-working-set); the pass runs over a ladder of budgets
-   and keeps the fewest spill bytes, so spill bytes never grow with the VTCM budget;
-4. launch/wait split: DMA copies (spill, fill) and HMX ops become a launch step on their
-   background resource and a wait step their consumers depend on;
+   tensor) and copied back (fill) before its next use.  An op whose own working set exceeds
+   the budget is tiled (qnnemu/htp/tiling.py: the access rule of its family, double-buffered
+   tiles of the largest size that fits): its inputs are read from DDR copies and its outputs
+   written to DDR copies, tile by tile; only an op whose smallest tile cannot fit fails
+   finalize (rule QNNEMU-prepare-working-set).  The pass runs over a ladder of budgets and
+   keeps the fewest spill bytes, so spill bytes, tiles and tile bytes never grow with the
+   VTCM budget;
+4. launch/wait split: DMA copies (spill, fill, and each tile's fill and spill) and HMX ops become
+   a launch step on their background resource and a wait step their consumers depend on;
 5. offset allocation: TCM blocks get VTCM offsets (greedy by size, blocks not live together may
    share addresses, preferring addresses whose previous owners died long ago), the ordering
    constraints such sharing creates are recorded, spilled copies get offsets in the spill-fill
@@ -33,17 +38,17 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import QnnError
 from ..headers import Q
-from . import cost
-from .plan_types import PLAIN, TCM, Block, PreparedPlan, Step
+from . import cost, tiling
+from .plan_types import PLAIN, TCM, Block, PreparedPlan, Step, Tiling
 from .settings import device_model, graph_settings
 
 TCM_ALIGN = 2048             # VTCM blocks: size and alignment granule (one 2 KiB crouton)
 PLAIN_ALIGN = 256            # DDR blocks (graph I/O, weights, spilled copies)
-BUDGET_GRANULE = 64 * 1024   # VTCM requests are multiples of 64 KiB (seed 002 "Byte-Granularity VTCM")
+BUDGET_GRANULE = 64 * 1024   # VTCM requests are multiples of 64 KiB ("Byte-Granularity VTCM")
 PRESCHEDULE_STATE_LIMIT = 1000   # prefixes the exact ordering of one partition may explore
 RECENT_STEPS = 8             # allocator: sharing addresses with a block freed this recently costs parallelism
 WAIT_CYCLES = 0              # a wait step only synchronizes
@@ -137,8 +142,8 @@ class _Analysis:
             ins = list(dict.fromkeys(t for t in node.inputs if t is not None))
             outs = list(dict.fromkeys(node.outputs))
             c = cost.op_cost(node, graph, model, settings)
-            read, written = cost.streamed_bytes(node, graph, settings)
-            scratch = cost.scratch_bytes(node, settings) + cost.stream_buffer_bytes(read + written)
+            scratch = cost.scratch_bytes(node, settings, graph) + cost.stream_buffer_bytes(
+                cost.vtcm_streamed_bytes(node, graph, settings, c.resource), cost.stream_rows_bytes(node, graph))
             preds = frozenset(self.tensors[t].producer for t in ins if self.tensors[t].producer is not None)
             tcm_in = tuple(dict.fromkeys(self.root(t) for t in ins if self.tensors[t].kind == TCM))
             tcm_out = tuple(t for t in outs if self.tensors[t].kind == TCM and self.tensors[t].alias_of is None)
@@ -148,6 +153,80 @@ class _Analysis:
             n.in_bytes = sum(self.tensors[t].size for t in tcm_in)
             n.out_bytes = sum(self.tensors[t].size for t in tcm_out)
             self.nodes.append(n)
+
+        self._catalogs: dict[int, tiling.TileCatalog | None] = {}
+
+    # ---- tiling
+    def catalog(self, v: int) -> tiling.TileCatalog | None:
+        """Every way to tile node ``v`` (None for in-place ops: they run on their input's block,
+        in VTCM or, when it is bigger than the budget, on its DDR copy)."""
+        if v not in self._catalogs:
+            self._catalogs[v] = None if v in self.in_place else self._make_catalog(v)
+        return self._catalogs[v]
+
+    def _make_catalog(self, v: int) -> tiling.TileCatalog:
+        node, n = self.graph.nodes[v], self.nodes[v]
+        pattern = tiling.access_pattern(node)
+        widen = cost.widened_element_bytes(node)
+        by_index_in = {sl.index: sl for sl in pattern.inputs}
+        by_index_out = {sl.index: sl for sl in pattern.outputs}
+
+        def tensors(tids, specs, slices, wanted):
+            out, seen = [], set()
+            for i, (tid, spec) in enumerate(zip(tids, specs)):
+                if tid is None or spec is None:
+                    continue
+                root = self.root(tid)
+                if root not in wanted or root in seen:
+                    continue
+                seen.add(root)
+                shape = tuple(int(d) for d in spec.shape)
+                sl = slices.get(i) or tiling.Slice(i, tuple(tiling.AxisMap("full", extent=e) for e in shape), shape)
+                elems = math.prod(shape) or 1
+                stored = self.tensors[tid].raw / elems
+                out.append(tiling.Tensor(sl, max(stored, widen), self.tensors[tid].raw, root, stored))
+            return out
+        ins = tensors(node.inputs, node.input_specs, by_index_in, set(n.tcm_in))
+        outs = tensors(node.outputs, node.output_specs, by_index_out, set(n.tcm_out))
+        # a tile streams its share of the DDR activations and all the weights; the widening
+        # scratch of "widen" ops moves into the slices (they are counted at 16 bits)
+        streamed = cost.vtcm_streamed_bytes(node, self.graph, self.settings, n.cost.resource)
+        weights = cost.vtcm_streamed_bytes(node, self.graph, self.settings, n.cost.resource, activations=False)
+        rows = cost.stream_rows_bytes(node, self.graph)
+        fixed = 0 if widen else cost.scratch_bytes(node, self.settings, self.graph)
+
+        def scratch(share: float) -> int:
+            plain = weights + math.ceil((streamed - weights) * share)
+            return fixed + cost.stream_buffer_bytes(plain, rows)
+        return tiling.TileCatalog(pattern, ins, outs, scratch)
+
+    def min_working_set(self, v: int) -> int:
+        """The least VTCM node ``v`` can run in: its working set, its smallest tile's, or for
+        an in-place op whose block is on DDR nothing but its scratch."""
+        n = self.nodes[v]
+        if v in self.in_place:
+            return n.scratch
+        c = self.catalog(v)
+        small = c.smallest() if c is not None else None
+        return min(n.working_set, small.working_set) if small is not None else n.working_set
+
+    def floor(self) -> int:
+        """The least budget every op fits (whole, tiled or on its DDR copy): the largest of the
+        ops' least working sets (only ops with a working set above the running answer need
+        their tilings listed)."""
+        out = 0
+        for v in sorted(range(len(self.nodes)), key=lambda v: -self.nodes[v].working_set):
+            if self.nodes[v].working_set <= out:
+                break
+            out = max(out, self.min_working_set(v))
+        return out
+
+    def tiling(self, v: int, budget: int) -> tiling.Option | None:
+        """The tiling of node ``v`` at ``budget`` (None: it is not tiled, or cannot be)."""
+        if v in self.in_place or self.nodes[v].working_set <= budget:
+            return None
+        c = self.catalog(v)
+        return c.best(budget) if c is not None else None
 
     def root(self, tid: int) -> int:
         """The tensor whose block ``tid`` lives in (itself unless written in place)."""
@@ -353,28 +432,59 @@ def preschedule(a: _Analysis, plan: PreparedPlan) -> list[int]:
 @dataclass
 class _SpillResult:
     budget: int
-    entries: list[tuple[str, int]]   # ("op", node) / ("spill", tensor) / ("fill", tensor)
-    spill_bytes: int
-    fill_bytes: int
+    # ("op", node) / ("tile", node) / ("ddr", node: in place on its DDR copy) / ("spill", tensor) / ("fill", tensor)
+    entries: list[tuple[str, int]]
+    spill_bytes: int                 # whole-tensor spills + the tiles' spills
+    fill_bytes: int                  # whole-tensor fills + the tiles' fills
     reused_copies: int               # evictions that needed no spill (the DDR copy existed)
     flush: bool = False              # the fragmentation fallback: every op's blocks via DDR
+    tilings: dict[int, tiling.Option] = field(default_factory=dict)   # tiled node -> its tiling
+    tile_spill_bytes: int = 0
+    tile_fill_bytes: int = 0
+
+    @property
+    def tiles(self) -> int:
+        return sum(o.tiles for o in self.tilings.values())
+
+    def key(self) -> tuple:
+        """Plans are ranked by spill bytes, then fill bytes, then the largest budget (then a
+        ladder plan before the flush plan): a total order, so keeping the best of a nested
+        family of plans is monotone in the budget."""
+        return (self.spill_bytes, self.fill_bytes, -self.budget, self.flush)
 
 
-def _working_set_error(a: _Analysis, n: _Node, budget: int) -> QnnError | None:
-    if n.working_set <= budget:
+def _working_set_error(a: _Analysis, v: int, budget: int) -> QnnError | None:
+    """The error graphFinalize raises for node ``v`` when it fits the budget neither whole, nor
+    tiled, nor (in place) on its DDR copy: with the numbers of its smallest tile."""
+    n = a.nodes[v]
+    if n.working_set <= budget or a.min_working_set(v) <= budget:
         return None
+    c = a.catalog(v)
+    small = c.smallest() if c is not None else None
+    if small is not None:
+        shape = [small.extent if j == small.axis else
+                 (1 if j < small.axis and c.pattern.tileable[j] else e)
+                 for j, e in enumerate(c.pattern.space)]
+        tiles = (f"and so does its smallest tile ({c.pattern.rule} rule: a {shape} box of its "
+                 f"{list(c.pattern.space)} iteration space, {small.tiles} tiles): {small.working_set} bytes "
+                 f"(tile inputs {small.in_bytes} + tile outputs {small.out_bytes} + scratch {small.scratch})")
+    else:
+        why = c.pattern.why if c is not None and c.pattern.why else \
+            "no axis but the depth (the last axis, never split) to split"
+        tiles = f"and it cannot be tiled ({why})"
     return QnnError(
         Q.QNN_GRAPH_ERROR_MEM_ALLOC,
         f"graphFinalize: graph '{a.graph.name}': node '{n.name}' ({n.op_type}): its working set of "
         f"{n.working_set} bytes of VTCM (inputs {n.in_bytes} + outputs {n.out_bytes} + scratch "
-        f"{n.scratch}) exceeds the graph's VTCM budget of {budget} bytes (raise "
+        f"{n.scratch}) exceeds the graph's VTCM budget of {budget} bytes, {tiles} (raise "
         f"QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE or make the tensors smaller)",
         rule="QNNEMU-prepare-working-set")
 
 
 def check_working_sets(a: _Analysis, budget: int) -> None:
-    for n in a.nodes:
-        err = _working_set_error(a, n, budget)
+    """Every op must fit the budget whole, tiled, or (in place) on its DDR copy."""
+    for v in range(len(a.nodes)):
+        err = _working_set_error(a, v, budget)
         if err is not None:
             raise err
 
@@ -384,24 +494,69 @@ def working_set_errors(graph) -> dict[str, QnnError]:
     node, not just the first): graphValidate's per-node view of pass 3."""
     settings = graph_settings(graph)
     a = _Analysis(graph, device_model(graph), settings)
-    return {n.name: err for n in a.nodes if (err := _working_set_error(a, n, settings.vtcm_bytes)) is not None}
+    return {a.nodes[v].name: err for v in range(len(a.nodes))
+            if (err := _working_set_error(a, v, settings.vtcm_bytes)) is not None}
 
 
 def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False) -> _SpillResult:
     """Belady-like eviction: the resident block whose next read is furthest away goes first.
 
+    Ops whose working set exceeds ``budget`` are tiled (their TCM inputs are read from DDR
+    copies, spilled first when they have none, and their TCM outputs written to DDR copies, tile
+    by tile); an in-place op whose block exceeds the budget runs on its DDR copy.
+
     ``flush``: the fallback when no budget's plan can be allocated without fragmentation --
     before each op every resident block leaves VTCM, so only one op's blocks (its filled
-    inputs, outputs and scratch) are ever live together and they pack from offset 0."""
-    uses: dict[int, list[int]] = {}
+    inputs, outputs and scratch, or its tiles) are ever live together and they pack from 0."""
+    tiles: dict[int, tiling.Option] = {}
+    on_ddr: set[int] = set()
+    for v in order:
+        n = a.nodes[v]
+        if n.working_set > budget:
+            option = a.tiling(v, budget)
+            if option is not None:
+                tiles[v] = option
+            elif v in a.in_place:
+                on_ddr.add(v)
+    uses: dict[int, list[int]] = {}     # reads that need the block in VTCM (for eviction)
+    last_read: dict[int, int] = {}      # the last read of any kind (DDR reads of tiled ops too)
     for i, v in enumerate(order):
         for t in a.nodes[v].tcm_in:
-            uses.setdefault(t, []).append(i)
+            last_read[t] = i
+            if v not in tiles and v not in on_ddr:
+                uses.setdefault(t, []).append(i)
     resident: dict[int, None] = {}
     used = 0
     copies: set[int] = set()
     entries: list[tuple[str, int]] = []
-    spill = fill = reused = 0
+    spill = fill = reused = tile_spill = tile_fill = 0
+
+    def make_room(i: int, need: int, pinned: set[int]) -> int:
+        nonlocal used, spill, reused
+        if need <= budget:
+            return need
+        victims = []
+        for t in resident:
+            if t in pinned:
+                continue
+            u = uses.get(t, [])
+            j = bisect.bisect_right(u, i)
+            victims.append((u[j] if j < len(u) else math.inf, a.size(t), t))
+        victims.sort(reverse=True)
+        for _, size, t in victims:
+            if need <= budget:
+                break
+            if t in copies:
+                reused += 1
+            else:
+                entries.append(("spill", t))
+                copies.add(t)
+                spill += size
+            del resident[t]
+            used -= size
+            need -= size
+        return need
+
     for i, v in enumerate(order):
         n = a.nodes[v]
         if flush:
@@ -414,46 +569,40 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False)
                     spill += a.size(t)
                 del resident[t]
             used = 0
-        missing = [t for t in n.tcm_in if t not in resident]
-        need = used + sum(a.size(t) for t in missing) + n.out_bytes + n.scratch
-        if need > budget:
-            pinned = set(n.tcm_in)
-            victims = []
-            for t in resident:
-                if t in pinned:
-                    continue
-                u = uses.get(t, [])
-                j = bisect.bisect_right(u, i)
-                victims.append((u[j] if j < len(u) else math.inf, a.size(t), t))
-            victims.sort(reverse=True)
-            for _, size, t in victims:
-                if need <= budget:
-                    break
-                if t in copies:
-                    reused += 1
-                else:
+        if v in tiles or v in on_ddr:
+            # reads DDR copies: a resident input without one is spilled (and may stay)
+            for t in n.tcm_in:
+                if t not in copies:
                     entries.append(("spill", t))
                     copies.add(t)
-                    spill += size
-                del resident[t]
-                used -= size
-                need -= size
-        for t in missing:
-            entries.append(("fill", t))
-            fill += a.size(t)
-            resident[t] = None
-            used += a.size(t)
-        entries.append(("op", v))
-        for t in n.tcm_out:
-            resident[t] = None
-            used += a.size(t)
+                    spill += a.size(t)
+            option = tiles.get(v)
+            make_room(i, used + (option.working_set if option is not None else n.scratch), set())
+            if option is not None:
+                entries.append(("tile", v))
+                tile_spill += option.spill_bytes
+                tile_fill += option.fill_bytes
+                copies.update(n.tcm_out)      # written to DDR copies, never resident
+            else:
+                entries.append(("ddr", v))
+        else:
+            missing = [t for t in n.tcm_in if t not in resident]
+            make_room(i, used + sum(a.size(t) for t in missing) + n.out_bytes + n.scratch, set(n.tcm_in))
+            for t in missing:
+                entries.append(("fill", t))
+                fill += a.size(t)
+                resident[t] = None
+                used += a.size(t)
+            entries.append(("op", v))
+            for t in n.tcm_out:
+                resident[t] = None
+                used += a.size(t)
         for t in {*n.tcm_in, *n.tcm_out}:
-            u = uses.get(t, [])
-            if not u or u[-1] <= i:
-                if t in resident:
-                    del resident[t]
-                    used -= a.size(t)
-    return _SpillResult(budget, entries, spill, fill, reused, flush)
+            if last_read.get(t, -1) <= i and t in resident:
+                del resident[t]
+                used -= a.size(t)
+    return _SpillResult(budget, entries, spill + tile_spill, fill + tile_fill, reused, flush, tiles,
+                        tile_spill, tile_fill)
 
 
 def budget_ladder(budget: int, floor: int, peak: int | None = None) -> list[int]:
@@ -475,11 +624,12 @@ def budget_ladder(budget: int, floor: int, peak: int | None = None) -> list[int]
 @dataclass
 class _Steps:
     steps: list[Step]
-    blocks: dict[str, Block]          # every block by name (registered + fills + spill copies)
+    blocks: dict[str, Block]          # every block by name (registered + fills + spill copies + tiles)
     touched: list[set[str]]           # blocks each step needs in place while it runs
     hmx_split: int
     dma_split: int
     flush: bool = False               # built from the flush (fragmentation fallback) plan
+    tilings: list[Tiling] = field(default_factory=list)
 
 
 def build_steps(a: _Analysis, plan: PreparedPlan, sp: _SpillResult) -> _Steps:
@@ -488,25 +638,50 @@ def build_steps(a: _Analysis, plan: PreparedPlan, sp: _SpillResult) -> _Steps:
     fills: dict[int, int] = {}
     steps: list[Step] = []
     touched: list[set[str]] = []
-    writer: dict[str, int] = {}        # block -> the step whose completion makes it readable
+    writer: dict[str, list[int]] = {}  # block -> the steps whose completion makes it readable
+    tilings: list[Tiling] = []
     hmx = dma = 0
 
     def add(step: Step, reads: list[str], writes: list[str], extra: list[str] = ()) -> int:
         step.index = len(steps)
-        step.deps = sorted({writer[b] for b in reads if b in writer})
+        step.deps = sorted({w for b in reads for w in writer.get(b, ())})
         steps.append(step)
         touched.append({*reads, *writes, *extra})
         return step.index
 
     def add_wait(launch: int, name: str) -> int:
-        w = Step(index=0, kind="wait", name=name, op_type=steps[launch].op_type,
-                 node_index=steps[launch].node_index, resource="CPU", cycles=WAIT_CYCLES,
-                 resources=["CPU"], pair=launch)
+        src = steps[launch]
+        w = Step(index=0, kind="wait", name=name, op_type=src.op_type, node_index=src.node_index,
+                 resource="CPU", cycles=WAIT_CYCLES, resources=["CPU"], pair=launch, tile=src.tile,
+                 tile_node=src.tile_node, tile_shape=list(src.tile_shape))
         i = add(w, [], [])
         steps[i].deps = [launch]
         touched[i] = set(touched[launch])     # the launched work holds its blocks until done
         steps[launch].pair = i
         return i
+
+    def copy_block(t: int) -> str:
+        """The DDR copy of tensor ``t`` in the spill-fill buffer (created on first use)."""
+        info = a.tensors[t]
+        name = f"{info.name}#spill"
+        if name not in blocks:
+            blocks[name] = Block(name, PLAIN, _round_up(info.raw, PLAIN_ALIGN) or PLAIN_ALIGN, PLAIN_ALIGN,
+                                 tensor_id=t, role="spill")
+        return name
+
+    def compute(x: int, name: str, reads: list[str], writes: list[str], extra: list[str], c: cost.OpCost,
+                **tile) -> int:
+        """The op's compute step(s): one HVX step, or an HMX launch + wait; returns the step
+        consumers wait for."""
+        nonlocal hmx
+        n = a.nodes[x]
+        common = dict(op_type=n.op_type, node_index=x, inputs=reads, outputs=writes, cycles=c.cycles,
+                      resources=list(c.resources), threads=c.threads, bytes=c.dma_bytes, note=c.note, **tile)
+        if c.resource == "HMX":
+            i = add(Step(index=0, kind="launch", name=f"{name}:launch", resource="HMX", **common), reads, writes, extra)
+            hmx += 1
+            return add_wait(i, f"{name}:wait")
+        return add(Step(index=0, kind="op", name=name, resource="HVX", **common), reads, writes, extra)
 
     for kind, x in sp.entries:
         if kind == "op":
@@ -517,41 +692,45 @@ def build_steps(a: _Analysis, plan: PreparedPlan, sp: _SpillResult) -> _Steps:
             if x in a.in_place:   # rewrites its input's block: readers of the output wait for it
                 writes = [current[n.tcm_in[0]]] + writes
             extra = [f"{n.name}#scratch"] if n.scratch else []
-            c = n.cost
-            common = dict(op_type=n.op_type, node_index=x, inputs=reads, outputs=writes, cycles=c.cycles,
-                          resources=list(c.resources), threads=c.threads, bytes=c.dma_bytes, note=c.note)
-            if c.resource == "HMX":
-                i = add(Step(index=0, kind="launch", name=f"{node.name}:launch", resource="HMX", **common),
-                        reads, writes, extra)
-                done = add_wait(i, f"{node.name}:wait")
-                hmx += 1
-            else:
-                done = add(Step(index=0, kind="op", name=node.name, resource="HVX", **common), reads, writes, extra)
+            done = compute(x, node.name, reads, writes, extra, n.cost)
             for t in n.tcm_out:
                 current[t] = a.tensors[t].name
             for b in writes:
-                writer[b] = done
+                writer[b] = [done]
+        elif kind == "ddr":
+            # an in-place op whose block is bigger than the budget: it runs on the DDR copy
+            n = a.nodes[x]
+            node = a.graph.nodes[x]
+            copy = copy_block(n.tcm_in[0])
+            current.pop(n.tcm_in[0], None)
+            reads = [copy] + [a.tensors[t].name for t in n.plain_in]
+            writes = [copy] + [a.tensors[t].name for t in n.plain_out]
+            done = compute(x, node.name, reads, writes, [f"{n.name}#scratch"] if n.scratch else [], n.cost)
+            for b in writes:
+                writer[b] = [done]
+        elif kind == "tile":
+            t_ = _tile_steps(a, x, sp.tilings[x], steps, blocks, writer, add, add_wait, compute, copy_block)
+            tilings.append(t_)
+            dma += sum(1 for i in t_.steps if steps[i].kind in ("fill", "spill"))
         elif kind == "spill":
             t = a.tensors[x]
-            copy = f"{t.name}#spill"
-            blocks[copy] = Block(copy, PLAIN, _round_up(t.raw, PLAIN_ALIGN) or PLAIN_ALIGN, PLAIN_ALIGN,
-                                 tensor_id=x, role="spill")
+            copy = copy_block(x)
             src = current[x]
             i = add(Step(index=0, kind="spill", name=f"{t.name}:spill", resource="DMA",
                          cycles=cost.dma_copy_cycles(t.size), resources=["DMA"], bytes=t.size,
                          inputs=[src], outputs=[copy]), [src], [copy])
-            writer[copy] = add_wait(i, f"{t.name}:spill:wait")
+            writer[copy] = [add_wait(i, f"{t.name}:spill:wait")]
             dma += 1
         else:  # fill
             t = a.tensors[x]
             fills[x] = fills.get(x, 0) + 1
             name = f"{t.name}#fill{fills[x]}"
             blocks[name] = Block(name, TCM, t.size, TCM_ALIGN, tensor_id=x, role="fill")
-            copy = f"{t.name}#spill"
+            copy = copy_block(x)
             i = add(Step(index=0, kind="fill", name=f"{t.name}:fill", resource="DMA",
                          cycles=cost.dma_copy_cycles(t.size), resources=["DMA"], bytes=t.size,
                          inputs=[copy], outputs=[name]), [copy], [name])
-            writer[name] = add_wait(i, f"{t.name}:fill:wait")
+            writer[name] = [add_wait(i, f"{t.name}:fill:wait")]
             current[x] = name
             dma += 1
     for b in blocks.values():
@@ -561,7 +740,115 @@ def build_steps(a: _Analysis, plan: PreparedPlan, sp: _SpillResult) -> _Steps:
             b = blocks[name]
             b.first_step = i if b.first_step is None else b.first_step
             b.last_step = i
-    return _Steps(steps, blocks, touched, hmx, dma, sp.flush)
+    return _Steps(steps, blocks, touched, hmx, dma, sp.flush, tilings)
+
+
+def _tile_steps(a: _Analysis, x: int, option: tiling.Option, steps, blocks, writer, add, add_wait, compute,
+                copy_block) -> Tiling:
+    """The steps of a tiled op: per tile a DMA fill of its input slices (from the inputs' DDR
+    copies into a tile block), the compute, and a DMA spill of its output slices (into the
+    outputs' DDR copies); double-buffered (``option.buffers`` 2) the runlist is fill 0, fill 1,
+    compute 0, then per tile fill i+1, compute i, spill i-1, so tile i+1's fill and tile i-1's
+    spill have their own buffers while tile i computes."""
+    n, node = a.nodes[x], a.graph.nodes[x]
+    cat = a.catalog(x)
+    tiles = tiling.tiles_of(cat, option)
+    in_copies = [copy_block(t.block) for t in cat.inputs]
+    out_copies = [copy_block(t.block) for t in cat.outputs]
+    plain_in = [a.tensors[t].name for t in n.plain_in]
+    plain_out = [a.tensors[t].name for t in n.plain_out]
+    scratch = [f"{n.name}#scratch"] if n.scratch and option.scratch else []
+    if scratch:   # a tile's scratch: the op's own and the buffer its share of DDR tensors streams through
+        blocks[scratch[0]].size = option.scratch
+    costs: dict[float, cost.OpCost] = {}
+    first = len(steps)
+    fill_cycles, compute_cycles, spill_cycles = [], [], []
+    in_block: dict[int, str] = {}
+    out_block: dict[int, str] = {}
+    done: dict[int, int] = {}
+    for b in out_copies + plain_out:
+        writer[b] = []
+
+    def tile_info(tile: tiling.Tile) -> dict:
+        return dict(tile=tile.index, tile_node=x, tile_shape=tile.shape)
+
+    def fill(tile: tiling.Tile) -> None:
+        if not cat.inputs:
+            fill_cycles.append(0)
+            return
+        name = f"{n.name}#tile{tile.index}:in"
+        blocks[name] = Block(name, TCM, option.in_bytes, TCM_ALIGN, role="tile")
+        in_block[tile.index] = name
+        cycles = cost.tile_copy_cycles(tile.fills)
+        fill_cycles.append(cycles)
+        i = add(Step(index=0, kind="fill", name=f"{node.name}:tile{tile.index}:fill", resource="DMA",
+                     cycles=cycles, resources=["DMA"], bytes=sum(tile.fills), inputs=list(in_copies),
+                     outputs=[name], **tile_info(tile)), in_copies, [name])
+        writer[name] = [add_wait(i, f"{node.name}:tile{tile.index}:fill:wait")]
+
+    def run(tile: tiling.Tile) -> None:
+        c = costs.get(tile.share)
+        if c is None:
+            c = costs[tile.share] = cost.op_cost(node, a.graph, a.model, a.settings, share=tile.share)
+        compute_cycles.append(c.cycles)
+        reads = ([in_block[tile.index]] if tile.index in in_block else []) + plain_in
+        writes = plain_out[:]
+        if cat.outputs:
+            name = f"{n.name}#tile{tile.index}:out"
+            blocks[name] = Block(name, TCM, option.out_bytes, TCM_ALIGN, role="tile")
+            out_block[tile.index] = name
+            writes = [name] + writes
+        done[tile.index] = compute(x, f"{node.name}:tile{tile.index}", reads, writes, scratch, c, **tile_info(tile))
+        if tile.index in out_block:
+            writer[out_block[tile.index]] = [done[tile.index]]
+        for b in plain_out:
+            writer[b].append(done[tile.index])
+
+    def spill(tile: tiling.Tile) -> None:
+        if tile.index not in out_block:
+            spill_cycles.append(0)
+            return
+        name = out_block[tile.index]
+        cycles = cost.tile_copy_cycles(tile.spills)
+        spill_cycles.append(cycles)
+        i = add(Step(index=0, kind="spill", name=f"{node.name}:tile{tile.index}:spill", resource="DMA",
+                     cycles=cycles, resources=["DMA"], bytes=sum(tile.spills), inputs=[name],
+                     outputs=list(out_copies), **tile_info(tile)), [name], out_copies)
+        w = add_wait(i, f"{node.name}:tile{tile.index}:spill:wait")
+        for b in out_copies:
+            writer[b].append(w)
+
+    if option.buffers >= 2:
+        fill(tiles[0])
+        if len(tiles) > 1:
+            fill(tiles[1])
+        run(tiles[0])
+        for k in range(1, len(tiles)):
+            if k + 1 < len(tiles):
+                fill(tiles[k + 1])
+            run(tiles[k])
+            spill(tiles[k - 1])
+        spill(tiles[-1])
+    else:
+        for tile in tiles:
+            fill(tile)
+            run(tile)
+            spill(tile)
+    # each list got one entry per tile, in tile order (fills run ahead, spills behind)
+    fills_by, runs_by, spills_by = fill_cycles, compute_cycles, spill_cycles
+    big, last = tiles[0], tiles[-1]
+    return Tiling(
+        node=node.name, node_index=x, op_type=n.op_type, rule=cat.pattern.rule, axis=option.axis,
+        tiles=option.tiles, tile_shape=big.shape, last_tile_shape=last.shape,
+        iteration_space=list(cat.pattern.space), buffers=option.buffers, working_set_bytes=option.working_set,
+        untiled_working_set_bytes=n.working_set, tile_in_bytes=option.in_bytes, tile_out_bytes=option.out_bytes,
+        scratch_bytes=option.scratch, fill_bytes_per_tile=max(sum(t.fills) for t in tiles),
+        spill_bytes_per_tile=max(sum(t.spills) for t in tiles), fill_bytes=option.fill_bytes,
+        spill_bytes=option.spill_bytes, fill_cycles_per_tile=max(fills_by), compute_cycles_per_tile=max(runs_by),
+        spill_cycles_per_tile=max(spills_by),
+        serial_cycles=sum(fills_by) + sum(runs_by) + sum(spills_by),
+        pipelined_cycles=cost.tiled_cycles(fills_by, runs_by, spills_by, option.buffers),
+        steps=list(range(first, len(steps))))
 
 
 # ----------------------------------------------------------------- pass 5: the offsets
@@ -782,41 +1069,42 @@ def _overlaps(steps: list[Step]) -> None:
 
 # ------------------------------------------------------------------------------ the driver
 def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int):
-    """Passes 3-5 for the graph's VTCM ``budget``: the spill pass at each budget of the ladder,
-    keeping the fewest spill bytes (then fill bytes, then the largest budget) whose allocation
-    fits; when fragmentation defeats every one, the flush plan (which always fits)."""
-    floor = max((n.working_set for n in a.nodes), default=0)
+    """Passes 3-5 for the graph's VTCM ``budget``: the spill pass (tiling the ops that do not fit)
+    and the flush plan at each budget of the ladder; the best by ``_SpillResult.key`` whose
+    allocation fits is kept.  The candidates of a smaller budget are among those of a larger
+    one and the key is a total order, so spill bytes never grow with the budget, and the kept
+    plan's own budget never shrinks (its tiles never multiply)."""
+    floor = a.floor()
     ladder = budget_ladder(budget, floor, plan.runlist_peak_bytes) or [budget]
-    results = [spill_pass(a, order, ladder[0])]
-    rest = ladder[1:]
-    if results[0].spill_bytes or results[0].fill_bytes:
-        results += [spill_pass(a, order, b) for b in rest]
-        rest = []
+
+    def attempt(r: _SpillResult):
+        st = build_steps(a, plan, r)
+        for compact in (False, True):
+            peak, constraints, buffer = allocate(st, r.budget, compact)
+            if peak <= budget:
+                return r, st, peak, constraints, buffer
+        return None
+    first = spill_pass(a, order, ladder[0])
+    if not first.spill_bytes and not first.fill_bytes:
+        got = attempt(first)          # nothing to spill, fill or tile: nothing beats it
+        if got is not None:
+            return got
+    # every ladder budget's plan and its flush plan (the fragmentation fallback: one op's
+    # blocks at a time, which always packs within that budget)
+    results = [first] + [spill_pass(a, order, b) for b in ladder[1:]] + \
+        [spill_pass(a, order, b, flush=True) for b in ladder]
     # Whether a plan fits depends on the plan only (offsets are placed within the plan's own
     # budget, or packed lowest-first), so a plan that fits a budget fits every larger one.
     tried: set[tuple] = set()
-    while True:
-        for r in sorted(results, key=lambda r: (r.spill_bytes, r.fill_bytes, -r.budget)):
-            key = tuple(r.entries)
-            if key in tried:
-                continue
-            tried.add(key)
-            st = build_steps(a, plan, r)
-            for compact in (False, True):
-                peak, constraints, buffer = allocate(st, r.budget, compact)
-                if peak <= budget:
-                    return r, st, peak, constraints, buffer
-        if not rest:
-            break
-        # the spill-free plan did not fit once allocated (fragmentation): smaller budgets too
-        results += [spill_pass(a, order, b) for b in rest]
-        rest = []
-    r = spill_pass(a, order, floor, flush=True)
-    st = build_steps(a, plan, r)
-    peak, constraints, buffer = allocate(st, budget, compact=True)
-    if peak > budget:   # only one op's blocks are ever live: they pack within its working set
-        raise AssertionError(f"prepare: flush plan of '{a.graph.name}' needs {peak} > {budget} bytes")
-    return r, st, peak, constraints, buffer
+    for r in sorted(results, key=_SpillResult.key):
+        key = (tuple(r.entries), tuple(sorted(r.tilings.items())), r.flush)
+        if key in tried:
+            continue
+        tried.add(key)
+        got = attempt(r)
+        if got is not None:
+            return got
+    raise AssertionError(f"prepare: no flush plan of '{a.graph.name}' fits {budget} bytes")
 
 
 def prepare_graph(graph) -> PreparedPlan:
@@ -836,13 +1124,20 @@ def prepare_graph(graph) -> PreparedPlan:
     plan.planning_budget_bytes = sp.budget
     plan.spill_bytes, plan.fill_bytes = sp.spill_bytes, sp.fill_bytes
     plan.spill_fill_buffer_bytes = buffer
+    plan.tilings = st.tilings
+    plan.tiles, plan.tile_fill_bytes, plan.tile_spill_bytes = sp.tiles, sp.tile_fill_bytes, sp.tile_spill_bytes
     fallback = " (fragmentation fallback: every op's blocks through DDR)" if sp.flush else ""
     n_spill = sum(1 for k, _ in sp.entries if k == "spill")
     n_fill = sum(1 for k, _ in sp.entries if k == "fill")
+    tiled = (f"; {len(sp.tilings)} op(s) over VTCM tiled into {sp.tiles} tiles (tile fills "
+             f"{sp.tile_fill_bytes} B, tile spills {sp.tile_spill_bytes} B)") if sp.tilings else ""
+    on_ddr = sum(1 for k, _ in sp.entries if k == "ddr")
+    on_ddr_text = f"; {on_ddr} in-place op(s) on their DDR copy" if on_ddr else ""
     plan.passes.append(
         f"spill/fill: VTCM budget {settings.vtcm_bytes} B (planned at {sp.budget} B): {n_spill} spill(s) "
-        f"{sp.spill_bytes} B, {n_fill} fill(s) {sp.fill_bytes} B, {sp.reused_copies} eviction(s) reusing a "
-        f"DDR copy; spill-fill buffer {buffer} B{fallback}")
+        f"{sp.spill_bytes - sp.tile_spill_bytes} B, {n_fill} fill(s) {sp.fill_bytes - sp.tile_fill_bytes} B, "
+        f"{sp.reused_copies} eviction(s) reusing a DDR copy{tiled}{on_ddr_text}; spill-fill buffer "
+        f"{buffer} B{fallback}")
     plan.steps = st.steps                                         # 4
     plan.passes.append(
         f"launch/wait: {st.hmx_split} HMX op(s) and {st.dma_split} DMA copies split into launch + wait; "
