@@ -340,7 +340,9 @@ def test_tiled_graph_in_detailed_profile_optrace_and_chrometrace(env, tmp_path, 
     Trace Event Format checker), and the outputs are the untiled graph's."""
     b = skip_graph(env, vtcm_config(env, nbytes=TILED_BUDGET), name="tiled")
     plan = b.plan
-    assert {t.node for t in plan.tilings} == {"add1", "add2"} and plan.tiles >= 4, \
+    # v81 runs the float32 graph in float16 math, its 1x1 convolutions on HMX with their weights
+    # streamed through VTCM: at this budget they are tiled too.
+    assert {"add1", "add2"} <= {t.node for t in plan.tilings} and plan.tiles >= 4, \
         f"the Adds (384 KiB whole) are tiled at {TILED_BUDGET} bytes: {plan.passes[2]}"
     # DETAILED: one NODE sub-event per plan step -- tile fills / computes / spills included
     p = profile(env, DETAILED)
@@ -377,10 +379,11 @@ def test_tiled_graph_in_detailed_profile_optrace_and_chrometrace(env, tmp_path, 
     assert len(spans) == sum(1 for s in plan.steps if s.tile is not None) and fills, "every tile step is drawn"
     assert all(names[(e["pid"], e["tid"])].startswith("DMA queue") for e in spans if e["cat"] in ("fill", "spill")), \
         "tile fills and spills are on the DMA lanes"
-    assert all(e["args"]["tiled_node"] in ("add1", "add2") and e["args"]["tile_shape"] for e in spans), \
+    tiled = {t.node for t in plan.tilings}
+    assert all(e["args"]["tiled_node"] in tiled and e["args"]["tile_shape"] for e in spans), \
         "each span names its tiled op and tile shape"
     [summary] = trace["otherData"]["graphs"]
-    assert (summary["tiles"], summary["tiled_ops"]) == (plan.tiles, 2), "otherData: tiles and tiled ops"
+    assert (summary["tiles"], summary["tiled_ops"]) == (plan.tiles, len(tiled)), "otherData: tiles and tiled ops"
     assert abi.call("profileFree", vp(p)) == OK
 
 

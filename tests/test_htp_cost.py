@@ -116,6 +116,8 @@ SM8550 = model_for(SOCS[Q.QNN_SOC_MODEL_SM8550], soc_configured=True)
 V73 = SM8550
 NO_HMX = replace(SM8550, hmx=False)
 SETTINGS = settings_for(hvx_threads=4)
+# float32 computed in float32 (v68, or the exact-float32 opt-out); v69+ runs it in float16 math.
+F32_MATH = replace(SETTINGS, float16_math=False)
 
 
 # ---------------------------------------------------------------------------- the tables
@@ -169,7 +171,7 @@ def test_hvx_mac_rate_rows(precision, dtype):
     w = g.add_tensor("w", (3, 3, 1, 64), dtype)
     y = g.add_tensor("y", (1, 32, 32, 64), dtype)
     node = g.add_node("DepthWiseConv2d", "dw", [x, w], [y])
-    c = cost.op_cost(node, g, V73, SETTINGS)
+    c = cost.op_cost(node, g, V73, F32_MATH)
     macs = 32 * 32 * 64 * 9
     assert c.macs == macs and c.precision == precision, "MACs = output elements x kernel window"
     single = math.ceil(macs / cost.HVX_MACS_PER_CYCLE[precision])
@@ -204,9 +206,11 @@ def test_hmx_precision_and_padding():
 
 def test_where_mac_ops_run():
     fp32, g32 = fake_node("FullyConnected", [(8, 256)], (8, 64), F32, weight=(64, 256))
-    c = cost.op_cost(fp32, g32, V73, SETTINGS)
+    c = cost.op_cost(fp32, g32, V73, F32_MATH)
     assert c.resource == "HVX" and "fp32" in c.note, "fp32 math: HVX in qf32"
-    c = cost.op_cost(fp32, g32, V73, replace(SETTINGS, precision_fp16=True))
+    c = cost.op_cost(fp32, g32, V73, SETTINGS)
+    assert c.resource == "HMX" and c.precision == "fp16", "v73 runs float32 graphs in float16 math, on HMX"
+    c = cost.op_cost(fp32, g32, V73, replace(F32_MATH, precision_fp16=True))
     assert c.resource == "HMX" and c.precision == "fp16", "PRECISION FLOAT16: fp32 graphs run fp16 on HMX"
     fp16, g16 = fake_node("FullyConnected", [(8, 256)], (8, 64), F16, weight=(64, 256))
     assert cost.op_cost(fp16, g16, replace(V73, arch=69), SETTINGS).resource == "HVX", "fp16 HMX needs v73+"

@@ -350,7 +350,8 @@ def test_tiled_outputs_are_bit_identical(dtype, quant, hw):
         steps = small.htp_plan.steps
         conv = small.htp_plan.tiling_of("Conv2d_1")
         kinds = {steps[i].kind for i in conv.steps}
-        assert ("launch" in kinds) == (quant is not None), "8-bit conv tiles launch on HMX, float ones run on HVX"
+        # SM8550 (v73) runs 8-bit and (float32 graphs in) float16 math on HMX: the tiles launch there
+        assert "launch" in kinds, "conv tiles launch on HMX (8-bit, and float16 math on v73)"
         reshape = next(s_ for s_ in steps if s_.op_type == "Reshape")
         assert reshape.inputs[0].endswith("#spill") and "on their DDR copy" in small.htp_plan.passes[2], \
             "the in-place Reshape of a tensor bigger than VTCM runs on its DDR copy"
@@ -586,7 +587,8 @@ def tiled_plans(names=("p2o.Mul.8",)):
 @pytest.mark.parametrize("uint8", [False, True], ids=["float32", "uint8"])
 def test_ort_mul_at_vtcm_mb_1(ep, onnx_models, uint8):
     """ONNX Runtime's QNN EP on qnnemu, ``vtcm_mb=1``: the [1,32,160,160] Mul graph finalizes
-    (its ops tiled) and runs; float: equal to the CPU EP within 1e-5 of the output's magnitude;
+    (its ops tiled) and runs; float: equal to the CPU EP within float16 rounding (SM8550 runs
+    float32 graphs in float16 math), and bit for bit to the same session at ``vtcm_mb=8``;
     uint8 (QDQ a8w8): the same bits as at ``vtcm_mb=8``, as close to the vendor's output as the
     CPU EP's."""
     path = onnx_models("mul", uint8)
@@ -598,7 +600,9 @@ def test_ort_mul_at_vtcm_mb_1(ep, onnx_models, uint8):
     del sess
     if not uint8:
         err = float(np.max(np.abs(got - want)))
-        assert err <= 1e-5 * float(np.max(np.abs(want))), f"float: max |qnnemu - CPU EP| = {err:.3g}"
+        assert err <= 2e-3 * float(np.max(np.abs(want))), f"float: max |qnnemu - CPU EP| = {err:.3g}"
+        wide = session(ep, path, 8)
+        assert np.array_equal(wide.run(None, feeds)[0], got), "float: vtcm_mb 1 (tiled) = vtcm_mb 8 bit for bit"
         return
     wide = session(ep, path, 8)
     assert np.array_equal(wide.run(None, feeds)[0], got), "uint8: vtcm_mb 1 (tiled) = vtcm_mb 8 bit for bit"
