@@ -677,8 +677,47 @@ def test_every_warning_raised_in_the_sources_is_registered():
 def test_validation_doc_lists_the_warning_rules():
     """docs/validation.md's warning rule table is ``warning_rules_table()`` (regenerate it with
     ``python3 -c "from qnnemu.rules import warning_rules_table; print(warning_rules_table())"``)."""
+    import re
     doc = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "validation.md").read_text()
-    assert warning_rules_table() in doc, "docs/validation.md lists exactly the registered warning rules, in order"
+    assert warning_rules_table() in doc, "docs/validation.md has the generated table, as WARNING_RULES is now"
+    section = doc.split("## Warning rules", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `(QNNEMU-[A-Za-z0-9_-]+)` \|", section, re.M)
+    assert sorted(listed) == sorted(WARNING_RULES), \
+        f"the section lists exactly the registered ids: extra {sorted(set(listed) - set(WARNING_RULES))}, " \
+        f"missing {sorted(set(WARNING_RULES) - set(listed))}"
+
+
+def test_op_warnings_name_the_function_that_checks_the_node():
+    """An op's warning names the function that checked the node: a RotaryEmbedding with
+    rotary_embedding_dim 0 warns in backendValidateOpConfig and in graphAddNode, each naming
+    itself; graphFinalize and a reload from the context binary do not repeat it."""
+    s = abi.Session(soc=SM8650)
+    s.cleanups = []
+    rule = "QNNEMU-RotaryEmbedding-dim-zero"
+    try:
+        x, pos = abi.tensor("x", ROPE_X.shape), abi.tensor("pos", POS.shape, I32)
+        cos = abi.static_tensor("cos", _cache(16, 4)[1])
+        sin = abi.static_tensor("sin", _cache(16, 4)[1])
+        y = abi.tensor("y", ROPE_X.shape, type_=Q.QNN_TENSOR_TYPE_APP_READ)
+        param = abi.scalar_param("rotary_embedding_dim", U32, "uint32Value", 0)
+        op = abi.op_config("rope", "RotaryEmbedding", [x, cos, sin, pos], [y], [param])
+        s.keep.append(op)
+        assert s.call("backendValidateOpConfig", vp(s.be), op) == OK, "backendValidateOpConfig takes it"
+        s.rec.assert_warning(OK, rule, "backendValidateOpConfig", "opConfig.v1.params[rotary_embedding_dim]")
+        s.rec.clear()
+        code, g = s.graph("g")
+        codes = [code] + [s.tensor(g, t) for t in (x, cos, sin, pos, y)]
+        codes += [s.node(g, abi.op_config("rope", "RotaryEmbedding", [x, cos, sin, pos], [y], [param])),
+                  s.finalize(g)]
+        assert not any(codes), f"the graph is built: {codes}"
+        blob = context_binary(s)
+        assert load(s, blob)[0] == OK, "the context binary loads"
+        msgs = [m for _, m in s.rec.records if f"[{rule}]" in m]
+        assert len(msgs) == 1 and "graphAddNode" in msgs[0], f"graphAddNode's warning, once: {msgs}"
+    finally:
+        for fn in reversed(s.cleanups):
+            fn()
+        s.close()
 
 
 def test_warn_refuses_an_unregistered_rule():
