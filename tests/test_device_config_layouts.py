@@ -326,7 +326,7 @@ def test_unknown_arch_is_ignored(ours, func):
         code = abi.call("deviceSetConfig", vp(dev), ours.raw.configs(new(ARCH, 0, 99)))
     assert code == Q.QNN_SUCCESS, f"{func}: accepted, as the vendor's library does: {ours.errors()}"
     [msg] = [m for m in ours.messages() if "[QNNEMU-device-arch-ignored]" in m]
-    want = SM8550 if func == "deviceCreate" else SM8650
+    want = socs.DEFAULT_SOC if func == "deviceCreate" else SM8650  # deviceCreate: the default device
     assert _reported(dev)[0] == want and "99" in msg, f"the device stays {want}: {msg}"
 
 
