@@ -677,6 +677,16 @@ def test_every_warning_raised_in_the_sources_is_registered():
     assert not unknown, f"warning rule ids raised but not registered in qnnemu/rules.py: {unknown}"
 
 
+def test_no_warning_rule_bypasses_rules_warn():
+    """A rule id is never logged by hand (``log.warn(f"[QNNEMU-...] ...")``): warnings go through
+    qnnemu.rules.warn, which checks the registry and the message layout."""
+    import re
+    root = pathlib.Path(__file__).resolve().parent.parent / "qnnemu"
+    by_hand = [f"{p.relative_to(root)}: {m}" for p in sorted(root.rglob("*.py")) if p.name != "rules.py"
+               for m in re.findall(r'\.warn\(\s*f?"\[(QNNEMU-[^\]]+)\]', p.read_text())]
+    assert not by_hand, f"warning rules logged without qnnemu.rules.warn: {by_hand}"
+
+
 def test_validation_doc_lists_the_warning_rules():
     """docs/validation.md's warning rule table is ``warning_rules_table()`` (regenerate it with
     ``python3 -c "from qnnemu.rules import warning_rules_table; print(warning_rules_table())"``)."""
