@@ -575,18 +575,75 @@ def _f32(name, value):
 
 case("QNNEMU-op-param-name", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.params[0].name")(
     lambda e: e.add_node(_param_op(e, _f32(None, 0.0), _f32("max_value", 6.0))))
-case("QNNEMU-op-param-duplicate", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.params[1].name")(
-    lambda e: e.add_node(_param_op(e, _f32("min_value", 0.0), _f32("min_value", 1.0), _f32("max_value", 6.0))))
 case("QNNEMU-op-param-scalar-type", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A,
-     "opConfig.v1.params[0].scalarParam.dataType")(
+     "opConfig.v1.params[min_value].scalarParam.dataType")(
     lambda e: e.add_node(_param_op(e, abi.scalar_param("min_value", BOGUS, "uint32Value", 0), _f32("max_value", 6.0))))
+case("QNNEMU-op-param-missing", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.params[max_value]")(
+    lambda e: e.add_node(_param_op(e, _f32("min_value", 0.0))))
+# graphAddNode takes what the vendor's takes (tests/test_warning_rules.py: the tolerances);
+# what it cannot hold is refused.
+case("QNNEMU-op-param-value", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.params[transpose_in1]")(
+    lambda e: e.add_node(_relu_op(e, type_name="MatMul", inputs=[e.tensor("a"), e.tensor("b", (3, 2))],
+                                  outputs=[e.tensor("y", (2, 2), type_=Q.QNN_TENSOR_TYPE_APP_READ)],
+                                  params=[abi.scalar_param("transpose_in1", Q.QNN_DATATYPE_UINT_32, "uint32Value", 2)])))
+case("QNNEMU-op-param-type", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.params[max_value]")(
+    lambda e: e.add_node(_param_op(e, _f32("min_value", 0.0),
+                                   abi.scalar_param("max_value", Q.QNN_DATATYPE_BOOL_8, "bool8Value", 1))))
+case("QNNEMU-op-param-shape", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.params[pad_amount]")(
+    lambda e: e.add_node(_relu_op(e, type_name="Pad", outputs=[e.tensor("y", (4, 5), type_=Q.QNN_TENSOR_TYPE_APP_READ)],
+                                  params=[abi.tensor_param("pad_amount", _created_static(
+                                      e, "pad", np.array([1, 1, 1], np.uint32)))])))
 
 
-@case("QNNEMU-op-param-kind", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.params[0].paramType")
+@case("QNNEMU-op-param-paramtype", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.params[0].paramType")
 def _(e):
     p = _f32("min_value", 0.0)
     p.ptr.paramType = BOGUS
     return e.add_node(_param_op(e, p, _f32("max_value", 6.0)))
+
+
+# backendValidateOpConfig checks the op definition strictly, as the vendor's does (it refuses
+# each of these, which its graphAddNode takes).
+V = "backendValidateOpConfig"
+NOT_SUPPORTED = Q.QNN_BACKEND_ERROR_NOT_SUPPORTED
+
+
+def _validate(e, *params, type_name="ReluMinMax", y_dims=(2, 3)):
+    op = abi.op_config("n", type_name, [abi.tensor("x", (2, 3))],
+                       [abi.tensor("y", y_dims, type_=Q.QNN_TENSOR_TYPE_APP_READ)], list(params))
+    e.keep.append(op)
+    return abi.call(V, vp(e.be), op)
+
+
+case("QNNEMU-op-param-duplicate", NOT_SUPPORTED, V, "opConfig.v1.params[1].name")(
+    lambda e: _validate(e, _f32("min_value", 0.0), _f32("min_value", 1.0), _f32("max_value", 6.0)))
+case("QNNEMU-op-param-unknown", NOT_SUPPORTED, V, "opConfig.v1.params[bogus]")(
+    lambda e: _validate(e, _f32("min_value", 0.0), _f32("max_value", 6.0), _f32("bogus", 1.0)))
+case("QNNEMU-op-param-kind", NOT_SUPPORTED, V, "opConfig.v1.params[perm]")(
+    lambda e: _validate(e, abi.scalar_param("perm", Q.QNN_DATATYPE_UINT_32, "uint32Value", 1), type_name="Transpose",
+                        y_dims=(3, 2)))
+
+
+def test_every_op_param_rule_has_a_case():
+    """The op parameter rules (qnnemu/ops/base.py, qnnemu/core/graph.py) that are not warning
+    rules each have a case above."""
+    import pathlib
+    from qnnemu.rules import WARNING_RULES
+    root = pathlib.Path(qnnemu.__file__).parent
+    found = set()
+    for path in (root / "ops" / "base.py", root / "core" / "graph.py"):
+        found |= set(re.findall(r'"(QNNEMU-op-params?-[A-Za-z0-9_-]+)"', path.read_text()))
+    covered = {p.values[0].rule for p in CASES} | CORE_LEVEL_RULES
+    assert found - set(WARNING_RULES) - covered == set(), \
+        f"op parameter rules without a case: {sorted(found - set(WARNING_RULES) - covered)}"
+
+
+def _created_static(e, name, array):
+    """A STATIC tensor created in the graph first (the vendor requires it of tensor parameters)."""
+    t = abi.static_tensor(name, array)
+    e.keep.append(t)
+    assert abi.call("tensorCreateGraphTensor", vp(e.g), t.ptr) == Q.QNN_SUCCESS, f"setup: tensor {name}"
+    return t
 
 
 case("QNNEMU-op-param-tensor-static", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A,

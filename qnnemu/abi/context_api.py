@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 import threading
 
+from .. import rules
 from ..core import binary  # binary.deserialize is looked up at call time (tests spy on it)
 from ..core.backend import Backend
 from ..core.context import Context
@@ -249,10 +250,10 @@ def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBuffe
                                     data_source=provider.request if provider else None)
     except BaseException:
         if provider is not None:
-            provider.release_all()  # buffers already provided are released on failure too
+            provider.release_all(func)  # buffers already provided are released on failure too
         raise
     if provider is not None:
-        ctx.on_free.append(provider.release_all)
+        ctx.on_free.append(lambda: provider.release_all("contextFree"))
     _commit_init(rec)
     context[0] = _ffi().cast("Qnn_ContextHandle_t", handle)
 
@@ -350,7 +351,8 @@ class _DmaProvider:
         # In place (zero copy): the buffer stays the client's until its release callback.
         return ffi.buffer(ffi.cast("char *", data) + start, size)
 
-    def release_all(self) -> None:
+    def release_all(self, func: str) -> None:
+        """Hands every provided buffer back through dataRelease (``func``: the API call doing it)."""
         ffi = _ffi()
         buffers, self.buffers = self.buffers, []
         for fd, data, aligned in buffers:
@@ -359,9 +361,10 @@ class _DmaProvider:
             mem.dmaBuffer.data = data
             mem.memSize = aligned
             code = int(self.release(mem[0], self.param))
-            if code != Q.QNN_SUCCESS:
-                _entry._active_logger().warn(f"{self.func}: callback.dmaBufferCallback.v1.dataRelease returned "
-                                             f"{code} for the buffer at 0x{int(ffi.cast('uintptr_t', data)):x}")
+            if code != Q.QNN_SUCCESS:   # the buffer is the client's again either way
+                rules.warn("QNNEMU-context-dma-release-failed", func, "callback.dmaBufferCallback.v1.dataRelease",
+                           f"returned {code} for the buffer at 0x{int(ffi.cast('uintptr_t', data)):x} (fd {fd}) the "
+                           f"context of {self.func} used; the buffer is not touched again")
 
 
 @entry

@@ -210,8 +210,10 @@ def backendCreate(logger, config, backend):
         elif opt == Q.QNN_BACKEND_CONFIG_OPTION_PLATFORM:
             configs["platformOption"] = c_str(c.platformOption)
         elif opt == Q.QNN_BACKEND_CONFIG_OPTION_CUSTOM:
-            # The HTP backend defines no custom backend configs; accept and ignore (as HTP does).
-            (log or NULL_LOGGER).warn(f"backendCreate: config[{i}]: custom backend config ignored")
+            # The HTP backend defines no custom backend configs; the vendor's library accepts and
+            # ignores one (measured, NULL or not).
+            rules.warn("QNNEMU-backend-config-custom-ignored", "backendCreate", f"config[{i}].customConfig",
+                       "the HTP backend defines no custom backend configs; ignored", logger=log or NULL_LOGGER)
         else:
             raise QnnError(Q.QNN_BACKEND_ERROR_INVALID_CONFIG,
                            f"backendCreate: config[{i}].option: unknown option {opt}",
@@ -387,9 +389,9 @@ def _device_configs(config, func: str, base=None, log=None, layout: str | None =
     for path, dev_id in device_ids:
         # The vendor's library accepts any deviceId (measured: 5 for ARCH, 7 for SIGNEDPD).
         if dev_id >= model.devices:
-            rule = "QNNEMU-device-id-ignored"
-            log.warn(f"[{rule}] {func}: {path}: device {dev_id} does not exist; "
-                     f"{model.name} has {model.devices} HTP device(s); the option applies to the device")
+            rules.warn("QNNEMU-device-id-ignored", func, path,
+                       f"device {dev_id} does not exist; {model.name} has {model.devices} HTP device(s); the "
+                       f"option applies to the device", logger=log)
     return model, device_config.shown_layout(options, layout)
 
 
@@ -612,7 +614,7 @@ def _context_configs(config, func: str, model=None) -> dict:
             raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
                            f"{func}: config[{i}].option: option {opt} is not supported",
                            rule="QNNEMU-context-config-option")
-    htp_settings.check_context_options(out, func=func, model=model, log=_active_logger())
+    htp_settings.check_context_options(out, func=func, model=model)
     return out
 
 

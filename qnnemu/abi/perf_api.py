@@ -2,7 +2,8 @@
 deviceGetInfrastructure hands out (createPowerConfigId, destroyPowerConfigId, setPowerConfig,
 setMemoryConfig).  This layer copies the C structs (every power config option of QNN 2.50,
 CENG / DCVS_V3_EXP / CENG_EXP included); the rules and the votes live in qnnemu/htp/perf.py
-(docs/htp-perf.md), whose warning rules reach the app's log here.
+(docs/htp-perf.md), whose warning rules reach the app's log through qnnemu/rules.py (the entry
+wrapper routes them to the call's logger).
 
 Imported by entry.py so that the ``@perf_entry`` functions fill their ``qnnemu_perf_*`` slots.
 """
@@ -28,7 +29,7 @@ def createPowerConfigId(deviceId, coreId, powerConfigId):
 
 @perf_entry
 def destroyPowerConfigId(powerConfigId):
-    PERF.destroy_id(int(powerConfigId), warn=_active_logger().warn)
+    PERF.destroy_id(int(powerConfigId))
     _active_logger().debug(f"destroyPowerConfigId: id {int(powerConfigId)} and all its votes removed")
 
 
@@ -42,7 +43,7 @@ def setPowerConfig(powerConfigId, config):
         option = int(c.option)
         member = POWER_OPTION_FIELDS.get(option)
         entries.append((option, None if member is None else marshal.to_python(getattr(c, member))))
-    PERF.set_power(pid, entries, warn=_active_logger().warn)
+    PERF.set_power(pid, entries)
     cfg = PERF.configs[pid]
     clocks = PERF.clocks(cfg.device_id, cfg.core_id)
     _active_logger().debug(f"setPowerConfig: id {pid}: {len(entries)} vote(s) applied; device "
@@ -54,5 +55,4 @@ def setMemoryConfig(deviceId, coreId, config):
     require(config, htp_perf.INVALID_INPUT, "setMemoryConfig", "config", rule=_NULL_RULE)
     PERF.set_memory(int(deviceId), int(coreId),
                     [(int(c.option), int(c.memGrowSizeConfig))
-                     for c in _configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t")],
-                    warn=_active_logger().warn)
+                     for c in _configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t")])

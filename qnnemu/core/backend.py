@@ -2,13 +2,14 @@
 capabilities.
 
 Freeing a backend invalidates everything created from it (contexts, their graphs); live
-contexts at that point are reported with a warning, since well-behaved apps free them first.
+contexts at that point are freed as the vendor's library does, with warning
+QNNEMU-backend-free-contexts-alive (well-behaved apps free them first).
 """
 from __future__ import annotations
 
 import os
 
-from .. import ops
+from .. import ops, rules
 from .._version import __version__
 from ..errors import QnnError
 from ..headers import Q, constants
@@ -139,8 +140,10 @@ class Backend:
 
     def free(self) -> None:
         if self.contexts:
-            self.log.warn(f"backendFree: {len(self.contexts)} context(s) still alive; freeing them "
-                          f"and their graphs (their handles are invalid from now on)")
+            # The vendor's library frees them too, silently (measured).
+            rules.warn("QNNEMU-backend-free-contexts-alive", "backendFree", "backend",
+                       f"{len(self.contexts)} context(s) still alive; freeing them and their graphs (their "
+                       f"handles are invalid from now on)", logger=self.log)
         for handle in list(self.contexts):
             self.free_context(handle)
         for handle in self.signals:  # a signal in use belongs to a call that has returned by now

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import ops
+from .. import ops, rules
 from ..errors import QnnError
 from ..headers import Q
 from ..ops.base import Param, QuantSpec, type_category
@@ -1202,7 +1202,9 @@ def check_compatibility(h: Header, device, mode: str, log=None, func: str = "con
             raise _err(Q.QNN_CONTEXT_ERROR_BINARY_SUBOPTIMAL, rule, func,
                        f"binaryBuffer: suboptimal binary under QNN_CONTEXT_BINARY_COMPATIBILITY_STRICT: "
                        f"{why} (PERMISSIVE loads it)")
-        log.warn(f"{func}: {why}; loading it anyway (QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE)")
+        rules.warn("QNNEMU-binary-suboptimal-loaded", func, "binaryBuffer",
+                   f"{why}; loaded anyway (QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE; STRICT refuses it "
+                   f"with {rule})", logger=log)
 
 
 def validate(blob: Any, device=None, compatibility: Any = PERMISSIVE, *, logger=None,
@@ -1471,7 +1473,7 @@ def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: st
                                [_ref_desc(None if i is None else by_id[i]) for i in n.inputs],
                                [_ref_desc(by_id[i]) for i in n.outputs])
             try:
-                graph.add_node(cfg)
+                graph.add_node(cfg, report=False)   # its warnings were logged when it was built
             except QnnError as e:
                 raise _graph_error(func, f"{where}: node '{n.name}' ({n.type_name})", e) from None
         try:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .. import rules
 from ..errors import QnnError
 from ..headers import Q
 from ..htp import soc as socs
@@ -128,11 +129,6 @@ def is_known_soc(soc_model: int) -> bool:
     return soc_rank(soc_model) > 0
 
 
-def _warn(log, rule: str, message: str) -> None:
-    if log is not None:
-        log.warn(f"[{rule}] {message}")
-
-
 def _soc_name(soc_model: int) -> str:
     return Q.enum("QNN_SOC_MODEL_").get(soc_model, "not in Qnn_SocModel_t").removeprefix("QNN_SOC_MODEL_")
 
@@ -153,14 +149,18 @@ def model_from_configs(soc: int | None, arch: int | None, signed_pd: bool | None
                            f"table (known: {sorted(socs.SOCS)}) nor a model the vendor's library accepts"
                            f"{soc_note}", rule="QNNEMU-device-soc")
         # The vendor's library accepts it (measured); its HTP (if any) is not modelled.
-        _warn(log, "QNNEMU-device-soc-unmodelled",
-              f"{func}: {soc_path}: SoC model {soc} ({_soc_name(soc)}) is accepted by the vendor's library but "
-              f"has no row in the emulator's SoC table (no HTP arch or VTCM size is known for it); ignored"
-              + (": the ARCH config chooses the device" if arch is not None else f": the device stays {model.name}"))
+        if log is not None:
+            rules.warn("QNNEMU-device-soc-unmodelled", func, soc_path,
+                       f"SoC model {soc} ({_soc_name(soc)}) is accepted by the vendor's library but has no row in "
+                       f"the emulator's SoC table (no HTP arch or VTCM size is known for it); ignored"
+                       + (": the ARCH config chooses the device" if arch is not None
+                          else f": the device stays {model.name}"), logger=log)
     if row is not None:
         if arch is not None and log is not None and arch != row.arch:
-            log.warn(f"{func}: both QNN_HTP_DEVICE_CONFIG_OPTION_SOC ({row.name}, v{row.arch}) and _ARCH "
-                     f"(v{arch}) given: the SoC wins, the arch is ignored")
+            # The vendor's library: "SOC has already been set, therefore, ignoring this HTP ARCH config."
+            rules.warn("QNNEMU-device-arch-overridden", func, arch_path,
+                       f"v{arch} differs from the arch of the SoC config ({row.name}, v{row.arch}): the SoC "
+                       f"wins, the ARCH config is ignored (QNN HTP backend documentation)", logger=log)
         model = model_for(row, use_signed_pd=model.use_signed_pd, soc_configured=True)
     elif arch is not None:
         if arch in KNOWN_ARCHS:
@@ -168,9 +168,10 @@ def model_from_configs(soc: int | None, arch: int | None, signed_pd: bool | None
             model = model_for(row, use_signed_pd=model.use_signed_pd)
         else:
             # The vendor's library logs "Unsupported HTP Arch" and succeeds (measured).
-            _warn(log, "QNNEMU-device-arch-ignored",
-                  f"{func}: {arch_path}: {arch} is not an HTP arch ({', '.join(map(str, KNOWN_ARCHS))}); "
-                  f"ignored: the device stays {model.name} (v{model.arch})")
+            if log is not None:
+                rules.warn("QNNEMU-device-arch-ignored", func, arch_path,
+                           f"{arch} is not an HTP arch ({', '.join(map(str, KNOWN_ARCHS))}); ignored: the device "
+                           f"stays {model.name} (v{model.arch})", logger=log)
     if signed_pd is not None:
         # Every HTP SoC supports the signed PD (qnnemu/htp/soc.py), so the request is recorded.
         model.use_signed_pd = signed_pd

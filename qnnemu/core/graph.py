@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import ops
+from .. import ops, rules
 from ..errors import OpCheckError, OpUnsupportedError, QnnError
 from ..headers import Q
 from ..htp import kvcache
@@ -20,7 +20,7 @@ from ..htp import prepare as htp_prepare
 from ..htp import priority as htp_priority
 from ..htp import settings as htp_settings
 from ..htp.settings import device_model
-from ..ops.base import Param, TensorSpec, is_real_dtype
+from ..ops.base import OpWarning, Param, TensorSpec, is_real_dtype
 from . import dtypes
 from .log import NULL_LOGGER, Logger
 from .plan import Plan, compile_plan, nodes_touching, refresh_plan
@@ -75,20 +75,32 @@ def _bad(func: str, rule: str, path: str, msg: str, code: int = Q.QNN_GRAPH_ERRO
     return QnnError(code, f"{_where(func, path)}: {msg}", rule=rule)
 
 
-def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None) -> dict[str, Param]:
-    """Qnn_Param_t list -> op Params, rejecting unnamed, duplicate or ill-formed entries."""
+def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None, strict: bool = False,
+                 ignored: list | None = None) -> dict[str, Param]:
+    """Qnn_Param_t list -> op Params, rejecting unnamed or ill-formed entries.
+
+    A name given again: ``strict`` (backendValidateOpConfig) refuses it; otherwise the first
+    one is used and the later ones are neither read nor checked, as the vendor's graphAddNode
+    does -- each noted in ``ignored`` as an OpWarning (path from ``opConfig.v1.``) for the
+    caller to log once the node passed.  Whether a scalar's data type suits its parameter is
+    the op's check (qnnemu/ops/base.py)."""
     out: dict[str, Param] = {}
+    first_at: dict[str, int] = {}
     for i, p in enumerate(cfg.params):
         path = f"opConfig.v1.params[{i}]"
         if not p.name:
             raise _bad(func, "QNNEMU-op-param-name", f"{path}.name", "parameter without a name", code)
         if p.name in out:
-            raise _bad(func, "QNNEMU-op-param-duplicate", f"{path}.name",
-                       f"parameter '{p.name}' given twice", code)
+            if strict:
+                raise _bad(func, "QNNEMU-op-param-duplicate", f"{path}.name",
+                           f"parameter '{p.name}' given twice", code)
+            if ignored is not None:
+                ignored.append(OpWarning("QNNEMU-op-param-duplicate-ignored", f"params[{i}].name",
+                                         f"parameter '{p.name}' given again (first as params[{first_at[p.name]}]); "
+                                         f"ignored: the first one is used"))
+            continue
+        first_at[p.name] = i
         if p.kind == "scalar":
-            if p.value is None:  # the ABI layer found no Qnn_Scalar_t member for this type
-                raise _bad(func, "QNNEMU-op-param-scalar-type", f"{path}.scalarParam.dataType",
-                           f"'{p.name}': {dtypes.name(p.dtype)} is not a scalar data type", code)
             out[p.name] = Param(p.name, "scalar", p.dtype, p.value)
         elif p.kind == "tensor":
             t = p.tensor
@@ -111,16 +123,22 @@ def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None) ->
                                f"{type_name(t.type)}", code)
             out[p.name] = Param(p.name, "tensor", t.dtype, np.array(data))
         else:
-            raise _bad(func, "QNNEMU-op-param-kind", f"{path}.paramType",
+            raise _bad(func, "QNNEMU-op-param-paramtype", f"{path}.paramType",
                        f"'{p.name}': paramType {p.kind} is neither SCALAR nor TENSOR", code)
     return out
 
 
 def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str, Param],
              declared_outputs: list[TensorSpec], func: str, code: int,
-             log: Logger | None = None) -> tuple[type, dict, list[TensorSpec]]:
-    """Runs the op's own rules; returns (op class, parsed params, inferred outputs).  The op's
-    warning rules (what the vendor's backend tolerates) go to ``log`` once the node passed."""
+             log: Logger | None = None, report: bool = False, strict: bool = False,
+             ignored: list | None = None) -> tuple[type, dict, list[TensorSpec]]:
+    """Runs the op's own rules; returns (op class, parsed params, inferred outputs).
+
+    ``strict``: the op definition check of backendValidateOpConfig (Op.parse_params).  The
+    warning rules (what the vendor's backend tolerates: ``ignored`` from ``parse_params``, then
+    the op's) are logged once the node passed, through qnnemu/rules.py naming ``func`` and the
+    ``opConfig.v1.`` path: to ``log``, or with ``report`` to the logger of the running API call;
+    neither (a re-check such as graphValidate's): not logged."""
     # Something we cannot run: validateOpConfig answers NOT_SUPPORTED, graphAddNode
     # UNSUPPORTED_FEATURE; broken configs get ``code``.
     unsupported = code if code == Q.QNN_BACKEND_ERROR_NOT_SUPPORTED else Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE
@@ -136,8 +154,9 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
     prefix = "opConfig.v1."
     _check_absent_inputs(cls, input_specs, cfg, func, code)
     try:
-        outs, warnings = cls.check_with_warnings(input_specs, params, declared_outputs=declared_outputs)
-        parsed = cls.parse_params(params)
+        outs, warnings = cls.check_with_warnings(input_specs, params, declared_outputs=declared_outputs,
+                                                 strict=strict)
+        parsed = cls.parse_params(params, strict)
     except OpUnsupportedError as e:
         raise QnnError(unsupported, f"{func}: node '{cfg.name}' ({cls.op_type}): {prefix}{e.path}: {e.detail}",
                        rule=e.rule) from None
@@ -158,8 +177,8 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
             raise _bad(func, "QNNEMU-op-output-dtype", f"{path}.dataType",
                        f"node '{cfg.name}' ({cls.op_type}) computes {dtypes.name(got.dtype)}, "
                        f"the tensor declares {dtypes.name(want.dtype)}", code)
-    for w in warnings if log is not None else ():
-        log.warn(f"[{w.rule}] {func}: node '{cfg.name}' ({cls.op_type}): {prefix}{w.path}: {w.message}")
+    for w in [*(ignored or ()), *warnings] if (log is not None or report) else ():
+        rules.warn(w.rule, func, prefix + w.path, f"node '{cfg.name}' ({cls.op_type}): {w.message}", logger=log)
     return cls, parsed, outs
 
 
@@ -196,7 +215,7 @@ def validate_op_config(cfg: OpConfigDesc) -> None:
                        TensorSpec(tuple(d.dims), d.dtype, quant, static if out is specs else None,
                                   d.name or ""))
     del specs[_trim_null_inputs(cfg, func, code):]
-    check_op(cfg, specs, parse_params(cfg, func, code), declared, func, code)
+    check_op(cfg, specs, parse_params(cfg, func, code, strict=True), declared, func, code, report=True, strict=True)
 
 
 def _trim_null_inputs(cfg: OpConfigDesc, func: str, code: int) -> int:
@@ -293,7 +312,9 @@ class Graph:
                        f"(id {t.id}) was created with", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         return t
 
-    def add_node(self, cfg: OpConfigDesc) -> Node:
+    def add_node(self, cfg: OpConfigDesc, report: bool = True) -> Node:
+        """graphAddNode.  ``report``: log the warning rules the node raised (a graph rebuilt
+        from a context binary does not repeat them)."""
         func = "graphAddNode"
         code = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG
         if self.finalized:
@@ -333,10 +354,11 @@ class Graph:
                            f"tensor '{t.name}' is already written by node '{t.producer or cfg.name}'",
                            Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
             outputs.append(t)
-        params = parse_params(cfg, func, code, static_lookup=self.tensor)
+        ignored: list = []
+        params = parse_params(cfg, func, code, static_lookup=self.tensor, ignored=ignored)
         in_specs = [t.spec() if t is not None else None for t in inputs]
         cls, parsed, outs = check_op(cfg, in_specs, params, [t.spec() for t in outputs], func, code,
-                                     log=self.log)
+                                     log=self.log if report else None, ignored=ignored)
         node = Node(cfg.name, cls.op_type, cls, parsed, [t.id if t is not None else None for t in inputs],
                     [t.id for t in outputs], in_specs, [t.spec() for t in outputs], params,
                     cfg.package or ops.PACKAGE_NAME)

@@ -67,6 +67,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import rules
 from ..errors import QnnError
 from ..headers import Q
 from ..ops.base import htp_fp16_round, htp_fp16_static, htp_fp16_to_fp32
@@ -564,10 +565,10 @@ def warn_precision_ignored(graph, math: FloatMath, func: str = "graphFinalize") 
            "config": f"its '{FLOAT_MATH_CONFIG_KEY}' finalize config asks for {'float16' if fp16 else 'float32'} math",
            }.get(math.source, f"the device, {model.name} (v{model.arch}), computes float32 graphs in "
                               f"{'float16' if fp16 else 'float32'} math")
-    graph.log.warn(f"[QNNEMU-graph-precision-deprecated] {func}: graph '{graph.name}': "
-                   f"QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION: "
-                   f"{'QNN_PRECISION_FLOAT16' if asked16 else 'QNN_PRECISION_FLOAT32'} is deprecated since QNN "
-                   f"2.35 and ignored, as by the HTP: {why}")
+    rules.warn("QNNEMU-graph-precision-deprecated", func, "config[].customConfig.precision",
+               f"graph '{graph.name}': QNN_HTP_GRAPH_CONFIG_OPTION_PRECISION "
+               f"{'QNN_PRECISION_FLOAT16' if asked16 else 'QNN_PRECISION_FLOAT32'} is deprecated since QNN "
+               f"2.35 and ignored, as by the HTP: {why}", logger=graph.log)
 
 
 def _fp16_round(x: np.ndarray) -> np.ndarray:

@@ -113,6 +113,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import rules
 from ..errors import QnnError
 from ..headers import Q
 from .log import NULL_LOGGER, Logger
@@ -340,8 +341,9 @@ class Profile:
                         _HIGHEST_ID[0] = ev.id
             self.events = kept
         if dropped:
-            self.log.warn(f"{func}: profile: {dropped} event(s) not stored, the profile's MAX_EVENTS "
-                          f"({self.max_events}) was reached")
+            rules.warn("QNNEMU-profile-max-events-reached", func, "profile",
+                       f"{dropped} event(s) not stored: the profile's MAX_EVENTS ({self.max_events}) was reached",
+                       logger=self.log)
 
     def free(self) -> None:
         with self.lock:

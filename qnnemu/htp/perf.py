@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .. import rules
 from ..core.device import Device, DeviceModel
 from ..core.handles import HANDLES
 from ..errors import QnnError
@@ -338,9 +339,10 @@ def _err(code: int, func: str, path: str, what: str, rule: str) -> QnnError:
     return QnnError(code, f"{func}: {path}: {what}", rule=rule)
 
 
-def _warn(warn: Callable[[str], None], rule: str, message: str) -> None:
-    """A warning rule: what the vendor's library accepts and the emulator interprets."""
-    warn(f"[{rule}] {message}")
+def _warn(rule: str, func: str, path: str, message: str) -> None:
+    """A warning rule (qnnemu/rules.py): what the vendor's library accepts and the emulator
+    interprets, logged to the app logger of the running perf infrastructure call."""
+    rules.warn(rule, func, path, message)
 
 
 def _effective(corners: tuple[int, int, int], dcvs: DcvsVote) -> int:
@@ -448,26 +450,24 @@ class PerfInfrastructure:
                        f"are gone)", "QNNEMU-perf-id-unknown")
         return cfg
 
-    def destroy_id(self, pid: int, warn: Callable[[str], None] | None = None) -> None:
+    def destroy_id(self, pid: int) -> None:
         """Removes the id and with it every vote on it (DCVS, HMX, CENG, RPC, DDR...).  An id that
         does not exist (never created, destroyed already) is accepted, as the vendor's library
         does, with a warning."""
         with self.lock:
             if self.configs.pop(pid, None) is None:
-                _warn(warn or (lambda message: None), "QNNEMU-perf-destroy-unknown",
-                      f"destroyPowerConfigId: powerConfigId: {pid} does not exist (never created, or "
-                      f"destroyed already); nothing to remove (the vendor's library accepts it too)")
+                _warn("QNNEMU-perf-destroy-unknown", "destroyPowerConfigId", "powerConfigId",
+                      f"{pid} does not exist (never created, or destroyed already); nothing to remove (the "
+                      f"vendor's library accepts it too)")
 
     # ---- setPowerConfig -----------------------------------------------------------------
-    def set_power(self, pid: int, entries: list[tuple[int, object]], func: str = "setPowerConfig",
-                  warn: Callable[[str], None] | None = None) -> None:
+    def set_power(self, pid: int, entries: list[tuple[int, object]], func: str = "setPowerConfig") -> None:
         """Applies one setPowerConfig call: ``entries`` are (option, union member as a dict or
         int).  As the vendor's library: the whole call is refused (nothing applied) for an
         unknown option; otherwise the entries apply in list order -- an HMX/CENG vote needs the
         DCVS vote before it; DCVS_V3_EXP after DCVS_V3 (CENG_EXP after CENG, or the other way
         round) in the same call is refused -- and a refused entry leaves those before it
-        applied.  ``warn`` receives the warning rules' messages."""
-        warn = warn or (lambda message: None)
+        applied.  What it accepts and the emulator interprets is logged as a warning rule."""
         with self.lock:
             cfg = self.lookup(func, pid)
             model = self.models(cfg.device_id)
@@ -477,8 +477,7 @@ class PerfInfrastructure:
                     raise _err(UNSUPPORTED_CONFIG, func, f"config[{i}].option",
                                f"unknown power config option {option}", "QNNEMU-perf-option")
                 if option in seen and seen[option][1] != value:
-                    _warn(warn, "QNNEMU-perf-option-repeated",
-                          f"{func}: config[{i}].option: "
+                    _warn("QNNEMU-perf-option-repeated", func, f"config[{i}].option",
                           f"{POWER_OPTION_FIELDS[option]} is given again with a different value than "
                           f"config[{seen[option][0]}] in the same call; the entries apply in order (the "
                           f"vendor's library accepts it), so the later one wins")
@@ -494,7 +493,7 @@ class PerfInfrastructure:
                 new = dataclasses.replace(cfg, votes=dict(cfg.votes),
                                           dcvs=dataclasses.replace(cfg.dcvs) if cfg.dcvs else None)
                 path = f"config[{i}].{POWER_OPTION_FIELDS[option]}"
-                self._apply(new, pid, model, func, path, option, value, warn)
+                self._apply(new, pid, model, func, path, option, value)
                 new.votes[option] = value
                 self.configs[pid] = cfg = new
 
@@ -505,19 +504,19 @@ class PerfInfrastructure:
                        f"one on the same id, earlier in the call or in an earlier call", rule)
 
     def _apply(self, cfg: PowerConfigId, pid: int, model: DeviceModel, func: str, path: str,
-               option: int, value, warn) -> None:
+               option: int, value) -> None:
         if option == OPT_DCVS_V3:
-            cfg.dcvs = _dcvs(cfg.dcvs, pid, func, path, value, warn)
+            cfg.dcvs = _dcvs(cfg.dcvs, pid, func, path, value)
         elif option == OPT_DCVS_V3_EXP:
             _arch_gate(model, EXP_MIN_ARCH, func, path, "DCVS_V3_EXP (expanded voltage corners)",
                        "use DCVS_V3 with legacy corners", "QNNEMU-perf-exp-arch")
-            cfg.dcvs = _dcvs_exp(cfg.dcvs, pid, func, path, value, warn)
+            cfg.dcvs = _dcvs_exp(cfg.dcvs, pid, func, path, value)
         elif option == OPT_HMX_V2:
             if model.arch < HMX_V2_MIN_ARCH:
                 raise _err(UNSUPPORTED, func, path, f"HMX v2 votes need HTP v{HMX_V2_MIN_ARCH} or "
                            f"later; device {cfg.device_id} is v{model.arch}", "QNNEMU-perf-hmx-arch")
             self._needs_dcvs(cfg, pid, func, path, "an HMX vote", "QNNEMU-perf-hmx-no-hvx")
-            cfg.hmx = _hmx(func, path, value, warn)
+            cfg.hmx = _hmx(func, path, value)
         elif option in (OPT_CENG, OPT_CENG_EXP):
             expanded = option == OPT_CENG_EXP
             if expanded:
@@ -538,8 +537,8 @@ class PerfInfrastructure:
         elif option == OPT_RPC_POLLING_TIME:
             polling = int(value)
             if polling > RPC_POLLING_MAX_US:
-                _warn(warn, "QNNEMU-perf-rpc-polling-range",
-                      f"{func}: {path}: {polling} us is above "
+                _warn("QNNEMU-perf-rpc-polling-range", func, path,
+                      f"{polling} us is above "
                       f"QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIG_MAX_RPC_POLLING_TIME ({RPC_POLLING_MAX_US}); "
                       f"accepted as the vendor's library does, modelled as {RPC_POLLING_MAX_US} us")
                 polling = RPC_POLLING_MAX_US
@@ -554,8 +553,8 @@ class PerfInfrastructure:
             cfg.hmx_timeout_us = int(value)
         elif option == OPT_ADAPTIVE_POLLING:
             if int(value) and not cfg.rpc_polling_time_us:
-                _warn(warn, "QNNEMU-perf-adaptive-polling-needs-rpc-polling",
-                      f"{func}: {path}: adaptive polling "
+                _warn("QNNEMU-perf-adaptive-polling-needs-rpc-polling", func, path,
+                      f"adaptive polling "
                       f"({int(value)} us) on power config id {pid}, whose RPC polling is "
                       f"{'off (0 us)' if cfg.rpc_polling_time_us == 0 else 'not set'}: recorded, without "
                       f"effect until RPC polling is on")
@@ -576,16 +575,17 @@ class PerfInfrastructure:
 
     # ---- setMemoryConfig ----------------------------------------------------------------
     def set_memory(self, device_id: int, core_id: int, entries: list[tuple[int, int]],
-                   func: str = "setMemoryConfig", warn: Callable[[str], None] | None = None) -> None:
+                   func: str = "setMemoryConfig") -> None:
         """Records the memory grow size per device/core.  The vendor's library checks neither id
         (measured: device 7, core 9 accepted): one that does not exist is recorded as given, with
         a warning (createPowerConfigId does refuse them)."""
         with self.lock:
             try:
                 self._check_device_core(func, device_id, core_id)
-            except QnnError as err:
-                _warn(warn or (lambda message: None), "QNNEMU-perf-memory-target",
-                      f"{err.detail}; recorded as given (the vendor's library accepts it)")
+            except QnnError as err:   # its detail reads "<func>: <deviceId|coreId>: <why>"
+                _, path, why = err.detail.split(": ", 2)
+                _warn("QNNEMU-perf-memory-target", func, path,
+                      f"{why}; recorded as given (the vendor's library accepts it)")
             for i, (option, _) in enumerate(entries):
                 if option != MEM_GROW_SIZE:
                     raise _err(UNSUPPORTED_CONFIG, func, f"config[{i}].option",
@@ -677,28 +677,28 @@ def _perf_mode_range(func: str, path: str, mode: int) -> None:
                    f"({CLK_PERF_MAX})", "QNNEMU-perf-perf-mode-range")
 
 
-def _perf_mode(func: str, path: str, mode: int, warn) -> int:
+def _perf_mode(func: str, path: str, mode: int) -> int:
     """A ClkPerfMode_t field of HMX_V2 / DCVS_V3_EXP: refused above CLK_PERF_MAX; a value the enum
     lacks is accepted (as the vendor does) and modelled as LOW."""
     _perf_mode_range(func, path, mode)
     if mode not in CLK_PERF_MODES:
-        _warn(warn, "QNNEMU-perf-perf-mode-clamped",
-              f"{func}: {path}: {mode} is no ClkPerfMode_t (0=HIGH, 1=LOW, "
+        _warn("QNNEMU-perf-perf-mode-clamped", func, path,
+              f"{mode} is no ClkPerfMode_t (0=HIGH, 1=LOW, "
               f"2..16=HIGH_D1..HIGH_D15); accepted as the vendor's library does, modelled as LOW (the "
               f"lowest frequency of the corner)")
     return mode
 
 
-def _order_warning(func, path, names, corners, label, warn) -> None:
+def _order_warning(func, path, names, corners, label) -> None:
     if not corners[0] <= corners[1] <= corners[2]:
-        _warn(warn, label,
-              f"{func}: {path}.{names[1]}: min/target/max {list(corners)} are not ordered "
+        _warn(label, func, f"{path}.{names[1]}",
+              f"min/target/max {list(corners)} are not ordered "
               f"min <= target <= max; accepted as the vendor's library does, modelled as given (DCVS "
               f"drives the rail to the max field in performance mode, the min field in power saver "
               f"mode, else the target)")
 
 
-def _dcvs_common(vote: DcvsVote, pid: int, func: str, path: str, d: dict, warn, enable: bool | None) -> None:
+def _dcvs_common(vote: DcvsVote, pid: int, func: str, path: str, d: dict, enable: bool | None) -> None:
     if int(d["contextId"]) != pid:
         raise _err(INVALID_INPUT, func, f"{path}.contextId",
                    f"{int(d['contextId'])} differs from powerConfigId {pid} (use the id the vote is set on)",
@@ -707,8 +707,8 @@ def _dcvs_common(vote: DcvsVote, pid: int, func: str, path: str, d: dict, warn, 
         mode = int(d["powerMode"])
         # powerMode only counts when DCVS is enabled; memset configs leave it 0 otherwise.
         if enable and mode not in POWER_MODES:
-            _warn(warn, "QNNEMU-perf-dcvs-power-mode",
-                  f"{func}: {path}.powerMode: {mode} is no "
+            _warn("QNNEMU-perf-dcvs-power-mode", func, f"{path}.powerMode",
+                  f"{mode} is no "
                   f"QnnHtpPerfInfrastructure_PowerMode_t; accepted as the vendor's library does, modelled "
                   f"as ADJUST_UP_DOWN (the rails settle at their targets)")
             mode = POWERMODE["ADJUST_UP_DOWN"]
@@ -718,8 +718,8 @@ def _dcvs_common(vote: DcvsVote, pid: int, func: str, path: str, d: dict, warn, 
         lo, hi = SLEEP_LATENCY_RANGE_US
         if not lo <= lat <= hi:
             clipped = min(max(lat, lo), hi)
-            _warn(warn, "QNNEMU-perf-dcvs-sleep-latency",
-                  f"{func}: {path}.sleepLatency: {lat} us is outside "
+            _warn("QNNEMU-perf-dcvs-sleep-latency", func, f"{path}.sleepLatency",
+                  f"{lat} us is outside "
                   f"{lo}..{hi} us; accepted as the vendor's library does, modelled as {clipped} us")
             lat = clipped
         vote.sleep_latency_us = lat
@@ -727,11 +727,11 @@ def _dcvs_common(vote: DcvsVote, pid: int, func: str, path: str, d: dict, warn, 
         vote.sleep_disable = bool(d["sleepDisable"])
 
 
-def _dcvs(old: DcvsVote | None, pid: int, func: str, path: str, d: dict, warn) -> DcvsVote:
+def _dcvs(old: DcvsVote | None, pid: int, func: str, path: str, d: dict) -> DcvsVote:
     """A QnnHtpPerfInfrastructure_DcvsV3_t merged into the id's vote: only the fields whose set*
     flag is non-zero change.  A DCVS_V3 vote supersedes an earlier DCVS_V3_EXP one."""
     vote = dataclasses.replace(old) if old is not None and not old.expanded else DcvsVote()
-    _dcvs_common(vote, pid, func, path, d, warn, bool(d["dcvsEnable"]) if d["setDcvsEnable"] else None)
+    _dcvs_common(vote, pid, func, path, d, bool(d["dcvsEnable"]) if d["setDcvsEnable"] else None)
     for rail, flag in (("bus", "setBusParams"), ("core", "setCoreParams")):
         if d[flag]:
             names = [f"{rail}VoltageCorner{k}" for k in ("Min", "Target", "Max")]
@@ -739,40 +739,40 @@ def _dcvs(old: DcvsVote | None, pid: int, func: str, path: str, d: dict, warn) -
             corners = tuple(_legacy_corner(c) for c in given)
             for n, c, m in zip(names, given, corners):
                 if c != m:
-                    _warn(warn, "QNNEMU-perf-dcvs-corner",
-                          f"{func}: {path}.{n}: {c} is no "
+                    _warn("QNNEMU-perf-dcvs-corner", func, f"{path}.{n}",
+                          f"{c} is no "
                           f"QnnHtpPerfInfrastructure_VoltageCorner_t; accepted as the vendor's library does, "
                           f"modelled as {VCORNER_NAME[m]} (the corner below it)")
             disabled = [c == VCORNER["DISABLE"] for c in corners]
             if any(disabled) and not all(disabled):
-                _warn(warn, "QNNEMU-perf-dcvs-corner-order",
-                      f"{func}: {path}.{names[0]}: min/target/max "
+                _warn("QNNEMU-perf-dcvs-corner-order", func, f"{path}.{names[0]}",
+                      f"min/target/max "
                       f"{[VCORNER_NAME[c] for c in corners]} mix DISABLE with corners; accepted as the "
                       f"vendor's library does, modelled as given")
             else:
-                _order_warning(func, path, names, corners, "QNNEMU-perf-dcvs-corner-order", warn)
+                _order_warning(func, path, names, corners, "QNNEMU-perf-dcvs-corner-order")
             setattr(vote, rail, corners)
     return vote
 
 
-def _dcvs_exp(old: DcvsVote | None, pid: int, func: str, path: str, d: dict, warn) -> DcvsVote:
+def _dcvs_exp(old: DcvsVote | None, pid: int, func: str, path: str, d: dict) -> DcvsVote:
     """A QnnHtpPerfInfrastructure_DcvsV3Exp_t: DCVS is implicitly enabled; it supersedes an
     earlier legacy DCVS_V3 vote (a later DCVS_V3 supersedes it in turn)."""
     vote = dataclasses.replace(old) if old is not None and old.expanded else DcvsVote(expanded=True)
-    _dcvs_common(vote, pid, func, path, d, warn, True)
-    vote.core_perf_mode = _perf_mode(func, f"{path}.corePerfMode", int(d["corePerfMode"]), warn)
-    vote.bus_perf_mode = _perf_mode(func, f"{path}.busPerfMode", int(d["busPerfMode"]), warn)
+    _dcvs_common(vote, pid, func, path, d, True)
+    vote.core_perf_mode = _perf_mode(func, f"{path}.corePerfMode", int(d["corePerfMode"]))
+    vote.bus_perf_mode = _perf_mode(func, f"{path}.busPerfMode", int(d["busPerfMode"]))
     for rail, flag in (("bus", "setBusParams"), ("core", "setCoreParams")):
         if d[flag]:
             names = [f"{rail}VoltageCorner{k}" for k in ("Min", "Target", "Max")]
             corners = tuple(int(d[n]) for n in names)
             _exp_corners(func, path, names, corners)
-            _order_warning(func, path, names, corners, "QNNEMU-perf-dcvs-corner-order", warn)
+            _order_warning(func, path, names, corners, "QNNEMU-perf-dcvs-corner-order")
             setattr(vote, rail, corners)
     return vote
 
 
-def _hmx(func: str, path: str, d: dict, warn) -> HmxVote | None:
+def _hmx(func: str, path: str, d: dict) -> HmxVote | None:
     """A QnnHtpPerfInfrastructure_HmxV2_t: hmxPickDefault reverts to the default vote (which
     scales with the DCVS clock; the other fields are then ignored)."""
     if d["hmxPickDefault"]:
@@ -780,8 +780,8 @@ def _hmx(func: str, path: str, d: dict, warn) -> HmxVote | None:
     names = [f"hmxVoltageCorner{k}" for k in ("Min", "Target", "Max")]
     corners = tuple(int(d[n]) for n in names)
     _exp_corners(func, path, names, corners)
-    mode = _perf_mode(func, f"{path}.hmxPerfMode", int(d["hmxPerfMode"]), warn)
-    _order_warning(func, path, names, corners, "QNNEMU-perf-hmx-corner-order", warn)
+    mode = _perf_mode(func, f"{path}.hmxPerfMode", int(d["hmxPerfMode"]))
+    _order_warning(func, path, names, corners, "QNNEMU-perf-hmx-corner-order")
     return HmxVote(corners, mode)
 
 

@@ -750,10 +750,14 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
                              f"{first:#x} is not the first context of a {name} group "
                              f"({'a live context that opened no such group' if HANDLES.lookup(first) else 'no live context'})",
                              "context-group-first")
+            if size and size != group.spill_fill_bytes:
+                rules.warn("QNNEMU-context-group-spill-fill-ignored", func, f"{path}.{member}.maxSpillFillBuffer",
+                           f"{size} bytes ignored: the group's first registration sized its spill-fill buffer to "
+                           f"{group.spill_fill_bytes} bytes")
         out["htp_group"] = {"kind": kind, "first": first, "max_spill_fill": size}
 
 
-def check_context_options(out: dict, *, func: str, model: DeviceModel, log=None) -> None:
+def check_context_options(out: dict, *, func: str, model: DeviceModel) -> None:
     """The combination rules of one config list (after every option was read)."""
     from . import groups
     htp = out.get("htp") or {}
@@ -781,9 +785,6 @@ def check_context_options(out: dict, *, func: str, model: DeviceModel, log=None)
     reg = out.get("htp_group")
     if reg and reg["first"]:
         group = groups.group_for_first(reg["first"])
-        if reg["max_spill_fill"] and reg["max_spill_fill"] != group.spill_fill_bytes and log is not None:
-            log.warn(f"{func}: group spill-fill buffer size {reg['max_spill_fill']} ignored: the group's "
-                     f"first registration sized it to {group.spill_fill_bytes} bytes")
         if group.kind == groups.CONCURRENT:
             mine = groups.context_priority(out)
             if mine != group.priority:

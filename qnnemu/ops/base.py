@@ -30,16 +30,41 @@ Data types (the contract between ops and the execution plan, ``qnnemu/core/plan.
 - ``handles_quant = True`` (Quantize, Dequantize, Convert, Cast): the plan does not touch the
   node's arrays; ``_run`` reads ``self.input_specs[i].quant`` / ``self.output_specs[i].quant``.
 
+Parameters as graphAddNode takes them (measured on the vendor's libQnnHtp.so 2.51; its
+backendValidateOpConfig checks the op definition strictly, and so does ``parse_params(strict=True)``):
+
+- a name the op does not define is ignored (``QNNEMU-op-param-unknown-ignored``); a name given
+  again: the first one is used and the later ones are not read (qnnemu/core/graph.py,
+  ``QNNEMU-op-param-duplicate-ignored``);
+- a scalar of a data type the backend builds parameters from (``SCALAR_PARAM_TYPES``) but of
+  another category than the parameter's is converted by value (``QNNEMU-op-param-type-coerced``):
+  an integer for a float, 0 or 1 (any number type) for a bool, a non-negative INT for a UINT,
+  a UINT up to INT_32's maximum for an INT, a whole FLOAT_32 or a BOOL_8 for an integer;
+  a value the parameter cannot hold is refused (``QNNEMU-op-param-value``: the vendor's
+  graphFinalize or graphExecute fails on it), and so is a BOOL_8 for a float
+  (``QNNEMU-op-param-type``: the vendor reads its byte as a float's bits);
+  a scalar of another data type is refused (``QNNEMU-op-param-scalar-type``) unless it is of the
+  parameter's own category (FLOAT_64, INT_64: qnnemu takes them, the vendor does not);
+- a scalar for a tensor parameter is a one-value tensor (``QNNEMU-op-param-scalar-as-tensor``);
+  a tensor for a scalar parameter gives its first value (``QNNEMU-op-param-tensor-as-scalar``);
+- a tensor parameter of another shape whose values fit the parameter's shape (perm [1, 2],
+  pad_amount [4], ranges [6]) is read in that shape (``QNNEMU-op-param-shape-reshaped``); an
+  INT tensor for a UINT one (and the other conversions above) is converted
+  (``QNNEMU-op-param-type-coerced``).
+
 Warning rules: what the vendor's backend tolerates (ignores, clips, rounds), an op tolerates the
-same way and says so by calling ``warn(rule, path, message)`` from ``infer``.  ``check`` drops
-them; ``check_with_warnings`` returns them, and the graph layer logs them at WARNING level with
-the function and node (``[QNNEMU-<op>-<what>] graphAddNode: node 'n' (Op): opConfig.v1.<path>``).
+same way and says so by calling ``warn(rule, path, message)`` from ``infer`` (``rule`` registered
+in qnnemu/rules.py ``WARNING_RULES``).  ``check`` drops them; ``check_with_warnings`` returns
+them, and the graph layer logs them through ``qnnemu.rules.warn`` once the node passed, naming
+the function and the full path:
+``[QNNEMU-<op>-<what>] graphAddNode: opConfig.v1.<path>: node 'n' (Op): <message>``.
 """
 from __future__ import annotations
 
 import contextvars
 import dataclasses
 import inspect
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -149,6 +174,161 @@ def type_category(dtype: int) -> str:
     return "unknown"
 
 
+# The scalar data types the vendor's graphAddNode builds a parameter from (measured on
+# libQnnHtp.so 2.51 over every Qnn_DataType_t: the others -- 64-bit, FLOAT_16, BFLOAT_16,
+# FLOAT_64, SFIXED_POINT_16/32, UFIXED_POINT_32, 4- and 2-bit, STRING -- are refused there).
+SCALAR_PARAM_TYPES = frozenset({
+    Q.QNN_DATATYPE_INT_8, Q.QNN_DATATYPE_INT_16, Q.QNN_DATATYPE_INT_32,
+    Q.QNN_DATATYPE_UINT_8, Q.QNN_DATATYPE_UINT_16, Q.QNN_DATATYPE_UINT_32,
+    Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_BOOL_8,
+    Q.QNN_DATATYPE_SFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_16,
+})
+_INT32_MAX = 2**31 - 1
+_TENSOR_TARGET = {"int": np.int32, "uint": np.uint32, "float": np.float32, "bool": np.bool_}
+
+
+class _NotTaken(Exception):
+    """A value a parameter category cannot take: ``rule`` says whether its type or its value."""
+
+    def __init__(self, rule: str, why: str):
+        self.rule, self.why = rule, why
+
+
+def _coerce_scalar(cat: str, target: str, value):
+    """``value`` (a scalar of category ``cat``) as a ``target`` value, as the vendor's
+    graphAddNode reads it (by value); raises _NotTaken."""
+    if cat == "string" or target == "string":
+        raise _NotTaken("QNNEMU-op-param-type", f"a {cat} value cannot stand for a {target} one")
+    if target == "float":
+        if cat == "bool":   # the vendor reads the byte as a float's bits: garbage
+            raise _NotTaken("QNNEMU-op-param-type", "a BOOL_8 does not stand for a float (the vendor's "
+                                                    "backend reads its byte as a float's bits)")
+        return float(value)
+    v = float(value) if cat == "float" else int(value)
+    if cat == "float" and not (math.isfinite(v) and v == int(v)):
+        raise _NotTaken("QNNEMU-op-param-value", f"{value!r} is not a whole number")
+    v = int(v)
+    if target == "bool":
+        if v not in (0, 1):
+            raise _NotTaken("QNNEMU-op-param-value", f"{value!r} is neither 0 nor 1")
+        return bool(v)
+    if target == "uint" and v < 0:
+        raise _NotTaken("QNNEMU-op-param-value", f"{value!r} is negative")
+    if target == "int" and v > _INT32_MAX:
+        raise _NotTaken("QNNEMU-op-param-value", f"{value!r} exceeds INT_32")
+    return v
+
+
+def _native_scalar(cat: str, value):
+    if cat == "bool":
+        return bool(value)
+    if cat in ("int", "uint"):
+        return int(value)
+    if cat == "float":
+        return float(value)
+    return value
+
+
+def _scalar_value(spec: ParamSpec, dtype: int, value, path: str, strict: bool):
+    cat = type_category(dtype)
+    if cat in spec.types:
+        return _native_scalar(cat, value)
+    expected = "/".join(spec.types)
+    if strict:
+        raise OpCheckError("QNNEMU-op-param-type", path,
+                           f"data type {dtypes.name(dtype)} not allowed (expected {expected})")
+    first: _NotTaken | None = None
+    for target in spec.types:
+        try:
+            v = _coerce_scalar(cat, target, value)
+        except _NotTaken as e:
+            first = first or e
+            continue
+        warn("QNNEMU-op-param-type-coerced", path,
+             f"{dtypes.name(dtype)} {value!r} given for a {expected} parameter: used as {v!r}")
+        return v
+    raise OpCheckError(first.rule, path, f"{dtypes.name(dtype)} {value!r} given for a {expected} "
+                                         f"parameter: {first.why}")
+
+
+def _reshaped(arr: np.ndarray, shape: tuple) -> np.ndarray | None:
+    """``arr`` in the parameter's ``shape`` (entries int or None) when its element count fits
+    (at most one open dimension), else None."""
+    fixed = [d for d in shape if d is not None]
+    known = int(np.prod(fixed)) if fixed else 1
+    open_dims = len(shape) - len(fixed)
+    if open_dims > 1 or (open_dims == 0 and arr.size != known) or (open_dims == 1 and (
+            known == 0 or arr.size % known)):
+        return None
+    return arr.reshape(tuple(arr.size // known if d is None else d for d in shape))
+
+
+def _tensor_value(spec: ParamSpec, dtype: int, arr: np.ndarray, path: str, strict: bool) -> np.ndarray:
+    cat = type_category(dtype)
+    expected = "/".join(spec.types)
+    if cat not in spec.types:
+        if strict:
+            raise OpCheckError("QNNEMU-op-param-type", path,
+                               f"data type {dtypes.name(dtype)} not allowed (expected {expected})")
+        first: _NotTaken | None = None
+        for target in spec.types:
+            try:
+                flat = [_coerce_scalar(cat, target, v) for v in arr.reshape(-1).tolist()]
+            except _NotTaken as e:
+                first = first or e
+                continue
+            arr = np.array(flat, dtype=_TENSOR_TARGET.get(target, object)).reshape(arr.shape)
+            warn("QNNEMU-op-param-type-coerced", path,
+                 f"a {dtypes.name(dtype)} tensor given for a {expected} parameter: used as {target} values")
+            break
+        else:
+            raise OpCheckError(first.rule, path, f"a {dtypes.name(dtype)} tensor given for a {expected} "
+                                                 f"parameter: {first.why}")
+    if spec.shape is not None:
+        ok = arr.ndim == len(spec.shape) and all(
+            want is None or want == got for want, got in zip(spec.shape, arr.shape))
+        if not ok:
+            want = "x".join("N" if d is None else str(d) for d in spec.shape)
+            fitted = None if strict else _reshaped(arr, spec.shape)
+            if fitted is None:
+                raise OpCheckError("QNNEMU-op-param-shape", path,
+                                   f"shape must be [{want}], got {list(arr.shape)}")
+            warn("QNNEMU-op-param-shape-reshaped", path,
+                 f"shape {list(arr.shape)} given for [{want}]: its {arr.size} values are read as "
+                 f"{list(fitted.shape)}")
+            arr = fitted
+    return arr
+
+
+def _param_value(spec: ParamSpec, p: Param, path: str, strict: bool):
+    """One given parameter as the op reads it (see the module docstring)."""
+    if p.kind == "scalar":
+        if p.value is None or (p.dtype not in SCALAR_PARAM_TYPES and type_category(p.dtype) not in spec.types):
+            raise OpCheckError("QNNEMU-op-param-scalar-type", f"{path}.scalarParam.dataType",
+                               f"{dtypes.name(p.dtype)} is not a data type a scalar parameter can have on "
+                               f"the HTP backend ({', '.join(sorted(dtypes.name(t) for t in SCALAR_PARAM_TYPES))})")
+        if spec.kind == "scalar":
+            return _scalar_value(spec, p.dtype, p.value, path, strict)
+        if strict:
+            raise OpCheckError("QNNEMU-op-param-kind", path, f"must be a tensor parameter, got a scalar")
+        warn("QNNEMU-op-param-scalar-as-tensor", path,
+             f"a scalar {p.value!r} given for a tensor parameter: read as a tensor of that one value")
+        arr = np.array([p.value], dtype=np.uint8 if p.dtype in dtypes.BOOL_TYPES else dtypes.numpy_dtype(p.dtype))
+        return _tensor_value(spec, p.dtype, arr, path, strict)
+    arr = np.asarray(p.value)
+    if spec.kind == "tensor":
+        return _tensor_value(spec, p.dtype, arr, path, strict)
+    if strict:
+        raise OpCheckError("QNNEMU-op-param-kind", path, f"must be a scalar parameter, got a tensor")
+    if arr.size == 0:
+        raise OpCheckError("QNNEMU-op-param-shape", path,
+                           f"a tensor of shape {list(arr.shape)} given for a scalar parameter holds no value")
+    value = arr.reshape(-1)[0].item()
+    warn("QNNEMU-op-param-tensor-as-scalar", path,
+         f"a tensor of shape {list(arr.shape)} given for a scalar parameter: its first value {value!r} is used")
+    return _scalar_value(spec, p.dtype, value, path, strict)
+
+
 class Op:
     """Base of all ops.  Subclasses set ``inputs``, ``outputs``, ``params``."""
 
@@ -190,17 +370,23 @@ class Op:
         return required, len(cls.inputs)
 
     @classmethod
-    def parse_params(cls, params: dict[str, Param]) -> dict[str, Any]:
+    def parse_params(cls, params: dict[str, Param], strict: bool = False) -> dict[str, Any]:
         """Checks params against the definition; returns QNN name -> value (defaults filled).
 
-        Scalars become Python int/float/bool; tensors stay numpy arrays.
+        Scalars become Python int/float/bool; tensors stay numpy arrays.  ``strict`` is
+        backendValidateOpConfig's op definition check (names, kinds, types and shapes exactly as
+        defined); otherwise graphAddNode's, which takes what the vendor's graphAddNode takes
+        (see "Parameters as graphAddNode takes them" in the module docstring).
         """
         values: dict[str, Any] = {}
         for name in params:
             if name not in cls.params:
-                raise OpCheckError("QNNEMU-op-param-unknown", f"params[{name}]",
-                                   f"{cls.op_type} has no parameter '{name}' "
-                                   f"(known: {', '.join(cls.params) or 'none'})")
+                known = ", ".join(cls.params) or "none"
+                if strict:
+                    raise OpCheckError("QNNEMU-op-param-unknown", f"params[{name}]",
+                                       f"{cls.op_type} has no parameter '{name}' (known: {known})")
+                warn("QNNEMU-op-param-unknown-ignored", f"params[{name}]",
+                     f"{cls.op_type} has no parameter '{name}' (known: {known}); ignored")
         for name, spec in cls.params.items():
             p = params.get(name)
             if p is None:
@@ -209,60 +395,35 @@ class Op:
                                        f"{cls.op_type} requires parameter '{name}'")
                 values[name] = spec.default() if callable(spec.default) else spec.default
                 continue
-            if p.kind != spec.kind:
-                raise OpCheckError("QNNEMU-op-param-kind", f"params[{name}]",
-                                   f"must be a {spec.kind} parameter, got a {p.kind}")
-            cat = type_category(p.dtype)
-            if cat not in spec.types:
-                raise OpCheckError("QNNEMU-op-param-type", f"params[{name}]",
-                                   f"data type {dtypes.name(p.dtype)} not allowed "
-                                   f"(expected {'/'.join(spec.types)})")
-            if spec.kind == "tensor":
-                arr = np.asarray(p.value)
-                if spec.shape is not None:
-                    ok = arr.ndim == len(spec.shape) and all(
-                        want is None or want == got for want, got in zip(spec.shape, arr.shape))
-                    if not ok:
-                        want = "x".join("N" if s is None else str(s) for s in spec.shape)
-                        raise OpCheckError("QNNEMU-op-param-shape", f"params[{name}]",
-                                           f"shape must be [{want}], got {list(arr.shape)}")
-                values[name] = arr
-            else:
-                v = p.value
-                if cat == "bool":
-                    v = bool(v)
-                elif cat in ("int", "uint"):
-                    v = int(v)
-                elif cat == "float":
-                    v = float(v)
-                values[name] = v
+            values[name] = _param_value(spec, p, f"params[{name}]", strict)
         return values
 
     @classmethod
     def check(cls, inputs: list[TensorSpec], params: dict[str, Param],
-              declared_outputs: list[TensorSpec] | None = None) -> list[TensorSpec]:
+              declared_outputs: list[TensorSpec] | None = None, strict: bool = False) -> list[TensorSpec]:
         """Validates a node and returns the inferred output specs (shape, dtype).
 
         ``declared_outputs``: the node's output tensors as the app declared them.  Optional;
         passed on to ``infer``, where only ops that cannot infer their output shape (Reshape)
-        read it (they raise OpCheckError without it).
+        read it (they raise OpCheckError without it).  ``strict``: see ``parse_params``.
         """
         lo, hi = cls.input_count_range()
         if len(inputs) < lo or (hi is not None and len(inputs) > hi):
             want = f"{lo}" if lo == hi else f"{lo}..{hi if hi is not None else 'N'}"
             raise OpCheckError("QNNEMU-op-input-count", "numOfInputs",
                                f"{cls.op_type} takes {want} inputs, got {len(inputs)}")
-        values = cls.parse_params(params)
+        values = cls.parse_params(params, strict)
         return cls.infer(inputs, values, declared_outputs=declared_outputs)
 
     @classmethod
     def check_with_warnings(cls, inputs: list[TensorSpec], params: dict[str, Param],
-                            declared_outputs: list[TensorSpec] | None = None
+                            declared_outputs: list[TensorSpec] | None = None, strict: bool = False
                             ) -> tuple[list[TensorSpec], list[OpWarning]]:
-        """``check``, plus the warning rules ``infer`` raised (each once, in order)."""
+        """``check``, plus the warning rules its parameters and ``infer`` raised (each once, in
+        order)."""
         token = _WARNINGS.set([])
         try:
-            outs = cls.check(inputs, params, declared_outputs=declared_outputs)
+            outs = cls.check(inputs, params, declared_outputs=declared_outputs, strict=strict)
             return outs, list(dict.fromkeys(_WARNINGS.get()))
         finally:
             _WARNINGS.reset(token)

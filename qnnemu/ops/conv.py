@@ -322,7 +322,7 @@ class _ConvBase(Op, register=False):
     kind = "conv"     # "conv", "depthwise" or "transpose"
 
     @classmethod
-    def parse_params(cls, params: dict[str, Param]):
+    def parse_params(cls, params: dict[str, Param], strict: bool = False):
         if cls.nsp == 1:
             # The 1-D ops take scalars; a one-element tensor (and a [1, 2] pad_amount) is
             # accepted too.
@@ -336,7 +336,7 @@ class _ConvBase(Op, register=False):
                     params[name] = Param(name, "scalar", p.dtype, arr.reshape(-1)[0].item())
                 elif name == "pad_amount" and arr.shape == (1, 2):
                     params[name] = Param(name, "tensor", p.dtype, arr.reshape(2))
-        return super().parse_params(params)
+        return super().parse_params(params, strict)
 
     @classmethod
     def geometry(cls, x_shape, f_shape, params) -> Geometry:

@@ -45,7 +45,7 @@ import numpy as np
 from .. import rules
 from ..core import dtypes
 from ..headers import Q
-from .base import Op, ParamSpec, TensorSpec, same_spec
+from .base import Op, ParamSpec, TensorSpec, same_spec, warn
 from .shape import check_axis, check_same_dtype, count, fail, is_codes
 
 INDEX_TYPES = (Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_INT_64, Q.QNN_DATATYPE_UINT_32)
@@ -103,10 +103,10 @@ def _static_check(op: str, i: int, spec: TensorSpec, dim, negative: bool = False
     bad = invalid(ind, dim, negative) | ((ind.astype(np.int64) < 0) if what else False)
     if ind.size and bad.any():
         pos = np.unravel_index(int(np.argmax(bad)), bad.shape)
-        rules.warn("QNNEMU-index-static-out-of-range", "graphAddNode", f"{op} inputTensors[{i}]",
-                   f"static index {int(ind[pos])} at {list(map(int, pos))} is outside "
-                   f"[0, {int(np.broadcast_to(np.asarray(dim), ind.shape)[pos]) - 1}]; "
-                   f"{what or 'graphExecute wraps a negative one from the end and fails beyond that'}")
+        warn("QNNEMU-index-static-out-of-range", f"inputTensors[{i}]",
+             f"static index {int(ind[pos])} at {list(map(int, pos))} is outside "
+             f"[0, {int(np.broadcast_to(np.asarray(dim), ind.shape)[pos]) - 1}]; "
+             f"{what or 'graphExecute wraps a negative one from the end and fails beyond that'}")
 
 
 class _WarnOnce:
