@@ -424,10 +424,12 @@ static void hex_encode(const char *s, char *out, size_t size) {
  * (any bytes); the answer comes back in sys._qnnemu_loader: "ok <hex dir>" or "error <text>".
  * Executed in a fresh namespace: nothing is left in the application's __main__. */
 static const char BOOTSTRAP[] =
-    "import os, sys, site\n"
+    "import importlib, os, sys, site\n"
     "def _arg(h):\n"
     "    return os.fsdecode(bytes.fromhex(h))\n"
     "root, lib_dir, extra, inner = _arg(ROOT), _arg(LIB_DIR), _arg(EXTRA), _arg(INNER)\n"
+    "def _python():\n"
+    "    return 'Python %s at %s' % (sys.version.split()[0], sys.prefix)\n"
     "def _answer():\n"
     "    if STARTED:\n"
     "        if root and root not in sys.path:\n"
@@ -439,9 +441,8 @@ static const char BOOTSTRAP[] =
     "        import qnnemu._version\n"
     "    except Exception as e:\n"
     "        if STARTED or not root:\n"
-    "            return ('error cannot import the qnnemu package (%s needs qnnemu %s) with Python %s at '\n"
-    "                    '%s: %s: %s' % (LIBRARY, VERSION, sys.version.split()[0], sys.prefix,\n"
-    "                                    type(e).__name__, e))\n"
+    "            return ('error cannot import the qnnemu package (%s needs qnnemu %s) with %s: %s: %s'\n"
+    "                    % (LIBRARY, VERSION, _python(), type(e).__name__, e))\n"
     "        sys.path.append(root)\n"
     "        try:\n"
     "            import qnnemu._version\n"
@@ -453,10 +454,16 @@ static const char BOOTSTRAP[] =
     "    if found != VERSION:\n"
     "        return ('mismatch %s was built for qnnemu %s but this Python imports qnnemu %s from %s; '\n"
     "                'rebuild or reinstall so they match' % (LIBRARY, VERSION, found, where))\n"
+    /* The Python side's own imports (numpy, cffi...), here so that a missing one is one line. */
+    "    try:\n"
+    "        importlib.import_module(MODULE)\n"
+    "    except Exception as e:\n"
+    "        return ('error the qnnemu package at %s cannot be used with %s: %s: %s'\n"
+    "                % (where, _python(), type(e).__name__, e))\n"
     "    for d in (lib_dir, os.path.join(where, 'lib')):\n"
     "        if os.path.isfile(os.path.join(d, inner)):\n"
     "            return 'ok ' + os.fsencode(d).hex()\n"
-    "    return 'error the qnnemu package at %s has no %s (a broken install?)' % (where, inner)\n"
+    "    return 'error the qnnemu package at %s has no lib/%s (a broken install?)' % (where, inner)\n"
     "sys._qnnemu_loader = _answer().encode('ascii', 'backslashreplace').decode('ascii')\n";
 
 static char *hex_of(const char *s) {
@@ -468,7 +475,8 @@ static char *hex_of(const char *s) {
 
 /* Imports the package with the GIL held; writes the cffi module's directory (or why not). */
 static int locate_inner(PythonApi *api, const char *package_root, const char *lib_dir,
-                        const char *library_name, const char *inner_name, int started,
+                        const char *library_name, const char *inner_name,
+                        const char *entry_module, int started,
                         char *inner_dir, size_t dirlen, char *why, size_t whylen) {
   const char *extra = started ? getenv("QNNEMU_PYTHONPATH") : NULL;
   char *hex[4] = {hex_of(package_root), hex_of(lib_dir), hex_of(extra ? extra : ""), hex_of(inner_name)};
@@ -476,13 +484,13 @@ static int locate_inner(PythonApi *api, const char *package_root, const char *li
   int ok = -1;
   if (!hex[0] || !hex[1] || !hex[2] || !hex[3]) goto out;
   size_t codelen = sizeof BOOTSTRAP + strlen(hex[0]) + strlen(hex[1]) + strlen(hex[2]) + strlen(hex[3]) +
-                   strlen(library_name) + 256;
+                   strlen(library_name) + strlen(entry_module) + 256;
   if (!(code = malloc(codelen))) goto out;
   snprintf(code, codelen,
            "ROOT, LIB_DIR, EXTRA, INNER = '%s', '%s', '%s', '%s'\nSTARTED = %s\n"
-           "VERSION, LIBRARY = '%s', '%s'\n%s",
+           "VERSION, LIBRARY, MODULE = '%s', '%s', '%s'\n%s",
            hex[0], hex[1], hex[2], hex[3], started ? "True" : "False", QNNEMU_PACKAGE_VERSION,
-           library_name, BOOTSTRAP);
+           library_name, entry_module, BOOTSTRAP);
   if (!(code_hex = hex_of(code))) goto out;
   size_t wrappedlen = strlen(code_hex) + 128;
   if (!(wrapped = malloc(wrappedlen))) goto out;
@@ -541,11 +549,11 @@ static int library_location(const void *anchor, char *path, char *lib_dir, char 
   return 0;
 }
 
-/* Makes sure a Python X.Y runs in the process with the qnnemu package importable, and names
- * the directory of the cffi module ``inner_name``.  0 on success; else why says why, and the
+/* Makes sure a Python X.Y runs in the process with the qnnemu package importable (and its
+ * module ``entry_module`` imported), and names the directory of the cffi module ``inner_name``.  0 on success; else why says why, and the
  * result is QNNEMU_VERSION_MISMATCH when the package is another version, -1 otherwise. */
-static int qnnemu_start_python(const void *anchor, const char *inner_name, char *library_path,
-                               char *inner_dir, char *why, size_t whylen) {
+static int qnnemu_start_python(const void *anchor, const char *inner_name, const char *entry_module,
+                               char *library_path, char *inner_dir, char *why, size_t whylen) {
   char lib_dir[PATH_MAX], package_root[PATH_MAX];
   if (library_location(anchor, library_path, lib_dir, package_root) != 0) {
     set_why(why, whylen, "cannot find where this library was loaded from (dladdr)");
@@ -589,13 +597,13 @@ static int qnnemu_start_python(const void *anchor, const char *inner_name, char 
     if (rc == 0) rc = start_interpreter(&api, &py, why, whylen);
     if (rc == 0) {
       started = 1;
-      rc = locate_inner(&api, package_root, lib_dir, last_part(library_path), inner_name, 1, inner_dir,
+      rc = locate_inner(&api, package_root, lib_dir, last_part(library_path), inner_name, entry_module, 1, inner_dir,
                         PATH_MAX, why, whylen);
       api.PyEval_SaveThread(); /* release the GIL: every cffi call takes it with PyGILState_Ensure */
     }
   } else {
     PyGILState_STATE gil = api.PyGILState_Ensure();
-    rc = locate_inner(&api, package_root, lib_dir, last_part(library_path), inner_name, 0, inner_dir,
+    rc = locate_inner(&api, package_root, lib_dir, last_part(library_path), inner_name, entry_module, 0, inner_dir,
                       PATH_MAX, why, whylen);
     api.PyGILState_Release(gil);
   }

@@ -36,6 +36,7 @@
 #define INVALID_PARAMETER QNN_SYSTEM_INTERFACE_ERROR_INVALID_PARAMETER
 #define INNER_FILE "_qnnemu_system_abi.so"
 #define INNER_ENTRY "qnnemu_system_providers"
+#define ENTRY_MODULE "qnnemu.abi.system_entry"
 #else
 #include "QnnInterface.h"
 #define ENTRY_POINT QnnInterface_getProviders
@@ -43,6 +44,7 @@
 #define INVALID_PARAMETER QNN_INTERFACE_ERROR_INVALID_PARAMETER
 #define INNER_FILE "_qnnemu_htp_abi.so"
 #define INNER_ENTRY "qnnemu_htp_providers"
+#define ENTRY_MODULE "qnnemu.abi.entry"
 #define RPCMEM_SONAME "libcdsprpc.so"
 #endif
 
@@ -72,8 +74,8 @@ static void load_rpcmem(const char *library_path, const char *package_lib_dir) {
 
 static void load_once(void) {
   char library_path[PATH_MAX] = "", inner_dir[PATH_MAX] = "", inner_path[PATH_MAX], why[4096] = "";
-  int rc = qnnemu_start_python((const void *)&ENTRY_POINT, INNER_FILE, library_path, inner_dir, why,
-                               sizeof why);
+  int rc = qnnemu_start_python((const void *)&ENTRY_POINT, INNER_FILE, ENTRY_MODULE, library_path,
+                               inner_dir, why, sizeof why);
   if (rc == 0) {
     void *inner = NULL;
     if (!join(inner_path, sizeof inner_path, inner_dir, INNER_FILE) ||
