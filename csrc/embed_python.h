@@ -589,25 +589,30 @@ static int qnnemu_start_python(const void *anchor, const char *inner_name, const
             last_part(library_path), QNNEMU_PYTHON_VERSION);
     return -1;
   }
-  startup_lock(&api);
-  int started = 0, rc = 0;
-  if (!api.Py_IsInitialized()) {
-    /* A libpython already loaded but not started: start it for the installation found. */
-    if (running) rc = find_python(package_root, lib_dir, &py, why, whylen);
-    if (rc == 0) rc = start_interpreter(&api, &py, why, whylen);
-    if (rc == 0) {
-      started = 1;
-      rc = locate_inner(&api, package_root, lib_dir, last_part(library_path), inner_name, entry_module, 1, inner_dir,
-                        PATH_MAX, why, whylen);
-      api.PyEval_SaveThread(); /* release the GIL: every cffi call takes it with PyGILState_Ensure */
+  int started = 0, rc = 0, initialized = api.Py_IsInitialized();
+  if (!initialized) {
+    /* Taken only while no interpreter runs (as cffi does): whoever gets it first starts one. */
+    startup_lock(&api);
+    initialized = api.Py_IsInitialized();
+    if (!initialized) {
+      /* A libpython already loaded but not started: start it for the installation found. */
+      if (running) rc = find_python(package_root, lib_dir, &py, why, whylen);
+      if (rc == 0) rc = start_interpreter(&api, &py, why, whylen);
+      if (rc == 0) {
+        started = 1;
+        rc = locate_inner(&api, package_root, lib_dir, last_part(library_path), inner_name, entry_module, 1,
+                          inner_dir, PATH_MAX, why, whylen);
+        api.PyEval_SaveThread(); /* release the GIL: every cffi call takes it with PyGILState_Ensure */
+      }
     }
-  } else {
+    startup_unlock(&api);
+  }
+  if (initialized) {
     PyGILState_STATE gil = api.PyGILState_Ensure();
-    rc = locate_inner(&api, package_root, lib_dir, last_part(library_path), inner_name, entry_module, 0, inner_dir,
-                      PATH_MAX, why, whylen);
+    rc = locate_inner(&api, package_root, lib_dir, last_part(library_path), inner_name, entry_module, 0,
+                      inner_dir, PATH_MAX, why, whylen);
     api.PyGILState_Release(gil);
   }
-  startup_unlock(&api);
   if (rc == -1 && started && py.how) {
     size_t n = strlen(why);
     snprintf(why + n, whylen - n, " [Python found via %s; QNNEMU_PYTHONHOME=<venv or prefix> and "
