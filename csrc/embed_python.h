@@ -99,11 +99,14 @@ static int is_python_prefix(const char *prefix) {
          path_is_file(p);
 }
 
-/* The installation holding dir, searching dir and its ancestors (as Python's getpath does). */
+/* The installation holding dir: dir or one of its two nearest ancestors (<prefix>/bin,
+ * <prefix>/lib/<multiarch>).  Not further up, unlike Python's getpath: on merged-/usr systems
+ * "/" itself has lib/pythonX.Y (the /lib link), which would pair any libpython with the
+ * system's standard library. */
 static int prefix_above(const char *dir, char *prefix, size_t size) {
   char p[PATH_MAX];
   if (!realpath(dir, p)) return -1;
-  for (;;) {
+  for (int up = 0; up < 3; up++) {
     if (is_python_prefix(p)) {
       snprintf(prefix, size, "%s", p);
       return 0;
@@ -111,6 +114,7 @@ static int prefix_above(const char *dir, char *prefix, size_t size) {
     if (strcmp(p, "/") == 0) return -1;
     strip_last(p);
   }
+  return -1;
 }
 
 /* ------------------------------------------------------------------- the interpreter's parts */
@@ -246,21 +250,24 @@ static int python_from_executable(const char *exe, FoundPython *py, const char *
   return -1;
 }
 
-/* The site-packages holding the package: <P>/lib/pythonX.Y/site-packages, P a venv or prefix. */
-static int python_from_site(const char *site, FoundPython *py) {
+/* The site-packages holding the package: <P>/lib/pythonX.Y/site-packages, P a venv or prefix.
+ * 0 when found; 1 when site is not shaped so (other rules apply); -1 when it is but P is not a
+ * usable Python (why says why: starting another Python would only confuse). */
+static int python_from_site(const char *site, FoundPython *py, char *why, size_t whylen) {
   char p[PATH_MAX], tail[64];
   snprintf(tail, sizeof tail, "python%s", QNNEMU_PYTHON_VERSION);
   snprintf(p, sizeof p, "%s", site);
-  if (strcmp(last_part(p), "site-packages") != 0) return -1;
+  if (strcmp(last_part(p), "site-packages") != 0) return 1;
   strip_last(p);
-  if (strcmp(last_part(p), tail) != 0) return -1;
+  if (strcmp(last_part(p), tail) != 0) return 1;
   strip_last(p);
-  if (strcmp(last_part(p), "lib") != 0 && strcmp(last_part(p), "lib64") != 0) return -1;
+  if (strcmp(last_part(p), "lib") != 0 && strcmp(last_part(p), "lib64") != 0) return 1;
   strip_last(p);
-  char cfg[PATH_MAX], ignored[256];
+  char cfg[PATH_MAX];
   if (join(cfg, sizeof cfg, p, "pyvenv.cfg") && path_is_file(cfg))
-    return python_from_venv(p, py, "the venv holding the library", ignored, sizeof ignored);
-  return python_from_prefix(p, py, "the Python installation holding the library");
+    return python_from_venv(p, py, "the venv holding the library", why, whylen);
+  if (python_from_prefix(p, py, "the Python installation holding the library") == 0) return 0;
+  return 1; /* e.g. ~/.local: a user site directory, not an installation */
 }
 
 /* The recorded interpreter of an in-tree build (one line: a python executable). */
@@ -306,7 +313,10 @@ static int find_python(const char *package_root, const char *lib_dir, FoundPytho
                        size_t whylen) {
   const char *home = getenv("QNNEMU_PYTHONHOME");
   if (home && *home) return python_from_dir(home, py, "QNNEMU_PYTHONHOME", why, whylen);
-  if (*package_root && python_from_site(package_root, py) == 0) return 0;
+  if (*package_root) {
+    int site = python_from_site(package_root, py, why, whylen);
+    if (site <= 0) return site;
+  }
   char exe[PATH_MAX];
   if (*package_root && inplace_executable(lib_dir, exe, sizeof exe) == 0)
     return python_from_executable(exe, py, "the interpreter of this in-tree build (" INPLACE_PYTHON_FILE ")",

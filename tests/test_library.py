@@ -330,6 +330,24 @@ def test_bad_qnnemu_pythonhome_says_why(probe, tmp_path, case):
     assert expected in line and str(home) in line, f"QNNEMU_PYTHONHOME={case}: {line}"
 
 
+def test_library_in_a_broken_venv_says_why(probe, tmp_path):
+    """Installed in a venv whose base interpreter is gone: that is the error (no other Python is
+    started instead)."""
+    venv = tmp_path / "venv"
+    pkg = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages" / "qnnemu"
+    (pkg / "lib").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (venv / "pyvenv.cfg").write_text(f"home = {tmp_path / 'gone' / 'bin'}\n")
+    lib = pkg / "lib" / "libQnnHtpEmu.so"
+    shutil.copy(LIB, lib)
+    r = run_probe(probe, lib)
+    assert r.returncode == 100 and f"rc {Q.QNN_COMMON_ERROR_LOADING_BINARIES} n 0" in r.stdout, \
+        f"LOADING_BINARIES: {r.stdout} {r.stderr}"
+    line = _one_loader_line(r, lib)
+    assert (f"the venv {venv} (found via the venv holding the library): its base interpreter's directory "
+            f"{tmp_path / 'gone' / 'bin'} holds no Python") in line, f"why: {line}"
+
+
 def test_package_of_another_version_says_why(probe, tmp_path):
     """The library's version is baked in; an importable package of another version is refused
     with QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES and the reason on the app's stderr."""
