@@ -466,6 +466,7 @@ static const char BOOTSTRAP[] =
     "                'rebuild or reinstall so they match' % (LIBRARY, VERSION, found, where))\n"
     /* The Python side's own imports (numpy, cffi...), here so that a missing one is one line. */
     "    try:\n"
+    "        importlib.import_module('_cffi_backend')\n"
     "        importlib.import_module(MODULE)\n"
     "    except Exception as e:\n"
     "        return ('error the qnnemu package at %s cannot be used with %s: %s: %s'\n"
