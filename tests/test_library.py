@@ -330,6 +330,33 @@ def test_bad_qnnemu_pythonhome_says_why(probe, tmp_path, case):
     assert expected in line and str(home) in line, f"QNNEMU_PYTHONHOME={case}: {line}"
 
 
+@pytest.mark.parametrize("venv_kind", ["with-dependencies", "empty"])
+def test_in_tree_build_uses_the_interpreter_that_built_it(probe, tmp_path, venv_kind):
+    """A clone's qnnemu/lib holds inplace-python.txt, the interpreter of its in-tree build (here a
+    venv): a C app with no hint uses it (a venv lacking numpy proves which one was taken)."""
+    clone = tmp_path / "clone"
+    shutil.copytree(Path(qnnemu.__file__).resolve().parent, clone / "qnnemu",
+                    ignore=shutil.ignore_patterns("__pycache__", "inplace-python.txt", "include"))
+    shutil.copytree(qnnemu.include_dir(), clone / "include")  # where a clone keeps the headers
+    venv = tmp_path / "venv"
+    cmd = [sys.executable, "-m", "venv", "--without-pip", str(venv)]
+    if venv_kind == "with-dependencies":
+        cmd.insert(-1, "--system-site-packages")  # numpy and cffi of the interpreter running the tests
+    subprocess.run(cmd, check=True, timeout=120)
+    (clone / "qnnemu" / "lib" / "inplace-python.txt").write_text(f"{venv / 'bin' / 'python'}\n")
+    lib = clone / "qnnemu" / "lib" / "libQnnHtpEmu.so"
+    r = run_probe(probe, lib)
+    if venv_kind == "with-dependencies":
+        assert r.returncode == 0 and "name QNNEMU_HTP" in r.stdout and not r.stderr.strip(), \
+            f"the in-tree library loads with the recorded venv: {r.stdout} {r.stderr}"
+    else:
+        assert r.returncode == 100, f"the recorded venv has no numpy: {r.stdout} {r.stderr}"
+        line = _one_loader_line(r, lib)
+        assert f"at {venv}: ModuleNotFoundError" in line and \
+            "found via the interpreter of this in-tree build (inplace-python.txt)" in line, \
+            f"the recorded venv was used: {line}"
+
+
 def test_library_in_a_broken_venv_says_why(probe, tmp_path):
     """Installed in a venv whose base interpreter is gone: that is the error (no other Python is
     started instead)."""
