@@ -374,11 +374,10 @@ static int resolve_api(void *handle, PythonApi *api) {
 }
 
 /* Start-up lock shared with every cffi embedding module and the other qnnemu library: the one
- * cffi takes around Py_InitializeEx for Python 3.8-3.11 (PyCapsule_Type.tp_version_tag), so two
- * threads loading the backend and the System library at once start one interpreter. */
-#if PY_VERSION_HEX >= 0x030C0000
-#error "the start-up lock below follows cffi's for Python 3.8-3.11; see cffi/_embedding.h for 3.12+"
-#endif
+ * cffi takes around Py_InitializeEx (cffi/_embedding.h), so two threads loading the backend and
+ * the System library at once start one interpreter.  Python 3.8-3.11: PyCapsule_Type's
+ * tp_version_tag 0 -> -42; 3.12+: its tp_as_buffer NULL -> a PyBufferProcs followed by -42. */
+#if PY_VERSION_HEX < 0x030C0000
 static void startup_lock(PythonApi *api) {
   volatile int *lock = (volatile int *)&api->capsule_type->tp_version_tag;
   while (!__sync_bool_compare_and_swap(lock, 0, -42)) {
@@ -389,6 +388,23 @@ static void startup_unlock(PythonApi *api) {
   volatile int *lock = (volatile int *)&api->capsule_type->tp_version_tag;
   __sync_bool_compare_and_swap(lock, -42, 0);
 }
+#else
+static struct {
+  PyBufferProcs buf;
+  int mark;
+} g_locked_buffer_procs = {.mark = -42};
+
+static void startup_lock(PythonApi *api) {
+  PyBufferProcs *volatile *lock = (PyBufferProcs *volatile *)&api->capsule_type->tp_as_buffer;
+  while (!__sync_bool_compare_and_swap(lock, NULL, &g_locked_buffer_procs.buf)) {
+  }
+}
+
+static void startup_unlock(PythonApi *api) {
+  PyBufferProcs *volatile *lock = (PyBufferProcs *volatile *)&api->capsule_type->tp_as_buffer;
+  __sync_bool_compare_and_swap(lock, &g_locked_buffer_procs.buf, NULL);
+}
+#endif
 
 static int version_matches(PythonApi *api) {
   const char *v = api->Py_GetVersion();
