@@ -1,20 +1,20 @@
-"""cffi embedding build of libQnnSystem.so (System/QnnSystemInterface.h: QnnSystemInterface_getProviders).
+"""Build of libQnnSystem.so (System/QnnSystemInterface.h: QnnSystemInterface_getProviders).
 
 The System library ONNX Runtime's QNN EP loads from the backend's directory (profiling with the
-system profile API, EPContext models).  One shared object holding:
-- the cffi module ``_qnnemu_system_abi``: every entry of QnnSystemInterface_ImplementationV1_14_t
-  as an ``extern "Python+C"`` function, implemented in qnnemu/abi/system_entry.py;
-- csrc/system_shim.c: the exported, plain-C ``QnnSystemInterface_getProviders``;
-- a generated header (``qnnemu_system_entries.h``) with the entry prototypes and the table
-  initializer, derived from our System/QnnSystemInterface.h (as build_backend.py does for the
-  backend table), so a new table entry is one more Python function.
+system profile API, EPContext models).  As the backend (csrc/build_backend.py), two shared
+objects in qnnemu/lib:
+- ``libQnnSystem.so``, the loader: csrc/loader.c built with -DQNNEMU_LOADER_SYSTEM (plain C,
+  exports ``QnnSystemInterface_getProviders``; ``build_backend.loader_kwargs(system=True)``);
+- ``_qnnemu_system_abi.so``, the cffi module: every entry of
+  QnnSystemInterface_ImplementationV1_14_t as an ``extern "Python+C"`` function, implemented in
+  qnnemu/abi/system_entry.py, and csrc/system_shim.c (the table), with a generated header
+  (``qnnemu_system_entries.h``) holding the entry prototypes and the table initializer, derived
+  from our System/QnnSystemInterface.h, so a new table entry is one more Python function.
 
-``make_ffi(build_dir)`` returns the FFI and the extension keyword arguments; setup.py compiles
-it as an Extension whose file name is forced to ``qnnemu/lib/libQnnSystem.so``.
-
-The library is linked ``-z nodelete``: it hosts Python callbacks and the state of an embedded
-module, so a ``dlclose`` keeps it mapped and a later ``dlopen`` gets the same, initialised
-library back (applications load and unload QNN libraries repeatedly).
+``make_ffi(build_dir)`` returns the FFI and the extension keyword arguments.  The cffi module is
+linked ``-z nodelete``: it hosts Python callbacks and the state of an embedded module, so a
+``dlclose`` keeps it mapped and a later ``dlopen`` gets the same, initialised module back
+(applications load and unload QNN libraries repeatedly).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import cffi  # noqa: E402
 
-from build_backend import _entries, _site_dirs  # noqa: E402
+from build_backend import _entries, build_inputs, portable_compile_args, write_if_changed  # noqa: E402
 from qnnemu.headers import SYSTEM_TABLE_TAG, cdef as header_cdef, qnn_dir  # noqa: E402
 from qnnemu._version import __version__  # noqa: E402
 
@@ -38,6 +38,7 @@ MODULE_NAME = "_qnnemu_system_abi"
 ENTRY_PREFIX = "qnnemu_sys_"
 SYSTEM_ROOTS = ("System/QnnSystemInterface.h",)
 LIB_NAME = "libQnnSystem.so"
+INNER_MODULE_FILE = MODULE_NAME + ".so"
 
 def system_entries() -> list[tuple[str, str, str]]:
     """(field name, function-pointer type, C signature text) of the System table, in order."""
@@ -67,64 +68,42 @@ def write_entries_header(build_dir: Path) -> Path:
         "#define QNNEMU_SYSTEM_ENTRIES_H",
         '#include "System/QnnSystemInterface.h"',
         f'#define QNNEMU_PACKAGE_VERSION "{__version__}"',
-        f'#define QNNEMU_PYTHON_HOME "{sys.base_prefix}"',
-        f'#define QNNEMU_PYTHON_PATHS "{os.pathsep.join(_site_dirs())}"',
         f"#define QNNEMU_SYS_NUM_ENTRIES {len(entries)}",
     ]
     lines += [f"{sig};" for _, _, sig in entries]
     lines.append("#define QNNEMU_SYS_TABLE_INITIALIZER { \\")
     lines += [f"  ({ftype}){ENTRY_PREFIX}{fname}, \\" for fname, ftype, _ in entries]
     lines += ["}", "#endif", ""]
-    path = build_dir / "qnnemu_system_entries.h"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != "\n".join(lines):
-        path.write_text("\n".join(lines))
-    return path
+    return write_if_changed(build_dir / "qnnemu_system_entries.h", "\n".join(lines))
 
 
 def make_ffi(build_dir: str | os.PathLike) -> tuple[cffi.FFI, dict]:
+    """The cffi module _qnnemu_system_abi.so: the FFI and its extension keyword arguments."""
     build_dir = Path(build_dir)
-    write_entries_header(build_dir)
+    header = write_entries_header(build_dir)
     ffi = cffi.FFI()
     ffi.cdef(header_cdef(SYSTEM_ROOTS, prototypes=False))
     ffi.cdef(HELPERS_CDEF)
     ffi.cdef("\n".join(f'extern "Python+C" {sig};' for _, _, sig in system_entries()).replace("va_list", "void *"))
     ffi.embedding_api(EMBED_API)
     ffi.embedding_init_code(INIT_CODE % (tuple(f for f, _, _ in system_entries()),))
-    libdir = sysconfig.get_config_var("LIBDIR")
     kwargs = dict(
         sources=[str(HERE / "system_shim.c")],
         include_dirs=[str(qnn_dir()), str(build_dir), sysconfig.get_paths()["include"]],
         # va_list parameters are void * to cffi (see build_backend.py).
-        extra_compile_args=["-O2", "-fvisibility=hidden", "-Wno-incompatible-pointer-types"],
-        # Only QnnSystemInterface_getProviders leaves the library.
-        extra_link_args=[f"-Wl,--version-script={HERE / 'system_exports.map'}", "-Wl,-z,nodelete",
-                         f"-Wl,-rpath,{libdir}", f"-L{libdir}"],
+        extra_compile_args=["-O2", "-fvisibility=hidden", "-Wno-incompatible-pointer-types"]
+        + portable_compile_args(),
+        # Only qnnemu_system_providers (for the loader) leaves the module; no libpython (see
+        # build_backend.make_ffi).
+        extra_link_args=[f"-Wl,--version-script={HERE / 'system_module.map'}", "-Wl,-z,nodelete"],
         libraries=["dl", "pthread"],
+        depends=[str(header)] + build_inputs(),
     )
-    ffi.set_source(MODULE_NAME, _PREAMBLE + HELPERS_CDEF, **kwargs)
+    # (copies: cffi appends -lpythonX.Y to the lists it is given, and the module must not need it)
+    ffi.set_source(MODULE_NAME, _PREAMBLE + HELPERS_CDEF, **{k: list(v) for k, v in kwargs.items()})
     return ffi, kwargs
 
 
 _PREAMBLE = """
 #include "System/QnnSystemInterface.h"
 """
-
-
-def python_library() -> str:
-    return f"python{sys.version_info.major}.{sys.version_info.minor}{sys.abiflags}"
-
-
-def build_inplace() -> str:
-    """Builds qnnemu/lib/libQnnSystem.so in the source tree (for development)."""
-    build_dir = ROOT / "build" / "qnnemu-system"
-    ffi, _ = make_ffi(build_dir)
-    out = ffi.compile(tmpdir=str(build_dir), target=LIB_NAME, verbose=False)
-    dest = ROOT / "qnnemu" / "lib" / LIB_NAME
-    dest.parent.mkdir(exist_ok=True)
-    os.replace(out, dest)
-    return str(dest)
-
-
-if __name__ == "__main__":
-    print(build_inplace())

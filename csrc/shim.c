@@ -1,9 +1,11 @@
-/* libQnnHtpEmu.so, the C side (QnnInterface.h: QnnInterface_getProviders).
+/* The C side of the cffi module _qnnemu_htp_abi.so behind libQnnHtpEmu.so (QnnInterface.h:
+ * QnnInterface_getProviders).
  *
- * QnnInterface_getProviders is plain C on purpose: if the embedded interpreter cannot start
- * (package or _cffi_backend not importable), cffi's generated wrappers return 0, which is
- * QNN_SUCCESS.  Here we start Python ourselves, call the Python-side init and only hand out
- * the table when it reported success with the version baked in at build time.
+ * libQnnHtpEmu.so itself is csrc/loader.c: it starts Python and loads this module, then forwards
+ * QnnInterface_getProviders to qnnemu_htp_providers here.  That is plain C on purpose: if the
+ * embedded init fails, cffi's generated wrappers return 0, which is QNN_SUCCESS; here we call the
+ * Python-side init and only hand out the table when it reported success with the version baked
+ * in at build time.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -18,7 +20,7 @@
 #include "QnnInterface.h"
 #include "HTP/QnnHtpCommon.h"
 #include "qnnemu_entries.h"
-#include "embed_python.h"
+#include "log_forward.h"
 
 #define QNNEMU_EXPORT __attribute__((visibility("default")))
 
@@ -48,7 +50,6 @@ void qnnemu_log_emit(void *callback, QnnLog_Level_t level, uint64_t timestamp,
 
 static void init_once(void) {
   uint32_t core[3] = {0, 0, 0};
-  if (ensure_python((const void *)&QnnInterface_getProviders) != 0) return;
   int rc = qnnemu_embed_init(QNNEMU_PACKAGE_VERSION, core);
   if (rc == 0) {
     /* cffi returns 0 when the embedded Python failed to initialise. */
@@ -77,8 +78,9 @@ static void init_once(void) {
   g_init_status = QNN_SUCCESS;
 }
 
-QNNEMU_EXPORT Qnn_ErrorHandle_t QnnInterface_getProviders(const QnnInterface_t ***providerList,
-                                                          uint32_t *numProviders) {
+/* QnnInterface_getProviders, reached through the loader (the only symbol this module exports). */
+QNNEMU_EXPORT Qnn_ErrorHandle_t qnnemu_htp_providers(const QnnInterface_t ***providerList,
+                                                     uint32_t *numProviders) {
   if (!providerList || !numProviders) return QNN_INTERFACE_ERROR_INVALID_PARAMETER;
   pthread_once(&g_once, init_once);
   if (g_init_status != QNN_SUCCESS) {

@@ -1,14 +1,12 @@
-/* libQnnSystem.so, the C side (System/QnnSystemInterface.h: QnnSystemInterface_getProviders).
+/* The C side of the cffi module _qnnemu_system_abi.so behind libQnnSystem.so
+ * (System/QnnSystemInterface.h: QnnSystemInterface_getProviders).
  *
- * The same pattern as csrc/shim.c (libQnnHtpEmu.so): QnnSystemInterface_getProviders is plain C,
- * starts Python when no interpreter is running (a C application), calls the Python-side init
- * (qnnemu/abi/system_entry.py) and hands out the table only when it reported success with the
- * package version baked in at build time.  In a process that already runs Python (ONNX Runtime
- * in Python, or libQnnHtpEmu.so loaded first) that interpreter is used: both libraries are cffi
- * embedding modules with distinct names (_qnnemu_htp_abi, _qnnemu_system_abi) in one
- * interpreter.
- *
- * The interpreter start-up is csrc/embed_python.h, shared with shim.c.
+ * The same pattern as csrc/shim.c: libQnnSystem.so is csrc/loader.c built with
+ * -DQNNEMU_LOADER_SYSTEM; it starts Python (or uses the one running: ONNX Runtime in Python, or
+ * libQnnHtpEmu.so loaded first), loads this module and forwards to qnnemu_system_providers,
+ * which calls the Python-side init (qnnemu/abi/system_entry.py) and hands out the table only
+ * when it reported success with the package version baked in at build time.  Both cffi modules
+ * (_qnnemu_htp_abi, _qnnemu_system_abi) live in one interpreter.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,7 +20,7 @@
 
 #include "System/QnnSystemInterface.h"
 #include "qnnemu_system_entries.h"
-#include "embed_python.h"
+#include "log_forward.h"
 
 #define QNNEMU_EXPORT __attribute__((visibility("default")))
 
@@ -56,7 +54,6 @@ void qnnemu_sys_log_emit(void *callback, QnnLog_Level_t level, uint64_t timestam
 
 static void init_once(void) {
   uint32_t version[3] = {0, 0, 0};
-  if (ensure_python((const void *)&QnnSystemInterface_getProviders) != 0) return;
   int rc = qnnemu_sys_embed_init(QNNEMU_PACKAGE_VERSION, version);
   if (rc == 0) {
     /* cffi returns 0 when the embedded Python failed to initialise. */
@@ -83,7 +80,8 @@ static void init_once(void) {
   g_init_status = QNN_SUCCESS;
 }
 
-QNNEMU_EXPORT Qnn_ErrorHandle_t QnnSystemInterface_getProviders(
+/* QnnSystemInterface_getProviders, reached through the loader (the module's only export). */
+QNNEMU_EXPORT Qnn_ErrorHandle_t qnnemu_system_providers(
     const QnnSystemInterface_t ***providerList, uint32_t *numProviders) {
   if (!providerList || !numProviders) return QNN_SYSTEM_INTERFACE_ERROR_INVALID_PARAMETER;
   pthread_once(&g_once, init_once);

@@ -12,8 +12,9 @@
   the CPU) and creates the ``onnxruntime.InferenceSession``;
 - ``preload_rpcmem()``: loads our ``libcdsprpc.so`` with ``RTLD_GLOBAL`` so that the EP's
   ``dlopen("libcdsprpc.so")`` (``enable_htp_shared_memory_allocator=1``) finds it. ``session``
-  does this; loading the backend would too (it has a DT_NEEDED on it), but the EP looks the
-  library up before it loads the backend;
+  does this; the backend's first ``QnnInterface_getProviders`` would too (its loader dlopens the
+  package's libcdsprpc.so, there is no DT_NEEDED), but the EP looks the library up before it
+  loads the backend;
 - ``shared_value(sess, shape, dtype)`` / ``run_shared(sess, feeds)``: with
   ``enable_htp_shared_memory_allocator=1``, ``OrtValue``s in the EP's HTP shared memory (rpcmem)
   and a run through IOBinding with every input and output there: the EP registers that memory

@@ -108,8 +108,9 @@ _rpcmem: list = []
 
 
 def _rpcmem_lib():
-    """The libcdsprpc.so the process uses (the backend's DT_NEEDED: found by soname, wherever it
-    was loaded from), if it is ours; else None."""
+    """The libcdsprpc.so the process uses (found by soname, wherever it was loaded from: the
+    backend's loader loads ours on its first getProviders unless the app loaded one), if it is
+    ours; else None."""
     with _rpcmem_lock:
         if not _rpcmem:
             from .. import library_dir
