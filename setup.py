@@ -104,6 +104,9 @@ class BuildExt(build_ext):
             self._configure(ext, build_backend.loader_kwargs(gen_dir, system=name == "libQnnSystem.so"))
         else:  # qnnemu._kernels (cffi_modules): only the portable flags
             ext.extra_compile_args = list(ext.extra_compile_args) + build_backend.portable_compile_args()
+        # The flags live in these scripts: a change to them relinks, as a source change does.
+        ext.depends = list(ext.depends) + [os.path.relpath(p, ROOT) for p in (
+            ROOT / "setup.py", ROOT / "csrc" / "build_backend.py", ROOT / "csrc" / "build_system.py")]
         super().build_extension(ext)
 
     def run(self):
