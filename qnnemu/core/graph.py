@@ -16,6 +16,7 @@ from .. import ops
 from ..errors import OpCheckError, OpUnsupportedError, QnnError
 from ..headers import Q
 from ..htp import kvcache
+from ..htp import op_support
 from ..htp import prepare as htp_prepare
 from ..htp import priority as htp_priority
 from ..htp import settings as htp_settings
@@ -196,7 +197,19 @@ def validate_op_config(cfg: OpConfigDesc) -> None:
                        TensorSpec(tuple(d.dims), d.dtype, quant, static if out is specs else None,
                                   d.name or ""))
     del specs[_trim_null_inputs(cfg, func, code):]
-    check_op(cfg, specs, parse_params(cfg, func, code), declared, func, code)
+    cls, parsed, _ = check_op(cfg, specs, parse_params(cfg, func, code), declared, func, code)
+    # What the HTP of the current device does not take (qnnemu/htp/op_support.py).
+    op_support.check_validate(cls.op_type, parsed, specs, declared, _validation_device().arch, func,
+                              f"node '{cfg.name}' ({cls.op_type})")
+
+
+def _validation_device():
+    """backendValidateOpConfig has no device argument: the HTP it answers for is the newest
+    device created (the vendor's SoC setting is process-wide), else the default device."""
+    from .device import Device, DeviceModel
+    from .handles import HANDLES
+    devices = HANDLES.live(Device)
+    return devices[-1].model if devices else DeviceModel()
 
 
 def _trim_null_inputs(cfg: OpConfigDesc, func: str, code: int) -> int:
@@ -261,6 +274,8 @@ class Graph:
                            f"{func}: graph '{self.name}' is finalized; no tensors can be added",
                            rule="QNNEMU-graph-immutable")
         quant, static = validate_desc(d, func, "tensor")
+        if d.type != Q.QNN_TENSOR_TYPE_NULL:   # data types the HTP does not hold (op_support.py)
+            op_support.check_tensor(d.dtype, d.type, device_model(self).arch, func, f"tensor.v{d.version}.dataType")
         if d.name in self.by_name or self.context.find_tensor_by_name(d.name) is not None:
             raise QnnError(Q.QNN_TENSOR_ERROR_NAME_HASH_COLLISION,
                            f"{func}: tensor.v{d.version}.name: a tensor named '{d.name}' already exists "
@@ -368,8 +383,13 @@ class Graph:
         # The priority must map to HTP thread priorities before anything is built (logged below).
         htp_priority.thread_priorities(self, func)
         htp_settings.check_num_cores(self, func)   # more cores than the SoC has fails here (vendor)
+        # Nodes the HTP of the graph's device cannot create (qnnemu/htp/op_support.py).
+        arch = device_model(self).arch
+        for node in self.nodes:
+            op_support.check_finalize(node.op_type, node.params, node.input_specs, node.output_specs, arch,
+                                      func, f"graph '{self.name}': node '{node.name}' ({node.op_type})")
         # Native KV cache tensors: the seed's graph-level rules; the plan converts their layout.
-        self.native_kv = kvcache.check_graph(self, device_model(self).arch)
+        self.native_kv = kvcache.check_graph(self, arch)
         self.plan = compile_plan(self, precision_fp16=self.precision_fp16())
         # The HTP device model's view of the graph: runlist, VTCM blocks and offsets, spill/fill.
         self.htp_plan = htp_prepare.prepare_graph(self)
