@@ -227,6 +227,7 @@ class Worker:
         self.be = Backend(library, log_level="error", device_configs=cfg)
         self.ctx = None
         self.graphs = 0
+        self.last_error = ""
 
     # -- structs ----------------------------------------------------------------------------
     def _struct(self, name: str, t, type_: int, keep: list):
@@ -329,6 +330,7 @@ class Worker:
             self.be.call(function, *args)
             return 0
         except QnnCallError as e:
+            self.last_error = e.message     # the backend's errorGetMessage text (qnnemu's: the rule)
             return e.code
 
     # -- one case ---------------------------------------------------------------------------
@@ -377,7 +379,7 @@ class Worker:
         rec["validate"] = code
         if code:
             rec["v_kind"] = refusal_kind(self.messages)
-            rec["v_reason"] = first_reason(self.messages)
+            rec["v_reason"] = first_reason(self.messages) or self.last_error
             sets = parse_sets(self.messages)
             if sets:
                 rec["sets"] = sets
@@ -427,7 +429,7 @@ class Worker:
         except _Stage as s:
             rec["stage"], rec["code"] = s.stage, s.code
             rec["g_kind"] = refusal_kind(self.messages) if s.stage == "finalize" else s.stage
-            rec["g_reason"] = first_reason(self.messages)
+            rec["g_reason"] = first_reason(self.messages) or self.last_error
         return rec
 
 
@@ -590,6 +592,75 @@ def summarize(sweep: list, sets: list, listed: list) -> dict:
     return entry
 
 
+# ---------------------------------------------------------------------------------------------
+# qnnemu against the data: the same cases on our library
+# ---------------------------------------------------------------------------------------------
+
+def vendor_verdicts(doc: dict, arch: int, entry: str, sig: str, rank: int) -> tuple[bool | None, bool | None]:
+    """(validation accepted?, one-node graph finalized?) as recorded for the vendor (None: not
+    recorded, e.g. a tensor the vendor refused at creation or a crash)."""
+    per_arch = doc["ops"].get(entry, {})
+    raw = per_arch.get(str(arch))
+    while isinstance(raw, str) and raw.startswith("="):
+        raw = per_arch.get(raw[1:])
+    if raw is None:
+        return None, None
+    v = True if rank in raw["accepted"].get(sig, ()) else False if str(rank) in raw["validate"].get(sig, {}) else None
+    g = (True if rank in raw.get("finalized", {}).get(sig, ()) else
+         False if str(rank) in raw["finalize"].get(sig, {}) and raw["finalize"][sig][str(rank)] != "crash" else None)
+    return v, g
+
+
+def sample_cases(ops: list[str], size: int | None, seed: int = 0) -> list[dict]:
+    """Every sweep case of ``ops`` (``size`` None) or a deterministic sample of ``size`` of them,
+    spread over the ops."""
+    import random
+    cases = [c for op in ops for c in sweep_cases(op)]
+    if size is None or size >= len(cases):
+        return cases
+    rng = random.Random(seed)
+    by_op: dict[str, list] = collections.defaultdict(list)
+    for c in cases:
+        by_op[c["op"]].append(c)
+    for v in by_op.values():
+        rng.shuffle(v)
+    picked: list = []
+    depth = 0
+    while len(picked) < size:
+        for op in sorted(by_op):
+            if depth < len(by_op[op]) and len(picked) < size:
+                picked.append(by_op[op][depth])
+        depth += 1
+    return picked
+
+
+def check_ours(arch: int, cases: list[dict], doc: dict) -> dict:
+    """Runs ``cases`` on our library (in this process: an SoC device of ``arch``) and compares
+    each with the vendor's recorded verdicts. Returns counts and the mismatching cases:
+    ``accepts`` (qnnemu takes what the vendor refused) and ``refuses`` (the opposite), for
+    validation and for the one-node graph."""
+    w = Worker(None, arch_soc(arch))
+    out = {"arch": arch, "cases": len(cases), "compared": 0, "mismatches": []}
+    try:
+        for c in cases:
+            r = w.run(c)
+            if "dtype" in c:
+                continue
+            v, g = vendor_verdicts(doc, arch, r["entry"], r["sig"], r["rank"])
+            ours_v, ours_g = r["validate"] == 0, "stage" not in r and "graph" not in r
+            for stage, theirs, ours in (("validate", v, ours_v), ("graph", g, ours_g)):
+                if theirs is None:
+                    continue
+                out["compared"] += 1
+                if theirs != ours:
+                    out["mismatches"].append({**c, "stage": stage, "entry": r["entry"], "sig": r["sig"],
+                                              "rank": r["rank"], "vendor": theirs, "ours": ours,
+                                              "why": r.get("v_reason") if stage == "validate" else r.get("g_reason")})
+    finally:
+        w.be.free()
+    return out
+
+
 def vendor_versions(library: str, env: dict) -> dict:
     code = ("import json, sys; from qnnemu.client import Backend; be = Backend(sys.argv[1], log_level=None, "
             "device=False); print(json.dumps({'build_id': be.build_id, 'api': [list(be.api_version.core), "
@@ -641,9 +712,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtypes", nargs="*", default=list(DTYPES), help="only these data types (quick looks)")
     p.add_argument("--canonical-only", action="store_true", help="only each op's canonical rank (quick looks)")
     p.add_argument("--self-check", action="store_true")
+    p.add_argument("--check-ours", action="store_true",
+                   help="run the cases on qnnemu and compare with the data (--out is read, not written)")
+    p.add_argument("--sample", type=int, help="--check-ours: a sample of this many cases per arch")
+    p.add_argument("--json", type=Path, help="--check-ours: write the result here")
     a = p.parse_args(argv)
     if a.self_check:
         return self_check()
+    if a.check_ours:
+        return check_ours_main(a)
     from qnnemu import ops as qops
     ops = sorted(a.ops or qops.REGISTRY)
     library, env = vendor_env()
@@ -695,6 +772,34 @@ def main(argv: list[str] | None = None) -> int:
     if a.raw:
         a.raw.write_text("\n".join(json.dumps(r) for r in raw) + "\n")
     print(f"wrote {a.out} ({len(ops)} ops x {len(results)} archs) in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+def check_ours_main(a) -> int:
+    """--check-ours: every (or a sample of the) sweep case on qnnemu, per arch in a subprocess."""
+    from qnnemu import ops as qops
+    ops = sorted(a.ops or qops.REGISTRY)
+    results = []
+    for arch in a.archs:
+        with tempfile.TemporaryDirectory(prefix="op-support-ours-") as tmp:
+            out = Path(tmp) / "out.json"
+            code = ("import json, sys; sys.path[:0] = [{root!r}, {tools!r}]; import probe_op_support as p; "
+                    "doc = json.load(open({data!r})); cases = p.sample_cases({ops!r}, {n!r}); "
+                    "json.dump(p.check_ours({arch}, cases, doc), open({out!r}, 'w'))").format(
+                root=str(ROOT), tools=str(ROOT / "tools"), data=str(a.out), ops=ops, n=a.sample, arch=arch,
+                out=str(out))
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+            proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+            if proc.returncode != 0 or not out.exists():
+                print(f"v{arch}: failed ({proc.returncode}): {proc.stderr[-2000:]}", file=sys.stderr)
+                return 2
+            res = json.loads(out.read_text())
+        results.append(res)
+        by = collections.Counter((m["stage"], "qnnemu accepts" if m["ours"] else "qnnemu refuses") for m in res["mismatches"])
+        print(f"v{arch}: {res['cases']} cases, {res['compared']} verdicts compared, {len(res['mismatches'])} differ "
+              f"{dict(by)}")
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=1))
     return 0
 
 

@@ -352,6 +352,8 @@ class Graph:
         in_specs = [t.spec() if t is not None else None for t in inputs]
         cls, parsed, outs = check_op(cfg, in_specs, params, [t.spec() for t in outputs], func, code,
                                      log=self.log)
+        op_support.check_add(cls.op_type, parsed, in_specs, [t.spec() for t in outputs], device_model(self).arch,
+                             func, f"node '{cfg.name}' ({cls.op_type})")
         node = Node(cfg.name, cls.op_type, cls, parsed, [t.id if t is not None else None for t in inputs],
                     [t.id for t in outputs], in_specs, [t.spec() for t in outputs], params,
                     cfg.package or ops.PACKAGE_NAME)

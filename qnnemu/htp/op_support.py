@@ -17,13 +17,15 @@ with a better message):
   (``QNNEMU-htp-op-dtype``), a rank it does not take (``QNNEMU-htp-op-rank``), a parameter
   value it does not take (``QNNEMU-htp-op-variant``) -- code
   QNN_OP_PACKAGE_ERROR_VALIDATION_FAILURE, as the vendor's;
+- ``graphAddNode`` (:func:`check_add`): what the vendor's graphAddNode refuses (16-bit activations
+  with 16-bit weights before v73, ...) (``QNNEMU-htp-op-add``) -- QNN_GRAPH_ERROR_INVALID_OP_CONFIG;
 - ``graphFinalize`` (:func:`check_finalize`): a node the HTP cannot create on the device
   (``QNNEMU-htp-op-finalize``), what the vendor's one-node graph failed on -- code
   QNN_GRAPH_ERROR_FINALIZE_FAILED;
 - ``tensorCreateGraphTensor`` (:func:`check_tensor`): a data type the HTP does not hold
   (``QNNEMU-htp-tensor-dtype``), the vendor's code.
 
-``graphAddNode`` checks nothing more: the vendor's takes what its validation refuses (it
+``graphAddNode`` checks nothing else: the vendor's takes what its validation refuses (it
 computes a UINT_32 ElementWiseAdd, for one) and leaves the rest to finalize.
 
 The device is the graph's (``qnnemu.htp.settings.device_model``); for backendValidateOpConfig,
@@ -55,14 +57,17 @@ MODES = ("htp", "all")
 
 VALIDATION_FAILURE = int(Q.QNN_OP_PACKAGE_ERROR_VALIDATION_FAILURE)
 FINALIZE_FAILED = int(Q.QNN_GRAPH_ERROR_FINALIZE_FAILED)
+ADD_REFUSED = int(Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG)
 
 
-def enabled() -> bool:
-    """The checks apply (``QNNEMU_OP_SUPPORT`` unset or ``htp``); ``all`` turns them off."""
+def enabled(func: str = "") -> bool:
+    """The checks apply (``QNNEMU_OP_SUPPORT`` unset or ``htp``); ``all`` turns them off. Any
+    other value fails the calling function (``func``) with rule QNNEMU-env-op-support."""
     mode = os.environ.get(ENV, "htp").strip().lower() or "htp"
     if mode not in MODES:
         raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                       f"{ENV}='{mode}': must be one of {', '.join(MODES)}", rule="QNNEMU-env-op-support")
+                       f"{func}: {ENV}: '{mode}' is not one of {', '.join(MODES)} (htp: refuse what the HTP "
+                       f"refuses; all: the emulator's reference runs)", rule="QNNEMU-env-op-support")
     return mode == "htp"
 
 
@@ -107,6 +112,24 @@ def variant_key(op_type: str, params: dict[str, Any], inputs: Sequence) -> str |
     if op_type == "StridedSlice" and int(params.get("new_axes_mask") or 0):
         return "new-axes"
     return None
+
+
+_ENUMS = {"ElementWiseUnary": "QNN_OP_ELEMENT_WISE_UNARY_OPERATION_",
+          "ElementWiseBinary": "QNN_OP_ELEMENT_WISE_BINARY_OPERATION_",
+          "ElementWiseNeuron": "QNN_OP_ELEMENT_WISE_NEURON_OPERATION_",
+          "ScatterElements": "QNN_OP_SCATTER_ELEMENTS_REDUCTION_", "ScatterNd": "QNN_OP_SCATTER_ND_REDUCTION_"}
+
+
+def describe_variant(op_type: str, key: str) -> str:
+    """A variant key in words (``reduction 3 (MAX)``)."""
+    if key == "ceil-window-on-padding":
+        return ("rounding_mode CEIL with a last window that starts on the padding (the HTP counts that "
+                "window, ONNX drops it: the HTP's output is one longer than the dropped shape)")
+    if key == "new-axes":
+        return "a non-zero new_axes_mask"
+    name, _, value = key.partition("=")
+    label = Q.enum(_ENUMS.get(op_type, "-")).get(int(value), "") if value.isdigit() else ""
+    return f"{name} {value}" + (f" ({label.removeprefix(_ENUMS[op_type])})" if label else "")
 
 
 def entry_name(op_type: str, key: str | None) -> str:
@@ -179,8 +202,9 @@ class Support:
             r for v in self.accepted.values() for r in v}
         self.ranks_accepted = {r for v in self.accepted.values() for r in v}
         kinds = {kind for v in self.validate.values() for kind in v.values()}
-        # No configuration taken, every refusal "no such op": the HTP has no implementation.
-        self.unknown_op = not self.accepted and kinds == {"unknown-op"}
+        # No configuration taken and "no such op" among the refusals (the others: ranks beyond
+        # any tensor): the HTP has no implementation.
+        self.unknown_op = not self.accepted and "unknown-op" in kinds
         graph_ranks = {r for v in self.finalize.values() for r, k in v.items() if k != "add"} | {
             r for v in self.finalized.values() for r in v}
         self.finalize_ranks_failed = {r for r in graph_ranks
@@ -248,10 +272,19 @@ def describe_types(names: Iterable[str]) -> str:
     return ", ".join(parts) or "nothing"
 
 
-def describe_sets(sets: list, sig) -> str:
-    """What the HTP takes, told at the first position where the node's type is taken by no set."""
+def held_types(arch: int) -> set[str]:
+    """The data types tensors of the arch can have (tensor creation refuses the others)."""
+    refused = data().get("tensors", {}).get(str(data_arch(arch)), {})
+    return {d for d in data()["dtypes"] if d not in refused}
+
+
+def describe_sets(sets: list, sig, arch: int) -> str:
+    """What the HTP takes, told at the first position where the node's type is taken by no set
+    (types the arch's tensors cannot have left out)."""
+    held = held_types(arch) | {"-"}
+    sets = [s for s in sets if all(t in held for t in (*s[0], *s[1]))]
     if not sets:
-        return "no data type set"
+        return "it takes no data type set of the arch's tensor types"
     ins, outs = sig
     for role, got_all, idx in (("input", ins, 0), ("output", outs, 1)):
         for k, got in enumerate(got_all):
@@ -284,7 +317,7 @@ def check_validate(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
                    func: str, where: str) -> None:
     """backendValidateOpConfig: raises the QnnError the vendor's validation refusal maps to, or
     returns. ``where``: the node, for messages (``node 'n' (Op)``)."""
-    if not enabled():
+    if not enabled(func):
         return
     name, key, sup = _entry(op_type, params, inputs, arch)
     if sup is None:
@@ -295,11 +328,11 @@ def check_validate(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
     path = "opConfig.v1.typeName"
     if sup.unknown_op:
         raise QnnError(VALIDATION_FAILURE,
-                       f"{func}: {where}: {path}: {name} is not implemented by {measured}; no data type "
-                       f"or rank of it is taken", rule="QNNEMU-htp-op-unsupported")
+                       f"{func}: {where}: {path}: {name} is not implemented by {measured}: no data type "
+                       f"or rank of it is supported", rule="QNNEMU-htp-op-unsupported")
+    if rank in sup.accepted.get(text, ()):
+        return      # taken (where measured configurations differ in what the key leaves out: taken)
     kind = sup.validate.get(text, {}).get(rank)
-    if kind is None and rank in sup.accepted.get(text, ()):
-        return
     if kind is None and rank not in sup.ranks_measured:
         # A rank the sweep did not reach (variants and fixed-rank ops are measured at one rank):
         # the verdict the data type set had at every rank measured, when it had one.
@@ -318,16 +351,63 @@ def check_validate(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
         return
     if kind == "rank":
         raise QnnError(VALIDATION_FAILURE,
-                       f"{func}: {where}: opConfig.v1.inputTensors: rank {rank} is not taken by {op_type} on "
+                       f"{func}: {where}: opConfig.v1.inputTensors: {op_type}: rank {rank} is not supported by "
                        f"{measured}; it takes {describe_ranks(sup.ranks_accepted)}", rule="QNNEMU-htp-op-rank")
-    if key is not None and (kind == "variant" or support(op_type, arch) is None):
-        taken = describe_types({t for s in sup.accepted for t in parse_sig(s)[0] if t != "-"})
+    if key is not None and (kind == "variant" or _base_takes(op_type, sig, arch)):
+        # The op takes these data types; with this parameter value the HTP does not.
+        taken = sorted(s for s in sup.accepted)
+        words = describe_variant(op_type, key)
         raise QnnError(VALIDATION_FAILURE,
-                       f"{func}: {where}: opConfig.v1.params: {op_type} with {key} is not taken for "
-                       f"{text} by {measured}; with {key} it takes {taken}", rule="QNNEMU-htp-op-variant")
+                       f"{func}: {where}: opConfig.v1.params: {op_type}: {words} is not supported for the data "
+                       f"types {text} by {measured}; "
+                       + (f"with it, it takes {'; '.join(taken)}" if taken else "it takes it with no data type"),
+                       rule="QNNEMU-htp-op-variant")
     raise QnnError(VALIDATION_FAILURE,
-                   f"{func}: {where}: opConfig.v1.inputTensors: {name} does not take the data types {text} "
-                   f"on {measured}; {describe_sets(sup.taken_sets(), sig)}", rule="QNNEMU-htp-op-dtype")
+                   f"{func}: {where}: opConfig.v1.inputTensors: {name}: the data types {text} are not supported "
+                   f"by {measured}; {describe_sets(sup.taken_sets(), sig, arch)}", rule="QNNEMU-htp-op-dtype")
+
+
+def _base_takes(op_type: str, sig, arch: int) -> bool:
+    """The op without its variant takes the data type set (listed or measured)."""
+    base = support(op_type, arch)
+    if base is None:
+        return False
+    return sig_text(sig) in base.accepted or any(set_matches(s, sig) for s in base.sets)
+
+
+def check_add(op_type: str, params: dict, inputs: Sequence, outputs: Sequence, arch: int,
+              func: str, where: str) -> None:
+    """graphAddNode: raises for a node the vendor's graphAddNode refused on the arch (e.g. 16-bit
+    activations with 16-bit weights before v73, a scalar into ExpandDims/Pack): the exact data
+    type set at that rank, or at any rank when every measured rank of it was refused there."""
+    if not enabled(func):
+        return
+    name, key, sup = _entry(op_type, params, inputs, arch)
+    if sup is None:
+        return
+    sig = signature(inputs, outputs)
+    text, rank = sig_text(sig), node_rank(inputs, outputs)
+    if rank in sup.finalized.get(text, ()):
+        return
+    kinds = sup.finalize.get(text, {})
+    kind = kinds.get(rank)
+    if kind is None and rank not in sup.ranks_measured and kinds and set(kinds.values()) == {"add"}:
+        kind = "add"
+    if kind != "add":
+        return
+    raise QnnError(ADD_REFUSED,
+                   f"{func}: {where}: opConfig.v1.inputTensors: {name} with the data types {text} at rank {rank} "
+                   f"is not taken by the HTP on v{arch}'s graphAddNode (measured: docs/op-support.md){_a16w16(sig, arch)}",
+                   rule="QNNEMU-htp-op-add")
+
+
+def _a16w16(sig, arch: int) -> str:
+    ins = sig[0]
+    sixteen = {"UFIXED_POINT_16", "SFIXED_POINT_16"}
+    if len(ins) > 1 and ins[0] in sixteen and ins[1] in sixteen:
+        return ("; 16-bit activations with 16-bit weights (A16W16) are enabled only on selected SoCs (QNN HTP "
+                "backend documentation, A16W16): v73 and later take them")
+    return ""
 
 
 def check_finalize(op_type: str, params: dict, inputs: Sequence, outputs: Sequence, arch: int,
@@ -335,16 +415,16 @@ def check_finalize(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
     """graphFinalize: raises when the vendor's one-node graph of this node failed to finalize on
     the arch (the exact data type set and rank measured, a rank no measured node of the op
     finalized at, or an op none of whose measured nodes finalized)."""
-    if not enabled():
+    if not enabled(func):
         return
     name, key, sup = _entry(op_type, params, inputs, arch)
     if sup is None:
         return
     sig = signature(inputs, outputs)
     text, rank = sig_text(sig), node_rank(inputs, outputs)
+    if not sup.unknown_op and rank in sup.finalized.get(text, ()):
+        return      # created (where measured configurations differ: created)
     kind = "unknown-op" if sup.unknown_op else sup.finalize.get(text, {}).get(rank)
-    if kind is None and rank in sup.finalized.get(text, ()):
-        return
     if kind is None and rank in sup.finalize_ranks_failed:
         kind = "rank"
     if kind is None and sup.never_finalized:
@@ -362,7 +442,7 @@ def check_finalize(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
 
 def check_tensor(dtype: int, tensor_type: int, arch: int, func: str, path: str) -> None:
     """tensorCreateGraphTensor: a data type the HTP does not hold on the arch (the vendor's code)."""
-    if not enabled():
+    if not enabled(func):
         return
     per_arch = data().get("tensors", {}).get(str(data_arch(arch)), {})
     name = short(dtype)
@@ -386,5 +466,5 @@ def dtypes_type_name(tensor_type: int) -> str:
 
 
 __all__ = ["variant_key", "entry_name", "signature", "sig_text", "parse_sig", "set_matches", "node_rank",
-           "enabled", "ENV", "DATA_PATH", "check_validate", "check_finalize", "check_tensor", "support",
+           "enabled", "ENV", "DATA_PATH", "check_validate", "check_add", "check_finalize", "check_tensor", "support",
            "data", "data_arch", "describe_types", "Support"]
