@@ -314,3 +314,26 @@ def test_vendor_still_gives_the_recorded_verdicts(arch):
 def test_case_templates_cover_every_registered_op():
     assert set(op_support_cases.TEMPLATES) == set(ops.REGISTRY), \
         f"templates missing for {sorted(set(ops.REGISTRY) - set(op_support_cases.TEMPLATES))}"
+
+
+def test_graph_validate_names_the_node_the_htp_cannot_create():
+    """graphValidate (QNN 2.50) reports a node graphFinalize would refuse for op support as
+    UNSUPPORTED, with the rule, and graphFinalize's code as the overall status."""
+    from qnnemu.client import Backend, htp_device_config
+    rng = np.random.default_rng(1)
+    with Backend(log_level=None, device_configs=[htp_device_config("SOC", socModel=SM8350)]) as be:
+        g = be.context().graph("g")
+        ins = [g.input("x", (1, 2, 3))]
+        ins += [g.static(f"w{i}", rng.standard_normal((4, 3)).astype(np.float32)) for i in range(3)]
+        ins += [g.static(f"r{i}", rng.standard_normal((4, 4)).astype(np.float32)) for i in range(3)]
+        ins += [g.static(f"b{i}", rng.standard_normal(4).astype(np.float32)) for i in range(6)]
+        ins.append(g.input("h0", (1, 2, 4)))
+        g.node("Gru", ins, [("y", (1, 2, 4), np.float32), ("yh", (1, 2, 4), np.float32)],
+               params={"time_major": True, "linear_before_reset": 1}, app_read=True, name="gru")
+        g.node("Relu", [g.input("a", (2, 3))], [("b", (2, 3), np.float32)], app_read=True, name="relu")
+        verdict = g.validate()
+    gru, relu = verdict["nodes"]
+    assert relu["supported"], f"Relu is supported on v68: {relu}"
+    assert not gru["supported"] and gru["code"] == Q.QNN_GRAPH_ERROR_FINALIZE_FAILED \
+        and "[QNNEMU-htp-op-finalize]" in gru["message"], f"the float Gru on v68 is UNSUPPORTED: {gru}"
+    assert verdict["overall"] == Q.QNN_GRAPH_ERROR_FINALIZE_FAILED, f"overall: graphFinalize's code: {verdict}"
