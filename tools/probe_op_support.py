@@ -712,6 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtypes", nargs="*", default=list(DTYPES), help="only these data types (quick looks)")
     p.add_argument("--canonical-only", action="store_true", help="only each op's canonical rank (quick looks)")
     p.add_argument("--self-check", action="store_true")
+    p.add_argument("--summary", action="store_true", help="print the markdown table of docs/op-support.md")
     p.add_argument("--check-ours", action="store_true",
                    help="run the cases on qnnemu and compare with the data (--out is read, not written)")
     p.add_argument("--sample", type=int, help="--check-ours: a sample of this many cases per arch")
@@ -721,6 +722,9 @@ def main(argv: list[str] | None = None) -> int:
         return self_check()
     if a.check_ours:
         return check_ours_main(a)
+    if a.summary:
+        print(summary_table())
+        return 0
     from qnnemu import ops as qops
     ops = sorted(a.ops or qops.REGISTRY)
     library, env = vendor_env()
@@ -801,6 +805,46 @@ def check_ours_main(a) -> int:
     if a.json:
         a.json.write_text(json.dumps(results, indent=1))
     return 0
+
+
+def summary_table(arch: int = 73) -> str:
+    """A markdown table of the data (docs/op-support.md): per op, on ``arch``, what validation
+    takes (input 0's types, ranks) and what the other archs do differently."""
+    from qnnemu.htp import op_support as o
+    doc = o.data()
+    lines = [f"| op | v{arch}: input 0 types validation takes | ranks | other archs |", "| --- | --- | --- | --- |"]
+    held = o.held_types(arch)
+    for name in sorted(doc["ops"]):
+        sup = o.support(name, arch)
+        if sup.unknown_op:
+            types, ranks = "**not implemented** (no validator)", "-"
+        else:
+            firsts = {s[0][0] for s in sup.taken_sets() if s[0] and s[0][0] in held}
+            types = o.describe_types(firsts) if firsts else "none"
+            ranks = o.describe_ranks(sup.ranks_accepted).replace("ranks ", "").replace("rank ", "")
+        notes = []
+        for other in o.measured_archs():
+            if other == arch:
+                continue
+            x = o.support(name, other)
+            if x is None:
+                continue
+            if x.unknown_op != sup.unknown_op or set(x.accepted) != set(sup.accepted):
+                gained = len(set(x.accepted) - set(sup.accepted))
+                lost = len(set(sup.accepted) - set(x.accepted))
+                notes.append(f"v{other}: validation takes {gained} more, {lost} fewer sets")
+            fin = {(k, r) for k, v in x.finalize.items() for r, kind in v.items() if kind not in ("add", "crash")}
+            fin0 = {(k, r) for k, v in sup.finalize.items() for r, kind in v.items() if kind not in ("add", "crash")}
+            taken_fail = {(k, r) for k, r in fin - fin0 if r in x.accepted.get(k, ())}
+            if taken_fail:
+                notes.append(f"v{other}: {len(taken_fail)} validated configurations fail graphFinalize "
+                             f"(e.g. {sorted(taken_fail)[0][0]} rank {sorted(taken_fail)[0][1]})")
+            adds = {k for k, v in x.finalize.items() if "add" in v.values()} - \
+                   {k for k, v in sup.finalize.items() if "add" in v.values()}
+            if adds:
+                notes.append(f"v{other}: graphAddNode refuses {len(adds)} more sets (e.g. {sorted(adds)[0]})")
+        lines.append(f"| {name} | {types} | {ranks} | {'; '.join(dict.fromkeys(notes)) or 'same'} |")
+    return "\n".join(lines)
 
 
 def write_json(path: Path, doc: dict) -> None:
