@@ -256,7 +256,8 @@ def test_escape_hatch_takes_everything_qnnemu_computes(session, monkeypatch):
 
 def test_validation_answers_for_the_newest_device():
     """backendValidateOpConfig has no device: as the vendor's, it answers for the newest device
-    created (A16W16 MatMul: taken on v73, refused on v68)."""
+    created (A16W16 MatMul: taken on v73, refused on v68). Once that device is freed qnnemu
+    answers for the newest live one; the vendor's process-wide setting stays v68 (measured)."""
     q = (0.001, 0)
 
     def op():
