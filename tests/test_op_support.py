@@ -116,8 +116,10 @@ def test_archs_without_data_use_the_nearest_measured_below():
 @pytest.mark.parametrize("arch,sample", [(73, None), (68, 1500), (69, 800), (75, 800), (79, 800), (81, 1500)])
 def test_qnnemu_refuses_what_the_vendor_refused(arch, sample):
     """The measured cases (all of them on v73) replayed on qnnemu: none the vendor refused at
-    validation or in its one-node graph is taken by qnnemu; where qnnemu refuses what the vendor
-    took, the refusal is an op's own rule (docs/op-support.md lists them), never an op-support rule."""
+    validation or in its one-node graph is taken by qnnemu, except the few graphs validation takes
+    whose failure the data cannot tell from their shapes (graphFinalize takes them: at most 0.5%);
+    where qnnemu refuses what the vendor took, the refusal is an op's own rule (docs/op-support.md
+    lists them), never an op-support rule."""
     n_cases = len(probe.sample_cases(sorted(ops.REGISTRY), sample, seed=arch))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("QNNEMU_OP_SUPPORT", None)
@@ -132,8 +134,12 @@ def test_qnnemu_refuses_what_the_vendor_refused(arch, sample):
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["cases"] == n_cases and res["compared"] > n_cases // 2, \
         f"v{arch}: {res['cases']} cases replayed, {res['compared']} verdicts compared"
-    taken = [(m["stage"], m["entry"], m["sig"], m["rank"]) for m in res["mismatches"] if m["ours"]]
+    taken = [(m["stage"], m["entry"], m["sig"], m["rank"]) for m in res["mismatches"] if m["ours"] and not m["lenient"]]
     assert not taken, f"v{arch}: qnnemu takes {len(taken)} configurations the vendor refused: {taken[:10]}"
+    lenient = [m for m in res["mismatches"] if m["ours"] and m["lenient"]]
+    assert all(m["stage"] == "graph" for m in lenient) and len(lenient) <= max(20, n_cases // 200), \
+        f"v{arch}: graphFinalize takes {len(lenient)} configurations validation takes and the vendor's one-node " \
+        f"graph failed at one rank only (docs/op-support.md): {[(m['entry'], m['sig'], m['rank']) for m in lenient][:10]}"
     ours = [(m["stage"], m["entry"], m["sig"], m["rank"], m["why"]) for m in res["mismatches"]
             if not m["ours"] and "[QNNEMU-htp-" in (m.get("why") or "")]
     assert not ours, f"v{arch}: op-support rules refuse {len(ours)} configurations the vendor took: {ours[:10]}"

@@ -42,6 +42,11 @@ FLOATS = {"FLOAT_32", "FLOAT_16", "BFLOAT_16"}
 ALL_RANKS = tuple(range(0, 9))
 ND_RANKS = tuple(range(1, 9))
 BASE_DIMS = (2, 3, 4, 5, 2, 3, 2, 2)
+# The alternative shapes (``ALT``): a configuration that fails to finalize is built again with
+# these; a failure that goes away depends on the shapes, not on the data types and rank.
+# ALT 1: other sizes; ALT 2: leading unit dimensions (batch 1 and friends, common in models).
+ALT_BASE_DIMS = {1: (1, 4, 3, 2, 3, 2, 3, 1), 2: (1, 1, 1, 2, 3, 4, 2, 2)}
+ALT = 0
 
 
 def qnn_dtype(name: str) -> int:
@@ -49,7 +54,7 @@ def qnn_dtype(name: str) -> int:
 
 
 def dims(rank: int) -> tuple[int, ...]:
-    return BASE_DIMS[:rank]
+    return ALT_BASE_DIMS.get(ALT, BASE_DIMS)[:rank]
 
 
 @dataclass
@@ -156,6 +161,9 @@ def _isnan(op, r):
 
 @template(*BINARY, ranks=ALL_RANKS)
 def _binary(op, r):
+    if op == "Prelu" and ALT and r:
+        # The alternative Prelu: a static per-channel coefficient (how converters give it).
+        return Template([In("x", dims(r)), In("x", dims(r)[-1:], True, np.full(dims(r)[-1:], 0.1))], {}, ["x"])
     return Template([In("x", dims(r)), In("x", dims(r))], {}, ["x"],
                     shape_dtype="BOOL_8" if op in LOGICAL else "FLOAT_32")
 
@@ -721,5 +729,5 @@ def canonical_rank(op: str) -> int:
     return 4 if 4 in ranks else next(r for r in ranks if r > 0)
 
 
-__all__ = ["DTYPES", "TEMPLATES", "PAIR_OPS", "VARIANTS", "VARIANT_DTYPES", "Template", "In", "Config", "Tensor", "resolve", "canonical_rank",
+__all__ = ["DTYPES", "TEMPLATES", "PAIR_OPS", "VARIANTS", "VARIANT_DTYPES", "ALT", "ALT_BASE_DIMS", "Template", "In", "Config", "Tensor", "resolve", "canonical_rank",
            "qnn_dtype", "params_of", "infer_shapes", "FIXED", "FLOATS"]

@@ -40,6 +40,9 @@ and arch:
   (graphAddNode: kind ``add``; graphFinalize: ``unknown-op`` (no such op on the HTP),
   ``create`` (the op could not be created), ``rank`` or ``other``; crash: ``crash``);
   ``finalized``: the signatures whose graph finalized, with those ranks;
+  ``finalize_shape_dependent``: graph failures (at a rank some configuration of the op finalized
+  at) that went away when the same data types were built in other shapes (``ALT`` in
+  tools/op_support_cases.py) -- not refused;
 - and per arch (``tensors``): per data type and tensor type, the tensorCreateGraphTensor code
   when the vendor refuses it.
 
@@ -93,7 +96,13 @@ def template_of(case: dict):
 
 
 def config_of(case: dict):
-    return resolve(case["op"], template_of(case), case["x"], case.get("y"), case.get("overrides"))
+    """The case's configuration (with ``"alt"``: in the alternative shapes)."""
+    import op_support_cases
+    op_support_cases.ALT = int(case.get("alt") or 0)
+    try:
+        return resolve(case["op"], template_of(case), case["x"], case.get("y"), case.get("overrides"))
+    finally:
+        op_support_cases.ALT = 0
 
 
 def sweep_cases(op: str, dtypes=DTYPES, canonical_only: bool = False) -> list[dict]:
@@ -539,6 +548,17 @@ def measure_arch(library: str, arch: int, ops: list[str], env: dict, raw: list, 
         for s in r.get("sets", ()):
             if s not in listed[e]:
                 listed[e].append(s)
+    # Graph failures in ranks some configuration finalized at: again in the alternative shapes.
+    finalized_ranks = collections.defaultdict(set)
+    for c, e, r in zip(cases, entries, recs):
+        if "stage" not in r and "graph" not in r and "crash" not in r:
+            finalized_ranks[e].add(r["rank"])
+    alt = [{**c, "alt": k} for c, e, r in zip(cases, entries, recs)
+           if r.get("stage") == "finalize" and r["rank"] in finalized_ranks[e] for k in (1, 2)]
+    alt_recs = run_cases(library, soc, alt, env, f"v{arch}-alt", log) if alt else []
+    shape_dependent = {(config_of(c).entry, r0["sig"], r0["rank"])
+                       for c, r0 in zip(alt, alt_recs) if "stage" not in r0 and "graph" not in r0 and "crash" not in r0}
+    log(f"v{arch}: {len(alt)} graph failures again in other shapes: {len(shape_dependent)} went away")
     t1 = time.perf_counter()
     extra = [c for e in listed if e in base for c in set_cases(base[e], listed[e])]
     extra_recs = run_cases(library, soc, extra, env, f"v{arch}-sets", log) if extra else []
@@ -547,8 +567,10 @@ def measure_arch(library: str, arch: int, ops: list[str], env: dict, raw: list, 
     out = {}
     for e in dict.fromkeys(entries):
         out[e] = summarize([(c, r) for c, x, r in zip(cases, entries, recs) if x == e],
-                           [(c, r) for c, x, r in zip(extra, extra_entries, extra_recs) if x == e], listed.get(e, []))
-    for c, e, r in zip(cases + extra, entries + extra_entries, recs + extra_recs):
+                           [(c, r) for c, x, r in zip(extra, extra_entries, extra_recs) if x == e], listed.get(e, []),
+                           {(s, rk) for x, s, rk in shape_dependent if x == e})
+    for c, e, r in zip(cases + extra + alt, entries + extra_entries + [config_of(c).entry for c in alt],
+                       recs + extra_recs + alt_recs):
         raw.append({"arch": arch, "entry": e, **c, **r})
     tensors: dict = collections.defaultdict(dict)
     for c, r in zip(tensor_cases, tensor_recs):
@@ -558,12 +580,14 @@ def measure_arch(library: str, arch: int, ops: list[str], env: dict, raw: list, 
     return out, dict(tensors)
 
 
-def summarize(sweep: list, sets: list, listed: list) -> dict:
-    """One entry's data on one arch (see the module docstring)."""
+def summarize(sweep: list, sets: list, listed: list, shape_dependent: set = frozenset()) -> dict:
+    """One entry's data on one arch (see the module docstring); ``shape_dependent``: the
+    (signature, rank) graph failures that went away in the alternative shapes."""
     validate: dict = collections.defaultdict(dict)
     finalize: dict = collections.defaultdict(dict)
     accepted: dict = collections.defaultdict(list)
     finalized: dict = collections.defaultdict(list)
+    shapes: dict = {}
     for c, r in sweep + sets:
         if "crash" in r:
             cfg = config_of(c)
@@ -575,7 +599,9 @@ def summarize(sweep: list, sets: list, listed: list) -> dict:
             validate[sig][rank] = r.get("v_kind", "other")
         elif int(rank) not in accepted[sig]:
             accepted[sig].append(int(rank))
-        if r.get("stage") in ("add", "finalize"):
+        if r.get("stage") == "finalize" and (sig, int(rank)) in shape_dependent:
+            shapes.setdefault(sig, []).append(int(rank))
+        elif r.get("stage") in ("add", "finalize"):
             finalize[sig][rank] = r["g_kind"] if r["stage"] == "finalize" else "add"
         elif "stage" not in r and "graph" not in r and int(rank) not in finalized[sig]:
             finalized[sig].append(int(rank))
@@ -589,6 +615,8 @@ def summarize(sweep: list, sets: list, listed: list) -> dict:
     entry["validate"] = {s: dict(sorted(v.items(), key=lambda kv: int(kv[0]))) for s, v in sorted(validate.items())}
     entry["finalize"] = {s: dict(sorted(v.items(), key=lambda kv: int(kv[0]))) for s, v in sorted(finalize.items())}
     entry["finalized"] = {s: sorted(v) for s, v in sorted(finalized.items())}
+    if shapes:
+        entry["finalize_shape_dependent"] = {s: sorted(set(v)) for s, v in sorted(shapes.items())}
     return entry
 
 
@@ -653,8 +681,11 @@ def check_ours(arch: int, cases: list[dict], doc: dict) -> dict:
                     continue
                 out["compared"] += 1
                 if theirs != ours:
+                    from qnnemu.htp.op_support import finalize_taken_despite_failure
+                    lenient = (stage == "graph" and ours and
+                               finalize_taken_despite_failure(r["entry"], arch, r["sig"], r["rank"]))
                     out["mismatches"].append({**c, "stage": stage, "entry": r["entry"], "sig": r["sig"],
-                                              "rank": r["rank"], "vendor": theirs, "ours": ours,
+                                              "rank": r["rank"], "vendor": theirs, "ours": ours, "lenient": lenient,
                                               "why": r.get("v_reason") if stage == "validate" else r.get("g_reason")})
     finally:
         w.be.free()

@@ -20,8 +20,9 @@ with a better message):
 - ``graphAddNode`` (:func:`check_add`): what the vendor's graphAddNode refuses (16-bit activations
   with 16-bit weights before v73, ...) (``QNNEMU-htp-op-add``) -- QNN_GRAPH_ERROR_INVALID_OP_CONFIG;
 - ``graphFinalize`` (:func:`check_finalize`): a node the HTP cannot create on the device
-  (``QNNEMU-htp-op-finalize``), what the vendor's one-node graph failed on -- code
-  QNN_GRAPH_ERROR_FINALIZE_FAILED;
+  (``QNNEMU-htp-op-finalize``), what the vendor's one-node graph failed on in every shape the probe
+  built it in (a data type set validation takes: only when it failed at every rank validation
+  took it at, or no kernel exists for it) -- code QNN_GRAPH_ERROR_FINALIZE_FAILED;
 - ``tensorCreateGraphTensor`` (:func:`check_tensor`): a data type the HTP does not hold
   (``QNNEMU-htp-tensor-dtype``), the vendor's code.
 
@@ -425,6 +426,8 @@ def check_finalize(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
     if not sup.unknown_op and rank in sup.finalized.get(text, ()):
         return      # created (where measured configurations differ: created)
     kind = "unknown-op" if sup.unknown_op else sup.finalize.get(text, {}).get(rank)
+    if _lenient(sup, text, rank, kind):
+        return
     if kind is None and rank in sup.finalize_ranks_failed:
         kind = "rank"
     if kind is None and sup.never_finalized:
@@ -438,6 +441,27 @@ def check_finalize(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
     raise QnnError(FINALIZE_FAILED,
                    f"{func}: {where}: {why} on v{arch} (measured: docs/op-support.md; the vendor's graphFinalize "
                    f"fails the same way)", rule="QNNEMU-htp-op-finalize")
+
+
+def _lenient(sup: Support, text: str, rank: int, kind: str | None) -> bool:
+    """A configuration validation takes whose one-node graph failed at this rank only: the
+    failure may depend on shapes or parameters the data does not key (a rank-5 Gather
+    finalizes on some axes, not on others), so graphFinalize takes it."""
+    return kind in ("create", "other") and rank in sup.accepted.get(text, ()) and not _fails_at_every_rank(sup, text)
+
+
+def finalize_taken_despite_failure(name: str, arch: int, text: str, rank: int) -> bool:
+    """Whether graphFinalize deliberately takes a measured failure (:func:`_lenient`)."""
+    sup = support(name, arch)
+    return sup is not None and _lenient(sup, normalized(text), rank, sup.finalize.get(normalized(text), {}).get(rank))
+
+
+def _fails_at_every_rank(sup: Support, text: str) -> bool:
+    """Validation took ``text`` at some ranks and the one-node graph failed at every one of them
+    (a data type set the HTP cannot create at all on the arch)."""
+    ranks = sup.accepted.get(text, set())
+    failed = {r for r, kind in sup.finalize.get(text, {}).items() if kind not in ("add", "crash")}
+    return bool(ranks) and ranks <= failed
 
 
 def check_tensor(dtype: int, tensor_type: int, arch: int, func: str, path: str) -> None:
