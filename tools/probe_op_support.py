@@ -373,7 +373,12 @@ class Worker:
         from qnnemu.headers import Q
         if "dtype" in case:
             return self.tensor_probe(case)
-        cfg = config_of(case)
+        try:
+            cfg = config_of(case)
+        except Exception as e:  # noqa: BLE001 - an alternative shape the template does not fit
+            if not case.get("alt"):
+                raise
+            return {"error": f"{type(e).__name__}: {e}"}
         rec = {"sig": sig_text(cfg.signature()), "entry": cfg.entry,
                "rank": max((len(t.shape) for t in cfg.inputs + cfg.outputs if not t.null), default=0)}
         # 1. backendValidateOpConfig on never-created tensors
@@ -553,11 +558,17 @@ def measure_arch(library: str, arch: int, ops: list[str], env: dict, raw: list, 
     for c, e, r in zip(cases, entries, recs):
         if "stage" not in r and "graph" not in r and "crash" not in r:
             finalized_ranks[e].add(r["rank"])
-    alt = [{**c, "alt": k} for c, e, r in zip(cases, entries, recs)
-           if r.get("stage") == "finalize" and r["rank"] in finalized_ranks[e] for k in (1, 2)]
+    alt_of = [(c, e, r) for c, e, r in zip(cases, entries, recs)
+              if r.get("stage") == "finalize" and r["rank"] in finalized_ranks[e]]
+    alt = [{**c, "alt": k} for c, _, _ in alt_of for k in (1, 2)]
+    alt_entries = [e for _, e, _ in alt_of for _ in (1, 2)]
     alt_recs = run_cases(library, soc, alt, env, f"v{arch}-alt", log) if alt else []
-    shape_dependent = {(config_of(c).entry, r0["sig"], r0["rank"])
-                       for c, r0 in zip(alt, alt_recs) if "stage" not in r0 and "graph" not in r0 and "crash" not in r0}
+    # The primary case's signature and rank: the alternative shapes keep both (a template the
+    # alternative shapes do not fit records an error: not finalized).
+    primary = [r for _, _, r in alt_of for _ in (1, 2)]
+    shape_dependent = {(e, r["sig"], r["rank"]) for e, r, r0 in zip(alt_entries, primary, alt_recs)
+                       if "stage" not in r0 and "graph" not in r0 and "crash" not in r0 and "error" not in r0
+                       and r0.get("sig") == r["sig"] and r0.get("rank") == r["rank"]}
     log(f"v{arch}: {len(alt)} graph failures again in other shapes: {len(shape_dependent)} went away")
     t1 = time.perf_counter()
     extra = [c for e in listed if e in base for c in set_cases(base[e], listed[e])]
@@ -569,8 +580,7 @@ def measure_arch(library: str, arch: int, ops: list[str], env: dict, raw: list, 
         out[e] = summarize([(c, r) for c, x, r in zip(cases, entries, recs) if x == e],
                            [(c, r) for c, x, r in zip(extra, extra_entries, extra_recs) if x == e], listed.get(e, []),
                            {(s, rk) for x, s, rk in shape_dependent if x == e})
-    for c, e, r in zip(cases + extra + alt, entries + extra_entries + [config_of(c).entry for c in alt],
-                       recs + extra_recs + alt_recs):
+    for c, e, r in zip(cases + extra + alt, entries + extra_entries + alt_entries, recs + extra_recs + alt_recs):
         raw.append({"arch": arch, "entry": e, **c, **r})
     tensors: dict = collections.defaultdict(dict)
     for c, r in zip(tensor_cases, tensor_recs):

@@ -30,8 +30,8 @@ with a better message):
 computes a UINT_32 ElementWiseAdd, for one) and leaves the rest to finalize.
 
 The device is the graph's (``qnnemu.htp.settings.device_model``); for backendValidateOpConfig,
-which has no graph, the newest device created (the vendor's SoC setting is process-wide too),
-else the default device. An arch without data of its own uses the newest measured arch below it
+which has no graph, the newest live device (the vendor's SoC setting is process-wide too, and
+outlives its device), else the default device. An arch without data of its own uses the newest measured arch below it
 (v85: v81's).
 
 Escape hatch: ``QNNEMU_OP_SUPPORT=all`` (environment, read at every check) turns every check
@@ -426,10 +426,10 @@ def check_finalize(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
     if not sup.unknown_op and rank in sup.finalized.get(text, ()):
         return      # created (where measured configurations differ: created)
     kind = "unknown-op" if sup.unknown_op else sup.finalize.get(text, {}).get(rank)
+    if kind not in ("unknown-op", "add", "crash") and rank in sup.finalize_ranks_failed:
+        kind = "rank"        # no measured node of the op finalized at this rank
     if _lenient(sup, text, rank, kind):
         return
-    if kind is None and rank in sup.finalize_ranks_failed:
-        kind = "rank"
     if kind is None and sup.never_finalized:
         kind = "create"
     if kind is None or kind in ("add", "crash"):
