@@ -701,6 +701,12 @@ def counts_table(ours: dict[str, dict], vendor: dict[str, str], known: dict[str,
             ("  of which known (onnx_node_known_failures.json)", sum(1 for n in regress if n in known)),
             ("qnnemu pass & vendor fail", sum(1 for n in names if ours_label[n] == "pass" and n in vendor
                                                 and vendor[n] != "pass")),
+            # refused: what qnnemu must refuse too (docs/op-support.md); wrong / crash: the vendor
+            # computes otherwise or dies (docs/numerics.md, the findings in docs/onnx-node-suite.md)
+            *((f"  of which the vendor {what}", sum(1 for n in names if ours_label[n] == "pass"
+                                                    and vendor.get(n, "pass").startswith(prefix)))
+              for what, prefix in (("refused", "refused"), ("computed otherwise (wrong)", "wrong"),
+                                   ("crashed", "crash"), ("failed running", "run-error"))),
             ("qnnemu crashes", sum(1 for n in names if ours_label[n] in ("crash", "timeout")))]
     labels = ["pass", "wrong", *(f"refused:{k}" for k in REFUSED_KINDS), "run-error", "crash", "timeout"]
     lines = [f"{k:<52}{v:>6}" for k, v in rows]

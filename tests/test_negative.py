@@ -781,6 +781,7 @@ def test_every_core_and_abi_rule_has_a_case():
     import test_htp_prepare
     import test_htp_priority
     import test_numerics
+    import test_op_support
     import test_signal
     import test_system_context
     from qnnemu.core import mem
@@ -794,7 +795,7 @@ def test_every_core_and_abi_rule_has_a_case():
                | set(test_system_context.RULE_IDS) | set(test_context_api.RULE_IDS)
                | set(test_signal.RULE_IDS) | test_htp_perf.RULE_IDS | test_htp_prepare.RULE_IDS | test_htp_configs.RULE_IDS | test_htp_device.RULE_IDS
                | test_htp_batch.RULE_IDS | test_htp_kvcache.RULE_IDS | test_htp_priority.RULE_IDS
-               | test_device_config_layouts.RULE_IDS | test_graph_validate.RULE_IDS
+               | test_device_config_layouts.RULE_IDS | test_graph_validate.RULE_IDS | test_op_support.RULE_IDS
                | test_numerics.RULE_IDS
                | set(re.findall(r'"(QNNEMU-binary-[a-z0-9-]+)"', binary_tests)))
     # Warning rules (qnnemu/rules.py) have their own contract: tests/test_warning_rules.py.

@@ -55,8 +55,10 @@ def test_identity_copies(dtype):
     assert y is not x and not np.shares_memory(y, x), "Identity returns its own buffer"
 
 
-def test_identity_fixed_point_through_our_backend():
-    """Same encoding: codes copied exactly; different encodings: requantized."""
+def test_identity_fixed_point_through_our_backend(monkeypatch):
+    """Same encoding: codes copied exactly; different encodings: requantized.  The HTP has no
+    Identity (graphFinalize refuses it: qnnemu/htp/op_support.py): a reference run."""
+    monkeypatch.setenv("QNNEMU_OP_SUPPORT", "all")
     from qnnemu.client import Backend
     codes = RNG.integers(0, 256, (3, 5)).astype(np.uint8)
     with Backend() as be:
@@ -97,7 +99,9 @@ def test_inverse_float16_and_singular():
     assert np.isnan(y[1]).all(), "a singular matrix gives NaN"
 
 
-def test_inverse_fixed_point_through_our_backend():
+def test_inverse_fixed_point_through_our_backend(monkeypatch):
+    """A reference run: the HTP has no Inverse (graphFinalize refuses it: qnnemu/htp/op_support.py)."""
+    monkeypatch.setenv("QNNEMU_OP_SUPPORT", "all")
     from qnnemu.client import Backend
     codes = np.array([[[200, 128], [128, 160]]], np.uint8)  # real [[3.6, 0], [0, 1.6]] at 0.05
     with Backend() as be:

@@ -2,9 +2,11 @@
 QNN C ABI (qnnemu.client), pinning what the vendor does (accepts, refuses, computes) next to
 what qnnemu does.  Skipped without onnxruntime_qnn.
 
-Devices: the vendor's default (SM8350, v68), where it runs IsNan and NonZero in float32, and an
-SM8650 (v75) device for Gru and RotaryEmbedding (v68 has no kernel for them) and the random
-ops.  On v69+ the vendor computes float32 graphs in float16, so float results are compared
+Devices: the vendor's default (SM8350, v68), where it runs IsNan and NonZero in float32, an
+SM8350 device where both refuse Gru, RotaryEmbedding and GroupQueryAttention at graphFinalize
+(v68 has no float kernel for them; qnnemu: QNNEMU-htp-op-finalize, qnnemu/htp/op_support.py;
+qnnemu's default device is v73, hence the explicit SoC), and an SM8650 (v75) device for Gru,
+RotaryEmbedding and the random ops.  On v69+ the vendor computes float32 graphs in float16, so float results are compared
 within float16 rounding: |ours - vendor| <= F16_TOL * max(1, max|vendor|).
 
 The vendor's device configuration is process-wide (a device made later with another SoC
@@ -38,6 +40,7 @@ from qnnemu.headers import Q  # noqa: E402
 
 F16_TOL = 4e-3
 SM8650 = int(Q.QNN_SOC_MODEL_SM8650)
+SM8350 = int(Q.QNN_SOC_MODEL_SM8350)
 U8, S8, I32 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8, Q.QNN_DATATYPE_INT_32
 BOOL = Q.QNN_DATATYPE_BOOL_8
 RNG = np.random.default_rng(20250305)
@@ -238,7 +241,7 @@ def gru_build(T=1, B=2, I=3, H=5, lbr=1, direction=0, dtype=np.float32, h0_shape
 GRU = [case(f"gru-{k}", gru_build(**kw), SM8650) for k, kw in {
     "lbr1": {}, "lbr0": {"lbr": 0}, "reverse": {"direction": 1}, "batch1": {"B": 1},
     "batch3": {"B": 3}, "h0-2d": {"h0_shape": (2, 5)}, "float16": {"dtype": np.float16}}.items()]
-GRU_V68 = case("gru-v68", gru_build())
+GRU_V68 = case("gru-v68", gru_build(), SM8350)
 GRU_SEQUENCE = case("gru-sequence", gru_build(T=4), SM8650)
 GRU_NULL_BIAS = case("gru-null-bias", gru_build(null_bias=True), SM8650)
 
@@ -254,12 +257,13 @@ def test_gru_single_step_equals_vendor(results, name):
 
 
 def test_gru_vendor_quirks(results):
-    """Pinned vendor behaviour qnnemu does not copy: no Gru kernel on v68 (ours runs it); a
+    """Pinned vendor behaviour: no float Gru kernel on v68 (both refuse at graphFinalize); a
     sequence (T = 4) only right at its first step (ours follows ONNX GRU at every step);
     NULL biases refused at graphFinalize (ours at graphAddNode, as required inputs)."""
     theirs, ours = both(results, GRU_V68)
     assert theirs.get("failed") == "graphFinalize", f"v68: the vendor has no Gru kernel: {theirs}"
-    assert_ok(ours, "ours runs Gru on v68")
+    assert ours.get("failed") == "graphFinalize" and "[QNNEMU-htp-op-finalize]" in ours["error"], \
+        f"v68: ours refuses Gru at graphFinalize as the vendor does: {ours}"
     theirs, ours = both(results, GRU_SEQUENCE)
     assert_ok(theirs, "vendor Gru T=4")
     assert_f16_close(ours["y"][0], theirs["y"][0], "Gru T=4: step 0 agrees")
@@ -331,7 +335,7 @@ ROPE_REFUSED = [
     (case("rope-pos-outside", rope_build(cache_shape=(3, 4), pos_shape=(1, 4),
                                          pos_values=[0, 1, 2, 5]), SM8650),
      "graphExecute", "graphExecute", None),
-    (case("rope-v68", rope_build()), "graphFinalize", None, None),
+    (case("rope-v68", rope_build(), SM8350), "graphFinalize", "graphFinalize", "[QNNEMU-htp-op-finalize]"),
 ]
 
 
@@ -357,8 +361,8 @@ def test_rope_refusals_match_vendor(results, name, vendor_stage, our_stage, rule
     """What the vendor refuses, qnnemu refuses, earlier where it can and with a rule (each
     rule's own negative test is in tests/test_ops_attention.py): INT_64
     position_ids (vendor: graphFinalize), a position outside the cache (or outside the first
-    row of a 3-D cache; both: graphExecute).  v68: the vendor has no kernel, ours runs
-    RotaryEmbedding (our_stage None)."""
+    row of a 3-D cache; both: graphExecute), v68 (no kernel: both at graphFinalize; the rule's own
+    negative test is in tests/test_op_support.py)."""
     theirs, ours = both(results, name)
     assert theirs.get("failed") == vendor_stage, f"{name}: vendor fails at {vendor_stage}: {theirs}"
     if our_stage is None:
@@ -476,18 +480,14 @@ MISSING = {op: [case(f"missing-{op}-{soc}", one_node(op, [("x", _X, "in")],
 
 
 @pytest.mark.parametrize("op", sorted(MISSING))
-def test_ops_missing_from_the_vendor_run_on_ours(results, op):
-    from math import erf
-    want = {"Erf": np.vectorize(erf)(_X.astype(np.float64)), "Identity": _X,
-            "Inverse": np.linalg.inv(_X.astype(np.float64)),
-            "ThresholdedRelu": np.where(_X > 1.0, _X, 0)}[op]
+def test_ops_missing_from_the_vendor_are_refused_on_ours(results, op):
+    """The HTP has no such op on any arch: both refuse the graph at graphFinalize (qnnemu's
+    values, under QNNEMU_OP_SUPPORT=all, are tested in tests/test_ops_erf_identity_inverse.py)."""
     for name in MISSING[op]:
         theirs, ours = both(results, name)
         assert theirs.get("failed") == "graphFinalize", f"{name}: the vendor has no {op}: {theirs}"
-        assert_ok(ours, f"{name}: ours")
-        # SM8650 computes float32 graphs in float16 math (docs/numerics.md); the default SM8350 in float32.
-        tol = dict(rtol=2e-3, atol=2e-3) if name.endswith(f"-{SM8650}") else dict(rtol=1e-5, atol=1e-6)
-        assert np.allclose(ours["y"], want, **tol), f"{name}: our values"
+        assert ours.get("failed") == "graphFinalize" and "[QNNEMU-htp-op-finalize]" in ours["error"], \
+            f"{name}: ours refuses {op} at graphFinalize as the vendor does: {ours}"
 
 
 def gqa_build(b=1, s=1, nh=4, kvh=2, hd=16, length=8, total=6, seqlens=None, rotary=False,
@@ -535,7 +535,8 @@ GQA = [case(f"gqa-{k}", gqa_build(**kw), SM8650) for k, kw in {
     "scale": {"scale": 0.2}, "rotary": {"rotary": True}, "rotary-prompt": {"rotary": True, "s": 6},
     "rotary-position-ids": {"rotary": True, "pos_ids": True}, "head-size-8": {"hd": 8},
     "float16": {"dtype": np.float16}}.items()]
-GQA_REFUSED = [case("gqa-v68", gqa_build()), case("gqa-inputs-left-off", gqa_build(nulls=False), SM8650)]
+GQA_V68 = case("gqa-v68", gqa_build(), SM8350)
+GQA_LEFT_OFF = case("gqa-inputs-left-off", gqa_build(nulls=False), SM8650)
 
 
 @pytest.mark.parametrize("name", GQA)
@@ -550,12 +551,16 @@ def test_gqa_equals_vendor(results, name):
 
 
 def test_gqa_vendor_refusals(results):
-    """Pinned: no kernel on v68; on v75 no kernel either for a node whose trailing optional
-    inputs are left off rather than passed as NULL tensors.  qnnemu runs both forms."""
-    for name in GQA_REFUSED:
-        theirs, ours = both(results, name)
-        assert theirs.get("failed") == "graphFinalize", f"{name}: vendor: {theirs}"
-        assert_ok(ours, f"{name}: ours")
+    """Pinned: no kernel on v68 (both refuse at graphFinalize); on v75 no kernel either for a
+    node whose trailing optional inputs are left off rather than passed as NULL tensors, which
+    qnnemu runs (its graph layer cannot tell a left-off input from an absent one)."""
+    theirs, ours = both(results, GQA_V68)
+    assert theirs.get("failed") == "graphFinalize", f"gqa-v68: vendor: {theirs}"
+    assert ours.get("failed") == "graphFinalize" and "[QNNEMU-htp-op-finalize]" in ours["error"], \
+        f"gqa-v68: ours refuses at graphFinalize as the vendor does: {ours}"
+    theirs, ours = both(results, GQA_LEFT_OFF)
+    assert theirs.get("failed") == "graphFinalize", f"gqa-inputs-left-off: vendor: {theirs}"
+    assert_ok(ours, "gqa-inputs-left-off: ours")
 
 
 if __name__ == "__main__":   # one device's cases, run by the ``results`` fixture

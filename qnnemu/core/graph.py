@@ -16,6 +16,7 @@ from .. import ops, rules
 from ..errors import OpCheckError, OpUnsupportedError, QnnError
 from ..headers import Q
 from ..htp import kvcache
+from ..htp import op_support
 from ..htp import prepare as htp_prepare
 from ..htp import priority as htp_priority
 from ..htp import settings as htp_settings
@@ -215,7 +216,20 @@ def validate_op_config(cfg: OpConfigDesc) -> None:
                        TensorSpec(tuple(d.dims), d.dtype, quant, static if out is specs else None,
                                   d.name or ""))
     del specs[_trim_null_inputs(cfg, func, code):]
-    check_op(cfg, specs, parse_params(cfg, func, code, strict=True), declared, func, code, report=True, strict=True)
+    cls, parsed, _ = check_op(cfg, specs, parse_params(cfg, func, code, strict=True), declared, func, code,
+                              report=True, strict=True)
+    # What the HTP of the current device does not take (qnnemu/htp/op_support.py).
+    op_support.check_validate(cls.op_type, parsed, specs, declared, _validation_device().arch, func,
+                              f"node '{cfg.name}' ({cls.op_type})")
+
+
+def _validation_device():
+    """backendValidateOpConfig has no device argument: the HTP it answers for is the newest
+    device created (the vendor's SoC setting is process-wide), else the default device."""
+    from .device import Device, DeviceModel
+    from .handles import HANDLES
+    devices = HANDLES.live(Device)
+    return devices[-1].model if devices else DeviceModel()
 
 
 def _trim_null_inputs(cfg: OpConfigDesc, func: str, code: int) -> int:
@@ -280,6 +294,8 @@ class Graph:
                            f"{func}: graph '{self.name}' is finalized; no tensors can be added",
                            rule="QNNEMU-graph-immutable")
         quant, static = validate_desc(d, func, "tensor")
+        if d.type != Q.QNN_TENSOR_TYPE_NULL:   # data types the HTP does not hold (op_support.py)
+            op_support.check_tensor(d.dtype, d.type, device_model(self).arch, func, f"tensor.v{d.version}.dataType")
         if d.name in self.by_name or self.context.find_tensor_by_name(d.name) is not None:
             raise QnnError(Q.QNN_TENSOR_ERROR_NAME_HASH_COLLISION,
                            f"{func}: tensor.v{d.version}.name: a tensor named '{d.name}' already exists "
@@ -359,6 +375,8 @@ class Graph:
         in_specs = [t.spec() if t is not None else None for t in inputs]
         cls, parsed, outs = check_op(cfg, in_specs, params, [t.spec() for t in outputs], func, code,
                                      log=self.log if report else None, ignored=ignored)
+        op_support.check_add(cls.op_type, parsed, in_specs, [t.spec() for t in outputs], device_model(self).arch,
+                             func, f"node '{cfg.name}' ({cls.op_type})")
         node = Node(cfg.name, cls.op_type, cls, parsed, [t.id if t is not None else None for t in inputs],
                     [t.id for t in outputs], in_specs, [t.spec() for t in outputs], params,
                     cfg.package or ops.PACKAGE_NAME)
@@ -390,8 +408,13 @@ class Graph:
         # The priority must map to HTP thread priorities before anything is built (logged below).
         htp_priority.thread_priorities(self, func)
         htp_settings.check_num_cores(self, func)   # more cores than the SoC has fails here (vendor)
+        # Nodes the HTP of the graph's device cannot create (qnnemu/htp/op_support.py).
+        arch = device_model(self).arch
+        for node in self.nodes:
+            op_support.check_finalize(node.op_type, node.params, node.input_specs, node.output_specs, arch,
+                                      func, f"graph '{self.name}': node '{node.name}' ({node.op_type})")
         # Native KV cache tensors: the seed's graph-level rules; the plan converts their layout.
-        self.native_kv = kvcache.check_graph(self, device_model(self).arch)
+        self.native_kv = kvcache.check_graph(self, arch)
         self.plan = compile_plan(self)   # float16 or float32 math: plan.float_math
         # The HTP device model's view of the graph: runlist, VTCM blocks and offsets, spill/fill.
         self.htp_plan = htp_prepare.prepare_graph(self)

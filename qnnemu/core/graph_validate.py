@@ -2,7 +2,9 @@
 every node of a graph, without finalizing it (docs/abi-compat.md, "graphValidate").
 
 Per node (one verdict each, in graph order):
-1. the op rules graphAddNode applied (``check_op`` on the node's recorded specs and params);
+1. the op rules graphAddNode applied (``check_op`` on the node's recorded specs and params) and
+   what the HTP of the graph's device takes (qnnemu/htp/op_support.py: graphAddNode's and
+   graphFinalize's op-support checks);
 2. the node's VTCM working set against the graph's budget (qnnemu/htp/prepare.py, the check
    graphFinalize makes for the first node only; here for every node).
 A node that fails either is UNSUPPORTED with that rule's code and message (the message carries
@@ -21,7 +23,9 @@ from dataclasses import dataclass
 
 from ..errors import QnnError
 from ..headers import Q
+from ..htp import op_support
 from ..htp import prepare as htp_prepare
+from ..htp.settings import device_model
 from .graph import Graph, OpConfigDesc, check_op
 from .log import Logger
 
@@ -42,11 +46,18 @@ class GraphVerdict:
 
 
 def _op_rules(graph: Graph, node) -> QnnError | None:
-    """graphAddNode's op rules, again, on what the node recorded when it was added."""
+    """graphAddNode's op rules, again, on what the node recorded when it was added, then what
+    the HTP of the graph's device takes at graphAddNode and graphFinalize (op_support.py)."""
     cfg = OpConfigDesc(1, node.name, node.package, node.op_type, [], [], [])
+    arch = device_model(graph).arch
+    where = f"graph '{graph.name}': node '{node.name}' ({node.op_type})"
     try:
         check_op(cfg, list(node.input_specs), dict(node.raw_params), list(node.output_specs),
                  "graphAddNode", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG)
+        op_support.check_add(node.op_type, node.params, node.input_specs, node.output_specs, arch,
+                             "graphAddNode", where)
+        op_support.check_finalize(node.op_type, node.params, node.input_specs, node.output_specs, arch,
+                                  "graphFinalize", where)
     except QnnError as err:
         return err
     return None
