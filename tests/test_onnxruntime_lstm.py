@@ -94,12 +94,15 @@ def vendor_results():
     return json.loads(line[-1][len("RESULT "):])
 
 
+@pytest.mark.float_math("float32")   # exact float32 on our side: compared with ORT's CPU EP at 1e-5
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_lstm_through_the_ep(name, vendor_results):
     import qnnemu.onnxruntime as qort
     model, feeds = lstm_model(**VARIANTS[name])
     cpu = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    ours = qort.session(model).run(None, feeds)   # fails to compose the graph without NULL [0] tensors
+    # SM8550, as the vendor runs it: the HTP has no float Lstm on v68 (docs/op-support.md).
+    # Without NULL [0] tensors, the graph would not compose.
+    ours = qort.session(model, provider_options={"soc_model": "43"}).run(None, feeds)
     for k, (a, b) in enumerate(zip(ours, cpu)):
         assert np.allclose(a, b, atol=1e-5), f"{name}: output {k} differs from the CPU EP by {np.abs(a - b).max()}"
     if vendor_results is None:

@@ -126,18 +126,30 @@ def _rope_graph(params, x_shape=(B, N, S, H), cache_shape=(MAXPOS, H // 2), pos_
     return x, cos, sin, pos, y
 
 
+# SM8550: the HTP has no float RotaryEmbedding / GroupQueryAttention on v68 (docs/op-support.md);
+# exact float32 math for the reference comparison.
+@pytest.mark.soc("SM8550")
+@pytest.mark.float_math("float32")
 def test_rope_dim_zero_rotates_nothing_with_a_warning():
     # warning QNNEMU-RotaryEmbedding-dim-zero: tests/test_warning_rules.py
     x, *_, y = _rope_graph({"rotary_embedding_dim": 0})
     assert np.array_equal(y, x), "rotary_embedding_dim 0: out = in[0] (the vendor's result)"
 
 
+# SM8550: the HTP has no float RotaryEmbedding / GroupQueryAttention on v68 (docs/op-support.md);
+# exact float32 math for the reference comparison.
+@pytest.mark.soc("SM8550")
+@pytest.mark.float_math("float32")
 def test_rope_odd_dim_is_rounded_down_with_a_warning():
     # warning QNNEMU-RotaryEmbedding-dim-odd: tests/test_warning_rules.py
     x, cos, sin, pos, y = _rope_graph({"rotary_embedding_dim": 5}, cache_shape=(MAXPOS, 2))
     assert_close(y, onnx_rope(x.astype(np.float64), cos, sin, pos, False, 4), "rot 5 -> 4")
 
 
+# SM8550: the HTP has no float RotaryEmbedding / GroupQueryAttention on v68 (docs/op-support.md);
+# exact float32 math for the reference comparison.
+@pytest.mark.soc("SM8550")
+@pytest.mark.float_math("float32")
 def test_rope_wider_cache_uses_its_first_columns_with_a_warning():
     # warning QNNEMU-RotaryEmbedding-cache-wider: tests/test_warning_rules.py
     x, cos, sin, pos, y = _rope_graph({"rotary_embedding_dim": 8}, cache_shape=(MAXPOS, 6))
@@ -152,6 +164,10 @@ def test_rope_extra_position_rows_are_ignored_with_a_warning():
                  "a 3-D x (batch 1) with [2, S] position_ids: row 0")
 
 
+# SM8550: the HTP has no float RotaryEmbedding / GroupQueryAttention on v68 (docs/op-support.md);
+# exact float32 math for the reference comparison.
+@pytest.mark.soc("SM8550")
+@pytest.mark.float_math("float32")
 def test_rope_three_dimensional_cache_with_positions_reads_its_first_row():
     # warning QNNEMU-RotaryEmbedding-cache-first-row: tests/test_warning_rules.py
     x, cos, sin, pos, y = _rope_graph({}, cache_shape=(2, S, H // 2))
@@ -175,6 +191,10 @@ def _execute_refused(build, feeds, rule, path):
     log.assert_error(rule, "graphExecute", path)
 
 
+# SM8550: the HTP has no float RotaryEmbedding / GroupQueryAttention on v68 (docs/op-support.md);
+# exact float32 math for the reference comparison.
+@pytest.mark.soc("SM8550")
+@pytest.mark.float_math("float32")
 def test_rope_position_outside_the_cache_fails_execute():
     """As the vendor's execution fails: QNNEMU-RotaryEmbedding-position-range at graphExecute."""
     cos, sin = (c.astype(np.float32) for c in caches(3, H // 2))
@@ -382,6 +402,10 @@ def _gqa_graph(qnn, params, declared):
     return build, feeds
 
 
+# SM8550: the HTP has no float RotaryEmbedding / GroupQueryAttention on v68 (docs/op-support.md);
+# exact float32 math for the reference comparison.
+@pytest.mark.soc("SM8550")
+@pytest.mark.float_math("float32")
 def test_gqa_sequence_lengths_outside_the_cache_fail_execute():
     qnn, params, declared, _ = gqa_case(s=1, total=7)
     qnn[1] = np.array([20], np.int32)     # past length 20 > the cache of 16

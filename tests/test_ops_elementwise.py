@@ -1000,7 +1000,19 @@ def backend():
         yield be
 
 
-def test_graph_quantized_chain_logic_and_casts(backend):
+@pytest.fixture
+def backend_sm8550():
+    """SM8550: the HTP has no float ElementWiseSelect on v68 (docs/op-support.md)."""
+    from vendor import our_library
+    from qnnemu.client import Backend, htp_device_config
+    with Backend(str(our_library()), log_level="error",
+                 device_configs=[htp_device_config("SOC", socModel=Q.QNN_SOC_MODEL_SM8550)]) as be:
+        yield be
+
+
+@pytest.mark.float_math("float32")
+def test_graph_quantized_chain_logic_and_casts(backend_sm8550):
+    backend = backend_sm8550
     x = np.array([[-1.3, -0.025, 0.025, 0.4], [1.0, 2.5, -6.5, 0.075]], np.float32)
     other = np.array([[0.0, 1.0, -1.0, 0.4], [2.0, 2.0, 0.0, 0.0]], np.float32)
     w_codes = np.array([[128, 140, 100, 128], [120, 130, 160, 90]], np.uint8)

@@ -140,6 +140,26 @@ def test_isnan_fixed_point_through_our_backend():
     assert np.array_equal(out["yf"], np.isnan(SPECIALS) * 2), "real 1 -> code 2 at scale 0.5"
 
 
+@pytest.mark.parametrize("soc,want", [
+    ("SM8350", [True, False, False, False, False, False, False]),  # v68: float32 math, IEEE NaN only
+    ("SM8650", [True, True, True, True, False, True, False]),      # v75: float16 math (measured)
+])
+def test_isnan_follows_the_float_math_of_the_arch(soc, want):
+    """In float16 math the HTP's float16 has no NaN or infinities: NaN and infinities saturate to
+    +-131008 and IsNan reads the IEEE NaN pattern (exponent 31, mantissa != 0), so NaN, +-inf and
+    finite magnitudes above 65536 answer 1, 65536 itself 0 -- what the vendor's library gives on
+    v69+ (its NaN test, tests/test_onnxruntime_new_ops.py, runs on SM8650)."""
+    from qnnemu.client import Backend, htp_device_config
+    x = np.array([[np.nan, np.inf, -np.inf, 70000.0, 65536.0, 65600.0, 65504.0]], np.float32)
+    with Backend(device_configs=[htp_device_config("SOC", socModel=getattr(Q, f"QNN_SOC_MODEL_{soc}"))]) as be:
+        g = be.context().graph("g")
+        f = g.input("x", x.shape)
+        g.node("IsNan", [f], [("y", x.shape, BOOL)], app_read=True)
+        g.finalize()
+        y = g.execute({"x": x})["y"]
+    assert y.astype(bool).tolist() == [want], f"{soc}: IsNan of NaN, inf, -inf, 70000, 65536, 65600, 65504"
+
+
 # ---- NonZero -----------------------------------------------------------------------------------
 def nonzero_reference(x, rows):
     idx = np.argwhere(x != 0)

@@ -670,9 +670,12 @@ class IsNan(Op):
     definition says; the vendor's backend also writes 0 / 1 into other declared output types, and
     so does qnnemu: INT_*/UINT_*, FLOAT_32/FLOAT_16 (0.0 / 1.0) and 8/16-bit fixed point (real
     0 / 1 requantized into the output's encoding).  Infinities are not NaN -- as the vendor's
-    x86-64 libQnnHtp.so computes on v68 (its default device); on v69+ devices it also reports
-    infinities as NaN (and its INT_8 / FLOAT_16 / UFIXED_POINT_8 outputs there do not hold
-    0 / 1), which qnnemu does not copy (tests/test_ops_vendor_new.py compares on v68).
+    x86-64 libQnnHtp.so computes on v68 (its default device).  In float16 math (v69+, a float32
+    graph) the HTP's float16 has no infinities or NaN (docs/numerics.md): the input conversion
+    saturates NaN and infinities to +-131008, and the op reads the IEEE NaN bit pattern --
+    exponent 31 with a non-zero mantissa, i.e. a magnitude above 65536 -- so NaN, infinities and
+    finite values that large all answer 1, as the vendor's does (its INT_8 / FLOAT_16 /
+    UFIXED_POINT_8 outputs there do not hold 0 / 1, which qnnemu does not copy).
     """
 
     inputs = ("in[0]",)
@@ -689,7 +692,13 @@ class IsNan(Op):
         return [TensorSpec(tuple(x.shape), _BOOL)]
 
     def _run(self, x):
-        nan = np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
+        if x.dtype.kind != "f":
+            nan = np.zeros(x.shape, np.bool_)
+        elif self.float16_math:
+            # x is on the HTP's float16 grid already: exponent 31, mantissa != 0 is |x| > 65536
+            nan = np.isnan(x) | (np.abs(x) > 65536.0)
+        else:
+            nan = np.isnan(x)
         out = self.output_specs[0].dtype if self.output_specs else _BOOL
         if out in dtypes.FIXED_POINT_TYPES:
             return nan.astype(np.float32)
