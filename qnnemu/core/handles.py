@@ -10,6 +10,7 @@ import threading
 from typing import TypeVar
 
 from ..errors import QnnError
+from . import forksafe
 
 T = TypeVar("T")
 
@@ -60,3 +61,4 @@ class HandleTable:
 
 
 HANDLES = HandleTable()
+forksafe.register()   # every process that creates handles re-initialises our locks after fork()
