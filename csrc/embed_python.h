@@ -48,11 +48,28 @@ static int ensure_python(const void *anchor) {
   if (dladdr((void *)&Py_IsInitialized, &py_info) && py_info.dli_fname)
     dlopen(py_info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
   if (Py_IsInitialized()) return 0;
+  /* The process is the application's: no setlocale() and no LC_CTYPE=C.UTF-8 coercion (which
+   * would also put LC_CTYPE into the environment of its children).  UTF-8 mode gives the
+   * interpreter a locale-independent file-system and stdio encoding instead. */
+  PyPreConfig preconfig;
+  PyPreConfig_InitPythonConfig(&preconfig);
+  preconfig.parse_argv = 0;
+  preconfig.configure_locale = 0;
+  preconfig.coerce_c_locale = 0;
+  preconfig.coerce_c_locale_warn = 0;
+  preconfig.utf8_mode = 1;
+  PyStatus status = Py_PreInitialize(&preconfig);
+  if (PyStatus_Exception(status)) {
+    fprintf(stderr, "qnnemu: cannot pre-initialize Python: %s\n",
+            status.err_msg ? status.err_msg : "unknown error");
+    return -1;
+  }
   PyConfig config;
   PyConfig_InitPythonConfig(&config);
   config.install_signal_handlers = 0;
   config.parse_argv = 0;
-  PyStatus status = PyConfig_SetBytesString(&config, &config.home, QNNEMU_PYTHON_HOME);
+  config.configure_c_stdio = 0; /* the application's stdio buffering stays as it is */
+  status = PyConfig_SetBytesString(&config, &config.home, QNNEMU_PYTHON_HOME);
   if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
   PyConfig_Clear(&config);
   if (PyStatus_Exception(status)) {

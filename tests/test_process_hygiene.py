@@ -149,3 +149,17 @@ def test_vendor_child_after_fork_is_not_usable(harness):
     env.update(FORK_ENV, PH_IDLE="1", PH_CHILD_TIMEOUT="5")
     proc = run(harness, "fork", vendor_library(), 1, env=env)
     assert "forks 1 ok 0" in proc.stdout, f"the vendor's child blocks (or fails) after fork: {describe(proc)}"
+
+
+# ----------------------------------------------------------------------- locale, environ
+@pytest.mark.parametrize("app_locale", [None, "C.UTF-8"], ids=["c-locale", "app-set-locale"])
+def test_loading_leaves_locale_and_environment_alone(harness, app_locale):
+    """With LANG and LC_* unset (a service, a container), loading and using the backend
+    changes neither the application's setlocale() state nor its environment: before, Python's
+    start-up set LC_CTYPE to C.UTF-8 and exported LC_CTYPE=C.UTF-8 to every child process."""
+    env = app_env(LANG=None, LC_ALL=None, LC_CTYPE=None, PYTHONUTF8=None, PYTHONCOERCECLOCALE=None)
+    args = ["locale", LIB] + ([app_locale] if app_locale else [])
+    proc = run(harness, *args, env=env)
+    assert "environ added" not in proc.stdout, f"loading the backend adds nothing to environ: {proc.stdout}"
+    assert proc.returncode == 0 and "locale unchanged" in proc.stdout, \
+        f"setlocale(LC_ALL, NULL) and environ are identical before and after: {describe(proc)}"
