@@ -231,3 +231,152 @@ def test_handle_table_recognises_freed_unknown_and_live_values():
         assert table.freed_kind(value) is None, f"0x{value:x} was never issued: unknown, not freed"
     assert len({*newer, g, c}) == 1002, "handle values are never reused"
     assert all(h % 16 == 0 for h in newer), "handle values are 16-byte aligned like pointers"
+
+
+# ------------------------------------------------------------------- numpy floating warnings
+_DEGENERATE_SCALES = textwrap.dedent("""
+    import json, logging
+    import numpy as np
+    from qnnemu.client import Backend
+    from qnnemu.headers import Q
+
+    routed = []
+    class Keep(logging.Handler):
+        def emit(self, record):
+            routed.append(record.getMessage())
+    logging.getLogger("qnnemu.numerics").addHandler(Keep())
+    logging.getLogger("qnnemu.numerics").setLevel(logging.DEBUG)
+
+    U8, U16, S32 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_32
+    TINY = 1e-45   # the smallest float32 subnormal
+    SPECIAL = np.array([[np.nan, np.inf, -np.inf, 1e38, -1e38, 0.0]], np.float32)
+    X = np.array([[10, 200, 128, 255], [0, 0, 0, 0]], np.uint8)
+    out = {}
+
+    def run(name, build, feeds):
+        with Backend(None, log_level=None) as be:
+            g = be.context().graph("g")
+            build(g)
+            g.finalize()
+            out[name] = g.execute(feeds)["y"].tolist()
+
+    def fc(wq, yq):
+        def build(g):
+            x = g.input("x", (2, 4), U8, quant=(0.05, -128))
+            w = g.static("w", np.array([[130, 140, 120, 128]] * 3, np.uint8), dtype=U8, quant=wq)
+            g.node("FullyConnected", [x, w], outputs=[("y", (2, 3), U8, yq)], app_read=True)
+        return build
+
+    def add(a_dt, aq, c_dt, cq, y_dt, yq):
+        def build(g):
+            a = g.input("a", (1, 6), a_dt, quant=aq)
+            c = g.input("c", (1, 6), c_dt, quant=cq)
+            g.node("ElementWiseAdd", [a, c], outputs=[("y", (1, 6), y_dt, yq)], app_read=True)
+        return build
+
+    # a discarded channel (its weight scale too small for float32 math)
+    run("fc_dead_channel", fc({"axis": 0, "scales": [0.1, TINY, 0.1], "offsets": [-128] * 3}, (0.1, -128)), {"x": X})
+    # an output scale whose reciprocal overflows float32
+    run("fc_tiny_output", fc((0.1, -128), (TINY, -128)), {"x": X})
+    ones = np.ones((1, 6), np.float32)
+    run("add_nan_to_u8", add(np.float32, None, np.float32, None, U8, (0.1, -128)), {"a": SPECIAL, "c": ones})
+    run("add_nan_to_u16", add(np.float32, None, np.float32, None, U16, (0.1, -30000)), {"a": SPECIAL, "c": ones})
+    codes = np.array([[0, 1, 2, 65535, 40000, 30000]], np.uint16)
+    run("add_u16_underflowing_inputs", add(U16, (TINY, 0), U16, (TINY, 0), U16, (1e30, 0)), {"a": codes, "c": codes})
+    run("add_u8_tiny_output", add(U8, (0.1, -128), U8, (0.1, -128), U8, (TINY, -128)),
+        {"a": np.array([[0, 10, 128, 255, 127, 129]], np.uint8), "c": np.full((1, 6), 128, np.uint8)})
+    print(json.dumps({"out": out, "routed": len(routed)}))
+""")
+
+
+def test_numpy_floating_warnings_never_reach_stderr(tmp_path):
+    """Degenerate scales and NaN/inf data used to print numpy RuntimeWarnings on the
+    application's stderr (divide by zero / overflow in core/quant.py, invalid casts).  Now the
+    zero-scale paths give defined codes (a dead channel outputs its zero point, NaN the top code,
+    overflowing reciprocals saturate) and whatever numpy still flags goes to the qnnemu.numerics
+    logger: stderr stays empty with Python's default warning filters."""
+    import json
+
+    script = tmp_path / "degenerate.py"
+    script.write_text(_DEGENERATE_SCALES)
+    env = app_env(PYTHONWARNINGS=None)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, f"every degenerate graph executes: {describe(proc)}"
+    assert proc.stderr == "", f"nothing reaches stderr (numpy warnings are routed to logging): {proc.stderr}"
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = result["out"]
+    assert [row[1] for row in out["fc_dead_channel"]] == [128, 128], \
+        f"the dead channel (weight scale 1e-45) outputs its zero point 128: {out['fc_dead_channel']}"
+    assert out["fc_tiny_output"] == [[255, 255, 255], [0, 0, 0]], \
+        f"an output scale of 1e-45 saturates by the accumulator's sign: {out['fc_tiny_output']}"
+    assert out["add_nan_to_u8"] == [[255, 255, 0, 255, 0, 138]], \
+        f"NaN -> top code, +-inf and +-1e38 saturate, 1.0 -> 138: {out['add_nan_to_u8']}"
+    assert out["add_nan_to_u16"] == [[65535, 65535, 0, 65535, 0, 30010]], f"u16 likewise: {out['add_nan_to_u16']}"
+    assert out["add_u16_underflowing_inputs"] == [[0] * 6], \
+        f"inputs whose scale ratio underflows to 0 add to real 0: {out['add_u16_underflowing_inputs']}"
+    y = out["add_u8_tiny_output"][0]
+    assert [y[k] for k in (0, 1, 3, 4, 5)] == [0, 0, 255, 0, 255], \
+        f"an output scale of 1e-45 saturates every non-zero sum by its sign: {y}"
+    assert result["routed"] > 0, "the floating-point events numpy still raises reach the qnnemu.numerics logger"
+
+
+@pytest.mark.skipif(vendor_dir() is None, reason="needs onnxruntime_qnn (the vendor's libQnnHtp.so)")
+@pytest.mark.parametrize("case", ["dead_channel", "nan_requantized"])
+def test_degenerate_values_compute_as_the_vendor(case):
+    """Where the vendor accepts a degenerate value, qnnemu gives its codes: a FullyConnected
+    channel whose weight scale is too small for float32 (a discarded channel) outputs the zero
+    point; a float result NaN requantizes to the top code (+-inf saturate)."""
+    import numpy as np
+
+    from qnnemu.client import Backend
+    from qnnemu.headers import Q
+
+    U8 = Q.QNN_DATATYPE_UFIXED_POINT_8
+
+    def run(path):
+        with Backend(path, log_level=None) as be:
+            g = be.context().graph("g")
+            if case == "dead_channel":
+                x = g.input("x", (2, 4), U8, quant=(0.05, -128))
+                w = g.static("w", np.array([[130, 140, 120, 128]] * 3, np.uint8), dtype=U8,
+                             quant={"axis": 0, "scales": [0.1, 1e-45, 0.1], "offsets": [-128] * 3})
+                g.node("FullyConnected", [x, w], outputs=[("y", (2, 3), U8, (0.1, -128))], app_read=True)
+                feeds = {"x": np.array([[10, 200, 128, 255], [0, 0, 0, 0]], np.uint8)}
+            else:
+                a = g.input("a", (1, 6), np.float32)
+                c = g.static("c", np.ones((1, 6), np.float32))
+                g.node("ElementWiseAdd", [a, c], outputs=[("y", (1, 6), U8, (0.1, -128))], app_read=True)
+                feeds = {"a": np.array([[np.nan, np.inf, -np.inf, 1e38, -1e38, 0.0]], np.float32)}
+            g.finalize()
+            return g.execute(feeds)["y"].tolist()
+
+    ours, theirs = run(None), run(str(vendor_library()))
+    assert ours == theirs, f"{case}: qnnemu {ours} == vendor {theirs}"
+
+
+def test_zero_scales_quantize_without_floating_point_errors():
+    """Scales of exactly 0 (not accepted through tensorCreate*, but reachable inside the core,
+    e.g. a per-channel scale underflowing to 0): quantizing, requantizing and an accumulating
+    op's requantization divide by no zero and make no NaN (0 * inf), and give defined codes.
+    (Saturating a large value may overflow float32 on the way, as with any scale: the plan routes
+    that to logging.)"""
+    import numpy as np
+
+    from qnnemu.core.quant import AccRequant, Requantizer, quantize
+    from qnnemu.headers import Q
+    from qnnemu.ops.base import QuantSpec
+
+    U8 = Q.QNN_DATATYPE_UFIXED_POINT_8
+    enc_axis = Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET
+    x = np.array([[1.0, -1.0, 0.0], [np.nan, 5.0, -5.0]], np.float32)
+    with np.errstate(divide="raise", invalid="raise", over="ignore"):
+        per_axis = QuantSpec(enc_axis, np.array([0.1, 0.0, 0.1]), np.array([-128, -128, -128]), 1, None)
+        codes = quantize(x, per_axis, U8)
+        per_tensor = QuantSpec(Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET, 0.0, -128, None, None)
+        saturated = Requantizer(per_tensor, U8)(x)
+        acc = AccRequant(0.05, -128, [0.1, 0.0], 1.0, 0.1, -128, np.array([3.0, 3.0]), False, 0, 255)(
+            np.array([[100.0, 100.0], [-100.0, -100.0]]), None)
+    assert codes[:, 1].tolist() == [128, 128], f"the channel with scale 0 quantizes to its zero point: {codes}"
+    assert codes[:, 0].tolist() == [138, 255], f"NaN quantizes to the top code: {codes}"
+    assert saturated.tolist() == [[255, 0, 128], [255, 255, 0]], f"scale 0 saturates, 0 stays at 128: {saturated}"
+    assert acc[:, 1].tolist() == [128, 128], f"a weight scale of 0 is a dead channel at its zero point: {acc}"
