@@ -284,8 +284,10 @@ def contextValidateBinary(backend, device, config, binaryBuffer, binaryBufferSiz
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
     dev = _device(device)
     configs = _context_configs(config, func, _model(dev))
+    # Every check contextCreateFromBinary makes, the rebuild's included (nothing is kept).
     binary.validate(_client_buffer(binaryBuffer, binaryBufferSize), dev,
-                    configs.get("binaryCompatibility", binary.PERMISSIVE), logger=be.log, func=func)
+                    configs.get("binaryCompatibility", binary.PERMISSIVE), logger=be.log, func=func,
+                    backend=be, configs=configs, enable_graphs=configs.get("enableGraphs"))
 
 
 # ------------------------------------------------------------------------------ WithCallback
