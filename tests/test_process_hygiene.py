@@ -380,3 +380,66 @@ def test_zero_scales_quantize_without_floating_point_errors():
     assert codes[:, 0].tolist() == [138, 255], f"NaN quantizes to the top code: {codes}"
     assert saturated.tolist() == [[255, 0, 128], [255, 255, 0]], f"scale 0 saturates, 0 stays at 128: {saturated}"
     assert acc[:, 1].tolist() == [128, 128], f"a weight scale of 0 is a dead channel at its zero point: {acc}"
+
+
+# ------------------------------------------------------------------ free latency, the GIL
+def _medians(stdout: str) -> dict[str, float]:
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\w+) n \d+ median_ms ([0-9.]+)", stdout, re.M)}
+
+
+def test_free_during_concurrent_executes_returns_quickly(harness):
+    """contextFree / backendFree while one thread executes a small graph back to back and
+    another executes the graph of the very context being freed: the median stays far below
+    10 ms (loose for a loaded 2-core CI machine; benchmarks/bench_free_latency.py prints the
+    distribution).  A free waits only for the GIL -- no lock is held across graphExecute."""
+    proc = run(harness, "free", LIB, 40, 1, 0, 1, env=app_env(**FORK_ENV))
+    assert proc.returncode == 0, f"the frees and the executes all succeed: {describe(proc)}"
+    medians = _medians(proc.stdout)
+    assert set(medians) == {"contextFree", "backendFree"}, f"both frees were timed: {proc.stdout}"
+    for name, median in medians.items():
+        assert median <= 10.0, f"{name} during concurrent executes: median {median} ms > 10 ms: {proc.stdout}"
+
+
+def test_kernels_run_without_the_gil(harness):
+    """While another thread is inside the 20-40 ms GEMM of a large FullyConnected, a trivial
+    QNN call (backendGetBuildId, Python like every entry) returns at once: the GEMM runs with
+    the GIL released (numpy's BLAS; cffi around csrc/kernels.c).  A GIL held in the kernel
+    would make the call wait for the GEMM (or the 5 ms switch interval)."""
+    proc = run(harness, "gil", LIB, 60, env=app_env(**FORK_ENV))
+    assert proc.returncode == 0, f"the large executes and the calls succeed: {describe(proc)}"
+    median = _medians(proc.stdout)["backendGetBuildId"]
+    assert median <= 2.0, f"a trivial call during a long kernel: median {median} ms > 2 ms: {proc.stdout}"
+
+
+def test_concurrent_executes_share_the_cores():
+    """With two executes in flight, each uses half of the kernel threads: OpenBLAS's pool count
+    is halved while they overlap and given back as it was, the C kernels get a per-thread limit
+    (qnnemu/core/threads.py).  Before, two threads executing GEMM-bound graphs on 2 cores ran at
+    0.5-0.8x one thread (OpenBLAS multi-threaded GEMMs from two callers)."""
+    from qnnemu.core import threads
+    from qnnemu.ops import _fast
+
+    blas = threads._openblas()
+    if blas is None or not _fast.enabled():
+        pytest.skip("needs numpy's OpenBLAS and the C kernels")
+    set_fn, get_fn = blas
+    before = get_fn()
+    set_fn(2)
+    kernel_threads = _fast.threads()
+    _fast.set_threads(2)
+    try:
+        assert threads.in_flight() == 0, "no execute runs in this test process now"
+        threads.enter()
+        assert get_fn() == 2 and _fast._lib.qe_call_threads() == 0, "one execute alone keeps every thread"
+        threads.enter()
+        assert get_fn() == 1, "two executes in flight: OpenBLAS runs each GEMM on one of the 2 threads"
+        assert _fast._lib.qe_call_threads() == 1, "and the calling thread's C kernels are limited to 1"
+        threads.leave()
+        assert get_fn() == 2, "back to one execute: OpenBLAS's count is given back"
+        threads.leave()
+        assert threads.in_flight() == 0 and get_fn() == 2, "nothing in flight, nothing changed"
+    finally:
+        set_fn(before)
+        _fast.set_threads(kernel_threads)
+        _fast._lib.qe_set_call_threads(0)
+        threads._local.limit = 0

@@ -78,7 +78,7 @@ import numpy as np
 from ..errors import QnnError
 from ..headers import Q
 from ..ops.base import htp_fp16_round, htp_fp16_static, htp_fp16_to_fp32
-from . import dtypes, float16
+from . import dtypes, float16, threads
 from .quant import (AccRequant, Dequantizer, clamp_codes, code_range, htp_int8_operand, htp_int8_weights,
                     reciprocal_f32, round_half_away, same_encoding)
 from .tensor import is_static
@@ -651,6 +651,14 @@ class Plan:
 
     @routed_fp_errors
     def run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
+        # Executes running at once share the cores (qnnemu/core/threads.py).
+        threads.enter()
+        try:
+            return self._run(feeds, wanted, observer)
+        finally:
+            threads.leave()
+
+    def _run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer) -> dict[int, np.ndarray]:
         env: list[Any] = [None] * self.n_slots
         for slot, value in self.statics.items():
             env[slot] = value

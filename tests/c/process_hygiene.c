@@ -10,11 +10,16 @@
  *                                                          With system.so, the System library
  *                                                          is loaded (and its providers taken)
  *                                                          too: both libraries' fork handlers
- *   process_hygiene free    <backend.so> [rounds] [busy] [chain]
+ *   process_hygiene free    <backend.so> [rounds] [busy] [chain] [same]
  *                                                          contextFree / backendFree latency,
  *                                                          busy=1: while another thread executes
  *                                                          a small graph (FullyConnected and
- *                                                          <chain> adds) back to back
+ *                                                          <chain> adds) back to back; same=1:
+ *                                                          and a third one executes the graph
+ *                                                          of the context being freed
+ *   process_hygiene gil     <backend.so> [calls]           latency of a trivial QNN call while
+ *                                                          another thread is inside the long
+ *                                                          GEMM of a large graph
  *   process_hygiene locale  <backend.so> [app-locale]      setlocale state and environ before
  *                                                          and after loading and using the
  *                                                          backend; exit 0 when unchanged
@@ -22,6 +27,10 @@
  *                                                          executes/s of <threads> threads, each
  *                                                          executing its own FullyConnected
  *                                                          [M,K] x [N,K]^T graph
+ *
+ * Environment: PH_M rows of the small graph the other thread executes (default 8), PH_LOG an app
+ * logger at that QnnLog level, PH_IDLE (fork) no executing thread, PH_CHILD_TIMEOUT (fork)
+ * seconds a child may take (default 30).
  *
  * Output lines are "key value ..." for the tests and benchmarks to parse.  Exit status 0 on
  * success, 1 on a failed check, 2 on a QNN error.
@@ -339,7 +348,7 @@ static void summary(const char *what, double *v, int n) {
   printf("%s n %d median_ms %.3f mean_ms %.3f max_ms %.3f\n", what, n, v[n / 2], sum / n, v[n - 1]);
 }
 
-static int run_free(int rounds, int busy, int chain) {
+static int run_free(int rounds, int busy, int chain, int same) {
   Qnn_BackendHandle_t backend = NULL;
   Qnn_ContextHandle_t context = NULL;
   FcGraph g;
@@ -357,19 +366,27 @@ static int run_free(int rounds, int busy, int chain) {
     Qnn_BackendHandle_t b2 = NULL;
     Qnn_ContextHandle_t c2 = NULL;
     FcGraph g2;
-    double tc = now_ms();
     CHECK(qnn.backendCreate(app_logger(), NULL, &b2));
     CHECK(qnn.contextCreate(b2, NULL, NULL, &c2));
     if (fc_build(&g2, c2, "freed", 2, 16, 4)) return 2;
     CHECK(fc_execute(&g2));
-    if (getenv("PH_SLEEP")) usleep(atoi(getenv("PH_SLEEP")));
+    Executor e2 = {.g = &g2};
+    pthread_t tid2;
+    if (same) { /* another thread executes the graph of the context being freed */
+      pthread_create(&tid2, NULL, executor_main, &e2);
+      while (e2.executes < 2 && !e2.error) usleep(50);
+    }
+    usleep(2000); /* the executing threads run on alone for a while (no hot GIL in this thread) */
     double t0 = now_ms();
-    if (getenv("PH_DEBUG")) printf("create+build %.3f ms\n", t0 - tc);
     CHECK(qnn.contextFree(c2, NULL));
     double t1 = now_ms();
     CHECK(qnn.backendFree(b2));
     double t2 = now_ms();
     ctx_ms[i] = t1 - t0, be_ms[i] = t2 - t1;
+    if (same) {
+      e2.stop = 1;
+      pthread_join(tid2, NULL);
+    }
     fc_release(&g2);
   }
   if (busy) {
@@ -381,6 +398,42 @@ static int run_free(int rounds, int busy, int chain) {
   printf("busy %d executes %ld error %llu\n", busy, e.executes, (unsigned long long)e.error);
   CHECK(qnn.contextFree(context, NULL));
   CHECK(qnn.backendFree(backend));
+  return e.error == QNN_SUCCESS ? 0 : 1;
+}
+
+/* ------------------------------------------------------------------------------------ gil */
+/* A thread executing a large FullyConnected (hundreds of ms in one GEMM) must not keep the
+ * other threads out of the backend: the GEMM runs without the GIL. */
+static int run_gil(int calls) {
+  Qnn_BackendHandle_t backend = NULL;
+  Qnn_ContextHandle_t context = NULL;
+  FcGraph g;
+  CHECK(qnn.backendCreate(app_logger(), NULL, &backend));
+  CHECK(qnn.contextCreate(backend, NULL, NULL, &context));
+  if (fc_build(&g, context, "large", 1024, 2048, 1024)) return 2;
+  double t0 = now_ms();
+  CHECK(fc_execute(&g));
+  printf("large execute %.1f ms\n", now_ms() - t0);
+  Executor e = {.g = &g};
+  pthread_t tid;
+  pthread_create(&tid, NULL, executor_main, &e);
+  while (!__atomic_load_n(&e.in_call, __ATOMIC_SEQ_CST)) usleep(100);
+  usleep(20000);
+  double *ms = calloc(calls, sizeof(double));
+  for (int i = 0; i < calls; i++) {
+    const char *id = NULL;
+    double t = now_ms();
+    CHECK(qnn.backendGetBuildId(&id));
+    ms[i] = now_ms() - t;
+    usleep(1000);
+  }
+  e.stop = 1;
+  pthread_join(tid, NULL);
+  summary("backendGetBuildId", ms, calls);
+  printf("large executes %ld error %llu\n", e.executes, (unsigned long long)e.error);
+  CHECK(qnn.contextFree(context, NULL));
+  CHECK(qnn.backendFree(backend));
+  fc_release(&g);
   return e.error == QNN_SUCCESS ? 0 : 1;
 }
 
@@ -519,7 +572,9 @@ int main(int argc, char **argv) {
     if (argc > 4 && load_system(argv[4])) return 2;
     return run_fork(argc > 3 ? atoi(argv[3]) : 10);
   }
-  if (strcmp(mode, "free") == 0) return run_free(argc > 3 ? atoi(argv[3]) : 50, argc > 4 ? atoi(argv[4]) : 1, argc > 5 ? atoi(argv[5]) : 0);
+  if (strcmp(mode, "free") == 0) return run_free(argc > 3 ? atoi(argv[3]) : 50, argc > 4 ? atoi(argv[4]) : 1, argc > 5 ? atoi(argv[5]) : 0,
+                    argc > 6 ? atoi(argv[6]) : 0);
+  if (strcmp(mode, "gil") == 0) return run_gil(argc > 3 ? atoi(argv[3]) : 100);
   if (strcmp(mode, "scale") == 0 && argc >= 8)
     return run_scale(atoi(argv[3]), atof(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
   fprintf(stderr, "unknown mode or missing arguments: %s\n", mode);
