@@ -146,7 +146,7 @@ def test_vendor_child_after_fork_is_not_usable(harness):
     call after fork() even when no call was running (its own worker threads).  Pinned so that
     a vendor release that fixes it is noticed."""
     env = {k: v for k, v in vendor_env().items() if not k.startswith("QNNEMU_")}
-    env.update(FORK_ENV, PH_IDLE="1", PH_CHILD_TIMEOUT="5")
+    env.update(FORK_ENV, PH_IDLE="1", PH_CHILD_TIMEOUT="2")
     proc = run(harness, "fork", vendor_library(), 1, env=env)
     assert "forks 1 ok 0" in proc.stdout, f"the vendor's child blocks (or fails) after fork: {describe(proc)}"
 
