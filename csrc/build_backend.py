@@ -153,7 +153,7 @@ def portable_compile_args(root: Path = ROOT) -> list[str]:
 
 def build_inputs() -> list[str]:
     """Files every library here is built from (besides its own sources): a change rebuilds it."""
-    inputs = [HERE / name for name in ("embed_python.h", "log_forward.h", "loader.c", "shim.c",
+    inputs = [HERE / name for name in ("embed_python.h", "log_forward.h", "fork_python.h", "loader.c", "shim.c",
                                        "system_shim.c", "exports.map", "system_exports.map",
                                        "htp_module.map", "system_module.map", "build_backend.py",
                                        "build_system.py")]

@@ -6,6 +6,11 @@ Used two ways:
 
 Flags stop at -march=x86-64-v2 (CI machines vary); kernels.c selects its AVX2+FMA
 variants at run time when the CPU has them (and its AVX-512 GEMM micro-kernel).
+
+The GIL: cffi's API mode releases it around every call of these functions (the generated
+wrappers call them between Py_BEGIN_ALLOW_THREADS and Py_END_ALLOW_THREADS), so application
+threads executing graphs at once run their kernels in parallel; nothing here needs the
+interpreter.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ int qe_isa(void);
 int qe_gemm_avx512(void);
 void qe_set_threads(int n);
 int qe_threads(void);
+void qe_set_call_threads(int n);
+int qe_call_threads(void);
 int qe_sgemm(long M, long N, int K, const float *A, long rsa, long csa, const float *B,
              long rsb, long csb, float *C, long ldc, const float *bias);
 long qe_packed_b_size(long N, int K);

@@ -336,6 +336,8 @@ static int find_python(const char *package_root, const char *lib_dir, FoundPytho
 typedef struct {
   PYAPI(Py_IsInitialized);
   PYAPI(Py_GetVersion);
+  PYAPI(PyPreConfig_InitPythonConfig);
+  PYAPI(Py_PreInitialize);
   PYAPI(PyConfig_InitPythonConfig);
   PYAPI(PyConfig_SetBytesString);
   PYAPI(PyConfig_Clear);
@@ -356,6 +358,8 @@ static int resolve_api(void *handle, PythonApi *api) {
 #define RESOLVE(name) if (!(*(void **)&api->name = dlsym(handle, #name))) return -1
   RESOLVE(Py_IsInitialized);
   RESOLVE(Py_GetVersion);
+  RESOLVE(PyPreConfig_InitPythonConfig);
+  RESOLVE(Py_PreInitialize);
   RESOLVE(PyConfig_InitPythonConfig);
   RESOLVE(PyConfig_SetBytesString);
   RESOLVE(PyConfig_Clear);
@@ -413,10 +417,27 @@ static int version_matches(PythonApi *api) {
 }
 
 static int start_interpreter(PythonApi *api, const FoundPython *py, char *why, size_t whylen) {
+  /* The application's locale and environment stay as they are: no setlocale(LC_CTYPE, "") and
+   * no C-locale coercion (which would also put LC_CTYPE into the environment of its children).
+   * UTF-8 mode gives the interpreter a locale-independent file-system and stdio encoding. */
+  PyPreConfig preconfig;
+  api->PyPreConfig_InitPythonConfig(&preconfig);
+  preconfig.parse_argv = 0;
+  preconfig.configure_locale = 0;
+  preconfig.coerce_c_locale = 0;
+  preconfig.coerce_c_locale_warn = 0;
+  preconfig.utf8_mode = 1;
+  PyStatus pre = api->Py_PreInitialize(&preconfig);
+  if (api->PyStatus_Exception(pre)) {
+    set_why(why, whylen, "cannot pre-initialize Python %s (found via %s): %s", QNNEMU_PYTHON_VERSION,
+            py->how, pre.err_msg ? pre.err_msg : "unknown error");
+    return -1;
+  }
   PyConfig config;
   api->PyConfig_InitPythonConfig(&config);
   config.install_signal_handlers = 0;
   config.parse_argv = 0;
+  config.configure_c_stdio = 0; /* the application's stdio buffering stays as it is */
   /* home: the stdlib of the installation we found (a PYTHONHOME meant for another Python does
    * not apply); executable inside the venv: site.py then adds the venv's site-packages. */
   PyStatus status = api->PyConfig_SetBytesString(&config, &config.home, py->prefix);

@@ -2,7 +2,8 @@
  *
  * - qe_sgemm / qe_sgemm_packed / qe_sgemm_batched: BLIS-style float32 GEMM (packed panels;
  *   6 x 32 AVX-512, 6 x 16 AVX2 or 6 x 8 SSE micro-kernel), large products split over
- *   qe_set_threads() threads (created per call: nothing stays running between calls);
+ *   qe_set_threads() threads (created per call: nothing stays running between calls), at most
+ *   qe_set_call_threads() for the calling thread when it set a limit;
  *   qe_pack_b packs a static right-hand operand once.  qnnemu.ops._fast uses it instead of
  *   numpy's BLAS where it is faster: on CPUs with AVX-512 when OpenBLAS runs AVX2 kernels
  *   (OPENBLAS_CORETYPE=Haswell, or an OpenBLAS that does not know the CPU);
@@ -74,10 +75,22 @@ int qe_isa(void) { return use_avx2(); }
 typedef float v4f __attribute__((vector_size(16)));
 
 static int g_threads = 1;
+/* The calling thread's own limit (0: none): several application threads executing graphs at
+ * once share the cores (qnnemu/core/threads.py sets it per execute), so each splits its work
+ * over fewer threads instead of oversubscribing them. */
+static __thread int t_call_threads;
 
 /* Threads a large GEMM (or a batch of GEMMs) is split over; 1 runs in the caller only. */
 void qe_set_threads(int n) { g_threads = n < 1 ? 1 : (n > 64 ? 64 : n); }
 int qe_threads(void) { return g_threads; }
+void qe_set_call_threads(int n) { t_call_threads = n < 0 ? 0 : (n > 64 ? 64 : n); }
+int qe_call_threads(void) { return t_call_threads; }
+
+/* The threads this call may use: the global setting, capped by the calling thread's limit. */
+static int threads_now(void)
+{
+    return t_call_threads > 0 && t_call_threads < g_threads ? t_call_threads : g_threads;
+}
 
 static int g_avx512 = -1;
 
@@ -465,7 +478,8 @@ static int run_jobs(struct gemm_job *jobs, int n)
 static int threads_for(double fmas, long items)
 {
     double t = fmas / (double)FMAS_PER_THREAD;
-    long n = t < g_threads ? (long)t : g_threads;
+    int limit = threads_now();
+    long n = t < limit ? (long)t : limit;
     if (n > items) n = items;
     return n < 2 ? 1 : (int)n;
 }
@@ -491,7 +505,8 @@ static void *range_thread(void *arg)
 static void parallel_for(range_fn fn, const void *ctx, long n, double ns_per_item)
 {
     double t = (double)n * ns_per_item / NS_PER_THREAD;
-    long T = t < g_threads ? (long)t : g_threads;
+    int limit = threads_now();
+    long T = t < limit ? (long)t : limit;
     if (T > n) T = n;
     if (T < 2) {
         fn(ctx, 0, n);

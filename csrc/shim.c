@@ -21,6 +21,7 @@
 #include "HTP/QnnHtpCommon.h"
 #include "qnnemu_entries.h"
 #include "log_forward.h"
+#include "fork_python.h"
 
 #define QNNEMU_EXPORT __attribute__((visibility("default")))
 
@@ -50,6 +51,7 @@ void qnnemu_log_emit(void *callback, QnnLog_Level_t level, uint64_t timestamp,
 
 static void init_once(void) {
   uint32_t core[3] = {0, 0, 0};
+  install_fork_handlers(); /* a fork during a call leaves a usable child (fork_python.h) */
   int rc = qnnemu_embed_init(QNNEMU_PACKAGE_VERSION, core);
   if (rc == 0) {
     /* cffi returns 0 when the embedded Python failed to initialise. */

@@ -21,6 +21,7 @@
 #include "System/QnnSystemInterface.h"
 #include "qnnemu_system_entries.h"
 #include "log_forward.h"
+#include "fork_python.h"
 
 #define QNNEMU_EXPORT __attribute__((visibility("default")))
 
@@ -54,6 +55,7 @@ void qnnemu_sys_log_emit(void *callback, QnnLog_Level_t level, uint64_t timestam
 
 static void init_once(void) {
   uint32_t version[3] = {0, 0, 0};
+  install_fork_handlers(); /* a fork during a call leaves a usable child (fork_python.h) */
   int rc = qnnemu_sys_embed_init(QNNEMU_PACKAGE_VERSION, version);
   if (rc == 0) {
     /* cffi returns 0 when the embedded Python failed to initialise. */

@@ -19,7 +19,7 @@ from ..core.context import Context
 from ..core.device import Device
 from ..core.graph import Graph
 from ..core.handles import HANDLES
-from ..core.signal import checker
+from ..core.signal import Signal, checker
 from ..errors import QnnError
 from ..headers import Q
 from . import entry as _entry
@@ -232,14 +232,22 @@ def _model(dev):
     return dev.model if dev is not None else None
 
 
+def _check_signal(signal) -> None:
+    """A non-NULL signal argument is a live signal (checked with the other handles, before
+    the arguments; ``signal_api.use_signal`` takes it later)."""
+    if signal is not None and signal != _ffi().NULL:
+        HANDLES.get(_hval(signal), Signal, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "signal")
+
+
 def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBufferSize, context, profile,
                         signal=None, callback=None):
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
-    require(context, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "context")
     dev = _device(device)
+    call = profile_api.start(profile, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE)
+    _check_signal(signal)
+    require(context, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "context")
     configs = _context_configs(config, func, _model(dev))
     provider = _DmaProvider(func, callback, configs) if callback is not None else None
-    call = profile_api.start(profile, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE)
     view = _client_buffer(binaryBuffer, binaryBufferSize)
     sig_handle = _ffi().NULL if signal is None else signal
     try:
@@ -277,8 +285,10 @@ def contextValidateBinary(backend, device, config, binaryBuffer, binaryBufferSiz
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
     dev = _device(device)
     configs = _context_configs(config, func, _model(dev))
+    # Every check contextCreateFromBinary makes, the rebuild's included (nothing is kept).
     binary.validate(_client_buffer(binaryBuffer, binaryBufferSize), dev,
-                    configs.get("binaryCompatibility", binary.PERMISSIVE), logger=be.log, func=func)
+                    configs.get("binaryCompatibility", binary.PERMISSIVE), logger=be.log, func=func,
+                    backend=be, configs=configs, enable_graphs=configs.get("enableGraphs"))
 
 
 # ------------------------------------------------------------------------------ WithCallback
@@ -451,6 +461,7 @@ def contextCreateFromBinaryListAsync(backend, device, contextParams, listConfig,
     ffi = _ffi()
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
     dev = _device(device)
+    _check_signal(signal)
     list_configs = _context_configs(listConfig, f"{func}: listConfig", _model(dev))
     entries = _list_entries(func, contextParams, list_configs, _model(dev))
     loaded = 0

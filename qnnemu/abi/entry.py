@@ -131,9 +131,12 @@ def perf_entry(fn):
     return entry(fn, _PERF_ENTRIES)
 
 
-def not_supported(name: str, code: int, why: str):
-    """Table slot ``name`` answers ``code`` and logs why."""
+def not_supported(name: str, code: int, why: str, check=None):
+    """Table slot ``name`` answers ``code`` and logs why; ``check(*args)`` first validates what
+    the vendor's library validates before answering (e.g. the handle argument)."""
     def fn(*args):
+        if check is not None:
+            check(*args)
         raise QnnError(code, f"{name}: not supported by qnnemu {_version.__version__}: {why}",
                        rule="QNNEMU-not-supported")
     fn.__name__ = name
@@ -302,8 +305,10 @@ def backendFree(backend):
     HANDLES.release(_hval(backend))
 
 
+# The vendor's library checks the backend handle first (INVALID_HANDLE, NULL included).
 not_supported("backendRegisterOpPackage", Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
-              "op packages are not emulated yet; all ops come from the built-in qti.aisw package")
+              "op packages are not emulated yet; all ops come from the built-in qti.aisw package",
+              check=lambda backend, *_: _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend"))
 
 
 @entry
@@ -464,7 +469,10 @@ def _platform_info(model) -> object:
 @entry
 def deviceGetPlatformInfo(logger, platformInfo):
     """The emulated platform: the SoC of the newest live device (deviceCreate's SOC/ARCH configs
-    choose the emulated chip), the default device (SM8350 or QNNEMU_SOC_MODEL) before any device exists."""
+    choose the emulated chip), the default device (SM8350 or QNNEMU_SOC_MODEL) before any device exists.
+    ``logger`` may be NULL; a garbage or freed one is refused with INVALID_HANDLE (as the
+    vendor's library does)."""
+    _optional_logger(logger, Q.QNN_DEVICE_ERROR_INVALID_HANDLE)
     require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceGetPlatformInfo", "platformInfo")
     devices = HANDLES.live(Device)
     platformInfo[0] = _platform_info(devices[-1].model if devices else DeviceModel())
@@ -480,6 +488,7 @@ def deviceGetInfo(device, platformInfo):
 
 @entry
 def deviceFreePlatformInfo(logger, platformInfo):
+    _optional_logger(logger, Q.QNN_DEVICE_ERROR_INVALID_HANDLE)   # NULL, or a live logger (vendor)
     require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceFreePlatformInfo", "platformInfo")
     if _platform_infos.pop(int(ffi.cast("uintptr_t", platformInfo)), None) is None:
         raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT,
@@ -919,10 +928,14 @@ def contextAddToDlc(context, dlcHandle):
                    f"save the context with contextGetBinary instead", rule="QNNEMU-not-supported")
 not_supported("graphCreateSubgraph", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "subgraphs are not emulated yet")
 not_supported("graphExecuteAsync", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "async execute is not implemented yet")
+# The vendor's library answers graphCreateSubgraph and graphExecuteAsync without looking at the
+# graph handle, but checks it in the execution-environment entries (INVALID_HANDLE, NULL included).
 not_supported("graphPrepareExecutionEnvironment", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-              "execution environments are not implemented yet")
+              "execution environments are not implemented yet",
+              check=lambda graph, *_: _get(graph, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle"))
 not_supported("graphReleaseExecutionEnvironment", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-              "execution environments are not implemented yet")
+              "execution environments are not implemented yet",
+              check=lambda graph, *_: _get(graph, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle"))
 
 
 # ----------------------------------------------------------------------------------- tensor

@@ -205,9 +205,10 @@ def to_python(value):
             try:
                 out[name] = to_python(getattr(value, name))
             except ValueError:
-                # A union's bool member overlaying another member's bytes (e.g. vtcmSizeInMB = 4
-                # read as a bool): cffi refuses bytes other than 0/1; keep the raw byte.
-                out[name] = int(ffi.cast("uint8_t *", ffi.addressof(value, name))[0])
+                # A bool byte other than 0/1 (set by the client, or a union's bool member
+                # overlaying another member's bytes, e.g. vtcmSizeInMB = 4): cffi refuses it; C
+                # reads any non-zero byte as true.
+                out[name] = ffi.cast("uint8_t *", ffi.addressof(value, name))[0] != 0
         return out
     if tp.kind == "array":
         return [to_python(v) for v in value]

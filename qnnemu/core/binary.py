@@ -13,7 +13,8 @@
   Deterministic: the same context gives the same bytes.
 - ``inspect(blob)``: the checked header and graph/tensor descriptions without building anything
   (``contextValidateBinary``, the System library's ``systemContextGetBinaryInfo``).
-- ``validate(blob, device, compatibility)``: ``inspect`` plus the compatibility rules.
+- ``validate(blob, device, compatibility, backend=...)``: ``inspect``, the compatibility rules
+  and the rebuild's checks on a throw-away context (what ``deserialize`` would refuse).
 - ``deserialize(blob, backend, device, ...)``: a new ``Context`` with the same graphs, tensor ids
   and names, rebuilt through the normal ``Graph.add_node`` checks and finalized, so
   ``graphRetrieve`` + ``graphExecute`` give bit-identical results to the original.
@@ -812,6 +813,8 @@ def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_d
         elif data_off < meta_off + meta_size or data_off + data_size > total:
             bad = f"data section [{data_off}, +{data_size}) overlaps the metadata or leaves the binary"
     if bad is None:
+        bad = _device_fields_out_of_range(soc, arch, vtcm)
+    if bad is None:
         try:
             build_id = build.rstrip(b"\0").decode("ascii")
         except UnicodeDecodeError:
@@ -835,6 +838,44 @@ def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_d
                    f"0x{mcrc:08x}): the binary is corrupted")
     return Header(version, header_size, total, flags, payload_crc, (c0, c1, c2), (b0, b1, b2), soc, arch,
                   vtcm, meta_off, meta_size, data_off, data_size, build_id, graph_count, meta_crc, header_crc)
+
+
+def _device_fields_out_of_range(soc: int, arch: int, vtcm_mb: int) -> str | None:
+    """What is wrong with the header's device fields, or None: the SoC model is 0 or one of the
+    SoC table, the arch an HTP arch (a SoC and an arch that disagree are a binary for another
+    device, which the compatibility rules handle), the VTCM size at least
+    1 MiB and at most the largest VTCM of the table (docs/context-binary.md "Header": serialize
+    writes nothing else, so anything else is corruption or a hand-made binary; refused under
+    PERMISSIVE too, since PERMISSIVE tolerates another device, not an impossible one)."""
+    from ..htp import soc as socs
+    if soc != Q.QNN_SOC_MODEL_UNKNOWN and soc not in socs.SOCS:
+        return (f"soc_model {soc} is neither QNN_SOC_MODEL_UNKNOWN (0) nor a SoC model of the emulator's "
+                f"SoC table")
+    archs = sorted({*socs.HTP_ARCHS, *socs.ARCH_ONLY})
+    if arch not in archs:
+        return f"htp_arch {arch} is not an HTP arch ({', '.join(map(str, archs))})"
+    largest = max(r.vtcm_mb for r in (*socs.SOCS.values(), *(socs.arch_only(a) for a in archs)))
+    if not 1 <= vtcm_mb <= largest:
+        return f"vtcm_mb {vtcm_mb} is outside 1..{largest} MiB (the largest VTCM of the SoC table)"
+    return None
+
+
+def _check_text(v: Any, path: str) -> None:
+    """Every string (and key) of the metadata is text that UTF-8 can hold: a JSON escape of a
+    lone surrogate (\\ud800) gives a Python string no C string can carry (serialize never
+    writes one: names come from C strings)."""
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Bad(f"{path}: {v!a:.60} is not valid Unicode text (a lone surrogate)") from None
+    elif isinstance(v, dict):
+        for k, item in v.items():
+            _check_text(k, f"{path} key")
+            _check_text(item, f"{path}.{k}" if isinstance(k, str) and k.isidentifier() else f"{path}[...]")
+    elif isinstance(v, list):
+        for i, item in enumerate(v):
+            _check_text(item, f"{path}[{i}]")
 
 
 # --- metadata schema ----------------------------------------------------------------------------
@@ -1049,6 +1090,7 @@ def _metadata(view: memoryview, h: Header, func: str, check_abort=None) -> Binar
                    f"binaryBuffer: the metadata section is not valid JSON ({type(e).__name__}: "
                    f"{str(e)[:120]})") from None
     try:
+        _check_text(meta, "metadata")
         info = _schema(meta, h, check_abort, func)
     except _Bad as e:
         raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-metadata", func,
@@ -1208,11 +1250,23 @@ def check_compatibility(h: Header, device, mode: str, log=None, func: str = "con
 
 
 def validate(blob: Any, device=None, compatibility: Any = PERMISSIVE, *, logger=None,
-             func: str = "contextValidateBinary") -> BinaryInfo:
-    """``contextValidateBinary``: every check ``deserialize`` makes before building."""
+             func: str = "contextValidateBinary", backend=None, configs: dict | None = None,
+             enable_graphs=None) -> BinaryInfo:
+    """``contextValidateBinary``: every check ``deserialize`` makes.  The header, the metadata and
+    the compatibility rules; then, with ``backend``, the rebuild's own checks -- every (enabled)
+    tensor, node and graph through the creation / graphAddNode / graphFinalize rules (an unknown
+    op type, a node its op refuses, an output nothing writes) -- on a context no one sees, which
+    is freed before returning: nothing is left behind, and a binary passes exactly when
+    ``deserialize`` with the same arguments would load it."""
     mode = compatibility_mode(compatibility, func)
     info = inspect(blob, func=func)
     check_compatibility(info.header, device, mode, logger, func)
+    if backend is not None:
+        # persistent: static tensors are views of the caller's buffer (no copy), valid while
+        # this call runs -- the context is gone when it returns.
+        ctx = deserialize(blob, backend, device, compatibility=mode, logger=NULL_LOGGER, configs=configs,
+                          enable_graphs=enable_graphs, func=func, persistent=True)
+        ctx.free()
     return info
 
 

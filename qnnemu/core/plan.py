@@ -57,9 +57,17 @@ accumulator (or real result) once more, straight into the activation's encoding 
 to and no clipping by the producer's own encoding; the activation's step only hands them on
 (``FoldedActivation``).  A producer whose codes nothing else reads skips them.  With the config
 set, every tensor keeps its requested encoding (docs/numerics.md "Relu folded into convolutions").
+
+Floating-point exceptions (NaN/inf data, overflowing casts, degenerate scales) never become
+numpy warnings, which would print on the application's stderr: compiling and running a plan
+happens under ``np.errstate`` with divide/overflow/invalid routed to the ``qnnemu.numerics``
+Python logger at DEBUG (``routed_fp_errors``).  It is thread-local and scoped to the plan, not
+a process-wide filter.
 """
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -71,13 +79,31 @@ from .. import rules
 from ..errors import QnnError
 from ..headers import Q
 from ..ops.base import htp_fp16_round, htp_fp16_static, htp_fp16_to_fp32
-from . import dtypes, float16
-from .quant import (AccRequant, Dequantizer, code_range, htp_int8_operand, htp_int8_weights,
-                    round_half_away, same_encoding)
+from . import dtypes, float16, threads
+from .quant import (AccRequant, Dequantizer, clamp_codes, code_range, htp_int8_operand, htp_int8_weights,
+                    reciprocal_f32, round_half_away, same_encoding)
 from .tensor import is_static
 
 FLOAT32 = Q.QNN_DATATYPE_FLOAT_32
 FLOAT16 = Q.QNN_DATATYPE_FLOAT_16
+
+_FP_LOG = logging.getLogger("qnnemu.numerics")
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _log_fp_error(kind: str, flag: int) -> None:
+    if _FP_LOG.isEnabledFor(logging.DEBUG):
+        _FP_LOG.debug("floating-point %s in a graph's plan (numpy flag %d)", kind, flag)
+
+
+def routed_fp_errors(fn):
+    """Runs ``fn`` with numpy's floating-point errors (divide, overflow, invalid) sent to the
+    ``qnnemu.numerics`` logger instead of warnings; underflow stays ignored (numpy's default)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with np.errstate(divide="call", over="call", invalid="call", under="ignore", call=_log_fp_error):
+            return fn(*args, **kwargs)
+    return wrapper
 
 # op type -> rounding of its requantized outputs, as observed on the vendor's libQnnHtp.so
 # (values at exact half-LSB ties; see tests/test_quant_vendor.py).
@@ -119,20 +145,22 @@ class Requantize:
         # 32-bit codes do not fit float32 (2**31 - 1 rounds up to 2**31): the float64 path.
         per_tensor = (spec.axis is None and spec.block_scales is None
                       and dtypes.itemsize(dtype) < 4)
-        self.inv = np.float32(1.0) / np.float32(spec.scale) if per_tensor else None
+        # a zero or subnormal scale: 1/scale saturates (quant.reciprocal_f32), NaN -> top code
+        self.inv = reciprocal_f32(spec.scale) if per_tensor else None
         self.offset = np.float32(spec.offset) if per_tensor else None
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         if self.inv is None:
             from .quant import scale_offset_arrays
             scale, offset = scale_offset_arrays(self.spec, x.shape, np.float64)
+            if np.any(scale == 0):   # a channel with scale 0 quantizes to its zero point
+                scale = np.where(scale == 0, np.inf, scale)
             y = self.round(np.asarray(x, np.float64) / scale) - offset
         else:
             y = np.multiply(x, self.inv, dtype=np.float32)
             y = self.round(y)
             y -= self.offset
-        np.clip(y, self.lo, self.hi, out=y)
-        return y.astype(self.np_dtype)
+        return clamp_codes(y, self.lo, self.hi).astype(self.np_dtype)
 
 
 # -- accumulating ops in integers ---------------------------------------------------------------
@@ -361,14 +389,16 @@ class IntegerAdd:
     def __init__(self, ins, out):
         f32 = np.float32
         ys = f32(out.quant.scale)
-        ms = [float(f32(t.quant.scale) / ys) for t in ins]
+        with np.errstate(over="ignore", under="ignore", divide="ignore"):
+            # a tiny output scale: multipliers saturate to the largest float32
+            ms = [min(float(f32(t.quant.scale) / ys), _F32_MAX) for t in ins]
         offs = [float(t.quant.offset) for t in ins]
         y_off = float(out.quant.offset)
         self.wide = out.dtype in _SIXTEEN_BIT
         if self.wide:
             top = max(ms)
             k = 0
-            while top * 2.0 ** (k + 1) < 32767.5:
+            while top * 2.0 ** (k + 1) < 32767.5 and k < 64:   # top 0: both input scales underflow
                 k += 1
             while k > -30 and top * 2.0 ** k >= 32767.5:
                 k -= 1
@@ -620,7 +650,16 @@ class Plan:
     # float32 math with the device's kernels and their float16 islands (v68's LayerNorm)
     float16_islands: bool = False
 
+    @routed_fp_errors
     def run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
+        # Executes running at once share the cores (qnnemu/core/threads.py).
+        threads.enter()
+        try:
+            return self._run(feeds, wanted, observer)
+        finally:
+            threads.leave()
+
+    def _run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer) -> dict[int, np.ndarray]:
         env: list[Any] = [None] * self.n_slots
         for slot, value in self.statics.items():
             env[slot] = value
@@ -813,6 +852,7 @@ def _compile_node(graph, k: int, slot_of: _Slots, statics, fp16: bool, folds: di
                          islands)
 
 
+@routed_fp_errors
 def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | None = None) -> Plan:
     """Builds the plan of a graph whose nodes were all checked by graphAddNode.
 
@@ -877,6 +917,7 @@ def nodes_touching(graph, tensor_ids) -> list[int]:
             if ids.intersection(i for i in node.inputs if i is not None) or ids.intersection(node.outputs)]
 
 
+@routed_fp_errors
 def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
     """A new plan equal to ``plan`` except for the steps of the nodes touching ``tensor_ids``,
     recompiled from the tensors' current data and quantization (QnnTensor_updateGraphTensors,
@@ -924,4 +965,4 @@ def _cast_to(dtype: int):
 __all__ = ["Plan", "Step", "compile_plan", "refresh_plan", "nodes_touching", "ROUNDING_BY_OP",
            "DEFAULT_ROUNDING", "rounding_for", "Requantize", "INTEGER_ACCUMULATION_OPS", "INTEGER_ELEMENTWISE_OPS",
            "IntegerAccumulation", "IntegerAdd", "FOLDING_PRODUCERS", "FOLDED_ACTIVATIONS",
-           "folded_activations", "FoldedActivation"]
+           "folded_activations", "FoldedActivation", "routed_fp_errors"]

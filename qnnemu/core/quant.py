@@ -17,6 +17,14 @@ vendor's backend check it (tests/test_quant_vendor.py).
 
 The float math runs in float32 for activations (the HTP's requantization multiplier is a
 32-bit value too) and float64 for static weights (exact for every 8/16-bit code).
+
+Degenerate values give defined codes without floating-point exceptions (numpy warnings would
+reach the application's stderr): a scale whose reciprocal overflows float32 (zero, subnormal)
+uses the largest float32 instead, so real 0 stays at the zero point and everything else
+saturates; a per-channel scale of 0 maps its channel to the zero point; NaN quantizes to the
+top code, as the vendor's Quantize does (tests/test_process_hygiene.py); an accumulating op's
+channel whose multiplier is 0 (a weight scale of 0 or one too small for float32, a discarded
+channel) outputs its zero point, bias included, as the vendor's does.
 """
 from __future__ import annotations
 
@@ -31,6 +39,7 @@ if TYPE_CHECKING:  # ops.base imports core modules; only the type is needed here
     from ..ops.base import QuantSpec
 
 ROUNDING = "half_away_from_zero"
+_F32_MAX = np.float32(np.finfo(np.float32).max)
 
 _STORAGE_BITS = {
     Q.QNN_DATATYPE_SFIXED_POINT_4: (4, True), Q.QNN_DATATYPE_UFIXED_POINT_4: (4, False),
@@ -92,16 +101,38 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
     return np.trunc(x + np.copysign(0.5, x))
 
 
+def reciprocal_f32(scale) -> np.float32:
+    """1 / scale in float32, saturated to the largest float32 when it overflows (a zero or
+    subnormal scale): multiplying by it keeps 0 at 0 (0 * inf would be NaN)."""
+    with np.errstate(over="ignore", divide="ignore"):
+        inv = np.float32(1.0) / np.float32(scale)
+    return inv if np.isfinite(inv) else _F32_MAX
+
+
+def clamp_codes(y: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """``y`` clamped to [lo, hi] in place, NaN to ``hi`` (the vendor's Quantize gives NaN the
+    top code; np.clip would keep NaN, whose integer cast is undefined)."""
+    np.fmin(y, hi, out=y)
+    np.maximum(y, lo, out=y)
+    return y
+
+
+def _safe_divisor(scale: np.ndarray) -> np.ndarray:
+    """Per-channel scales with 0 replaced by inf: x / inf = 0, so such a channel quantizes to
+    its zero point instead of inf/NaN."""
+    return np.where(scale == 0, np.inf, scale) if np.any(scale == 0) else scale
+
+
 def quantize(x: np.ndarray, spec: QuantSpec, dtype: int) -> np.ndarray:
     """Codes of ``x`` in ``dtype``: clamp(round(x / scale) - offset), rounding per ``ROUNDING``."""
     lo, hi = code_range(dtype, spec.bitwidth)
     if spec.axis is None and spec.block_scales is None and dtypes.itemsize(dtype) < 4:
-        inv = np.float32(1.0) / np.float32(spec.scale)
+        inv = reciprocal_f32(spec.scale)
         y = round_half_away(np.asarray(x, dtype=np.float32) * inv) - np.float32(spec.offset)
     else:
         scale, offset = scale_offset_arrays(spec, x.shape, np.float64)
-        y = round_half_away(np.asarray(x, dtype=np.float64) / scale) - offset
-    return np.clip(y, lo, hi).astype(dtypes.numpy_dtype(dtype))
+        y = round_half_away(np.asarray(x, dtype=np.float64) / _safe_divisor(scale)) - offset
+    return clamp_codes(np.asarray(y), lo, hi).astype(dtypes.numpy_dtype(dtype))
 
 
 class Requantizer:
@@ -114,7 +145,7 @@ class Requantizer:
         self.lo, self.hi = code_range(dtype, spec.bitwidth)
         self.np_dtype = dtypes.numpy_dtype(dtype)
         per_tensor = spec.axis is None and spec.block_scales is None and dtypes.itemsize(dtype) < 4
-        self.inv = np.float32(1.0 / np.float32(spec.scale)) if per_tensor else None
+        self.inv = reciprocal_f32(spec.scale) if per_tensor else None
         self.offset = np.float32(spec.offset) if per_tensor else None
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -123,8 +154,7 @@ class Requantizer:
         y = np.multiply(x, self.inv, dtype=np.float32)
         y = round_half_away(y)
         y -= self.offset
-        np.clip(y, self.lo, self.hi, out=y)
-        return y.astype(self.np_dtype)
+        return clamp_codes(y, self.lo, self.hi).astype(self.np_dtype)
 
 
 class Dequantizer:
@@ -242,14 +272,24 @@ class AccRequant:
         f32 = np.float32
         ws = np.atleast_1d(np.asarray(ws, dtype=np.float32))
         factor = np.atleast_1d(np.asarray(factor, dtype=np.float64))
-        m0 = (f32(xs) * ws).astype(np.float32) / f32(ys)                  # float32
-        m = np.where(factor != 1.0, (m0 * factor.astype(np.float32)).astype(np.float32), m0)
+        # Degenerate scales: the multiplier may overflow (a tiny output scale: saturate to the
+        # largest float32) or be 0 (a weight scale of 0 or too small: a dead channel).
+        with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+            m0 = (f32(xs) * ws).astype(np.float32) / f32(ys)                  # float32
+            m = np.where(factor != 1.0, (m0 * factor.astype(np.float32)).astype(np.float32), m0)
+        m = np.minimum(m.astype(np.float32), _F32_MAX)
+        dead = m == 0
+        self.dead = dead if np.any(dead) else None
+        self.dead_code = float(np.clip(-float(y_offset), lo, hi))
+        m = np.where(dead, np.float32(1.0), m)        # any finite value: dead outputs are replaced
         self.m32 = m.astype(np.float32)
         self.mq = round_significant(self.m32.astype(np.float64), multiplier_bits or (15 if fine else 11))
         self.wide = wide and not fine
         self.zp_x = -float(x_offset)
         zp_y = -float(y_offset)
         b = np.zeros_like(self.mq) if bias is None else np.asarray(bias, dtype=np.float64)
+        if self.dead is not None:
+            b = np.where(dead, 0.0, np.broadcast_to(b, np.broadcast_shapes(b.shape, dead.shape)))
         if self.wide:
             self.shift = np.full(self.mq.shape, 256.0)
             k = (f32(b).astype(np.float32) + (f32(zp_y) / self.m32).astype(np.float32))
@@ -271,7 +311,10 @@ class AccRequant:
             data = acc + zw                                   # sum of x_code * w
             a = np.floor(data / 256.0) - np.floor(zw / 256.0 + 0.5) + self.const
             y = np.floor(a * self.scale + 0.5)
-            return np.clip(y, self.lo, self.hi)
+            y = np.clip(y, self.lo, self.hi)
+            if self.dead is not None:
+                np.copyto(y, self.dead_code, where=self.dead)
+            return y
         # In place on a private float64 copy (the hot path of quantized CNNs); dividing by
         # the power-of-two shift is an exact multiplication by its inverse.
         a = np.array(acc, dtype=np.float64, copy=True) if acc.dtype != np.float64 or not acc.flags.writeable \
@@ -282,9 +325,13 @@ class AccRequant:
         a *= self.scale
         a += 0.5
         np.floor(a, out=a)
-        return np.clip(a, self.lo, self.hi, out=a)
+        np.clip(a, self.lo, self.hi, out=a)
+        if self.dead is not None:
+            np.copyto(a, self.dead_code, where=self.dead)
+        return a
 
 
-__all__ = ["ROUNDING", "code_range", "dequantize", "quantize", "Requantizer", "Dequantizer",
+__all__ = ["ROUNDING", "code_range", "dequantize", "quantize", "Requantizer", "Dequantizer", "reciprocal_f32",
+           "clamp_codes",
            "same_encoding", "scale_offset_arrays", "round_half_away", "round_significant",
            "htp_int8_weights", "htp_int8_operand", "AccRequant"]
