@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import qnnemu
+from qnnemu.headers import Q
 from vendor import our_library, vendor_dir
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -188,3 +189,48 @@ def test_make_run_runs_both_samples(tmp_path):
     lines = program_lines(proc.stdout)
     assert lines.count("PASSED") == 2 and lines[-1] == "PASSED", \
         f"each sample printed PASSED and the output ends with it: {describe(proc)}"
+
+
+# --- what the app sees when a library refuses to start ----------------------------------------
+
+@pytest.fixture(scope="module")
+def built_samples(tmp_path_factory) -> Path:
+    if our_library() is None:
+        pytest.skip("our libQnnHtpEmu.so is not built (qnnemu.backend_library_path())")
+    build = tmp_path_factory.mktemp("samples")
+    proc = make("all", build)
+    assert proc.returncode == 0, f"samples build: {describe(proc)}"
+    return build
+
+
+def run_sample(program: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    full = dict(os.environ)
+    pkg_parent = str(Path(qnnemu.__file__).resolve().parent.parent)
+    full["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, full.get("PYTHONPATH", "")) if p)
+    full.update(env)
+    return subprocess.run([str(program), *args], env=full, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("variable, value, library, rule", [
+    ("QNNEMU_CORE_API_VERSION", "foo", "libQnnHtpEmu.so", "QNNEMU-env-core-api"),
+    ("QNNEMU_CORE_API_VERSION", "2.31", "libQnnHtpEmu.so", "QNNEMU-env-core-api"),
+    ("QNNEMU_SYSTEM_API_VERSION", "foo", "libQnnSystem.so", "QNNEMU-env-system-api"),
+])
+def test_version_negotiation_failure_says_why_on_stderr(built_samples, tmp_path, variable, value, library, rule):
+    """A bad QNNEMU_CORE_API_VERSION / QNNEMU_SYSTEM_API_VERSION fails getProviders with
+    QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES; no logger exists yet, so the library says why in one
+    "qnnemu: <library>: <why>" line on stderr, the loader's convention (docs/loading.md)."""
+    if library == "libQnnSystem.so":  # context_binary reaches the System library after the backend
+        proc = run_sample(built_samples / "context_binary", qnnemu.backend_library_path(),
+                          qnnemu.system_library_path(), str(tmp_path / "ctx.bin"), **{variable: value})
+        getter = "QnnSystemInterface_getProviders"
+    else:
+        proc = run_sample(built_samples / "conv_relu_fc", **{variable: value})
+        getter = "QnnInterface_getProviders"
+    assert proc.returncode != 0, f"{variable}={value}: the sample fails: {describe(proc)}"
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("qnnemu: ")]
+    assert len(ours) == 1 and ours[0].startswith(f"qnnemu: {library}: [{rule}] {variable}='{value}'"), \
+        f"one 'qnnemu: {library}: [{rule}] {variable}=...' line on stderr: {describe(proc)}"
+    assert f"{getter} failed with error {Q.QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES}" in proc.stderr, \
+        f"the app saw QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES: {describe(proc)}"
+    assert "qnnemu:" not in proc.stdout, f"nothing from the library on stdout: {describe(proc)}"
