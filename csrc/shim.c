@@ -49,6 +49,22 @@ void qnnemu_log_emit(void *callback, QnnLog_Level_t level, uint64_t timestamp,
   if (callback) forward_log((QnnLog_Callback_t)callback, level, timestamp, "%s", message);
 }
 
+/* No QnnLog logger can exist before getProviders succeeds, so the reason the Python-side init
+ * refused (``<module>.init_failure``) goes to stderr as one "qnnemu: <library>: <why>" line, the
+ * loader's convention for a library that cannot start (csrc/loader.c). */
+static void report_init_failure(const char *library, const char *module) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *mod = PyImport_ImportModule(module);
+  PyObject *why = mod ? PyObject_GetAttrString(mod, "init_failure") : NULL;
+  const char *text = why && PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : NULL;
+  fprintf(stderr, "qnnemu: %s: %s\n", library,
+          text ? text : "the Python-side initialisation failed without saying why");
+  PyErr_Clear();
+  Py_XDECREF(why);
+  Py_XDECREF(mod);
+  PyGILState_Release(gil);
+}
+
 static void init_once(void) {
   uint32_t core[3] = {0, 0, 0};
   install_fork_handlers(); /* a fork during a call leaves a usable child (fork_python.h) */
@@ -60,8 +76,9 @@ static void init_once(void) {
     return;
   }
   if (rc < 0) {
-    /* The Python side already logged why (version mismatch, bad configuration). */
+    /* The Python side refused (version mismatch, bad configuration) and recorded why. */
     g_init_status = QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES;
+    report_init_failure("libQnnHtpEmu.so", "qnnemu.abi.entry");
     return;
   }
   static const QNN_INTERFACE_VER_TYPE table = QNNEMU_TABLE_INITIALIZER;

@@ -69,10 +69,14 @@ static const char *error_text(Qnn_ErrorHandle_t err) {
 static void log_callback(const char *fmt, QnnLog_Level_t level, uint64_t timestamp, va_list args) {
   static const char *names[] = {"?", "ERROR", "WARN", "INFO", "VERBOSE", "DEBUG"};
   (void)timestamp;
-  fprintf(stderr, "[qnn %s] ", level <= QNN_LOG_LEVEL_DEBUG ? names[level] : "?");
-  vfprintf(stderr, fmt, args);
-  size_t len = strlen(fmt);
-  if (len == 0 || fmt[len - 1] != '\n') fputc('\n', stderr);
+  if (!fmt) return;
+  /* One line per message, whether or not the backend ends its messages with a newline (the
+   * format may be "%s" with the newline inside the argument). */
+  char line[1024];
+  vsnprintf(line, sizeof line, fmt, args);
+  size_t len = strlen(line);
+  while (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+  fprintf(stderr, "[qnn %s] %s\n", level <= QNN_LOG_LEVEL_DEBUG ? names[level] : "?", line);
 }
 
 /* A tensor description; v2 tensors with raw client buffers. */

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import qnnemu
+from qnnemu.headers import Q
 from vendor import our_library, vendor_dir
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -33,13 +34,13 @@ pytestmark = [
 ERROR_RE = re.compile(r"max relative error: (\S+) \(tolerance (\S+)\)")
 
 
-def make(target: str, build: Path) -> subprocess.CompletedProcess:
+def make(target: str, build: Path, python: str = sys.executable) -> subprocess.CompletedProcess:
     # The Makefile asks Python for the header and library paths: use this interpreter, able
     # to import the qnnemu being tested (installed or from the source tree).
     env = dict(os.environ)
     pkg_parent = str(Path(qnnemu.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH", "")) if p)
-    return subprocess.run(["make", "-C", str(SAMPLES), target, f"PYTHON={sys.executable}",
+    return subprocess.run(["make", "-C", str(SAMPLES), target, f"PYTHON={python}",
                            f"BUILD={build}"], env=env, capture_output=True, text=True,
                           timeout=600)
 
@@ -76,7 +77,11 @@ def check_run(proc, expected_runs: list[float]):
 def test_sample_on_our_backend(tmp_path):
     if our_library() is None:
         pytest.skip("our libQnnHtpEmu.so is not built (qnnemu.backend_library_path())")
-    check_run(make("run-conv", tmp_path), [1e-4])
+    proc = make("run-conv", tmp_path)
+    check_run(proc, [1e-4])
+    logged = [line for line in proc.stderr.splitlines() if not line.startswith("make")]
+    assert any(line.startswith("[qnn ERROR] ") for line in logged), f"the refusals were logged: {describe(proc)}"
+    assert all(line.strip() for line in logged), f"the log callback prints no blank lines: {describe(proc)}"
 
 
 def test_sample_on_vendor_backend(tmp_path):
@@ -166,6 +171,31 @@ def test_context_sample_on_our_backend(tmp_path):
     assert (tmp_path / "context_ours.bin").read_bytes()[:8] == b"QNNEMUCB", "the saved binary is ours"
     assert re.search(r"^intact binary: contextValidateBinary: 0 \(valid\)", out, re.M), \
         f"our contextValidateBinary accepts the intact binary: {out[-2000:]}"
+    check_readme_excerpt(out)
+
+
+def check_readme_excerpt(out: str) -> None:
+    """samples/README.md's "Output on our backend" shows what the sample prints: each of its
+    lines (``...`` standing for left-out text) matches a line of ``out``, in order. Only the
+    build id's version digits are free."""
+    readme = (SAMPLES / "README.md").read_text()
+    block = readme[readme.index("Output on our backend"):readme.index("What the vendor's backend")]
+    shown = [line[4:] for line in block.splitlines() if line.startswith("    ")]
+    assert shown, "the README shows the output"
+
+    def norm(text: str) -> str:
+        return re.sub(r"build id v2\.50\.0\.\d+", "build id v2.50.0.N", text)
+
+    printed = [norm(line) for line in out.splitlines()]
+    pos = 0
+    for line in shown:
+        if line == "...":
+            continue
+        pattern = re.compile(".*".join(re.escape(part) for part in norm(line).split("...")) + "$")
+        while pos < len(printed) and not pattern.match(printed[pos]):
+            pos += 1
+        assert pos < len(printed), f"samples/README.md's line {line!r} is printed (in this order): {out[-3000:]}"
+        pos += 1
 
 
 def test_context_sample_on_vendor_backend(tmp_path):
@@ -188,3 +218,70 @@ def test_make_run_runs_both_samples(tmp_path):
     lines = program_lines(proc.stdout)
     assert lines.count("PASSED") == 2 and lines[-1] == "PASSED", \
         f"each sample printed PASSED and the output ends with it: {describe(proc)}"
+
+
+# --- what the app sees when a library refuses to start ----------------------------------------
+
+@pytest.fixture(scope="module")
+def built_samples(tmp_path_factory) -> Path:
+    if our_library() is None:
+        pytest.skip("our libQnnHtpEmu.so is not built (qnnemu.backend_library_path())")
+    build = tmp_path_factory.mktemp("samples")
+    proc = make("all", build)
+    assert proc.returncode == 0, f"samples build: {describe(proc)}"
+    return build
+
+
+def run_sample(program: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    full = dict(os.environ)
+    pkg_parent = str(Path(qnnemu.__file__).resolve().parent.parent)
+    full["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, full.get("PYTHONPATH", "")) if p)
+    full.update(env)
+    return subprocess.run([str(program), *args], env=full, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("variable, value, library, rule", [
+    ("QNNEMU_CORE_API_VERSION", "foo", "libQnnHtpEmu.so", "QNNEMU-env-core-api"),
+    ("QNNEMU_CORE_API_VERSION", "2.31", "libQnnHtpEmu.so", "QNNEMU-env-core-api"),
+    ("QNNEMU_SYSTEM_API_VERSION", "foo", "libQnnSystem.so", "QNNEMU-env-system-api"),
+])
+def test_version_negotiation_failure_says_why_on_stderr(built_samples, tmp_path, variable, value, library, rule):
+    """A bad QNNEMU_CORE_API_VERSION / QNNEMU_SYSTEM_API_VERSION fails getProviders with
+    QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES; no logger exists yet, so the library says why in one
+    "qnnemu: <library>: <why>" line on stderr, the loader's convention (docs/loading.md)."""
+    if library == "libQnnSystem.so":  # context_binary reaches the System library after the backend
+        proc = run_sample(built_samples / "context_binary", qnnemu.backend_library_path(),
+                          qnnemu.system_library_path(), str(tmp_path / "ctx.bin"), **{variable: value})
+        getter = "QnnSystemInterface_getProviders"
+    else:
+        proc = run_sample(built_samples / "conv_relu_fc", **{variable: value})
+        getter = "QnnInterface_getProviders"
+    assert proc.returncode != 0, f"{variable}={value}: the sample fails: {describe(proc)}"
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("qnnemu: ")]
+    assert len(ours) == 1 and ours[0].startswith(f"qnnemu: {library}: [{rule}] {variable}='{value}'"), \
+        f"one 'qnnemu: {library}: [{rule}] {variable}=...' line on stderr: {describe(proc)}"
+    assert f"{getter} failed with error {Q.QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES}" in proc.stderr, \
+        f"the app saw QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES: {describe(proc)}"
+    assert "qnnemu:" not in proc.stdout, f"nothing from the library on stdout: {describe(proc)}"
+
+
+def test_makefile_names_the_python_that_cannot_import_qnnemu(tmp_path):
+    """`make -C samples` asks $(PYTHON) for the paths: when it cannot import qnnemu (the
+    system's python3 outside the venv), make stops with that reason and the PYTHON= hint."""
+    for python, why in ((f"{sys.executable} -I -S", "No module named 'qnnemu'"),
+                        ("/nonexistent/python3", "not found")):
+        proc = make("all", tmp_path, python=python)
+        assert proc.returncode != 0, f"PYTHON={python}: make fails: {describe(proc)}"
+        assert f"{python} cannot import qnnemu (" in proc.stderr and why in proc.stderr \
+            and "PYTHON=.venv/bin/python" in proc.stderr, f"the reason and the PYTHON= hint: {describe(proc)}"
+        assert "QNN headers not found" not in proc.stderr, f"no confusing follow-up error: {describe(proc)}"
+
+
+def test_makefile_takes_python_relative_to_the_clone(tmp_path):
+    """README.md runs `make -C samples run PYTHON=.venv/bin/python` from the clone's root: a
+    relative PYTHON not found from samples/ is taken from the clone's root."""
+    if our_library() is None:
+        pytest.skip("our libQnnHtpEmu.so is not built (qnnemu.backend_library_path())")
+    relative = os.path.relpath(sys.executable, SAMPLES.parent)
+    assert not (SAMPLES / relative).exists(), "the path means something else from samples/"
+    check_run(make("run-conv", tmp_path, python=relative), [1e-4])

@@ -381,6 +381,10 @@ def _fails_cleanly(status, err, expected_status, fragment):
     assert status == expected_status, f"exit status {expected_status}, got {status}: {err}"
     assert fragment in err, f"the error names the problem ({fragment!r}): {err}"
     assert "Traceback" not in err, "no traceback for a user error"
+    if expected_status == 1:
+        # qnnemu's libraries log nothing else for these failures: the whole report is one line.
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and ": error: " in lines[0], f"one error line, nothing else: {err}"
 
 
 @needs_ours
@@ -464,22 +468,25 @@ def test_generator_and_utility_bad_arguments(workdir, tmp_path, capsys):
 @pytest.mark.parametrize("mutation, fragment", [
     (lambda g: g["tensors"][0].update(dtype="FLOAT_33"), "unknown dtype \"FLOAT_33\""),
     (lambda g: g["tensors"][0].update(dims=[1, 0]), "dims must be a list of positive integers"),
-    (lambda g: g["nodes"][0].update(inputs=["x", "nope"]), "tensor 'nope' is not declared"),
-    (lambda g: g["nodes"].reverse(), "is used before a node produces it"),
+    (lambda g: g["nodes"][0].update(inputs=["x", "nope"]),
+     "model.json: graphs[0].nodes[0].inputs[1]: tensor 'nope' is not declared"),
+    (lambda g: g["nodes"].reverse(), "graphs[0].nodes[0].inputs[0]: tensor 'flat' is used before a node produces it"),
     (lambda g: g["tensors"][1].pop("data"), "STATIC tensor 'w' needs data"),
     (lambda g: g["nodes"][0].update(colour="red"), "unknown keys ['colour']"),
     (lambda g: g["tensors"].append({"name": "q", "dtype": "UFIXED_POINT_8", "dims": [1]}), "needs a quant"),
     (lambda g: g["tensors"][2].update(data=[1.0, 2.0]), "2 inline values, dims [4] need 4"),
-    (lambda g: g["nodes"][1].update(outputs=["conv"]), "already produced by node 'conv'"),
+    (lambda g: g["nodes"][1].update(outputs=["conv"]), "graphs[0].nodes[1].outputs[0]: tensor 'conv' is already produced by node 'conv'"),
+    (lambda g: g["tensors"].append({"name": "w", "dtype": "FLOAT_32", "dims": [1]}),
+     "graphs[0].tensors[8].name: tensor 'w' is declared twice (first at graphs[0].tensors[1])"),
 ])
 def test_generator_refuses_bad_descriptions(workdir, tmp_path, capsys, mutation, fragment):
     d = workdir["dir"]
     doc = json.loads((d / "model.json").read_text())
     mutation(doc["graphs"][0])
-    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    (tmp_path / "model.json").write_text(json.dumps(doc))
     for name in ("w.raw", "fw.npy"):
         shutil.copy(d / name, tmp_path / name)
-    _fails_cleanly(*call(generator.main, ["--model", tmp_path / "bad.json", "--output_dir", tmp_path], capsys),
+    _fails_cleanly(*call(generator.main, ["--model", tmp_path / "model.json", "--output_dir", tmp_path], capsys),
                    1, fragment)
 
 
@@ -618,3 +625,130 @@ def test_console_script_entry_points(our_binary, tmp_path):
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 1 and "qnnemu-net-run: error: --input_list" in proc.stderr \
         and "Traceback" not in proc.stderr, f"python -m reports a clear error: {proc.stderr}"
+
+
+# ------------------------------------------------------- one error line, success summaries
+def _with_unknown_op(workdir, tmp_path) -> Path:
+    """model.json with its second node (graphs[0].nodes[1], 'relu') turned into NoSuchOp."""
+    doc = json.loads((workdir["dir"] / "model.json").read_text())
+    doc["graphs"][0]["nodes"][1]["type"] = "NoSuchOp"
+    for name in ("w.raw", "fw.npy"):
+        shutil.copy(workdir["dir"] / name, tmp_path / name)
+    (tmp_path / "model.json").write_text(json.dumps(doc))
+    return tmp_path / "model.json"
+
+
+@needs_ours
+def test_backend_refusal_is_one_line_naming_the_json_path(workdir, tmp_path, capsys):
+    """Our backend refuses NoSuchOp in graphAddNode: the report is one line that names the JSON
+    path and node, the QNN function and code, and the backend's reason (its rule id once), though
+    the backend logged it through the QnnLog callback and the qnnemu Python logger too."""
+    model = _with_unknown_op(workdir, tmp_path)
+    d = workdir["dir"]
+    for tool, argv in ((generator, ["--model", model, "--output_dir", tmp_path / "out"]),
+                       (net_run, ["--model", model, "--output_dir", tmp_path / "out",
+                                  "--input_list", f"{d / 'conv_list.txt'},{d / 'add_list.txt'}"])):
+        status, err = call(tool.main, argv, capsys)
+        lines = err.strip().splitlines()
+        assert status == 1 and len(lines) == 1, f"{tool.PROG}: exit 1 and one stderr line: {err}"
+        assert lines[0].startswith(
+            f"{tool.PROG}: error: model.json: graphs[0].nodes[1] (node 'relu', NoSuchOp): graphAddNode failed "
+            f"with error {Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE}"), f"path, node, function and code: {err}"
+        assert lines[0].count("[QNNEMU-op-type-unknown]") == 1, f"{tool.PROG}: the backend's reason, once: {err}"
+
+
+@needs_vendor
+def test_vendor_backend_refusal_names_the_graph(workdir, tmp_path, capsys):
+    """The vendor's backend takes NoSuchOp in graphAddNode and refuses it in graphFinalize: its
+    own log lines are labelled 'backend', and the one error line names the graph's JSON path."""
+    model = _with_unknown_op(workdir, tmp_path)
+    status, err = call(generator.main, ["--model", model, "--output_dir", tmp_path / "out",
+                                        "--backend", vendor_library()], capsys)
+    ours = [line for line in err.splitlines() if line.startswith("qnnemu-context-binary-generator: ")]
+    errors = [line for line in ours if ": error: " in line]
+    assert status == 1 and len(errors) == 1, f"exit 1 and one error line: {err}"
+    assert errors[0] == ours[-1], f"the error line comes last: {err}"
+    assert errors[0].startswith("qnnemu-context-binary-generator: error: model.json: graphs[0] (graph "
+                                "'conv_fc'): graphFinalize failed with error "), f"graph path and call: {err}"
+    assert all(": backend " in line for line in ours[:-1]), f"the library's messages are labelled: {err}"
+
+
+def test_system_library_refusal_is_one_line_with_its_reason(tmp_path, capsys):
+    """The System API has no errorGetMessage: the reason our System library logged completes
+    the one error line."""
+    (tmp_path / "garbage.bin").write_bytes(b"\x01garbage" * 10)
+    status, err = call(utility.main, ["--context_binary", tmp_path / "garbage.bin",
+                                      "--json_file", tmp_path / "o.json"], capsys)
+    lines = err.strip().splitlines()
+    assert status == 1 and len(lines) == 1, f"exit 1 and one stderr line: {err}"
+    assert lines[0].startswith("qnnemu-context-binary-utility: error: systemContextGetBinaryInfo failed with "
+                               f"error {Q.QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY} "
+                               "(QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY): [QNNEMU-binary-magic] "), \
+        f"the call, its code and the library's reason on one line: {err}"
+
+
+def test_library_messages_are_labelled_once(capsys):
+    """What a library logs (our backend in-process: the Python logger, then the QnnLog callback)
+    is printed once, labelled; an error held back is printed when the run goes on."""
+    import logging
+    from qnnemu.tools import run_main
+
+    def body():
+        logging.getLogger("qnnemu").warning("[QNNEMU-x] graphAddNode: tolerated")
+        logging.getLogger("qnnemu.client").warning("qnnemu [QNNEMU-x] graphAddNode: tolerated\n")
+        logging.getLogger("qnnemu.system_client").error("qnnemu a System library error")
+        logging.getLogger("qnnemu.tools.net_run").info("the tool goes on")
+        logging.getLogger("qnnemu").warning("no logger existed for this one")
+        return 0
+
+    assert run_main("t", body, "info") == 0, "the body's status"
+    assert capsys.readouterr().err.splitlines() == [
+        "t: backend warning: [QNNEMU-x] graphAddNode: tolerated",
+        "t: system library error: a System library error",
+        "t: info: the tool goes on",
+        "t: backend warning: no logger existed for this one"], "each message once, in order, labelled"
+
+
+@needs_ours
+def test_success_summaries(workdir, tmp_path, capsys, monkeypatch):
+    d = workdir["dir"]
+    assert generator.main(["--model", str(d / "model.json"), "--output_dir", str(tmp_path / "out"),
+                           "--binary_file", "m"]) == 0
+    out = capsys.readouterr().out
+    size = (tmp_path / "out" / "m.bin").stat().st_size
+    assert out == f"qnnemu-context-binary-generator: wrote {tmp_path / 'out' / 'm.bin'} ({size} bytes, 2 graphs)\n", \
+        f"the generator's one-line summary: {out!r}"
+    argv = ["--retrieve_context", tmp_path / "out" / "m.bin", "--output_dir", tmp_path / "res",
+            "--input_list", f"{d / 'conv_list.txt'},{d / 'add_list.txt'}"]
+    assert net_run.main([str(a) for a in argv]) == 0
+    res = tmp_path / "res"
+    out = capsys.readouterr().out
+    assert out == (f"qnnemu-net-run: ran 2 inferences of graph conv_fc: outputs in {res / 'conv_fc' / 'Result_0'} .. "
+                   f"{res / 'conv_fc' / 'Result_1'} (1 file each); ran 1 inference of graph qadd: outputs in "
+                   f"{res / 'qadd' / 'Result_0'} (1 file)\n"), f"net-run's one-line summary: {out!r}"
+    monkeypatch.chdir(tmp_path)  # a relative --json_file is shown as given
+    assert utility.main(["--context_binary", str(tmp_path / "out" / "m.bin"), "--json_file", "m.json"]) == 0
+    out = capsys.readouterr().out
+    assert out == f"qnnemu-context-binary-utility: wrote m.json (2 graphs of {tmp_path / 'out' / 'm.bin'}, {size} bytes)\n", \
+        f"the utility's one-line summary: {out!r}"
+
+
+@needs_ours
+def test_optrace_flow_net_run_to_profile_viewer(workdir, our_binary, tmp_path, capsys):
+    """README's optrace flow: net-run --profiling_level detailed --profiling_option optrace writes
+    qnn-profiling-data.json; qnnemu-profile-viewer turns it into a chrometrace and a QHAS report."""
+    from qnnemu.tools import profile_viewer
+    d = workdir["dir"]
+    status, err = call(net_run.main, ["--retrieve_context", our_binary, "--output_dir", tmp_path,
+                                      "--input_list", f"{d / 'conv_list.txt'},__",
+                                      "--profiling_level", "detailed", "--profiling_option", "optrace"], capsys)
+    assert status == 0, err
+    log_file = tmp_path / net_run.PROFILE_FILE
+    status = profile_viewer.main(["--input_log", str(log_file), "--output", str(tmp_path / "trace.json")])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert out == (f"qnnemu-profile-viewer: wrote {tmp_path / 'trace.json'} (chrometrace, "
+                   f"{len(trace['traceEvents'])} events), {tmp_path / 'trace_qnn_htp_analysis_summary.html'} "
+                   f"(QHAS report) from 1 optrace document\n"), f"the viewer's one-line summary: {out!r}"
+    assert any(e.get("ph") == "X" for e in trace["traceEvents"]), "the trace has duration events"

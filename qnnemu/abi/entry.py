@@ -43,6 +43,8 @@ _message_buffers: dict[int, object] = {}  # keeps returned char* alive
 _verbose: dict[int, object] = {}        # address -> buffer, until errorFreeVerboseMessage
 _platform_infos: dict[int, list] = {}   # address -> owned cdata, until deviceFreePlatformInfo
 _keepalive: dict[str, object] = {}
+# Why the embedded init refused to hand out the table (csrc/shim.c writes it on stderr).
+init_failure: str | None = None
 
 
 def _active_logger() -> Logger:
@@ -1070,18 +1072,20 @@ def install(the_ffi, the_lib, expected: tuple[str, ...] = ()) -> None:
 
     @the_ffi.def_extern(name="qnnemu_embed_init", error=0, onerror=_onerror_for("QnnInterface_getProviders"))
     def embed_init(baked_version, core_api_version):
+        # A refusal's reason is for csrc/shim.c to print (no logger exists yet): init_failure.
+        global init_failure
         if missing:
-            PY_LOGGER.error("qnnemu: no implementation for table entries %s", missing)
+            init_failure = f"no implementation for table entries {missing}"
             return -3
         baked = c_str(baked_version)
         if baked != _version.__version__:
-            PY_LOGGER.error("libQnnHtpEmu.so was built for qnnemu %s but the importable package is %s; "
-                            "rebuild/reinstall so they match", baked, _version.__version__)
+            init_failure = (f"libQnnHtpEmu.so was built for qnnemu {baked} but the importable package "
+                            f"is {_version.__version__}; rebuild/reinstall so they match")
             return -1
         try:
             core = core_backend.core_api_version()
         except QnnError as err:
-            PY_LOGGER.error("%s", err)
+            init_failure = str(err)
             return -2
         core_api_version[0], core_api_version[1], core_api_version[2] = core
         return 1

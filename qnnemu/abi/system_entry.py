@@ -83,6 +83,8 @@ from ..headers import system_interface_fields
 ffi = None
 lib = None
 PREFIX = "qnnemu_sys_"
+# Why the embedded init refused to hand out the table (csrc/system_shim.c writes it on stderr).
+init_failure: str | None = None
 
 DEFAULT_SYSTEM_API = (1, 15, 0)
 MIN_SYSTEM_API_MINOR = 7
@@ -839,18 +841,20 @@ def install(the_ffi, the_lib, expected: tuple[str, ...] = ()) -> None:
     @the_ffi.def_extern(name="qnnemu_sys_embed_init", error=0,
                         onerror=_onerror_for("QnnSystemInterface_getProviders"))
     def embed_init(baked_version, system_api):
+        # A refusal's reason is for csrc/system_shim.c to print (no logger exists yet).
+        global init_failure
         if missing:
-            PY_LOGGER.error("qnnemu: no implementation for System table entries %s", missing)
+            init_failure = f"no implementation for System table entries {missing}"
             return -3
         baked = _str(baked_version)
         if baked != _version.__version__:
-            PY_LOGGER.error("libQnnSystem.so was built for qnnemu %s but the importable package is %s; "
-                            "rebuild/reinstall so they match", baked, _version.__version__)
+            init_failure = (f"libQnnSystem.so was built for qnnemu {baked} but the importable package "
+                            f"is {_version.__version__}; rebuild/reinstall so they match")
             return -1
         try:
             version = system_api_version()
         except QnnError as err:
-            PY_LOGGER.error("%s", err)
+            init_failure = str(err)
             return -2
         system_api[0], system_api[1], system_api[2] = version
         return 1

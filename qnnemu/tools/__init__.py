@@ -5,14 +5,24 @@
 - ``qnnemu-context-binary-utility`` (:mod:`qnnemu.tools.context_binary_utility`): a context
   binary's System-library information as JSON;
 - ``qnnemu-context-binary-generator`` (:mod:`qnnemu.tools.context_binary_generator`): prepares
-  a context binary from a JSON graph description (docs/graph-json.md) or an ONNX model.
+  a context binary from a JSON graph description (docs/graph-json.md) or an ONNX model;
+- ``qnnemu-profile-viewer`` (:mod:`qnnemu.tools.profile_viewer`): profiling logs, chrometrace
+  and QHAS report;
+- ``qnnemu-sdk-root`` (:mod:`qnnemu.tools.sdk_root`): a QNN-SDK-shaped tree over the package.
 
-This module holds what they share: error reporting (:class:`ToolError`, :func:`run_main`),
-logging set-up, backend/System library resolution, the backend-extension config file (the
-SDK's ``--config_file``: HTP options ``graphs``, ``devices``, ``context``, ``groupContext``,
-``memory`` as described in the seed document's "QNN HTP Backend Extensions" section) and the
-conversions between raw files and tensors (float32 files quantized/dequantized at the edges,
-or "native" files in the tensor's own storage type).
+What every tool does the same way (:func:`run_main`): success prints one summary line on stdout
+(``<tool>: wrote out/model.bin (25256 bytes, 1 graph)``); a failure prints one
+``<tool>: error: ...`` line on stderr (a graph description's errors name the JSON path, a QNN
+call's name the function, the code and the library's reason) and exits with status 1; a bad
+command line exits with 2 (argparse's usage message), an interrupt with 130. What the QNN
+libraries log comes in between as ``<tool>: backend <level>: ...`` (``system library``), each
+message once (:class:`_Reporter`).
+
+This module also holds the backend/System library resolution, the backend-extension config
+file (the SDK's ``--config_file``: HTP options ``graphs``, ``devices``, ``context``,
+``groupContext``, ``memory`` as described in the QNN HTP backend documentation, "QNN HTP
+Backend Extensions") and the conversions between raw files and tensors (float32 files
+quantized/dequantized at the edges, or "native" files in the tensor's own storage type).
 """
 from __future__ import annotations
 
@@ -20,6 +30,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -41,22 +52,104 @@ class ToolError(Exception):
 
 
 # ----------------------------------------------------------------------------- running mains
-class _ToolFormatter(logging.Formatter):
-    def __init__(self, prog: str):
+# Exit statuses, the same for every tool (documented in README.md "Tools").
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+_LEVEL_WORDS = {logging.ERROR: "error", logging.WARNING: "warning", logging.INFO: "info"}
+# Loggers whose records are the tool's own; everything else under "qnnemu" is a library's: the
+# backend's or System library's QnnLog callback (qnnemu.client / qnnemu.system_client) or, when
+# qnnemu's libraries run in this very interpreter, their Python-side mirror of the same message.
+_CALLBACK_LOGGERS = {"qnnemu.client": "backend", "qnnemu.system_client": "system library"}
+_OUR_PREFIX = "qnnemu "  # what qnnemu's QnnLog messages start with (core/log.py)
+
+
+def _normalized(text: str) -> str:
+    text = text.strip()
+    return text[len(_OUR_PREFIX):].lstrip() if text.startswith(_OUR_PREFIX) else text
+
+
+@dataclass
+class _Message:
+    label: str          # "" for the tool's own messages, else "backend" / "system library"
+    levelno: int
+    text: str
+    in_process: bool    # a Python-side mirror whose QnnLog copy may follow
+
+
+class _Reporter(logging.Handler):
+    """Writes the tools' and the QNN libraries' messages to stderr, one line each:
+    ``<prog>: <level>: ...`` for the tool's, ``<prog>: backend <level>: ...`` (or ``system
+    library``) for what a library logged.
+
+    A failure is reported once. qnnemu's libraries log each message twice when they run in this
+    interpreter (the ``qnnemu`` Python logger, then the QnnLog callback): the second copy is
+    dropped. Library errors are held back until the next message or the end of the run: when
+    the run fails, those the final error line already quotes (our backend's ``errorGetMessage``
+    repeats its log message) are dropped, and the last one completes a final line that has no
+    reason of its own (a System library call, which has no errorGetMessage)."""
+
+    def __init__(self, prog: str, stream=None):
         super().__init__()
         self.prog = prog
+        self.stream = stream if stream is not None else sys.stderr
+        self.held: list[_Message] = []
 
-    def format(self, record: logging.LogRecord) -> str:
-        level = {logging.ERROR: "error", logging.WARNING: "warning", logging.INFO: "info"}.get(
-            record.levelno, "debug")
-        return f"{self.prog}: {level}: {record.getMessage()}"
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            name = record.name
+            if name == "qnnemu.tools" or name.startswith("qnnemu.tools."):
+                if record.exc_info:
+                    text += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip()
+                self.flush_held()
+                self._write(_Message("", record.levelno, text, False))
+                return
+            label = _CALLBACK_LOGGERS.get(name)
+            message = _Message(label or "backend", record.levelno, _normalized(text), label is None)
+            last = self.held[-1] if self.held else None
+            if (label is not None and last is not None and last.in_process
+                    and last.text == message.text):
+                self.held[-1] = message  # the QnnLog copy of the mirror just seen
+            else:
+                self.held.append(message)
+            # Print everything up to the last message that need not wait.
+            waiting = [m.levelno >= logging.ERROR or m.in_process for m in self.held]
+            if not all(waiting):
+                cut = len(waiting) - waiting[::-1].index(False)
+                ready, self.held = self.held[:cut], self.held[cut:]
+                for m in ready:
+                    self._write(m)
+        except Exception:  # logging must never break a tool
+            self.handleError(record)
+
+    def flush_held(self) -> None:
+        held, self.held = self.held, []
+        for m in held:
+            self._write(m)
+
+    def fail(self, text: str, complete: bool) -> None:
+        """The final error line ``text``; ``complete`` False when it gives no reason."""
+        held = [m for m in self.held if not (m.levelno >= logging.ERROR and m.text and m.text in text)]
+        self.held = []
+        if not complete:
+            errors = [i for i, m in enumerate(held) if m.levelno >= logging.ERROR]
+            if errors:
+                text = f"{text}: {held.pop(errors[-1]).text}"
+        for m in held:
+            self._write(m)
+        self._write(_Message("", logging.ERROR, text, False))
+
+    def _write(self, m: _Message) -> None:
+        level = _LEVEL_WORDS.get(m.levelno, "debug") if m.levelno < logging.ERROR else "error"
+        where = f"{m.label} {level}" if m.label else level
+        self.stream.write(f"{self.prog}: {where}: {m.text}\n")
+        self.stream.flush()
 
 
-def setup_logging(prog: str, level: str) -> logging.Handler:
+def setup_logging(prog: str, level: str) -> _Reporter:
     """Messages of the qnnemu loggers (the tools', the clients' and, through the clients'
-    QnnLog callbacks, the backend's) to stderr at ``level``; returns the handler to remove."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_ToolFormatter(prog))
+    QnnLog callbacks, the libraries') to stderr at ``level``; returns the handler to remove."""
+    handler = _Reporter(prog)
     root = logging.getLogger("qnnemu")
     root.addHandler(handler)
     root.setLevel(_PY_LEVELS[level])
@@ -64,25 +157,60 @@ def setup_logging(prog: str, level: str) -> logging.Handler:
     return handler
 
 
+def error_code_name(code: int) -> str:
+    """The QNN name of an error code, when one is unambiguous enough to help (common codes)."""
+    return Q.enum("QNN_COMMON_ERROR_").get(code, "")
+
+
+def _failure_text(e: BaseException) -> tuple[str, bool]:
+    """The final error line for ``e`` and whether it carries a reason: a QNN call's error
+    (QnnCallError, SystemCallError) is ``<function> failed with error <code>[ (<name>)][:
+    <reason>]``; the reason is the library's errorGetMessage, which a System library lacks."""
+    text = str(e)
+    function, code = getattr(e, "function", None), getattr(e, "code", None)
+    prefix = f"{function} failed with error {code}"
+    if function is None or not isinstance(code, int) or not text.startswith(prefix):
+        return text, True
+    rest = text[len(prefix):]
+    if not rest and error_code_name(code):
+        text = f"{text} ({error_code_name(code)})"
+    return text, ": " in rest
+
+
 def run_main(prog: str, body: Callable[[], int | None], level: str = "warn") -> int:
-    """Runs ``body`` with logging set up. Failures a user can cause (bad files, arguments,
-    libraries; a QNN call refusing) become one error line and exit status 1, with the
-    traceback at debug level only; other exceptions propagate."""
+    """Runs ``body`` with logging set up. A failure is one ``<prog>: error: ...`` line on
+    stderr and exit status 1: a user's (bad files, arguments, libraries; a QNN call refusing)
+    or not (an internal error: its traceback at debug level). Interrupted: status 130."""
     handler = setup_logging(prog, level)
     try:
-        return int(body() or 0)
+        status = int(body() or 0)
+        handler.flush_held()
+        return status
     except ToolError as e:
-        log.error("%s", e)
-        return 1
+        handler.fail(str(e), True)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        handler.fail("interrupted", True)
+        return EXIT_INTERRUPTED
     # RuntimeError covers QnnCallError, SystemCallError and "no usable provider" (a library
     # that is not a QNN backend / System library); OSError a library that does not load.
     except (RuntimeError, OSError, ValueError) as e:
-        log.error("%s", e)
+        handler.fail(*_failure_text(e))
         log.debug("traceback", exc_info=True)
-        return 1
+        return EXIT_FAILURE
+    except Exception as e:  # a bug: still one line, the traceback with --log_level debug
+        handler.fail(f"internal error: {type(e).__name__}: {e} (--log_level debug shows the "
+                     f"traceback; please report it)", True)
+        log.debug("traceback", exc_info=True)
+        return EXIT_FAILURE
     finally:
         logging.getLogger("qnnemu").removeHandler(handler)
         handler.close()
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 graph``, ``2 graphs``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def parse_args(parser, argv: Sequence[str] | None):

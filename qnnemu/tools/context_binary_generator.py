@@ -29,19 +29,20 @@ ONNX Runtime's QNN EP applies it through the run option ``qnn.lora_config``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..core import dtypes
 from ..headers import Q
-from . import (LOG_LEVELS, BackendConfig, ToolError, load_backend_config, parse_args,
-               resolve_backend, run_main)
+from . import (LOG_LEVELS, BackendConfig, ToolError, load_backend_config, parse_args, plural,
+               resolve_backend, resolve_system_library, run_main)
 
 PROG = "qnnemu-context-binary-generator"
 log = logging.getLogger("qnnemu.tools.context_binary_generator")
@@ -201,10 +202,22 @@ def _param(value: Any, base: Path, where: str):
     raise ToolError(f"{where}: unsupported parameter value {json.dumps(value)}")
 
 
+def _child(path: str, key: str | int) -> str:
+    """The JSON path of ``key`` (a member name or a list index) below ``path`` ("" = the
+    document's top level): ``graphs[0]``, ``graphs[0].nodes[3].inputs[1]``, ``nodes[3]``."""
+    step = f"[{key}]" if isinstance(key, int) else key
+    if not path:
+        return step
+    return path + step if isinstance(key, int) else f"{path}.{step}"
+
+
 def load_graph_description(path: str | os.PathLike) -> list[dict]:
     """Reads and checks a JSON graph description; returns one dict per graph with the
     tensors' types, dtypes, dims, quant and data resolved (relative data paths are relative
-    to the JSON file)."""
+    to the JSON file). Every error names the file and the JSON path of what is wrong
+    (``model.json: graphs[0].nodes[3].inputs[1]: tensor 'x9' is not declared in tensors``);
+    the graph, tensor and node dicts keep theirs under ``"where"`` for the errors the backend
+    reports later (:func:`build_graphs`)."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
@@ -216,40 +229,50 @@ def load_graph_description(path: str | os.PathLike) -> list[dict]:
         raise ToolError(f"--model {path}: the top level must be an object")
     version = doc.get("version", FORMAT_VERSION)
     if version != FORMAT_VERSION:
-        raise ToolError(f"--model {path}: graph description version {version}; this tool reads "
-                        f"version {FORMAT_VERSION}")
+        raise ToolError(f"{path.name}: version: graph description version {json.dumps(version)}; "
+                        f"this tool reads version {FORMAT_VERSION}")
     if "graphs" in doc:
-        graphs, prefix = doc["graphs"], "graphs"
+        graphs, paths = doc["graphs"], None
         if not isinstance(graphs, list) or not graphs:
-            raise ToolError(f"--model {path}: graphs must be a non-empty list")
+            raise ToolError(f"{path.name}: graphs: must be a non-empty list of graphs")
+        paths = [_child("graphs", gi) for gi in range(len(graphs))]
     else:
-        graphs, prefix = [doc], None
+        graphs, paths = [doc], [""]
     base = path.resolve().parent
     out, names = [], set()
-    for gi, g in enumerate(graphs):
-        where = f"{path.name}: {prefix}[{gi}]" if prefix else f"{path.name}:"
-        out.append(_check_graph(g, where, base))
+    for g, jpath in zip(graphs, paths):
+        out.append(_check_graph(g, path.name, jpath, base))
         if out[-1]["name"] in names:
-            raise ToolError(f"{where}.name: graph {out[-1]['name']!r} is defined twice")
+            raise ToolError(f"{out[-1]['where']}: graph {out[-1]['name']!r} is defined twice")
         names.add(out[-1]["name"])
     return out
 
 
-def _check_graph(g: Any, where: str, base: Path) -> dict:
+def _check_graph(g: Any, file: str, jpath: str, base: Path) -> dict:
+    def at(*keys) -> str:
+        """``<file>: <JSON path>`` of ``keys`` below the graph."""
+        p = jpath
+        for k in keys:
+            p = _child(p, k)
+        return f"{file}: {p}" if p else f"{file}: top level"
+
     if not isinstance(g, dict):
-        raise ToolError(f"{where}: a graph must be an object")
+        raise ToolError(f"{at()}: a graph must be an object")
     unknown = set(g) - _GRAPH_KEYS - {"version"}
     if unknown:
-        raise ToolError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(_GRAPH_KEYS)})")
+        raise ToolError(f"{at()}: unknown keys {sorted(unknown)} (known: {sorted(_GRAPH_KEYS)})")
     name = g.get("name")
     if not isinstance(name, str) or not name:
-        raise ToolError(f"{where}.name: a graph needs a non-empty name")
+        raise ToolError(f"{at('name')}: a graph needs a non-empty name")
     precision = g.get("precision")
     if precision not in (None, "fp16", "fp32"):
-        raise ToolError(f"{where}.precision: {json.dumps(precision)} is not \"fp16\" or \"fp32\"")
+        raise ToolError(f"{at('precision')}: {json.dumps(precision)} is not \"fp16\" or \"fp32\"")
     tensors: dict[str, dict] = {}
-    for ti, t in enumerate(g.get("tensors") or []):
-        tw = f"{where}.tensors[{ti}]"
+    tensor_list = g.get("tensors") or []
+    if not isinstance(tensor_list, list):
+        raise ToolError(f"{at('tensors')}: must be a list of tensors")
+    for ti, t in enumerate(tensor_list):
+        tw = at("tensors", ti)
         if not isinstance(t, dict):
             raise ToolError(f"{tw}: a tensor must be an object")
         unknown = set(t) - _TENSOR_KEYS
@@ -259,7 +282,8 @@ def _check_graph(g: Any, where: str, base: Path) -> dict:
         if not isinstance(tname, str) or not tname:
             raise ToolError(f"{tw}.name: a tensor needs a non-empty name")
         if tname in tensors:
-            raise ToolError(f"{tw}.name: tensor {tname!r} is declared twice")
+            raise ToolError(f"{tw}.name: tensor {tname!r} is declared twice "
+                            f"(first at {tensors[tname]['where'].split(': ', 1)[1]})")
         ttype = _tensor_type(t.get("type", "NATIVE"), f"{tw}.type")
         qtype = parse_dtype(t.get("dtype"), f"{tw}.dtype")
         dims = _dims(t.get("dims"), f"{tw}.dims")
@@ -275,10 +299,13 @@ def _check_graph(g: Any, where: str, base: Path) -> dict:
         elif "data" in t:
             raise ToolError(f"{tw}: only STATIC and UPDATEABLE_STATIC tensors carry data")
         tensors[tname] = {"name": tname, "type": ttype, "dtype": qtype, "dims": dims,
-                          "quant": quant, "data": data, "producer": None}
+                          "quant": quant, "data": data, "producer": None, "where": tw}
     nodes = []
-    for ni, n in enumerate(g.get("nodes") or []):
-        nw = f"{where}.nodes[{ni}]"
+    node_list = g.get("nodes") or []
+    if not isinstance(node_list, list):
+        raise ToolError(f"{at('nodes')}: must be a list of nodes")
+    for ni, n in enumerate(node_list):
+        nw = at("nodes", ni)
         if not isinstance(n, dict):
             raise ToolError(f"{nw}: a node must be an object")
         unknown = set(n) - _NODE_KEYS
@@ -291,57 +318,64 @@ def _check_graph(g: Any, where: str, base: Path) -> dict:
         package = n.get("package", "qti.aisw")
         ins, outs = n.get("inputs", []), n.get("outputs", [])
         for key, names in (("inputs", ins), ("outputs", outs)):
-            if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+            if not isinstance(names, list):
                 raise ToolError(f"{nw}.{key}: must be a list of tensor names")
-            for x in names:
+            for i, x in enumerate(names):
+                if not isinstance(x, str):
+                    raise ToolError(f"{nw}.{key}[{i}]: {json.dumps(x)} is not a tensor name")
                 if x not in tensors:
-                    raise ToolError(f"{nw}.{key}: tensor {x!r} is not declared in tensors")
+                    raise ToolError(f"{nw}.{key}[{i}]: tensor {x!r} is not declared in tensors")
         if not outs:
             raise ToolError(f"{nw}.outputs: a node needs at least one output")
-        for x in ins:
+        for i, x in enumerate(ins):
             t = tensors[x]
             if t["type"] not in (Q.QNN_TENSOR_TYPE_APP_WRITE, *_WITH_DATA) and t["producer"] is None:
-                raise ToolError(f"{nw}.inputs: tensor {x!r} is used before a node produces it "
+                raise ToolError(f"{nw}.inputs[{i}]: tensor {x!r} is used before a node produces it "
                                 f"(nodes are added in order)")
-        for x in outs:
+        for i, x in enumerate(outs):
             t = tensors[x]
             if t["type"] not in (Q.QNN_TENSOR_TYPE_NATIVE, Q.QNN_TENSOR_TYPE_APP_READ):
-                raise ToolError(f"{nw}.outputs: tensor {x!r} is "
+                raise ToolError(f"{nw}.outputs[{i}]: tensor {x!r} is "
                                 f"{Q.enum('QNN_TENSOR_TYPE_')[t['type']]}; node outputs are "
                                 f"NATIVE or APP_READ")
             if t["producer"] is not None:
-                raise ToolError(f"{nw}.outputs: tensor {x!r} is already produced by node "
+                raise ToolError(f"{nw}.outputs[{i}]: tensor {x!r} is already produced by node "
                                 f"{t['producer']!r}")
             t["producer"] = node_name
         params = n.get("params") or {}
         if not isinstance(params, dict):
             raise ToolError(f"{nw}.params: must be an object (name -> value)")
         nodes.append({"name": node_name, "package": package, "type": op_type, "inputs": ins,
-                      "outputs": outs,
+                      "outputs": outs, "where": nw,
                       "params": {k: _param(v, base, f"{nw}.params.{k}") for k, v in params.items()}})
     for t in tensors.values():
         if t["type"] in (Q.QNN_TENSOR_TYPE_NATIVE, Q.QNN_TENSOR_TYPE_APP_READ) and t["producer"] is None:
-            raise ToolError(f"{where}: tensor {t['name']!r} is "
+            raise ToolError(f"{t['where']}: tensor {t['name']!r} is "
                             f"{Q.enum('QNN_TENSOR_TYPE_')[t['type']]} but no node produces it")
     if not nodes:
-        raise ToolError(f"{where}.nodes: graph {name!r} has no nodes")
-    return {"name": name, "precision": precision, "tensors": tensors, "nodes": nodes}
+        raise ToolError(f"{at('nodes')}: graph {name!r} has no nodes")
+    return {"name": name, "precision": precision, "tensors": tensors, "nodes": nodes,
+            "where": at()}
 
 
 def build_graphs(ctx, graphs: Sequence[dict], config: BackendConfig | None = None) -> list:
     """Creates the described graphs in ``ctx`` (a qnnemu.client Context), not finalized:
-    inputs and static tensors first (declaration order), then the nodes in order."""
+    inputs and static tensors first (declaration order), then the nodes in order. A call the
+    backend refuses becomes a ToolError naming the JSON path of the graph, tensor or node."""
     built = []
     for spec in graphs:
         configs = config.graph_configs(spec["name"]) if config is not None else []
-        g = ctx.graph(spec["name"], precision=spec["precision"], configs=configs)
+        with _described(spec["where"], f"graph {spec['name']!r}"):
+            g = ctx.graph(spec["name"], precision=spec["precision"], configs=configs)
         made = {}
         for t in spec["tensors"].values():
-            if t["type"] == Q.QNN_TENSOR_TYPE_APP_WRITE:
-                made[t["name"]] = g.input(t["name"], t["dims"], t["dtype"], quant=t["quant"])
-            elif t["type"] in _WITH_DATA:
-                made[t["name"]] = g.static(t["name"], t["data"], dtype=t["dtype"], quant=t["quant"],
-                                           updatable=t["type"] == Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC)
+            with _described(t["where"], f"tensor {t['name']!r}"):
+                if t["type"] == Q.QNN_TENSOR_TYPE_APP_WRITE:
+                    made[t["name"]] = g.input(t["name"], t["dims"], t["dtype"], quant=t["quant"])
+                elif t["type"] in _WITH_DATA:
+                    made[t["name"]] = g.static(
+                        t["name"], t["data"], dtype=t["dtype"], quant=t["quant"],
+                        updatable=t["type"] == Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC)
         for n in spec["nodes"]:
             outs = []
             for name in n["outputs"]:
@@ -349,12 +383,35 @@ def build_graphs(ctx, graphs: Sequence[dict], config: BackendConfig | None = Non
                 outs.append((name, t["dims"], t["dtype"], t["quant"]))
             read = [name for name in n["outputs"]
                     if spec["tensors"][name]["type"] == Q.QNN_TENSOR_TYPE_APP_READ]
-            result = g.node(n["type"], [made[x] for x in n["inputs"]], outs, params=n["params"],
-                            name=n["name"], package=n["package"], app_read=read)
+            with _described(n["where"], f"node {n['name']!r}, {n['type']}"):
+                result = g.node(n["type"], [made[x] for x in n["inputs"]], outs, params=n["params"],
+                                name=n["name"], package=n["package"], app_read=read)
             for t in (result if isinstance(result, list) else [result]):
                 made[t.name] = t
         built.append(g)
     return built
+
+
+def finalize_graphs(built: Sequence, graphs: Sequence[dict], profile=None,
+                    after: Callable[[Any], None] | None = None) -> None:
+    """graphFinalize of every built graph (with ``profile``; ``after(graph)`` once each is
+    finalized); a refusal names the graph's JSON path."""
+    for g, spec in zip(built, graphs):
+        with _described(spec["where"], f"graph {spec['name']!r}"):
+            g.finalize(profile=profile)
+        if after is not None:
+            after(g)
+
+
+@contextlib.contextmanager
+def _described(where: str, what: str):
+    """Errors inside name ``where`` (the JSON path) and ``what``: the backend refusing a call
+    (QnnCallError), qnnemu.client's checks of shapes and values."""
+    from ..client import QnnCallError  # not at import time: --help stays fast
+    try:
+        yield
+    except (QnnCallError, TypeError, ValueError, OverflowError) as e:
+        raise ToolError(f"{where} ({what}): {e}") from None
 
 
 # ------------------------------------------------------------------------ binary sections
@@ -510,24 +567,29 @@ def generate_from_onnx(model: str, backend: str, config: BackendConfig,
 # ----------------------------------------------------------------------------------- main
 def generate_from_json(model: str, backend: str, config: BackendConfig, log_level: str,
                        sections: bool = False, adapters: Sequence[tuple[str, str]] = ()):
-    """The context binary of a JSON description; with ``sections`` returns ``(binary,
-    make_sections(...))`` for the ``adapters`` ``(name, adapter file)``."""
+    """Prepares a JSON description: returns ``(binary, number of graphs, sections)``, the
+    sections (``make_sections(...)`` for the ``adapters`` ``(name, adapter file)``) only with
+    ``sections``, else ``{}``."""
     from ..client import Backend
     graphs = load_graph_description(model)
     loaded = [(name, load_adapter(path, graphs)) for name, path in adapters]
     config.warn_unused("prepare")
     with Backend(backend, log_level=log_level, device_configs=config.device_configs()) as be:
         ctx = be.context(config.context_configs("prepare"))
-        try:
-            built = build_graphs(ctx, graphs, config)
-        except (TypeError, ValueError) as e:  # the client's checks of shapes and values
-            raise ToolError(f"--model {model}: {e}") from None
-        for g in built:
-            g.finalize()
+        built = build_graphs(ctx, graphs, config)
+        finalize_graphs(built, graphs)
         blob = ctx.get_binary()
-        if not sections:
-            return blob
-        return blob, make_sections(ctx, built, graphs, loaded)
+        return blob, len(graphs), (make_sections(ctx, built, graphs, loaded) if sections else {})
+
+
+def _graph_count(blob: bytes, backend: str) -> int | None:
+    """How many graphs a context binary holds, as the System library next to ``backend`` (or
+    ours) lists them; None when it cannot tell."""
+    from ..system_client import SystemLibrary
+    try:
+        return len(SystemLibrary(resolve_system_library(None, backend)).binary_info(blob)["graphs"])
+    except (RuntimeError, OSError, ValueError):
+        return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -579,26 +641,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         want_sections = args.output_sections or bool(adapters)
         suffix = Path(model).suffix.lower()
         sections: dict = {}
+        graph_counts: list[int] = []
         if suffix == ".onnx":
             if want_sections:
                 raise ToolError("--output_sections/--adapter need a JSON graph description: the QNN EP "
                                 "prepares ONNX initializers as STATIC (not updatable) tensors")
             blobs = generate_from_onnx(model, backend, config, args.log_level)
         elif suffix == ".json":
-            result = generate_from_json(model, backend, config, args.log_level, want_sections, adapters)
-            blobs, sections = ([result[0]], result[1]) if want_sections else ([result], {})
+            blob, count, sections = generate_from_json(model, backend, config, args.log_level,
+                                                       want_sections, adapters)
+            blobs, graph_counts = [blob], [count]
         else:
             raise ToolError(f"--model {model}: expected a .json graph description or an .onnx model")
-        os.makedirs(args.output_dir, exist_ok=True)
-        for i, blob in enumerate(blobs):
-            out = os.path.join(args.output_dir, f"{name}.bin" if len(blobs) == 1 else f"{name}_{i}.bin")
-            Path(out).write_bytes(blob)
-            log.info("wrote %s (%d bytes)", out, len(blob))
-        for (graph, adapter), blob in sections.items():
-            out = os.path.join(args.output_dir, section_file_name(name, graph, adapter))
-            Path(out).write_bytes(blob)
-            log.info("wrote %s (graph %s, %s; %d bytes)", out, graph,
-                     "the description's weights" if adapter is None else f"adapter {adapter}", len(blob))
+        try:
+            os.makedirs(args.output_dir, exist_ok=True)
+            written = []
+            for i, blob in enumerate(blobs):
+                out = os.path.normpath(os.path.join(
+                    args.output_dir, f"{name}.bin" if len(blobs) == 1 else f"{name}_{i}.bin"))
+                Path(out).write_bytes(blob)
+                count = graph_counts[i] if graph_counts else _graph_count(blob, backend)
+                graphs_text = "" if count is None else f", {plural(count, 'graph')}"
+                written.append(f"{out} ({len(blob)} bytes{graphs_text})")
+            section_files = []
+            for (graph, adapter), blob in sections.items():
+                out = os.path.normpath(os.path.join(args.output_dir, section_file_name(name, graph, adapter)))
+                Path(out).write_bytes(blob)
+                log.info("wrote %s (graph %s, %s; %d bytes)", out, graph,
+                         "the description's weights" if adapter is None else f"adapter {adapter}", len(blob))
+                section_files.append(out)
+        except OSError as e:
+            raise ToolError(f"--output_dir {args.output_dir}: {e.strerror or e}"
+                            f"{': ' + e.filename if e.filename else ''}") from None
+        summary = f"wrote {', '.join(written)}"
+        if section_files:
+            summary += (f" and {plural(len(section_files), 'binary section')} "
+                        f"({', '.join(section_files)})")
+        print(f"{PROG}: {summary}")
         return 0
 
     return run_main(PROG, body, args.log_level)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..headers import constants
-from . import LOG_LEVELS, ToolError, parse_args, resolve_system_library, run_main
+from . import LOG_LEVELS, ToolError, parse_args, plural, resolve_system_library, run_main
 
 PROG = "qnnemu-context-binary-utility"
 log = logging.getLogger("qnnemu.tools.context_binary_utility")
@@ -60,8 +60,9 @@ def _with_names(value: Any) -> Any:
     return value
 
 
-def binary_report(binary: str, system_library: str) -> dict:
-    """The JSON document written for ``binary`` read through ``system_library``."""
+def binary_report(binary: str, system_library: str, log_level: str | None = None) -> dict:
+    """The JSON document written for ``binary`` read through ``system_library`` (its messages
+    at ``log_level`` to the ``qnnemu.system_client`` logger)."""
     from ..system_client import SystemLibrary
     try:
         blob = Path(binary).read_bytes()
@@ -69,7 +70,7 @@ def binary_report(binary: str, system_library: str) -> dict:
         raise ToolError(f"--context_binary {binary}: {e.strerror or e}") from None
     if not blob:
         raise ToolError(f"--context_binary {binary}: the file is empty")
-    info = SystemLibrary(system_library).binary_info(blob, details=True)
+    info = SystemLibrary(system_library, log_level=log_level).binary_info(blob, details=True)
     return {"context_binary": os.path.abspath(binary), "system_library": system_library,
             "info": _with_names(info)}
 
@@ -93,11 +94,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> int:
         report = binary_report(args.context_binary,
-                               resolve_system_library(args.system_library, None))
-        parent = os.path.dirname(os.path.abspath(args.json_file))
-        os.makedirs(parent, exist_ok=True)
-        Path(args.json_file).write_text(json.dumps(report, indent=2) + "\n")
-        log.info("wrote %s", args.json_file)
+                               resolve_system_library(args.system_library, None), args.log_level)
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(args.json_file)), exist_ok=True)
+            Path(args.json_file).write_text(json.dumps(report, indent=2) + "\n")
+        except OSError as e:
+            raise ToolError(f"--json_file {args.json_file}: {e.strerror or e}") from None
+        info = report["info"]
+        print(f"{PROG}: wrote {args.json_file} ({plural(len(info.get('graphs') or []), 'graph')} of "
+              f"{args.context_binary}, {os.path.getsize(args.context_binary)} bytes)")
         return 0
 
     return run_main(PROG, body, args.log_level)

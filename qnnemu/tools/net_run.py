@@ -43,7 +43,7 @@ from typing import Sequence
 import numpy as np
 
 from . import (LOG_LEVELS, ToolError, from_tensor, load_backend_config, output_file_name,
-               parse_args, read_raw, resolve_backend, resolve_system_library, run_main)
+               parse_args, plural, read_raw, resolve_backend, resolve_system_library, run_main)
 
 PROG = "qnnemu-net-run"
 log = logging.getLogger("qnnemu.tools.net_run")
@@ -124,7 +124,7 @@ def _load_graphs(args, be, config, profiler: _ProfileLog, backend_path: str):
             raise ToolError(f"--retrieve_context {args.retrieve_context}: {e.strerror or e}") from None
         system_path = resolve_system_library(args.system_library, backend_path)
         log.info("reading the binary's graphs with %s", system_path)
-        info = SystemLibrary(system_path).binary_info(blob)
+        info = SystemLibrary(system_path, log_level=args.log_level).binary_info(blob)
         if config.graphs:
             log.warning("config file: graph options apply when graphs are prepared; the graphs "
                         "of --retrieve_context are used as prepared")
@@ -135,17 +135,13 @@ def _load_graphs(args, be, config, profiler: _ProfileLog, backend_path: str):
         if not info["graphs"]:
             raise ToolError(f"--retrieve_context {args.retrieve_context}: the binary has no graphs")
         return [ctx.retrieve_graph(g["name"], g["inputs"], g["outputs"]) for g in info["graphs"]]
-    from .context_binary_generator import build_graphs, load_graph_description
+    from .context_binary_generator import build_graphs, finalize_graphs, load_graph_description
     specs = load_graph_description(args.model)
     config.warn_unused("prepare")
     ctx = be.context(config.context_configs("prepare"))
-    try:
-        graphs = build_graphs(ctx, specs, config)
-    except (TypeError, ValueError) as e:
-        raise ToolError(f"--model {args.model}: {e}") from None
-    for g in graphs:
-        g.finalize(profile=profiler.profile)
-        profiler.record("graphFinalize", graph=g.name)
+    graphs = build_graphs(ctx, specs, config)
+    finalize_graphs(graphs, specs, profiler.profile,
+                    after=lambda g: profiler.record("graphFinalize", graph=g.name))
     return graphs
 
 
@@ -196,6 +192,18 @@ def _run_graph(args, graph, inferences, out_dir: str, profiler: _ProfileLog) -> 
     log.info("graph %s: %d inference(s) in %.3f s (%.3f ms each)", graph.name, count, elapsed,
              1e3 * elapsed / max(count, 1))
     return count
+
+
+def _ran_text(graph, count: int, keep: int | None, out_dir: str) -> str:
+    """``ran 2 inferences of graph g: outputs in out/Result_0 .. out/Result_1 (1 file each)``."""
+    kept = count if keep is None else min(count, keep)
+    text = f"ran {plural(count, 'inference')} of graph {graph.name}"
+    if not kept:
+        return text + ": no outputs kept (--keep_num_outputs 0)"
+    first = os.path.normpath(os.path.join(out_dir, "Result_0"))
+    where = first if kept == 1 else f"{first} .. {os.path.normpath(os.path.join(out_dir, f'Result_{kept - 1}'))}"
+    files = plural(len(graph.outputs), "file")
+    return f"{text}: outputs in {where} ({files}{'' if kept == 1 else ' each'})"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -264,11 +272,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             graphs = _load_graphs(args, be, config, profiler, backend_path)
             lists = _input_lists(args, graphs)
             plans = [(g, parse_input_list(lst, g)) for g, lst in zip(graphs, lists) if lst]
+            ran = []
             for graph, inferences in plans:
                 out_dir = (args.output_dir if len(graphs) == 1 else
                            os.path.join(args.output_dir, output_file_name(graph.name)[:-4]))
-                _run_graph(args, graph, inferences, out_dir, profiler)
+                count = _run_graph(args, graph, inferences, out_dir, profiler)
+                ran.append(_ran_text(graph, count, args.keep_num_outputs, out_dir))
             profiler.write(args.output_dir)
+        summary = "; ".join(ran)
+        if profiler.profile is not None:
+            summary += f"; profiling events in {os.path.normpath(os.path.join(args.output_dir, PROFILE_FILE))}"
+        print(f"{PROG}: {summary}")
         return 0
 
     return run_main(PROG, body, args.log_level)

@@ -1,7 +1,8 @@
 """qnnemu-profile-viewer: reads a profiling log and lists it, or turns its optrace data into a
 chrometrace and a QHAS HTML report, like the SDK's qnn-profile-viewer with its chrometrace /
-optrace reader plugins (seed 002 "Example Profile Viewer Command", "Post Process (Chrometrace
-Generation)", "Gzip Compression of Chrometrace", "QNN HTP Analysis Summary (QHAS)").
+optrace reader plugins (QNN HTP backend documentation, "Example Profile Viewer Command", "Post
+Process (Chrometrace Generation)", "Gzip Compression of Chrometrace", "QNN HTP Analysis Summary
+(QHAS)").
 
 ``--input_log`` is one of (detected from the content; a gzip-compressed file is read too):
 
@@ -23,7 +24,7 @@ Outputs:
   Overlap time with the overlapping steps, Resources);
 - ``--output FILE``: the chrometrace (:mod:`qnnemu.htp.chrometrace`); gzip-compressed when
   ``--gzip``, when FILE ends in ``.gz`` or when the ``--config`` file enables ``gzip`` (the
-  seed's three ways); the QHAS report is written next to it as
+  documentation's three ways); the QHAS report is written next to it as
   ``<FILE stem>_qnn_htp_analysis_summary.html`` as the SDK does (``--html`` names it instead);
 - ``--html FILE``: the QHAS report (:mod:`qnnemu.htp.qhas`).
 
@@ -51,7 +52,7 @@ from typing import Sequence, TextIO
 
 from ..core import system_profile
 from ..htp import chrometrace, qhas
-from . import LOG_LEVELS, ToolError, parse_args, read_json, run_main
+from . import LOG_LEVELS, ToolError, parse_args, plural, read_json, run_main
 
 PROG = "qnnemu-profile-viewer"
 log = logging.getLogger("qnnemu.tools.profile_viewer")
@@ -59,7 +60,8 @@ log = logging.getLogger("qnnemu.tools.profile_viewer")
 QHAS_SUFFIX = "_qnn_htp_analysis_summary"
 OBJECT_UNIT = 5       # QNN_PROFILE_EVENTUNIT_OBJECT
 MAX_NAMES = 10        # the linting listing names at most 10 contributing ops per overlap entry
-# The optrace config.json features: (used by qnnemu, default) -- seed "Post Process".
+# The optrace config.json features: (used by qnnemu, default) -- QNN HTP backend
+# documentation, "Post Process (Chrometrace Generation)".
 CONFIG_FEATURES = {"runtrace": (True, True), "memory_info": (True, True), "gzip": (True, False),
                    "qhas_json": (True, False), "enable_input_output_flow_events": (False, False),
                    "enable_sequencer_flow_events": (False, False), "htp_json": (False, True),
@@ -303,7 +305,8 @@ def _execute_stats(records: list[Record], out: TextIO) -> None:
 
 
 def list_document(doc: dict, out: TextIO) -> None:
-    """The linting-style listing of an optrace document (seed "Detailed and Linting Profiling")."""
+    """The linting-style listing of an optrace document (QNN HTP backend documentation,
+    "Detailed and Linting Profiling")."""
     s = qhas.summarize(doc)
     ov = s["overall"]
     names = {step["index"]: step["name"] for step in doc["steps"]}
@@ -430,26 +433,32 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         if not documents:
             raise ToolError(f"--input_log {args.input_log}: no optrace data to trace (profile at "
                             f"DETAILED or linting level with QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE)")
+        written = []
         if args.output:
             trace = chrometrace.build_trace(documents, source=os.path.abspath(args.input_log),
                                             runtrace=features["runtrace"],
                                             memory_info=features["memory_info"])
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-                written = chrometrace.write_trace(trace, args.output, args.gzip or features["gzip"])
+                path = chrometrace.write_trace(trace, args.output, args.gzip or features["gzip"])
             except OSError as e:
                 raise ToolError(f"--output {args.output}: {e.strerror or e}") from None
-            log.info("chrometrace written to %s (%d events)", written, len(trace["traceEvents"]))
+            written.append(f"{path} (chrometrace, {len(trace['traceEvents'])} events)")
             stem = _qhas_stem(args.output)
             if not args.html:
-                _write_text(stem + QHAS_SUFFIX + ".html", qhas.render_html(documents), "QHAS report")
+                path = stem + QHAS_SUFFIX + ".html"
+                _write_text(path, qhas.render_html(documents), "QHAS report")
+                written.append(f"{path} (QHAS report)")
             if features["qhas_json"]:
-                _write_text(stem + QHAS_SUFFIX + ".json",
-                            json.dumps([qhas.summarize(d) for d in documents], indent=1) + "\n",
+                path = stem + QHAS_SUFFIX + ".json"
+                _write_text(path, json.dumps([qhas.summarize(d) for d in documents], indent=1) + "\n",
                             "QHAS JSON")
+                written.append(f"{path} (QHAS JSON)")
         if args.html:
             _write_text(args.html, qhas.render_html(documents), "--html")
-            log.info("QHAS report written to %s", args.html)
+            written.append(f"{args.html} (QHAS report)")
+        print(f"{PROG}: wrote {', '.join(written)} from {plural(len(documents), 'optrace document')}",
+              file=out)
         return 0
 
     return run_main(PROG, body, args.log_level)
