@@ -38,13 +38,13 @@ import pytest
 
 import abi
 from abi import NULL, ffi, vp
+from helpers.graph_env import H
 from qnnemu.core.handles import HANDLES
 from qnnemu.core.profile import RESOURCE_BITS, step_label
 from qnnemu.headers import Q
 from qnnemu.htp import perf
 from qnnemu.htp.perf import PERF
 from qnnemu.htp.plan_types import TCM
-from test_htp_configs import H
 from test_htp_profiling import expected_lint_tree, optrace_object, tree
 from test_profile import (ACCEL_CYCLES_AT, EXECUTE_EVENTS, EXECUTE_TYPES, check_execute_events, data, events,
                           sub_events)

@@ -12,139 +12,19 @@ import numpy as np
 import pytest
 
 import abi
-from abi import NULL, ffi, vp
+from abi import NULL, vp
+from helpers.graph_env import H
 from qnnemu.core.device import DeviceModel, model_for
 from qnnemu.core.handles import HANDLES
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
 from qnnemu.htp import groups, settings
 from qnnemu.htp import soc as socs
-from test_negative import Env
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 OK = Q.QNN_SUCCESS
 MIB = 1 << 20
 OPT = "QNN_HTP_GRAPH_OPTIMIZATION_TYPE_"
-
-
-class H(Env):
-    """Env (logger, backend, default device, context 'ctx', graph 'g') plus devices of any SoC,
-    HTP custom graph/context configs and contexts loaded from a binary."""
-
-    def __init__(self):
-        super().__init__()
-        self.extra_devices: list[int] = []
-        self.extra_contexts: list[int] = []
-
-    def close(self):
-        for c in reversed(self.extra_contexts):
-            abi.call("contextFree", vp(c), NULL)
-        for d in self.extra_devices:
-            abi.call("deviceFree", vp(d))
-        super().close()
-
-    def device(self, soc: int) -> int:
-        cc = self.own(ffi.new("QnnHtpDevice_CustomConfig_t *"))
-        cc.option, cc.socModel = Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC, soc
-        code, dev = abi.create("deviceCreate", vp(self.log), self.configs(
-            "QnnDevice_Config_t", option=Q.QNN_DEVICE_CONFIG_OPTION_CUSTOM, customConfig=cc))
-        assert code == OK, f"setup: deviceCreate(soc {soc})"
-        self.extra_devices.append(dev)
-        return dev
-
-    def context(self, soc: int | None = None, configs=NULL) -> int:
-        dev = self.device(soc) if soc is not None else None
-        code, ctx = abi.create("contextCreate", vp(self.be), vp(dev) if dev else NULL, configs)
-        assert code == OK, f"setup: contextCreate returned {code}: {self.rec.errors()}"
-        self.extra_contexts.append(ctx)
-        return ctx
-
-    # ---- configs
-    def graph_custom(self, option: int, **fields):
-        cc = self.own(ffi.new("QnnHtpGraph_CustomConfig_t *"))
-        cc.option = option
-        for k, v in fields.items():
-            if k == "optimizationOption":
-                cc.optimizationOption.type, cc.optimizationOption.floatValue = v
-            elif k == "finalizeConfig":
-                cc.finalizeConfig.key = abi.cstr(v, self.keep) if v is not None else NULL
-                cc.finalizeConfig.value.dataType = Q.QNN_DATATYPE_UINT_32
-                cc.finalizeConfig.value.uint32Value = 1
-            else:
-                setattr(cc, k, v)
-        c = self.own(ffi.new("QnnGraph_Config_t *"))
-        c.option, c.customConfig = Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM, cc
-        return c
-
-    def graph_priority(self, value: int):
-        c = self.own(ffi.new("QnnGraph_Config_t *"))
-        c.option, c.priority = Q.QNN_GRAPH_CONFIG_OPTION_PRIORITY, value
-        return c
-
-    def context_custom(self, option: int, **fields):
-        cc = self.own(ffi.new("QnnHtpContext_CustomConfig_t *"))
-        cc.option = option
-        for k, v in fields.items():
-            if k in ("groupRegistration", "concurrentGroupRegistration"):
-                reg = getattr(cc, k)
-                reg.firstGroupHandle, reg.maxSpillFillBuffer = ffi.cast("Qnn_ContextHandle_t", v[0]), v[1]
-            else:
-                setattr(cc, k, v)
-        c = self.own(ffi.new("QnnContext_Config_t *"))
-        c.option, c.customConfig = Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM, cc
-        return c
-
-    def context_priority(self, value: int):
-        c = self.own(ffi.new("QnnContext_Config_t *"))
-        c.option, c.priority = Q.QNN_CONTEXT_CONFIG_OPTION_PRIORITY, value
-        return c
-
-    def lst(self, ctype: str, *items):
-        return abi.null_terminated(ctype, list(items), self.keep)
-
-    def new_graph(self, ctx: int, name: str, *configs) -> tuple[int, int]:
-        return abi.create("graphCreate", vp(ctx), abi.cstr(name, self.keep),
-                          self.lst("QnnGraph_Config_t", *configs) if configs else NULL)
-
-    def set_graph(self, g: int, *configs) -> int:
-        return abi.call("graphSetConfig", vp(g), self.lst("QnnGraph_Config_t", *configs))
-
-    def relu_graph(self, ctx: int, name: str = "r", finalize: bool = True) -> int:
-        code, g = self.new_graph(ctx, name)
-        assert code == OK, "setup: graphCreate"
-        self.relu(g)
-        if finalize:
-            assert abi.call("graphFinalize", vp(g), NULL, NULL) == OK, "setup: graphFinalize"
-        return g
-
-    def binary(self) -> bytes:
-        """A context binary with one finalized Relu graph."""
-        ctx = self.context()
-        self.relu_graph(ctx)
-        size = ffi.new("Qnn_ContextBinarySize_t *")
-        assert abi.call("contextGetBinarySize", vp(ctx), size) == OK
-        buf = ffi.new("char[]", int(size[0]))
-        written = ffi.new("Qnn_ContextBinarySize_t *")
-        assert abi.call("contextGetBinary", vp(ctx), buf, int(size[0]), written) == OK
-        return bytes(ffi.buffer(buf, int(written[0])))
-
-    def load(self, blob: bytes, *configs) -> tuple[int, int]:
-        buf = self.own(ffi.new("char[]", blob))
-        out = ffi.new("Qnn_ContextHandle_t *")
-        code = abi.call("contextCreateFromBinary", vp(self.be), NULL,
-                        self.lst("QnnContext_Config_t", *configs) if configs else NULL, buf, len(blob), out, NULL)
-        h = abi.hval(out[0]) if code == OK else 0
-        if h:
-            self.extra_contexts.append(h)
-        return code, h
-
-    def property(self, ctx: int, option: int) -> int:
-        cp = self.own(ffi.new("QnnHtpContext_CustomProperty_t *"))
-        cp.option = option
-        code = abi.call("contextGetProperty", vp(ctx), self.configs(
-            "QnnContext_Property_t", option=Q.QNN_CONTEXT_PROPERTY_OPTION_CUSTOM, customProperty=cp))
-        assert code == OK, f"contextGetProperty({option}) returned {code}"
-        return int(cp.bufferStartAlignment)   # one uint64_t union
 
 
 @pytest.fixture

@@ -3,107 +3,22 @@ covers every op, each class's formula, where ops run (HVX / HMX by precision, ar
 HVX thread splitting, DMA streaming, relu folding, weights packing, scratch, and cycles -> time
 at the clocks of the performance votes.
 
-Nodes here are light stand-ins (``fake_node`` / ``FakeGraph``) with the attributes the cost model
-and the prepare pipeline read from qnnemu.core.graph.Node / Graph; tests/test_htp_prepare.py
-uses them for random graphs too."""
+Nodes here are light stand-ins (``fake_node`` / ``FakeGraph``, tests/helpers/fake_graph.py) with
+the attributes the cost model and the prepare pipeline read from qnnemu.core.graph.Node / Graph;
+tests/test_htp_prepare.py uses them for random graphs too."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from types import SimpleNamespace
+from dataclasses import replace
 
-import numpy as np
 import pytest
 
+from helpers.fake_graph import (APP_READ, APP_WRITE, F16, F32, S8, SM8550, STATIC, U8, U16, FakeGraph,
+                                fake_node)
 from qnnemu import ops
-from qnnemu.core.device import model_for
-from qnnemu.headers import Q
 from qnnemu.htp import cost, perf
-from qnnemu.htp.soc import SOCS
 from qnnemu.htp.settings import graph_settings
-from qnnemu.ops.base import QuantSpec, TensorSpec
-
-F32, F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
-U8, U16 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_16
-S8 = Q.QNN_DATATYPE_SFIXED_POINT_8
-NATIVE, STATIC = Q.QNN_TENSOR_TYPE_NATIVE, Q.QNN_TENSOR_TYPE_STATIC
-APP_WRITE, APP_READ = Q.QNN_TENSOR_TYPE_APP_WRITE, Q.QNN_TENSOR_TYPE_APP_READ
-
-
-# ------------------------------------------------------------------------- stand-in graphs
-@dataclass
-class FakeTensor:
-    id: int
-    name: str
-    type: int
-    dtype: int
-    dims: tuple
-    quant: QuantSpec | None = None
-    data: np.ndarray | None = None
-    producer: str | None = None
-    consumers: list = field(default_factory=list)
-
-    def spec(self) -> TensorSpec:
-        return TensorSpec(self.dims, self.dtype, self.quant, self.data, self.name)
-
-
-@dataclass
-class FakeNode:
-    name: str
-    op_type: str
-    inputs: list
-    outputs: list
-    input_specs: list
-    output_specs: list
-    params: dict = field(default_factory=dict)
-
-
-class FakeGraph:
-    """What prepare_graph and op_cost read of a qnnemu.core.graph.Graph."""
-
-    def __init__(self, name="fake", configs=None):
-        self.name = name
-        self.configs = configs or {}
-        # prepared for SM8550 (qnnemu.htp.settings.device_model reads the context's device)
-        self.context = SimpleNamespace(device=SimpleNamespace(model=SM8550), configs={})
-        self.tensors: dict[int, FakeTensor] = {}
-        self.nodes: list[FakeNode] = []
-
-    def tensor(self, tid):
-        return self.tensors.get(tid)
-
-    def add_tensor(self, name, dims, dtype=U8, type_=NATIVE, data=None, quant=None) -> FakeTensor:
-        t = FakeTensor(len(self.tensors) + 1, name, type_, dtype, tuple(dims), quant, data)
-        if type_ == STATIC and data is None:
-            t.data = np.zeros(dims, np.uint8)
-        self.tensors[t.id] = t
-        return t
-
-    def add_node(self, op_type, name, inputs, outputs, **params) -> FakeNode:
-        n = FakeNode(name, op_type, [t.id for t in inputs], [t.id for t in outputs],
-                     [t.spec() for t in inputs], [t.spec() for t in outputs], params)
-        for t in inputs:
-            t.consumers.append(name)
-        for t in outputs:
-            t.producer = name
-        self.nodes.append(n)
-        return n
-
-    def set_vtcm(self, nbytes: int) -> None:
-        """The VTCM budget as a VTCM_SIZE_IN_BYTES request (qnnemu/htp/settings.py's record)."""
-        self.configs["htp_vtcm"] = {"option": "VTCM_SIZE_IN_BYTES", "bytes": int(nbytes)}
-
-
-def fake_node(op_type, in_shapes, out_shape, dtype=U8, weight=None, weight_dtype=None, **params):
-    """One node of ``op_type`` in its own graph: inputs of ``in_shapes`` (NATIVE), an optional
-    static ``weight`` shape as the second input, one NATIVE output."""
-    g = FakeGraph()
-    ins = [g.add_tensor(f"in{i}", s, dtype) for i, s in enumerate(in_shapes)]
-    if weight is not None:
-        ins.insert(1, g.add_tensor("w", weight, weight_dtype or dtype, STATIC))
-    out = g.add_tensor("out", out_shape, dtype)
-    node = g.add_node(op_type, "n", ins, [out], **params)
-    return node, g
+from qnnemu.ops.base import QuantSpec
 
 
 def settings_for(**kw):
@@ -112,7 +27,6 @@ def settings_for(**kw):
 
 
 # Every test names its SoC: SM8550 (v73, 8 MiB VTCM, 4 HVX threads), not the default device.
-SM8550 = model_for(SOCS[Q.QNN_SOC_MODEL_SM8550], soc_configured=True)
 V73 = SM8550
 NO_HMX = replace(SM8550, hmx=False)
 SETTINGS = settings_for(hvx_threads=4)

@@ -7,11 +7,11 @@ import pytest
 
 import abi
 from abi import NULL, ffi, vp
+from helpers.graph_env import Env
 from qnnemu.core.device import KNOWN_ARCHS, VENDOR_SOC_MODELS
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.htp import soc as socs
-from test_negative import Env
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 

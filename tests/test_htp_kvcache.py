@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 import abi
 from abi import NULL, ffi, vp
+from helpers.batch_env import Env
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.htp import kvcache
-from test_htp_batch import Env
 
 # Native KV cache tensors need v69 or later: the default device is SM8550 (v73) here.
 pytestmark = [pytest.mark.usefixtures("qnn_abi"), pytest.mark.soc("SM8550")]

@@ -5,7 +5,7 @@ no live overlap, a valid parallel schedule, the working-set failure, unchanged n
 properties over random DAGs (spill bytes, tiles and tile bytes monotone in the budget).
 
 Graphs are built on the core objects (as the ABI layer hands them over), through the C ABI with
-qnnemu.client (VTCM_SIZE config), or as light stand-ins (tests/test_htp_cost.py FakeGraph) for
+qnnemu.client (VTCM_SIZE config), or as light stand-ins (tests/helpers/fake_graph.py FakeGraph) for
 hypothesis."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from test_htp_cost import APP_READ, APP_WRITE, F32, NATIVE, S8, SM8550, STATIC, U8, FakeGraph
+from helpers.fake_graph import APP_READ, APP_WRITE, F32, NATIVE, S8, SM8550, STATIC, U8, FakeGraph
 from qnnemu.core.backend import Backend
 from qnnemu.core.context import Context
 from qnnemu.core.device import Device, DeviceModel

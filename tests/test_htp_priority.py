@@ -10,11 +10,11 @@ import pytest
 
 import abi
 from abi import NULL, ffi, vp
+from helpers.batch_env import Env
 from qnnemu.core.handles import HANDLES
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
 from qnnemu.htp import priority
-from test_htp_batch import Env
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 
