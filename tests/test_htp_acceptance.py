@@ -16,8 +16,8 @@ library, the command-line tools and ONNX Runtime -- the "Done when" list:
   ``qnnemu.htp.perf.current_clocks()``, a burst vote through deviceGetInfrastructure's perf
   infrastructure lowering the microseconds of the same cycles; ONNX Runtime's profiling CSV of a
   model that spills holds the same events;
-- the chrometrace validates against the Trace Event Format (tests/test_profile_viewer.py's
-  checker) and the QHAS HTML summary of the spilling graph parses and, when Debian's chromium
+- the chrometrace validates against the Trace Event Format (the profile viewer tests'
+  checker, tests/helpers/trace_check.py) and the QHAS HTML summary of the spilling graph parses and, when Debian's chromium
   is installed, renders headless.
 
 The documentation's tables themselves are walked row by row in their own modules (test_htp_device.py,
@@ -39,17 +39,15 @@ import pytest
 import abi
 from abi import NULL, ffi, vp
 from helpers.graph_env import H
+from helpers.profile_env import (ACCEL_CYCLES_AT, EXECUTE_EVENTS, EXECUTE_TYPES, check_execute_events, data, events,
+                                 expected_lint_tree, optrace_object, sub_events, tree)
+from helpers.trace_check import CHROMIUM, check_trace, counter_series, parse_html, thread_names, x_events
 from qnnemu.core.handles import HANDLES
 from qnnemu.core.profile import RESOURCE_BITS, step_label
 from qnnemu.headers import Q
 from qnnemu.htp import perf
 from qnnemu.htp.perf import PERF
 from qnnemu.htp.plan_types import TCM
-from test_htp_profiling import expected_lint_tree, optrace_object, tree
-from test_profile import (ACCEL_CYCLES_AT, EXECUTE_EVENTS, EXECUTE_TYPES, check_execute_events, data, events,
-                          sub_events)
-from test_profile_viewer import (CHROMIUM, check_trace, counter_series, parse_html, thread_names,
-                                 x_events)
 
 # No rule ids of its own: every refusal on these paths belongs to the modules that own it.
 RULE_IDS: set[str] = set()

@@ -19,12 +19,14 @@ import pytest
 
 import abi
 from abi import NULL, ffi, vp
+from helpers.context_env import Env as ContextEnv
+from helpers.profile_env import (ACCEL_CYCLES_AT, EXECUTE_EVENTS, EXECUTE_TYPES, Env, core_graph, data, events,
+                                 expected_lint_tree, extended, optrace_object, ort_session, sub_events, tree)
+from helpers.system_lib import Events, create_target, table
 from qnnemu.core import profile as core_profile
 from qnnemu.headers import Q
 from qnnemu.htp import perf
 from qnnemu.htp.plan_types import PreparedPlan, Step
-from test_profile import (ACCEL_CYCLES_AT, EXECUTE_EVENTS, EXECUTE_TYPES, Env, core_graph, data, events,
-                          extended, sub_events)
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 
@@ -100,11 +102,6 @@ def values(ids) -> dict[int, int]:
     return {d[0]: d[2] for d in map(data, ids)}
 
 
-def tree(event_id: int) -> tuple:
-    """(type, unit, value, identifier, [sub-trees]) of an event."""
-    return (*data(event_id), [tree(s) for s in sub_events(event_id)])
-
-
 # ------------------------------------------------------------------------------- BASIC
 def test_basic_execute_stats_from_the_plan(env):
     """The accelerator events are the plan's numbers at the current clocks; resources are
@@ -169,23 +166,6 @@ def test_detailed_one_event_per_step_with_spill_and_fill(env):
 
 
 # ----------------------------------------------------------------------------- LINTING
-def expected_lint_tree(rows) -> list[tuple]:
-    ids = {label: int(label.rsplit("OpId_", 1)[1]) for label, *_ in rows}
-    out = []
-    for label, cycles, wait, overlap, by, overlap_wait, wait_by, resources in rows:
-        mask = sum(core_profile.RESOURCE_BITS[r] for r in resources)
-        out.append((NODE, CYCLES, cycles, f"{label} (cycles)", [
-            (Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_WAIT, CYCLES, wait, "Wait (Scheduler) time", []),
-            (Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_OVERLAP, CYCLES, overlap, "Overlap time",
-             [(Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_CRITICAL_BG_OP_ID, NONE, ids[b], b, []) for b in by]),
-            (Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_WAIT_OVERLAP, CYCLES, overlap_wait, "Overlap (wait) time",
-             [(Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_WAIT_BG_OP_ID, NONE, ids[b], b, []) for b in wait_by]),
-            (Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_RESOURCEMASK, NONE, mask,
-             ("Resources: " + ", ".join(resources)).rstrip(), []),
-        ]))
-    return out
-
-
 def test_linting_report_of_the_hand_plan(env):
     """Seed showcase structure: under "Accelerator (critical path execute) time (cycles)", per op
     its cycles, Wait (Scheduler), Overlap and Overlap (wait) with the contributing op names,
@@ -234,12 +214,6 @@ def test_linting_mirrors_the_prepared_plan_of_a_real_graph(env):
 # ------------------------------------------------------------------------------ optrace
 def enable_optrace(env, p):
     assert env.set_config(p, option=Q.QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE, enableOptrace=1) == OK
-
-
-def optrace_object(event_id):
-    x = extended(event_id)
-    obj = x.v1.backendOpaqueObject
-    return x, obj, bytes(ffi.buffer(obj.opaqueObject.data, obj.opaqueObject.len))
 
 
 @pytest.mark.soc("SM8550")   # the hand-made plan is priced at v73's nominal clocks
@@ -319,8 +293,7 @@ def dsp_config(ctx_env, enabled: bool):
 
 @pytest.fixture
 def ctx_env():
-    import test_context_api
-    e = test_context_api.Env()
+    e = ContextEnv()
     yield e
     e.close()
 
@@ -402,7 +375,6 @@ def test_dsp_heap_after_context_freed(ctx_env, case, enabled, later, others, exp
 def test_system_library_carries_the_linting_tree(env, tmp_path):
     """The events as an application reads them (extended data) serialized through our
     libQnnSystem.so: the log holds the same tree with the HTP type names."""
-    import test_system_lib as sl
     from qnnemu.core.system_profile import read_profile_log, walk_events
     install(env, hand_plan())
     p = env.profile(LINTING)
@@ -415,11 +387,11 @@ def test_system_library_carries_the_linting_tree(env, tmp_path):
                 "scalar": (Q.QNN_DATATYPE_UINT_64, "uint64Value", int(x.v1.value.uint64Value)),
                 "sub": [spec(s) for s in sub_events(i)]}
     specs = [spec(i) for i in ids]
-    code, target = sl.create_target(tmp_path)
+    code, target = create_target(tmp_path)
     assert code == OK, "createSerializationTarget"
-    ev = sl.Events()
+    ev = Events()
     assert ev.serialize(target, [ev.data(specs)]) == OK, "serializeEventData"
-    assert sl.table().systemProfileFreeSerializationTarget(target) == OK
+    assert table().systemProfileFreeSerializationTarget(target) == OK
     _, [record] = read_profile_log(str(tmp_path / "out_qnn.log"))
     logged = [(e["type"], e["value"], e["identifier"]) for e in walk_events(record["events"])]
 
@@ -438,8 +410,7 @@ def test_onnxruntime_optrace(tmp_path):
     event; the System library's log next to it holds the optrace document of each run (ORT reads
     the object through extended event data: QNN_PROPERTY_PROFILE_SUPPORTS_EXTENDED_EVENT)."""
     from qnnemu.core.system_profile import optrace_documents, read_profile_log
-    from test_profile import _ort_session
-    csv_path, rows = _ort_session(tmp_path, "optrace", runs=2)
+    csv_path, rows = ort_session(tmp_path, "optrace", runs=2)
     body = [r for r in rows[1:] if r]
     idents = [r[6] for r in body]
     for _, _, ident in EXECUTE_EVENTS:

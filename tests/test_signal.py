@@ -12,11 +12,11 @@ import pytest
 
 import abi
 from abi import NULL, ffi, vp
+from helpers.context_env import Env, Notifications, list_params
 from qnnemu.core.handles import HANDLES
 from qnnemu.core.signal import ABORT, TIMEOUT, Signal
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
-from test_context_api import Env, Notifications, list_params
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 OK = Q.QNN_SUCCESS

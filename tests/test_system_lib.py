@@ -18,10 +18,10 @@ import cffi
 import pytest
 
 import qnnemu
+from helpers.system_lib import LIB, LOADED, Events, create_target, ffi, libc, provider, table
 from qnnemu.core.system_profile import read_profile_log
-from qnnemu.headers import Q, cdef
+from qnnemu.headers import Q
 
-LIB = Path(qnnemu.system_library_path())
 BACKEND = Path(qnnemu.backend_library_path())
 INCLUDE = Path(qnnemu.include_dir()) / "QNN"
 
@@ -31,36 +31,6 @@ RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 UNSUPPORTED = Q.QNN_SYSTEM_COMMON_ERROR_UNSUPPORTED_FEATURE
 BAD_ARG = Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT
 BAD_HANDLE = Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_HANDLE
-
-ffi = cffi.FFI()
-ffi.cdef(cdef(("System/QnnSystemInterface.h",)))
-ffi.cdef("int vsnprintf(char *, size_t, const char *, void *);")
-# cffi's ABI mode cannot pass QnnSystemProfile_SerializationTarget_t (anonymous union) by value:
-# a layout-identical struct with a named member is passed the same way (24 bytes, in memory).
-ffi.cdef("""
-typedef struct { QnnSystemProfile_SerializationTargetType_t type; QnnSystemProfile_SerializationTargetFile_t file; }
-  t_Target_t;
-typedef Qnn_ErrorHandle_t (*t_CreateTargetFn_t)(t_Target_t, QnnSystemProfile_SerializationTargetConfig_t *,
-                                                uint32_t, QnnSystemProfile_SerializationTargetHandle_t *);
-""")
-assert ffi.sizeof("t_Target_t") == ffi.sizeof("QnnSystemProfile_SerializationTarget_t")
-libc = ffi.dlopen(None)
-_loaded: dict = {}
-
-
-def provider():
-    if "p" not in _loaded:
-        lib = ffi.dlopen(str(LIB))
-        plist = ffi.new("const QnnSystemInterface_t ***")
-        n = ffi.new("uint32_t *")
-        code = lib.QnnSystemInterface_getProviders(plist, n)
-        assert code == Q.QNN_SUCCESS, f"QnnSystemInterface_getProviders returned {code}"
-        _loaded.update(lib=lib, plist=plist, n=n[0], p=plist[0][0])
-    return _loaded["p"]
-
-
-def table():
-    return provider().v1_14
 
 
 class Recorder:
@@ -95,98 +65,6 @@ def syslog():
     assert table().systemLogFree(out[0]) == Q.QNN_SUCCESS
 
 
-# ------------------------------------------------------------------------- serialization API
-def create_target(directory, name="out_qnn.log", configs=(), type_=Q.QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_FILE,
-                  keep=None):
-    keep = [] if keep is None else keep
-    t = ffi.new("t_Target_t *")
-    t.type = type_
-    for attr, value in (("fileName", name), ("fileDirectory", directory)):
-        if value is None:
-            setattr(t.file, attr, ffi.NULL)
-        else:
-            s = ffi.new("char[]", str(value).encode())
-            keep.append(s)
-            setattr(t.file, attr, s)
-    cfg = ffi.new("QnnSystemProfile_SerializationTargetConfig_t[]", max(len(configs), 1))
-    for i, c in enumerate(configs):
-        cfg[i].type = c[0]
-        if c[0] == Q.QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_CONFIG_MAX_NUM_MESSAGES:
-            cfg[i].maxNumMessages = c[1]
-        elif c[0] == Q.QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_CONFIG_SERIALIZATION_HEADER:
-            strs = [ffi.new("char[]", v.encode()) for v in c[1]]
-            keep.extend(strs)
-            h = cfg[i].serializationHeader
-            h.appName, h.appVersion, h.backendVersion = strs
-    keep += [t, cfg]
-    out = ffi.new("QnnSystemProfile_SerializationTargetHandle_t *")
-    fn = ffi.cast("t_CreateTargetFn_t", table().systemProfileCreateSerializationTarget)
-    code = fn(t[0], cfg if configs else ffi.NULL, len(configs), out)
-    return code, out[0]
-
-
-class Events:
-    """Builds QnnSystemProfile_ProfileData_t records (everything kept alive here)."""
-
-    def __init__(self):
-        self.keep: list = []
-
-    def s(self, text):
-        b = ffi.new("char[]", text.encode())
-        self.keep.append(b)
-        return b
-
-    def array(self, specs):
-        arr = ffi.new("struct QnnSystemProfile_ProfileEventV1_t[]", max(len(specs), 1))
-        self.keep.append(arr)
-        for e, spec in zip(arr, specs):
-            kind = spec.get("kind", "basic")
-            if kind == "basic":
-                e.type = Q.QNN_SYSTEM_PROFILE_EVENT_DATA
-                e.eventData.type, e.eventData.unit, e.eventData.value = spec["type"], spec["unit"], spec["value"]
-                e.eventData.identifier = self.s(spec["id"])
-            else:
-                e.type = Q.QNN_SYSTEM_PROFILE_EXTENDED_EVENT_DATA
-                x = e.extendedEventData
-                x.version = spec.get("version", Q.QNN_PROFILE_DATA_VERSION_1)
-                x.v1.type, x.v1.unit, x.v1.timestamp = spec["type"], spec["unit"], spec.get("ts", 0)
-                x.v1.identifier = self.s(spec["id"])
-                if spec["unit"] == Q.QNN_PROFILE_EVENTUNIT_OBJECT:
-                    blob = ffi.new("char[]", spec["object"])
-                    self.keep.append(blob)
-                    x.v1.backendOpaqueObject.opaqueObject.data = blob
-                    x.v1.backendOpaqueObject.opaqueObject.len = len(spec["object"])
-                    x.v1.backendOpaqueObject.fileName = self.s("obj.bin")
-                else:
-                    dt, field, value = spec["scalar"]
-                    x.v1.value.dataType = dt
-                    setattr(x.v1.value, field, self.s(value) if field == "stringValue" else value)
-            if spec.get("raw_type") is not None:
-                e.type = spec["raw_type"]
-            sub = spec.get("sub", [])
-            e.profileSubEventData = self.array(sub) if sub else ffi.NULL
-            e.numSubEvents = len(sub)
-        return arr
-
-    def data(self, specs, method=Q.QNN_SYSTEM_PROFILE_METHOD_TYPE_BACKEND_EXECUTE, graph="g0", version=1):
-        d = ffi.new("QnnSystemProfile_ProfileData_t *")
-        self.keep.append(d)
-        d.version = version
-        h = d.v1.header
-        h.startTime, h.stopTime, h.startMem, h.stopMem = 100, 250, 0, 4096
-        h.methodType = method
-        h.visibility = Q.QNN_SYSTEM_PROFILE_VISIBILITY_PUBLIC
-        h.graphName = self.s(graph)
-        d.v1.profilingEvents = self.array(specs) if specs else ffi.NULL
-        d.v1.numProfilingEvents = len(specs)
-        return d
-
-    def serialize(self, target, datas):
-        lst = ffi.new("const QnnSystemProfile_ProfileData_t *[]", datas or [ffi.NULL])
-        self.keep.append(lst)
-        return table().systemProfileSerializeEventData(target, lst, len(datas))
-
-
 US, CYC = Q.QNN_PROFILE_EVENTUNIT_MICROSEC, Q.QNN_PROFILE_EVENTUNIT_CYCLES
 EXEC = {"type": Q.QNN_PROFILE_EVENTTYPE_EXECUTE, "unit": US, "value": 1234, "id": "QNN (execute) time"}
 
@@ -200,7 +78,7 @@ def test_only_the_entry_point_is_exported():
 
 def test_provider_and_table():
     p = provider()
-    assert _loaded["n"] == 1, "one provider"
+    assert LOADED["n"] == 1, "one provider"
     assert ffi.string(p.providerName) == b"QNNEMU_SYSTEM"
     assert p.backendId == Q.QNN_BACKEND_ID_NULL, "the System library belongs to no backend"
     v = p.systemApiVersion
@@ -213,7 +91,7 @@ def test_provider_and_table():
 
 
 def test_get_providers_null_arguments():
-    lib = (provider(), _loaded["lib"])[1]
+    lib = (provider(), LOADED["lib"])[1]
     n = ffi.new("uint32_t *")
     assert lib.QnnSystemInterface_getProviders(ffi.NULL, n) == Q.QNN_SYSTEM_INTERFACE_ERROR_INVALID_PARAMETER
     assert lib.QnnSystemInterface_getProviders(ffi.new("const QnnSystemInterface_t ***"), ffi.NULL) == \

@@ -6,8 +6,9 @@ docs/context-binary.md "Packed weights" and "Versions and compatibility").
 A packing graph's STATIC 8-bit tensors whose codes lie in the 4-bit range are stored as nibbles
 and unpacked on load to the exact original bytes: the binary shrinks by the layout's exact
 amount, outputs stay bit-identical, serialization stays deterministic, and malformed markers are
-refused as QNNEMU-binary-metadata.  Core-level contexts come from test_context_binary's builders,
-the ABI round trip from test_context_api's Env (tests/abi.py).
+refused as QNNEMU-binary-metadata.  Core-level contexts come from the context-binary builders
+(tests/helpers/binary_builders.py), the ABI round trip from the context Env
+(tests/helpers/context_env.py).
 """
 from __future__ import annotations
 
@@ -22,12 +23,14 @@ from hypothesis import strategies as st
 
 import abi
 from abi import NULL, ffi, vp
+from helpers.binary_builders import (APP_READ, APP_WRITE, NATIVE, S8, S32, STATIC, U8, GraphBuilder,
+                                     assert_same_outputs, desc, load, loaded_graph, new_context, run, split,
+                                     with_meta)
+from helpers.context_env import Env as ContextEnv
 from qnnemu.core import binary
 from qnnemu.core.tensor import Tensor
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
-from test_context_binary import (APP_READ, APP_WRITE, NATIVE, S8, S32, STATIC, U8, GraphBuilder, assert_same_outputs,
-                                 desc, load, loaded_graph, new_context, run, split, with_meta)
 
 # This module adds no rule id: a malformed packing marker is QNNEMU-binary-metadata (asserted
 # here per kind of damage; its own negative test is in test_context_binary.py).
@@ -442,8 +445,7 @@ def test_packing_marker_in_a_version_1_binary_is_refused():
 # ------------------------------------------------------------------------------ through the C ABI
 @pytest.fixture
 def env(qnn_abi):
-    from test_context_api import Env
-    e = Env()
+    e = ContextEnv()
     yield e
     e.close()
 

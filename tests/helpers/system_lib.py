@@ -1,0 +1,136 @@
+"""Raw cffi access to our libQnnSystem.so (System/QnnSystemInterface.h, QnnSystemProfile.h): the
+provider and its function table, serialization targets and QnnSystemProfile_ProfileData_t
+records built from plain specs.  Used by tests/test_system_lib.py and tests/test_htp_profiling.py
+(the System library's log of the linting tree)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import cffi
+
+import qnnemu
+from qnnemu.headers import Q, cdef
+
+LIB = Path(qnnemu.system_library_path())
+
+ffi = cffi.FFI()
+ffi.cdef(cdef(("System/QnnSystemInterface.h",)))
+ffi.cdef("int vsnprintf(char *, size_t, const char *, void *);")
+# cffi's ABI mode cannot pass QnnSystemProfile_SerializationTarget_t (anonymous union) by value:
+# a layout-identical struct with a named member is passed the same way (24 bytes, in memory).
+ffi.cdef("""
+typedef struct { QnnSystemProfile_SerializationTargetType_t type; QnnSystemProfile_SerializationTargetFile_t file; }
+  t_Target_t;
+typedef Qnn_ErrorHandle_t (*t_CreateTargetFn_t)(t_Target_t, QnnSystemProfile_SerializationTargetConfig_t *,
+                                                uint32_t, QnnSystemProfile_SerializationTargetHandle_t *);
+""")
+assert ffi.sizeof("t_Target_t") == ffi.sizeof("QnnSystemProfile_SerializationTarget_t")
+libc = ffi.dlopen(None)
+LOADED: dict = {}
+
+
+def provider():
+    if "p" not in LOADED:
+        lib = ffi.dlopen(str(LIB))
+        plist = ffi.new("const QnnSystemInterface_t ***")
+        n = ffi.new("uint32_t *")
+        code = lib.QnnSystemInterface_getProviders(plist, n)
+        assert code == Q.QNN_SUCCESS, f"QnnSystemInterface_getProviders returned {code}"
+        LOADED.update(lib=lib, plist=plist, n=n[0], p=plist[0][0])
+    return LOADED["p"]
+
+
+def table():
+    return provider().v1_14
+
+
+# ------------------------------------------------------------------------- serialization API
+def create_target(directory, name="out_qnn.log", configs=(), type_=Q.QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_FILE,
+                  keep=None):
+    keep = [] if keep is None else keep
+    t = ffi.new("t_Target_t *")
+    t.type = type_
+    for attr, value in (("fileName", name), ("fileDirectory", directory)):
+        if value is None:
+            setattr(t.file, attr, ffi.NULL)
+        else:
+            s = ffi.new("char[]", str(value).encode())
+            keep.append(s)
+            setattr(t.file, attr, s)
+    cfg = ffi.new("QnnSystemProfile_SerializationTargetConfig_t[]", max(len(configs), 1))
+    for i, c in enumerate(configs):
+        cfg[i].type = c[0]
+        if c[0] == Q.QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_CONFIG_MAX_NUM_MESSAGES:
+            cfg[i].maxNumMessages = c[1]
+        elif c[0] == Q.QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_CONFIG_SERIALIZATION_HEADER:
+            strs = [ffi.new("char[]", v.encode()) for v in c[1]]
+            keep.extend(strs)
+            h = cfg[i].serializationHeader
+            h.appName, h.appVersion, h.backendVersion = strs
+    keep += [t, cfg]
+    out = ffi.new("QnnSystemProfile_SerializationTargetHandle_t *")
+    fn = ffi.cast("t_CreateTargetFn_t", table().systemProfileCreateSerializationTarget)
+    code = fn(t[0], cfg if configs else ffi.NULL, len(configs), out)
+    return code, out[0]
+
+
+class Events:
+    """Builds QnnSystemProfile_ProfileData_t records (everything kept alive here)."""
+
+    def __init__(self):
+        self.keep: list = []
+
+    def s(self, text):
+        b = ffi.new("char[]", text.encode())
+        self.keep.append(b)
+        return b
+
+    def array(self, specs):
+        arr = ffi.new("struct QnnSystemProfile_ProfileEventV1_t[]", max(len(specs), 1))
+        self.keep.append(arr)
+        for e, spec in zip(arr, specs):
+            kind = spec.get("kind", "basic")
+            if kind == "basic":
+                e.type = Q.QNN_SYSTEM_PROFILE_EVENT_DATA
+                e.eventData.type, e.eventData.unit, e.eventData.value = spec["type"], spec["unit"], spec["value"]
+                e.eventData.identifier = self.s(spec["id"])
+            else:
+                e.type = Q.QNN_SYSTEM_PROFILE_EXTENDED_EVENT_DATA
+                x = e.extendedEventData
+                x.version = spec.get("version", Q.QNN_PROFILE_DATA_VERSION_1)
+                x.v1.type, x.v1.unit, x.v1.timestamp = spec["type"], spec["unit"], spec.get("ts", 0)
+                x.v1.identifier = self.s(spec["id"])
+                if spec["unit"] == Q.QNN_PROFILE_EVENTUNIT_OBJECT:
+                    blob = ffi.new("char[]", spec["object"])
+                    self.keep.append(blob)
+                    x.v1.backendOpaqueObject.opaqueObject.data = blob
+                    x.v1.backendOpaqueObject.opaqueObject.len = len(spec["object"])
+                    x.v1.backendOpaqueObject.fileName = self.s("obj.bin")
+                else:
+                    dt, field, value = spec["scalar"]
+                    x.v1.value.dataType = dt
+                    setattr(x.v1.value, field, self.s(value) if field == "stringValue" else value)
+            if spec.get("raw_type") is not None:
+                e.type = spec["raw_type"]
+            sub = spec.get("sub", [])
+            e.profileSubEventData = self.array(sub) if sub else ffi.NULL
+            e.numSubEvents = len(sub)
+        return arr
+
+    def data(self, specs, method=Q.QNN_SYSTEM_PROFILE_METHOD_TYPE_BACKEND_EXECUTE, graph="g0", version=1):
+        d = ffi.new("QnnSystemProfile_ProfileData_t *")
+        self.keep.append(d)
+        d.version = version
+        h = d.v1.header
+        h.startTime, h.stopTime, h.startMem, h.stopMem = 100, 250, 0, 4096
+        h.methodType = method
+        h.visibility = Q.QNN_SYSTEM_PROFILE_VISIBILITY_PUBLIC
+        h.graphName = self.s(graph)
+        d.v1.profilingEvents = self.array(specs) if specs else ffi.NULL
+        d.v1.numProfilingEvents = len(specs)
+        return d
+
+    def serialize(self, target, datas):
+        lst = ffi.new("const QnnSystemProfile_ProfileData_t *[]", datas or [ffi.NULL])
+        self.keep.append(lst)
+        return table().systemProfileSerializeEventData(target, lst, len(datas))
