@@ -20,7 +20,6 @@ operations to fit into the VTCM).
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import os
@@ -33,6 +32,7 @@ import numpy as np
 import pytest
 
 import qnnemu
+from helpers.ort import pin_our_library
 from qnnemu.client import Backend, ffi, htp_device_config, htp_graph_config
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
@@ -402,7 +402,6 @@ import qnnemu.onnxruntime as qort  # noqa: E402
 from qnnemu.core.graph import Graph  # noqa: E402
 
 VENDOR = vendor_library()
-_PINNED: list[ctypes.CDLL] = []
 
 
 @pytest.fixture(scope="module")
@@ -412,8 +411,7 @@ def ep():
     if ort is None or onnx is None:
         pytest.skip("onnxruntime and onnx (test extras) are not installed")
     pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
-    if not _PINNED:
-        _PINNED.append(ctypes.CDLL(qnnemu.backend_library_path()))
+    pin_our_library()
     qort.register_qnn_ep()
     return qort
 

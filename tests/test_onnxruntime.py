@@ -11,12 +11,14 @@ import pytest
 import qnnemu
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime (test extra) is not installed")
-onnxruntime_qnn = pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
+pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
 onnx = pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
 
 from onnx import helper  # noqa: E402
 
-from test_saver_replay import MODELS  # noqa: E402  (the same small float models)
+# the same small float models as the Saver replay
+from helpers.float_graphs import SMALL_FLOAT_GRAPHS  # noqa: E402
+from helpers.ort import qnn_ep_device  # noqa: E402
 
 if not Path(qnnemu.backend_library_path()).exists():
     pytest.skip("libQnnHtpEmu.so is not built", allow_module_level=True)
@@ -24,19 +26,12 @@ if not Path(qnnemu.backend_library_path()).exists():
 
 @pytest.fixture(scope="module")
 def qnn_device():
-    try:
-        ort.register_execution_provider_library("QNNExecutionProvider", onnxruntime_qnn.get_library_path())
-    except Exception as e:  # already registered in this process
-        if "already" not in str(e).lower():
-            raise
-    devices = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"]
-    assert devices, "ONNX Runtime lists a QNNExecutionProvider device"
-    return devices[0]
+    return qnn_ep_device()
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", sorted(SMALL_FLOAT_GRAPHS))
 def test_qnn_ep_runs_every_node_on_qnnemu(tmp_path, qnn_device, name):
-    model = helper.make_model(MODELS[name](), opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(SMALL_FLOAT_GRAPHS[name](), opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     path = str(tmp_path / f"{name}.onnx")
     onnx.save(model, path)

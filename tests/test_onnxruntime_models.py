@@ -19,7 +19,6 @@ with the CPU EP only (the vendor needs seconds per inference on it: benchmarks/b
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import subprocess
 import sys
@@ -33,10 +32,11 @@ import pytest
 import qnnemu
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime (test extra) is not installed")
-onnxruntime_qnn = pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
+pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
 onnx = pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
 
 import models  # noqa: E402
+from helpers.ort import pin_our_library, qnn_ep_device  # noqa: E402
 from vendor import vendor_env, vendor_library  # noqa: E402
 
 if not Path(qnnemu.backend_library_path()).exists():
@@ -72,26 +72,13 @@ FLOAT_CASES += [pytest.param(m, id=m, marks=pytest.mark.slow) for m in models.BI
 # fixtures: the QNN EP device, models built once per test session
 # ---------------------------------------------------------------------------------------------
 
-_PINNED: list[ctypes.CDLL] = []
-
-
 @pytest.fixture(scope="module")
 def qnn_device():
-    # Hold our own reference to libQnnHtpEmu.so: ORT dlcloses a backend library with its last
-    # session, and a library reloaded at another address after the vendor's was loaded in
-    # between crashes the process (stale function pointers; Python objects living in the
-    # unloaded image). test_backend_library_reloaded_after_another_backend checks that case in
-    # a subprocess; here it must not take the whole test run down.
-    if not _PINNED:
-        _PINNED.append(ctypes.CDLL(qnnemu.backend_library_path()))
-    try:
-        ort.register_execution_provider_library("QNNExecutionProvider", onnxruntime_qnn.get_library_path())
-    except Exception as e:  # already registered in this process
-        if "already" not in str(e).lower():
-            raise
-    devices = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"]
-    assert devices, "ONNX Runtime lists a QNNExecutionProvider device"
-    return devices[0]
+    # Our library stays loaded (pin_our_library says why): a reload after the vendor's must not
+    # take the whole test run down; test_backend_library_reloaded_after_another_backend checks
+    # that case in a subprocess.
+    pin_our_library()
+    return qnn_ep_device()
 
 
 class ModelCache:
@@ -277,11 +264,11 @@ def test_qdq_model_vs_cpu_ep_and_vendor(model_cache, qnn_device, name, config):
 # ---------------------------------------------------------------------------------------------
 
 RELOAD = textwrap.dedent("""
-    import sys, numpy as np, onnxruntime as ort, onnxruntime_qnn
+    import sys, numpy as np, onnxruntime as ort
     from onnx import TensorProto, helper
+    from qnnemu.onnxruntime import qnn_device
     ours, vendor = sys.argv[1:3]
-    ort.register_execution_provider_library("QNNExecutionProvider", onnxruntime_qnn.get_library_path())
-    dev = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"][0]
+    dev = qnn_device()
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])

@@ -237,11 +237,11 @@ VENDOR_OPTION_SETS = [
 ]
 
 VENDOR_SCRIPT = textwrap.dedent("""
-    import json, sys, numpy as np, onnxruntime as ort, onnxruntime_qnn
+    import json, sys, numpy as np, onnxruntime as ort
+    from qnnemu.onnxruntime import qnn_device
     model, feeds, library, sets = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
     x = np.load(feeds)
-    ort.register_execution_provider_library("QNNExecutionProvider", onnxruntime_qnn.get_library_path())
-    dev = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"][0]
+    dev = qnn_device()
     want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     out = []
     for options in sets:

@@ -915,17 +915,13 @@ def _ort_models():
 def test_onnxruntime_qnn_ep_on_qnnemu(tmp_path, name):
     """Every node on our backend (CPU fallback disabled); results equal ORT's CPU EP."""
     ort = pytest.importorskip("onnxruntime")
-    ort_qnn = pytest.importorskip("onnxruntime_qnn")
+    pytest.importorskip("onnxruntime_qnn")
     from vendor import our_library
     lib = our_library()
     if lib is None:
         pytest.skip("libQnnHtpEmu.so is not built")
-    try:
-        ort.register_execution_provider_library("QNNExecutionProvider", ort_qnn.get_library_path())
-    except Exception as e:  # already registered in this process
-        if "already" not in str(e).lower():
-            raise
-    device = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"][0]
+    from helpers.ort import qnn_ep_device
+    device = qnn_ep_device()
     opset, nodes, inputs, outputs, inits = _ort_models()[name]
     model = helper.make_model(helper.make_graph(nodes, "m", inputs, outputs, inits),
                               opset_imports=[helper.make_opsetid("", opset)])

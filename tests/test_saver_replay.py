@@ -40,70 +40,24 @@ if vendor_dir() is None or not (vendor_dir() / "libQnnSaver.so").is_file():
 if shutil.which("cc") is None:
     pytest.skip("a C compiler (cc) is needed to build the replay", allow_module_level=True)
 
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-import numpy as np  # noqa: E402
+from onnx import helper  # noqa: E402
+
+from helpers.float_graphs import SMALL_FLOAT_GRAPHS  # noqa: E402
 
 # The recording step, run as a subprocess in the directory that receives saver_output/.
 RECORD = textwrap.dedent("""
-    import sys, numpy as np, onnxruntime as ort, onnxruntime_qnn
+    import sys, numpy as np, onnxruntime as ort
+    from qnnemu.onnxruntime import qnn_device
     model, backend, saver = sys.argv[1:4]
-    ort.register_execution_provider_library("QNNExecutionProvider",
-                                            onnxruntime_qnn.get_library_path())
-    devices = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"]
-    assert devices, "no QNNExecutionProvider device"
     so = ort.SessionOptions()
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    so.add_provider_for_devices(devices[:1], {"backend_path": backend, "qnn_saver_path": saver})
+    so.add_provider_for_devices([qnn_device()], {"backend_path": backend, "qnn_saver_path": saver})
     sess = ort.InferenceSession(model, so)
     rng = np.random.default_rng(0)
     feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in sess.get_inputs()}
     sess.run(None, feeds)
     print("recorded")
 """)
-
-
-def _init(rng, name, shape, scale=0.2):
-    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
-
-
-def cnn_model():
-    """Conv+Relu+MaxPool+Conv+Relu+GlobalAveragePool+Flatten+Gemm."""
-    rng = np.random.default_rng(1)
-    nodes = [
-        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
-        helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
-        helper.make_node("Relu", ["c2"], ["r2"]),
-        helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
-        helper.make_node("Flatten", ["g"], ["f"]),
-        helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
-    ]
-    inits = [_init(rng, "w1", (8, 3, 3, 3)), _init(rng, "b1", (8,)),
-             _init(rng, "w2", (16, 8, 3, 3)), _init(rng, "b2", (16,)),
-             _init(rng, "wf", (10, 16)), _init(rng, "bf", (10,))]
-    return helper.make_graph(
-        nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
-
-
-def add_concat_softmax_model():
-    """Two inputs: Add, Concat with a projected branch (MatMul), Softmax."""
-    rng = np.random.default_rng(2)
-    nodes = [
-        helper.make_node("Add", ["a", "b"], ["s"]),
-        helper.make_node("MatMul", ["a", "wm"], ["m"]),
-        helper.make_node("Concat", ["s", "m"], ["c"], axis=-1),
-        helper.make_node("Softmax", ["c"], ["y"], axis=-1),
-    ]
-    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 8]) for n in ("a", "b")]
-    return helper.make_graph(
-        nodes, "add_concat_softmax", inputs,
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 14])],
-        [_init(rng, "wm", (8, 6))])
-
-
-MODELS = {"cnn": cnn_model, "add_concat_softmax": add_concat_softmax_model}
 
 
 def _env() -> dict[str, str]:
@@ -115,12 +69,12 @@ def _env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module", params=sorted(MODELS))
+@pytest.fixture(scope="module", params=sorted(SMALL_FLOAT_GRAPHS))
 def recording(request, tmp_path_factory) -> Path:
     """Directory holding saver_output.c and params.bin for one model."""
     import onnx
     work = tmp_path_factory.mktemp(f"saver_{request.param}")
-    model = helper.make_model(MODELS[request.param](), opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(SMALL_FLOAT_GRAPHS[request.param](), opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
     onnx.save(model, str(work / "model.onnx"))

@@ -16,3 +16,17 @@ def qnn_ep_device():
     """The QNN EP's ``OrtEpDevice`` after registering onnxruntime-qnn's EP library (once)."""
     return qort.qnn_device()
 
+
+
+_PINNED: list = []
+
+
+def pin_our_library() -> None:
+    """Holds one reference to libQnnHtpEmu.so for the rest of the process: ORT dlcloses a backend
+    library with its last session, and a library reloaded at another address after the vendor's
+    was loaded in between crashes the process (stale function pointers; Python objects living in
+    the unloaded image).  tests/test_onnxruntime_models.py checks that case in a subprocess."""
+    if not _PINNED:
+        import ctypes
+        import qnnemu
+        _PINNED.append(ctypes.CDLL(qnnemu.backend_library_path()))
