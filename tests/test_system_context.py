@@ -21,11 +21,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cffi
 import numpy as np
 import pytest
 
 import qnnemu
+from helpers.system_lib import FOOTPRINT_CASES, LIB, ffi, footprint, libc, table, tensor
 from qnnemu.core import binary
 from qnnemu.core.backend import BUILD_ID, Backend
 from qnnemu.core.context import Context
@@ -34,11 +34,10 @@ from qnnemu.core.graph import OpConfigDesc, ParamDesc
 from qnnemu.core.handles import HANDLES
 from qnnemu.core.log import NULL_LOGGER
 from qnnemu.core.tensor import RawQuant, TensorDesc
-from qnnemu.headers import Q, cdef
+from qnnemu.headers import Q
 
 import vendor
 
-LIB = Path(qnnemu.system_library_path())
 pytestmark = pytest.mark.skipif(not LIB.exists(), reason="libQnnSystem.so is not built (pip install -e .)")
 
 ENV_VERSION = "QNNEMU_SYSTEM_BINARY_INFO_VERSION"
@@ -58,29 +57,6 @@ DEFINED, UNDEFINED = Q.QNN_DEFINITION_DEFINED, Q.QNN_DEFINITION_UNDEFINED
 ENC = {name: getattr(Q, f"QNN_QUANTIZATION_ENCODING_{name}") for name in (
     "SCALE_OFFSET", "BW_SCALE_OFFSET", "AXIS_SCALE_OFFSET", "BW_AXIS_SCALE_OFFSET", "BLOCKWISE_EXPANSION",
     "UNDEFINED")}
-
-ffi = cffi.FFI()
-ffi.cdef(cdef(("System/QnnSystemInterface.h", "HTP/QnnHtpSystemContext.h", "HTP/QnnHtpDevice.h")))
-ffi.cdef("int vsnprintf(char *, size_t, const char *, void *);")
-# cffi's ABI mode cannot pass Qnn_Tensor_t (anonymous unions) by value: a struct of the same size
-# made of words is passed the same way (larger than 16 bytes: in memory).
-TENSOR_SIZE = ffi.sizeof("Qnn_Tensor_t")
-ffi.cdef(f"typedef struct {{ uint64_t w[{TENSOR_SIZE // 8}]; }} t_TensorBlob_t;"
-         "typedef Qnn_ErrorHandle_t (*t_FootprintFn_t)(t_TensorBlob_t, uint64_t *);")
-assert TENSOR_SIZE % 8 == 0 and ffi.sizeof("t_TensorBlob_t") == TENSOR_SIZE
-libc = ffi.dlopen(None)
-_loaded: dict = {}
-
-
-def table():
-    if "t" not in _loaded:
-        lib = ffi.dlopen(str(LIB))
-        plist = ffi.new("const QnnSystemInterface_t ***")
-        n = ffi.new("uint32_t *")
-        code = lib.QnnSystemInterface_getProviders(plist, n)
-        assert code == Q.QNN_SUCCESS, f"QnnSystemInterface_getProviders returned {code}"
-        _loaded.update(lib=lib, plist=plist, t=plist[0][0].v1_14)
-    return _loaded["t"]
 
 
 class Recorder:
@@ -838,34 +814,7 @@ def test_null_arguments(syslog, sysctx, small_blob, call, path):
 
 
 # ------------------------------------------------------------------------ tensor footprints
-_TENSOR_MEMORY: list = []  # names and dimension arrays the tensors point to, alive until the process ends
-
-
-def tensor(version=1, dtype=F32, dims=(2, 3), data_format=Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER,
-           null_dims=False, rank=None):
-    keep = _TENSOR_MEMORY
-    t = ffi.new("Qnn_Tensor_t *")
-    t.version = version
-    v = t.v2 if version == 2 else t.v1
-    name = ffi.new("char[]", b"t")
-    d = ffi.new("uint32_t[]", list(dims) or [0])
-    keep += [t, name, d]
-    v.name, v.type, v.dataType, v.dataFormat = name, APP_WRITE, dtype, data_format
-    v.rank = len(dims) if rank is None else rank
-    v.dimensions = ffi.NULL if null_dims or not dims else d
-    v.memType = Q.QNN_TENSORMEMTYPE_RAW
-    return t
-
-
-def footprint(t, out=True) -> tuple[int, int]:
-    blob = ffi.new("t_TensorBlob_t *")
-    ffi.memmove(blob, t, TENSOR_SIZE)
-    result = ffi.new("uint64_t *", 0xDEADBEEF)
-    fn = ffi.cast("t_FootprintFn_t", table().systemTensorGetMemoryFootprint)
-    code = fn(blob[0], result if out else ffi.NULL)
-    return code, int(result[0])
-
-
+# (tensors and footprint calls: tests/helpers/system_lib.py)
 BYTES_PER_ELEMENT = {Q.QNN_DATATYPE_INT_8: 1, Q.QNN_DATATYPE_INT_16: 2, Q.QNN_DATATYPE_INT_32: 4,
                      Q.QNN_DATATYPE_INT_64: 8, Q.QNN_DATATYPE_UINT_8: 1, Q.QNN_DATATYPE_UINT_16: 2,
                      Q.QNN_DATATYPE_UINT_32: 4, Q.QNN_DATATYPE_UINT_64: 8, F16: 2, F32: 4,
@@ -884,25 +833,6 @@ def test_footprint_sizes(version, dims):
             f"v{version} {Q.enum('QNN_DATATYPE_')[dtype]} {list(dims)}: footprint {got} (code {code}), expected {want}"
 
 
-FOOTPRINT_CASES = {  # name: (tensor kwargs, expected code) -- also run against the vendor's library
-    "float32": ({"dims": (2, 3)}, Q.QNN_SUCCESS),
-    "uint8 v2": ({"version": 2, "dtype": U8, "dims": (1, 7, 7, 3)}, Q.QNN_SUCCESS),
-    "scalar": ({"dtype": F16, "dims": ()}, Q.QNN_SUCCESS),
-    "zero dim": ({"dims": (2, 0)}, Q.QNN_SUCCESS),
-    "int64": ({"dtype": Q.QNN_DATATYPE_INT_64, "dims": (4, 4)}, Q.QNN_SUCCESS),
-    "bfloat16": ({"dtype": Q.QNN_DATATYPE_BFLOAT_16, "dims": (3,)}, Q.QNN_SUCCESS),
-    "sfixed4": ({"dtype": Q.QNN_DATATYPE_SFIXED_POINT_4, "dims": (5, 3)}, T_INVALID),
-    "ufixed4": ({"dtype": Q.QNN_DATATYPE_UFIXED_POINT_4, "dims": (3,)}, T_INVALID),
-    "string": ({"dtype": Q.QNN_DATATYPE_STRING, "dims": (2,)}, T_INVALID),
-    "undefined type": ({"dtype": Q.QNN_DATATYPE_UNDEFINED, "dims": (2,)}, T_INVALID),
-    "sparse": ({"data_format": Q.QNN_TENSOR_DATA_FORMAT_SPARSE}, T_INVALID),
-    "codebook": ({"data_format": Q.QNN_TENSOR_DATA_FORMAT_CODEBOOK}, T_INVALID),
-    "mx": ({"data_format": Q.QNN_TENSOR_DATA_FORMAT_MX}, T_INVALID),
-    "hmx layout": ({"data_format": Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT}, T_INVALID),
-    "null dims": ({"dims": (2, 2), "null_dims": True}, T_INVALID),
-}
-
-
 def test_footprint_cases():
     for name, (kw, code) in FOOTPRINT_CASES.items():
         got_code, got = footprint(tensor(**kw))
@@ -917,13 +847,10 @@ def test_footprint_cases():
 VENDOR_FOOTPRINT_SCRIPT = r"""
 import json, sys
 sys.path[:0] = sys.argv[3].split("|")
-import test_system_context as tsc
-lib = tsc.ffi.dlopen(sys.argv[1])
-plist = tsc.ffi.new("const QnnSystemInterface_t ***"); n = tsc.ffi.new("uint32_t *")
-assert lib.QnnSystemInterface_getProviders(plist, n) == 0
-tsc._loaded.update(lib=lib, plist=plist, t=plist[0][0].v1_14)
-out = {name: tsc.footprint(tsc.tensor(**kw)) for name, (kw, _) in tsc.FOOTPRINT_CASES.items()}
-out["null footprint"] = tsc.footprint(tsc.tensor(), out=False)[0]
+from helpers import system_lib
+system_lib.load(sys.argv[1])
+out = {name: system_lib.footprint(system_lib.tensor(**kw)) for name, (kw, _) in system_lib.FOOTPRINT_CASES.items()}
+out["null footprint"] = system_lib.footprint(system_lib.tensor(), out=False)[0]
 json.dump(out, open(sys.argv[2], "w"))
 """
 

@@ -1,7 +1,10 @@
-"""Raw cffi access to our libQnnSystem.so (System/QnnSystemInterface.h, QnnSystemProfile.h): the
-provider and its function table, serialization targets and QnnSystemProfile_ProfileData_t
-records built from plain specs.  Used by tests/test_system_lib.py and tests/test_htp_profiling.py
-(the System library's log of the linting tree)."""
+"""Raw cffi access to libQnnSystem.so (System/QnnSystemInterface.h, QnnSystemProfile.h,
+QnnSystemTensor.h, HTP/QnnHtpSystemContext.h): the provider and its function table (ours, or
+the vendor's through ``load``), serialization targets and QnnSystemProfile_ProfileData_t records
+built from plain specs, and systemTensorGetMemoryFootprint on tensors built here with the cases
+both libraries are run on.  Used by tests/test_system_lib.py, tests/test_system_context.py
+(also in its vendor subprocess) and tests/test_htp_profiling.py (the System library's log of
+the linting tree)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +17,7 @@ from qnnemu.headers import Q, cdef
 LIB = Path(qnnemu.system_library_path())
 
 ffi = cffi.FFI()
-ffi.cdef(cdef(("System/QnnSystemInterface.h",)))
+ffi.cdef(cdef(("System/QnnSystemInterface.h", "HTP/QnnHtpSystemContext.h", "HTP/QnnHtpDevice.h")))
 ffi.cdef("int vsnprintf(char *, size_t, const char *, void *);")
 # cffi's ABI mode cannot pass QnnSystemProfile_SerializationTarget_t (anonymous union) by value:
 # a layout-identical struct with a named member is passed the same way (24 bytes, in memory).
@@ -25,18 +28,30 @@ typedef Qnn_ErrorHandle_t (*t_CreateTargetFn_t)(t_Target_t, QnnSystemProfile_Ser
                                                 uint32_t, QnnSystemProfile_SerializationTargetHandle_t *);
 """)
 assert ffi.sizeof("t_Target_t") == ffi.sizeof("QnnSystemProfile_SerializationTarget_t")
+# Nor Qnn_Tensor_t (anonymous unions): a struct of the same size made of words is passed the
+# same way (larger than 16 bytes: in memory).
+TENSOR_SIZE = ffi.sizeof("Qnn_Tensor_t")
+ffi.cdef(f"typedef struct {{ uint64_t w[{TENSOR_SIZE // 8}]; }} t_TensorBlob_t;"
+         "typedef Qnn_ErrorHandle_t (*t_FootprintFn_t)(t_TensorBlob_t, uint64_t *);")
+assert TENSOR_SIZE % 8 == 0 and ffi.sizeof("t_TensorBlob_t") == TENSOR_SIZE
 libc = ffi.dlopen(None)
-LOADED: dict = {}
+LOADED: dict = {}   # the loaded library: lib, plist, n (providers), p (the first), t (its v1_14 table)
+
+
+def load(path) -> None:
+    """Loads the System library at ``path`` (ours unless told: the vendor's, in a subprocess that
+    has its LD_LIBRARY_PATH) as the one ``provider()`` / ``table()`` use."""
+    lib = ffi.dlopen(str(path))
+    plist = ffi.new("const QnnSystemInterface_t ***")
+    n = ffi.new("uint32_t *")
+    code = lib.QnnSystemInterface_getProviders(plist, n)
+    assert code == Q.QNN_SUCCESS, f"QnnSystemInterface_getProviders returned {code}"
+    LOADED.update(lib=lib, plist=plist, n=n[0], p=plist[0][0], t=plist[0][0].v1_14)
 
 
 def provider():
     if "p" not in LOADED:
-        lib = ffi.dlopen(str(LIB))
-        plist = ffi.new("const QnnSystemInterface_t ***")
-        n = ffi.new("uint32_t *")
-        code = lib.QnnSystemInterface_getProviders(plist, n)
-        assert code == Q.QNN_SUCCESS, f"QnnSystemInterface_getProviders returned {code}"
-        LOADED.update(lib=lib, plist=plist, n=n[0], p=plist[0][0])
+        load(LIB)
     return LOADED["p"]
 
 
@@ -134,3 +149,53 @@ class Events:
         lst = ffi.new("const QnnSystemProfile_ProfileData_t *[]", datas or [ffi.NULL])
         self.keep.append(lst)
         return table().systemProfileSerializeEventData(target, lst, len(datas))
+
+
+# ------------------------------------------------------------------------ tensor footprints
+F32, F16, U8 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_UFIXED_POINT_8
+T_INVALID = Q.QNN_SYSTEM_TENSOR_ERROR_INVALID_TENSOR
+_TENSOR_MEMORY: list = []  # names and dimension arrays the tensors point to, alive until the process ends
+
+
+def tensor(version=1, dtype=F32, dims=(2, 3), data_format=Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER,
+           null_dims=False, rank=None):
+    keep = _TENSOR_MEMORY
+    t = ffi.new("Qnn_Tensor_t *")
+    t.version = version
+    v = t.v2 if version == 2 else t.v1
+    name = ffi.new("char[]", b"t")
+    d = ffi.new("uint32_t[]", list(dims) or [0])
+    keep += [t, name, d]
+    v.name, v.type, v.dataType, v.dataFormat = name, Q.QNN_TENSOR_TYPE_APP_WRITE, dtype, data_format
+    v.rank = len(dims) if rank is None else rank
+    v.dimensions = ffi.NULL if null_dims or not dims else d
+    v.memType = Q.QNN_TENSORMEMTYPE_RAW
+    return t
+
+
+def footprint(t, out=True) -> tuple[int, int]:
+    blob = ffi.new("t_TensorBlob_t *")
+    ffi.memmove(blob, t, TENSOR_SIZE)
+    result = ffi.new("uint64_t *", 0xDEADBEEF)
+    fn = ffi.cast("t_FootprintFn_t", table().systemTensorGetMemoryFootprint)
+    code = fn(blob[0], result if out else ffi.NULL)
+    return code, int(result[0])
+
+
+FOOTPRINT_CASES = {  # name: (tensor kwargs, expected code) -- also run against the vendor's library
+    "float32": ({"dims": (2, 3)}, Q.QNN_SUCCESS),
+    "uint8 v2": ({"version": 2, "dtype": U8, "dims": (1, 7, 7, 3)}, Q.QNN_SUCCESS),
+    "scalar": ({"dtype": F16, "dims": ()}, Q.QNN_SUCCESS),
+    "zero dim": ({"dims": (2, 0)}, Q.QNN_SUCCESS),
+    "int64": ({"dtype": Q.QNN_DATATYPE_INT_64, "dims": (4, 4)}, Q.QNN_SUCCESS),
+    "bfloat16": ({"dtype": Q.QNN_DATATYPE_BFLOAT_16, "dims": (3,)}, Q.QNN_SUCCESS),
+    "sfixed4": ({"dtype": Q.QNN_DATATYPE_SFIXED_POINT_4, "dims": (5, 3)}, T_INVALID),
+    "ufixed4": ({"dtype": Q.QNN_DATATYPE_UFIXED_POINT_4, "dims": (3,)}, T_INVALID),
+    "string": ({"dtype": Q.QNN_DATATYPE_STRING, "dims": (2,)}, T_INVALID),
+    "undefined type": ({"dtype": Q.QNN_DATATYPE_UNDEFINED, "dims": (2,)}, T_INVALID),
+    "sparse": ({"data_format": Q.QNN_TENSOR_DATA_FORMAT_SPARSE}, T_INVALID),
+    "codebook": ({"data_format": Q.QNN_TENSOR_DATA_FORMAT_CODEBOOK}, T_INVALID),
+    "mx": ({"data_format": Q.QNN_TENSOR_DATA_FORMAT_MX}, T_INVALID),
+    "hmx layout": ({"data_format": Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT}, T_INVALID),
+    "null dims": ({"dims": (2, 2), "null_dims": True}, T_INVALID),
+}
