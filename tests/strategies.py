@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from qnnemu.core import dtypes
+from qnnemu.core.handles import FIRST_HANDLE
 from qnnemu.headers import Q
 
-HANDLE_BASE = 0x51EE0000      # qnnemu.core.handles.HandleTable's first handle
+HANDLE_BASE = FIRST_HANDLE    # qnnemu.core.handles.HandleTable's first handle
 HANDLE_WINDOW = 1 << 32       # far more handles than any test run issues
 
 # ---------------------------------------------------------------------------- tensors

@@ -210,7 +210,7 @@ def test_handle_table_recognises_freed_unknown_and_live_values():
     """The handle value carries its serial and kind: freed values of every kind are known as
     freed after many newer handles, values never issued (foreign, misaligned, past the last
     serial) are unknown; live handles are never reported freed."""
-    from qnnemu.core.handles import HandleTable
+    from qnnemu.core.handles import FIRST_HANDLE, HandleTable
 
     class Graph: ...
 
@@ -227,7 +227,7 @@ def test_handle_table_recognises_freed_unknown_and_live_values():
     assert table.freed_kind(c) is None and table.freed_kind(newer[-1]) is None, "live handles are not freed"
     assert table.lookup(c) is not None and table.lookup(g) is None, "lookup finds live handles only"
     past_last = newer[-1] + 0x100
-    for value in (0x1234, 0xDEAD0010, g + 8, past_last, 0x51EE0000 - 0x10):
+    for value in (0x1234, 0xDEAD0010, g + 8, past_last, FIRST_HANDLE - 0x10):
         assert table.freed_kind(value) is None, f"0x{value:x} was never issued: unknown, not freed"
     assert len({*newer, g, c}) == 1002, "handle values are never reused"
     assert all(h % 16 == 0 for h in newer), "handle values are 16-byte aligned like pointers"

@@ -22,13 +22,14 @@ from . import forksafe
 
 T = TypeVar("T")
 
+FIRST_HANDLE = 0x51EE0000   # BASE: the value of a table's first handle (serial 0, kind 0)
 _KIND_STEP = 0x10     # kind index in bits 4..7
 _SERIAL_STEP = 0x100  # serial number from bit 8 up
 _MAX_KINDS = _SERIAL_STEP // _KIND_STEP - 1   # index 15: any kind past the first 15 (never seen)
 
 
 class HandleTable:
-    def __init__(self, start: int = 0x51EE0000):
+    def __init__(self, start: int = FIRST_HANDLE):
         self._start = start
         self._objects: dict[int, object] = {}
         self._serials = itertools.count()
