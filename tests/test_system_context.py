@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import qnnemu
-from helpers.system_lib import FOOTPRINT_CASES, LIB, ffi, footprint, libc, table, tensor
+from helpers.system_lib import FOOTPRINT_CASES, LIB, Recorder, ffi, footprint, table, tensor
 from qnnemu.core import binary
 from qnnemu.core.backend import BUILD_ID, Backend
 from qnnemu.core.context import Context
@@ -41,7 +41,6 @@ import vendor
 pytestmark = pytest.mark.skipif(not LIB.exists(), reason="libQnnSystem.so is not built (pip install -e .)")
 
 ENV_VERSION = "QNNEMU_SYSTEM_BINARY_INFO_VERSION"
-RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 SC_BAD_ARG = Q.QNN_SYSTEM_CONTEXT_ERROR_INVALID_ARGUMENT
 SC_BAD_HANDLE = Q.QNN_SYSTEM_CONTEXT_ERROR_INVALID_HANDLE
 MALFORMED = Q.QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY
@@ -57,30 +56,6 @@ DEFINED, UNDEFINED = Q.QNN_DEFINITION_DEFINED, Q.QNN_DEFINITION_UNDEFINED
 ENC = {name: getattr(Q, f"QNN_QUANTIZATION_ENCODING_{name}") for name in (
     "SCALE_OFFSET", "BW_SCALE_OFFSET", "AXIS_SCALE_OFFSET", "BW_AXIS_SCALE_OFFSET", "BLOCKWISE_EXPANSION",
     "UNDEFINED")}
-
-
-class Recorder:
-    """A QnnLog callback recording (level, message); kept alive for the whole process."""
-    _all: list = []
-
-    def __init__(self):
-        self.records: list[tuple[int, str]] = []
-        self.callback = ffi.callback("QnnLog_Callback_t", self._on_log)
-        Recorder._all.append(self)
-
-    def _on_log(self, fmt, level, ts, args):
-        try:
-            buf = ffi.new("char[]", 8192)
-            libc.vsnprintf(buf, 8192, fmt, args)
-            self.records.append((int(level), ffi.string(buf).decode("utf-8", "replace")))
-        except Exception:
-            pass
-
-    def rules(self) -> set[str]:
-        return {r for _, m in self.records for r in RULE_RE.findall(m)}
-
-    def with_rule(self, rule: str) -> list[str]:
-        return [m for _, m in self.records if f"[{rule}]" in m]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import cffi
 import pytest
 
 import qnnemu
-from helpers.system_lib import LIB, LOADED, Events, create_target, ffi, libc, provider, table
+from helpers.system_lib import LIB, LOADED, Events, Recorder, create_target, ffi, provider, table
 from qnnemu.core.system_profile import read_profile_log
 from qnnemu.headers import Q
 
@@ -27,31 +27,9 @@ INCLUDE = Path(qnnemu.include_dir()) / "QNN"
 
 pytestmark = pytest.mark.skipif(not LIB.exists(), reason="libQnnSystem.so is not built (pip install -e .)")
 
-RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 UNSUPPORTED = Q.QNN_SYSTEM_COMMON_ERROR_UNSUPPORTED_FEATURE
 BAD_ARG = Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT
 BAD_HANDLE = Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_HANDLE
-
-
-class Recorder:
-    """A QnnLog callback recording (level, message); kept alive for the whole process."""
-    _all: list = []
-
-    def __init__(self):
-        self.records: list[tuple[int, str]] = []
-        self.callback = ffi.callback("QnnLog_Callback_t", self._on_log)
-        Recorder._all.append(self)
-
-    def _on_log(self, fmt, level, ts, args):
-        try:
-            buf = ffi.new("char[]", 8192)
-            libc.vsnprintf(buf, 8192, fmt, args)
-            self.records.append((int(level), ffi.string(buf).decode("utf-8", "replace")))
-        except Exception:
-            pass
-
-    def rules(self) -> set[str]:
-        return {r for _, m in self.records for r in RULE_RE.findall(m)}
 
 
 @pytest.fixture

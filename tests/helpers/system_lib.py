@@ -7,6 +7,7 @@ both libraries are run on.  Used by tests/test_system_lib.py, tests/test_system_
 the linting tree)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import cffi
@@ -15,6 +16,7 @@ import qnnemu
 from qnnemu.headers import Q, cdef
 
 LIB = Path(qnnemu.system_library_path())
+RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 
 ffi = cffi.FFI()
 ffi.cdef(cdef(("System/QnnSystemInterface.h", "HTP/QnnHtpSystemContext.h", "HTP/QnnHtpDevice.h")))
@@ -57,6 +59,30 @@ def provider():
 
 def table():
     return provider().v1_14
+
+
+class Recorder:
+    """A QnnLog callback recording (level, message); kept alive for the whole process."""
+    _all: list = []
+
+    def __init__(self):
+        self.records: list[tuple[int, str]] = []
+        self.callback = ffi.callback("QnnLog_Callback_t", self._on_log)
+        Recorder._all.append(self)
+
+    def _on_log(self, fmt, level, ts, args):
+        try:
+            buf = ffi.new("char[]", 8192)
+            libc.vsnprintf(buf, 8192, fmt, args)
+            self.records.append((int(level), ffi.string(buf).decode("utf-8", "replace")))
+        except Exception:
+            pass
+
+    def rules(self) -> set[str]:
+        return {r for _, m in self.records for r in RULE_RE.findall(m)}
+
+    def with_rule(self, rule: str) -> list[str]:
+        return [m for _, m in self.records if f"[{rule}]" in m]
 
 
 # ------------------------------------------------------------------------- serialization API
