@@ -75,7 +75,7 @@ F32, U8, S8, S32 = (Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QN
                     Q.QNN_DATATYPE_SFIXED_POINT_32)
 APP_WRITE, APP_READ, NATIVE = Q.QNN_TENSOR_TYPE_APP_WRITE, Q.QNN_TENSOR_TYPE_APP_READ, Q.QNN_TENSOR_TYPE_NATIVE
 STATIC, UPD_STATIC = Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC
-RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
+RULE_RE = abi.RULE_ID
 
 # What the loaders may answer (QnnContext.h / QnnSystemContext.h error enums, minus the
 # "undefined" placeholder); QNN_COMMON_ERROR_GENERAL (an internal exception) is never allowed.

@@ -6,18 +6,16 @@ and tests/test_htp_priority.py."""
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
 
 import abi
-from abi import NULL, ffi, vp
+from abi import NULL, RULE_ID, ffi, vp
 from qnnemu.headers import Q
 
 F32 = Q.QNN_DATATYPE_FLOAT_32
 RAW = Q.QNN_TENSORMEMTYPE_RAW
 MEMHANDLE = Q.QNN_TENSORMEMTYPE_MEMHANDLE
-RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 
 
 class Env:
@@ -124,7 +122,7 @@ class Env:
         return [m for _, m in self.rec.records if f"[{rule}]" in m]
 
     def rules_logged(self) -> set[str]:
-        return {r for _, m in self.rec.records for r in RULE_RE.findall(m)}
+        return {r for _, m in self.rec.records for r in RULE_ID.findall(m)}
 
     def assert_rule(self, code: int, want_code: int, rule: str, func: str, path: str) -> str:
         return self.rec.assert_rule(code, want_code, rule, func, path)

@@ -7,18 +7,16 @@ tests/test_context_api.py, tests/test_signal.py, tests/test_weights_packing.py a
 tests/test_htp_profiling.py."""
 from __future__ import annotations
 
-import re
 
 import numpy as np
 
 import abi
-from abi import NULL, ffi, vp
+from abi import NULL, RULE_ID, ffi, vp
 from qnnemu.core.backend import Backend
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 
 OK = Q.QNN_SUCCESS
-RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 
 # Callbacks must outlive the library's use of them: kept for the whole process.
 CALLBACKS: list = []
@@ -45,7 +43,7 @@ class Env:
         return HANDLES.lookup(self.be)
 
     def rules(self) -> set[str]:
-        return {r for _, m in self.rec.records for r in RULE_RE.findall(m)}
+        return {r for _, m in self.rec.records for r in RULE_ID.findall(m)}
 
     def messages_for(self, rule: str) -> list[str]:
         return [m for _, m in self.rec.records if f"[{rule}]" in m]

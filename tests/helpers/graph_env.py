@@ -8,17 +8,15 @@ next to its rule tables.  ``H``: Env plus devices of any SoC, HTP custom graph/c
 and contexts loaded from a binary (tests/test_htp_configs.py, tests/test_htp_acceptance.py)."""
 from __future__ import annotations
 
-import re
 
 import numpy as np
 
 import abi
-from abi import NULL, ffi, vp
+from abi import NULL, RULE_ID, ffi, vp
 from qnnemu.headers import Q
 
 F32 = Q.QNN_DATATYPE_FLOAT_32
 OK = Q.QNN_SUCCESS
-RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 
 
 class Env:
@@ -139,7 +137,7 @@ class Env:
         return [m for _, m in self.rec.records if f"[{rule}]" in m]
 
     def rules_logged(self) -> set[str]:
-        return {r for _, m in self.rec.records for r in RULE_RE.findall(m)}
+        return {r for _, m in self.rec.records for r in RULE_ID.findall(m)}
 
 
 class H(Env):

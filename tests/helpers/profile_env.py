@@ -7,7 +7,6 @@ tests/test_htp_acceptance.py."""
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
 
 import numpy as np
@@ -15,12 +14,11 @@ import pytest
 
 import abi
 import qnnemu
-from abi import NULL, ffi, vp
+from abi import NULL, RULE_ID, ffi, vp
 from helpers.ort import qnn_ep_device
 from qnnemu.core.profile import RESOURCE_BITS
 from qnnemu.headers import Q
 
-RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 BASIC, DETAILED, LINTING = (Q.QNN_PROFILE_LEVEL_BASIC, Q.QNN_PROFILE_LEVEL_DETAILED,
                             Q.QNN_HTP_PROFILE_LEVEL_LINTING)
 US, CYCLES, COUNT = Q.QNN_PROFILE_EVENTUNIT_MICROSEC, Q.QNN_PROFILE_EVENTUNIT_CYCLES, Q.QNN_PROFILE_EVENTUNIT_COUNT
@@ -123,7 +121,7 @@ class Env:
 
     # ---- checking ------------------------------------------------------------------------
     def rules_logged(self) -> set[str]:
-        return {r for _, m in self.rec.records for r in RULE_RE.findall(m)}
+        return {r for _, m in self.rec.records for r in RULE_ID.findall(m)}
 
     def messages_for(self, rule: str) -> list[str]:
         return [m for _, m in self.rec.records if f"[{rule}]" in m]

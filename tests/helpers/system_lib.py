@@ -7,16 +7,15 @@ both libraries are run on.  Used by tests/test_system_lib.py, tests/test_system_
 the linting tree)."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import cffi
 
 import qnnemu
+from abi import RULE_ID
 from qnnemu.headers import Q, cdef
 
 LIB = Path(qnnemu.system_library_path())
-RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 
 ffi = cffi.FFI()
 ffi.cdef(cdef(("System/QnnSystemInterface.h", "HTP/QnnHtpSystemContext.h", "HTP/QnnHtpDevice.h")))
@@ -79,7 +78,7 @@ class Recorder:
             pass
 
     def rules(self) -> set[str]:
-        return {r for _, m in self.records for r in RULE_RE.findall(m)}
+        return {r for _, m in self.records for r in RULE_ID.findall(m)}
 
     def with_rule(self, rule: str) -> list[str]:
         return [m for _, m in self.records if f"[{rule}]" in m]
