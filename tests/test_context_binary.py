@@ -4,8 +4,9 @@ one negative test per QNNEMU-binary-* rule; a hypothesis fuzz of the loader over
 and truncations (every outcome is a load or a QnnError with a QnnContext_Error_t code).
 
 Contexts are built on the core objects directly (Backend / Context / Graph with TensorDesc and
-OpConfigDesc, as the ABI layer hands them over; tests/helpers/binary_builders.py), plus one context built through the C ABI with
-qnnemu.client, whose core Context is reached through qnnemu.core.handles.HANDLES.
+OpConfigDesc, as the ABI layer hands them over; tests/helpers/binary_builders.py), plus one
+context built through the C ABI with qnnemu.client, whose core Context is reached through
+qnnemu.core.handles.HANDLES.
 """
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ library, the command-line tools and ONNX Runtime -- the "Done when" list:
   infrastructure lowering the microseconds of the same cycles; ONNX Runtime's profiling CSV of a
   model that spills holds the same events;
 - the chrometrace validates against the Trace Event Format (the profile viewer tests'
-  checker, tests/helpers/trace_check.py) and the QHAS HTML summary of the spilling graph parses and, when Debian's chromium
-  is installed, renders headless.
+  checker, tests/helpers/trace_check.py) and the QHAS HTML summary of the spilling graph
+  parses and, when Debian's chromium is installed, renders headless.
 
 The documentation's tables themselves are walked row by row in their own modules (test_htp_device.py,
 test_htp_configs.py, test_htp_perf.py, test_htp_priority.py); this module checks that the pieces

@@ -25,8 +25,9 @@ US, CYCLES, COUNT = Q.QNN_PROFILE_EVENTUNIT_MICROSEC, Q.QNN_PROFILE_EVENTUNIT_CY
 NONE = Q.QNN_PROFILE_EVENTUNIT_NONE
 NODE = Q.QNN_PROFILE_EVENTTYPE_NODE
 
-# (type, unit, identifier) of the graphExecute events, in order, at every level: the seed's
-# "Execute Stats" with the vendor's event type ids (HTP/QnnHtpProfile.h).
+# (type, unit, identifier) of the graphExecute events, in order, at every level: the "Execute
+# Stats" of the QNN HTP backend documentation's profiling examples, with the vendor's event type
+# ids (HTP/QnnHtpProfile.h).
 EXECUTE_EVENTS = [
     (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_NUMBER_OF_HVX_THREADS, COUNT, "Number of HVX threads used"),
     (Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_HOST_RPC_TIME_MICROSEC, US, "RPC (execute) time"),
