@@ -36,7 +36,10 @@ class Location:
 
     def path(self, relative: str) -> "Location":
         """Appends an already-built relative path (``'params[stride]'``, an op's check)."""
-        return Location(self.function, self.parts + tuple(p for p in relative.split(".") if p))
+        # A plain list, not a generator: this runs on hot paths and a generator-built tuple
+        # lingers in the interpreter's free lists (tests/test_process_hygiene.py counts memory).
+        parts = [p for p in relative.split(".") if p]
+        return Location(self.function, self.parts + tuple(parts))
 
     @property
     def parameter(self) -> str:
