@@ -22,9 +22,9 @@ from ..core.handles import HANDLES
 from ..core.signal import Signal, checker
 from ..errors import QnnError
 from ..headers import Q
-from . import entry as _entry
 from . import profile_api, signal_api
-from .entry import _context_configs, entry
+from .context_lifecycle_api import _context_configs
+from .library import entry, ffi, hval as _hval
 from .marshal import require
 
 # contextGetIncrementalBinary hands out the header + metadata as one piece, then the data section
@@ -36,12 +36,6 @@ MAX_LIST = 4096
 _cache_lock = threading.Lock()
 
 
-def _ffi():
-    return _entry.ffi
-
-
-def _hval(handle) -> int:
-    return int(_ffi().cast("uintptr_t", handle))
 
 
 def _context(handle) -> Context:
@@ -50,7 +44,6 @@ def _context(handle) -> Context:
 
 def _client_buffer(ptr, size):
     """The client's binary as a memoryview (None for a NULL pointer: binary.py reports it)."""
-    ffi = _ffi()
     if ptr == ffi.NULL:
         return None
     return memoryview(ffi.buffer(ffi.cast("char *", ptr), int(size)))
@@ -103,7 +96,7 @@ def contextGetBinary(context, binaryBuffer, binaryBufferSize, writtenBufferSize)
                        f"{func}: binaryBufferSize: {int(binaryBufferSize)} bytes is too small for the "
                        f"{len(blob)}-byte binary (contextGetBinarySize gives the size)",
                        rule="QNNEMU-contextGetBinary-buffer-size")
-    _ffi().memmove(binaryBuffer, blob, len(blob))
+    ffi.memmove(binaryBuffer, blob, len(blob))
     writtenBufferSize[0] = len(blob)
 
 
@@ -119,7 +112,6 @@ def contextGetIncrementalBinary(context, binaryBuffer, startOffset, writtenBuffe
                       (writtenBufferSize, "writtenBufferSize")):
         require(ptr, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, what)
     blob = _binary(ctx, func)
-    ffi = _ffi()
     with _cache_lock:
         state = ctx.incremental
         if state.get("blob") is not blob:  # first call, or the content changed: start over
@@ -189,7 +181,7 @@ def contextFinalize(context, profile):
 
 # ------------------------------------------------------------------------------ loading
 def _device(device):
-    if device == _ffi().NULL:
+    if device == ffi.NULL:
         return None
     return HANDLES.get(_hval(device), Device, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "device")
 
@@ -235,7 +227,7 @@ def _model(dev):
 def _check_signal(signal) -> None:
     """A non-NULL signal argument is a live signal (checked with the other handles, before
     the arguments; ``signal_api.use_signal`` takes it later)."""
-    if signal is not None and signal != _ffi().NULL:
+    if signal is not None and signal != ffi.NULL:
         HANDLES.get(_hval(signal), Signal, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "signal")
 
 
@@ -249,7 +241,7 @@ def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBuffe
     configs = _context_configs(config, func, _model(dev))
     provider = _DmaProvider(func, callback, configs) if callback is not None else None
     view = _client_buffer(binaryBuffer, binaryBufferSize)
-    sig_handle = _ffi().NULL if signal is None else signal
+    sig_handle = ffi.NULL if signal is None else signal
     try:
         with signal_api.use_signal(sig_handle, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE,
                                    Q.QNN_CONTEXT_ERROR_ABORTED, Q.QNN_CONTEXT_ERROR_TIMED_OUT) as sig:
@@ -263,7 +255,7 @@ def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBuffe
     if provider is not None:
         ctx.on_free.append(lambda: provider.release_all("contextFree"))
     _commit_init(rec)
-    context[0] = _ffi().cast("Qnn_ContextHandle_t", handle)
+    context[0] = ffi.cast("Qnn_ContextHandle_t", handle)
 
 
 @entry
@@ -298,7 +290,6 @@ class _DmaProvider:
     every buffer provided is released once, at contextFree or when loading fails."""
 
     def __init__(self, func: str, callback, configs: dict):
-        ffi = _ffi()
         require(callback, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "callback")
         kind = int(callback.type)
         if kind == Q.QNN_CONTEXT_CALLBACK_RAW_BUFFER:
@@ -333,7 +324,6 @@ class _DmaProvider:
         self.buffers: list[tuple[int, object, int]] = []  # (fd, data pointer, alignedSize)
 
     def request(self, offset: int, size: int):
-        ffi = _ffi()
         path = "callback.dmaBufferCallback.v1.dataProvide"
         req = ffi.new("Qnn_ContextBinaryDataRequest_t *")
         req.offset, req.size, req.isBackendMappingNeeded = offset, size, 1
@@ -363,7 +353,6 @@ class _DmaProvider:
 
     def release_all(self, func: str) -> None:
         """Hands every provided buffer back through dataRelease (``func``: the API call doing it)."""
-        ffi = _ffi()
         buffers, self.buffers = self.buffers, []
         for fd, data, aligned in buffers:
             mem = ffi.new("Qnn_ContextBinaryDmaDataMem_t *")
@@ -396,7 +385,6 @@ class _ListEntry:
 def _list_entries(func: str, contextParams, list_configs: dict, model=None) -> list[_ListEntry]:
     """Every QnnContext_Params_t checked before anything is loaded (argument errors fail the
     whole call without any notification)."""
-    ffi = _ffi()
     require(contextParams, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "contextParams")
     out = []
     for k in range(MAX_LIST + 1):
@@ -458,7 +446,6 @@ def contextCreateFromBinaryListAsync(backend, device, contextParams, listConfig,
     _TIMED_OUT. The call returns QNN_SUCCESS when every binary loaded, otherwise the first
     failure's code (contexts that loaded stay valid: the client owns their handles)."""
     func = "contextCreateFromBinaryListAsync"
-    ffi = _ffi()
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
     dev = _device(device)
     _check_signal(signal)

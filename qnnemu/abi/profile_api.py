@@ -32,20 +32,13 @@ from ..core.handles import HANDLES
 from ..core.profile import LEVEL_NAMES, CallRecorder, Profile, lookup_event
 from ..errors import QnnError
 from ..headers import Q
-from . import entry as _entry
-from .entry import entry
+from .library import entry, ffi, hval as _hval
 
 
-def _ffi():
-    return _entry.ffi
-
-
-def _hval(handle) -> int:
-    return int(_ffi().cast("uintptr_t", handle))
 
 
 def _require(ptr, func: str, what: str) -> None:
-    if ptr == _ffi().NULL:
+    if ptr == ffi.NULL:
         raise QnnError(Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT, f"{func}: {what} is NULL", rule="QNNEMU-arg-null")
 
 
@@ -69,7 +62,7 @@ class _Call:
 def start(handle, func: str, code: int) -> _Call | None:
     """Checks the ``profile`` argument of ``func`` (NULL: no profiling); ``code`` is what a bad
     handle returns (QNN_GRAPH_ERROR_SET_PROFILE, QNN_CONTEXT_ERROR_SET_PROFILE)."""
-    if handle == _ffi().NULL:
+    if handle == ffi.NULL:
         return None
     prof = HANDLES.get(_hval(handle), Profile, code, "profileHandle")
     return _Call(prof, func)
@@ -122,17 +115,16 @@ def profileCreate(backend, level, profile):
                        f"(QNN_PROFILE_LEVEL_BASIC=1, QNN_PROFILE_LEVEL_DETAILED=2, "
                        f"QNN_HTP_PROFILE_LEVEL_LINTING=7001)", rule="QNNEMU-profileCreate-level")
     prof = Profile(be, lvl, be.log)
-    profile[0] = _ffi().cast("Qnn_ProfileHandle_t", HANDLES.new(prof))
+    profile[0] = ffi.cast("Qnn_ProfileHandle_t", HANDLES.new(prof))
 
 
 @entry
 def profileSetConfig(profileHandle, config):
     func = "profileSetConfig"
     prof = _profile(profileHandle, func)
-    if config == _ffi().NULL:
+    if config == ffi.NULL:
         return
     prof.check_not_in_use(func, "profileHandle")
-    ffi = _ffi()
     i = 0
     while config[i] != ffi.NULL:
         c = config[i]
@@ -156,7 +148,7 @@ def _id_array(owner: dict, events) -> object:
     """A ``QnnProfile_EventId_t[]`` of ``events`` kept in ``owner`` (the profile or event)."""
     arr = owner.get("ids")
     if arr is None:
-        arr = owner["ids"] = _ffi().new("QnnProfile_EventId_t[]", [e.id for e in events] or [0])
+        arr = owner["ids"] = ffi.new("QnnProfile_EventId_t[]", [e.id for e in events] or [0])
     return arr
 
 
@@ -169,7 +161,7 @@ def profileGetEvents(profile, profileEventIds, numEvents):
     with prof.lock:
         events = list(prof.events)
         arr = _id_array(prof.abi, events)
-    profileEventIds[0] = arr if events else _ffi().NULL
+    profileEventIds[0] = arr if events else ffi.NULL
     numEvents[0] = len(events)
 
 
@@ -180,22 +172,21 @@ def profileGetSubEvents(eventId, subEventIds, numSubEvents):
     _require(subEventIds, func, "subEventIds")
     _require(numSubEvents, func, "numSubEvents")
     arr = _id_array(ev.abi, ev.sub)
-    subEventIds[0] = arr if ev.sub else _ffi().NULL
+    subEventIds[0] = arr if ev.sub else ffi.NULL
     numSubEvents[0] = len(ev.sub)
 
 
 def _identifier(ev):
     if ev.identifier is None:
-        return _ffi().NULL
+        return ffi.NULL
     buf = ev.abi.get("identifier")
     if buf is None:
-        buf = ev.abi["identifier"] = _ffi().new("char[]", ev.identifier.encode("utf-8", "replace"))
+        buf = ev.abi["identifier"] = ffi.new("char[]", ev.identifier.encode("utf-8", "replace"))
     return buf
 
 
 def _object_buffers(ev):
     """C copies of an OBJECT event's bytes and file name, kept with the event."""
-    ffi = _ffi()
     bufs = ev.abi.get("object")
     if bufs is None:
         data = ffi.new("char[]", ev.payload) if ev.payload else ffi.NULL

@@ -27,17 +27,13 @@ from ..core.log import Logger
 from ..core.profile import ProfileEvent, micros
 from ..errors import QnnError
 from ..headers import Q
-from . import entry as _entry
 from . import profile_api, signal_api
-from .entry import _get, entry
+from .library import entry, ffi, get as _get
 from .marshal import read_tensor, require
 
 _buffers_lock = threading.Lock()
 _update_buffers: dict[int, object] = {}   # data address -> backend-owned buffer (getBinarySectionUpdate)
 
-
-def _ffi():
-    return _entry.ffi
 
 
 def _section_type(section, func: str) -> int:
@@ -63,7 +59,7 @@ def _check(sig) -> None:
 
 def _context_and_graph(context, graph, func: str) -> tuple[Context, Graph | None]:
     ctx = _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
-    if graph == _ffi().NULL:
+    if graph == ffi.NULL:
         return ctx, None
     g = _get(graph, Graph, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "graph")
     if g.context is not ctx:
@@ -75,7 +71,6 @@ def _context_and_graph(context, graph, func: str) -> tuple[Context, Graph | None
 
 def _buffer(buf, func: str, path: str) -> tuple[object, int]:
     """(data pointer, size) of a QnnContext_Buffer_t v1 holding raw memory."""
-    ffi = _ffi()
     require(buf, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, path)
     version = int(buf.version)
     if version != Q.QNN_CONTEXT_BUFFER_VERSION_1:
@@ -137,7 +132,7 @@ def contextGetBinarySection(context, graph, section, binaryBuffer, writtenBuffer
         raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
                        f"{func}: binaryBuffer.v1.binaryBuf.dataSize: {capacity} bytes, the section needs "
                        f"{len(blob)} (see contextGetBinarySectionSize)", rule="QNNEMU-section-buffer-size")
-    _ffi().memmove(data, blob, len(blob))
+    ffi.memmove(data, blob, len(blob))
     writtenBufferSize[0] = len(blob)
     ctx.log.info(f"{func}: {sections.section_name(kind)} of "
                  f"{'the whole context' if g is None else repr(g.name)}: {len(sec.entries)} tensor(s), "
@@ -155,7 +150,7 @@ def contextApplyBinarySection(context, graph, section, binaryBuffer, profile, si
     with _signal(signal, func) as sig, profile_api.recording(call) as rec:
         rpc_ns = time.perf_counter_ns()
         rpc_us = time.time_ns() // 1000
-        blob = bytes(_ffi().buffer(data, size))   # the app may reuse its buffer after the call
+        blob = bytes(ffi.buffer(data, size))   # the app may reuse its buffer after the call
         skip = sections.skip_validation(ctx.configs)
         sec = sections.parse_section(blob, func, check_crc=not skip)
         if sec.section != kind:
@@ -181,7 +176,6 @@ def contextApplyBinarySection(context, graph, section, binaryBuffer, profile, si
 def _tensor_list(pp, count: int, func: str, path: str, code: int) -> list:
     """Copies of the Qnn_Tensor_t of a ``const Qnn_Tensor_t **`` array of ``count`` pointers;
     ``code``: what a NULL array or entry returns."""
-    ffi = _ffi()
     if count and pp == ffi.NULL:
         raise QnnError(code, f"{func}: {path}: NULL with {count} tensor(s)", rule="QNNEMU-arg-null")
     out = []
@@ -195,7 +189,6 @@ def _tensor_list(pp, count: int, func: str, path: str, code: int) -> list:
 def contextGetBinarySectionUpdate(binaryBuffer, auxiliaryBuffer, tensors, numTensors, keepUpdatable, logger,
                                   profile, signal, binarySectionUpdate):
     func = "contextGetBinarySectionUpdate"
-    ffi = _ffi()
     log = None if logger == ffi.NULL else _get(logger, Logger, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "logger")
     data, size = _buffer(binaryBuffer, func, "binaryBuffer")
     if auxiliaryBuffer != ffi.NULL:
@@ -224,7 +217,6 @@ def contextGetBinarySectionUpdate(binaryBuffer, auxiliaryBuffer, tensors, numTen
 @entry
 def contextFreeBinarySectionUpdate(binarySectionUpdate, logger):
     func = "contextFreeBinarySectionUpdate"
-    ffi = _ffi()
     if logger != ffi.NULL:
         _get(logger, Logger, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "logger")
     b = binarySectionUpdate

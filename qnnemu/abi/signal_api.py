@@ -14,19 +14,12 @@ from ..core.handles import HANDLES
 from ..core.signal import ABORT, TIMEOUT, Signal
 from ..errors import QnnError
 from ..headers import Q
-from . import entry as _entry
-from .entry import entry
+from .library import entry, ffi, hval as _hval
 
 # Each configuration reads at most this many entries (a missing NULL terminator must not run away).
 MAX_CONFIGS = 1024
 
 
-def _ffi():
-    return _entry.ffi
-
-
-def _hval(handle) -> int:
-    return int(_ffi().cast("uintptr_t", handle))
 
 
 def _signal(handle) -> Signal:
@@ -36,7 +29,6 @@ def _signal(handle) -> Signal:
 def _parse_configs(config, func: str) -> tuple[str | None, int]:
     """(kind, timeout in us) of a NULL-terminated QnnSignal_Config_t list; the last of each
     option wins, ABORT and TIMEOUT together are refused (mutually exclusive)."""
-    ffi = _ffi()
     kind, timeout_us, seen = None, 0, set()
     if config == ffi.NULL:
         return None, 0
@@ -78,14 +70,14 @@ def _parse_configs(config, func: str) -> tuple[str | None, int]:
 def signalCreate(backend, config, signal):
     func = "signalCreate"
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_SIGNAL_ERROR_INVALID_HANDLE, "backend")
-    if signal == _ffi().NULL:
+    if signal == ffi.NULL:
         raise QnnError(Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT, f"{func}: signal is NULL", rule="QNNEMU-arg-null")
     kind, timeout_us = _parse_configs(config, func)
     sig = Signal(be, be.log)
     sig.configure(kind, timeout_us, func)
     handle = HANDLES.new(sig)
     be.signals.append(handle)
-    signal[0] = _ffi().cast("Qnn_SignalHandle_t", handle)
+    signal[0] = ffi.cast("Qnn_SignalHandle_t", handle)
 
 
 @entry
@@ -116,7 +108,7 @@ def use_signal(handle, func: str, invalid_handle_code: int, aborted_code: int, t
                in_use_code: int = Q.QNN_SIGNAL_ERROR_SIGNAL_IN_USE):
     """The signal argument of an API call: yields None for NULL, else a SignalUse (the signal is
     in use until the block ends)."""
-    if handle == _ffi().NULL:
+    if handle == ffi.NULL:
         yield None
         return
     sig = HANDLES.get(_hval(handle), Signal, invalid_handle_code, "signal")

@@ -66,25 +66,22 @@ import math
 import os
 import sys
 import threading
-import traceback
 
 import numpy as np
 
-from .. import _version
 from ..core import dtypes
 from ..core.handles import HANDLES
-from ..core.log import NULL_LOGGER, PY_LOGGER, Logger, valid_level
+from ..core.log import Logger, valid_level
 from ..core.system_profile import SerializationTarget, data_record, event_record, object_record
 from ..errors import QnnError
 from ..headers import Q
 from ..headers import cdef as header_cdef
 from ..headers import system_interface_fields
+from ..location import Location
+from .framework import Library, c_str as _str, hval as _hval, newest_logger, read_scalar, require_pointer
 
 ffi = None
 lib = None
-PREFIX = "qnnemu_sys_"
-# Why the embedded init refused to hand out the table (csrc/system_shim.c writes it on stderr).
-init_failure: str | None = None
 
 DEFAULT_SYSTEM_API = (1, 15, 0)
 MIN_SYSTEM_API_MINOR = 7
@@ -92,7 +89,6 @@ MAX_EVENT_DEPTH = 64           # sub-event nesting accepted by serializeEventDat
 MAX_EVENTS_PER_CALL = 1 << 22  # events (sub-events included) one serializeEventData call may hold
 MAX_OBJECT_BYTES = 64 << 20    # OBJECT event payloads written in full up to this size
 
-_ENTRIES: dict[str, object] = {}
 _lock = threading.Lock()
 
 
@@ -120,66 +116,18 @@ def system_api_version() -> tuple[int, int, int]:
     return (nums[0], nums[1], nums[2] if len(nums) == 3 else 0)
 
 
-def _active_logger() -> Logger:
-    logs = HANDLES.live(SystemLog)
-    return logs[-1].log if logs else NULL_LOGGER
-
-
-def _fail(name: str, err: QnnError) -> int:
-    if not err.detail.startswith(name + ":"):
-        err = QnnError(err.code, f"{name}: {err.detail}", rule=err.rule)
-    _active_logger().error(str(err))
-    return err.code
-
-
-def system_entry(fn):
-    """Registers ``fn`` as the implementation of System table slot ``fn.__name__``."""
-    name = fn.__name__
-
-    def wrapper(*args):
-        try:
-            code = fn(*args)
-            return Q.QNN_SUCCESS if code is None else code
-        except QnnError as err:
-            return _fail(name, err)
-
-    wrapper.__name__ = name
-    _ENTRIES[name] = wrapper
-    return fn
+LIBRARY = Library("libQnnSystem.so", "QnnSystemInterface_getProviders", "qnnemu_sys_", "qnnemu_sys_embed_init",
+                  "System table", lambda: newest_logger(SystemLog, lambda s: s.log))
+_active_logger = LIBRARY.active_logger
+system_entry = LIBRARY.entry
 
 
 def system_not_supported(name: str, code: int, why: str) -> None:
-    def fn(*args):
-        raise QnnError(code, f"{name}: not supported by qnnemu {_version.__version__}: {why}",
-                       rule="QNNEMU-system-not-supported")
-    fn.__name__ = name
-    system_entry(fn)
-
-
-def _onerror_for(name: str):
-    def onerror(exc_type, exc_value, tb):
-        try:
-            _active_logger().error(f"{name}: internal error (returned QNN_COMMON_ERROR_GENERAL): {exc_value!r}")
-            PY_LOGGER.debug("".join(traceback.format_exception(exc_type, exc_value, tb)))
-        except Exception:  # logging must not raise inside cffi's error path
-            pass
-        return None
-    return onerror
-
-
-def _hval(handle) -> int:
-    return int(ffi.cast("uintptr_t", handle))
-
-
-def _str(p) -> str | None:
-    if p == ffi.NULL:
-        return None
-    return ffi.string(p).decode("utf-8", errors="replace")
+    LIBRARY.not_supported(name, code, why, "QNNEMU-system-not-supported")
 
 
 def _require(ptr, code: int, func: str, what: str) -> None:
-    if ptr == ffi.NULL:
-        raise QnnError(code, f"{func}: {what} is NULL", rule="QNNEMU-system-arg-null")
+    require_pointer(ptr, Location(func).path(what), code, "QNNEMU-system-arg-null")
 
 
 # ------------------------------------------------------------------------------------- log
@@ -261,27 +209,6 @@ def systemProfileCreateSerializationTarget(serializationTargetInfo, configs, num
     serializationTarget[0] = ffi.cast("QnnSystemProfile_SerializationTargetHandle_t", HANDLES.new(target))
 
 
-def _scalar(s) -> tuple[int, object]:
-    dt = int(s.dataType)
-    field = {
-        Q.QNN_DATATYPE_INT_8: "int8Value", Q.QNN_DATATYPE_INT_16: "int16Value",
-        Q.QNN_DATATYPE_INT_32: "int32Value", Q.QNN_DATATYPE_INT_64: "int64Value",
-        Q.QNN_DATATYPE_UINT_8: "uint8Value", Q.QNN_DATATYPE_UINT_16: "uint16Value",
-        Q.QNN_DATATYPE_UINT_32: "uint32Value", Q.QNN_DATATYPE_UINT_64: "uint64Value",
-        Q.QNN_DATATYPE_FLOAT_16: "floatValue", Q.QNN_DATATYPE_FLOAT_32: "floatValue",
-        Q.QNN_DATATYPE_FLOAT_64: "doubleValue", Q.QNN_DATATYPE_BOOL_8: "bool8Value",
-        Q.QNN_DATATYPE_SFIXED_POINT_8: "int32Value", Q.QNN_DATATYPE_SFIXED_POINT_16: "int32Value",
-        Q.QNN_DATATYPE_SFIXED_POINT_32: "int32Value", Q.QNN_DATATYPE_UFIXED_POINT_8: "uint32Value",
-        Q.QNN_DATATYPE_UFIXED_POINT_16: "uint32Value", Q.QNN_DATATYPE_UFIXED_POINT_32: "uint32Value",
-    }.get(dt)
-    if dt == Q.QNN_DATATYPE_STRING:
-        return dt, _str(s.stringValue)
-    if field is None:
-        return dt, None
-    value = getattr(s, field)
-    return dt, bool(value) if dt == Q.QNN_DATATYPE_BOOL_8 else value
-
-
 class _Walk:
     """Converts a tree of QnnSystemProfile_ProfileEventV1_t into JSON objects, bounded."""
 
@@ -327,7 +254,7 @@ class _Walk:
                     data = bytes(ffi.buffer(o.opaqueObject.data, length))
                 fields["object"] = object_record(_str(o.fileName), data, length)
             else:
-                fields["valueDataType"], fields["value"] = _scalar(v1.value)
+                fields["valueDataType"], fields["value"] = read_scalar(v1.value)
         else:
             raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
                            f"{self.func}: {path}.type: {t} is neither QNN_SYSTEM_PROFILE_EVENT_DATA nor "
@@ -820,7 +747,7 @@ def systemTensorGetMemoryFootprint(tensor, footprint):
 # QNN API calls by the vendor's System library.  Every DLC entry answers UNSUPPORTED_FEATURE.
 # The DLC record, graph-info, tensor-info and quantization accessors of System API 1.14 are DLC
 # entries too: every table slot named systemDlc* that has no implementation above.
-_DLC_ENTRIES = [n for n in system_interface_fields() if n.startswith("systemDlc") and n not in _ENTRIES]
+_DLC_ENTRIES = [n for n in system_interface_fields() if n.startswith("systemDlc") and n not in LIBRARY.entries]
 for _name in _DLC_ENTRIES:
     system_not_supported(_name, Q.QNN_SYSTEM_DLC_ERROR_UNSUPPORTED_FEATURE,
                          "qnnemu has no DLC reader; build the graph through the QNN API (or load a qnnemu "
@@ -828,33 +755,15 @@ for _name in _DLC_ENTRIES:
 
 
 # ------------------------------------------------------------------------------ installing
+def __getattr__(name: str):
+    # Why the embedded init refused the table, read by the C shim as this module's attribute.
+    if name == "init_failure":
+        return LIBRARY.init_failure
+    raise AttributeError(name)
+
+
 def install(the_ffi, the_lib, expected: tuple[str, ...] = ()) -> None:
     """Binds every entry to its ``extern "Python+C"`` slot; called from the embedding init code."""
     global ffi, lib
-    ffi = the_ffi
-    lib = the_lib
-    missing = sorted(set(expected) - set(_ENTRIES))
-    for name, wrapper in _ENTRIES.items():
-        the_ffi.def_extern(name=PREFIX + name, error=Q.QNN_COMMON_ERROR_GENERAL,
-                           onerror=_onerror_for(name))(wrapper)
-
-    @the_ffi.def_extern(name="qnnemu_sys_embed_init", error=0,
-                        onerror=_onerror_for("QnnSystemInterface_getProviders"))
-    def embed_init(baked_version, system_api):
-        # A refusal's reason is for csrc/system_shim.c to print (no logger exists yet).
-        global init_failure
-        if missing:
-            init_failure = f"no implementation for System table entries {missing}"
-            return -3
-        baked = _str(baked_version)
-        if baked != _version.__version__:
-            init_failure = (f"libQnnSystem.so was built for qnnemu {baked} but the importable package "
-                            f"is {_version.__version__}; rebuild/reinstall so they match")
-            return -1
-        try:
-            version = system_api_version()
-        except QnnError as err:
-            init_failure = str(err)
-            return -2
-        system_api[0], system_api[1], system_api[2] = version
-        return 1
+    ffi, lib = the_ffi, the_lib
+    LIBRARY.install(the_ffi, the_lib, expected, system_api_version)

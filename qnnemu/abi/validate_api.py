@@ -19,25 +19,22 @@ from ..core.graph_validate import validate_graph
 from ..core.handles import HANDLES
 from ..errors import QnnError
 from ..headers import Q
-from . import entry as _entry
-from .entry import _configs, entry
+from ..location import Location
+from .library import LIBRARY, configs as _configs, entry, ffi
 from .marshal import require
 
 _lock = threading.Lock()
 _results: dict[int, list] = {}   # address of a handed-out result -> the cdata it owns
 
 
-def _ffi():
-    return _entry.ffi
-
 
 def _graph(handle) -> Graph:
-    return HANDLES.get(int(_ffi().cast("uintptr_t", handle)), Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE,
+    return HANDLES.get(int(ffi.cast("uintptr_t", handle)), Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE,
                        "graphHandle")
 
 
 def _check_configs(config, func: str) -> None:
-    for i, c in enumerate(_configs(config, "QnnGraph_ValidateConfig_t")):
+    for i, c in enumerate(_configs(config, "QnnGraph_ValidateConfig_t", Location(func).field("config"))):
         option = int(c.option)
         if option == Q.QNN_GRAPH_VALIDATE_OPTION_CUSTOM:
             raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
@@ -51,7 +48,6 @@ def _check_configs(config, func: str) -> None:
 @entry
 def graphValidate(graphHandle, config, validationResult):
     func = "graphValidate"
-    ffi = _ffi()
     g = _graph(graphHandle)
     require(validationResult, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, "validationResult")
     _check_configs(config, func)
@@ -81,8 +77,7 @@ def graphValidate(graphHandle, config, validationResult):
     if verdict.finalize_error is not None:
         # Graph-level reasons have no node result: errorGetMessage(overallStatus) gives the text.
         err = verdict.finalize_error
-        with _entry._state_lock:
-            _entry._messages[err.code] = (func, str(err))
+        LIBRARY.record(err.code, func, str(err))
         g.log.info(f"{func}: graph '{g.name}': graphFinalize would return {err.code}: {err}")
     with _lock:
         _results[int(ffi.cast("uintptr_t", result))] = owned
@@ -97,7 +92,7 @@ def graphFreeValidationResult(validationResult):
     func = "graphFreeValidationResult"
     require(validationResult, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, "validationResult")
     with _lock:
-        if _results.pop(int(_ffi().cast("uintptr_t", validationResult)), None) is None:
+        if _results.pop(int(ffi.cast("uintptr_t", validationResult)), None) is None:
             raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
                            f"{func}: validationResult was not returned by graphValidate (or was already "
                            f"freed)", rule="QNNEMU-graphFreeValidationResult-unknown")
