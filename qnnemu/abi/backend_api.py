@@ -13,8 +13,9 @@ from ..core.log import NULL_LOGGER
 from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
+from ..rules import fail
 from .library import LIBRARY, active_logger as _active_logger, configs as _configs, entry, ffi, get as _get
-from .library import hval as _hval, keepalive as _keepalive, optional_logger as _optional_logger
+from .library import hval as _hval, no_properties, keepalive as _keepalive, optional_logger as _optional_logger
 from .marshal import c_str, read_op_config, require
 
 
@@ -41,9 +42,8 @@ def backendCreate(logger, config, backend):
             rules.warn("QNNEMU-backend-config-custom-ignored", "backendCreate", f"config[{i}].customConfig",
                        "the HTP backend defines no custom backend configs; ignored", logger=log or NULL_LOGGER)
         else:
-            raise QnnError(Q.QNN_BACKEND_ERROR_INVALID_CONFIG,
-                           f"backendCreate: config[{i}].option: unknown option {opt}",
-                           rule="QNNEMU-backendCreate-config-option")
+            fail(Location("backendCreate").path(f"config[{i}].option"), "QNNEMU-backendCreate-config-option",
+                 f"unknown option {opt}", code=Q.QNN_BACKEND_ERROR_INVALID_CONFIG)
     be = Backend(log, configs)
     backend[0] = ffi.cast("Qnn_BackendHandle_t", HANDLES.new(be))
     be.log.info(f"backendCreate: qnnemu {_version.__version__} (build id {core_backend.BUILD_ID})")
@@ -59,9 +59,8 @@ def backendSetConfig(backend, config):
         elif opt == Q.QNN_BACKEND_CONFIG_OPTION_PLATFORM:
             be.configs["platformOption"] = c_str(c.platformOption)
         else:
-            raise QnnError(Q.QNN_BACKEND_ERROR_INVALID_CONFIG,
-                           f"backendSetConfig: config[{i}].option: option {opt} cannot be set here",
-                           rule="QNNEMU-backendSetConfig-config-option")
+            fail(Location("backendSetConfig").path(f"config[{i}].option"), "QNNEMU-backendSetConfig-config-option",
+                 f"option {opt} cannot be set here", code=Q.QNN_BACKEND_ERROR_INVALID_CONFIG)
 
 
 @entry
@@ -113,11 +112,9 @@ def backendValidateOpConfig(backend, opConfig):
 @entry
 def backendGetProperty(backendHandle, properties):
     _get(backendHandle, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backendHandle")
-    require(properties, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendGetProperty", "properties")
-    for i, p in enumerate(_configs(properties, "QnnBackend_Property_t", Location("backendGetProperty").field("properties"))):
-        raise QnnError(Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
-                       f"backendGetProperty: properties[{i}].option: {int(p.option)}: the HTP backend "
-                       f"defines no backend properties", rule="QNNEMU-backendGetProperty-option")
+    no_properties(properties, "QnnBackend_Property_t", Location("backendGetProperty"),
+                  Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
+                  "QNNEMU-backendGetProperty-option", "the HTP backend defines no backend properties")
 
 
 @entry
@@ -133,7 +130,6 @@ def globalConfigSet(config):
     for i, c in enumerate(_configs(config, "QnnGlobalConfig_t", Location("globalConfigSet").field("config"))):
         name = Q.enum("QNN_GLOBAL_CONFIG_OPTION_").get(int(c.option))
         if name is None or name.endswith("UNDEFINED"):
-            raise QnnError(Q.QNN_GLOBAL_CONFIG_ERROR_INVALID_CONFIG,
-                           f"globalConfigSet: config[{i}].option: unknown option {int(c.option)}",
-                           rule="QNNEMU-globalConfigSet-option")
+            fail(Location("globalConfigSet").path(f"config[{i}].option"), "QNNEMU-globalConfigSet-option",
+                 f"unknown option {int(c.option)}", code=Q.QNN_GLOBAL_CONFIG_ERROR_INVALID_CONFIG)
         _active_logger().info(f"globalConfigSet: {name} accepted")

@@ -10,11 +10,12 @@ from ..core.backend import Backend
 from ..core.context import Context
 from ..core.device import Device, DeviceModel
 from ..core.handles import HANDLES
-from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
+from ..rules import fail
 from ..htp import settings as htp_settings
 from . import profile_api
+from .framework import NAME_LIST_LIMIT, null_terminated
 from .library import configs as _configs, entry, ffi, get as _get, hval as _hval
 from .marshal import c_str, read_htp_custom as _htp_custom, require
 
@@ -25,25 +26,16 @@ def _context_option_from_newer_backend(value: int) -> bool:
     return max(defined) < value < Q.QNN_HTP_CONTEXT_CONFIG_OPTION_UNKNOWN
 
 
-# QNN_CONTEXT_CONFIG_ENABLE_GRAPHS / GRAPH_RETENTION_ORDER name lists: at most this many names.
-_MAX_NAME_LIST = 65536
 
 
 def _name_list(ptr, func: str, path: str) -> list[str]:
     """A NULL-terminated ``const char * const *`` list of graph names."""
     if ptr == ffi.NULL:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, f"{func}: {path}: the name list is NULL",
-                       rule="QNNEMU-context-config-value")
-    names = []
-    for k in range(_MAX_NAME_LIST + 1):
-        if ptr[k] == ffi.NULL:
-            return names
-        if k == _MAX_NAME_LIST:
-            break
-        names.append(c_str(ptr[k]))
-    raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
-                   f"{func}: {path}: no NULL terminator within {_MAX_NAME_LIST} names",
-                   rule="QNNEMU-context-config-value")
+        fail(Location(func).path(f"{path}"), "QNNEMU-context-config-value",
+             "the name list is NULL", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
+    return [c_str(p) for p in null_terminated(ptr, NAME_LIST_LIMIT, Location(func).path(path),
+                                              Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, rule="QNNEMU-context-config-value",
+                                              what="names")]
 
 
 def _context_configs(config, func: str, model=None) -> dict:
@@ -60,10 +52,9 @@ def _context_configs(config, func: str, model=None) -> dict:
         opt = int(c.option)
         if opt == Q.QNN_CONTEXT_CONFIG_ASYNC_EXECUTION_QUEUE_DEPTH:
             if int(c.asyncExeQueueDepth.type) != Q.QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC:
-                raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
-                               f"{func}: config[{i}].asyncExeQueueDepth.type: {int(c.asyncExeQueueDepth.type)} is not "
-                               f"QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC",
-                               rule="QNNEMU-context-config-value")
+                fail(Location(func).path(f"config[{i}].asyncExeQueueDepth.type"), "QNNEMU-context-config-value",
+                     f"{int(c.asyncExeQueueDepth.type)} is not "
+                     f"QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
             out["asyncExecutionQueueDepth"] = int(c.asyncExeQueueDepth.depth)
         elif opt == Q.QNN_CONTEXT_CONFIG_ENABLE_GRAPHS:
             out["enableGraphs"] = _name_list(c.enableGraphs, func, f"config[{i}].enableGraphs")
@@ -74,10 +65,10 @@ def _context_configs(config, func: str, model=None) -> dict:
         elif opt == Q.QNN_CONTEXT_CONFIG_BINARY_COMPATIBILITY:
             value = int(c.binaryCompatibilityType)
             if value not in (Q.QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE, Q.QNN_CONTEXT_BINARY_COMPATIBILITY_STRICT):
-                raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
-                               f"{func}: config[{i}].binaryCompatibilityType: {value} is neither "
-                               f"QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE (0) nor _STRICT (1)",
-                               rule="QNNEMU-context-config-value")
+                fail(Location(func).path(f"config[{i}].binaryCompatibilityType"), "QNNEMU-context-config-value",
+                     f"{value} is neither "
+                     f"QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE (0) nor _STRICT (1)",
+                     code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
             out["binaryCompatibility"] = value
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT:
             out["deferGraphInit"] = bool(c.isGraphInitDeferred)
@@ -106,9 +97,8 @@ def _context_configs(config, func: str, model=None) -> dict:
                                               model=model, out=out)
             out.setdefault("htp", {})[name] = value
         else:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
-                           f"{func}: config[{i}].option: option {opt} is not supported",
-                           rule="QNNEMU-context-config-option")
+            fail(Location(func).path(f"config[{i}].option"), "QNNEMU-context-config-option",
+                 f"option {opt} is not supported", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
     htp_settings.check_context_options(out, func=func, model=model)
     return out
 
@@ -148,11 +138,12 @@ def contextGetProperty(contextHandle, properties):
     weights buffer and the VTCM backup buffer."""
     ctx = _get(contextHandle, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextHandle")
     require(properties, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextGetProperty", "properties")
-    for i, p in enumerate(_configs(properties, "QnnContext_Property_t", Location("contextGetProperty").field("properties"))):
+    loc = Location("contextGetProperty")
+    for i, p in enumerate(_configs(properties, "QnnContext_Property_t", loc.field("properties"))):
         if int(p.option) != Q.QNN_CONTEXT_PROPERTY_OPTION_CUSTOM or p.customProperty == ffi.NULL:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                           f"contextGetProperty: properties[{i}].option: {int(p.option)} (only CUSTOM "
-                           f"with a QnnHtpContext_CustomProperty_t is defined)", rule="QNNEMU-contextGetProperty-option")
+            fail(Location("contextGetProperty").path(f"properties[{i}].option"), "QNNEMU-contextGetProperty-option",
+                 f"{int(p.option)} (only CUSTOM "
+                 f"with a QnnHtpContext_CustomProperty_t is defined)", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
         cp = ffi.cast("QnnHtpContext_CustomProperty_t *", p.customProperty)
         opt = int(cp.option)
         if opt == Q.QNN_HTP_CONTEXT_GET_PROP_BUFFER_START_ALIGNMENT:
@@ -164,9 +155,8 @@ def contextGetProperty(contextHandle, properties):
         elif opt == Q.QNN_HTP_CONTEXT_GET_PROP_MAX_VTCMBACKUP_BUFFER_SIZE:   # QNN 2.50
             cp.vtcmBackupBufferSize = htp_settings.vtcm_backup_buffer_bytes(ctx)
         else:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                           f"contextGetProperty: properties[{i}].customProperty.option: unknown option {opt}",
-                           rule="QNNEMU-contextGetProperty-option")
+            fail(loc.index("properties", i).path("customProperty.option"), "QNNEMU-contextGetProperty-option",
+                 f"unknown option {opt}", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
 
 
 @entry
@@ -186,6 +176,6 @@ def contextAddToDlc(context, dlcHandle):
     are not implemented)."""
     _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
     require(dlcHandle, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextAddToDlc", "dlcHandle")
-    raise QnnError(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
-                   f"contextAddToDlc: not supported by qnnemu {_version.__version__}: qnnemu has no DLC writer; "
-                   f"save the context with contextGetBinary instead", rule="QNNEMU-not-supported")
+    fail(Location("contextAddToDlc"), "QNNEMU-not-supported",
+         f"not supported by qnnemu {_version.__version__}: qnnemu has no DLC writer; "
+         f"save the context with contextGetBinary instead", code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)

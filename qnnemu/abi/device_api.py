@@ -9,9 +9,9 @@ from .. import rules
 from ..core.context import Context
 from ..core.device import Device, DeviceModel, device_count, model_from_configs, soc_rank
 from ..core.handles import HANDLES
-from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
+from ..rules import fail
 from . import device_config
 from .library import active_logger as _active_logger, configs as _configs, entry, ffi, get as _get
 from .library import hval as _hval, keepalive as _keepalive, lib, optional_logger as _optional_logger
@@ -37,8 +37,8 @@ def _device_configs(config, func: str, base=None, log=None, layout: str | None =
         elif opt == Q.QNN_DEVICE_CONFIG_OPTION_PLATFORM_INFO:
             pass  # a platform description supplied by the app; the emulated device is fixed
         else:
-            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"{func}: config[{i}].option: unknown option {opt}", rule="QNNEMU-device-config-option")
+            fail(Location(func).path(f"config[{i}].option"), "QNNEMU-device-config-option",
+                 f"unknown option {opt}", code=Q.QNN_DEVICE_ERROR_INVALID_CONFIG)
 
     def read(address: int, offset: int, size: int) -> bytes:
         return bytes(ffi.buffer(ffi.cast("char *", address + offset), size))
@@ -65,24 +65,22 @@ def _device_configs(config, func: str, base=None, log=None, layout: str | None =
             device_ids.append((f"{path}.useSignedProcessDomain.deviceId", o.device_id))
         elif o.option == device_config.SECUREPD:
             # The vendor's library refuses it with INVALID_CONFIG ("Unsupported config option 3").
-            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"{func}: {path}.option: SECUREPD (secure process domain) is not available on "
-                           f"the HTP backend (the vendor's library refuses it too)", rule="QNNEMU-device-securepd")
+            fail(Location(func).path(f"{path}.option"), "QNNEMU-device-securepd",
+                 "SECUREPD (secure process domain) is not available on "
+                 "the HTP backend (the vendor's library refuses it too)", code=Q.QNN_DEVICE_ERROR_INVALID_CONFIG)
         elif o.option in (device_config.ASYNC_EXECUTE, device_config.DYNAMIC_PARTITIONING,
                           device_config.HTP_EXTENSION):
-            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"{func}: {path}.option: {o.name} ({o.option}) is not supported by the HTP backend "
-                           f"on this platform (the vendor's library refuses it too)",
-                           rule="QNNEMU-device-option-unsupported")
+            fail(Location(func).path(f"{path}.option"), "QNNEMU-device-option-unsupported",
+                 f"{o.name} ({o.option}) is not supported by the HTP backend "
+                 f"on this platform (the vendor's library refuses it too)", code=Q.QNN_DEVICE_ERROR_INVALID_CONFIG)
         elif o.option == device_config.APP_UID:
             # The vendor's library: "UID is not supported for this device", code 1000.
-            raise QnnError(Q.QNN_DEVICE_ERROR_UNSUPPORTED_FEATURE,
-                           f"{func}: {path}.appUid: an application UID is not supported for this device "
-                           f"(the vendor's library refuses it too)", rule="QNNEMU-device-app-uid")
+            fail(Location(func).path(f"{path}.appUid"), "QNNEMU-device-app-uid",
+                 "an application UID is not supported for this device "
+                 "(the vendor's library refuses it too)", code=Q.QNN_DEVICE_ERROR_UNSUPPORTED_FEATURE)
         else:
-            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"{func}: {path}.option: unknown HTP device option {o.option}",
-                           rule="QNNEMU-device-config-option")
+            fail(Location(func).path(f"{path}.option"), "QNNEMU-device-config-option",
+                 f"unknown HTP device option {o.option}", code=Q.QNN_DEVICE_ERROR_INVALID_CONFIG)
     model = model_from_configs(soc, arch, signed, func=func, base=base, log=log,
                                soc_path=soc_path or "config[].customConfig.socModel", soc_note=soc_note,
                                arch_path=arch_path or "config[].customConfig.arch.arch")
@@ -118,9 +116,9 @@ def deviceFree(device):
     dev = _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
     users = [c for c in HANDLES.live(Context) if c.device is dev]
     if users:
-        raise QnnError(Q.QNN_DEVICE_ERROR_ASSOCIATED_TO_CONTEXT,
-                       f"deviceFree: device is still used by {len(users)} context(s); free them first",
-                       rule="QNNEMU-deviceFree-in-use")
+        fail(Location("deviceFree"), "QNNEMU-deviceFree-in-use",
+             f"device is still used by {len(users)} context(s); free them first",
+             code=Q.QNN_DEVICE_ERROR_ASSOCIATED_TO_CONTEXT)
     HANDLES.release(_hval(device))
 
 
@@ -186,9 +184,9 @@ def deviceFreePlatformInfo(logger, platformInfo):
     _optional_logger(logger, Q.QNN_DEVICE_ERROR_INVALID_HANDLE)   # NULL, or a live logger (vendor)
     require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceFreePlatformInfo", "platformInfo")
     if _platform_infos.pop(int(ffi.cast("uintptr_t", platformInfo)), None) is None:
-        raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT,
-                       "deviceFreePlatformInfo: platformInfo was not returned by deviceGetPlatformInfo "
-                       "or deviceGetInfo (or was already freed)", rule="QNNEMU-deviceFreePlatformInfo-unknown")
+        fail(Location("deviceFreePlatformInfo"), "QNNEMU-deviceFreePlatformInfo-unknown",
+             "platformInfo was not returned by deviceGetPlatformInfo "
+             "or deviceGetInfo (or was already freed)", code=Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT)
 
 
 @entry

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import threading
 
-from ..errors import QnnError
 from ..headers import Q, constants
+from ..location import Location
+from ..rules import fail
 from .library import LIBRARY, entry, ffi
 from .marshal import require
 
@@ -44,8 +45,8 @@ def errorGetMessage(errorHandle, errorMessage):
     require(errorMessage, Q.QNN_ERROR_INVALID_ARGUMENT, "errorGetMessage", "errorMessage")
     code = int(errorHandle) & 0xFFFF
     if code == 0:
-        raise QnnError(Q.QNN_ERROR_INVALID_ERROR_HANDLE, "errorGetMessage: errorHandle 0 is QNN_SUCCESS, not an error",
-                       rule="QNNEMU-errorGetMessage-success")
+        fail(Location("errorGetMessage"), "QNNEMU-errorGetMessage-success",
+             "errorHandle 0 is QNN_SUCCESS, not an error", code=Q.QNN_ERROR_INVALID_ERROR_HANDLE)
     with _lock:
         text = _message_for(code)
         buf = _message_buffers[code] = ffi.new("char[]", text.encode("utf-8", "replace"))
@@ -68,6 +69,6 @@ def errorFreeVerboseMessage(errorMessage):
     require(errorMessage, Q.QNN_ERROR_INVALID_ARGUMENT, "errorFreeVerboseMessage", "errorMessage")
     with _lock:
         if _verbose.pop(int(ffi.cast("uintptr_t", errorMessage)), None) is None:
-            raise QnnError(Q.QNN_ERROR_INVALID_ARGUMENT,
-                           "errorFreeVerboseMessage: errorMessage was not returned by errorGetVerboseMessage "
-                           "(or was already freed)", rule="QNNEMU-errorFreeVerboseMessage-unknown")
+            fail(Location("errorFreeVerboseMessage"), "QNNEMU-errorFreeVerboseMessage-unknown",
+                 "errorMessage was not returned by errorGetVerboseMessage "
+                 "(or was already freed)", code=Q.QNN_ERROR_INVALID_ARGUMENT)

@@ -17,9 +17,10 @@ One :class:`Library` per embedded cffi module (``_qnnemu_htp_abi``, ``_qnnemu_sy
 - warning rules raised during a call go to the logger of the call's handles (qnnemu/rules.py).
 
 The validation primitives are bounded: a NULL-terminated list is walked at most
-``CONFIG_LIST_LIMIT`` entries (``NAME_LIST_LIMIT`` for graph name lists) (:func:`null_terminated`), so a list without its terminator is refused,
-never walked until the process faults.  ``SCALAR_MEMBERS`` is the one Qnn_DataType_t ->
-Qnn_Scalar_t member table (op parameters, finalize configs, System profile events).
+``CONFIG_LIST_LIMIT`` entries (``NAME_LIST_LIMIT`` for graph name lists; :func:`null_terminated`),
+so a list without its terminator is refused, never walked until the process faults.
+``SCALAR_MEMBERS`` is the one Qnn_DataType_t -> Qnn_Scalar_t member table (op parameters,
+finalize configs, System profile events).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from ..location import Location
 # FFI compares and casts the pointers of either library.
 _FFI = cffi.FFI()
 NULL = _FFI.NULL
+_UINTPTR = _FFI.typeof("uintptr_t")
 
 # The limits of the NULL-terminated lists the libraries read; a list without its terminator
 # within its limit is refused.  Every list of structs (the config lists of every component,
@@ -72,7 +74,7 @@ SCALAR_MEMBERS: dict[int, str] = {
 # ------------------------------------------------------------------------ C values, handles
 def hval(handle) -> int:
     """The integer value of a handle (any pointer cdata)."""
-    return int(_FFI.cast("uintptr_t", handle))
+    return int(_FFI.cast(_UINTPTR, handle))
 
 
 def get(handle, kind, code: int, what: str):
@@ -291,5 +293,5 @@ def newest_logger(kind=Logger, unwrap: Callable = lambda obj: obj) -> Logger:
     return unwrap(live[-1]) if live else NULL_LOGGER
 
 
-__all__ = ["Library", "CONFIG_LIST_LIMIT", "NAME_LIST_LIMIT", "SCALAR_MEMBERS", "NULL", "hval", "get", "c_str", "read_scalar",
-           "require_pointer", "null_terminated", "enum_value", "newest_logger"]
+__all__ = ["Library", "CONFIG_LIST_LIMIT", "NAME_LIST_LIMIT", "SCALAR_MEMBERS", "NULL", "hval", "get", "c_str",
+           "read_scalar", "require_pointer", "null_terminated", "enum_value", "newest_logger"]

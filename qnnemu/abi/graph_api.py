@@ -13,12 +13,12 @@ from ..core.device import DeviceModel
 from ..core.graph import Graph
 from ..core.handles import HANDLES
 from ..core.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
-from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
+from ..rules import fail
 from ..htp import settings as htp_settings
 from . import marshal, mem_api, profile_api, signal_api
-from .library import configs as _configs, entry, ffi, get as _get, not_supported
+from .library import configs as _configs, entry, ffi, get as _get, no_properties, not_supported
 from .marshal import c_str, read_htp_custom as _htp_custom, read_op_config, require
 
 
@@ -57,14 +57,13 @@ def _graph_configs(config, func: str, *, context=None, graph=None) -> dict:
             out["enableBinarySectionWeightsUpdates"] = bool(c.enableBinarySectionWeightsUpdates)
         elif opt in (Q.QNN_GRAPH_CONFIG_OPTION_PROFILE_HANDLE, Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_STATE,
                      Q.QNN_GRAPH_CONFIG_OPTION_SET_PROFILING_NUM_EXECUTIONS):
-            raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                           f"{func}: config[{i}].option: per-graph profile handles (graph profiling configs) are "
-                           f"not implemented; pass the profile handle to graphFinalize/graphExecute",
-                           rule="QNNEMU-graph-config-profiling")
+            fail(Location(func).path(f"config[{i}].option"), "QNNEMU-graph-config-profiling",
+                 "per-graph profile handles (graph profiling configs) are "
+                 "not implemented; pass the profile handle to graphFinalize/graphExecute",
+                 code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)
         else:
-            raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                           f"{func}: config[{i}].option: option {opt} is not supported",
-                           rule="QNNEMU-graph-config-option")
+            fail(Location(func).path(f"config[{i}].option"), "QNNEMU-graph-config-option",
+                 f"option {opt} is not supported", code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)
     return out
 
 
@@ -94,7 +93,8 @@ def graphCreate(contextHandle, graphName, config, graphHandle):
 def graphRetrieve(contextHandle, graphName, graphHandle):
     ctx = _get(contextHandle, Context, Q.QNN_GRAPH_ERROR_INVALID_CONTEXT, "contextHandle")
     require(graphHandle, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphRetrieve", "graphHandle")
-    graphHandle[0] = ffi.cast("Qnn_GraphHandle_t", ctx.retrieve_graph(c_str(graphName) if graphName != ffi.NULL else ""))
+    handle = ctx.retrieve_graph(c_str(graphName) if graphName != ffi.NULL else "")
+    graphHandle[0] = ffi.cast("Qnn_GraphHandle_t", handle)
 
 
 @entry
@@ -109,11 +109,9 @@ def graphSetConfig(graphHandle, config):
 @entry
 def graphGetProperty(graphHandle, properties):
     _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
-    require(properties, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphGetProperty", "properties")
-    for i, p in enumerate(_configs(properties, "QnnGraph_Property_t", Location("graphGetProperty").field("properties"))):
-        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                       f"graphGetProperty: properties[{i}].option: {int(p.option)}: the HTP backend defines "
-                       f"no graph properties the emulator answers yet", rule="QNNEMU-graphGetProperty-option")
+    no_properties(properties, "QnnGraph_Property_t", Location("graphGetProperty"), Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
+                  Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "QNNEMU-graphGetProperty-option",
+                  "the HTP backend defines no graph properties the emulator answers yet")
 
 
 @entry
@@ -141,13 +139,13 @@ def _io_buffer(t, func: str, path: str):
     """(tensor id, name getter, version struct, version) of an execute argument, RAW memory checked."""
     version = int(t.version)
     if version not in (1, 2):
-        raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR, f"{func}: {path}.version: {version} is not 1 or 2",
-                       rule="QNNEMU-graphExecute-tensor-version")
+        fail(Location(func).path(f"{path}.version"), "QNNEMU-graphExecute-tensor-version",
+             f"{version} is not 1 or 2", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
     v = t.v1 if version == 1 else t.v2
     if int(v.memType) not in (Q.QNN_TENSORMEMTYPE_RAW, Q.QNN_TENSORMEMTYPE_MEMHANDLE):
-        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                       f"{func}: {path}.v{version}.memType: {int(v.memType)}: only QNN_TENSORMEMTYPE_RAW and "
-                       f"QNN_TENSORMEMTYPE_MEMHANDLE are supported", rule="QNNEMU-graphExecute-memtype")
+        fail(Location(func).path(f"{path}.v{version}.memType"), "QNNEMU-graphExecute-memtype",
+             f"{int(v.memType)}: only QNN_TENSORMEMTYPE_RAW and "
+             f"QNN_TENSORMEMTYPE_MEMHANDLE are supported", code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)
     return int(v.id), lambda: c_str(v.name), v, version
 
 
@@ -157,14 +155,14 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
     g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
     prof_call = profile_api.start(profileHandle, func, Q.QNN_GRAPH_ERROR_SET_PROFILE)
     if not g.finalized:
-        raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED,
-                       f"{func}: graph '{g.name}' is not finalized (call graphFinalize first)",
-                       rule="QNNEMU-graphExecute-not-finalized")
+        fail(Location(func), "QNNEMU-graphExecute-not-finalized",
+             f"graph '{g.name}' is not finalized (call graphFinalize first)",
+             code=Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED)
     htp_settings.check_execute_allowed(g, func)   # PREPARE_ONLY contexts prepare, never execute
     n_in, n_out = int(numInputs), int(numOutputs)
     if n_in and inputs == ffi.NULL or n_out and outputs == ffi.NULL:
-        raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, f"{func}: inputs/outputs is NULL with a non-zero count",
-                       rule="QNNEMU-graphExecute-null")
+        fail(Location(func), "QNNEMU-graphExecute-null",
+             "inputs/outputs is NULL with a non-zero count", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
     # Variable batch (seed 002 "QNN HTP Variable Batch"): every argument's dimensions are the
     # prepared [b, ...] or [n*b, ...] with one n for all inputs and outputs (Graph.batch_multiple);
     # an argument with a NULL dimensions pointer counts as the prepared dimensions (n = 1).
@@ -180,11 +178,11 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
         if batch_from is None:
             batch, batch_from = n, (dims_path, t.name)
         elif n != batch:
-            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
-                           f"{func}: {dims_path}: tensor '{t.name}' is executed with batch multiple {n} "
-                           f"(dimensions {list(t.batched(n).dims)}, prepared {list(t.dims)}) but tensor "
-                           f"'{batch_from[1]}' ({batch_from[0]}) with {batch}: all inputs and outputs must have "
-                           f"the same batch multiple", rule="QNNEMU-graphExecute-batch-mismatch")
+            fail(Location(func).path(f"{dims_path}"), "QNNEMU-graphExecute-batch-mismatch",
+                 f"tensor '{t.name}' is executed with batch multiple {n} "
+                 f"(dimensions {list(t.batched(n).dims)}, prepared {list(t.dims)}) but tensor "
+                 f"'{batch_from[1]}' ({batch_from[0]}) with {batch}: all inputs and outputs must have "
+                 f"the same batch multiple", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         return t.batched(n)
 
     feeds: dict[int, np.ndarray] = {}
@@ -197,11 +195,11 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
             feeds[t.id] = mem_api.tensor_view(g, tb, v.memHandle, f"{path}.v{ver}.memHandle", writable=False)
             continue
         if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != tb.nbytes:
-            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
-                           f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {tb.nbytes} bytes "
-                           f"({list(tb.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}"
-                           f"{' and a NULL data pointer' if v.clientBuf.data == ffi.NULL else ''}",
-                           rule="QNNEMU-graphExecute-buffer-size")
+            fail(Location(func).path(f"{path}.v{ver}.clientBuf"), "QNNEMU-graphExecute-buffer-size",
+                 f"tensor '{t.name}' needs {tb.nbytes} bytes "
+                 f"({list(tb.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}"
+                 f"{' and a NULL data pointer' if v.clientBuf.data == ffi.NULL else ''}",
+                 code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         feeds[t.id] = np.frombuffer(ffi.buffer(v.clientBuf.data, tb.nbytes),
                                     dtype=dtypes.numpy_dtype(t.dtype)).reshape(tb.dims)
     targets = []
@@ -215,10 +213,10 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
                             tb.nbytes))
             continue
         if v.clientBuf.data == ffi.NULL or int(v.clientBuf.dataSize) != tb.nbytes:
-            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
-                           f"{func}: {path}.v{ver}.clientBuf: tensor '{t.name}' needs {tb.nbytes} bytes "
-                           f"({list(tb.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}",
-                           rule="QNNEMU-graphExecute-buffer-size")
+            fail(Location(func).path(f"{path}.v{ver}.clientBuf"), "QNNEMU-graphExecute-buffer-size",
+                 f"tensor '{t.name}' needs {tb.nbytes} bytes "
+                 f"({list(tb.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}",
+                 code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         targets.append((t, v.clientBuf.data, tb.nbytes))
     with signal_api.use_signal(signalHandle, func, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, Q.QNN_GRAPH_ERROR_ABORTED,
                                Q.QNN_GRAPH_ERROR_TIMED_OUT, Q.QNN_GRAPH_ERROR_SIGNAL_IN_USE) as sig:

@@ -10,7 +10,9 @@ from __future__ import annotations
 from ..core.handles import HANDLES
 from ..core.log import Logger
 from . import framework
-from .framework import Library, get, hval, newest_logger
+from ..location import Location
+from ..rules import fail
+from .framework import Library, get, hval, newest_logger, require_pointer
 from .marshal import config_list as configs
 
 
@@ -67,6 +69,14 @@ def perf_entry(fn):
 def not_supported(name: str, code: int, why: str, check=None) -> None:
     """Table slot ``name`` answers ``code`` (rule QNNEMU-not-supported) and logs why."""
     LIBRARY.not_supported(name, code, why, "QNNEMU-not-supported", check)
+
+
+def no_properties(properties, ctype: str, loc: Location, arg_code: int, code: int, rule: str, why: str) -> None:
+    """A ``*GetProperty`` entry of a component for which the HTP backend answers no property:
+    a NULL list is refused with ``arg_code``, the first property asked for with ``code``."""
+    require_pointer(properties, loc.field("properties"), arg_code)
+    for i, p in enumerate(configs(properties, ctype, loc.field("properties"))):
+        fail(loc.index("properties", i).field("option"), rule, f"{int(p.option)}: {why}", code=code)
 
 
 def optional_logger(handle, code: int) -> Logger | None:

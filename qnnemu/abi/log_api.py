@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from ..core.handles import HANDLES
 from ..core.log import Logger, valid_level
-from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from .library import entry, ffi, get as _get, hval as _hval, lib
 from .marshal import require
 
@@ -16,9 +17,9 @@ from .marshal import require
 def logCreate(callback, maxLogLevel, logger):
     require(logger, Q.QNN_LOG_ERROR_INVALID_ARGUMENT, "logCreate", "logger")
     if not valid_level(int(maxLogLevel)):
-        raise QnnError(Q.QNN_LOG_ERROR_INVALID_ARGUMENT,
-                       f"logCreate: maxLogLevel: {int(maxLogLevel)} is not a QnnLog_Level_t "
-                       f"(1=ERROR .. 5=DEBUG)", rule="QNNEMU-logCreate-level")
+        fail(Location("logCreate").path("maxLogLevel"), "QNNEMU-logCreate-level",
+             f"{int(maxLogLevel)} is not a QnnLog_Level_t "
+             f"(1=ERROR .. 5=DEBUG)", code=Q.QNN_LOG_ERROR_INVALID_ARGUMENT)
     sink = None
     if callback != ffi.NULL:
         cb = ffi.cast("void *", callback)
@@ -32,9 +33,8 @@ def logCreate(callback, maxLogLevel, logger):
 def logSetLogLevel(logger, maxLogLevel):
     log = _get(logger, Logger, Q.QNN_LOG_ERROR_INVALID_HANDLE, "logger")
     if not valid_level(int(maxLogLevel)):
-        raise QnnError(Q.QNN_LOG_ERROR_INVALID_ARGUMENT,
-                       f"logSetLogLevel: maxLogLevel: {int(maxLogLevel)} is not a QnnLog_Level_t",
-                       rule="QNNEMU-logSetLogLevel-level")
+        fail(Location("logSetLogLevel").path("maxLogLevel"), "QNNEMU-logSetLogLevel-level",
+             f"{int(maxLogLevel)} is not a QnnLog_Level_t", code=Q.QNN_LOG_ERROR_INVALID_ARGUMENT)
     log.level = int(maxLogLevel)
 
 

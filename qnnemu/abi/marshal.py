@@ -13,15 +13,17 @@ from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
-from .framework import CONFIG_LIST_LIMIT, c_str, null_terminated, read_scalar, require_pointer
+from .framework import CONFIG_LIST_LIMIT, NULL, c_str, null_terminated, read_scalar, require_pointer
 
 ffi = None  # set by install(): the embedded library's FFI
 
 
 
 def require(ptr, code: int, func: str, what: str, rule: str = "QNNEMU-arg-null") -> None:
-    """Refuses a NULL ``what`` of ``func`` (framework.require_pointer with a path)."""
-    require_pointer(ptr, Location(func).path(what), code, rule)
+    """Refuses a NULL ``what`` of ``func`` (framework.require_pointer with a path).  The
+    location is built only for a refusal: this check runs on every call's hot path."""
+    if ptr == NULL:
+        require_pointer(ptr, Location(func).path(what), code, rule)
 
 
 def read_quant(qp) -> RawQuant:

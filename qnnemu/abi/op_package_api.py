@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from .. import _version
 from ..core.backend import Backend
-from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from .library import entry, get as _get, not_supported
 
 
@@ -24,8 +25,8 @@ def backendRegisterOpPackageFromBinary(backend, opPackageBuffer, opPackageBuffer
     then answers NOT_SUPPORTED whatever the buffer holds ("Register Op Package from binary is not
     supported"); qnnemu does the same."""
     _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend")
-    raise QnnError(Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
-                   f"backendRegisterOpPackageFromBinary: not supported by qnnemu {_version.__version__}: op "
-                   f"packages are not emulated (from a file or from a buffer), as the vendor's x86 library does "
-                   f"not register them from a buffer either; all ops come from the built-in qti.aisw package",
-                   rule="QNNEMU-not-supported")
+    fail(Location("backendRegisterOpPackageFromBinary"), "QNNEMU-not-supported",
+         f"not supported by qnnemu {_version.__version__}: op "
+         f"packages are not emulated (from a file or from a buffer), as the vendor's x86 library does "
+         f"not register them from a buffer either; all ops come from the built-in qti.aisw package",
+         code=Q.QNN_BACKEND_ERROR_NOT_SUPPORTED)

@@ -56,4 +56,5 @@ def setMemoryConfig(deviceId, coreId, config):
     require(config, htp_perf.INVALID_INPUT, "setMemoryConfig", "config", rule=_NULL_RULE)
     PERF.set_memory(int(deviceId), int(coreId),
                     [(int(c.option), int(c.memGrowSizeConfig))
-                     for c in _configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t", Location("setMemoryConfig").field("config"))])
+                     for c in _configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t",
+                                       Location("setMemoryConfig").field("config"))])

@@ -30,16 +30,17 @@ import time
 from ..core.backend import Backend
 from ..core.handles import HANDLES
 from ..core.profile import LEVEL_NAMES, CallRecorder, Profile, lookup_event
-from ..errors import QnnError
 from ..headers import Q
-from .library import entry, ffi, hval as _hval
+from ..location import Location
+from ..rules import fail
+from .framework import require_pointer
+from .library import configs as _configs, entry, ffi, hval as _hval
 
 
 
 
 def _require(ptr, func: str, what: str) -> None:
-    if ptr == ffi.NULL:
-        raise QnnError(Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT, f"{func}: {what} is NULL", rule="QNNEMU-arg-null")
+    require_pointer(ptr, Location(func).field(what), Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT)
 
 
 def _profile(handle, func: str) -> Profile:
@@ -110,10 +111,10 @@ def profileCreate(backend, level, profile):
     _require(profile, func, "profile")
     lvl = int(level)
     if lvl not in LEVEL_NAMES:
-        raise QnnError(Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT,
-                       f"{func}: level: {lvl} is not a profile level of the HTP backend "
-                       f"(QNN_PROFILE_LEVEL_BASIC=1, QNN_PROFILE_LEVEL_DETAILED=2, "
-                       f"QNN_HTP_PROFILE_LEVEL_LINTING=7001)", rule="QNNEMU-profileCreate-level")
+        fail(Location(func).path("level"), "QNNEMU-profileCreate-level",
+             f"{lvl} is not a profile level of the HTP backend "
+             f"(QNN_PROFILE_LEVEL_BASIC=1, QNN_PROFILE_LEVEL_DETAILED=2, "
+             f"QNN_HTP_PROFILE_LEVEL_LINTING=7001)", code=Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT)
     prof = Profile(be, lvl, be.log)
     profile[0] = ffi.cast("Qnn_ProfileHandle_t", HANDLES.new(prof))
 
@@ -125,9 +126,7 @@ def profileSetConfig(profileHandle, config):
     if config == ffi.NULL:
         return
     prof.check_not_in_use(func, "profileHandle")
-    i = 0
-    while config[i] != ffi.NULL:
-        c = config[i]
+    for i, c in enumerate(_configs(config, "QnnProfile_Config_t", Location(func).field("config"))):
         opt = int(c.option)
         path = f"config[{i}]"
         if opt == Q.QNN_PROFILE_CONFIG_OPTION_MAX_EVENTS:
@@ -135,13 +134,12 @@ def profileSetConfig(profileHandle, config):
         elif opt == Q.QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE:
             prof.set_optrace(bool(c.enableOptrace), func, path)
         elif opt == Q.QNN_PROFILE_CONFIG_OPTION_CUSTOM:
-            raise QnnError(Q.QNN_PROFILE_ERROR_UNSUPPORTED,
-                           f"{func}: {path}.option: QNN_PROFILE_CONFIG_OPTION_CUSTOM: the HTP backend "
-                           f"defines no custom profile configs", rule="QNNEMU-profileSetConfig-custom")
+            fail(Location(func).path(f"{path}.option"), "QNNEMU-profileSetConfig-custom",
+                 "QNN_PROFILE_CONFIG_OPTION_CUSTOM: the HTP backend "
+                 "defines no custom profile configs", code=Q.QNN_PROFILE_ERROR_UNSUPPORTED)
         else:
-            raise QnnError(Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{func}: {path}.option: unknown option {opt}", rule="QNNEMU-profileSetConfig-option")
-        i += 1
+            fail(Location(func).path(f"{path}.option"), "QNNEMU-profileSetConfig-option",
+                 f"unknown option {opt}", code=Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT)
 
 
 def _id_array(owner: dict, events) -> object:
@@ -195,11 +193,16 @@ def _object_buffers(ev):
     return bufs
 
 
-@entry
-def profileGetEventData(eventId, eventData):
-    func = "profileGetEventData"
+def _event(eventId, eventData, func: str):
+    """The event a profileGet*EventData call asks about (its output pointer checked)."""
     ev = lookup_event(int(eventId), Q.QNN_PROFILE_ERROR_INVALID_HANDLE, func)
     _require(eventData, func, "eventData")
+    return ev
+
+
+@entry
+def profileGetEventData(eventId, eventData):
+    ev = _event(eventId, eventData, "profileGetEventData")
     eventData.type = ev.type
     eventData.unit = ev.unit
     eventData.value = max(0, int(round(ev.value)))
@@ -208,9 +211,7 @@ def profileGetEventData(eventId, eventData):
 
 @entry
 def profileGetExtendedEventData(eventId, eventData):
-    func = "profileGetExtendedEventData"
-    ev = lookup_event(int(eventId), Q.QNN_PROFILE_ERROR_INVALID_HANDLE, func)
-    _require(eventData, func, "eventData")
+    ev = _event(eventId, eventData, "profileGetExtendedEventData")
     eventData.version = Q.QNN_PROFILE_DATA_VERSION_1
     v1 = eventData.v1
     v1.type = ev.type

@@ -78,7 +78,8 @@ from ..headers import Q
 from ..headers import cdef as header_cdef
 from ..headers import system_interface_fields
 from ..location import Location
-from .framework import Library, c_str as _str, hval as _hval, newest_logger, read_scalar, require_pointer
+from ..rules import fail
+from .framework import NULL, Library, c_str as _str, hval as _hval, newest_logger, read_scalar, require_pointer
 
 ffi = None
 lib = None
@@ -127,7 +128,8 @@ def system_not_supported(name: str, code: int, why: str) -> None:
 
 
 def _require(ptr, code: int, func: str, what: str) -> None:
-    require_pointer(ptr, Location(func).path(what), code, "QNNEMU-system-arg-null")
+    if ptr == NULL:   # the location is built only for a refusal
+        require_pointer(ptr, Location(func).path(what), code, "QNNEMU-system-arg-null")
 
 
 # ------------------------------------------------------------------------------------- log
@@ -136,9 +138,9 @@ def systemLogCreate(callback, maxLogLevel, logger):
     func = "systemLogCreate"
     _require(logger, Q.QNN_LOG_ERROR_INVALID_ARGUMENT, func, "logger")
     if not valid_level(int(maxLogLevel)):
-        raise QnnError(Q.QNN_LOG_ERROR_INVALID_ARGUMENT,
-                       f"{func}: maxLogLevel: {int(maxLogLevel)} is not a QnnLog_Level_t (1=ERROR .. 5=DEBUG)",
-                       rule="QNNEMU-systemLog-level")
+        fail(Location(func).path("maxLogLevel"), "QNNEMU-systemLog-level",
+             f"{int(maxLogLevel)} is not a QnnLog_Level_t (1=ERROR .. 5=DEBUG)",
+             code=Q.QNN_LOG_ERROR_INVALID_ARGUMENT)
     sink = None
     if callback != ffi.NULL:
         cb = ffi.cast("void *", callback)
@@ -153,9 +155,9 @@ def systemLogSetLogLevel(logger, maxLogLevel):
     func = "systemLogSetLogLevel"
     log = HANDLES.get(_hval(logger), SystemLog, Q.QNN_LOG_ERROR_INVALID_HANDLE, "logger")
     if not valid_level(int(maxLogLevel)):
-        raise QnnError(Q.QNN_LOG_ERROR_INVALID_ARGUMENT,
-                       f"{func}: maxLogLevel: {int(maxLogLevel)} is not a QnnLog_Level_t (1=ERROR .. 5=DEBUG)",
-                       rule="QNNEMU-systemLog-level")
+        fail(Location(func).path("maxLogLevel"), "QNNEMU-systemLog-level",
+             f"{int(maxLogLevel)} is not a QnnLog_Level_t (1=ERROR .. 5=DEBUG)",
+             code=Q.QNN_LOG_ERROR_INVALID_ARGUMENT)
     log.log.level = int(maxLogLevel)
 
 
@@ -179,17 +181,17 @@ def systemProfileCreateSerializationTarget(serializationTargetInfo, configs, num
     _require(serializationTarget, bad, func, "serializationTarget")
     info = serializationTargetInfo
     if int(info.type) != Q.QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_FILE:
-        raise QnnError(bad, f"{func}: serializationTargetInfo.type: {int(info.type)} (only "
-                            f"QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_FILE is defined)",
-                       rule="QNNEMU-systemProfile-target-type")
+        fail(Location(func).path("serializationTargetInfo.type"), "QNNEMU-systemProfile-target-type",
+             f"{int(info.type)} (only "
+             f"QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_FILE is defined)", code=bad)
     name = _str(info.file.fileName)
     if not name:
-        raise QnnError(bad, f"{func}: serializationTargetInfo.file.fileName is NULL or empty",
-                       rule="QNNEMU-systemProfile-target-name")
+        fail(Location(func), "QNNEMU-systemProfile-target-name",
+             "serializationTargetInfo.file.fileName is NULL or empty", code=bad)
     directory = _str(info.file.fileDirectory) or "."
     n = int(numConfigs)
     if n and configs == ffi.NULL:
-        raise QnnError(bad, f"{func}: configs is NULL with numConfigs {n}", rule="QNNEMU-system-arg-null")
+        fail(Location(func), "QNNEMU-system-arg-null", f"configs is NULL with numConfigs {n}", code=bad)
     header: dict[str, str | None] | None = None
     max_messages = None
     for i in range(n):
@@ -202,8 +204,8 @@ def systemProfileCreateSerializationTarget(serializationTargetInfo, configs, num
             header = {"appName": _str(h.appName), "appVersion": _str(h.appVersion),
                       "backendVersion": _str(h.backendVersion)}
         else:
-            raise QnnError(bad, f"{func}: configs[{i}].type: unknown serialization target config {t}",
-                           rule="QNNEMU-systemProfile-config-type")
+            fail(Location(func).path(f"configs[{i}].type"), "QNNEMU-systemProfile-config-type",
+                 f"unknown serialization target config {t}", code=bad)
     target = SerializationTarget(os.path.join(directory, name), header, max_messages, system_api_version(),
                                  _active_logger(), func)
     serializationTarget[0] = ffi.cast("QnnSystemProfile_SerializationTargetHandle_t", HANDLES.new(target))
@@ -218,17 +220,17 @@ class _Walk:
 
     def events(self, ptr, n: int, path: str, depth: int) -> list[dict]:
         if n and ptr == ffi.NULL:
-            raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{self.func}: {path} is NULL with {n} event(s)", rule="QNNEMU-systemProfile-events-null")
+            fail(Location(self.func), "QNNEMU-systemProfile-events-null",
+                 f"{path} is NULL with {n} event(s)", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
         if depth > MAX_EVENT_DEPTH:
-            raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{self.func}: {path}: sub-events nested deeper than {MAX_EVENT_DEPTH} levels "
-                           f"(a cycle?)", rule="QNNEMU-systemProfile-events-depth")
+            fail(Location(self.func).path(f"{path}"), "QNNEMU-systemProfile-events-depth",
+                 f"sub-events nested deeper than {MAX_EVENT_DEPTH} levels "
+                 f"(a cycle?)", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
         self.count += n
         if self.count > MAX_EVENTS_PER_CALL:
-            raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{self.func}: {path}: more than {MAX_EVENTS_PER_CALL} events in one call",
-                           rule="QNNEMU-systemProfile-events-count")
+            fail(Location(self.func).path(f"{path}"), "QNNEMU-systemProfile-events-count",
+                 f"more than {MAX_EVENTS_PER_CALL} events in one call",
+                 code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
         return [self.event(ptr[i], f"{path}[{i}]", depth) for i in range(n)]
 
     def event(self, e, path: str, depth: int) -> dict:
@@ -240,9 +242,10 @@ class _Walk:
         elif t == Q.QNN_SYSTEM_PROFILE_EXTENDED_EVENT_DATA:
             x = e.extendedEventData
             if int(x.version) != Q.QNN_PROFILE_DATA_VERSION_1:
-                raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                               f"{self.func}: {path}.extendedEventData.version: {int(x.version)} is not "
-                               f"QNN_PROFILE_DATA_VERSION_1", rule="QNNEMU-systemProfile-extended-version")
+                fail(Location(self.func).path(f"{path}.extendedEventData.version"),
+                     "QNNEMU-systemProfile-extended-version",
+                     f"{int(x.version)} is not "
+                     f"QNN_PROFILE_DATA_VERSION_1", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
             v1 = x.v1
             fields = {"type": int(v1.type), "unit": int(v1.unit), "extendedVersion": 1,
                       "timestamp": int(v1.timestamp), "identifier": _str(v1.identifier)}
@@ -256,9 +259,9 @@ class _Walk:
             else:
                 fields["valueDataType"], fields["value"] = read_scalar(v1.value)
         else:
-            raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{self.func}: {path}.type: {t} is neither QNN_SYSTEM_PROFILE_EVENT_DATA nor "
-                           f"QNN_SYSTEM_PROFILE_EXTENDED_EVENT_DATA", rule="QNNEMU-systemProfile-event-type")
+            fail(Location(self.func).path(f"{path}.type"), "QNNEMU-systemProfile-event-type",
+                 f"{t} is neither QNN_SYSTEM_PROFILE_EVENT_DATA nor "
+                 f"QNN_SYSTEM_PROFILE_EXTENDED_EVENT_DATA", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
         sub = self.events(e.profileSubEventData, int(e.numSubEvents), f"{path}.profileSubEventData", depth + 1)
         return event_record(t, fields, sub)
 
@@ -270,17 +273,17 @@ def systemProfileSerializeEventData(serializationTarget, eventData, numEvents):
     target = _target(serializationTarget, func)
     n = int(numEvents)
     if eventData == ffi.NULL:
-        raise QnnError(bad, f"{func}: eventData is NULL", rule="QNNEMU-system-arg-null")
+        fail(Location(func), "QNNEMU-system-arg-null", "eventData is NULL", code=bad)
     walk = _Walk(func)
     records = []
     for i in range(n):
         p = eventData[i]
         path = f"eventData[{i}]"
         if p == ffi.NULL:
-            raise QnnError(bad, f"{func}: {path} is NULL", rule="QNNEMU-system-arg-null")
+            fail(Location(func), "QNNEMU-system-arg-null", f"{path} is NULL", code=bad)
         if int(p.version) != Q.QNN_SYSTEM_PROFILE_DATA_VERSION_1:
-            raise QnnError(bad, f"{func}: {path}.version: {int(p.version)} is not QNN_SYSTEM_PROFILE_DATA_VERSION_1",
-                           rule="QNNEMU-systemProfile-data-version")
+            fail(Location(func).path(f"{path}.version"), "QNNEMU-systemProfile-data-version",
+                 f"{int(p.version)} is not QNN_SYSTEM_PROFILE_DATA_VERSION_1", code=bad)
         h = p.v1.header
         header = {"startTime": int(h.startTime), "stopTime": int(h.stopTime), "startMem": int(h.startMem),
                   "stopMem": int(h.stopMem), "methodType": int(h.methodType), "visibility": int(h.visibility),
@@ -401,8 +404,9 @@ def _inspect(func: str, binaryBuffer, binaryBufferSize):
     _require(binaryBuffer, bad, func, "binaryBuffer")
     size = int(binaryBufferSize)
     if size == 0 or size > sys.maxsize:
-        raise QnnError(bad, f"{func}: binaryBufferSize: {size} is not the size of a context binary "
-                            f"(1 .. {sys.maxsize})", rule="QNNEMU-systemContext-buffer-size")
+        fail(Location(func).path("binaryBufferSize"), "QNNEMU-systemContext-buffer-size",
+             f"{size} is not the size of a context binary "
+             f"(1 .. {sys.maxsize})", code=bad)
     view = ffi.buffer(ffi.cast("char *", binaryBuffer), size)
     try:
         return binary.inspect(view, func=func)
@@ -716,29 +720,31 @@ def systemTensorGetMemoryFootprint(tensor, footprint):
     _require(footprint, Q.QNN_SYSTEM_TENSOR_ERROR_INVALID_ARGUMENT, func, "footprint")
     version = int(tensor.version)
     if version not in (1, 2):
-        raise QnnError(invalid, f"{func}: tensor.version: {version} is neither QNN_TENSOR_VERSION_1 nor _2",
-                       rule="QNNEMU-systemTensor-version")
+        fail(Location(func).path("tensor.version"), "QNNEMU-systemTensor-version",
+             f"{version} is neither QNN_TENSOR_VERSION_1 nor _2", code=invalid)
     v = tensor.v1 if version == 1 else tensor.v2
     path = f"tensor.v{version}"
     if int(v.dataFormat) != Q.QNN_TENSOR_DATA_FORMAT_DENSE:
-        raise QnnError(invalid, f"{func}: {path}.dataFormat: {int(v.dataFormat)}: only QNN_TENSOR_DATA_FORMAT_DENSE "
-                                f"(flat buffer) tensors have a footprint", rule="QNNEMU-systemTensor-data-format")
+        fail(Location(func).path(f"{path}.dataFormat"), "QNNEMU-systemTensor-data-format",
+             f"{int(v.dataFormat)}: only QNN_TENSOR_DATA_FORMAT_DENSE "
+             f"(flat buffer) tensors have a footprint", code=invalid)
     dtype = int(v.dataType)
     if not dtypes.is_known(dtype) or dtype in _NO_FOOTPRINT_TYPES:
-        raise QnnError(invalid, f"{func}: {path}.dataType: {dtypes.name(dtype)} has no fixed element size",
-                       rule="QNNEMU-systemTensor-dtype")
+        fail(Location(func).path(f"{path}.dataType"), "QNNEMU-systemTensor-dtype",
+             f"{dtypes.name(dtype)} has no fixed element size", code=invalid)
     rank = int(v.rank)
     if rank > MAX_FOOTPRINT_RANK:
-        raise QnnError(invalid, f"{func}: {path}.rank: {rank} exceeds {MAX_FOOTPRINT_RANK}",
-                       rule="QNNEMU-systemTensor-rank")
+        fail(Location(func).path(f"{path}.rank"), "QNNEMU-systemTensor-rank",
+             f"{rank} exceeds {MAX_FOOTPRINT_RANK}", code=invalid)
     if rank and v.dimensions == ffi.NULL:
-        raise QnnError(invalid, f"{func}: {path}.dimensions is NULL with rank {rank}",
-                       rule="QNNEMU-systemTensor-dims-null")
+        fail(Location(func), "QNNEMU-systemTensor-dims-null",
+             f"{path}.dimensions is NULL with rank {rank}", code=invalid)
     dims = [int(v.dimensions[i]) for i in range(rank)]
     size = math.prod(dims) * dtypes.itemsize(dtype)
     if size > _UINT64_MAX:
-        raise QnnError(invalid, f"{func}: {path}.dimensions: {dims} of {dtypes.name(dtype)} need {size} bytes, "
-                                f"more than a uint64_t holds", rule="QNNEMU-systemTensor-size")
+        fail(Location(func).path(f"{path}.dimensions"), "QNNEMU-systemTensor-size",
+             f"{dims} of {dtypes.name(dtype)} need {size} bytes, "
+             f"more than a uint64_t holds", code=invalid)
     footprint[0] = size
 
 

@@ -17,9 +17,9 @@ import threading
 from ..core.graph import Graph
 from ..core.graph_validate import validate_graph
 from ..core.handles import HANDLES
-from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
+from ..rules import fail
 from .library import LIBRARY, configs as _configs, entry, ffi
 from .marshal import require
 
@@ -37,12 +37,11 @@ def _check_configs(config, func: str) -> None:
     for i, c in enumerate(_configs(config, "QnnGraph_ValidateConfig_t", Location(func).field("config"))):
         option = int(c.option)
         if option == Q.QNN_GRAPH_VALIDATE_OPTION_CUSTOM:
-            raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                           f"{func}: config[{i}].option: QNN_GRAPH_VALIDATE_OPTION_CUSTOM: the HTP backend "
-                           f"defines no custom validate config", rule="QNNEMU-graphValidate-config-custom")
-        raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
-                       f"{func}: config[{i}].option: unknown QnnGraph_ValidateOption_t {option}",
-                       rule="QNNEMU-graphValidate-config-option")
+            fail(Location(func).path(f"config[{i}].option"), "QNNEMU-graphValidate-config-custom",
+                 "QNN_GRAPH_VALIDATE_OPTION_CUSTOM: the HTP backend "
+                 "defines no custom validate config", code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)
+        fail(Location(func).path(f"config[{i}].option"), "QNNEMU-graphValidate-config-option",
+             f"unknown QnnGraph_ValidateOption_t {option}", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
 
 
 @entry
@@ -93,9 +92,9 @@ def graphFreeValidationResult(validationResult):
     require(validationResult, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, "validationResult")
     with _lock:
         if _results.pop(int(ffi.cast("uintptr_t", validationResult)), None) is None:
-            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
-                           f"{func}: validationResult was not returned by graphValidate (or was already "
-                           f"freed)", rule="QNNEMU-graphFreeValidationResult-unknown")
+            fail(Location(func), "QNNEMU-graphFreeValidationResult-unknown",
+                 "validationResult was not returned by graphValidate (or was already "
+                 "freed)", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
 
 
 def live_results() -> int:
