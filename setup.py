@@ -106,7 +106,8 @@ class BuildExt(build_ext):
             ext.extra_compile_args = list(ext.extra_compile_args) + build_backend.portable_compile_args()
         # The flags live in these scripts: a change to them relinks, as a source change does.
         ext.depends = list(ext.depends) + [os.path.relpath(p, ROOT) for p in (
-            ROOT / "setup.py", ROOT / "csrc" / "build_backend.py", ROOT / "csrc" / "build_system.py")]
+            ROOT / "setup.py", ROOT / "csrc" / "build_abi.py", ROOT / "csrc" / "build_backend.py",
+            ROOT / "csrc" / "build_system.py")]
         super().build_extension(ext)
 
     def run(self):

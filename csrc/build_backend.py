@@ -6,9 +6,10 @@ The backend is two shared objects in qnnemu/lib:
   location, imports the package and loads
 - ``_qnnemu_htp_abi.so``, the cffi embedding module: every entry of
   QnnInterface_ImplementationV2_39_t as an ``extern "Python+C"`` function, implemented in
-  qnnemu/abi/entry.py with ``ffi.def_extern``, and csrc/shim.c, which checks the baked package
-  version and hands out the (padded) function table; its Python symbols resolve against the
-  libpython the loader made global, as an extension module's do (no DT_NEEDED on libpython);
+  qnnemu/abi (installed by qnnemu/abi/entry.py) with ``ffi.def_extern``, and csrc/shim.c (the shim
+  body csrc/abi_shim.h), which checks the baked package version and hands out the (padded)
+  function table; built by the helper both ABI libraries share, csrc/build_abi.py; its Python
+  symbols resolve against the libpython the loader made global, as an extension module's do (no DT_NEEDED on libpython);
 - generated headers: ``qnnemu_entries.h`` (the entry prototypes and the table initializer,
   derived from our QnnInterface.h so that no declaration is written twice) and
   ``qnnemu_loader_config.h`` (package version, Python X.Y, libpython's soname: relative facts
@@ -24,96 +25,54 @@ loader dlopens it on the first QnnInterface_getProviders (see csrc/loader.c).
 from __future__ import annotations
 
 import os
-import re
 import sys
 import sysconfig
 from pathlib import Path
 
-import cffi
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from qnnemu.headers import INTERFACE_TABLE_TAG, cdef as header_cdef, qnn_dir, struct_fields  # noqa: E402
+import build_abi  # noqa: E402
+from build_abi import build_inputs, portable_compile_args, write_if_changed  # noqa: E402,F401
+from qnnemu.headers import INTERFACE_TABLE_TAG, qnn_dir  # noqa: E402
 from qnnemu._version import __version__  # noqa: E402
 
-MODULE_NAME = "_qnnemu_htp_abi"
-ENTRY_PREFIX = "qnnemu_abi_"
-HTP_ROOTS = ("QnnInterface.h", "QnnOpDef.h", "HTP/QnnHtpCommon.h", "HTP/QnnHtpDevice.h",
-             "HTP/QnnHtpGraph.h", "HTP/QnnHtpContext.h", "HTP/QnnHtpPerfInfrastructure.h",
-             "HTP/QnnHtpProfile.h", "HTP/QnnHtpMem.h", "HTP/QnnHtpProperty.h")
-
-
-def _function_pointer_types() -> dict[str, tuple[str, str]]:
-    """typedef name -> (return type, parameter list) of every function-pointer type."""
-    fnptr = {}
-    for path in qnn_dir().rglob("*.h"):
-        for m in re.finditer(r"^typedef (.+?)\(\*(\w+)\)\((.*)\);$", path.read_text(), re.M):
-            fnptr[m.group(2)] = (m.group(1).strip(), m.group(3))
-    return fnptr
-
-
-def _entries(header: str, struct: str, prefix: str) -> list[tuple[str, str, str]]:
-    fnptr = _function_pointer_types()
-    out = []
-    for ftype, fname in struct_fields(header, struct):
-        ret, args = fnptr[ftype]
-        out.append((fname, ftype, f"{ret} {prefix}{fname}({args})"))
-    return out
+HTP_MODULE = build_abi.AbiModule(
+    module_name="_qnnemu_htp_abi",
+    entry_prefix="qnnemu_abi_",
+    cdef_roots=("QnnInterface.h", "QnnOpDef.h", "HTP/QnnHtpCommon.h", "HTP/QnnHtpDevice.h",
+                "HTP/QnnHtpGraph.h", "HTP/QnnHtpContext.h", "HTP/QnnHtpPerfInfrastructure.h",
+                "HTP/QnnHtpProfile.h", "HTP/QnnHtpMem.h", "HTP/QnnHtpProperty.h"),
+    table_header="QnnInterface.h",
+    table_tag=INTERFACE_TABLE_TAG,
+    entries_header="qnnemu_entries.h",
+    macro_prefix="QNNEMU",
+    header_includes=("QnnInterface.h", "HTP/QnnHtpPerfInfrastructure.h"),
+    init_symbol="qnnemu_embed_init",
+    init_module="qnnemu.abi.entry",
+    log_emit="qnnemu_log_emit",
+    shim="shim.c",
+    module_map="htp_module.map",
+    preamble_includes=("QnnInterface.h", "HTP/QnnHtpCommon.h", "HTP/QnnHtpDevice.h", "HTP/QnnHtpGraph.h",
+                       "HTP/QnnHtpContext.h", "HTP/QnnHtpPerfInfrastructure.h", "HTP/QnnHtpProfile.h",
+                       "HTP/QnnHtpMem.h", "HTP/QnnHtpProperty.h", "QnnOpDef.h"),
+    # The HTP performance infrastructure functions handed out by deviceGetInfrastructure.
+    extra_tables=(("HTP/QnnHtpDevice.h", "_QnnHtpDevice_PerfInfrastructure_t", "qnnemu_perf_"),),
+)
+MODULE_NAME = HTP_MODULE.module_name
+ENTRY_PREFIX = HTP_MODULE.entry_prefix
 
 
 def interface_entries() -> list[tuple[str, str, str]]:
     """(field name, function-pointer type, C signature text) of the 75-entry table, in order."""
-    return _entries("QnnInterface.h", INTERFACE_TABLE_TAG, ENTRY_PREFIX)
+    return build_abi.table_entries(HTP_MODULE)
 
 
-def perf_entries() -> list[tuple[str, str, str]]:
-    """The HTP performance infrastructure functions handed out by deviceGetInfrastructure."""
-    return _entries("HTP/QnnHtpDevice.h", "_QnnHtpDevice_PerfInfrastructure_t", "qnnemu_perf_")
-
-
-# C helpers implemented in shim.c that Python calls (declared for cffi here only).
-HELPERS_CDEF = """
-void qnnemu_log_emit(void *callback, QnnLog_Level_t level, uint64_t timestamp, const char *message);
-"""
-
-EMBED_API = """
-int qnnemu_embed_init(const char *baked_version, uint32_t *core_api_version);
-"""
-
-INIT_CODE = """
-import sys
-from _qnnemu_htp_abi import ffi, lib
-from qnnemu.abi import entry
-entry.install(ffi, lib, expected=%r)
-"""
-
-
-def write_entries_header(build_dir: Path) -> Path:
-    entries = interface_entries()
-    lines = [
-        "/* Generated by csrc/build_backend.py from include/QNN/QnnInterface.h; do not edit. */",
-        "#ifndef QNNEMU_ENTRIES_H",
-        "#define QNNEMU_ENTRIES_H",
-        '#include "QnnInterface.h"',
-        '#include "HTP/QnnHtpPerfInfrastructure.h"',
-        f'#define QNNEMU_PACKAGE_VERSION "{__version__}"',
-        f"#define QNNEMU_NUM_ENTRIES {len(entries)}",
-    ]
-    lines += [f"{sig};" for _, _, sig in entries + perf_entries()]
-    lines.append("#define QNNEMU_TABLE_INITIALIZER { \\")
-    lines += [f"  ({ftype}){ENTRY_PREFIX}{fname}, \\" for fname, ftype, _ in entries]
-    lines += ["}", "#endif", ""]
-    return write_if_changed(build_dir / "qnnemu_entries.h", "\n".join(lines))
-
-
-def write_if_changed(path: Path, text: str) -> Path:
-    """Writes ``text`` unless the file already holds it (its mtime then drives rebuilds)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-    return path
+def make_ffi(build_dir: str | os.PathLike):
+    """The cffi module _qnnemu_htp_abi.so: the FFI and its extension keyword arguments."""
+    return build_abi.make_ffi(HTP_MODULE, build_dir)
 
 
 def libpython_soname() -> str:
@@ -145,23 +104,6 @@ INNER_MODULE_FILE = MODULE_NAME + ".so"
 LOADER_SOURCES = [str(HERE / "loader.c")]
 
 
-def portable_compile_args(root: Path = ROOT) -> list[str]:
-    """No build-machine paths in the objects: no debug info (it names the compile directory and
-    the Python headers' location) and source paths relative to the tree."""
-    return ["-g0", f"-ffile-prefix-map={root}=."]
-
-
-def build_inputs() -> list[str]:
-    """Files every library here is built from (besides its own sources): a change rebuilds it."""
-    inputs = [HERE / name for name in ("embed_python.h", "log_forward.h", "fork_python.h", "loader.c", "shim.c",
-                                       "system_shim.c", "exports.map", "system_exports.map",
-                                       "htp_module.map", "system_module.map", "build_backend.py",
-                                       "build_system.py")]
-    inputs.append(ROOT / "qnnemu" / "_version.py")
-    inputs += sorted(qnn_dir().rglob("*.h"))
-    return [str(p) for p in inputs if p.exists()]
-
-
 def loader_kwargs(build_dir: str | os.PathLike, system: bool = False) -> dict:
     """Extension arguments of a loader: libQnnHtpEmu.so, or libQnnSystem.so when ``system``."""
     build_dir = Path(build_dir)
@@ -181,49 +123,3 @@ def loader_kwargs(build_dir: str | os.PathLike, system: bool = False) -> dict:
         libraries=["dl", "pthread"],
         depends=[str(header)] + build_inputs(),
     )
-
-
-def make_ffi(build_dir: str | os.PathLike) -> tuple[cffi.FFI, dict]:
-    """The cffi module _qnnemu_htp_abi.so: the FFI and its extension keyword arguments."""
-    build_dir = Path(build_dir)
-    header = write_entries_header(build_dir)
-    ffi = cffi.FFI()
-    ffi.cdef(header_cdef(HTP_ROOTS, prototypes=False))
-    ffi.cdef(HELPERS_CDEF)
-    ffi.cdef("\n".join(f'extern "Python+C" {sig};' for _, _, sig in interface_entries() + perf_entries()
-                       ).replace("va_list", "void *"))
-    ffi.embedding_api(EMBED_API)
-    ffi.embedding_init_code(INIT_CODE % (tuple(f for f, _, _ in interface_entries()),))
-    kwargs = dict(
-        sources=[str(HERE / "shim.c")],
-        include_dirs=[str(qnn_dir()), str(build_dir), sysconfig.get_paths()["include"]],
-        # cffi sees va_list parameters as void * (x86-64 passes a pointer either way); the
-        # struct-field check it emits for QnnLog_CreateFn_t would otherwise warn.
-        extra_compile_args=["-O2", "-fvisibility=hidden", "-Wno-incompatible-pointer-types"]
-        + portable_compile_args(),
-        # Only qnnemu_htp_providers (for the loader) leaves the module.  No libpython: like any
-        # extension module it uses the interpreter already in the process.  nodelete: the
-        # interpreter keeps pointers into the module (cffi callbacks, the perf infrastructure
-        # table), so dlclose must not unmap it.
-        extra_link_args=[f"-Wl,--version-script={HERE / 'htp_module.map'}", "-Wl,-z,nodelete"],
-        libraries=["dl", "pthread"],
-        depends=[str(header)] + build_inputs(),
-    )
-    # (copies: cffi appends -lpythonX.Y to the lists it is given, and the module must not need it)
-    ffi.set_source(MODULE_NAME, _PREAMBLE, **{k: list(v) for k, v in kwargs.items()})
-    return ffi, kwargs
-
-
-_PREAMBLE = """
-#include "QnnInterface.h"
-#include "HTP/QnnHtpCommon.h"
-#include "HTP/QnnHtpDevice.h"
-#include "HTP/QnnHtpGraph.h"
-#include "HTP/QnnHtpContext.h"
-#include "HTP/QnnHtpPerfInfrastructure.h"
-#include "HTP/QnnHtpProfile.h"
-#include "HTP/QnnHtpMem.h"
-#include "HTP/QnnHtpProperty.h"
-#include "QnnOpDef.h"
-void qnnemu_log_emit(void *callback, QnnLog_Level_t level, uint64_t timestamp, const char *message);
-"""

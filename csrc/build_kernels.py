@@ -24,34 +24,19 @@ import cffi
 
 HERE = Path(__file__).resolve().parent
 
-CDEF = """
-int qe_isa(void);
-int qe_gemm_avx512(void);
-void qe_set_threads(int n);
-int qe_threads(void);
-void qe_set_call_threads(int n);
-int qe_call_threads(void);
-int qe_sgemm(long M, long N, int K, const float *A, long rsa, long csa, const float *B,
-             long rsb, long csb, float *C, long ldc, const float *bias);
-long qe_packed_b_size(long N, int K);
-void qe_pack_b(long N, int K, const float *B, long rsb, long csb, float *Bp);
-int qe_sgemm_packed(long M, long N, int K, const float *A, long rsa, long csa,
-                    const float *Bpacked, float *C, long ldc, const float *bias);
-int qe_sgemm_batched(int batch, const int64_t *a_off, const int64_t *b_off, long M, long N,
-                     int K, const float *A, long rsa, long csa, const float *B, long rsb,
-                     long csb, float *C, long ldc, const float *bias);
-void qe_im2col2d(int h, int w, int c_in, int fh, int fw, int oh, int ow, int sh, int sw,
-                 int pt, int pl, int dh, int dw, int c0, int cig, long p0, long p1,
-                 const float *x, float *cols);
-void qe_col2im2d(int n, int h, int w, int group, int cog, int fh, int fw, int oh, int ow,
-                 int sh, int sw, int pt, int pl, int dh, int dw, const float *cols,
-                 long gstride, long pstride, float *y);
-void qe_depthwise2d(int n, int h, int w, int c_in, int fh, int fw, int c_out, int oh, int ow,
-                    int sh, int sw, int pt, int pl, int dh, int dw, const float *x,
-                    const float *f, const float *bias, float *y);
-int qe_pool2d(int kind, int n, int h, int w, int c, int fh, int fw, int oh, int ow, int sh,
-              int sw, int pt, int pb, int pl, int pr, int count_pad, const float *x, float *y);
-"""
+# The prototypes are csrc/kernels.h's (kernels.c includes it): the declarations between its
+# "cdef begin" and "cdef end" markers are the module's cdef.
+KERNELS_H = HERE / "kernels.h"
+
+
+def kernels_cdef(header: Path = KERNELS_H) -> str:
+    """The declarations of kernels.h that cffi reads."""
+    text = header.read_text()
+    begin, end = text.index("/* cdef begin */"), text.index("/* cdef end */")
+    return text[begin + len("/* cdef begin */"):end].strip() + "\n"
+
+
+CDEF = kernels_cdef()
 
 ffibuilder = cffi.FFI()
 ffibuilder.cdef(CDEF)
@@ -59,9 +44,11 @@ ffibuilder.cdef(CDEF)
 # and target attributes stay out of cffi's generated wrapper.
 ffibuilder.set_source(
     "qnnemu._kernels",
-    CDEF,
+    '#include "kernels.h"\n',
     sources=[os.path.relpath(HERE / "kernels.c")] if __name__ != "__main__"
     else [str(HERE / "kernels.c")],
+    include_dirs=[os.path.relpath(HERE) if __name__ != "__main__" else str(HERE)],
+    depends=[os.path.relpath(KERNELS_H)] if __name__ != "__main__" else [str(KERNELS_H)],
     extra_compile_args=["-O3", "-march=x86-64-v2", "-std=gnu11", "-pthread",
                         "-Wall", "-Wno-unused-function", "-Wno-psabi"],
     extra_link_args=["-pthread"],

@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
+
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 typedef float v8f __attribute__((vector_size(32)));

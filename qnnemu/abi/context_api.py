@@ -22,26 +22,21 @@ from ..core.handles import HANDLES
 from ..core.signal import Signal, checker
 from ..errors import QnnError
 from ..headers import Q
-from . import entry as _entry
+from ..location import Location
+from ..rules import fail
 from . import profile_api, signal_api
-from .entry import _context_configs, entry
+from .context_lifecycle_api import _context_configs
+from .framework import CONFIG_LIST_LIMIT, null_terminated
+from .library import entry, ffi, hval as _hval
 from .marshal import require
 
 # contextGetIncrementalBinary hands out the header + metadata as one piece, then the data section
 # in pieces of at most this many bytes.
 INCREMENTAL_PIECE = 1 << 20
-# contextCreateFromBinaryListAsync reads at most this many QnnContext_Params_t.
-MAX_LIST = 4096
 
 _cache_lock = threading.Lock()
 
 
-def _ffi():
-    return _entry.ffi
-
-
-def _hval(handle) -> int:
-    return int(_ffi().cast("uintptr_t", handle))
 
 
 def _context(handle) -> Context:
@@ -50,7 +45,6 @@ def _context(handle) -> Context:
 
 def _client_buffer(ptr, size):
     """The client's binary as a memoryview (None for a NULL pointer: binary.py reports it)."""
-    ffi = _ffi()
     if ptr == ffi.NULL:
         return None
     return memoryview(ffi.buffer(ffi.cast("char *", ptr), int(size)))
@@ -99,11 +93,11 @@ def contextGetBinary(context, binaryBuffer, binaryBufferSize, writtenBufferSize)
     blob = _binary(ctx, func)
     if int(binaryBufferSize) < len(blob):
         writtenBufferSize[0] = 0
-        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                       f"{func}: binaryBufferSize: {int(binaryBufferSize)} bytes is too small for the "
-                       f"{len(blob)}-byte binary (contextGetBinarySize gives the size)",
-                       rule="QNNEMU-contextGetBinary-buffer-size")
-    _ffi().memmove(binaryBuffer, blob, len(blob))
+        fail(Location(func).path("binaryBufferSize"), "QNNEMU-contextGetBinary-buffer-size",
+             f"{int(binaryBufferSize)} bytes is too small for the "
+             f"{len(blob)}-byte binary (contextGetBinarySize gives the size)",
+             code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
+    ffi.memmove(binaryBuffer, blob, len(blob))
     writtenBufferSize[0] = len(blob)
 
 
@@ -119,7 +113,6 @@ def contextGetIncrementalBinary(context, binaryBuffer, startOffset, writtenBuffe
                       (writtenBufferSize, "writtenBufferSize")):
         require(ptr, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, what)
     blob = _binary(ctx, func)
-    ffi = _ffi()
     with _cache_lock:
         state = ctx.incremental
         if state.get("blob") is not blob:  # first call, or the content changed: start over
@@ -152,14 +145,14 @@ def contextReleaseIncrementalBinary(context, binaryBuffer, startOffset):
     with _cache_lock:
         found = pieces.get(address)
         if found is None:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INCREMENT_INVALID_BUFFER,
-                           f"{func}: binaryBuffer: 0x{address:x} is not a piece handed out by "
-                           f"contextGetIncrementalBinary for this context (or was already released)",
-                           rule="QNNEMU-contextReleaseIncrementalBinary-buffer")
+            fail(Location(func).path("binaryBuffer"), "QNNEMU-contextReleaseIncrementalBinary-buffer",
+                 f"0x{address:x} is not a piece handed out by "
+                 f"contextGetIncrementalBinary for this context (or was already released)",
+                 code=Q.QNN_CONTEXT_ERROR_INCREMENT_INVALID_BUFFER)
         if found[1] != int(startOffset):
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INCREMENT_INVALID_BUFFER,
-                           f"{func}: startOffset: {int(startOffset)}, but that piece starts at {found[1]}",
-                           rule="QNNEMU-contextReleaseIncrementalBinary-offset")
+            fail(Location(func).path("startOffset"), "QNNEMU-contextReleaseIncrementalBinary-offset",
+                 f"{int(startOffset)}, but that piece starts at {found[1]}",
+                 code=Q.QNN_CONTEXT_ERROR_INCREMENT_INVALID_BUFFER)
         del pieces[address]
 
 
@@ -176,9 +169,9 @@ def contextFinalize(context, profile):
         open_graphs = [name for name, h in ctx.graphs.items()
                        if isinstance(HANDLES.lookup(h), Graph) and not HANDLES.lookup(h).finalized]
         if open_graphs:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_NOT_FINALIZED,
-                           f"{func}: context: graph(s) {open_graphs} are not finalized (call graphFinalize first)",
-                           rule="QNNEMU-contextFinalize-not-finalized")
+            fail(Location(func).path("context"), "QNNEMU-contextFinalize-not-finalized",
+                 f"graph(s) {open_graphs} are not finalized (call graphFinalize first)",
+                 code=Q.QNN_CONTEXT_ERROR_NOT_FINALIZED)
         try:
             _binary(ctx, func)
         except QnnError as err:  # the context is executable; only its binary cannot be made
@@ -189,7 +182,7 @@ def contextFinalize(context, profile):
 
 # ------------------------------------------------------------------------------ loading
 def _device(device):
-    if device == _ffi().NULL:
+    if device == ffi.NULL:
         return None
     return HANDLES.get(_hval(device), Device, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "device")
 
@@ -235,7 +228,7 @@ def _model(dev):
 def _check_signal(signal) -> None:
     """A non-NULL signal argument is a live signal (checked with the other handles, before
     the arguments; ``signal_api.use_signal`` takes it later)."""
-    if signal is not None and signal != _ffi().NULL:
+    if signal is not None and signal != ffi.NULL:
         HANDLES.get(_hval(signal), Signal, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "signal")
 
 
@@ -249,7 +242,7 @@ def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBuffe
     configs = _context_configs(config, func, _model(dev))
     provider = _DmaProvider(func, callback, configs) if callback is not None else None
     view = _client_buffer(binaryBuffer, binaryBufferSize)
-    sig_handle = _ffi().NULL if signal is None else signal
+    sig_handle = ffi.NULL if signal is None else signal
     try:
         with signal_api.use_signal(sig_handle, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE,
                                    Q.QNN_CONTEXT_ERROR_ABORTED, Q.QNN_CONTEXT_ERROR_TIMED_OUT) as sig:
@@ -263,7 +256,7 @@ def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBuffe
     if provider is not None:
         ctx.on_free.append(lambda: provider.release_all("contextFree"))
     _commit_init(rec)
-    context[0] = _ffi().cast("Qnn_ContextHandle_t", handle)
+    context[0] = ffi.cast("Qnn_ContextHandle_t", handle)
 
 
 @entry
@@ -298,33 +291,30 @@ class _DmaProvider:
     every buffer provided is released once, at contextFree or when loading fails."""
 
     def __init__(self, func: str, callback, configs: dict):
-        ffi = _ffi()
         require(callback, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "callback")
         kind = int(callback.type)
         if kind == Q.QNN_CONTEXT_CALLBACK_RAW_BUFFER:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
-                           f"{func}: callback.type: QNN_CONTEXT_CALLBACK_RAW_BUFFER is reserved; only the DMA "
-                           f"buffer callback (QNN_CONTEXT_CALLBACK_DMA_BUFFER) is supported, as on the HTP",
-                           rule="QNNEMU-contextCreateFromBinaryWithCallback-raw")
+            fail(Location(func).path("callback.type"), "QNNEMU-contextCreateFromBinaryWithCallback-raw",
+                 "QNN_CONTEXT_CALLBACK_RAW_BUFFER is reserved; only the DMA "
+                 "buffer callback (QNN_CONTEXT_CALLBACK_DMA_BUFFER) is supported, as on the HTP",
+                 code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
         if kind != Q.QNN_CONTEXT_CALLBACK_DMA_BUFFER:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, f"{func}: callback.type: unknown type {kind}",
-                           rule="QNNEMU-contextCreateFromBinaryWithCallback-callback")
+            fail(Location(func).path("callback.type"), "QNNEMU-contextCreateFromBinaryWithCallback-callback",
+                 f"unknown type {kind}", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
         dma = callback.dmaBufferCallback
         if int(dma.version) != Q.QNN_CONTEXT_CALLBACK_DMA_BUFFER_VERSION_1:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                           f"{func}: callback.dmaBufferCallback.version: {int(dma.version)} is not "
-                           f"QNN_CONTEXT_CALLBACK_DMA_BUFFER_VERSION_1",
-                           rule="QNNEMU-contextCreateFromBinaryWithCallback-callback")
+            fail(Location(func).path("callback.dmaBufferCallback.version"),
+                 "QNNEMU-contextCreateFromBinaryWithCallback-callback",
+                 f"{int(dma.version)} is not "
+                 f"QNN_CONTEXT_CALLBACK_DMA_BUFFER_VERSION_1", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
         for what in ("dataProvide", "dataRelease"):
             if getattr(dma.v1, what) == ffi.NULL:
-                raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                               f"{func}: callback.dmaBufferCallback.v1.{what} is NULL",
-                               rule="QNNEMU-contextCreateFromBinaryWithCallback-callback")
+                fail(Location(func), "QNNEMU-contextCreateFromBinaryWithCallback-callback",
+                     f"callback.dmaBufferCallback.v1.{what} is NULL", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
         if configs.get("deferGraphInit"):
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
-                           f"{func}: config: QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT cannot be combined with "
-                           f"the data provider callbacks (seed 002)",
-                           rule="QNNEMU-contextCreateFromBinaryWithCallback-defer")
+            fail(Location(func).path("config"), "QNNEMU-contextCreateFromBinaryWithCallback-defer",
+                 "QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT cannot be combined with "
+                 "the data provider callbacks (seed 002)", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
         # Copies: the client's callback struct need not outlive the call.
         self.func = func
         self.provide = dma.v1.dataProvide
@@ -333,7 +323,6 @@ class _DmaProvider:
         self.buffers: list[tuple[int, object, int]] = []  # (fd, data pointer, alignedSize)
 
     def request(self, offset: int, size: int):
-        ffi = _ffi()
         path = "callback.dmaBufferCallback.v1.dataProvide"
         req = ffi.new("Qnn_ContextBinaryDataRequest_t *")
         req.offset, req.size, req.isBackendMappingNeeded = offset, size, 1
@@ -341,29 +330,26 @@ class _DmaProvider:
         resp.dmaBuffer.fd = -1
         code = int(self.provide(req[0], resp, self.param))
         if code != Q.QNN_SUCCESS:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_MEM_ALLOC if code == Q.QNN_COMMON_ERROR_MEM_ALLOC
-                           else Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY,
-                           f"{self.func}: {path}: returned error {code} for the data section "
-                           f"(offset {offset}, size {size})",
-                           rule="QNNEMU-contextCreateFromBinaryWithCallback-provider")
+            fail(Location(self.func).path(f"{path}"), "QNNEMU-contextCreateFromBinaryWithCallback-provider",
+                 f"returned error {code} for the data section "
+                 f"(offset {offset}, size {size})",
+                 code=Q.QNN_CONTEXT_ERROR_MEM_ALLOC if code == Q.QNN_COMMON_ERROR_MEM_ALLOC
+                           else Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
         data = resp.dmaBuffer.data
         if data == ffi.NULL:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY,
-                           f"{self.func}: {path}: dmaDataResponse.dmaBuffer.data is NULL",
-                           rule="QNNEMU-contextCreateFromBinaryWithCallback-response")
+            fail(Location(self.func).path(f"{path}"), "QNNEMU-contextCreateFromBinaryWithCallback-response",
+                 "dmaDataResponse.dmaBuffer.data is NULL", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
         start, aligned = int(resp.dataStartOffset), int(resp.alignedSize)
         self.buffers.append((int(resp.dmaBuffer.fd), data, aligned))
         if start + size > aligned:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY,
-                           f"{self.func}: {path}: dmaDataResponse.alignedSize: {aligned} bytes cannot hold the "
-                           f"{size} requested bytes from dataStartOffset {start}",
-                           rule="QNNEMU-contextCreateFromBinaryWithCallback-response")
+            fail(Location(self.func).path(f"{path}"), "QNNEMU-contextCreateFromBinaryWithCallback-response",
+                 f"dmaDataResponse.alignedSize: {aligned} bytes cannot hold the "
+                 f"{size} requested bytes from dataStartOffset {start}", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
         # In place (zero copy): the buffer stays the client's until its release callback.
         return ffi.buffer(ffi.cast("char *", data) + start, size)
 
     def release_all(self, func: str) -> None:
         """Hands every provided buffer back through dataRelease (``func``: the API call doing it)."""
-        ffi = _ffi()
         buffers, self.buffers = self.buffers, []
         for fd, data, aligned in buffers:
             mem = ffi.new("Qnn_ContextBinaryDmaDataMem_t *")
@@ -396,42 +382,35 @@ class _ListEntry:
 def _list_entries(func: str, contextParams, list_configs: dict, model=None) -> list[_ListEntry]:
     """Every QnnContext_Params_t checked before anything is loaded (argument errors fail the
     whole call without any notification)."""
-    ffi = _ffi()
     require(contextParams, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "contextParams")
     out = []
-    for k in range(MAX_LIST + 1):
-        p = contextParams[k]
-        if p == ffi.NULL:
-            break
-        if k == MAX_LIST:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                           f"{func}: contextParams: no NULL terminator within {MAX_LIST} entries",
-                           rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+    listed = null_terminated(contextParams, CONFIG_LIST_LIMIT, Location(func).field("contextParams"),
+                             Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
+                             rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+    for k, p in enumerate(listed):
         version = int(p.version)
         path = f"contextParams[{k}]"
         if version == Q.QNN_CONTEXT_PARAMS_VERSION_1:
             v, path = p.v1, f"{path}.v1"
         elif version == Q.QNN_CONTEXT_PARAMS_VERSION_2:
             if p.v2 == ffi.NULL:
-                raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, f"{func}: {path}.v2 is NULL",
-                               rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+                fail(Location(func), "QNNEMU-contextCreateFromBinaryListAsync-params",
+                     f"{path}.v2 is NULL", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
             v, path = p.v2, f"{path}.v2"
             if v.callback != ffi.NULL:
-                raise QnnError(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
-                               f"{func}: {path}.callback: data provider callbacks are not supported with "
-                               f"contextCreateFromBinaryListAsync (seed 002); pass NULL",
-                               rule="QNNEMU-contextCreateFromBinaryListAsync-callback")
+                fail(Location(func).path(f"{path}.callback"), "QNNEMU-contextCreateFromBinaryListAsync-callback",
+                     "data provider callbacks are not supported with "
+                     "contextCreateFromBinaryListAsync (seed 002); pass NULL",
+                     code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
         else:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                           f"{func}: {path}.version: {version} is not QNN_CONTEXT_PARAMS_VERSION_1 or _2",
-                           rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+            fail(Location(func).path(f"{path}.version"), "QNNEMU-contextCreateFromBinaryListAsync-params",
+                 f"{version} is not QNN_CONTEXT_PARAMS_VERSION_1 or _2", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
         if v.notifyFunc == ffi.NULL:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, f"{func}: {path}.notifyFunc is NULL",
-                           rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+            fail(Location(func), "QNNEMU-contextCreateFromBinaryListAsync-params",
+                 f"{path}.notifyFunc is NULL", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
         if v.binaryBuffer == ffi.NULL or int(v.binaryBufferSize) == 0:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                           f"{func}: {path}.binaryBuffer: NULL or binaryBufferSize 0",
-                           rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+            fail(Location(func).path(f"{path}.binaryBuffer"), "QNNEMU-contextCreateFromBinaryListAsync-params",
+                 "NULL or binaryBufferSize 0", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
         configs = _context_configs(v.config, f"{func}: {path}", model)
         # listConfig overrides the options also given per context (QnnContext.h).
         merged = {**configs, **list_configs}
@@ -441,8 +420,8 @@ def _list_entries(func: str, contextParams, list_configs: dict, model=None) -> l
         out.append(_ListEntry(k, path, merged, _client_buffer(v.binaryBuffer, v.binaryBufferSize), call,
                               v.notifyFunc, v.notifyParam))
     if not out:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, f"{func}: contextParams: the list is empty",
-                       rule="QNNEMU-contextCreateFromBinaryListAsync-params")
+        fail(Location(func).path("contextParams"), "QNNEMU-contextCreateFromBinaryListAsync-params",
+             "the list is empty", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
     return out
 
 
@@ -458,7 +437,6 @@ def contextCreateFromBinaryListAsync(backend, device, contextParams, listConfig,
     _TIMED_OUT. The call returns QNN_SUCCESS when every binary loaded, otherwise the first
     failure's code (contexts that loaded stay valid: the client owns their handles)."""
     func = "contextCreateFromBinaryListAsync"
-    ffi = _ffi()
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
     dev = _device(device)
     _check_signal(signal)

@@ -11,34 +11,19 @@ from ..core.graph import OpConfigDesc, ParamDesc
 from ..core.tensor import RawQuant, TensorDesc
 from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
+from .framework import CONFIG_LIST_LIMIT, NULL, c_str, null_terminated, read_scalar, require_pointer
 
 ffi = None  # set by install(): the embedded library's FFI
 
-# Qnn_DataType_t -> (Qnn_Scalar_t member, Python converter)
-_SCALAR_FIELDS = {
-    Q.QNN_DATATYPE_FLOAT_32: "floatValue", Q.QNN_DATATYPE_FLOAT_64: "doubleValue",
-    Q.QNN_DATATYPE_UINT_64: "uint64Value", Q.QNN_DATATYPE_INT_64: "int64Value",
-    Q.QNN_DATATYPE_UINT_32: "uint32Value", Q.QNN_DATATYPE_INT_32: "int32Value",
-    Q.QNN_DATATYPE_UINT_16: "uint16Value", Q.QNN_DATATYPE_INT_16: "int16Value",
-    Q.QNN_DATATYPE_UINT_8: "uint8Value", Q.QNN_DATATYPE_INT_8: "int8Value",
-    Q.QNN_DATATYPE_BOOL_8: "bool8Value", Q.QNN_DATATYPE_BFLOAT_16: "bfloat16Value",
-    Q.QNN_DATATYPE_STRING: "stringValue",
-    Q.QNN_DATATYPE_UFIXED_POINT_8: "uint8Value", Q.QNN_DATATYPE_SFIXED_POINT_8: "int8Value",
-    Q.QNN_DATATYPE_UFIXED_POINT_16: "uint16Value", Q.QNN_DATATYPE_SFIXED_POINT_16: "int16Value",
-    Q.QNN_DATATYPE_UFIXED_POINT_32: "uint32Value", Q.QNN_DATATYPE_SFIXED_POINT_32: "int32Value",
-    Q.QNN_DATATYPE_FLOAT_16: "floatValue",
-}
-
-
-def c_str(p) -> str | None:
-    if p == ffi.NULL:
-        return None
-    return ffi.string(p).decode("utf-8", errors="replace")
 
 
 def require(ptr, code: int, func: str, what: str, rule: str = "QNNEMU-arg-null") -> None:
-    if ptr == ffi.NULL:
-        raise QnnError(code, f"{func}: {what} is NULL", rule=rule)
+    """Refuses a NULL ``what`` of ``func`` (framework.require_pointer with a path).  The
+    location is built only for a refusal: this check runs on every call's hot path."""
+    if ptr == NULL:
+        require_pointer(ptr, Location(func).path(what), code, rule)
 
 
 def read_quant(qp) -> RawQuant:
@@ -131,19 +116,6 @@ def read_tensor(t, with_data: bool = True) -> TensorDesc:
     return d
 
 
-def read_scalar(s) -> tuple[int, object]:
-    dtype = int(s.dataType)
-    member = _SCALAR_FIELDS.get(dtype)
-    if member is None:
-        return dtype, None
-    value = getattr(s, member)
-    if member == "stringValue":
-        value = c_str(value)
-    elif member == "bool8Value":
-        value = bool(value)
-    return dtype, value
-
-
 def read_op_config(oc, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG) -> OpConfigDesc:
     """Copies a Qnn_OpConfig_t; ``code`` is returned for NULL arrays with non-zero counts."""
     version = int(oc.version)
@@ -178,20 +150,31 @@ def read_op_config(oc, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG) -> OpCon
                         tensors[0], tensors[1])
 
 
-def config_list(pp, ctype: str) -> list:
-    """The entries of a NULL-terminated ``const X **`` list (NULL list = no entries)."""
-    out = []
-    if pp == ffi.NULL:
-        return out
-    i = 0
-    while pp[i] != ffi.NULL:
-        out.append(pp[i])
-        i += 1
-        if i > 4096:
-            raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                           f"{ctype} list has no NULL terminator within 4096 entries",
-                           rule="QNNEMU-config-list-unterminated")
-    return out
+def config_list(pp, ctype: str, loc: Location | None = None) -> list:
+    """The entries of a NULL-terminated ``const X **`` config list (NULL list = no entries), at
+    most ``CONFIG_LIST_LIMIT`` (QNNEMU-config-list-unterminated, QNN_COMMON_ERROR_INVALID_ARGUMENT);
+    ``loc``: where the list is (default: named by its type)."""
+    return null_terminated(pp, CONFIG_LIST_LIMIT, loc if loc is not None else Location(f"{ctype} list"),
+                           Q.QNN_COMMON_ERROR_INVALID_ARGUMENT)
+
+
+def read_htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, rule: str,
+                    tolerate_undefined: bool = False) -> tuple[str, dict]:
+    """An HTP custom config behind ``config[i].customConfig``: (option name, copied fields).
+    UNKNOWN is refused; an option value the headers do not define (or a RESERVED one) is
+    refused too, unless ``tolerate_undefined`` (graph configs: the vendor ignores those) --
+    then its name is ``{prefix}<value>``."""
+    loc = Location(func).index("config", i).field("customConfig")
+    require_pointer(c.customConfig, loc, code)
+    cc = ffi.cast(f"{ctype} *", c.customConfig)
+    value = int(cc.option)
+    name = Q.enum(prefix).get(value)
+    unknown = name is not None and name.endswith("UNKNOWN")
+    if unknown or not tolerate_undefined and (name is None or "RESERVED" in name):
+        fail(loc.field("option"), rule, f"unknown {ctype} option {value}", code=code)
+    if name is None or "RESERVED" in name:
+        return f"{prefix}{value}", {"option": value}
+    return name, to_python(cc[0])
 
 
 def to_python(value):

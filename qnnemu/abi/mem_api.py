@@ -12,19 +12,13 @@ from ..core.context import Context
 from ..core.handles import HANDLES
 from ..errors import QnnError
 from ..headers import Q
-from . import marshal
-from .entry import entry
+from .library import entry, ffi, hval as _hval
 
 MAX_COUNT = 1 << 16  # descriptors/handles per call; a larger count is a garbage value
 
 
-def _h(p) -> int:
-    return int(marshal.ffi.cast("uintptr_t", p))
-
-
 def _read(d, i: int) -> mem.MemDesc:
     """Copies memDescriptors[i] (pointer-level checks here, the rest in core.mem.validate)."""
-    ffi = marshal.ffi
     path = f"memDescriptors[{i}]"
     rank = int(d.memShape.numDim)
     if rank > mem.MAX_RANK:
@@ -56,9 +50,8 @@ def _read(d, i: int) -> mem.MemDesc:
 
 @entry
 def memRegister(context, memDescriptors, numDescriptors, memHandles):
-    ffi = marshal.ffi
     try:
-        ctx = HANDLES.get(_h(context), Context, Q.QNN_MEM_ERROR_INVALID_HANDLE, "context")
+        ctx = HANDLES.get(_hval(context), Context, Q.QNN_MEM_ERROR_INVALID_HANDLE, "context")
     except QnnError as e:
         raise QnnError(e.code, f"memRegister: {e.detail}", rule="QNNEMU-memRegister-context") from None
     if memDescriptors == ffi.NULL:
@@ -75,7 +68,6 @@ def memRegister(context, memDescriptors, numDescriptors, memHandles):
 
 @entry
 def memDeRegister(memHandles, numHandles):
-    ffi = marshal.ffi
     func = "memDeRegister"
     if memHandles == ffi.NULL:
         raise mem.fail("QNNEMU-memDeRegister-handles-null", "memHandles", "is NULL", func=func)
@@ -84,7 +76,7 @@ def memDeRegister(memHandles, numHandles):
         raise mem.fail("QNNEMU-memDeRegister-count", "numHandles", f"{n} (must be 1..{MAX_COUNT})", func=func)
     found: list[tuple[int, mem.MemRegistration]] = []
     for i in range(n):  # every handle is checked before any is deregistered
-        h = _h(memHandles[i])
+        h = _hval(memHandles[i])
         if any(h == seen for seen, _ in found):
             raise mem.fail("QNNEMU-memDeRegister-handle-duplicate", f"memHandles[{i}]",
                            f"0x{h:x} appears twice in this call", func=func)
@@ -99,7 +91,7 @@ def memDeRegister(memHandles, numHandles):
 def tensor_view(graph, t, mem_handle, path: str, writable: bool) -> np.ndarray:
     """graphExecute: the memory a MEMHANDLE input/output tensor was registered with (no copy)."""
     try:
-        reg = HANDLES.get(_h(mem_handle), mem.MemRegistration, Q.QNN_GRAPH_ERROR_INVALID_TENSOR, path)
+        reg = HANDLES.get(_hval(mem_handle), mem.MemRegistration, Q.QNN_GRAPH_ERROR_INVALID_TENSOR, path)
     except QnnError as e:
         raise QnnError(e.code, f"graphExecute: {e.detail} (QNN_TENSORMEMTYPE_MEMHANDLE tensors carry a handle "
                                f"returned by memRegister)", rule="QNNEMU-graphExecute-memhandle") from None

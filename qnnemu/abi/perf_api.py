@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ..htp import perf as htp_perf
 from ..htp.perf import PERF, POWER_OPTION_FIELDS
+from ..location import Location
 from . import marshal
-from .entry import _active_logger, _configs, perf_entry
+from .library import active_logger as _active_logger, configs as _configs, perf_entry
 from .marshal import require
 
 _NULL_RULE = "QNNEMU-perf-arg-null"
@@ -39,7 +40,7 @@ def setPowerConfig(powerConfigId, config):
     PERF.lookup("setPowerConfig", pid)   # an unknown id is reported before anything else
     require(config, htp_perf.INVALID_INPUT, "setPowerConfig", "config", rule=_NULL_RULE)
     entries = []
-    for c in _configs(config, "QnnHtpPerfInfrastructure_PowerConfig_t"):
+    for c in _configs(config, "QnnHtpPerfInfrastructure_PowerConfig_t", Location("setPowerConfig").field("config")):
         option = int(c.option)
         member = POWER_OPTION_FIELDS.get(option)
         entries.append((option, None if member is None else marshal.to_python(getattr(c, member))))
@@ -55,4 +56,5 @@ def setMemoryConfig(deviceId, coreId, config):
     require(config, htp_perf.INVALID_INPUT, "setMemoryConfig", "config", rule=_NULL_RULE)
     PERF.set_memory(int(deviceId), int(coreId),
                     [(int(c.option), int(c.memGrowSizeConfig))
-                     for c in _configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t")])
+                     for c in _configs(config, "QnnHtpPerfInfrastructure_MemoryConfig_t",
+                                       Location("setMemoryConfig").field("config"))])

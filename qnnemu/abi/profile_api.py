@@ -30,23 +30,17 @@ import time
 from ..core.backend import Backend
 from ..core.handles import HANDLES
 from ..core.profile import LEVEL_NAMES, CallRecorder, Profile, lookup_event
-from ..errors import QnnError
 from ..headers import Q
-from . import entry as _entry
-from .entry import entry
+from ..location import Location
+from ..rules import fail
+from .framework import require_pointer
+from .library import configs as _configs, entry, ffi, hval as _hval
 
 
-def _ffi():
-    return _entry.ffi
-
-
-def _hval(handle) -> int:
-    return int(_ffi().cast("uintptr_t", handle))
 
 
 def _require(ptr, func: str, what: str) -> None:
-    if ptr == _ffi().NULL:
-        raise QnnError(Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT, f"{func}: {what} is NULL", rule="QNNEMU-arg-null")
+    require_pointer(ptr, Location(func).field(what), Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT)
 
 
 def _profile(handle, func: str) -> Profile:
@@ -69,7 +63,7 @@ class _Call:
 def start(handle, func: str, code: int) -> _Call | None:
     """Checks the ``profile`` argument of ``func`` (NULL: no profiling); ``code`` is what a bad
     handle returns (QNN_GRAPH_ERROR_SET_PROFILE, QNN_CONTEXT_ERROR_SET_PROFILE)."""
-    if handle == _ffi().NULL:
+    if handle == ffi.NULL:
         return None
     prof = HANDLES.get(_hval(handle), Profile, code, "profileHandle")
     return _Call(prof, func)
@@ -117,25 +111,22 @@ def profileCreate(backend, level, profile):
     _require(profile, func, "profile")
     lvl = int(level)
     if lvl not in LEVEL_NAMES:
-        raise QnnError(Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT,
-                       f"{func}: level: {lvl} is not a profile level of the HTP backend "
-                       f"(QNN_PROFILE_LEVEL_BASIC=1, QNN_PROFILE_LEVEL_DETAILED=2, "
-                       f"QNN_HTP_PROFILE_LEVEL_LINTING=7001)", rule="QNNEMU-profileCreate-level")
+        fail(Location(func).path("level"), "QNNEMU-profileCreate-level",
+             f"{lvl} is not a profile level of the HTP backend "
+             f"(QNN_PROFILE_LEVEL_BASIC=1, QNN_PROFILE_LEVEL_DETAILED=2, "
+             f"QNN_HTP_PROFILE_LEVEL_LINTING=7001)", code=Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT)
     prof = Profile(be, lvl, be.log)
-    profile[0] = _ffi().cast("Qnn_ProfileHandle_t", HANDLES.new(prof))
+    profile[0] = ffi.cast("Qnn_ProfileHandle_t", HANDLES.new(prof))
 
 
 @entry
 def profileSetConfig(profileHandle, config):
     func = "profileSetConfig"
     prof = _profile(profileHandle, func)
-    if config == _ffi().NULL:
+    if config == ffi.NULL:
         return
     prof.check_not_in_use(func, "profileHandle")
-    ffi = _ffi()
-    i = 0
-    while config[i] != ffi.NULL:
-        c = config[i]
+    for i, c in enumerate(_configs(config, "QnnProfile_Config_t", Location(func).field("config"))):
         opt = int(c.option)
         path = f"config[{i}]"
         if opt == Q.QNN_PROFILE_CONFIG_OPTION_MAX_EVENTS:
@@ -143,20 +134,19 @@ def profileSetConfig(profileHandle, config):
         elif opt == Q.QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE:
             prof.set_optrace(bool(c.enableOptrace), func, path)
         elif opt == Q.QNN_PROFILE_CONFIG_OPTION_CUSTOM:
-            raise QnnError(Q.QNN_PROFILE_ERROR_UNSUPPORTED,
-                           f"{func}: {path}.option: QNN_PROFILE_CONFIG_OPTION_CUSTOM: the HTP backend "
-                           f"defines no custom profile configs", rule="QNNEMU-profileSetConfig-custom")
+            fail(Location(func).path(f"{path}.option"), "QNNEMU-profileSetConfig-custom",
+                 "QNN_PROFILE_CONFIG_OPTION_CUSTOM: the HTP backend "
+                 "defines no custom profile configs", code=Q.QNN_PROFILE_ERROR_UNSUPPORTED)
         else:
-            raise QnnError(Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{func}: {path}.option: unknown option {opt}", rule="QNNEMU-profileSetConfig-option")
-        i += 1
+            fail(Location(func).path(f"{path}.option"), "QNNEMU-profileSetConfig-option",
+                 f"unknown option {opt}", code=Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT)
 
 
 def _id_array(owner: dict, events) -> object:
     """A ``QnnProfile_EventId_t[]`` of ``events`` kept in ``owner`` (the profile or event)."""
     arr = owner.get("ids")
     if arr is None:
-        arr = owner["ids"] = _ffi().new("QnnProfile_EventId_t[]", [e.id for e in events] or [0])
+        arr = owner["ids"] = ffi.new("QnnProfile_EventId_t[]", [e.id for e in events] or [0])
     return arr
 
 
@@ -169,7 +159,7 @@ def profileGetEvents(profile, profileEventIds, numEvents):
     with prof.lock:
         events = list(prof.events)
         arr = _id_array(prof.abi, events)
-    profileEventIds[0] = arr if events else _ffi().NULL
+    profileEventIds[0] = arr if events else ffi.NULL
     numEvents[0] = len(events)
 
 
@@ -180,22 +170,21 @@ def profileGetSubEvents(eventId, subEventIds, numSubEvents):
     _require(subEventIds, func, "subEventIds")
     _require(numSubEvents, func, "numSubEvents")
     arr = _id_array(ev.abi, ev.sub)
-    subEventIds[0] = arr if ev.sub else _ffi().NULL
+    subEventIds[0] = arr if ev.sub else ffi.NULL
     numSubEvents[0] = len(ev.sub)
 
 
 def _identifier(ev):
     if ev.identifier is None:
-        return _ffi().NULL
+        return ffi.NULL
     buf = ev.abi.get("identifier")
     if buf is None:
-        buf = ev.abi["identifier"] = _ffi().new("char[]", ev.identifier.encode("utf-8", "replace"))
+        buf = ev.abi["identifier"] = ffi.new("char[]", ev.identifier.encode("utf-8", "replace"))
     return buf
 
 
 def _object_buffers(ev):
     """C copies of an OBJECT event's bytes and file name, kept with the event."""
-    ffi = _ffi()
     bufs = ev.abi.get("object")
     if bufs is None:
         data = ffi.new("char[]", ev.payload) if ev.payload else ffi.NULL
@@ -204,11 +193,16 @@ def _object_buffers(ev):
     return bufs
 
 
-@entry
-def profileGetEventData(eventId, eventData):
-    func = "profileGetEventData"
+def _event(eventId, eventData, func: str):
+    """The event a profileGet*EventData call asks about (its output pointer checked)."""
     ev = lookup_event(int(eventId), Q.QNN_PROFILE_ERROR_INVALID_HANDLE, func)
     _require(eventData, func, "eventData")
+    return ev
+
+
+@entry
+def profileGetEventData(eventId, eventData):
+    ev = _event(eventId, eventData, "profileGetEventData")
     eventData.type = ev.type
     eventData.unit = ev.unit
     eventData.value = max(0, int(round(ev.value)))
@@ -217,9 +211,7 @@ def profileGetEventData(eventId, eventData):
 
 @entry
 def profileGetExtendedEventData(eventId, eventData):
-    func = "profileGetExtendedEventData"
-    ev = lookup_event(int(eventId), Q.QNN_PROFILE_ERROR_INVALID_HANDLE, func)
-    _require(eventData, func, "eventData")
+    ev = _event(eventId, eventData, "profileGetExtendedEventData")
     eventData.version = Q.QNN_PROFILE_DATA_VERSION_1
     v1 = eventData.v1
     v1.type = ev.type

@@ -25,27 +25,24 @@ from ..core.context import Context
 from ..core.graph import Graph
 from ..core.log import Logger
 from ..core.profile import ProfileEvent, micros
-from ..errors import QnnError
 from ..headers import Q
-from . import entry as _entry
+from ..location import Location
+from ..rules import fail
 from . import profile_api, signal_api
-from .entry import _get, entry
+from .library import entry, ffi, get as _get
 from .marshal import read_tensor, require
 
 _buffers_lock = threading.Lock()
 _update_buffers: dict[int, object] = {}   # data address -> backend-owned buffer (getBinarySectionUpdate)
 
 
-def _ffi():
-    return _entry.ffi
-
 
 def _section_type(section, func: str) -> int:
     s = int(section)
     if s not in sections.SECTION_NAMES:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                       f"{func}: section: {s} is not a QnnContext_SectionType_t (QNN_CONTEXT_SECTION_UPDATABLE=1, "
-                       f"_UPDATABLE_WEIGHTS=2, _UPDATABLE_QUANT_PARAMS=3)", rule="QNNEMU-section-type")
+        fail(Location(func).path("section"), "QNNEMU-section-type",
+             f"{s} is not a QnnContext_SectionType_t (QNN_CONTEXT_SECTION_UPDATABLE=1, "
+             f"_UPDATABLE_WEIGHTS=2, _UPDATABLE_QUANT_PARAMS=3)", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
     return s
 
 
@@ -63,35 +60,32 @@ def _check(sig) -> None:
 
 def _context_and_graph(context, graph, func: str) -> tuple[Context, Graph | None]:
     ctx = _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
-    if graph == _ffi().NULL:
+    if graph == ffi.NULL:
         return ctx, None
     g = _get(graph, Graph, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "graph")
     if g.context is not ctx:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                       f"{func}: graph: graph '{g.name}' belongs to another context",
-                       rule="QNNEMU-section-graph-context")
+        fail(Location(func).path("graph"), "QNNEMU-section-graph-context",
+             f"graph '{g.name}' belongs to another context", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
     return ctx, g
 
 
 def _buffer(buf, func: str, path: str) -> tuple[object, int]:
     """(data pointer, size) of a QnnContext_Buffer_t v1 holding raw memory."""
-    ffi = _ffi()
     require(buf, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, path)
     version = int(buf.version)
     if version != Q.QNN_CONTEXT_BUFFER_VERSION_1:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                       f"{func}: {path}.version: {version} is not QNN_CONTEXT_BUFFER_VERSION_1",
-                       rule="QNNEMU-section-buffer-version")
+        fail(Location(func).path(f"{path}.version"), "QNNEMU-section-buffer-version",
+             f"{version} is not QNN_CONTEXT_BUFFER_VERSION_1", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
     mem = int(buf.v1.memType)
     if mem != Q.QNN_CONTEXTMEMTYPE_RAW:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE,
-                       f"{func}: {path}.v1.memType: {mem}: only QNN_CONTEXTMEMTYPE_RAW buffers are supported",
-                       rule="QNNEMU-section-buffer-memtype")
+        fail(Location(func).path(f"{path}.v1.memType"), "QNNEMU-section-buffer-memtype",
+             f"{mem}: only QNN_CONTEXTMEMTYPE_RAW buffers are supported",
+             code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
     data, size = buf.v1.binaryBuf.data, int(buf.v1.binaryBuf.dataSize)
     if data == ffi.NULL or size == 0:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                       f"{func}: {path}.v1.binaryBuf: data {'NULL' if data == ffi.NULL else 'set'}, dataSize {size}: "
-                       f"a non-empty buffer is needed", rule="QNNEMU-section-buffer-empty")
+        fail(Location(func).path(f"{path}.v1.binaryBuf"), "QNNEMU-section-buffer-empty",
+             f"data {'NULL' if data == ffi.NULL else 'set'}, dataSize {size}: "
+             f"a non-empty buffer is needed", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
     return data, size
 
 
@@ -99,9 +93,8 @@ def _require_finalized(ctx: Context, g: Graph | None, func: str) -> None:
     graphs = [g] if g is not None else sections._graphs_of(ctx, build_deferred=True)
     pending = [x.name for x in graphs if not x.finalized]
     if pending:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_NOT_FINALIZED,
-                       f"{func}: graph: graph(s) {pending} not finalized (call graphFinalize first)",
-                       rule="QNNEMU-section-not-finalized")
+        fail(Location(func).path("graph"), "QNNEMU-section-not-finalized",
+             f"graph(s) {pending} not finalized (call graphFinalize first)", code=Q.QNN_CONTEXT_ERROR_NOT_FINALIZED)
 
 
 def _reset_profile(profile, func: str) -> None:
@@ -134,10 +127,10 @@ def contextGetBinarySection(context, graph, section, binaryBuffer, writtenBuffer
         blob = sections.encode(sec)
         _check(sig)
     if len(blob) > capacity:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                       f"{func}: binaryBuffer.v1.binaryBuf.dataSize: {capacity} bytes, the section needs "
-                       f"{len(blob)} (see contextGetBinarySectionSize)", rule="QNNEMU-section-buffer-size")
-    _ffi().memmove(data, blob, len(blob))
+        fail(Location(func).path("binaryBuffer.v1.binaryBuf.dataSize"), "QNNEMU-section-buffer-size",
+             f"{capacity} bytes, the section needs "
+             f"{len(blob)} (see contextGetBinarySectionSize)", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
+    ffi.memmove(data, blob, len(blob))
     writtenBufferSize[0] = len(blob)
     ctx.log.info(f"{func}: {sections.section_name(kind)} of "
                  f"{'the whole context' if g is None else repr(g.name)}: {len(sec.entries)} tensor(s), "
@@ -155,13 +148,13 @@ def contextApplyBinarySection(context, graph, section, binaryBuffer, profile, si
     with _signal(signal, func) as sig, profile_api.recording(call) as rec:
         rpc_ns = time.perf_counter_ns()
         rpc_us = time.time_ns() // 1000
-        blob = bytes(_ffi().buffer(data, size))   # the app may reuse its buffer after the call
+        blob = bytes(ffi.buffer(data, size))   # the app may reuse its buffer after the call
         skip = sections.skip_validation(ctx.configs)
         sec = sections.parse_section(blob, func, check_crc=not skip)
         if sec.section != kind:
-            raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                           f"{func}: section: {sections.section_name(kind)} given, the buffer holds a "
-                           f"{sections.section_name(sec.section)} section", rule="QNNEMU-section-type-mismatch")
+            fail(Location(func).path("section"), "QNNEMU-section-type-mismatch",
+                 f"{sections.section_name(kind)} given, the buffer holds a "
+                 f"{sections.section_name(sec.section)} section", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
         _check(sig)
         count = sections.apply_section(ctx, g, sec, func)
         rpc_s = (time.perf_counter_ns() - rpc_ns) / 1e9
@@ -181,9 +174,8 @@ def contextApplyBinarySection(context, graph, section, binaryBuffer, profile, si
 def _tensor_list(pp, count: int, func: str, path: str, code: int) -> list:
     """Copies of the Qnn_Tensor_t of a ``const Qnn_Tensor_t **`` array of ``count`` pointers;
     ``code``: what a NULL array or entry returns."""
-    ffi = _ffi()
     if count and pp == ffi.NULL:
-        raise QnnError(code, f"{func}: {path}: NULL with {count} tensor(s)", rule="QNNEMU-arg-null")
+        fail(Location(func).path(f"{path}"), "QNNEMU-arg-null", f"NULL with {count} tensor(s)", code=code)
     out = []
     for i in range(count):
         require(pp[i], code, func, f"{path}[{i}]")
@@ -195,13 +187,11 @@ def _tensor_list(pp, count: int, func: str, path: str, code: int) -> list:
 def contextGetBinarySectionUpdate(binaryBuffer, auxiliaryBuffer, tensors, numTensors, keepUpdatable, logger,
                                   profile, signal, binarySectionUpdate):
     func = "contextGetBinarySectionUpdate"
-    ffi = _ffi()
     log = None if logger == ffi.NULL else _get(logger, Logger, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "logger")
     data, size = _buffer(binaryBuffer, func, "binaryBuffer")
     if auxiliaryBuffer != ffi.NULL:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                       f"{func}: auxiliaryBuffer: must be NULL (no auxiliary sections are defined)",
-                       rule="QNNEMU-section-auxiliary")
+        fail(Location(func).path("auxiliaryBuffer"), "QNNEMU-section-auxiliary",
+             "must be NULL (no auxiliary sections are defined)", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
     require(tensors, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "tensors")
     require(binarySectionUpdate, Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, func, "binarySectionUpdate")
     updates = _tensor_list(tensors, int(numTensors), func, "tensors", Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
@@ -224,7 +214,6 @@ def contextGetBinarySectionUpdate(binaryBuffer, auxiliaryBuffer, tensors, numTen
 @entry
 def contextFreeBinarySectionUpdate(binarySectionUpdate, logger):
     func = "contextFreeBinarySectionUpdate"
-    ffi = _ffi()
     if logger != ffi.NULL:
         _get(logger, Logger, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "logger")
     b = binarySectionUpdate
@@ -232,36 +221,35 @@ def contextFreeBinarySectionUpdate(binarySectionUpdate, logger):
     with _buffers_lock:
         owned = _update_buffers.pop(address, None) if address else None
     if owned is None:
-        raise QnnError(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT,
-                       f"{func}: binarySectionUpdate.v1.binaryBuf.data: 0x{address:x} was not returned by "
-                       f"contextGetBinarySectionUpdate (or was already freed)", rule="QNNEMU-section-free-unknown")
+        fail(Location(func).path("binarySectionUpdate.v1.binaryBuf.data"), "QNNEMU-section-free-unknown",
+             f"0x{address:x} was not returned by "
+             f"contextGetBinarySectionUpdate (or was already freed)", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
 
 
 # ----------------------------------------------------------------------------- tensor updates
+def _update_tensors(func: str, ctx: Context, tensors: dict, by_name: dict, tensor, numTensors, owner: str) -> int:
+    """tensorUpdate*Tensors: each Qnn_Tensor_t names (by id, else by name) one of ``tensors``
+    (the graph's or the context's); every update is checked before any is applied."""
+    descs = _tensor_list(tensor, int(numTensors), func, "tensor", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM)
+
+    def lookup(tid, name):
+        return sections._match(tensors, by_name, tid, None) or sections._match(tensors, by_name, 0, name)
+    updates = [sections.resolve_desc(d, lookup, func, f"tensor[{i}]", owner) for i, d in enumerate(descs)]
+    sections.apply_updates(ctx, updates, func)
+    return len(updates)
+
+
 @entry
 def tensorUpdateGraphTensors(graph, tensor, numTensors):
     func = "tensorUpdateGraphTensors"
     g = _get(graph, Graph, Q.QNN_TENSOR_ERROR_INVALID_HANDLE, "graph")
-    descs = _tensor_list(tensor, int(numTensors), func, "tensor", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM)
-
-    def lookup(tid, name):
-        return sections._match(g.tensors, g.by_name, tid, None) or sections._match(g.tensors, g.by_name, 0, name)
-    updates = [sections.resolve_desc(d, lookup, func, f"tensor[{i}]", f"graph '{g.name}'")
-               for i, d in enumerate(descs)]
-    sections.apply_updates(g.context, updates, func)
-    g.log.info(f"{func}: graph '{g.name}': {len(updates)} tensor(s) updated")
+    count = _update_tensors(func, g.context, g.tensors, g.by_name, tensor, numTensors, f"graph '{g.name}'")
+    g.log.info(f"{func}: graph '{g.name}': {count} tensor(s) updated")
 
 
 @entry
 def tensorUpdateContextTensors(context, tensor, numTensors):
     func = "tensorUpdateContextTensors"
     ctx = _get(context, Context, Q.QNN_TENSOR_ERROR_INVALID_HANDLE, "context")
-    descs = _tensor_list(tensor, int(numTensors), func, "tensor", Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM)
-
-    def lookup(tid, name):
-        return (sections._match(ctx.tensors, ctx.tensor_names, tid, None)
-                or sections._match(ctx.tensors, ctx.tensor_names, 0, name))
-    updates = [sections.resolve_desc(d, lookup, func, f"tensor[{i}]", "the context's tensors")
-               for i, d in enumerate(descs)]
-    sections.apply_updates(ctx, updates, func)
-    ctx.log.info(f"{func}: {len(updates)} context tensor(s) updated")
+    count = _update_tensors(func, ctx, ctx.tensors, ctx.tensor_names, tensor, numTensors, "the context's tensors")
+    ctx.log.info(f"{func}: {count} context tensor(s) updated")

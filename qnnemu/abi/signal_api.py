@@ -12,21 +12,14 @@ import contextlib
 from ..core.backend import Backend
 from ..core.handles import HANDLES
 from ..core.signal import ABORT, TIMEOUT, Signal
-from ..errors import QnnError
 from ..headers import Q
-from . import entry as _entry
-from .entry import entry
-
-# Each configuration reads at most this many entries (a missing NULL terminator must not run away).
-MAX_CONFIGS = 1024
-
-
-def _ffi():
-    return _entry.ffi
+from ..location import Location
+from ..rules import fail
+from .framework import CONFIG_LIST_LIMIT, null_terminated
+from .library import entry, ffi, hval as _hval
 
 
-def _hval(handle) -> int:
-    return int(_ffi().cast("uintptr_t", handle))
+
 
 
 def _signal(handle) -> Signal:
@@ -36,18 +29,10 @@ def _signal(handle) -> Signal:
 def _parse_configs(config, func: str) -> tuple[str | None, int]:
     """(kind, timeout in us) of a NULL-terminated QnnSignal_Config_t list; the last of each
     option wins, ABORT and TIMEOUT together are refused (mutually exclusive)."""
-    ffi = _ffi()
     kind, timeout_us, seen = None, 0, set()
-    if config == ffi.NULL:
-        return None, 0
-    for i in range(MAX_CONFIGS + 1):
-        c = config[i]
-        if c == ffi.NULL:
-            break
-        if i == MAX_CONFIGS:
-            raise QnnError(Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT,
-                           f"{func}: config: no NULL terminator within {MAX_CONFIGS} entries",
-                           rule="QNNEMU-signal-config-option")
+    listed = null_terminated(config, CONFIG_LIST_LIMIT, Location(func).field("config"),
+                             Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT, rule="QNNEMU-signal-config-option")
+    for i, c in enumerate(listed):
         opt = int(c.option)
         if opt == Q.QNN_SIGNAL_CONFIG_OPTION_ABORT:
             kind = ABORT
@@ -55,22 +40,21 @@ def _parse_configs(config, func: str) -> tuple[str | None, int]:
         elif opt == Q.QNN_SIGNAL_CONFIG_OPTION_TIMEOUT:
             timeout_us = int(c.timeoutDurationUs)
             if timeout_us == 0:
-                raise QnnError(Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT,
-                               f"{func}: config[{i}].timeoutDurationUs: 0 (a timeout must be at least 1 us)",
-                               rule="QNNEMU-signal-config-timeout")
+                fail(Location(func).path(f"config[{i}].timeoutDurationUs"), "QNNEMU-signal-config-timeout",
+                     "0 (a timeout must be at least 1 us)", code=Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT)
             kind = TIMEOUT
             seen.add(TIMEOUT)
         elif opt == Q.QNN_SIGNAL_CONFIG_OPTION_CUSTOM:
-            raise QnnError(Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT,
-                           f"{func}: config[{i}].option: QNN_SIGNAL_CONFIG_OPTION_CUSTOM: the HTP backend "
-                           f"defines no custom signal configs", rule="QNNEMU-signal-config-option")
+            fail(Location(func).path(f"config[{i}].option"), "QNNEMU-signal-config-option",
+                 "QNN_SIGNAL_CONFIG_OPTION_CUSTOM: the HTP backend "
+                 "defines no custom signal configs", code=Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT)
         else:
-            raise QnnError(Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT,
-                           f"{func}: config[{i}].option: unknown option {opt}", rule="QNNEMU-signal-config-option")
+            fail(Location(func).path(f"config[{i}].option"), "QNNEMU-signal-config-option",
+                 f"unknown option {opt}", code=Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT)
     if len(seen) > 1:
-        raise QnnError(Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT,
-                       f"{func}: config: QNN_SIGNAL_CONFIG_OPTION_ABORT and QNN_SIGNAL_CONFIG_OPTION_TIMEOUT are "
-                       f"mutually exclusive", rule="QNNEMU-signal-config-exclusive")
+        fail(Location(func).path("config"), "QNNEMU-signal-config-exclusive",
+             "QNN_SIGNAL_CONFIG_OPTION_ABORT and QNN_SIGNAL_CONFIG_OPTION_TIMEOUT are "
+             "mutually exclusive", code=Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT)
     return kind, timeout_us
 
 
@@ -78,14 +62,14 @@ def _parse_configs(config, func: str) -> tuple[str | None, int]:
 def signalCreate(backend, config, signal):
     func = "signalCreate"
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_SIGNAL_ERROR_INVALID_HANDLE, "backend")
-    if signal == _ffi().NULL:
-        raise QnnError(Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT, f"{func}: signal is NULL", rule="QNNEMU-arg-null")
+    if signal == ffi.NULL:
+        fail(Location(func), "QNNEMU-arg-null", "signal is NULL", code=Q.QNN_SIGNAL_ERROR_INVALID_ARGUMENT)
     kind, timeout_us = _parse_configs(config, func)
     sig = Signal(be, be.log)
     sig.configure(kind, timeout_us, func)
     handle = HANDLES.new(sig)
     be.signals.append(handle)
-    signal[0] = _ffi().cast("Qnn_SignalHandle_t", handle)
+    signal[0] = ffi.cast("Qnn_SignalHandle_t", handle)
 
 
 @entry
@@ -116,7 +100,7 @@ def use_signal(handle, func: str, invalid_handle_code: int, aborted_code: int, t
                in_use_code: int = Q.QNN_SIGNAL_ERROR_SIGNAL_IN_USE):
     """The signal argument of an API call: yields None for NULL, else a SignalUse (the signal is
     in use until the block ends)."""
-    if handle == _ffi().NULL:
+    if handle == ffi.NULL:
         yield None
         return
     sig = HANDLES.get(_hval(handle), Signal, invalid_handle_code, "signal")

@@ -66,25 +66,23 @@ import math
 import os
 import sys
 import threading
-import traceback
 
 import numpy as np
 
-from .. import _version
 from ..core import dtypes
 from ..core.handles import HANDLES
-from ..core.log import NULL_LOGGER, PY_LOGGER, Logger, valid_level
+from ..core.log import Logger, valid_level
 from ..core.system_profile import SerializationTarget, data_record, event_record, object_record
 from ..errors import QnnError
 from ..headers import Q
 from ..headers import cdef as header_cdef
 from ..headers import system_interface_fields
+from ..location import Location
+from ..rules import fail
+from .framework import NULL, Library, c_str as _str, hval as _hval, newest_logger, read_scalar, require_pointer
 
 ffi = None
 lib = None
-PREFIX = "qnnemu_sys_"
-# Why the embedded init refused to hand out the table (csrc/system_shim.c writes it on stderr).
-init_failure: str | None = None
 
 DEFAULT_SYSTEM_API = (1, 15, 0)
 MIN_SYSTEM_API_MINOR = 7
@@ -92,7 +90,6 @@ MAX_EVENT_DEPTH = 64           # sub-event nesting accepted by serializeEventDat
 MAX_EVENTS_PER_CALL = 1 << 22  # events (sub-events included) one serializeEventData call may hold
 MAX_OBJECT_BYTES = 64 << 20    # OBJECT event payloads written in full up to this size
 
-_ENTRIES: dict[str, object] = {}
 _lock = threading.Lock()
 
 
@@ -120,66 +117,19 @@ def system_api_version() -> tuple[int, int, int]:
     return (nums[0], nums[1], nums[2] if len(nums) == 3 else 0)
 
 
-def _active_logger() -> Logger:
-    logs = HANDLES.live(SystemLog)
-    return logs[-1].log if logs else NULL_LOGGER
-
-
-def _fail(name: str, err: QnnError) -> int:
-    if not err.detail.startswith(name + ":"):
-        err = QnnError(err.code, f"{name}: {err.detail}", rule=err.rule)
-    _active_logger().error(str(err))
-    return err.code
-
-
-def system_entry(fn):
-    """Registers ``fn`` as the implementation of System table slot ``fn.__name__``."""
-    name = fn.__name__
-
-    def wrapper(*args):
-        try:
-            code = fn(*args)
-            return Q.QNN_SUCCESS if code is None else code
-        except QnnError as err:
-            return _fail(name, err)
-
-    wrapper.__name__ = name
-    _ENTRIES[name] = wrapper
-    return fn
+LIBRARY = Library("libQnnSystem.so", "QnnSystemInterface_getProviders", "qnnemu_sys_", "qnnemu_sys_embed_init",
+                  "System table", lambda: newest_logger(SystemLog, lambda s: s.log))
+_active_logger = LIBRARY.active_logger
+system_entry = LIBRARY.entry
 
 
 def system_not_supported(name: str, code: int, why: str) -> None:
-    def fn(*args):
-        raise QnnError(code, f"{name}: not supported by qnnemu {_version.__version__}: {why}",
-                       rule="QNNEMU-system-not-supported")
-    fn.__name__ = name
-    system_entry(fn)
-
-
-def _onerror_for(name: str):
-    def onerror(exc_type, exc_value, tb):
-        try:
-            _active_logger().error(f"{name}: internal error (returned QNN_COMMON_ERROR_GENERAL): {exc_value!r}")
-            PY_LOGGER.debug("".join(traceback.format_exception(exc_type, exc_value, tb)))
-        except Exception:  # logging must not raise inside cffi's error path
-            pass
-        return None
-    return onerror
-
-
-def _hval(handle) -> int:
-    return int(ffi.cast("uintptr_t", handle))
-
-
-def _str(p) -> str | None:
-    if p == ffi.NULL:
-        return None
-    return ffi.string(p).decode("utf-8", errors="replace")
+    LIBRARY.not_supported(name, code, why, "QNNEMU-system-not-supported")
 
 
 def _require(ptr, code: int, func: str, what: str) -> None:
-    if ptr == ffi.NULL:
-        raise QnnError(code, f"{func}: {what} is NULL", rule="QNNEMU-system-arg-null")
+    if ptr == NULL:   # the location is built only for a refusal
+        require_pointer(ptr, Location(func).path(what), code, "QNNEMU-system-arg-null")
 
 
 # ------------------------------------------------------------------------------------- log
@@ -188,9 +138,9 @@ def systemLogCreate(callback, maxLogLevel, logger):
     func = "systemLogCreate"
     _require(logger, Q.QNN_LOG_ERROR_INVALID_ARGUMENT, func, "logger")
     if not valid_level(int(maxLogLevel)):
-        raise QnnError(Q.QNN_LOG_ERROR_INVALID_ARGUMENT,
-                       f"{func}: maxLogLevel: {int(maxLogLevel)} is not a QnnLog_Level_t (1=ERROR .. 5=DEBUG)",
-                       rule="QNNEMU-systemLog-level")
+        fail(Location(func).path("maxLogLevel"), "QNNEMU-systemLog-level",
+             f"{int(maxLogLevel)} is not a QnnLog_Level_t (1=ERROR .. 5=DEBUG)",
+             code=Q.QNN_LOG_ERROR_INVALID_ARGUMENT)
     sink = None
     if callback != ffi.NULL:
         cb = ffi.cast("void *", callback)
@@ -205,9 +155,9 @@ def systemLogSetLogLevel(logger, maxLogLevel):
     func = "systemLogSetLogLevel"
     log = HANDLES.get(_hval(logger), SystemLog, Q.QNN_LOG_ERROR_INVALID_HANDLE, "logger")
     if not valid_level(int(maxLogLevel)):
-        raise QnnError(Q.QNN_LOG_ERROR_INVALID_ARGUMENT,
-                       f"{func}: maxLogLevel: {int(maxLogLevel)} is not a QnnLog_Level_t (1=ERROR .. 5=DEBUG)",
-                       rule="QNNEMU-systemLog-level")
+        fail(Location(func).path("maxLogLevel"), "QNNEMU-systemLog-level",
+             f"{int(maxLogLevel)} is not a QnnLog_Level_t (1=ERROR .. 5=DEBUG)",
+             code=Q.QNN_LOG_ERROR_INVALID_ARGUMENT)
     log.log.level = int(maxLogLevel)
 
 
@@ -231,17 +181,17 @@ def systemProfileCreateSerializationTarget(serializationTargetInfo, configs, num
     _require(serializationTarget, bad, func, "serializationTarget")
     info = serializationTargetInfo
     if int(info.type) != Q.QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_FILE:
-        raise QnnError(bad, f"{func}: serializationTargetInfo.type: {int(info.type)} (only "
-                            f"QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_FILE is defined)",
-                       rule="QNNEMU-systemProfile-target-type")
+        fail(Location(func).path("serializationTargetInfo.type"), "QNNEMU-systemProfile-target-type",
+             f"{int(info.type)} (only "
+             f"QNN_SYSTEM_PROFILE_SERIALIZATION_TARGET_FILE is defined)", code=bad)
     name = _str(info.file.fileName)
     if not name:
-        raise QnnError(bad, f"{func}: serializationTargetInfo.file.fileName is NULL or empty",
-                       rule="QNNEMU-systemProfile-target-name")
+        fail(Location(func), "QNNEMU-systemProfile-target-name",
+             "serializationTargetInfo.file.fileName is NULL or empty", code=bad)
     directory = _str(info.file.fileDirectory) or "."
     n = int(numConfigs)
     if n and configs == ffi.NULL:
-        raise QnnError(bad, f"{func}: configs is NULL with numConfigs {n}", rule="QNNEMU-system-arg-null")
+        fail(Location(func), "QNNEMU-system-arg-null", f"configs is NULL with numConfigs {n}", code=bad)
     header: dict[str, str | None] | None = None
     max_messages = None
     for i in range(n):
@@ -254,32 +204,11 @@ def systemProfileCreateSerializationTarget(serializationTargetInfo, configs, num
             header = {"appName": _str(h.appName), "appVersion": _str(h.appVersion),
                       "backendVersion": _str(h.backendVersion)}
         else:
-            raise QnnError(bad, f"{func}: configs[{i}].type: unknown serialization target config {t}",
-                           rule="QNNEMU-systemProfile-config-type")
+            fail(Location(func).path(f"configs[{i}].type"), "QNNEMU-systemProfile-config-type",
+                 f"unknown serialization target config {t}", code=bad)
     target = SerializationTarget(os.path.join(directory, name), header, max_messages, system_api_version(),
                                  _active_logger(), func)
     serializationTarget[0] = ffi.cast("QnnSystemProfile_SerializationTargetHandle_t", HANDLES.new(target))
-
-
-def _scalar(s) -> tuple[int, object]:
-    dt = int(s.dataType)
-    field = {
-        Q.QNN_DATATYPE_INT_8: "int8Value", Q.QNN_DATATYPE_INT_16: "int16Value",
-        Q.QNN_DATATYPE_INT_32: "int32Value", Q.QNN_DATATYPE_INT_64: "int64Value",
-        Q.QNN_DATATYPE_UINT_8: "uint8Value", Q.QNN_DATATYPE_UINT_16: "uint16Value",
-        Q.QNN_DATATYPE_UINT_32: "uint32Value", Q.QNN_DATATYPE_UINT_64: "uint64Value",
-        Q.QNN_DATATYPE_FLOAT_16: "floatValue", Q.QNN_DATATYPE_FLOAT_32: "floatValue",
-        Q.QNN_DATATYPE_FLOAT_64: "doubleValue", Q.QNN_DATATYPE_BOOL_8: "bool8Value",
-        Q.QNN_DATATYPE_SFIXED_POINT_8: "int32Value", Q.QNN_DATATYPE_SFIXED_POINT_16: "int32Value",
-        Q.QNN_DATATYPE_SFIXED_POINT_32: "int32Value", Q.QNN_DATATYPE_UFIXED_POINT_8: "uint32Value",
-        Q.QNN_DATATYPE_UFIXED_POINT_16: "uint32Value", Q.QNN_DATATYPE_UFIXED_POINT_32: "uint32Value",
-    }.get(dt)
-    if dt == Q.QNN_DATATYPE_STRING:
-        return dt, _str(s.stringValue)
-    if field is None:
-        return dt, None
-    value = getattr(s, field)
-    return dt, bool(value) if dt == Q.QNN_DATATYPE_BOOL_8 else value
 
 
 class _Walk:
@@ -291,17 +220,17 @@ class _Walk:
 
     def events(self, ptr, n: int, path: str, depth: int) -> list[dict]:
         if n and ptr == ffi.NULL:
-            raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{self.func}: {path} is NULL with {n} event(s)", rule="QNNEMU-systemProfile-events-null")
+            fail(Location(self.func), "QNNEMU-systemProfile-events-null",
+                 f"{path} is NULL with {n} event(s)", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
         if depth > MAX_EVENT_DEPTH:
-            raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{self.func}: {path}: sub-events nested deeper than {MAX_EVENT_DEPTH} levels "
-                           f"(a cycle?)", rule="QNNEMU-systemProfile-events-depth")
+            fail(Location(self.func).path(f"{path}"), "QNNEMU-systemProfile-events-depth",
+                 f"sub-events nested deeper than {MAX_EVENT_DEPTH} levels "
+                 f"(a cycle?)", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
         self.count += n
         if self.count > MAX_EVENTS_PER_CALL:
-            raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{self.func}: {path}: more than {MAX_EVENTS_PER_CALL} events in one call",
-                           rule="QNNEMU-systemProfile-events-count")
+            fail(Location(self.func).path(f"{path}"), "QNNEMU-systemProfile-events-count",
+                 f"more than {MAX_EVENTS_PER_CALL} events in one call",
+                 code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
         return [self.event(ptr[i], f"{path}[{i}]", depth) for i in range(n)]
 
     def event(self, e, path: str, depth: int) -> dict:
@@ -313,9 +242,10 @@ class _Walk:
         elif t == Q.QNN_SYSTEM_PROFILE_EXTENDED_EVENT_DATA:
             x = e.extendedEventData
             if int(x.version) != Q.QNN_PROFILE_DATA_VERSION_1:
-                raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                               f"{self.func}: {path}.extendedEventData.version: {int(x.version)} is not "
-                               f"QNN_PROFILE_DATA_VERSION_1", rule="QNNEMU-systemProfile-extended-version")
+                fail(Location(self.func).path(f"{path}.extendedEventData.version"),
+                     "QNNEMU-systemProfile-extended-version",
+                     f"{int(x.version)} is not "
+                     f"QNN_PROFILE_DATA_VERSION_1", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
             v1 = x.v1
             fields = {"type": int(v1.type), "unit": int(v1.unit), "extendedVersion": 1,
                       "timestamp": int(v1.timestamp), "identifier": _str(v1.identifier)}
@@ -327,11 +257,11 @@ class _Walk:
                     data = bytes(ffi.buffer(o.opaqueObject.data, length))
                 fields["object"] = object_record(_str(o.fileName), data, length)
             else:
-                fields["valueDataType"], fields["value"] = _scalar(v1.value)
+                fields["valueDataType"], fields["value"] = read_scalar(v1.value)
         else:
-            raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{self.func}: {path}.type: {t} is neither QNN_SYSTEM_PROFILE_EVENT_DATA nor "
-                           f"QNN_SYSTEM_PROFILE_EXTENDED_EVENT_DATA", rule="QNNEMU-systemProfile-event-type")
+            fail(Location(self.func).path(f"{path}.type"), "QNNEMU-systemProfile-event-type",
+                 f"{t} is neither QNN_SYSTEM_PROFILE_EVENT_DATA nor "
+                 f"QNN_SYSTEM_PROFILE_EXTENDED_EVENT_DATA", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
         sub = self.events(e.profileSubEventData, int(e.numSubEvents), f"{path}.profileSubEventData", depth + 1)
         return event_record(t, fields, sub)
 
@@ -343,17 +273,17 @@ def systemProfileSerializeEventData(serializationTarget, eventData, numEvents):
     target = _target(serializationTarget, func)
     n = int(numEvents)
     if eventData == ffi.NULL:
-        raise QnnError(bad, f"{func}: eventData is NULL", rule="QNNEMU-system-arg-null")
+        fail(Location(func), "QNNEMU-system-arg-null", "eventData is NULL", code=bad)
     walk = _Walk(func)
     records = []
     for i in range(n):
         p = eventData[i]
         path = f"eventData[{i}]"
         if p == ffi.NULL:
-            raise QnnError(bad, f"{func}: {path} is NULL", rule="QNNEMU-system-arg-null")
+            fail(Location(func), "QNNEMU-system-arg-null", f"{path} is NULL", code=bad)
         if int(p.version) != Q.QNN_SYSTEM_PROFILE_DATA_VERSION_1:
-            raise QnnError(bad, f"{func}: {path}.version: {int(p.version)} is not QNN_SYSTEM_PROFILE_DATA_VERSION_1",
-                           rule="QNNEMU-systemProfile-data-version")
+            fail(Location(func).path(f"{path}.version"), "QNNEMU-systemProfile-data-version",
+                 f"{int(p.version)} is not QNN_SYSTEM_PROFILE_DATA_VERSION_1", code=bad)
         h = p.v1.header
         header = {"startTime": int(h.startTime), "stopTime": int(h.stopTime), "startMem": int(h.startMem),
                   "stopMem": int(h.stopMem), "methodType": int(h.methodType), "visibility": int(h.visibility),
@@ -474,8 +404,9 @@ def _inspect(func: str, binaryBuffer, binaryBufferSize):
     _require(binaryBuffer, bad, func, "binaryBuffer")
     size = int(binaryBufferSize)
     if size == 0 or size > sys.maxsize:
-        raise QnnError(bad, f"{func}: binaryBufferSize: {size} is not the size of a context binary "
-                            f"(1 .. {sys.maxsize})", rule="QNNEMU-systemContext-buffer-size")
+        fail(Location(func).path("binaryBufferSize"), "QNNEMU-systemContext-buffer-size",
+             f"{size} is not the size of a context binary "
+             f"(1 .. {sys.maxsize})", code=bad)
     view = ffi.buffer(ffi.cast("char *", binaryBuffer), size)
     try:
         return binary.inspect(view, func=func)
@@ -789,29 +720,31 @@ def systemTensorGetMemoryFootprint(tensor, footprint):
     _require(footprint, Q.QNN_SYSTEM_TENSOR_ERROR_INVALID_ARGUMENT, func, "footprint")
     version = int(tensor.version)
     if version not in (1, 2):
-        raise QnnError(invalid, f"{func}: tensor.version: {version} is neither QNN_TENSOR_VERSION_1 nor _2",
-                       rule="QNNEMU-systemTensor-version")
+        fail(Location(func).path("tensor.version"), "QNNEMU-systemTensor-version",
+             f"{version} is neither QNN_TENSOR_VERSION_1 nor _2", code=invalid)
     v = tensor.v1 if version == 1 else tensor.v2
     path = f"tensor.v{version}"
     if int(v.dataFormat) != Q.QNN_TENSOR_DATA_FORMAT_DENSE:
-        raise QnnError(invalid, f"{func}: {path}.dataFormat: {int(v.dataFormat)}: only QNN_TENSOR_DATA_FORMAT_DENSE "
-                                f"(flat buffer) tensors have a footprint", rule="QNNEMU-systemTensor-data-format")
+        fail(Location(func).path(f"{path}.dataFormat"), "QNNEMU-systemTensor-data-format",
+             f"{int(v.dataFormat)}: only QNN_TENSOR_DATA_FORMAT_DENSE "
+             f"(flat buffer) tensors have a footprint", code=invalid)
     dtype = int(v.dataType)
     if not dtypes.is_known(dtype) or dtype in _NO_FOOTPRINT_TYPES:
-        raise QnnError(invalid, f"{func}: {path}.dataType: {dtypes.name(dtype)} has no fixed element size",
-                       rule="QNNEMU-systemTensor-dtype")
+        fail(Location(func).path(f"{path}.dataType"), "QNNEMU-systemTensor-dtype",
+             f"{dtypes.name(dtype)} has no fixed element size", code=invalid)
     rank = int(v.rank)
     if rank > MAX_FOOTPRINT_RANK:
-        raise QnnError(invalid, f"{func}: {path}.rank: {rank} exceeds {MAX_FOOTPRINT_RANK}",
-                       rule="QNNEMU-systemTensor-rank")
+        fail(Location(func).path(f"{path}.rank"), "QNNEMU-systemTensor-rank",
+             f"{rank} exceeds {MAX_FOOTPRINT_RANK}", code=invalid)
     if rank and v.dimensions == ffi.NULL:
-        raise QnnError(invalid, f"{func}: {path}.dimensions is NULL with rank {rank}",
-                       rule="QNNEMU-systemTensor-dims-null")
+        fail(Location(func), "QNNEMU-systemTensor-dims-null",
+             f"{path}.dimensions is NULL with rank {rank}", code=invalid)
     dims = [int(v.dimensions[i]) for i in range(rank)]
     size = math.prod(dims) * dtypes.itemsize(dtype)
     if size > _UINT64_MAX:
-        raise QnnError(invalid, f"{func}: {path}.dimensions: {dims} of {dtypes.name(dtype)} need {size} bytes, "
-                                f"more than a uint64_t holds", rule="QNNEMU-systemTensor-size")
+        fail(Location(func).path(f"{path}.dimensions"), "QNNEMU-systemTensor-size",
+             f"{dims} of {dtypes.name(dtype)} need {size} bytes, "
+             f"more than a uint64_t holds", code=invalid)
     footprint[0] = size
 
 
@@ -820,7 +753,7 @@ def systemTensorGetMemoryFootprint(tensor, footprint):
 # QNN API calls by the vendor's System library.  Every DLC entry answers UNSUPPORTED_FEATURE.
 # The DLC record, graph-info, tensor-info and quantization accessors of System API 1.14 are DLC
 # entries too: every table slot named systemDlc* that has no implementation above.
-_DLC_ENTRIES = [n for n in system_interface_fields() if n.startswith("systemDlc") and n not in _ENTRIES]
+_DLC_ENTRIES = [n for n in system_interface_fields() if n.startswith("systemDlc") and n not in LIBRARY.entries]
 for _name in _DLC_ENTRIES:
     system_not_supported(_name, Q.QNN_SYSTEM_DLC_ERROR_UNSUPPORTED_FEATURE,
                          "qnnemu has no DLC reader; build the graph through the QNN API (or load a qnnemu "
@@ -828,33 +761,15 @@ for _name in _DLC_ENTRIES:
 
 
 # ------------------------------------------------------------------------------ installing
+def __getattr__(name: str):
+    # Why the embedded init refused the table, read by the C shim as this module's attribute.
+    if name == "init_failure":
+        return LIBRARY.init_failure
+    raise AttributeError(name)
+
+
 def install(the_ffi, the_lib, expected: tuple[str, ...] = ()) -> None:
     """Binds every entry to its ``extern "Python+C"`` slot; called from the embedding init code."""
     global ffi, lib
-    ffi = the_ffi
-    lib = the_lib
-    missing = sorted(set(expected) - set(_ENTRIES))
-    for name, wrapper in _ENTRIES.items():
-        the_ffi.def_extern(name=PREFIX + name, error=Q.QNN_COMMON_ERROR_GENERAL,
-                           onerror=_onerror_for(name))(wrapper)
-
-    @the_ffi.def_extern(name="qnnemu_sys_embed_init", error=0,
-                        onerror=_onerror_for("QnnSystemInterface_getProviders"))
-    def embed_init(baked_version, system_api):
-        # A refusal's reason is for csrc/system_shim.c to print (no logger exists yet).
-        global init_failure
-        if missing:
-            init_failure = f"no implementation for System table entries {missing}"
-            return -3
-        baked = _str(baked_version)
-        if baked != _version.__version__:
-            init_failure = (f"libQnnSystem.so was built for qnnemu {baked} but the importable package "
-                            f"is {_version.__version__}; rebuild/reinstall so they match")
-            return -1
-        try:
-            version = system_api_version()
-        except QnnError as err:
-            init_failure = str(err)
-            return -2
-        system_api[0], system_api[1], system_api[2] = version
-        return 1
+    ffi, lib = the_ffi, the_lib
+    LIBRARY.install(the_ffi, the_lib, expected, system_api_version)

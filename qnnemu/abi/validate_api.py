@@ -17,41 +17,36 @@ import threading
 from ..core.graph import Graph
 from ..core.graph_validate import validate_graph
 from ..core.handles import HANDLES
-from ..errors import QnnError
 from ..headers import Q
-from . import entry as _entry
-from .entry import _configs, entry
+from ..location import Location
+from ..rules import fail
+from .library import LIBRARY, configs as _configs, entry, ffi
 from .marshal import require
 
 _lock = threading.Lock()
 _results: dict[int, list] = {}   # address of a handed-out result -> the cdata it owns
 
 
-def _ffi():
-    return _entry.ffi
-
 
 def _graph(handle) -> Graph:
-    return HANDLES.get(int(_ffi().cast("uintptr_t", handle)), Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE,
+    return HANDLES.get(int(ffi.cast("uintptr_t", handle)), Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE,
                        "graphHandle")
 
 
 def _check_configs(config, func: str) -> None:
-    for i, c in enumerate(_configs(config, "QnnGraph_ValidateConfig_t")):
+    for i, c in enumerate(_configs(config, "QnnGraph_ValidateConfig_t", Location(func).field("config"))):
         option = int(c.option)
         if option == Q.QNN_GRAPH_VALIDATE_OPTION_CUSTOM:
-            raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                           f"{func}: config[{i}].option: QNN_GRAPH_VALIDATE_OPTION_CUSTOM: the HTP backend "
-                           f"defines no custom validate config", rule="QNNEMU-graphValidate-config-custom")
-        raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
-                       f"{func}: config[{i}].option: unknown QnnGraph_ValidateOption_t {option}",
-                       rule="QNNEMU-graphValidate-config-option")
+            fail(Location(func).path(f"config[{i}].option"), "QNNEMU-graphValidate-config-custom",
+                 "QNN_GRAPH_VALIDATE_OPTION_CUSTOM: the HTP backend "
+                 "defines no custom validate config", code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)
+        fail(Location(func).path(f"config[{i}].option"), "QNNEMU-graphValidate-config-option",
+             f"unknown QnnGraph_ValidateOption_t {option}", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
 
 
 @entry
 def graphValidate(graphHandle, config, validationResult):
     func = "graphValidate"
-    ffi = _ffi()
     g = _graph(graphHandle)
     require(validationResult, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, "validationResult")
     _check_configs(config, func)
@@ -81,8 +76,7 @@ def graphValidate(graphHandle, config, validationResult):
     if verdict.finalize_error is not None:
         # Graph-level reasons have no node result: errorGetMessage(overallStatus) gives the text.
         err = verdict.finalize_error
-        with _entry._state_lock:
-            _entry._messages[err.code] = (func, str(err))
+        LIBRARY.record(err.code, func, str(err))
         g.log.info(f"{func}: graph '{g.name}': graphFinalize would return {err.code}: {err}")
     with _lock:
         _results[int(ffi.cast("uintptr_t", result))] = owned
@@ -97,10 +91,10 @@ def graphFreeValidationResult(validationResult):
     func = "graphFreeValidationResult"
     require(validationResult, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, "validationResult")
     with _lock:
-        if _results.pop(int(_ffi().cast("uintptr_t", validationResult)), None) is None:
-            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
-                           f"{func}: validationResult was not returned by graphValidate (or was already "
-                           f"freed)", rule="QNNEMU-graphFreeValidationResult-unknown")
+        if _results.pop(int(ffi.cast("uintptr_t", validationResult)), None) is None:
+            fail(Location(func), "QNNEMU-graphFreeValidationResult-unknown",
+                 "validationResult was not returned by graphValidate (or was already "
+                 "freed)", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
 
 
 def live_results() -> int:

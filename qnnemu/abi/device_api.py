@@ -1,0 +1,206 @@
+"""QnnDevice.h entries: deviceCreate / SetConfig / Free / GetPlatformInfo / GetInfo /
+FreePlatformInfo / GetInfrastructure, with the HTP device custom configs of HTP/QnnHtpDevice.h
+(read in either ABI layout: device_config.py) and the perf infrastructure table handed out by
+deviceGetInfrastructure (its functions: perf_api.py).  The device model: qnnemu/core/device.py.
+"""
+from __future__ import annotations
+
+from .. import rules
+from ..core.context import Context
+from ..core.device import Device, DeviceModel, device_count, model_from_configs, soc_rank
+from ..core.handles import HANDLES
+from ..headers import Q
+from ..location import Location
+from ..rules import fail
+from . import device_config
+from .library import active_logger as _active_logger, configs as _configs, entry, ffi, get as _get
+from .library import hval as _hval, keepalive as _keepalive, lib, optional_logger as _optional_logger
+from .marshal import require
+
+_platform_infos: dict[int, list] = {}   # address -> owned cdata, until deviceFreePlatformInfo
+
+
+def _device_configs(config, func: str, base=None, log=None, layout: str | None = None):
+    """QnnDevice_Config_t list -> (DeviceModel, layout the HTP custom configs showed or None).
+
+    HTP custom configs are read in the layout their client was built with (QNN 2.43 or 2.50
+    headers: device_config.py, docs/abi-compat.md); ``layout`` is the device's earlier one.
+    SOC wins over ARCH (qnnemu/core/device.py).  Options the vendor's library refuses are
+    refused with its codes."""
+    log = log or _active_logger()
+    customs: list[tuple[int, int]] = []
+    for i, c in enumerate(_configs(config, "QnnDevice_Config_t", Location(func).field("config"))):
+        opt = int(c.option)
+        if opt == Q.QNN_DEVICE_CONFIG_OPTION_CUSTOM:
+            require(c.customConfig, Q.QNN_DEVICE_ERROR_INVALID_CONFIG, func, f"config[{i}].customConfig")
+            customs.append((i, int(ffi.cast("uintptr_t", c.customConfig))))
+        elif opt == Q.QNN_DEVICE_CONFIG_OPTION_PLATFORM_INFO:
+            pass  # a platform description supplied by the app; the emulated device is fixed
+        else:
+            fail(Location(func).path(f"config[{i}].option"), "QNNEMU-device-config-option",
+                 f"unknown option {opt}", code=Q.QNN_DEVICE_ERROR_INVALID_CONFIG)
+
+    def read(address: int, offset: int, size: int) -> bytes:
+        return bytes(ffi.buffer(ffi.cast("char *", address + offset), size))
+
+    options = device_config.read_htp_device_configs(
+        customs, read, soc_rank, layout, lambda soc, arch: device_count(soc, arch, base))
+    soc = arch = signed = None
+    soc_path = arch_path = None
+    soc_note = ""
+    device_ids: list[tuple[str, int]] = []
+    for o in options:
+        path = o.path
+        if o.option in device_config.KNOWN_OPTIONS:
+            log.debug(f"{func}: {path}: {o.name} read in the {device_config.LAYOUT_TEXT[o.layout]}: {o.reason}")
+        if o.option == device_config.SOC:
+            soc, soc_path = o.soc_model, f"{path}.socModel"
+            soc_note = (f"; read in the {device_config.LAYOUT_TEXT[o.layout]}, the other layout's word "
+                        f"holds {o.other_soc_word}")
+        elif o.option == device_config.ARCH:
+            arch, arch_path = o.arch, f"{path}.arch.arch"
+            device_ids.append((f"{path}.arch.deviceId", o.device_id))
+        elif o.option == device_config.SIGNEDPD:
+            signed = o.enabled
+            device_ids.append((f"{path}.useSignedProcessDomain.deviceId", o.device_id))
+        elif o.option == device_config.SECUREPD:
+            # The vendor's library refuses it with INVALID_CONFIG ("Unsupported config option 3").
+            fail(Location(func).path(f"{path}.option"), "QNNEMU-device-securepd",
+                 "SECUREPD (secure process domain) is not available on "
+                 "the HTP backend (the vendor's library refuses it too)", code=Q.QNN_DEVICE_ERROR_INVALID_CONFIG)
+        elif o.option in (device_config.ASYNC_EXECUTE, device_config.DYNAMIC_PARTITIONING,
+                          device_config.HTP_EXTENSION):
+            fail(Location(func).path(f"{path}.option"), "QNNEMU-device-option-unsupported",
+                 f"{o.name} ({o.option}) is not supported by the HTP backend "
+                 f"on this platform (the vendor's library refuses it too)", code=Q.QNN_DEVICE_ERROR_INVALID_CONFIG)
+        elif o.option == device_config.APP_UID:
+            # The vendor's library: "UID is not supported for this device", code 1000.
+            fail(Location(func).path(f"{path}.appUid"), "QNNEMU-device-app-uid",
+                 "an application UID is not supported for this device "
+                 "(the vendor's library refuses it too)", code=Q.QNN_DEVICE_ERROR_UNSUPPORTED_FEATURE)
+        else:
+            fail(Location(func).path(f"{path}.option"), "QNNEMU-device-config-option",
+                 f"unknown HTP device option {o.option}", code=Q.QNN_DEVICE_ERROR_INVALID_CONFIG)
+    model = model_from_configs(soc, arch, signed, func=func, base=base, log=log,
+                               soc_path=soc_path or "config[].customConfig.socModel", soc_note=soc_note,
+                               arch_path=arch_path or "config[].customConfig.arch.arch")
+    for path, dev_id in device_ids:
+        # The vendor's library accepts any deviceId (measured: 5 for ARCH, 7 for SIGNEDPD).
+        if dev_id >= model.devices:
+            rules.warn("QNNEMU-device-id-ignored", func, path,
+                       f"device {dev_id} does not exist; {model.name} has {model.devices} HTP device(s); the "
+                       f"option applies to the device", logger=log)
+    return model, device_config.shown_layout(options, layout)
+
+
+@entry
+def deviceCreate(logger, config, device):
+    require(device, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceCreate", "device")
+    log = _optional_logger(logger, Q.QNN_DEVICE_ERROR_INVALID_HANDLE)
+    model, layout = _device_configs(config, "deviceCreate", log=log)
+    dev = Device(model, log or _active_logger(), config_layout=layout)
+    device[0] = ffi.cast("Qnn_DeviceHandle_t", HANDLES.new(dev))
+    dev.log.info(f"deviceCreate: emulated HTP v{dev.model.arch}, SoC model {dev.model.soc_model}, "
+                    f"VTCM {dev.model.vtcm_mb} MiB")
+
+
+@entry
+def deviceSetConfig(device, config):
+    dev = _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
+    dev.model, dev.config_layout = _device_configs(config, "deviceSetConfig", base=dev.model, log=dev.log,
+                                                   layout=dev.config_layout)
+
+
+@entry
+def deviceFree(device):
+    dev = _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
+    users = [c for c in HANDLES.live(Context) if c.device is dev]
+    if users:
+        fail(Location("deviceFree"), "QNNEMU-deviceFree-in-use",
+             f"device is still used by {len(users)} context(s); free them first",
+             code=Q.QNN_DEVICE_ERROR_ASSOCIATED_TO_CONTEXT)
+    HANDLES.release(_hval(device))
+
+
+def _platform_info(model) -> object:
+    """A QnnDevice_PlatformInfo_t (v1) describing the device's SoC: one hardware device per NSP
+    (``model.devices``), each with ``model.cores`` NSP cores and the ON_CHIP extension
+    (QnnHtpDevice_OnChipDeviceInfoExtension_t: VTCM in MiB, socModel, signed-PD and DLBC
+    support, arch).  Every emulated SoC is a phone/PC/auto part with on-chip NSPs, so every
+    device is ON_CHIP (never QNN 2.50's OFF_CHIP).  Owned until deviceFreePlatformInfo."""
+    n_dev, n_cores = max(1, int(model.devices)), max(1, int(model.cores))
+    info = ffi.new("QnnDevice_PlatformInfo_t *")
+    hw = ffi.new("QnnDevice_HardwareDeviceInfo_t[]", n_dev)
+    owned = [info, hw]
+    for d in range(n_dev):
+        cores = ffi.new("QnnDevice_CoreInfo_t[]", n_cores)
+        for k in range(n_cores):
+            cores[k].version = Q.QNN_DEVICE_CORE_INFO_VERSION_1
+            cores[k].v1.coreId = k
+            cores[k].v1.coreType = Q.QNN_HTP_CORE_TYPE_NSP
+        ext = ffi.new("QnnHtpDevice_DeviceInfoExtension_t *")
+        ext.devType = Q.QNN_HTP_DEVICE_TYPE_ON_CHIP
+        ext.onChipDevice.vtcmSize = model.vtcm_mb
+        ext.onChipDevice.socModel = model.soc_model
+        ext.onChipDevice.signedPdSupport = model.signed_pd
+        ext.onChipDevice.dlbcSupport = model.dlbc
+        ext.onChipDevice.arch = model.arch
+        hw[d].version = Q.QNN_DEVICE_HARDWARE_DEVICE_INFO_VERSION_1
+        hw[d].v1.deviceId = d
+        hw[d].v1.deviceType = Q.QNN_HTP_DEVICE_TYPE_ON_CHIP
+        hw[d].v1.numCores = n_cores
+        hw[d].v1.cores = cores
+        hw[d].v1.deviceInfoExtension = ffi.cast("QnnDevice_DeviceInfoExtension_t", ext)
+        owned += [cores, ext]
+    info.version = Q.QNN_DEVICE_PLATFORM_INFO_VERSION_1
+    info.v1.numHwDevices = n_dev
+    info.v1.hwDevices = hw
+    _platform_infos[int(ffi.cast("uintptr_t", info))] = owned
+    return info
+
+
+@entry
+def deviceGetPlatformInfo(logger, platformInfo):
+    """The emulated platform: the SoC of the newest live device (deviceCreate's SOC/ARCH configs
+    choose the emulated chip), the default device (SM8350 or QNNEMU_SOC_MODEL) before any device exists.
+    ``logger`` may be NULL; a garbage or freed one is refused with INVALID_HANDLE (as the
+    vendor's library does)."""
+    _optional_logger(logger, Q.QNN_DEVICE_ERROR_INVALID_HANDLE)
+    require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceGetPlatformInfo", "platformInfo")
+    devices = HANDLES.live(Device)
+    platformInfo[0] = _platform_info(devices[-1].model if devices else DeviceModel())
+
+
+@entry
+def deviceGetInfo(device, platformInfo):
+    """The platform info of ``device``'s configured SoC."""
+    dev = _get(device, Device, Q.QNN_DEVICE_ERROR_INVALID_HANDLE, "device")
+    require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceGetInfo", "platformInfo")
+    platformInfo[0] = _platform_info(dev.model)
+
+
+@entry
+def deviceFreePlatformInfo(logger, platformInfo):
+    _optional_logger(logger, Q.QNN_DEVICE_ERROR_INVALID_HANDLE)   # NULL, or a live logger (vendor)
+    require(platformInfo, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceFreePlatformInfo", "platformInfo")
+    if _platform_infos.pop(int(ffi.cast("uintptr_t", platformInfo)), None) is None:
+        fail(Location("deviceFreePlatformInfo"), "QNNEMU-deviceFreePlatformInfo-unknown",
+             "platformInfo was not returned by deviceGetPlatformInfo "
+             "or deviceGetInfo (or was already freed)", code=Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT)
+
+
+@entry
+def deviceGetInfrastructure(deviceInfra):
+    require(deviceInfra, Q.QNN_DEVICE_ERROR_INVALID_ARGUMENT, "deviceGetInfrastructure", "deviceInfra")
+    infra = _keepalive.get("infra")
+    if infra is None:
+        infra = ffi.new("QnnHtpDevice_Infrastructure_t *")
+        infra.infraType = Q.QNN_HTP_DEVICE_INFRASTRUCTURE_TYPE_PERF
+        perf = infra.perfInfra
+        perf.createPowerConfigId = lib.qnnemu_perf_createPowerConfigId
+        perf.destroyPowerConfigId = lib.qnnemu_perf_destroyPowerConfigId
+        perf.setPowerConfig = lib.qnnemu_perf_setPowerConfig
+        perf.setMemoryConfig = lib.qnnemu_perf_setMemoryConfig
+        _keepalive["infra"] = infra
+    # The parameter is declared const but is where the infrastructure pointer is written.
+    ffi.cast("QnnDevice_Infrastructure_t *", deviceInfra)[0] = ffi.cast("QnnDevice_Infrastructure_t", infra)
