@@ -39,6 +39,8 @@ import numpy as np
 
 from ..core import dtypes
 from ..headers import Q
+from ..spec.quant import Requantize, rounding_for, spec_from_dict
+from ..spec.quant import dequantize as spec_dequantize
 
 log = logging.getLogger("qnnemu.tools")
 
@@ -526,47 +528,24 @@ def load_backend_config(path: str | None) -> BackendConfig:
 
 
 # -------------------------------------------------------------------------- raw tensor data
-def _code_range(qtype: int, bitwidth: int | None) -> tuple[int, int]:
-    info = np.iinfo(dtypes.numpy_dtype(qtype))
-    if bitwidth:
-        if info.min < 0:
-            return -(1 << (bitwidth - 1)), (1 << (bitwidth - 1)) - 1
-        return 0, (1 << bitwidth) - 1
-    if qtype in (Q.QNN_DATATYPE_SFIXED_POINT_4,):
-        return -8, 7
-    if qtype in (Q.QNN_DATATYPE_UFIXED_POINT_4,):
-        return 0, 15
-    return int(info.min), int(info.max)
-
-
-def _scale_offset(quant: dict, shape: tuple[int, ...]):
-    if "scales" in quant:
-        axis = int(quant["axis"])
-        bshape = [1] * len(shape)
-        bshape[axis] = -1
-        scales = np.asarray(quant["scales"], np.float64).reshape(bshape)
-        offsets = np.asarray(quant["offsets"], np.float64).reshape(bshape)
-        return scales, offsets
-    if "scale" not in quant:
+def _spec(quant: dict):
+    try:
+        return spec_from_dict(quant)
+    except ValueError:
         raise ToolError(f"quantization encoding {quant.get('encoding')} is not supported for "
-                        f"graph inputs/outputs by the qnnemu tools")
-    return np.float64(quant["scale"]), np.float64(quant["offset"])
+                        f"graph inputs/outputs by the qnnemu tools") from None
 
 
 def quantize(x: np.ndarray, qtype: int, quant: dict) -> np.ndarray:
-    """float -> fixed-point codes: ``round(x / scale) - offset`` (QNN: real = scale * (code +
-    offset)), rounding half away from zero, saturated to the type's (or bitwidth's) range."""
-    scale, offset = _scale_offset(quant, x.shape)
-    y = x.astype(np.float64) / scale
-    y = np.sign(y) * np.floor(np.abs(y) + 0.5) - offset
-    lo, hi = _code_range(qtype, quant.get("bitwidth"))
-    return np.clip(y, lo, hi).astype(dtypes.numpy_dtype(qtype))
+    """float -> fixed-point codes exactly as the backend's Quantize op computes them (QNN: real
+    = scale * (code + offset); qnnemu.spec.quant, the Quantize op's vendor-matched rounding),
+    saturated to the type's (or bitwidth's) range."""
+    return Requantize(_spec(quant), qtype, rounding_for("Quantize"))(np.asarray(x, np.float32))
 
 
 def dequantize(q: np.ndarray, quant: dict) -> np.ndarray:
-    """fixed-point codes -> float32: ``scale * (code + offset)``."""
-    scale, offset = _scale_offset(quant, q.shape)
-    return (scale * (q.astype(np.float64) + offset)).astype(np.float32)
+    """fixed-point codes -> float32: ``scale * (code + offset)`` (qnnemu.spec.quant)."""
+    return spec_dequantize(q, _spec(quant))
 
 
 def _bfloat16_bits(x: np.ndarray) -> np.ndarray:
