@@ -22,11 +22,11 @@ Outputs:
   sub-events, value and unit), "Execute Stats (Average/Min/Max)" per graph over the executions,
   and per optrace document the linting-style per-step listing (cycles, Wait (Scheduler) time,
   Overlap time with the overlapping steps, Resources);
-- ``--output FILE``: the chrometrace (:mod:`qnnemu.htp.chrometrace`); gzip-compressed when
+- ``--output FILE``: the chrometrace (:mod:`qnnemu.tools.viewer.chrometrace`); gzip-compressed when
   ``--gzip``, when FILE ends in ``.gz`` or when the ``--config`` file enables ``gzip`` (the
   documentation's three ways); the QHAS report is written next to it as
   ``<FILE stem>_qnn_htp_analysis_summary.html`` as the SDK does (``--html`` names it instead);
-- ``--html FILE``: the QHAS report (:mod:`qnnemu.htp.qhas`).
+- ``--html FILE``: the QHAS report (:mod:`qnnemu.tools.viewer.qhas`).
 
 ``--config`` is the optrace config.json (``{"features": {...}}``): ``runtrace``, ``memory_info``
 and ``gzip`` change the chrometrace, ``qhas_json`` also writes the analysis as
@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from ..core import system_profile
-from ..htp import chrometrace, qhas
+from .viewer import chrometrace, qhas
 from . import LOG_LEVELS, ToolError, parse_args, plural, read_json, run_main
 
 PROG = "qnnemu-profile-viewer"
