@@ -41,8 +41,9 @@ import numpy as np
 
 from ..core import dtypes
 from ..headers import Q
-from . import (LOG_LEVELS, BackendConfig, ToolError, load_backend_config, parse_args, plural,
-               resolve_backend, resolve_system_library, run_main)
+from .config import BackendConfig, load_backend_config
+from .libraries import resolve_backend, resolve_system_library
+from .reporting import LOG_LEVELS, ToolError, parse_args, plural, run_main
 
 PROG = "qnnemu-context-binary-generator"
 log = logging.getLogger("qnnemu.tools.context_binary_generator")

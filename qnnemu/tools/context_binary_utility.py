@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..headers import constants
-from . import LOG_LEVELS, ToolError, parse_args, plural, resolve_system_library, run_main
+from .libraries import resolve_system_library
+from .reporting import LOG_LEVELS, ToolError, parse_args, plural, run_main
 
 PROG = "qnnemu-context-binary-utility"
 log = logging.getLogger("qnnemu.tools.context_binary_utility")

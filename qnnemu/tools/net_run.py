@@ -42,8 +42,10 @@ from typing import Sequence
 
 import numpy as np
 
-from . import (LOG_LEVELS, ToolError, from_tensor, load_backend_config, output_file_name,
-               parse_args, plural, read_raw, resolve_backend, resolve_system_library, run_main)
+from .config import load_backend_config
+from .libraries import resolve_backend, resolve_system_library
+from .raw_io import from_tensor, output_file_name, read_raw
+from .reporting import LOG_LEVELS, ToolError, parse_args, plural, run_main
 
 PROG = "qnnemu-net-run"
 log = logging.getLogger("qnnemu.tools.net_run")

@@ -51,8 +51,9 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from ..core import system_profile
+from .config import read_json
+from .reporting import LOG_LEVELS, ToolError, parse_args, plural, run_main
 from .viewer import chrometrace, qhas
-from . import LOG_LEVELS, ToolError, parse_args, plural, read_json, run_main
 
 PROG = "qnnemu-profile-viewer"
 log = logging.getLogger("qnnemu.tools.profile_viewer")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import backend_library_path, include_dir, library_dir, system_library_path
-from . import ToolError, parse_args, run_main
+from .reporting import ToolError, parse_args, run_main
 
 PROG = "qnnemu-sdk-root"
 LIB_SUBDIR = Path("lib") / "x86_64-linux-clang"
