@@ -52,7 +52,7 @@ from typing import Sequence, TextIO
 
 from ..core import system_profile
 from .config import read_json
-from .reporting import LOG_LEVELS, ToolError, parse_args, plural, run_main
+from .reporting import LOG_LEVELS, ToolError, plural, tool_main
 from .viewer import chrometrace, qhas
 
 PROG = "qnnemu-profile-viewer"
@@ -417,12 +417,9 @@ def _qhas_stem(output: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
-    args, status = parse_args(build_parser(), argv)
-    if args is None:
-        return status
     out = stdout or sys.stdout
 
-    def body() -> int:
+    def body(args) -> int:
         features = load_config(args.config)
         if args.reader:
             log.info("--reader %s ignored: the log format is recognised from its content", args.reader)
@@ -462,7 +459,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
               file=out)
         return 0
 
-    return run_main(PROG, body, args.log_level)
+    return tool_main(PROG, build_parser(), argv, body)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import logging
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..headers import Q
 
@@ -186,6 +186,16 @@ def run_main(prog: str, body: Callable[[], int | None], level: str = "warn") -> 
 def plural(count: int, noun: str) -> str:
     """``1 graph``, ``2 graphs``."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def tool_main(prog: str, parser, argv: Sequence[str] | None, body: Callable[[Any], int | None]) -> int:
+    """A tool's ``main(argv)``: the command line parsed (a bad one: status 2, see
+    :func:`parse_args`), then ``body(args)`` run by :func:`run_main` at ``args.log_level``
+    (warn for tools without ``--log_level``)."""
+    args, status = parse_args(parser, argv)
+    if args is None:
+        return status
+    return run_main(prog, lambda: body(args), getattr(args, "log_level", "warn"))
 
 
 def parse_args(parser, argv: Sequence[str] | None):

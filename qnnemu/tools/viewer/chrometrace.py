@@ -89,6 +89,84 @@ def _kind_names(kinds) -> str:
                     for k in kinds)
 
 
+def _objects(items: list, where: str, key: str):
+    """(``<where>: <key>[i]``, entry) of each entry of a list that must hold JSON objects."""
+    for i, item in enumerate(items):
+        w = f"{where}: {key}[{i}]"
+        if not isinstance(item, dict):
+            raise OptraceError(f"{w}: expected an object")
+        yield w, item
+
+
+def _check_steps(steps: list, where: str) -> set[int]:
+    """The runlist steps' kinds, resources and cycles; returns their indices."""
+    indices = set()
+    for w, s in _objects(steps, where, "steps"):
+        indices.add(_need(s, "index", int, w, 0))
+        if _need(s, "kind", str, w) not in STEP_KINDS:
+            raise OptraceError(f"{w}.kind: {s['kind']!r} is not one of {', '.join(STEP_KINDS)}")
+        _need(s, "name", str, w)
+        if _need(s, "resource", str, w) not in RESOURCES:
+            raise OptraceError(f"{w}.resource: {s['resource']!r} is not one of {', '.join(RESOURCES)}")
+        for key in ("cycles", "start_cycle", "end_cycle", "thread"):
+            _need(s, key, int, w, 0)
+        if s["end_cycle"] < s["start_cycle"]:
+            raise OptraceError(f"{w}: end_cycle {s['end_cycle']} is before start_cycle {s['start_cycle']}")
+        if s.get("tile") is not None:
+            _need(s, "tile", int, w, 0)
+    return indices
+
+
+def _check_references(doc: dict, blocks: list, indices: set[int], where: str) -> None:
+    """TCM blocks and tilings, whose step references must name steps of the document."""
+    for w, b in _objects(blocks, where, "blocks"):
+        _need(b, "name", str, w)
+        _need(b, "size", int, w, 0)
+        for key in ("first_step", "last_step"):
+            if b.get(key) is not None and b[key] not in indices:
+                raise OptraceError(f"{w}.{key}: step {b[key]} is not in steps[]")
+    tilings = doc.get("tilings", [])
+    if not isinstance(tilings, list):
+        raise OptraceError(f"{where}.tilings: expected a list, got {json.dumps(tilings)[:60]}")
+    for w, t in _objects(tilings, where, "tilings"):
+        _need(t, "node", str, w)
+        _need(t, "tiles", int, w, 1)
+        for j in t.get("steps", []):
+            if j not in indices:
+                raise OptraceError(f"{w}.steps: step {j} is not in steps[]")
+
+
+def _check_execution(execution: Any, where: str) -> None:
+    """The ``execution`` key optrace profiling adds: clocks and runs with their yields."""
+    w = f"{where}: execution"
+    if not isinstance(execution, dict):
+        raise OptraceError(f"{w}: expected an object")
+    clocks = execution.get("clocks")
+    if clocks is not None:
+        _need({"clocks": clocks}, "clocks", dict, w)
+        if "core_mhz" in clocks:
+            _need(clocks, "core_mhz", (int, float), f"{w}.clocks")
+            if clocks["core_mhz"] <= 0:
+                raise OptraceError(f"{w}.clocks.core_mhz: must be > 0, got {clocks['core_mhz']}")
+    for i, run in enumerate(execution.get("runs") or []):
+        rw = f"{w}.runs[{i}]"
+        if not isinstance(run, dict):
+            raise OptraceError(f"{rw}: expected an object")
+        for key in ("start_us", "end_us"):
+            if key in run:
+                _need(run, key, (int, float), rw)
+        for key in ("accel_start_us", "accel_end_us", "vtcm_acquire_us", "power_on_us"):
+            if run.get(key) is not None:
+                _need(run, key, (int, float), rw)
+        yields = run.get("yields", [])
+        if isinstance(yields, bool) or not isinstance(yields, (int, list)):
+            raise OptraceError(f"{rw}.yields: expected a count or a list of yields, got "
+                               f"{json.dumps(yields)[:60]}")
+        for j, y in enumerate(yields if isinstance(yields, list) else []):
+            if not isinstance(y, dict) or not isinstance(y.get("start_us"), (int, float)):
+                raise OptraceError(f"{rw}.yields[{j}]: expected an object with a numeric start_us")
+
+
 def check_document(doc: Any, where: str = "optrace document") -> dict:
     """Checks the keys the viewer relies on (types, ranges, step/block references) and returns
     ``doc``; raises OptraceError naming the first problem."""
@@ -105,73 +183,10 @@ def check_document(doc: Any, where: str = "optrace document") -> dict:
         _need(doc, key, int, where, 0)
     steps = _need(doc, "steps", list, where)
     blocks = _need(doc, "blocks", list, where)
-    indices = set()
-    for i, s in enumerate(steps):
-        w = f"{where}: steps[{i}]"
-        if not isinstance(s, dict):
-            raise OptraceError(f"{w}: expected an object")
-        indices.add(_need(s, "index", int, w, 0))
-        if _need(s, "kind", str, w) not in STEP_KINDS:
-            raise OptraceError(f"{w}.kind: {s['kind']!r} is not one of {', '.join(STEP_KINDS)}")
-        _need(s, "name", str, w)
-        if _need(s, "resource", str, w) not in RESOURCES:
-            raise OptraceError(f"{w}.resource: {s['resource']!r} is not one of {', '.join(RESOURCES)}")
-        for key in ("cycles", "start_cycle", "end_cycle", "thread"):
-            _need(s, key, int, w, 0)
-        if s["end_cycle"] < s["start_cycle"]:
-            raise OptraceError(f"{w}: end_cycle {s['end_cycle']} is before start_cycle {s['start_cycle']}")
-        if s.get("tile") is not None:
-            _need(s, "tile", int, w, 0)
-    for i, b in enumerate(blocks):
-        w = f"{where}: blocks[{i}]"
-        if not isinstance(b, dict):
-            raise OptraceError(f"{w}: expected an object")
-        _need(b, "name", str, w)
-        _need(b, "size", int, w, 0)
-        for key in ("first_step", "last_step"):
-            if b.get(key) is not None and b[key] not in indices:
-                raise OptraceError(f"{w}.{key}: step {b[key]} is not in steps[]")
-    tilings = doc.get("tilings", [])
-    if not isinstance(tilings, list):
-        raise OptraceError(f"{where}.tilings: expected a list, got {json.dumps(tilings)[:60]}")
-    for i, t in enumerate(tilings):
-        w = f"{where}: tilings[{i}]"
-        if not isinstance(t, dict):
-            raise OptraceError(f"{w}: expected an object")
-        _need(t, "node", str, w)
-        _need(t, "tiles", int, w, 1)
-        for j in t.get("steps", []):
-            if j not in indices:
-                raise OptraceError(f"{w}.steps: step {j} is not in steps[]")
-    execution = doc.get("execution")
-    if execution is not None:
-        w = f"{where}: execution"
-        if not isinstance(execution, dict):
-            raise OptraceError(f"{w}: expected an object")
-        clocks = execution.get("clocks")
-        if clocks is not None:
-            _need({"clocks": clocks}, "clocks", dict, w)
-            if "core_mhz" in clocks:
-                _need(clocks, "core_mhz", (int, float), f"{w}.clocks")
-                if clocks["core_mhz"] <= 0:
-                    raise OptraceError(f"{w}.clocks.core_mhz: must be > 0, got {clocks['core_mhz']}")
-        for i, run in enumerate(execution.get("runs") or []):
-            rw = f"{w}.runs[{i}]"
-            if not isinstance(run, dict):
-                raise OptraceError(f"{rw}: expected an object")
-            for key in ("start_us", "end_us"):
-                if key in run:
-                    _need(run, key, (int, float), rw)
-            for key in ("accel_start_us", "accel_end_us", "vtcm_acquire_us", "power_on_us"):
-                if run.get(key) is not None:
-                    _need(run, key, (int, float), rw)
-            yields = run.get("yields", [])
-            if isinstance(yields, bool) or not isinstance(yields, (int, list)):
-                raise OptraceError(f"{rw}.yields: expected a count or a list of yields, got "
-                                   f"{json.dumps(yields)[:60]}")
-            for j, y in enumerate(yields if isinstance(yields, list) else []):
-                if not isinstance(y, dict) or not isinstance(y.get("start_us"), (int, float)):
-                    raise OptraceError(f"{rw}.yields[{j}]: expected an object with a numeric start_us")
+    indices = _check_steps(steps, where)
+    _check_references(doc, blocks, indices, where)
+    if doc.get("execution") is not None:
+        _check_execution(doc["execution"], where)
     return doc
 
 
