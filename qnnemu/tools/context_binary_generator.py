@@ -90,7 +90,8 @@ def _tensor_type(value: Any, where: str) -> int:
 
 def _quant(value: Any, where: str):
     """``{"scale", "offset"[, "bitwidth"]}`` or ``{"axis", "scales", "offsets"[, "bitwidth"]}``
-    -> a qnnemu.client quant argument."""
+    -> the JSON form of qnnemu.client.quant (the encoding follows from the keys)."""
+    from ..client.quant import quant_json  # not at import time: --help stays fast
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -104,15 +105,13 @@ def _quant(value: Any, where: str):
             offsets = [int(o) for o in value.get("offsets", [0] * len(scales))]
             if len(offsets) != len(scales) or not scales:
                 raise ToolError(f"{where}: {len(scales)} scales but {len(offsets)} offsets")
-            out = {"axis": int(value["axis"]), "scales": scales, "offsets": offsets}
-            if value.get("bitwidth"):
-                out["bitwidth"] = int(value["bitwidth"])
-            return out
+            return quant_json({"axis": int(value["axis"]), "scales": scales, "offsets": offsets,
+                               "bitwidth": value.get("bitwidth")})
         unknown = set(value) - {"scale", "offset", "bitwidth", "encoding"}
         if unknown:
             raise ToolError(f"{where}: unknown quant keys {sorted(unknown)}")
-        return (float(value["scale"]), int(value.get("offset", 0)),
-                int(value["bitwidth"]) if value.get("bitwidth") else None)
+        return quant_json({"scale": float(value["scale"]), "offset": int(value.get("offset", 0)),
+                           "bitwidth": value.get("bitwidth")})
     except (KeyError, TypeError, ValueError) as e:
         raise ToolError(f"{where}: bad quant {json.dumps(value)} ({e!r})") from None
 
