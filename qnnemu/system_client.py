@@ -45,7 +45,8 @@ from typing import Any
 
 import cffi
 
-from .client import _LOG_LEVELS, make_log_callback
+from .client.cabi import _LOG_LEVELS, make_log_callback, pick_provider
+from .client.quant import read_quant
 from .headers import Q, cdef
 
 __all__ = ["SystemLibrary", "SystemCallError", "default_system_library_path", "tensor_dict",
@@ -101,32 +102,9 @@ def _count(n, what: str) -> int:
 
 
 def quant_dict(qp) -> dict | None:
-    """``Qnn_QuantizeParams_t`` (any cffi FFI) -> None or the dict form of the module doc."""
-    if int(qp.encodingDefinition) != Q.QNN_DEFINITION_DEFINED:
-        return None
-    enc = int(qp.quantizationEncoding)
-    if enc == Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET:
-        so = qp.scaleOffsetEncoding
-        return {"encoding": enc, "scale": float(so.scale), "offset": int(so.offset)}
-    if enc == Q.QNN_QUANTIZATION_ENCODING_BW_SCALE_OFFSET:
-        b = qp.bwScaleOffsetEncoding
-        return {"encoding": enc, "scale": float(b.scale), "offset": int(b.offset),
-                "bitwidth": int(b.bitwidth)}
-    if enc == Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET:
-        a = qp.axisScaleOffsetEncoding
-        n = _count(a.numScaleOffsets, "scale/offset")
-        pairs = [a.scaleOffset[i] for i in range(n)] if a.scaleOffset != ffi.NULL and n else []
-        return {"encoding": enc, "axis": int(a.axis), "scales": [float(p.scale) for p in pairs],
-                "offsets": [int(p.offset) for p in pairs]}
-    if enc == Q.QNN_QUANTIZATION_ENCODING_BW_AXIS_SCALE_OFFSET:
-        b = qp.bwAxisScaleOffsetEncoding
-        n = _count(b.numElements, "scale")
-        scales = [float(b.scales[i]) for i in range(n)] if b.scales != ffi.NULL else []
-        offsets = ([int(b.offsets[i]) for i in range(n)] if b.offsets != ffi.NULL
-                   else [0] * len(scales))  # NULL offsets: symmetric, all zero
-        return {"encoding": enc, "axis": int(b.axis), "scales": scales, "offsets": offsets,
-                "bitwidth": int(b.bitwidth)}
-    return {"encoding": enc}
+    """``Qnn_QuantizeParams_t`` (any cffi FFI) -> None or the dict form of the module doc
+    (qnnemu.client.quant's converter, counts bounded as every count of a reply)."""
+    return read_quant(ffi, qp, _count)
 
 
 def tensor_dict(t) -> dict:
@@ -187,17 +165,19 @@ def _graph_blob_info(ptr, size: int) -> dict | None:
             "htp_dlbc": int(v1.htpDlbc), "num_hvx_threads": int(v1.numHvxThreads)}
 
 
+def _versioned(struct, enum_prefix: str, member_prefix: str, what: str) -> tuple[int, Any]:
+    """(version, the member of versions 1-3) of a versioned System struct; another version is a
+    malformed reply."""
+    version = int(struct.version)
+    for n in (1, 2, 3):
+        if version == getattr(Q, f"{enum_prefix}{n}"):
+            return version, getattr(struct, f"{member_prefix}{n}")
+    raise SystemCallError("systemContextGetBinaryInfo", Q.QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY,
+                          f"{what} version {version} is not 1, 2 or 3")
+
+
 def _graph(gi, details: bool) -> dict:
-    version = int(gi.version)
-    if version == Q.QNN_SYSTEM_CONTEXT_GRAPH_INFO_VERSION_1:
-        g = gi.graphInfoV1
-    elif version == Q.QNN_SYSTEM_CONTEXT_GRAPH_INFO_VERSION_2:
-        g = gi.graphInfoV2
-    elif version == Q.QNN_SYSTEM_CONTEXT_GRAPH_INFO_VERSION_3:
-        g = gi.graphInfoV3
-    else:
-        raise SystemCallError("systemContextGetBinaryInfo", Q.QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY,
-                              f"graph info version {version} is not 1, 2 or 3")
+    version, g = _versioned(gi, "QNN_SYSTEM_CONTEXT_GRAPH_INFO_VERSION_", "graphInfoV", "graph info")
     out = {"name": _str(g.graphName) or "",
            "inputs": _tensors(g.graphInputs, g.numGraphInputs, "graph input"),
            "outputs": _tensors(g.graphOutputs, g.numGraphOutputs, "graph output"),
@@ -220,16 +200,7 @@ def _graph(gi, details: bool) -> dict:
 
 
 def _binary_info(info, details: bool) -> dict:
-    version = int(info.version)
-    if version == Q.QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_1:
-        b = info.contextBinaryInfoV1
-    elif version == Q.QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_2:
-        b = info.contextBinaryInfoV2
-    elif version == Q.QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_3:
-        b = info.contextBinaryInfoV3
-    else:
-        raise SystemCallError("systemContextGetBinaryInfo", Q.QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY,
-                              f"binary info version {version} is not 1, 2 or 3")
+    version, b = _versioned(info, "QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_", "contextBinaryInfoV", "binary info")
     platform = (_htp_device_info(b.platformInfo)
                 if version >= Q.QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_2 else None) or {}
     soc_model = (int(b.socModel) if version == Q.QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_3
@@ -296,13 +267,13 @@ class SystemLibrary:
         code = get_providers(ffi.cast("const QnnSystemInterface_t ***", providers), count)
         if code != Q.QNN_SUCCESS:
             raise SystemCallError("QnnSystemInterface_getProviders", code)
-        seen = []
-        for i in range(min(int(count[0]), 64)):
-            p = providers[0][i]
-            v = p.systemApiVersion
-            seen.append(f"{_str(p.providerName)} (System API {v.major}.{v.minor})")
-            if v.major == Q.QNN_SYSTEM_API_VERSION_MAJOR and v.minor >= self.MIN_MINOR:
-                return p
+        provider, seen = pick_provider(
+            providers[0], min(int(count[0]), 64),
+            lambda p: f"{_str(p.providerName)} (System API {p.systemApiVersion.major}.{p.systemApiVersion.minor})",
+            lambda p: (p.systemApiVersion.major == Q.QNN_SYSTEM_API_VERSION_MAJOR
+                       and p.systemApiVersion.minor >= self.MIN_MINOR))
+        if provider is not None:
+            return provider
         raise RuntimeError(f"{self.path}: no System provider with API "
                            f"{Q.QNN_SYSTEM_API_VERSION_MAJOR}.>={self.MIN_MINOR}; "
                            f"found {', '.join(seen) or 'none'}")

@@ -256,8 +256,8 @@ def test_perf_profile_table_row(row):
 
 
 def test_perf_profile_names_are_the_tools_names():
-    from qnnemu import tools
-    assert set(P.PROFILE_NAMES) == set(tools._PERF_PROFILES), \
+    from qnnemu.tools import config as tools_config
+    assert set(P.PROFILE_NAMES) == set(tools_config._PERF_PROFILES), \
         "profile_votes accepts exactly the perf_profile values the tools' config accepts"
     assert not P.PERF_PROFILES["relaxed_power_state"].user_selectable and \
         not P.PERF_PROFILES["released_power_state"].user_selectable, "the starred states are internal"

@@ -1,4 +1,4 @@
-"""The compiled execution plan (qnnemu/core/plan.py) and fixed-point arithmetic (core/quant.py):
+"""The compiled execution plan (qnnemu/core/plan.py) and fixed-point arithmetic (spec/quant.py):
 encodings, rounding, requantization at op boundaries, passthrough of integer codes, and the
 float16 precision mode (seed 002 "QNN HTP Precision")."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 
 from vendor import our_library
 
-from qnnemu.core import quant
-from qnnemu.core.plan import Requantize
+from qnnemu.spec import quant
+from qnnemu.spec.quant import Requantize
 from qnnemu.headers import Q
 from qnnemu.ops.base import QuantSpec
 

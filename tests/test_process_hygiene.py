@@ -291,7 +291,7 @@ _DEGENERATE_SCALES = textwrap.dedent("""
 
 def test_numpy_floating_warnings_never_reach_stderr(tmp_path):
     """Degenerate scales and NaN/inf data used to print numpy RuntimeWarnings on the
-    application's stderr (divide by zero / overflow in core/quant.py, invalid casts).  Now the
+    application's stderr (divide by zero / overflow in spec/quant.py, invalid casts).  Now the
     zero-scale paths give defined codes (a dead channel outputs its zero point, NaN the top code,
     overflowing reciprocals saturate) and whatever numpy still flags goes to the qnnemu.numerics
     logger: stderr stays empty with Python's default warning filters."""
@@ -362,7 +362,7 @@ def test_zero_scales_quantize_without_floating_point_errors():
     that to logging.)"""
     import numpy as np
 
-    from qnnemu.core.quant import AccRequant, Requantizer, quantize
+    from qnnemu.spec.quant import AccRequant, Requantize, quantize
     from qnnemu.headers import Q
     from qnnemu.ops.base import QuantSpec
 
@@ -373,7 +373,7 @@ def test_zero_scales_quantize_without_floating_point_errors():
         per_axis = QuantSpec(enc_axis, np.array([0.1, 0.0, 0.1]), np.array([-128, -128, -128]), 1, None)
         codes = quantize(x, per_axis, U8)
         per_tensor = QuantSpec(Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET, 0.0, -128, None, None)
-        saturated = Requantizer(per_tensor, U8)(x)
+        saturated = Requantize(per_tensor, U8)(x)
         acc = AccRequant(0.05, -128, [0.1, 0.0], 1.0, 0.1, -128, np.array([3.0, 3.0]), False, 0, 255)(
             np.array([[100.0, 100.0], [-100.0, -100.0]]), None)
     assert codes[:, 1].tolist() == [128, 128], f"the channel with scale 0 quantizes to its zero point: {codes}"

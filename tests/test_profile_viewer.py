@@ -1,5 +1,5 @@
 """qnnemu-profile-viewer (qnnemu/tools/profile_viewer.py), the chrometrace writer
-(qnnemu/htp/chrometrace.py) and the QHAS report (qnnemu/htp/qhas.py) -- seed 002 "Example Profile
+(qnnemu/tools/viewer/chrometrace.py) and the QHAS report (qnnemu/tools/viewer/qhas.py) -- seed 002 "Example Profile
 Viewer Command", optrace "Post Process (Chrometrace Generation)", "Memory Bandwidth and
 Allocation graphs", "Gzip Compression of Chrometrace", "Runtrace Execution and Preemption
 Events", "QNN HTP Analysis Summary (QHAS)".
@@ -32,7 +32,7 @@ from helpers.trace_check import (CHROMIUM, HtmlPage, assert_valid, check_trace, 
                                  thread_names, x_events)
 from qnnemu.core import system_profile
 from qnnemu.headers import Q
-from qnnemu.htp import chrometrace, qhas
+from qnnemu.tools.viewer import chrometrace, qhas
 from qnnemu.htp.plan_types import PLAIN, TCM, Block, PreparedPlan, Step
 from qnnemu.tools import profile_viewer
 from vendor import our_library

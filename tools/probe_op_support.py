@@ -219,7 +219,7 @@ class Worker:
         logger.propagate = False
         # A refusal's list of data type sets can be long (Lstm: 24 inputs per set): format the
         # log messages into a larger buffer than qnnemu.client's.
-        from qnnemu import client
+        from qnnemu.client import cabi as client  # the module whose callback Backend installs
 
         @ffi.callback("QnnLog_Callback_t")
         def callback(fmt, level, timestamp, args):
@@ -278,7 +278,7 @@ class Worker:
         return s
 
     def _op_config(self, cfg, ins, outs, params, keep: list):
-        from qnnemu.client import Graph
+        from qnnemu.client.opconfig import scalar_param
         from qnnemu.headers import Q
         ffi = self.ffi
         cparams = ffi.new("Qnn_Param_t[]", max(len(params), 1))
@@ -292,7 +292,7 @@ class Worker:
                 p.paramType = Q.QNN_PARAMTYPE_TENSOR
                 p.tensorParam = value[0][0]
             else:
-                qtype, member, val = Graph._scalar(None, value)
+                qtype, member, val = scalar_param(value)
                 p.paramType = Q.QNN_PARAMTYPE_SCALAR
                 p.scalarParam.dataType = qtype
                 setattr(p.scalarParam, member, val)

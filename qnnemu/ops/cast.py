@@ -6,7 +6,7 @@ arrays arrive as their storage integers and ``_run`` reads the encodings from
 declared output tensor's (``declared_outputs``); without it (a bare ``check``) only Dequantize
 can infer one (FLOAT_32).
 
-Encodings and arithmetic are the execution plan's (qnnemu/core/quant.py, core/plan.py), so a
+Encodings and arithmetic are the execution plan's (qnnemu/spec/quant.py, core/plan.py), so a
 conversion op computes exactly what the plan does at any other op's boundary: dequantizing is
 real = scale * (q + offset) (per tensor, per axis or blockwise); quantizing is
 clamp(round(real * (1 / scale)) - offset) in the storage type's range (narrowed to
@@ -52,7 +52,7 @@ def _float_to_int(x: np.ndarray, dtype: int) -> np.ndarray:
 
 def _requantize(y: np.ndarray, quant: QuantSpec, dtype: int, op_type: str) -> np.ndarray:
     """The plan's requantization with ``op_type``'s rounding (32-bit codes in float64)."""
-    from ..core.plan import Requantize, rounding_for
+    from ..spec.quant import Requantize, rounding_for
     return Requantize(quant, dtype, rounding_for(op_type))(y)
 
 
@@ -107,8 +107,7 @@ def _declared(op: str, inputs: list[TensorSpec], declared_outputs, allowed, what
 class _Conversion(Op, register=False):
     inputs = ("in[0]",)
     handles_quant = True
-    # core.plan / core.quant import ops.base: imported on first use to keep the import graph
-    # acyclic (``import qnnemu.core.plan`` first would otherwise fail).
+    # spec.quant (the plan's quantizer) is imported on first use, as everywhere in ops.
 
     def _quant(self, specs, where: str) -> QuantSpec:
         """The encoding of input/output 0 (``where``: "inputTensors" or "outputTensors")."""
@@ -129,7 +128,7 @@ class _Conversion(Op, register=False):
         """The input as real numbers (float32 for fixed point, as the plan dequantizes)."""
         d = self._in_dtype(x)
         if d in _FIXED:
-            from ..core.quant import Dequantizer
+            from ..spec.quant import Dequantizer
             return Dequantizer(self._quant(self.input_specs, "inputTensors"))(x)
         if d == _BOOL:
             return (x != 0).astype(np.float32)
@@ -237,7 +236,7 @@ class Dequantize(_Conversion):
                          default=_F32)
 
     def _run(self, x):
-        from ..core.quant import dequantize
+        from ..spec.quant import dequantize
         quant = self._quant(self.input_specs, "inputTensors")
         return dequantize(x, quant, dtypes.numpy_dtype(self._out_dtype()))
 

@@ -640,7 +640,7 @@ class ElementWiseMux(Op):
         out = self.output_specs[0] if self.output_specs else None
         if (out is not None and out.dtype in dtypes.FIXED_POINT_TYPES and out.quant is not None
                 and like.dtype.kind in "iu"):
-            from ..core.quant import code_range
+            from ..spec.quant import code_range
             lo, hi = code_range(out.dtype, out.quant.bitwidth)
             return like.dtype.type(min(max(int(np.rint(-float(out.quant.offset))), lo), hi))
         return like.dtype.type(0)

@@ -281,7 +281,7 @@ class _Scatter(_WarnOnce, Op, register=False):
             is_codes(self.input_specs[0], x)
 
     def _to_real(self, x: np.ndarray, upd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        from ..core.quant import scale_offset_arrays
+        from ..spec.quant import scale_offset_arrays
         reals = []
         for a, spec in ((x, self.input_specs[0]), (upd, self.input_specs[2])):
             scale, offset = scale_offset_arrays(spec.quant, a.shape, np.float64)
@@ -289,7 +289,7 @@ class _Scatter(_WarnOnce, Op, register=False):
         return reals[0], reals[1]
 
     def _from_real(self, real: np.ndarray) -> np.ndarray:
-        from ..core.quant import code_range, scale_offset_arrays
+        from ..spec.quant import code_range, scale_offset_arrays
         spec = self.output_specs[0] if self.output_specs else self.input_specs[0]
         if spec.quant is None:  # the output is not fixed point: codes pass on unchanged types
             spec = self.input_specs[0]

@@ -127,7 +127,7 @@ def is_codes(spec: TensorSpec, arr: np.ndarray) -> bool:
 def _code(value, dtype: int, bitwidth: int | None):
     """``value`` as a code of fixed-point ``dtype``, as the HTP reads pad constants: a float
     rounds half to even and saturates, an integer is cast to the storage type."""
-    from ..core.quant import code_range
+    from ..spec.quant import code_range
     if isinstance(value, float):
         lo, hi = code_range(dtype, bitwidth)
         return int(min(max(np.rint(value), lo), hi))
@@ -142,7 +142,7 @@ def fill_value(spec: TensorSpec, out: TensorSpec | None, arr: np.ndarray, value)
     when the op runs on real values that code is dequantized (per-axis encodings give an array
     along their axis).  Returns an array broadcastable against the output.
     """
-    from ..core.quant import scale_offset_arrays
+    from ..spec.quant import scale_offset_arrays
     fixed = out if out is not None and out.dtype in FIXED and out.quant is not None else \
         spec if spec.dtype in FIXED and spec.quant is not None else None
     if arr.dtype.kind == "f":

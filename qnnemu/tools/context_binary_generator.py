@@ -41,8 +41,9 @@ import numpy as np
 
 from ..core import dtypes
 from ..headers import Q
-from . import (LOG_LEVELS, BackendConfig, ToolError, load_backend_config, parse_args, plural,
-               resolve_backend, resolve_system_library, run_main)
+from .config import BackendConfig, load_backend_config
+from .libraries import resolve_backend, resolve_system_library
+from .reporting import LOG_LEVELS, ToolError, plural, tool_main
 
 PROG = "qnnemu-context-binary-generator"
 log = logging.getLogger("qnnemu.tools.context_binary_generator")
@@ -89,7 +90,8 @@ def _tensor_type(value: Any, where: str) -> int:
 
 def _quant(value: Any, where: str):
     """``{"scale", "offset"[, "bitwidth"]}`` or ``{"axis", "scales", "offsets"[, "bitwidth"]}``
-    -> a qnnemu.client quant argument."""
+    -> the JSON form of qnnemu.client.quant (the encoding follows from the keys)."""
+    from ..client.quant import quant_json  # not at import time: --help stays fast
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -103,15 +105,13 @@ def _quant(value: Any, where: str):
             offsets = [int(o) for o in value.get("offsets", [0] * len(scales))]
             if len(offsets) != len(scales) or not scales:
                 raise ToolError(f"{where}: {len(scales)} scales but {len(offsets)} offsets")
-            out = {"axis": int(value["axis"]), "scales": scales, "offsets": offsets}
-            if value.get("bitwidth"):
-                out["bitwidth"] = int(value["bitwidth"])
-            return out
+            return quant_json({"axis": int(value["axis"]), "scales": scales, "offsets": offsets,
+                               "bitwidth": value.get("bitwidth")})
         unknown = set(value) - {"scale", "offset", "bitwidth", "encoding"}
         if unknown:
             raise ToolError(f"{where}: unknown quant keys {sorted(unknown)}")
-        return (float(value["scale"]), int(value.get("offset", 0)),
-                int(value["bitwidth"]) if value.get("bitwidth") else None)
+        return quant_json({"scale": float(value["scale"]), "offset": int(value.get("offset", 0)),
+                           "bitwidth": value.get("bitwidth")})
     except (KeyError, TypeError, ValueError) as e:
         raise ToolError(f"{where}: bad quant {json.dumps(value)} ({e!r})") from None
 
@@ -248,6 +248,22 @@ def load_graph_description(path: str | os.PathLike) -> list[dict]:
     return out
 
 
+def _json_objects(g: dict, key: str, what: str, known: set[str], at: Callable[..., str]):
+    """(JSON path, object) of each entry of the graph's list ``key`` (absent: none); an entry
+    that is not an object or has keys outside ``known`` is refused."""
+    entries = g.get(key) or []
+    if not isinstance(entries, list):
+        raise ToolError(f"{at(key)}: must be a list of {what}s")
+    for i, entry in enumerate(entries):
+        where = at(key, i)
+        if not isinstance(entry, dict):
+            raise ToolError(f"{where}: a {what} must be an object")
+        unknown = set(entry) - known
+        if unknown:
+            raise ToolError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(known)})")
+        yield where, entry
+
+
 def _check_graph(g: Any, file: str, jpath: str, base: Path) -> dict:
     def at(*keys) -> str:
         """``<file>: <JSON path>`` of ``keys`` below the graph."""
@@ -268,16 +284,7 @@ def _check_graph(g: Any, file: str, jpath: str, base: Path) -> dict:
     if precision not in (None, "fp16", "fp32"):
         raise ToolError(f"{at('precision')}: {json.dumps(precision)} is not \"fp16\" or \"fp32\"")
     tensors: dict[str, dict] = {}
-    tensor_list = g.get("tensors") or []
-    if not isinstance(tensor_list, list):
-        raise ToolError(f"{at('tensors')}: must be a list of tensors")
-    for ti, t in enumerate(tensor_list):
-        tw = at("tensors", ti)
-        if not isinstance(t, dict):
-            raise ToolError(f"{tw}: a tensor must be an object")
-        unknown = set(t) - _TENSOR_KEYS
-        if unknown:
-            raise ToolError(f"{tw}: unknown keys {sorted(unknown)} (known: {sorted(_TENSOR_KEYS)})")
+    for tw, t in _json_objects(g, "tensors", "tensor", _TENSOR_KEYS, at):
         tname = t.get("name")
         if not isinstance(tname, str) or not tname:
             raise ToolError(f"{tw}.name: a tensor needs a non-empty name")
@@ -301,16 +308,7 @@ def _check_graph(g: Any, file: str, jpath: str, base: Path) -> dict:
         tensors[tname] = {"name": tname, "type": ttype, "dtype": qtype, "dims": dims,
                           "quant": quant, "data": data, "producer": None, "where": tw}
     nodes = []
-    node_list = g.get("nodes") or []
-    if not isinstance(node_list, list):
-        raise ToolError(f"{at('nodes')}: must be a list of nodes")
-    for ni, n in enumerate(node_list):
-        nw = at("nodes", ni)
-        if not isinstance(n, dict):
-            raise ToolError(f"{nw}: a node must be an object")
-        unknown = set(n) - _NODE_KEYS
-        if unknown:
-            raise ToolError(f"{nw}: unknown keys {sorted(unknown)} (known: {sorted(_NODE_KEYS)})")
+    for ni, (nw, n) in enumerate(_json_objects(g, "nodes", "node", _NODE_KEYS, at)):
         op_type = n.get("type")
         if not isinstance(op_type, str) or not op_type:
             raise ToolError(f"{nw}.type: a node needs an op type (e.g. \"Conv2d\")")
@@ -615,11 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args, status = parse_args(build_parser(), argv)
-    if args is None:
-        return status
-
-    def body() -> int:
+    def body(args) -> int:
         backend = resolve_backend(args.backend)
         config = load_backend_config(args.config_file)
         model = args.model
@@ -680,7 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: {summary}")
         return 0
 
-    return run_main(PROG, body, args.log_level)
+    return tool_main(PROG, build_parser(), argv, body)
 
 
 if __name__ == "__main__":

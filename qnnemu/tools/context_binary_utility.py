@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..headers import constants
-from . import LOG_LEVELS, ToolError, parse_args, plural, resolve_system_library, run_main
+from .libraries import resolve_system_library
+from .reporting import LOG_LEVELS, ToolError, plural, tool_main
 
 PROG = "qnnemu-context-binary-utility"
 log = logging.getLogger("qnnemu.tools.context_binary_utility")
@@ -88,11 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args, status = parse_args(build_parser(), argv)
-    if args is None:
-        return status
-
-    def body() -> int:
+    def body(args) -> int:
         report = binary_report(args.context_binary,
                                resolve_system_library(args.system_library, None), args.log_level)
         try:
@@ -105,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{args.context_binary}, {os.path.getsize(args.context_binary)} bytes)")
         return 0
 
-    return run_main(PROG, body, args.log_level)
+    return tool_main(PROG, build_parser(), argv, body)
 
 
 if __name__ == "__main__":

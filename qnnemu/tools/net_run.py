@@ -42,8 +42,10 @@ from typing import Sequence
 
 import numpy as np
 
-from . import (LOG_LEVELS, ToolError, from_tensor, load_backend_config, output_file_name,
-               parse_args, plural, read_raw, resolve_backend, resolve_system_library, run_main)
+from .config import load_backend_config
+from .libraries import resolve_backend, resolve_system_library
+from .raw_io import from_tensor, output_file_name, read_raw
+from .reporting import LOG_LEVELS, ToolError, plural, tool_main
 
 PROG = "qnnemu-net-run"
 log = logging.getLogger("qnnemu.tools.net_run")
@@ -243,12 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args, status = parse_args(parser, argv)
-    if args is None:
-        return status
-
-    def body() -> int:
+    def body(args) -> int:
         for name in ("num_inferences", "keep_num_outputs"):
             value = getattr(args, name)
             if value is not None and value < 1 and not (name == "keep_num_outputs" and value == 0):
@@ -285,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: {summary}")
         return 0
 
-    return run_main(PROG, body, args.log_level)
+    return tool_main(PROG, build_parser(), argv, body)
 
 
 if __name__ == "__main__":

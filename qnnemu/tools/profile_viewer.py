@@ -22,11 +22,11 @@ Outputs:
   sub-events, value and unit), "Execute Stats (Average/Min/Max)" per graph over the executions,
   and per optrace document the linting-style per-step listing (cycles, Wait (Scheduler) time,
   Overlap time with the overlapping steps, Resources);
-- ``--output FILE``: the chrometrace (:mod:`qnnemu.htp.chrometrace`); gzip-compressed when
+- ``--output FILE``: the chrometrace (:mod:`qnnemu.tools.viewer.chrometrace`); gzip-compressed when
   ``--gzip``, when FILE ends in ``.gz`` or when the ``--config`` file enables ``gzip`` (the
   documentation's three ways); the QHAS report is written next to it as
   ``<FILE stem>_qnn_htp_analysis_summary.html`` as the SDK does (``--html`` names it instead);
-- ``--html FILE``: the QHAS report (:mod:`qnnemu.htp.qhas`).
+- ``--html FILE``: the QHAS report (:mod:`qnnemu.tools.viewer.qhas`).
 
 ``--config`` is the optrace config.json (``{"features": {...}}``): ``runtrace``, ``memory_info``
 and ``gzip`` change the chrometrace, ``qhas_json`` also writes the analysis as
@@ -51,8 +51,9 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from ..core import system_profile
-from ..htp import chrometrace, qhas
-from . import LOG_LEVELS, ToolError, parse_args, plural, read_json, run_main
+from .config import read_json
+from .reporting import LOG_LEVELS, ToolError, plural, tool_main
+from .viewer import chrometrace, qhas
 
 PROG = "qnnemu-profile-viewer"
 log = logging.getLogger("qnnemu.tools.profile_viewer")
@@ -416,12 +417,9 @@ def _qhas_stem(output: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
-    args, status = parse_args(build_parser(), argv)
-    if args is None:
-        return status
     out = stdout or sys.stdout
 
-    def body() -> int:
+    def body(args) -> int:
         features = load_config(args.config)
         if args.reader:
             log.info("--reader %s ignored: the log format is recognised from its content", args.reader)
@@ -461,7 +459,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
               file=out)
         return 0
 
-    return run_main(PROG, body, args.log_level)
+    return tool_main(PROG, build_parser(), argv, body)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import backend_library_path, include_dir, library_dir, system_library_path
-from . import ToolError, parse_args, run_main
+from .reporting import ToolError, tool_main
 
 PROG = "qnnemu-sdk-root"
 LIB_SUBDIR = Path("lib") / "x86_64-linux-clang"
@@ -96,18 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args, status = parse_args(build_parser(), argv)
-    if args is None:
-        return status
-
-    def body() -> int:
+    def body(args) -> int:
         root = sdk_root(args.directory, copy=args.copy)
         how = "copies" if args.copy else f"links to {Path(backend_library_path()).resolve().parent}"
         print(f"{PROG}: {root}: include/QNN and {LIB_SUBDIR}/{{{','.join(LIBRARIES)}}} ({how}); "
               f"configure with QNN_SDK_ROOT={root}")
         return 0
 
-    return run_main(PROG, body)
+    return tool_main(PROG, build_parser(), argv, body)
 
 
 if __name__ == "__main__":

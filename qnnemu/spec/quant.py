@@ -1,4 +1,9 @@
-"""Fixed-point arithmetic of Qnn_QuantizeParams_t (QnnTypes.h): dequantize and requantize.
+"""Fixed-point arithmetic of Qnn_QuantizeParams_t (QnnTypes.h): quantize, dequantize, requantize.
+
+The one quantization vocabulary of qnnemu: the backend's execution plan (core/plan.py), the
+conversion ops (ops/cast.py), the clients and the command-line tools (qnnemu/tools) all quantize
+with :class:`Requantize` and dequantize with :class:`Dequantizer`, so the tools' float files
+become exactly the codes the backend's own Quantize computes.
 
 QNN's convention is ``real = scale * (q + offset)`` (``offset`` is the negated zero point).
 Encodings executed here:
@@ -28,12 +33,12 @@ channel) outputs its zero point, bias included, as the vendor's does.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from ..core import dtypes
 from ..headers import Q
-from . import dtypes
 
 if TYPE_CHECKING:  # ops.base imports core modules; only the type is needed here
     from ..ops.base import QuantSpec
@@ -123,38 +128,79 @@ def _safe_divisor(scale: np.ndarray) -> np.ndarray:
     return np.where(scale == 0, np.inf, scale) if np.any(scale == 0) else scale
 
 
-def quantize(x: np.ndarray, spec: QuantSpec, dtype: int) -> np.ndarray:
-    """Codes of ``x`` in ``dtype``: clamp(round(x / scale) - offset), rounding per ``ROUNDING``."""
-    lo, hi = code_range(dtype, spec.bitwidth)
-    if spec.axis is None and spec.block_scales is None and dtypes.itemsize(dtype) < 4:
-        inv = reciprocal_f32(spec.scale)
-        y = round_half_away(np.asarray(x, dtype=np.float32) * inv) - np.float32(spec.offset)
-    else:
-        scale, offset = scale_offset_arrays(spec, x.shape, np.float64)
-        y = round_half_away(np.asarray(x, dtype=np.float64) / _safe_divisor(scale)) - offset
-    return clamp_codes(np.asarray(y), lo, hi).astype(dtypes.numpy_dtype(dtype))
+def quantize(x: np.ndarray, spec: QuantSpec, dtype: int, mode: str = ROUNDING) -> np.ndarray:
+    """Codes of ``x`` in ``dtype``: clamp(round(x / scale) - offset), rounding per ``mode``
+    (:class:`Requantize`)."""
+    return Requantize(spec, dtype, mode)(x)
 
 
-class Requantizer:
-    """A pre-resolved output converter: float array -> codes of one tensor (per-tensor fast path)."""
+# op type -> rounding of its requantized outputs, as observed on the vendor's libQnnHtp.so
+# (tests/test_quant_vendor.py pins each entry).
+ROUNDING_BY_OP = {
+    # float -> 8-bit codes: x * (1 / scale) is rounded to float16 first, then half away from
+    # zero; 16-bit codes: the exact product of x and the float32 1 / scale, half away from zero
+    # (``Requantize`` picks the variant by code width); docs/numerics.md "Quantize".
+    "Quantize": "fp16_half_away_from_zero",
+    "ElementWiseAdd": "half_up",
+    "ElementWiseMultiply": "half_up",
+}
+DEFAULT_ROUNDING = "half_even"
 
-    __slots__ = ("spec", "dtype", "lo", "hi", "inv", "offset", "np_dtype")
+_ROUND: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "half_even": np.rint,
+    "half_up": lambda y: np.floor(y + np.float32(0.5)),
+    "half_away_from_zero": round_half_away,
+    # the scaled value as float16 (round to nearest even, saturating), then half away from zero
+    "fp16_half_away_from_zero": lambda y: round_half_away(
+        np.clip(y, -65504.0, 65504.0).astype(np.float16).astype(np.float32)),
+    # the product x * (1 / scale) not rounded to float32 (computed in float64, where the product
+    # of two float32 values is exact), then half away from zero
+    "exact_half_away_from_zero": round_half_away,
+}
+# modes whose per-tensor product x * (1 / scale) is kept exact (float64) instead of float32
+_EXACT_PRODUCT = {"exact_half_away_from_zero"}
 
-    def __init__(self, spec: QuantSpec, dtype: int):
-        self.spec, self.dtype = spec, dtype
+
+def rounding_for(op_type: str) -> str:
+    """The rounding mode of ``op_type``'s requantized outputs (``ROUNDING_BY_OP``)."""
+    return ROUNDING_BY_OP.get(op_type, DEFAULT_ROUNDING)
+
+
+class Requantize:
+    """float result -> codes of one tensor, with one rounding mode (pre-resolved: per-tensor
+    encodings of 8/16-bit codes multiply by a float32 reciprocal, everything else divides in
+    float64)."""
+
+    __slots__ = ("spec", "dtype", "round", "lo", "hi", "inv", "offset", "np_dtype", "mode")
+
+    def __init__(self, spec: QuantSpec, dtype: int, mode: str = ROUNDING):
+        if mode == "fp16_half_away_from_zero" and dtypes.itemsize(dtype) != 1:
+            # the float16 step is for 8-bit codes only; the vendor's 16-bit Quantize rounds the
+            # exact product (tests/test_quant_tools.py pins both)
+            mode = "exact_half_away_from_zero" if dtypes.itemsize(dtype) == 2 else "half_away_from_zero"
+        self.spec, self.dtype, self.mode = spec, dtype, mode
+        self.round = _ROUND[mode]
         self.lo, self.hi = code_range(dtype, spec.bitwidth)
         self.np_dtype = dtypes.numpy_dtype(dtype)
-        per_tensor = spec.axis is None and spec.block_scales is None and dtypes.itemsize(dtype) < 4
+        # 32-bit codes do not fit float32 (2**31 - 1 rounds up to 2**31): the float64 path.
+        per_tensor = (spec.axis is None and spec.block_scales is None
+                      and dtypes.itemsize(dtype) < 4)
+        # a zero or subnormal scale: 1/scale saturates (reciprocal_f32), NaN -> top code
         self.inv = reciprocal_f32(spec.scale) if per_tensor else None
         self.offset = np.float32(spec.offset) if per_tensor else None
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         if self.inv is None:
-            return quantize(x, self.spec, self.dtype)
-        y = np.multiply(x, self.inv, dtype=np.float32)
-        y = round_half_away(y)
-        y -= self.offset
-        return clamp_codes(y, self.lo, self.hi).astype(self.np_dtype)
+            scale, offset = scale_offset_arrays(self.spec, np.shape(x), np.float64)
+            y = self.round(np.asarray(x, np.float64) / _safe_divisor(scale)) - offset
+        elif self.mode in _EXACT_PRODUCT:
+            y = self.round(np.multiply(x, np.float64(self.inv), dtype=np.float64))
+            y -= np.float64(self.offset)
+        else:
+            y = np.multiply(x, self.inv, dtype=np.float32)
+            y = self.round(y)
+            y -= self.offset
+        return clamp_codes(np.asarray(y), self.lo, self.hi).astype(self.np_dtype)
 
 
 class Dequantizer:
@@ -188,6 +234,54 @@ def same_encoding(a: QuantSpec | None, b: QuantSpec | None) -> bool:
     return (a.axis == b.axis and np.array_equal(np.asarray(a.scale, np.float32), np.asarray(b.scale, np.float32))
             and np.array_equal(np.asarray(a.offset), np.asarray(b.offset))
             and (a.block_scales is None or np.array_equal(a.block_scales, b.block_scales)))
+
+
+# -- QuantSpec <-> the JSON form ----------------------------------------------------------------
+#
+# The dict form of Qnn_QuantizeParams_t that qnnemu.system_client returns, graph JSON
+# descriptions (docs/graph-json.md) carry and the tools read: {"encoding", "scale", "offset"[,
+# "bitwidth"]} per tensor, {"encoding", "axis", "scales", "offsets"[, "bitwidth"]} per axis.
+
+_PER_AXIS_KEYS = ("axis", "scales")
+
+
+def spec_from_dict(quant: dict | None) -> QuantSpec | None:
+    """The QuantSpec of a JSON-form encoding (None: not quantized).  Raises ValueError for a
+    form that has neither a scale nor per-axis scales (KeyError/TypeError for malformed values
+    propagate as ValueError too)."""
+    from ..ops.base import QuantSpec as _QuantSpec  # moves to qnnemu.spec with the layers split
+    if not quant:
+        return None
+    try:
+        bitwidth = int(quant["bitwidth"]) if quant.get("bitwidth") else None
+        encoding = int(quant.get("encoding", Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET))
+        if all(k in quant for k in _PER_AXIS_KEYS):
+            scales = np.asarray(quant["scales"], np.float32)
+            offsets = np.asarray(quant.get("offsets", [0] * scales.size), np.int64)
+            return _QuantSpec(encoding, scales, offsets, int(quant["axis"]), bitwidth)
+        if "scale" in quant:
+            return _QuantSpec(encoding, float(np.float32(quant["scale"])), int(quant.get("offset", 0)),
+                              None, bitwidth)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"bad quantization encoding {quant!r}: {e}") from None
+    raise ValueError(f"quantization encoding {quant.get('encoding')} has neither a scale nor "
+                     f"per-axis scales")
+
+
+def spec_to_dict(spec: QuantSpec | None) -> dict | None:
+    """The JSON form of ``spec`` (None: not quantized); inverse of :func:`spec_from_dict` for
+    per-tensor and per-axis encodings."""
+    if spec is None:
+        return None
+    out: dict = {"encoding": int(spec.encoding)}
+    if spec.axis is None:
+        out.update(scale=float(np.float32(spec.scale)), offset=int(spec.offset))
+    else:
+        out.update(axis=int(spec.axis), scales=[float(x) for x in np.asarray(spec.scale, np.float32)],
+                   offsets=[int(x) for x in np.asarray(spec.offset)])
+    if spec.bitwidth:
+        out["bitwidth"] = int(spec.bitwidth)
+    return out
 
 
 # -- the HTP's integer requantization of accumulating ops ------------------------------------
@@ -331,7 +425,8 @@ class AccRequant:
         return a
 
 
-__all__ = ["ROUNDING", "code_range", "dequantize", "quantize", "Requantizer", "Dequantizer", "reciprocal_f32",
+__all__ = ["ROUNDING", "code_range", "dequantize", "quantize", "Requantize", "Dequantizer", "reciprocal_f32",
+           "ROUNDING_BY_OP", "DEFAULT_ROUNDING", "rounding_for", "spec_from_dict", "spec_to_dict",
            "clamp_codes",
            "same_encoding", "scale_offset_arrays", "round_half_away", "round_significant",
            "htp_int8_weights", "htp_int8_operand", "AccRequant"]

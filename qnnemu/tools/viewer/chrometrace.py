@@ -42,8 +42,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .perf import NOMINAL
-from .plan_types import RESOURCES, STEP_KINDS, TCM
+from ...headers import Q
+from ...htp.perf import NOMINAL
+from ...htp.plan_types import RESOURCES, STEP_KINDS, TCM
+from ...htp.soc import SOCS
 
 FORMAT = "qnnemu.optrace"
 SUPPORTED_VERSIONS = (1,)
@@ -87,6 +89,84 @@ def _kind_names(kinds) -> str:
                     for k in kinds)
 
 
+def _objects(items: list, where: str, key: str):
+    """(``<where>: <key>[i]``, entry) of each entry of a list that must hold JSON objects."""
+    for i, item in enumerate(items):
+        w = f"{where}: {key}[{i}]"
+        if not isinstance(item, dict):
+            raise OptraceError(f"{w}: expected an object")
+        yield w, item
+
+
+def _check_steps(steps: list, where: str) -> set[int]:
+    """The runlist steps' kinds, resources and cycles; returns their indices."""
+    indices = set()
+    for w, s in _objects(steps, where, "steps"):
+        indices.add(_need(s, "index", int, w, 0))
+        if _need(s, "kind", str, w) not in STEP_KINDS:
+            raise OptraceError(f"{w}.kind: {s['kind']!r} is not one of {', '.join(STEP_KINDS)}")
+        _need(s, "name", str, w)
+        if _need(s, "resource", str, w) not in RESOURCES:
+            raise OptraceError(f"{w}.resource: {s['resource']!r} is not one of {', '.join(RESOURCES)}")
+        for key in ("cycles", "start_cycle", "end_cycle", "thread"):
+            _need(s, key, int, w, 0)
+        if s["end_cycle"] < s["start_cycle"]:
+            raise OptraceError(f"{w}: end_cycle {s['end_cycle']} is before start_cycle {s['start_cycle']}")
+        if s.get("tile") is not None:
+            _need(s, "tile", int, w, 0)
+    return indices
+
+
+def _check_references(doc: dict, blocks: list, indices: set[int], where: str) -> None:
+    """TCM blocks and tilings, whose step references must name steps of the document."""
+    for w, b in _objects(blocks, where, "blocks"):
+        _need(b, "name", str, w)
+        _need(b, "size", int, w, 0)
+        for key in ("first_step", "last_step"):
+            if b.get(key) is not None and b[key] not in indices:
+                raise OptraceError(f"{w}.{key}: step {b[key]} is not in steps[]")
+    tilings = doc.get("tilings", [])
+    if not isinstance(tilings, list):
+        raise OptraceError(f"{where}.tilings: expected a list, got {json.dumps(tilings)[:60]}")
+    for w, t in _objects(tilings, where, "tilings"):
+        _need(t, "node", str, w)
+        _need(t, "tiles", int, w, 1)
+        for j in t.get("steps", []):
+            if j not in indices:
+                raise OptraceError(f"{w}.steps: step {j} is not in steps[]")
+
+
+def _check_execution(execution: Any, where: str) -> None:
+    """The ``execution`` key optrace profiling adds: clocks and runs with their yields."""
+    w = f"{where}: execution"
+    if not isinstance(execution, dict):
+        raise OptraceError(f"{w}: expected an object")
+    clocks = execution.get("clocks")
+    if clocks is not None:
+        _need({"clocks": clocks}, "clocks", dict, w)
+        if "core_mhz" in clocks:
+            _need(clocks, "core_mhz", (int, float), f"{w}.clocks")
+            if clocks["core_mhz"] <= 0:
+                raise OptraceError(f"{w}.clocks.core_mhz: must be > 0, got {clocks['core_mhz']}")
+    for i, run in enumerate(execution.get("runs") or []):
+        rw = f"{w}.runs[{i}]"
+        if not isinstance(run, dict):
+            raise OptraceError(f"{rw}: expected an object")
+        for key in ("start_us", "end_us"):
+            if key in run:
+                _need(run, key, (int, float), rw)
+        for key in ("accel_start_us", "accel_end_us", "vtcm_acquire_us", "power_on_us"):
+            if run.get(key) is not None:
+                _need(run, key, (int, float), rw)
+        yields = run.get("yields", [])
+        if isinstance(yields, bool) or not isinstance(yields, (int, list)):
+            raise OptraceError(f"{rw}.yields: expected a count or a list of yields, got "
+                               f"{json.dumps(yields)[:60]}")
+        for j, y in enumerate(yields if isinstance(yields, list) else []):
+            if not isinstance(y, dict) or not isinstance(y.get("start_us"), (int, float)):
+                raise OptraceError(f"{rw}.yields[{j}]: expected an object with a numeric start_us")
+
+
 def check_document(doc: Any, where: str = "optrace document") -> dict:
     """Checks the keys the viewer relies on (types, ranges, step/block references) and returns
     ``doc``; raises OptraceError naming the first problem."""
@@ -103,86 +183,18 @@ def check_document(doc: Any, where: str = "optrace document") -> dict:
         _need(doc, key, int, where, 0)
     steps = _need(doc, "steps", list, where)
     blocks = _need(doc, "blocks", list, where)
-    indices = set()
-    for i, s in enumerate(steps):
-        w = f"{where}: steps[{i}]"
-        if not isinstance(s, dict):
-            raise OptraceError(f"{w}: expected an object")
-        indices.add(_need(s, "index", int, w, 0))
-        if _need(s, "kind", str, w) not in STEP_KINDS:
-            raise OptraceError(f"{w}.kind: {s['kind']!r} is not one of {', '.join(STEP_KINDS)}")
-        _need(s, "name", str, w)
-        if _need(s, "resource", str, w) not in RESOURCES:
-            raise OptraceError(f"{w}.resource: {s['resource']!r} is not one of {', '.join(RESOURCES)}")
-        for key in ("cycles", "start_cycle", "end_cycle", "thread"):
-            _need(s, key, int, w, 0)
-        if s["end_cycle"] < s["start_cycle"]:
-            raise OptraceError(f"{w}: end_cycle {s['end_cycle']} is before start_cycle {s['start_cycle']}")
-        if s.get("tile") is not None:
-            _need(s, "tile", int, w, 0)
-    for i, b in enumerate(blocks):
-        w = f"{where}: blocks[{i}]"
-        if not isinstance(b, dict):
-            raise OptraceError(f"{w}: expected an object")
-        _need(b, "name", str, w)
-        _need(b, "size", int, w, 0)
-        for key in ("first_step", "last_step"):
-            if b.get(key) is not None and b[key] not in indices:
-                raise OptraceError(f"{w}.{key}: step {b[key]} is not in steps[]")
-    tilings = doc.get("tilings", [])
-    if not isinstance(tilings, list):
-        raise OptraceError(f"{where}.tilings: expected a list, got {json.dumps(tilings)[:60]}")
-    for i, t in enumerate(tilings):
-        w = f"{where}: tilings[{i}]"
-        if not isinstance(t, dict):
-            raise OptraceError(f"{w}: expected an object")
-        _need(t, "node", str, w)
-        _need(t, "tiles", int, w, 1)
-        for j in t.get("steps", []):
-            if j not in indices:
-                raise OptraceError(f"{w}.steps: step {j} is not in steps[]")
-    execution = doc.get("execution")
-    if execution is not None:
-        w = f"{where}: execution"
-        if not isinstance(execution, dict):
-            raise OptraceError(f"{w}: expected an object")
-        clocks = execution.get("clocks")
-        if clocks is not None:
-            _need({"clocks": clocks}, "clocks", dict, w)
-            if "core_mhz" in clocks:
-                _need(clocks, "core_mhz", (int, float), f"{w}.clocks")
-                if clocks["core_mhz"] <= 0:
-                    raise OptraceError(f"{w}.clocks.core_mhz: must be > 0, got {clocks['core_mhz']}")
-        for i, run in enumerate(execution.get("runs") or []):
-            rw = f"{w}.runs[{i}]"
-            if not isinstance(run, dict):
-                raise OptraceError(f"{rw}: expected an object")
-            for key in ("start_us", "end_us"):
-                if key in run:
-                    _need(run, key, (int, float), rw)
-            for key in ("accel_start_us", "accel_end_us", "vtcm_acquire_us", "power_on_us"):
-                if run.get(key) is not None:
-                    _need(run, key, (int, float), rw)
-            yields = run.get("yields", [])
-            if isinstance(yields, bool) or not isinstance(yields, (int, list)):
-                raise OptraceError(f"{rw}.yields: expected a count or a list of yields, got "
-                                   f"{json.dumps(yields)[:60]}")
-            for j, y in enumerate(yields if isinstance(yields, list) else []):
-                if not isinstance(y, dict) or not isinstance(y.get("start_us"), (int, float)):
-                    raise OptraceError(f"{rw}.yields[{j}]: expected an object with a numeric start_us")
+    indices = _check_steps(steps, where)
+    _check_references(doc, blocks, indices, where)
+    if doc.get("execution") is not None:
+        _check_execution(doc["execution"], where)
     return doc
 
 
 def soc_name(soc_model: int) -> str:
     """SoC model code -> name: the SoC table's when there is one, else the QNN enum's."""
-    try:
-        from .soc import SOCS  # the device helper's table (issue 5); absent in older trees
-        info = SOCS.get(soc_model)
-        if info is not None and getattr(info, "name", None):
-            return str(info.name)
-    except ImportError:
-        pass
-    from ..headers import Q
+    info = SOCS.get(soc_model)
+    if info is not None and getattr(info, "name", None):
+        return str(info.name)
     name = Q.enum("QNN_SOC_MODEL_").get(soc_model)
     return name[len("QNN_SOC_MODEL_"):] if name else f"SoC {soc_model}"
 
@@ -488,6 +500,199 @@ def _span(start_us: float, end_us: float) -> dict:
     return {"ts": ts, "dur": _round_us(end - ts)}
 
 
+@dataclass
+class _PlacedRun:
+    """One graphExecute of one document, placed on the trace's time axis (microseconds from
+    the first host start ``t0``)."""
+
+    number: int            # the run's index among its graph's runs
+    doc: dict
+    run: Run
+    analysis: _Analysis
+    mhz: float
+    model_us: float        # the modelled schedule's length
+    t0: float
+    base: float            # the run's (host) start
+    accel: float           # the accelerator's start
+    extent_start: float
+    extent_end: float
+    shift: float           # how much later the run moves so as not to overlap the previous one
+
+    @property
+    def origin(self) -> float:
+        """Where the steps' cycle 0 is."""
+        return self.accel + self.shift
+
+    def rel(self, t: float | None, default: float) -> float:
+        return default if t is None else t - self.t0
+
+    def at_cycle(self, cycle: float) -> float:
+        return self.origin + cycles_to_us(cycle, self.mhz)
+
+
+def _place_runs(graph_docs: list[dict], t0: float) -> list[_PlacedRun]:
+    """Runs of every document of one graph, in host order; a run starts at its host start or,
+    when the previous modelled run is still going, right after it."""
+    scheduled = [(d, r) for d in graph_docs for r in runs_of(d)]
+    scheduled.sort(key=lambda dr: (dr[1].start_us is None, dr[1].start_us or 0.0))
+    analyses: dict[int, _Analysis] = {}  # runs of one document share its analysis (maybe thousands)
+    placed = []
+    cursor = 0.0
+    for number, (d, run) in enumerate(scheduled):
+        if id(d) not in analyses:
+            analyses[id(d)] = _Analysis(d)
+        mhz = core_mhz(d)
+        model_us = cycles_to_us(modelled_cycles(d), mhz)
+        p = _PlacedRun(number, d, run, analyses[id(d)], mhz, model_us, t0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        p.base = p.rel(run.start_us, cursor)
+        p.accel = p.rel(run.accel_start_us, p.base)
+        p.extent_start = min(p.base, p.accel)
+        p.extent_end = max(p.rel(run.end_us, p.base), p.accel + model_us, p.rel(run.accel_end_us, p.accel))
+        # A run whose span would reach into the previous run's moves later as a whole.
+        p.shift = max(0.0, cursor - p.extent_start)
+        cursor = p.extent_end + p.shift
+        placed.append(p)
+    return placed
+
+
+def _step_args(s: dict, p: _PlacedRun, resource: str, thread: int, blocks: dict, tiled: dict) -> dict:
+    """The ``args`` of one runlist step's complete event."""
+    names, resources = p.analysis.names, p.analysis.resources
+    args = {"step": s["index"], "kind": s["kind"], "op_type": s.get("op_type"),
+            "resource": resource, "thread": thread, "cycles": s["cycles"],
+            "start_cycle": s["start_cycle"], "end_cycle": s["end_cycle"],
+            "wait_cycles": s.get("wait_cycles", 0),
+            "overlap_cycles": s.get("overlap_cycles", 0),
+            "overlap_with": [names.get(i, f"step {i}") for i in s.get("overlap_steps", [])],
+            "overlap_wait_cycles": s.get("overlap_wait_cycles", 0),
+            "overlap_wait_with": [names.get(i, f"step {i}")
+                                  for i in s.get("overlap_wait_steps", [])],
+            "resources": resources[s["index"]], "threads": s.get("threads", 1),
+            "vtcm_bytes": s.get("vtcm_bytes", 0), "inputs": s.get("inputs", []),
+            "outputs": s.get("outputs", []), "run": p.number}
+    if s.get("node_index") is not None:
+        args["node_index"] = s["node_index"]
+    if s.get("note"):
+        args["note"] = s["note"]
+    if s["kind"] not in SYSTEM_SERVICE and s.get("bytes"):
+        args["ddr_bytes"] = s["bytes"]
+    if s["kind"] in SYSTEM_SERVICE:
+        args["system_service"] = SYSTEM_SERVICE[s["kind"]]
+        args["dma_bytes"] = step_dma_bytes(s, blocks)
+    if s.get("tile") is not None:   # a step of an op split into tiles
+        args["tile"] = s["tile"]
+        args["tile_shape"] = s.get("tile_shape", [])
+        args["tiled_node"] = tiled.get(s.get("tile_node"), s.get("tile_node"))
+    return args
+
+
+def _add_steps(trace: _Trace, p: _PlacedRun, pids: dict[tuple[str, int], int], graph: str) -> None:
+    """One complete event per runlist step, on its resource's lane."""
+    d = p.doc
+    blocks = {b["name"]: b for b in d["blocks"]}
+    tiled = {t.get("node_index"): t.get("node") for t in d.get("tilings") or [] if isinstance(t, dict)}
+    for s in sorted(d["steps"], key=lambda s: (s["start_cycle"], s["index"])):
+        core, resource, thread, k = p.analysis.lanes[s["index"]]
+        pid = pids[(graph, core)]
+        tid, lane_name, sort_index = _lane_tid(resource, thread, k)
+        trace.thread(pid, tid, lane_name, sort_index)
+        trace.events.append({
+            "ph": "X", "name": s["name"], "cat": s["kind"], "pid": pid, "tid": tid,
+            **_span(p.at_cycle(s["start_cycle"]), p.at_cycle(s["end_cycle"])),
+            "args": _step_args(s, p, resource, thread, blocks, tiled)})
+
+
+def _add_counters(trace: _Trace, p: _PlacedRun, pids: dict[tuple[str, int], int], graph: str,
+                  cores: list[int]) -> None:
+    """The "VTCM alloc" and "DMA bandwidth" counters of each core (memory_info)."""
+    for core in cores:
+        pid = pids[(graph, core)]
+        for cycle, level in p.analysis.vtcm(core):
+            trace.events.append({"ph": "C", "name": "VTCM alloc", "pid": pid, "tid": 0,
+                                 "ts": _round_us(p.at_cycle(cycle)), "args": {"bytes": level}})
+        for cycle, fill, spill in p.analysis.dma(core):
+            # bytes per cycle * cycles per us = bytes per us = MB/s
+            trace.events.append({"ph": "C", "name": "DMA bandwidth", "pid": pid, "tid": 0,
+                                 "ts": _round_us(p.at_cycle(cycle)),
+                                 "args": {"DRAM read (fill) MB/s": round(fill * p.mhz, 3),
+                                          "DRAM write (spill) MB/s": round(spill * p.mhz, 3)}})
+
+
+def _add_dominant(trace: _Trace, p: _PlacedRun, main_pid: int) -> None:
+    """The "Dominant path" lane: the highest-priority step at every instant."""
+    trace.thread(main_pid, _TID_DOMINANT, "Dominant path", _TID_DOMINANT)
+    for seg in p.analysis.dominant:
+        trace.events.append({
+            "ph": "X", "name": seg["name"], "cat": "dominant", "pid": main_pid,
+            "tid": _TID_DOMINANT, **_span(p.at_cycle(seg["start_cycle"]), p.at_cycle(seg["end_cycle"])),
+            "args": {"class": seg["class"], "step": seg["step"], "op_type": seg["op_type"],
+                     "cycles": seg["cycles"], "run": p.number}})
+
+
+def _add_runtrace(trace: _Trace, p: _PlacedRun, main_pid: int, graph: str) -> None:
+    """The "<graph> Runtraces" lane: the run's host span, then the execution events inside it --
+    resource acquisition right before the accelerator starts (clipped to the run), then the
+    accelerator span."""
+    run, shift = p.run, p.shift
+    trace.thread(main_pid, _TID_RUNTRACE, f"{graph} Runtraces", _TID_RUNTRACE)
+    host_us = (run.end_us - run.start_us) if None not in (run.start_us, run.end_us) else None
+    trace.events.append({
+        "ph": "X", "name": f"{graph} execute #{p.number}", "cat": "runtrace",
+        "pid": main_pid, "tid": _TID_RUNTRACE, **_span(p.extent_start + shift, p.extent_end + shift),
+        "args": {"run": p.number, "host_start_us": run.start_us, "host_end_us": run.end_us,
+                 "host_us": host_us, "accel_start_us": run.accel_start_us,
+                 "accel_end_us": run.accel_end_us, "modelled_us": round(p.model_us, 3),
+                 "modelled_cycles": modelled_cycles(p.doc), "core_mhz": p.mhz,
+                 "yields": run.yield_count, "shift_us": round(shift, 3), **run.extra}})
+    accel = p.accel
+    accel_end = p.rel(run.accel_end_us, accel + p.model_us)
+    children = []
+    power_start = max(p.extent_start, accel - run.power_on_us)
+    vtcm_start = max(p.extent_start, power_start - run.vtcm_acquire_us)
+    if run.vtcm_acquire_us:
+        children.append(("VTCM acquire", vtcm_start, power_start - vtcm_start))
+    if run.power_on_us:
+        children.append(("HVX + HMX power on and acquire", power_start, accel - power_start))
+    children.append(("accelerator", accel, max(0.0, accel_end - accel)))
+    for name, start, dur in children:
+        trace.events.append({"ph": "X", "name": name, "cat": "runtrace", "pid": main_pid,
+                             "tid": _TID_RUNTRACE, **_span(start + shift, start + shift + dur),
+                             "args": {"run": p.number}})
+
+
+def _add_yields(trace: _Trace, p: _PlacedRun, main_pid: int, graph: str) -> None:
+    """The "<graph> Yields" lane: the preemptions the run reports (a span, or an instant when
+    the yield has no end)."""
+    run = p.run
+    if run.yields:
+        trace.thread(main_pid, _TID_YIELDS, f"{graph} Yields", _TID_YIELDS)
+    for y in sorted(run.yields, key=lambda y: y["start_us"]):
+        ts = _round_us(y["start_us"] - p.t0 + p.shift if run.start_us is not None
+                       else p.origin + y["start_us"])
+        extra = {k: v for k, v in y.items() if k not in ("start_us", "end_us")}
+        if isinstance(y.get("end_us"), (int, float)):
+            trace.events.append({"ph": "X", "name": "yield", "cat": "preemption",
+                                 "pid": main_pid, "tid": _TID_YIELDS,
+                                 **_span(ts, ts + y["end_us"] - y["start_us"]),
+                                 "args": {"run": p.number, **extra}})
+        else:
+            trace.events.append({"ph": "i", "s": "t", "name": "yield", "cat": "preemption",
+                                 "pid": main_pid, "tid": _TID_YIELDS, "ts": ts,
+                                 "args": {"run": p.number, **extra}})
+
+
+def _graph_info(graph: str, graph_docs: list[dict], runs: int) -> dict:
+    """``otherData.graphs[]``: a graph's documents, runs and its first document's summary."""
+    d0 = graph_docs[0]
+    return {"graph": graph, "documents": len(graph_docs), "runs": runs,
+            "clocks": document_clocks(d0), "soc_model": d0["soc_model"],
+            "arch": d0["arch"], "vtcm_budget_bytes": d0["vtcm_budget_bytes"],
+            "peak_vtcm_bytes": d0["peak_vtcm_bytes"], "spill_bytes": d0["spill_bytes"],
+            "fill_bytes": d0["fill_bytes"], "total_cycles": d0["total_cycles"],
+            "critical_path_cycles": d0["critical_path_cycles"], "tiles": d0.get("tiles", 0),
+            "tiled_ops": len(d0.get("tilings") or [])}
+
+
 def build_trace(docs: Iterable[dict], source: str | None = None, runtrace: bool = True,
                 memory_info: bool = True, dominant: bool = True) -> dict:
     """The chrometrace (Trace Event Format, JSON object form) of one or more optrace documents.
@@ -508,149 +713,23 @@ def build_trace(docs: Iterable[dict], source: str | None = None, runtrace: bool 
     graphs_info = []
     for g_order, (graph, graph_docs) in enumerate(by_graph.items()):
         cores = sorted({step_core(s) for d in graph_docs for s in d["steps"]} or {0})
+        d0 = graph_docs[0]
         for core in cores:
             pid = pids.setdefault((graph, core), len(pids) + 1)
-            d0 = graph_docs[0]
             trace.process(pid, f"{graph} - HTP core {core}", g_order * 100 + core,
                           f"{soc_name(d0['soc_model'])}, v{d0['arch']}")
         main_pid = pids[(graph, cores[0])]
-        # Runs of every document of this graph, in host order; a run starts at its host start
-        # or, when the previous modelled run is still going, right after it.
-        scheduled = [(d, r) for d in graph_docs for r in runs_of(d)]
-        scheduled.sort(key=lambda dr: (dr[1].start_us is None, dr[1].start_us or 0.0))
-        cursor = 0.0
-        analyses: dict[int, _Analysis] = {}
-
-        def analysis(d: dict) -> "_Analysis":
-            # Runs of one document share its analysis (a document may hold thousands of runs).
-            if id(d) not in analyses:
-                analyses[id(d)] = _Analysis(d)
-            return analyses[id(d)]
-        for run_number, (d, run) in enumerate(scheduled):
-            mhz = core_mhz(d)
-            a = analysis(d)
-            lanes, names, resources = a.lanes, a.names, a.resources
-            model_us = cycles_to_us(modelled_cycles(d), mhz)
-
-            def rel(t: float | None, default: float) -> float:
-                return default if t is None else t - t0
-            base = rel(run.start_us, cursor)
-            accel = rel(run.accel_start_us, base)
-            extent_start = min(base, accel)
-            extent_end = max(rel(run.end_us, base), accel + model_us, rel(run.accel_end_us, accel))
-            # A run whose span would reach into the previous run's moves later as a whole.
-            shift = max(0.0, cursor - extent_start)
-            origin = accel + shift                  # where the steps' cycle 0 is
-            cursor = extent_end + shift
-            blocks = {b["name"]: b for b in d["blocks"]}
-            tiled = {t.get("node_index"): t.get("node") for t in d.get("tilings") or [] if isinstance(t, dict)}
-            for s in sorted(d["steps"], key=lambda s: (s["start_cycle"], s["index"])):
-                core, resource, thread, k = lanes[s["index"]]
-                pid = pids[(graph, core)]
-                tid, lane_name, sort_index = _lane_tid(resource, thread, k)
-                trace.thread(pid, tid, lane_name, sort_index)
-                args = {"step": s["index"], "kind": s["kind"], "op_type": s.get("op_type"),
-                        "resource": resource, "thread": thread, "cycles": s["cycles"],
-                        "start_cycle": s["start_cycle"], "end_cycle": s["end_cycle"],
-                        "wait_cycles": s.get("wait_cycles", 0),
-                        "overlap_cycles": s.get("overlap_cycles", 0),
-                        "overlap_with": [names.get(i, f"step {i}") for i in s.get("overlap_steps", [])],
-                        "overlap_wait_cycles": s.get("overlap_wait_cycles", 0),
-                        "overlap_wait_with": [names.get(i, f"step {i}")
-                                              for i in s.get("overlap_wait_steps", [])],
-                        "resources": resources[s["index"]], "threads": s.get("threads", 1),
-                        "vtcm_bytes": s.get("vtcm_bytes", 0), "inputs": s.get("inputs", []),
-                        "outputs": s.get("outputs", []), "run": run_number}
-                if s.get("node_index") is not None:
-                    args["node_index"] = s["node_index"]
-                if s.get("note"):
-                    args["note"] = s["note"]
-                if s["kind"] not in SYSTEM_SERVICE and s.get("bytes"):
-                    args["ddr_bytes"] = s["bytes"]
-                if s["kind"] in SYSTEM_SERVICE:
-                    args["system_service"] = SYSTEM_SERVICE[s["kind"]]
-                    args["dma_bytes"] = step_dma_bytes(s, blocks)
-                if s.get("tile") is not None:   # a step of an op split into tiles
-                    args["tile"] = s["tile"]
-                    args["tile_shape"] = s.get("tile_shape", [])
-                    args["tiled_node"] = tiled.get(s.get("tile_node"), s.get("tile_node"))
-                trace.events.append({
-                    "ph": "X", "name": s["name"], "cat": s["kind"], "pid": pid, "tid": tid,
-                    **_span(origin + cycles_to_us(s["start_cycle"], mhz),
-                            origin + cycles_to_us(s["end_cycle"], mhz)),
-                    "args": args})
-            for core in cores if memory_info else ():
-                pid = pids[(graph, core)]
-                points = a.vtcm(core)
-                for cycle, level in points:
-                    trace.events.append({"ph": "C", "name": "VTCM alloc", "pid": pid, "tid": 0,
-                                         "ts": _round_us(origin + cycles_to_us(cycle, mhz)),
-                                         "args": {"bytes": level}})
-                for cycle, fill, spill in a.dma(core):
-                    # bytes per cycle * cycles per us = bytes per us = MB/s
-                    trace.events.append({"ph": "C", "name": "DMA bandwidth", "pid": pid, "tid": 0,
-                                         "ts": _round_us(origin + cycles_to_us(cycle, mhz)),
-                                         "args": {"DRAM read (fill) MB/s": round(fill * mhz, 3),
-                                                  "DRAM write (spill) MB/s": round(spill * mhz, 3)}})
+        placed = _place_runs(graph_docs, t0)
+        for p in placed:
+            _add_steps(trace, p, pids, graph)
+            if memory_info:
+                _add_counters(trace, p, pids, graph, cores)
             if dominant:
-                trace.thread(main_pid, _TID_DOMINANT, "Dominant path", _TID_DOMINANT)
-            for seg in a.dominant if dominant else ():
-                trace.events.append({
-                    "ph": "X", "name": seg["name"], "cat": "dominant", "pid": main_pid,
-                    "tid": _TID_DOMINANT, **_span(origin + cycles_to_us(seg["start_cycle"], mhz),
-                                                   origin + cycles_to_us(seg["end_cycle"], mhz)),
-                    "args": {"class": seg["class"], "step": seg["step"], "op_type": seg["op_type"],
-                             "cycles": seg["cycles"], "run": run_number}})
-            if not runtrace:
-                continue
-            trace.thread(main_pid, _TID_RUNTRACE, f"{graph} Runtraces", _TID_RUNTRACE)
-            host_us = (run.end_us - run.start_us) if None not in (run.start_us, run.end_us) else None
-            trace.events.append({
-                "ph": "X", "name": f"{graph} execute #{run_number}", "cat": "runtrace",
-                "pid": main_pid, "tid": _TID_RUNTRACE, **_span(extent_start + shift, extent_end + shift),
-                "args": {"run": run_number, "host_start_us": run.start_us, "host_end_us": run.end_us,
-                         "host_us": host_us, "accel_start_us": run.accel_start_us,
-                         "accel_end_us": run.accel_end_us, "modelled_us": round(model_us, 3),
-                         "modelled_cycles": modelled_cycles(d), "core_mhz": mhz,
-                         "yields": run.yield_count, "shift_us": round(shift, 3), **run.extra}})
-            # Execution events inside the run: resource acquisition right before the
-            # accelerator starts (clipped to the run), then the accelerator span.
-            accel_end = rel(run.accel_end_us, accel + model_us)
-            children = []
-            power_start = max(extent_start, accel - run.power_on_us)
-            vtcm_start = max(extent_start, power_start - run.vtcm_acquire_us)
-            if run.vtcm_acquire_us:
-                children.append(("VTCM acquire", vtcm_start, power_start - vtcm_start))
-            if run.power_on_us:
-                children.append(("HVX + HMX power on and acquire", power_start, accel - power_start))
-            children.append(("accelerator", accel, max(0.0, accel_end - accel)))
-            for name, start, dur in children:
-                trace.events.append({"ph": "X", "name": name, "cat": "runtrace", "pid": main_pid,
-                                     "tid": _TID_RUNTRACE, **_span(start + shift, start + shift + dur),
-                                     "args": {"run": run_number}})
-            if run.yields:
-                trace.thread(main_pid, _TID_YIELDS, f"{graph} Yields", _TID_YIELDS)
-            for y in sorted(run.yields, key=lambda y: y["start_us"]):
-                ts = _round_us(y["start_us"] - t0 + shift if run.start_us is not None
-                               else origin + y["start_us"])
-                extra = {k: v for k, v in y.items() if k not in ("start_us", "end_us")}
-                if isinstance(y.get("end_us"), (int, float)):
-                    trace.events.append({"ph": "X", "name": "yield", "cat": "preemption",
-                                         "pid": main_pid, "tid": _TID_YIELDS,
-                                         **_span(ts, ts + y["end_us"] - y["start_us"]),
-                                         "args": {"run": run_number, **extra}})
-                else:
-                    trace.events.append({"ph": "i", "s": "t", "name": "yield", "cat": "preemption",
-                                         "pid": main_pid, "tid": _TID_YIELDS, "ts": ts,
-                                         "args": {"run": run_number, **extra}})
-        d0 = graph_docs[0]
-        graphs_info.append({"graph": graph, "documents": len(graph_docs), "runs": len(scheduled),
-                            "clocks": document_clocks(d0), "soc_model": d0["soc_model"],
-                            "arch": d0["arch"], "vtcm_budget_bytes": d0["vtcm_budget_bytes"],
-                            "peak_vtcm_bytes": d0["peak_vtcm_bytes"], "spill_bytes": d0["spill_bytes"],
-                            "fill_bytes": d0["fill_bytes"], "total_cycles": d0["total_cycles"],
-                            "critical_path_cycles": d0["critical_path_cycles"], "tiles": d0.get("tiles", 0),
-                            "tiled_ops": len(d0.get("tilings") or [])})
+                _add_dominant(trace, p, main_pid)
+            if runtrace:
+                _add_runtrace(trace, p, main_pid, graph)
+                _add_yields(trace, p, main_pid, graph)
+        graphs_info.append(_graph_info(graph, graph_docs, len(placed)))
     # Metadata first, then by time: what viewers expect and what keeps lanes monotonic.
     trace.events.sort(key=lambda e: (e["ph"] != "M", e.get("ts", 0)))
     return {"traceEvents": trace.events, "displayTimeUnit": "ns",

@@ -1,0 +1,1 @@
+"""Specifications shared by ops and the object model: tensor, quantization and parameter specs."""
