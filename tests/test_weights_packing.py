@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import abi
 from abi import NULL, ffi, vp
 from qnnemu.core import binary
+from qnnemu.htp import packing as weights_packing
 from qnnemu.core.tensor import Tensor
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
@@ -280,7 +281,7 @@ def test_packing_off_leaves_the_bytes_unchanged(monkeypatch):
     absent, _ = binary_of(packing=None)
     assert tensors_json(off) == tensors_json(absent), "tensor metadata as without the config"
     assert split(off)[2] == split(absent)[2], "data section as without the config"
-    monkeypatch.setattr(binary, "packing_of", lambda tensor, enabled: None)
+    monkeypatch.setattr(weights_packing, "packing_of", lambda tensor, enabled: None)
     never, _ = binary_of(packing=False)
     assert never == off, "packing off: byte for byte what a never-packing serializer writes"
     still_plain, _ = binary_of(packing=True)

@@ -24,6 +24,7 @@ from ..core.backend import Backend
 from ..core.context import Context
 from ..core.device import Device, DeviceModel, device_count, model_from_configs, soc_rank
 from ..htp import settings as htp_settings
+from ..htp.device_model import set_newest_device_lookup
 from ..core.graph import Graph, validate_op_config
 from ..core.handles import HANDLES
 from ..core.log import NULL_LOGGER, PY_LOGGER, Logger, valid_level
@@ -43,6 +44,9 @@ _message_buffers: dict[int, object] = {}  # keeps returned char* alive
 _verbose: dict[int, object] = {}        # address -> buffer, until errorFreeVerboseMessage
 _platform_infos: dict[int, list] = {}   # address -> owned cdata, until deviceFreePlatformInfo
 _keepalive: dict[str, object] = {}
+# Device handles live here, at the ABI boundary: the HTP model asks for the newest live device
+# through this lookup (power votes and backendValidateOpConfig have no device argument).
+set_newest_device_lookup(lambda: next(reversed(HANDLES.live(Device)), None))
 # Why the embedded init refused to hand out the table (csrc/shim.c writes it on stderr).
 init_failure: str | None = None
 
@@ -647,10 +651,8 @@ def contextSetConfig(context, config):
     new = _context_configs(config, func, ctx.device.model if ctx.device is not None else None)
     if "priority" in new:
         htp_settings.check_priority_change(ctx, func, "config[].priority")
-        for handle in ctx.graphs.values():
-            g = HANDLES.lookup(handle)
-            if g is not None:
-                g.configs["priority"] = new["priority"]
+        for g in ctx.graphs.values():
+            g.configs["priority"] = new["priority"]
     htp = new.pop("htp", None)
     if htp:
         ctx.configs.setdefault("htp", {}).update(htp)

@@ -42,12 +42,14 @@ from .. import ops, rules
 from ..errors import QnnError
 from ..headers import Q
 from ..ops.base import Param, QuantSpec, type_category
-from . import backend as _backend  # attributes read at call time: backend/context may import us
-from . import context as _context
-from . import dtypes
+from ..htp import packing as weights_packing
+from ..htp import soc as socs
+from ..htp.packing import PACKINGS, Packing, pack_codes, packing_of, unpack_codes  # noqa: F401 (binary's names)
+from ..spec import dtypes
+from . import api_version
+from .context import Context
 from .device import DeviceModel, model_from_configs
 from .graph import Graph, OpConfigDesc, ParamDesc
-from .handles import HANDLES
 from .log import NULL_LOGGER
 from .tensor import (APP_INPUT_TYPES, APP_OUTPUT_TYPES, SUPPORTED_TYPES, RawQuant, Tensor, TensorDesc,
                      from_desc, validate_desc)
@@ -82,30 +84,6 @@ PERMISSIVE = "permissive"
 _WEIGHT_SHARING_OPTION = "QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED"
 _WEIGHTS_PACKING_OPTION = "QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING"
 
-
-@dataclass(frozen=True)
-class Packing:
-    """One way QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING stores 8-bit codes as 4-bit nibbles
-    (seed 002: "8-bit weights that are in the 4-bit range ... stored in the context binary as
-    packed 4-bit"; docs/context-binary.md "Packed weights").  A tensor is packed when every
-    stored code lies in [lo, hi]; a nibble holds ``code & 0xF`` and reads back as ``nibble``
-    (unsigned) or ``nibble - 16`` when it is 8 or more (signed: two's complement int4)."""
-
-    name: str                     # the tensor's "packing" value in the metadata
-    dtypes: frozenset[int]        # the 8-bit Qnn_DataType_t it applies to
-    lo: int
-    hi: int
-
-    @property
-    def signed(self) -> bool:
-        return self.lo < 0
-
-
-PACKINGS = {p.name: p for p in (
-    Packing("int4", frozenset({Q.QNN_DATATYPE_INT_8, Q.QNN_DATATYPE_SFIXED_POINT_8}), -8, 7),
-    Packing("uint4", frozenset({Q.QNN_DATATYPE_UINT_8, Q.QNN_DATATYPE_UFIXED_POINT_8}), 0, 15),
-)}
-_PACKING_OF_DTYPE = {d: p for p in PACKINGS.values() for d in p.dtypes}
 
 # HTP custom configs are copied by the ABI as the whole C union (every member, including pointers
 # and bytes the client never set); only the member belonging to the option is meaningful and
@@ -376,67 +354,23 @@ def _plain(v: Any) -> Any:
     return _enc(v)
 
 
+def _htp_flag(configs: dict, option: str, member: str) -> bool:
+    """HTP custom config ``option`` (its union ``member``) is set in ``configs["htp"]``."""
+    htp = configs.get("htp") if isinstance(configs, dict) else None
+    value = htp.get(option) if isinstance(htp, dict) else None
+    if isinstance(value, dict):
+        value = value.get(member)
+    return bool(value)
+
+
 def weight_sharing_enabled(configs: dict) -> bool:
     """QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED in a context's configs."""
-    htp = configs.get("htp") if isinstance(configs, dict) else None
-    value = htp.get(_WEIGHT_SHARING_OPTION) if isinstance(htp, dict) else None
-    if isinstance(value, dict):
-        value = value.get("weightSharingEnabled")
-    return bool(value)
+    return _htp_flag(configs, _WEIGHT_SHARING_OPTION, "weightSharingEnabled")
 
 
 def weights_packing_enabled(configs: dict) -> bool:
     """QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING (``weightsPacking``) in a graph's configs."""
-    htp = configs.get("htp") if isinstance(configs, dict) else None
-    value = htp.get(_WEIGHTS_PACKING_OPTION) if isinstance(htp, dict) else None
-    if isinstance(value, dict):
-        value = value.get("weightsPacking")
-    return bool(value)
-
-
-# ------------------------------------------------------------------------------ packed weights
-def packing_of(tensor, enabled: bool) -> Packing | None:
-    """How serialize stores ``tensor`` of a graph whose WEIGHTS_PACKING is ``enabled``: a
-    Packing for a STATIC flat-buffer tensor of an 8-bit type with at least two elements whose
-    codes all lie in that packing's range, else None (stored as is).  UPDATEABLE_STATIC tensors
-    are never packed: an update may bring codes outside the 4-bit range, and binary sections
-    replace their bytes one for one (docs/context-binary.md "Packed weights")."""
-    if not enabled or tensor.type != Q.QNN_TENSOR_TYPE_STATIC or tensor.data is None:
-        return None
-    if getattr(tensor, "data_format", Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER) != Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER:
-        return None
-    p = _PACKING_OF_DTYPE.get(tensor.dtype)
-    codes = tensor.data
-    # One code per byte: packing two per byte saves something from two elements on.
-    if p is None or codes.size < 2 or codes.dtype.itemsize != 1:
-        return None
-    if int(codes.min()) < p.lo or int(codes.max()) > p.hi:
-        return None
-    return p
-
-
-def pack_codes(codes: np.ndarray) -> bytes:
-    """8-bit codes (C order) -> nibbles, two per byte: code 2k in the low nibble of byte k,
-    code 2k+1 in its high nibble; an odd count leaves the last high nibble 0."""
-    nib = (np.ascontiguousarray(codes).reshape(-1).view(np.uint8) & 0xF).astype(np.uint8)
-    if nib.size % 2:
-        nib = np.append(nib, np.uint8(0))
-    return (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8).tobytes()
-
-
-def unpack_codes(raw, count: int, packing: Packing) -> bytes:
-    """The exact bytes of ``count`` 8-bit codes packed by ``pack_codes`` (the padding nibble is
-    ignored)."""
-    b = np.frombuffer(raw, dtype=np.uint8)
-    nib = np.empty(b.size * 2, np.uint8)
-    nib[0::2] = b & 0xF
-    nib[1::2] = b >> 4
-    nib = nib[:count]
-    if packing.signed:
-        # Sign extension in uint8 arithmetic (no wider temporary): nibbles 8..15 get 0xF0 set,
-        # which is the two's complement byte of -8..-1.
-        nib |= (nib >> 3) * np.uint8(0xF0)
-    return nib.tobytes()
+    return _htp_flag(configs, _WEIGHTS_PACKING_OPTION, "weightsPacking")
 
 
 def _htp_entry(name: str, value: Any, members: dict) -> dict | None:
@@ -604,7 +538,7 @@ class _BlobStore:
 def _tensor_json(t: Tensor, store: _BlobStore, scope: str, packing: bool = False) -> dict:
     """``packing``: the tensor's graph has WEIGHTS_PACKING (context tensors: never)."""
     blob = None
-    packed = packing_of(t, packing)
+    packed = weights_packing.packing_of(t, packing)
     if packed is not None:
         blob = store.add(pack_codes(t.data), scope)
     # UPDATEABLE_STATIC data is stored like STATIC data (its current, possibly updated, values).
@@ -632,8 +566,7 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
         context.deferred.build_all()  # graphs of a deferred-init context are part of its binary
     log = getattr(context, "log", None) or NULL_LOGGER
     graphs: list[Graph] = []
-    for name, handle in list(context.graphs.items()):
-        g = HANDLES.lookup(handle)
+    for name, g in list(context.graphs.items()):
         if not isinstance(g, Graph):
             continue
         if not g.finalized:
@@ -681,9 +614,9 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
         data[off:off + len(raw)] = raw
     model = _device_model(context.device)
     header = Header(FORMAT_VERSION, HEADER_SIZE, 0, FLAG_WEIGHT_SHARING if sharing else 0, 0,
-                    tuple(_backend.core_api_version()), (Q.QNN_HTP_API_VERSION_MAJOR, Q.QNN_HTP_API_VERSION_MINOR,
+                    tuple(api_version.core_api_version()), (Q.QNN_HTP_API_VERSION_MAJOR, Q.QNN_HTP_API_VERSION_MINOR,
                                                 Q.QNN_HTP_API_VERSION_PATCH),
-                    int(model.soc_model), int(model.arch), int(model.vtcm_mb), 0, 0, 0, 0, _backend.BUILD_ID,
+                    int(model.soc_model), int(model.arch), int(model.vtcm_mb), 0, 0, 0, 0, api_version.BUILD_ID,
                     len(graphs))
     return assemble(header, meta, bytes(data))
 
@@ -847,7 +780,6 @@ def _device_fields_out_of_range(soc: int, arch: int, vtcm_mb: int) -> str | None
     1 MiB and at most the largest VTCM of the table (docs/context-binary.md "Header": serialize
     writes nothing else, so anything else is corruption or a hand-made binary; refused under
     PERMISSIVE too, since PERMISSIVE tolerates another device, not an impossible one)."""
-    from ..htp import soc as socs
     if soc != Q.QNN_SOC_MODEL_UNKNOWN and soc not in socs.SOCS:
         return (f"soc_model {soc} is neither QNN_SOC_MODEL_UNKNOWN (0) nor a SoC model of the emulator's "
                 f"SoC table")
@@ -1221,7 +1153,7 @@ def _soc_name(soc: int) -> str:
 def check_compatibility(h: Header, device, mode: str, log=None, func: str = "contextCreateFromBinary") -> None:
     """The compatibility rules (docs/context-binary.md "Compatibility")."""
     log = log or NULL_LOGGER
-    ours = _backend.core_api_version()
+    ours = api_version.core_api_version()
     if h.core_api[0] != ours[0]:
         raise _err(Q.QNN_CONTEXT_ERROR_BINARY_VERSION, "QNNEMU-binary-api-version", func,
                    f"binaryBuffer: made for QNN core API {'.'.join(map(str, h.core_api))}, this backend "
@@ -1237,8 +1169,8 @@ def check_compatibility(h: Header, device, mode: str, log=None, func: str = "con
         reasons.append(("QNNEMU-binary-suboptimal-device",
                         f"prepared for {_soc_name(h.soc_model)} (HTP v{h.htp_arch}), the device is "
                         f"{_soc_name(model.soc_model)} (HTP v{model.arch})"))
-    if h.build_id != _backend.BUILD_ID:
-        log.info(f"{func}: binary made by qnnemu build {h.build_id or '(none)'}, this is {_backend.BUILD_ID}")
+    if h.build_id != api_version.BUILD_ID:
+        log.info(f"{func}: binary made by qnnemu build {h.build_id or '(none)'}, this is {api_version.BUILD_ID}")
     for rule, why in reasons:
         if mode == STRICT:
             raise _err(Q.QNN_CONTEXT_ERROR_BINARY_SUBOPTIMAL, rule, func,
@@ -1367,7 +1299,7 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
             section = view[h.data_offset:h.data_offset + h.data_size]
             data = memoryview(section if isinstance(blob, bytes) or persistent else bytes(section))
         _abort(check_abort, func)
-        ctx = _context.Context(backend, device, log, _merge_configs(info.context_configs, configs))
+        ctx = Context(backend, device, log, _merge_configs(info.context_configs, configs))
         try:
             if on_context is not None:
                 on_context(ctx)
@@ -1381,9 +1313,9 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
             else:
                 for g in info.graphs:
                     _abort(check_abort, func)
-                    handle = deferred.build(g.name)
+                    graph = deferred.build(g.name)
                     if on_graph is not None:
-                        on_graph(g.name, handle)
+                        on_graph(g.name, graph.handle)
                 _abort(check_abort, func)
             log.info(f"{func}: loaded {len(info.graphs)} graph(s) "
                      f"({', '.join(repr(g.name) for g in info.graphs) or 'none'}), {h.total_size} bytes, "
@@ -1428,15 +1360,14 @@ class _Deferred:
     def pending(self) -> list[str]:
         return [g.name for g in self.info.graphs if g.name not in self.ctx.graphs]
 
-    def build(self, name: str) -> int | None:
-        """The handle of graph ``name`` (built now if needed); None if the binary has no such
-        (enabled) graph."""
+    def build(self, name: str) -> Graph | None:
+        """Graph ``name`` (built now if needed); None if the binary has no such (enabled) graph."""
         if name in self.ctx.graphs:
             return self.ctx.graphs[name]
         g = self.info.graph(name)
         if g is None:
             return None
-        handle = _build_graph(self.ctx, self.info, g, self.data, self.func)
+        graph = _build_graph(self.ctx, self.info, g, self.data, self.func)
         # Graphs keep the binary's order whatever order they are retrieved in (serialize writes
         # them in context order: the same bytes again).
         order = {n: i for i, n in enumerate(gi.name for gi in self.info.graphs)}
@@ -1445,7 +1376,7 @@ class _Deferred:
         self.ctx.graphs.update(graphs)
         if self.ctx.deferred is self and not self.pending:
             self.ctx.deferred = None  # every graph is built: nothing deferred any more
-        return handle
+        return graph
 
     def build_all(self) -> None:
         for name in self.pending:
@@ -1502,16 +1433,15 @@ def prepared_device(h: Header) -> DeviceModel:
     return model
 
 
-def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: str) -> int:
-    """Graph ``g`` rebuilt through the creation / graphAddNode / graphFinalize rules; its handle.
-    A graph that fails is released again."""
+def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: str) -> Graph:
+    """Graph ``g`` rebuilt through the creation / graphAddNode / graphFinalize rules.  A graph
+    that fails is released again."""
     where = f"graph '{g.name}'"
     try:
-        handle = ctx.create_graph(g.name)
+        graph = ctx.new_graph(g.name)
     except QnnError as e:
         raise _graph_error(func, where, e) from None
     try:
-        graph: Graph = HANDLES.lookup(handle)
         graph.configs = g.configs
         # The HTP plan is the one made at prepare, for the device the binary records (a binary
         # loaded on another SoC under PERMISSIVE is not re-planned for it).
@@ -1538,10 +1468,9 @@ def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: st
         # gives the same plan unless the cost model changed since the binary was made).
         graph.spill_fill_bytes = g.spill_fill_bytes
     except BaseException:
-        ctx.graphs.pop(g.name, None)
-        HANDLES.release(handle)
+        ctx.discard_graph(g.name)
         raise
-    return handle
+    return graph
 
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "MIN_FORMAT_VERSION", "HEADER_SIZE", "ALIGN", "STRICT", "PERMISSIVE",

@@ -78,10 +78,13 @@ import numpy as np
 from .. import rules
 from ..errors import QnnError
 from ..headers import Q
+from ..htp.settings import device_model, graph_settings
 from ..ops.base import htp_fp16_round, htp_fp16_static, htp_fp16_to_fp32
-from . import dtypes, float16, threads
-from .quant import (AccRequant, Dequantizer, clamp_codes, code_range, htp_int8_operand, htp_int8_weights,
-                    reciprocal_f32, round_half_away, same_encoding)
+from ..spec import dtypes
+from ..spec.requantize import DEFAULT_ROUNDING, ROUNDING_BY_OP, Requantize, rounding_for  # noqa: F401 (plan's names)
+from . import float16, threads
+from .quant import (AccRequant, Dequantizer, code_range, htp_int8_operand, htp_int8_weights,
+                    same_encoding)
 from .tensor import is_static
 
 FLOAT32 = Q.QNN_DATATYPE_FLOAT_32
@@ -104,64 +107,6 @@ def routed_fp_errors(fn):
         with np.errstate(divide="call", over="call", invalid="call", under="ignore", call=_log_fp_error):
             return fn(*args, **kwargs)
     return wrapper
-
-# op type -> rounding of its requantized outputs, as observed on the vendor's libQnnHtp.so
-# (values at exact half-LSB ties; see tests/test_quant_vendor.py).
-ROUNDING_BY_OP = {
-    # float -> 8-bit codes: x * (1 / scale) is rounded to float16 first, then half away from
-    # zero (16-bit codes: no float16 step); docs/numerics.md "Quantize".
-    "Quantize": "fp16_half_away_from_zero",
-    "ElementWiseAdd": "half_up",
-    "ElementWiseMultiply": "half_up",
-}
-DEFAULT_ROUNDING = "half_even"
-
-_ROUND: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "half_even": np.rint,
-    "half_up": lambda y: np.floor(y + np.float32(0.5)),
-    "half_away_from_zero": round_half_away,
-    # the scaled value as float16 (round to nearest even, saturating), then half away from zero
-    "fp16_half_away_from_zero": lambda y: round_half_away(
-        np.clip(y, -65504.0, 65504.0).astype(np.float16).astype(np.float32)),
-}
-
-
-def rounding_for(op_type: str) -> str:
-    return ROUNDING_BY_OP.get(op_type, DEFAULT_ROUNDING)
-
-
-class Requantize:
-    """float result -> codes of one output tensor, with one rounding mode."""
-
-    __slots__ = ("spec", "dtype", "round", "lo", "hi", "inv", "offset", "np_dtype", "mode")
-
-    def __init__(self, spec, dtype: int, mode: str):
-        if mode == "fp16_half_away_from_zero" and dtypes.itemsize(dtype) != 1:
-            mode = "half_away_from_zero"   # the float16 step is for 8-bit codes only
-        self.spec, self.dtype, self.mode = spec, dtype, mode
-        self.round = _ROUND[mode]
-        self.lo, self.hi = code_range(dtype, spec.bitwidth)
-        self.np_dtype = dtypes.numpy_dtype(dtype)
-        # 32-bit codes do not fit float32 (2**31 - 1 rounds up to 2**31): the float64 path.
-        per_tensor = (spec.axis is None and spec.block_scales is None
-                      and dtypes.itemsize(dtype) < 4)
-        # a zero or subnormal scale: 1/scale saturates (quant.reciprocal_f32), NaN -> top code
-        self.inv = reciprocal_f32(spec.scale) if per_tensor else None
-        self.offset = np.float32(spec.offset) if per_tensor else None
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        if self.inv is None:
-            from .quant import scale_offset_arrays
-            scale, offset = scale_offset_arrays(self.spec, x.shape, np.float64)
-            if np.any(scale == 0):   # a channel with scale 0 quantizes to its zero point
-                scale = np.where(scale == 0, np.inf, scale)
-            y = self.round(np.asarray(x, np.float64) / scale) - offset
-        else:
-            y = np.multiply(x, self.inv, dtype=np.float32)
-            y = self.round(y)
-            y -= self.offset
-        return clamp_codes(y, self.lo, self.hi).astype(self.np_dtype)
-
 
 # -- accumulating ops in integers ---------------------------------------------------------------
 
@@ -490,7 +435,6 @@ def folded_activations(graph) -> dict[int, int]:
 
 def _fold_relu_setting(graph) -> bool:
     """FOLD_RELU_ACTIVATION_INTO_CONV_OFF as resolved by the HTP settings (on by default)."""
-    from ..htp.settings import graph_settings   # qnnemu.htp imports core modules
     return graph_settings(graph).fold_relu_into_conv
 
 
@@ -555,7 +499,6 @@ def float_math(graph) -> FloatMath:
     does not decide it: the vendor's backend ignores it (rule QNNEMU-graph-precision-deprecated
     says so when it asks for the other math).  Invalid values are QnnErrors (rules
     QNNEMU-graphFinalize-float-math-config, QNNEMU-graphFinalize-float-math-env)."""
-    from ..htp.settings import device_model   # qnnemu.htp imports core modules
     finalize = (getattr(graph, "configs", None) or {}).get("htp_finalize_config") or {}
     if FLOAT_MATH_CONFIG_KEY in finalize:
         value = finalize[FLOAT_MATH_CONFIG_KEY]
@@ -589,7 +532,6 @@ def warn_precision_ignored(graph, math: FloatMath, func: str = "graphFinalize") 
     fp16 = math.float16
     if asked16 == fp16:
         return
-    from ..htp.settings import device_model
     model = device_model(graph)
     why = {"environment": f"{FLOAT_MATH_ENV} asks for {'float16' if fp16 else 'float32'} math",
            "config": f"its '{FLOAT_MATH_CONFIG_KEY}' finalize config asks for {'float16' if fp16 else 'float32'} math",
@@ -617,7 +559,6 @@ def _fp16_island_output(x: np.ndarray) -> np.ndarray:
 
 def _arch(graph) -> int:
     """The HTP arch ``graph`` is prepared for (its device's; a loaded binary's recorded one)."""
-    from ..htp.settings import device_model
     return int(device_model(graph).arch)
 
 

@@ -204,7 +204,7 @@ def _kv_link(graph, t, is_input: bool):
 
 def check_graph(graph, arch: int) -> dict[int, NativeKv]:
     """graphFinalize's native KV rules; returns tensor id -> NativeKv for the plan."""
-    from ..core.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
+    from ..spec.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
     native = [t for t in graph.tensors.values() if getattr(t, "data_format", 0) == NATIVE_FORMAT]
     if not native:
         return {}

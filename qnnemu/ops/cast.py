@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import dtypes
+from ..spec import dtypes
 from ..headers import Q
 from .base import Op, ParamSpec, QuantSpec, TensorSpec
 from .elementwise import rule_error
@@ -52,7 +52,7 @@ def _float_to_int(x: np.ndarray, dtype: int) -> np.ndarray:
 
 def _requantize(y: np.ndarray, quant: QuantSpec, dtype: int, op_type: str) -> np.ndarray:
     """The plan's requantization with ``op_type``'s rounding (32-bit codes in float64)."""
-    from ..core.plan import Requantize, rounding_for
+    from ..spec.requantize import Requantize, rounding_for
     return Requantize(quant, dtype, rounding_for(op_type))(y)
 
 
