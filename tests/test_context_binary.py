@@ -564,7 +564,7 @@ def test_other_soc_strict_is_suboptimal_permissive_loads(float_blob):
 
 
 def test_older_format_version_strict_is_suboptimal(float_blob, monkeypatch):
-    monkeypatch.setattr(binary, "FORMAT_VERSION", binary.FORMAT_VERSION + 1)
+    monkeypatch.setattr(binary.format, "FORMAT_VERSION", binary.FORMAT_VERSION + 1)
     with pytest.raises(QnnError) as e:
         load(float_blob, compatibility="strict")
     assert e.value.code == Q.QNN_CONTEXT_ERROR_BINARY_SUBOPTIMAL and \
@@ -772,14 +772,14 @@ def test_rule_graph(float_blob):
 def test_rule_internal(float_blob, monkeypatch):
     def boom(*a, **k):
         raise ZeroDivisionError("simulated")
-    monkeypatch.setattr(binary, "_build_graph", boom)
+    monkeypatch.setattr(binary.loader, "_build_graph", boom)
     _expect(float_blob, "QNNEMU-binary-internal", Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
 
 
 def test_rule_mem_alloc(float_blob, monkeypatch):
     def oom(*a, **k):
         raise MemoryError()
-    monkeypatch.setattr(binary, "_build_graph", oom)
+    monkeypatch.setattr(binary.loader, "_build_graph", oom)
     _expect(float_blob, "QNNEMU-binary-mem-alloc", Q.QNN_CONTEXT_ERROR_MEM_ALLOC)
 
 

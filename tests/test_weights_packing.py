@@ -349,7 +349,7 @@ def test_version_1_binaries_still_load():
 
 def test_a_version_1_reader_refuses_packed_binaries(monkeypatch):
     packed, _ = binary_of(packing=True)
-    monkeypatch.setattr(binary, "FORMAT_VERSION", 1)
+    monkeypatch.setattr(binary.format, "FORMAT_VERSION", 1)  # what parse_header reads
     with pytest.raises(QnnError) as e:
         load(packed)
     assert (e.value.code, e.value.rule) == (Q.QNN_CONTEXT_ERROR_BINARY_VERSION, "QNNEMU-binary-version-future"), \

@@ -348,7 +348,7 @@ def parse_section(blob: bytes, func: str, *, check_crc: bool = True, path: str =
 
 def _decode_meta(blob: bytes, section: int, flags: int, meta_size: int, data_offset: int, data_size: int,
                  path: str) -> Section:
-    b = _binary
+    b = _binary.metadata   # the context binary schema helpers: typed, bounded reads
     try:
         meta = json.loads(bytes(blob[HEADER_SIZE:HEADER_SIZE + meta_size]).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:

@@ -17,8 +17,9 @@ from ..headers import Q
 @dataclass(frozen=True)
 class Packing:
     """One way QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING stores 8-bit codes as 4-bit nibbles
-    (QNN HTP backend documentation, graph config QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING: "8-bit weights that are in the 4-bit range ... stored in the context binary as
-    packed 4-bit"; docs/context-binary.md "Packed weights").  A tensor is packed when every
+    (QNN HTP backend documentation, the graph config's description: "8-bit weights that are in
+    the 4-bit range ... stored in the context binary as packed 4-bit"; docs/context-binary.md
+    "Packed weights").  A tensor is packed when every
     stored code lies in [lo, hi]; a nibble holds ``code & 0xF`` and reads back as ``nibble``
     (unsigned) or ``nibble - 16`` when it is 8 or more (signed: two's complement int4)."""
 
