@@ -224,6 +224,23 @@ def test_handle_table_stays_at_the_abi_boundary():
     assert not users, "modules below core using the handle table:\n  " + "\n  ".join(users)
 
 
+# What the object model may do with the handle table: give an object its handle and release it.
+# Looking objects up by handle belongs to the ABI boundary; below it collaborators are passed in.
+HANDLE_LOOKUPS = {"lookup", "live", "get", "_objects"}
+
+
+def test_no_object_is_looked_up_by_handle_below_the_abi():
+    found = []
+    for module, path in MODULES.items():
+        if layer_of(module) >= RANK["qnnemu.abi"]:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                    node.value.id == "HANDLES" and node.attr in HANDLE_LOOKUPS:
+                found.append(f"{module} (line {node.lineno}): HANDLES.{node.attr}")
+    assert not found, "objects looked up through the handle table below the ABI layer:\n  " + "\n  ".join(found)
+
+
 @pytest.mark.parametrize("source, expected", [
     ("import qnnemu.abi.entry\n", ["qnnemu.abi.entry"]),
     ("def f():\n    from ..core import graph\n", ["qnnemu.core.graph"]),
