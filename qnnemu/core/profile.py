@@ -116,8 +116,8 @@ from typing import Any
 from .. import rules
 from ..errors import QnnError
 from ..headers import Q
+from ..htp import perf as htp_perf   # htp_perf.current_clocks: read at call time (tests vary the clocks)
 from ..htp.cost import cycles_to_us as reference_cycles_to_us
-from ..htp.perf import current_clocks
 from ..htp.settings import graph_settings
 from .log import NULL_LOGGER, Logger
 
@@ -492,7 +492,7 @@ class CallRecorder:
         graph = self.graph
         plan = graph.htp_plan
         n_nodes = len(graph.nodes)
-        clocks = current_clocks(arch=plan.arch)   # priced for the arch the graph was prepared for
+        clocks = htp_perf.current_clocks(arch=plan.arch)   # priced for the arch the graph was prepared for
         total = self._elapsed(self.start_ns, end_ns)
         rpc_end = self.rpc_end_ns if self.rpc_end_ns is not None else end_ns
         host_rpc = min(total, self._elapsed(self.rpc_start_ns, rpc_end))
