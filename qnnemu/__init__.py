@@ -18,14 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._version import __version__
-from .headers import include_dir
+from .headers import include_dir, library_dir
 
-_LIB_DIR = Path(__file__).resolve().parent / "lib"
-
-
-def library_dir() -> str:
-    """Directory holding libQnnHtpEmu.so (and libQnnSystem.so), as ONNX Runtime expects."""
-    return str(_LIB_DIR)
+_LIB_DIR = Path(library_dir())
 
 
 def backend_library_path() -> str:

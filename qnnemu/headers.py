@@ -31,6 +31,12 @@ def include_dir() -> str:
     raise FileNotFoundError("qnnemu: QNN headers not found next to the package")
 
 
+def library_dir() -> str:
+    """Directory holding libQnnHtpEmu.so (and libQnnSystem.so), as ONNX Runtime expects (here,
+    in the base layer, so that the core can find the libraries without the package facade)."""
+    return str(_PKG / "lib")
+
+
 def qnn_dir() -> Path:
     return Path(include_dir()) / "QNN"
 

@@ -125,7 +125,7 @@ def test_weight_sharing_and_context_tensors_round_trip(env):
     for name, y in want.items():
         assert env.run(env.retrieve(loaded, name), X).tobytes() == y.tobytes(), f"{name}: bit-identical after loading"
     core = HANDLES.lookup(loaded)
-    g0, g1 = (HANDLES.lookup(core.graphs[n]) for n in ("s0", "s1"))
+    g0, g1 = (core.graphs[n] for n in ("s0", "s1"))
     w0 = next(t for t in g0.tensors.values() if t.name == "w").data
     w1 = next(t for t in g1.tensors.values() if t.name == "w").data
     assert np.shares_memory(w0, w1), "shared weights stay one array after loading"
@@ -190,7 +190,7 @@ def test_persistent_binary_uses_the_client_buffer_in_place(env):
     configs = env.context_configs({"option": Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY, "isPersistentBinary": 1})
     assert abi.call("contextCreateFromBinary", vp(env.be), NULL, configs, buf, len(blob), out, NULL) == OK
     loaded = abi.hval(out[0])
-    g = HANDLES.lookup(HANDLES.lookup(loaded).graphs["g0"])
+    g = HANDLES.lookup(loaded).graphs["g0"]
     w = next(t for t in g.tensors.values() if t.name == "w").data
     client = np.frombuffer(ffi.buffer(buf, len(blob)), np.uint8)
     assert np.shares_memory(w, client), "PERSISTENT_BINARY: static tensors are views of the client's buffer"
@@ -697,7 +697,7 @@ def test_with_callback_weights_come_from_the_provider(env):
         np.testing.assert_allclose(env.run(env.retrieve(loaded, name), X), reference(w, b), rtol=1e-6)
     assert provider.released == [], "buffers are kept until contextFree"
     [(addr, buf)] = provider.buffers.items()
-    core_w = next(t for t in HANDLES.lookup(HANDLES.lookup(loaded).graphs["g0"]).tensors.values() if t.name == "w")
+    core_w = next(t for t in HANDLES.lookup(loaded).graphs["g0"].tensors.values() if t.name == "w")
     assert np.shares_memory(core_w.data, np.frombuffer(ffi.buffer(buf), np.uint8)), "weights used in place"
     env.free_context(loaded)
     assert provider.released == [(41, addr, 64 + h.data_size)], "released once at contextFree, with the buffer's fd"

@@ -88,7 +88,7 @@ def small_blob():
 def test_float_round_trip_is_bit_identical(float_ctx, float_blob):
     loaded = load(float_blob)
     try:
-        g0 = HANDLES.lookup(float_ctx.graphs["float_net"])
+        g0 = float_ctx.graphs["float_net"]
         g1 = loaded_graph(loaded, "float_net")
         assert g1.finalized, "loaded graphs are finalized (graphExecute without graphFinalize)"
         for _ in range(3):
@@ -109,7 +109,7 @@ def test_quantized_round_trip_is_bit_identical():
     blob = binary.serialize(ctx)
     loaded = load(blob)
     try:
-        g0, g1 = HANDLES.lookup(ctx.graphs["quant_net"]), loaded_graph(loaded, "quant_net")
+        g0, g1 = ctx.graphs["quant_net"], loaded_graph(loaded, "quant_net")
         for _ in range(3):
             feeds = quant_feeds()
             out0, out1 = run(g0, feeds), run(g1, feeds)
@@ -227,7 +227,7 @@ def test_context_tensors_and_several_graphs():
 def test_raw_params_recorded_by_the_graph_are_used(float_ctx, float_blob):
     """If Graph.add_node keeps the Params it received (node.raw_params), they are stored as given."""
     from qnnemu.ops.base import Param
-    g = HANDLES.lookup(float_ctx.graphs["float_net"])
+    g = float_ctx.graphs["float_net"]
     conv = next(n for n in g.nodes if n.name == "conv")
     conv.raw_params = {"stride": Param("stride", "tensor", U32, np.array([2, 2], np.uint32)),
                        "pad_amount": Param("pad_amount", "tensor", U32, np.array([[1, 1], [1, 1]], np.uint32)),
@@ -418,7 +418,7 @@ def test_other_soc_strict_is_suboptimal_permissive_loads(float_blob):
 
 
 def test_older_format_version_strict_is_suboptimal(float_blob, monkeypatch):
-    monkeypatch.setattr(binary, "FORMAT_VERSION", binary.FORMAT_VERSION + 1)
+    monkeypatch.setattr(binary.format, "FORMAT_VERSION", binary.FORMAT_VERSION + 1)
     with pytest.raises(QnnError) as e:
         load(float_blob, compatibility="strict")
     assert e.value.code == Q.QNN_CONTEXT_ERROR_BINARY_SUBOPTIMAL and \
@@ -467,7 +467,7 @@ def test_on_graph_notifications(small_blob):
     seen = []
     ctx = load(small_blob, on_graph=lambda name, handle: seen.append((name, handle)))
     assert [n for n, _ in seen] == ["float_net", "quant_net"], "one notification per graph, in order"
-    assert all(ctx.graphs[n] == h for n, h in seen), "with the graph handles"
+    assert all(ctx.graphs[n].handle == h for n, h in seen), "with the graph handles"
     ctx.free()
 
 
@@ -626,14 +626,14 @@ def test_rule_graph(float_blob):
 def test_rule_internal(float_blob, monkeypatch):
     def boom(*a, **k):
         raise ZeroDivisionError("simulated")
-    monkeypatch.setattr(binary, "_build_graph", boom)
+    monkeypatch.setattr(binary.loader, "_build_graph", boom)
     _expect(float_blob, "QNNEMU-binary-internal", Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
 
 
 def test_rule_mem_alloc(float_blob, monkeypatch):
     def oom(*a, **k):
         raise MemoryError()
-    monkeypatch.setattr(binary, "_build_graph", oom)
+    monkeypatch.setattr(binary.loader, "_build_graph", oom)
     _expect(float_blob, "QNNEMU-binary-mem-alloc", Q.QNN_CONTEXT_ERROR_MEM_ALLOC)
 
 
@@ -809,7 +809,7 @@ def test_spill_fill_bytes_round_trip(small_blob):
     ctx = load(small_blob)
     assert [g.spill_fill_bytes for g in binary.inspect(small_blob).graphs] == [0, 0], \
         "graphs without a planned spill-fill buffer store 0"
-    HANDLES.lookup(ctx.graphs["quant_net"]).spill_fill_bytes = 123456
+    ctx.graphs["quant_net"].spill_fill_bytes = 123456
     blob = binary.serialize(ctx)
     ctx.free()
     info = binary.inspect(blob)

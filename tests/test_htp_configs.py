@@ -251,8 +251,8 @@ def test_multi_context_group_shares_the_first_registration_size(env):
     group = groups.group_of(HANDLES.lookup(second))
     assert group.kind == groups.MULTI_CONTEXTS and len(groups.members(group)) == 3, "three members"
     plain = env.load(blob)[1]
-    assert env.property(plain, prop) == max(graph_of(h).spill_fill_bytes
-                                            for h in HANDLES.lookup(plain).graphs.values()), \
+    assert env.property(plain, prop) == max(g.spill_fill_bytes
+                                            for g in HANDLES.lookup(plain).graphs.values()), \
         "outside a group: the largest graph spill-fill buffer"
 
 
@@ -461,6 +461,7 @@ def _concurrent_group(priority=Q.QNN_PRIORITY_HIGH):
     v81 = model_for(socs.SOCS[Q.QNN_SOC_MODEL_SM8850])
     first = _Ctx(_register("REGISTER_CONCURRENT_RESOURCE_SHARING", 0, 4096, v81, {"priority": priority}))
     handle = HANDLES.new(first)
+    groups.context_opened(handle, first)   # as Backend.adopt_context does
     return v81, first, handle
 
 
@@ -471,6 +472,7 @@ def _concurrent_priority():
         settings.check_context_options(out, func="contextCreateFromBinary", model=v81)
     finally:
         HANDLES.release(handle)
+        groups.context_closed(handle)
         groups.forget(handle)
 
 
@@ -480,6 +482,7 @@ def _concurrent_priority_change():
         settings.check_priority_change(first, "contextSetConfig", "config[0].priority")
     finally:
         HANDLES.release(handle)
+        groups.context_closed(handle)
         groups.forget(handle)
 
 
@@ -500,6 +503,7 @@ def test_concurrent_group_members_share_one_priority():
         assert settings.spill_fill_buffer_bytes(second) == 4096, "the property answers the group's size"
     finally:
         HANDLES.release(handle)
+        groups.context_closed(handle)
         groups.forget(handle)
 
 

@@ -73,7 +73,7 @@ def later(s: abi.Session, fn) -> None:
 
 def graph_of(s: abi.Session, name: str = "g"):
     ctx = HANDLES.lookup(s.ctx)
-    return HANDLES.lookup(ctx.graphs[name])
+    return ctx.graphs[name]
 
 
 def settings_of(s: abi.Session, name: str = "g") -> settings.GraphSettings:

@@ -28,6 +28,7 @@ from helpers.binary_builders import (APP_READ, APP_WRITE, NATIVE, S8, S32, STATI
                                      with_meta)
 from helpers.context_env import Env as ContextEnv
 from qnnemu.core import binary
+from qnnemu.htp import packing as weights_packing
 from qnnemu.core.tensor import Tensor
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
@@ -283,7 +284,7 @@ def test_packing_off_leaves_the_bytes_unchanged(monkeypatch):
     absent, _ = binary_of(packing=None)
     assert tensors_json(off) == tensors_json(absent), "tensor metadata as without the config"
     assert split(off)[2] == split(absent)[2], "data section as without the config"
-    monkeypatch.setattr(binary, "packing_of", lambda tensor, enabled: None)
+    monkeypatch.setattr(weights_packing, "packing_of", lambda tensor, enabled: None)
     never, _ = binary_of(packing=False)
     assert never == off, "packing off: byte for byte what a never-packing serializer writes"
     still_plain, _ = binary_of(packing=True)
@@ -351,7 +352,7 @@ def test_version_1_binaries_still_load():
 
 def test_a_version_1_reader_refuses_packed_binaries(monkeypatch):
     packed, _ = binary_of(packing=True)
-    monkeypatch.setattr(binary, "FORMAT_VERSION", 1)
+    monkeypatch.setattr(binary.format, "FORMAT_VERSION", 1)  # what parse_header reads
     with pytest.raises(QnnError) as e:
         load(packed)
     assert (e.value.code, e.value.rule) == (Q.QNN_CONTEXT_ERROR_BINARY_VERSION, "QNNEMU-binary-version-future"), \

@@ -55,10 +55,9 @@ def _content_key(ctx: Context) -> tuple:
     """Changes whenever what serialize writes can have changed (graphs, their tensors, nodes,
     finalization, configs, context tensors, Context.touch())."""
     graphs = []
-    for name, handle in ctx.graphs.items():
-        g = HANDLES.lookup(handle)
+    for name, g in ctx.graphs.items():
         if isinstance(g, Graph):
-            graphs.append((name, handle, g.finalized, len(g.nodes), len(g.tensors), repr(g.configs),
+            graphs.append((name, g.handle, g.finalized, len(g.nodes), len(g.tensors), repr(g.configs),
                            getattr(g, "spill_fill_bytes", 0)))
     return (ctx.revision, len(ctx.tensors), repr(ctx.configs), tuple(graphs))
 
@@ -166,8 +165,7 @@ def contextFinalize(context, profile):
     with profile_api.recording(call) as rec:
         if ctx.deferred is not None:
             ctx.deferred.build_all()
-        open_graphs = [name for name, h in ctx.graphs.items()
-                       if isinstance(HANDLES.lookup(h), Graph) and not HANDLES.lookup(h).finalized]
+        open_graphs = [name for name, g in ctx.graphs.items() if isinstance(g, Graph) and not g.finalized]
         if open_graphs:
             fail(Location(func).path("context"), "QNNEMU-contextFinalize-not-finalized",
                  f"graph(s) {open_graphs} are not finalized (call graphFinalize first)",

@@ -121,10 +121,8 @@ def contextSetConfig(context, config):
     new = _context_configs(config, func, ctx.device.model if ctx.device is not None else None)
     if "priority" in new:
         htp_settings.check_priority_change(ctx, func, "config[].priority")
-        for handle in ctx.graphs.values():
-            g = HANDLES.lookup(handle)
-            if g is not None:
-                g.configs["priority"] = new["priority"]
+        for g in ctx.graphs.values():
+            g.configs["priority"] = new["priority"]
     htp = new.pop("htp", None)
     if htp:
         ctx.configs.setdefault("htp", {}).update(htp)

@@ -9,6 +9,7 @@ from .. import rules
 from ..core.context import Context
 from ..core.device import Device, DeviceModel, device_count, model_from_configs, soc_rank
 from ..core.handles import HANDLES
+from ..htp.device_model import set_newest_device_lookup
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
@@ -16,6 +17,10 @@ from . import device_config
 from .library import active_logger as _active_logger, configs as _configs, entry, ffi, get as _get
 from .library import hval as _hval, keepalive as _keepalive, lib, optional_logger as _optional_logger
 from .marshal import require
+
+# The HTP device model asks for "the newest live device" (settings without a device handle);
+# the handle table belongs to this layer, so the lookup is installed from here.
+set_newest_device_lookup(lambda: next(reversed(HANDLES.live(Device)), None))
 
 _platform_infos: dict[int, list] = {}   # address -> owned cdata, until deviceFreePlatformInfo
 

@@ -7,48 +7,14 @@ QNNEMU-backend-free-contexts-alive (well-behaved apps free them first).
 """
 from __future__ import annotations
 
-import os
-
 from .. import ops, rules
-from .._version import __version__
-from ..errors import QnnError
 from ..headers import Q, constants
+from ..htp import groups as htp_groups
 from .context import Context
 from .handles import HANDLES
+from .api_version import (  # noqa: F401 (the backend's names)
+    BUILD_ID, DEFAULT_CORE_API, MIN_CORE_API_MINOR, SDK_VERSION, core_api_version)
 from .log import NULL_LOGGER
-
-# The QNN SDK release whose ABI our headers reproduce; the build id a client parses
-# ("vMAJOR.MINOR.PATCH.BUILD").
-SDK_VERSION = (2, 50, 0)
-# BUILD: the package version's digits (0.1.0 -> 010), so the id changes with every release.
-BUILD_ID = "v{}.{}.{}.{}".format(*SDK_VERSION, "".join(ch for ch in __version__ if ch.isdigit()) or "0")
-
-DEFAULT_CORE_API = (2, 40, 0)
-MIN_CORE_API_MINOR = 32
-
-
-def core_api_version() -> tuple[int, int, int]:
-    """Core API version advertised to clients; QNNEMU_CORE_API_VERSION=2.NN[.P] overrides it.
-
-    Clients built against newer headers accept a provider only if its minor version is at
-    least theirs (ONNX Runtime's QNN EP was built against 2.40).
-    """
-    text = os.environ.get("QNNEMU_CORE_API_VERSION")
-    if not text:
-        return DEFAULT_CORE_API
-    parts = text.strip().split(".")
-    try:
-        nums = [int(p) for p in parts]
-    except ValueError:
-        raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                       f"QNNEMU_CORE_API_VERSION='{text}' is not MAJOR.MINOR[.PATCH]",
-                       rule="QNNEMU-env-core-api") from None
-    if len(nums) not in (2, 3) or nums[0] != 2 or not MIN_CORE_API_MINOR <= nums[1] <= 99:
-        raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                       f"QNNEMU_CORE_API_VERSION='{text}': must be 2.{MIN_CORE_API_MINOR} or later",
-                       rule="QNNEMU-env-core-api")
-    return (nums[0], nums[1], nums[2] if len(nums) == 3 else 0)
-
 
 SUPPORTED_PROPERTIES = frozenset({
     Q.QNN_PROPERTY_GROUP_CORE, Q.QNN_PROPERTY_GROUP_BACKEND, Q.QNN_PROPERTY_GROUP_CONTEXT,
@@ -115,28 +81,26 @@ class Backend:
     def __init__(self, logger=None, configs=None):
         self.log = logger or NULL_LOGGER
         self.configs = configs or {}
-        self.contexts: list[int] = []
+        self.contexts: dict[int, Context] = {}   # handle -> live context
         self.devices: list[int] = []
         self.signals: list[int] = []  # signalCreate handles, released by backendFree
 
     def adopt_context(self, ctx: Context) -> int:
         """Registers a context built elsewhere (loaded from a binary) and returns its handle."""
-        handle = HANDLES.new(ctx)
-        self.contexts.append(handle)
-        return handle
+        ctx.handle = HANDLES.new(ctx)
+        self.contexts[ctx.handle] = ctx
+        htp_groups.context_opened(ctx.handle, ctx)
+        return ctx.handle
 
     def create_context(self, device, logger, configs) -> int:
-        handle = HANDLES.new(Context(self, device, logger or self.log, configs))
-        self.contexts.append(handle)
-        return handle
+        return self.adopt_context(Context(self, device, logger or self.log, configs))
 
     def free_context(self, handle: int) -> None:
-        ctx = HANDLES.lookup(handle)
-        if isinstance(ctx, Context):
+        ctx = self.contexts.pop(handle, None)
+        if ctx is not None:
+            htp_groups.context_closed(handle)
             ctx.free()
         HANDLES.release(handle)
-        if handle in self.contexts:
-            self.contexts.remove(handle)
 
     def free(self) -> None:
         if self.contexts:

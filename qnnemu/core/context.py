@@ -19,7 +19,8 @@ class Context:
         self.device = device
         self.log = logger or NULL_LOGGER
         self.configs = configs or {}
-        self.graphs: dict[str, int] = {}  # name -> graph handle
+        self.graphs: dict[str, Graph] = {}  # name -> graph (each knows its handle)
+        self.handle = 0   # set by the backend that registers the context
         self.tensors: dict[int, Tensor] = {}
         self.tensor_names: dict[str, int] = {}
         self._ids = itertools.count(1)
@@ -57,6 +58,10 @@ class Context:
         return self.tensors.get(tid) if tid is not None else None
 
     def create_graph(self, name: str) -> int:
+        """graphCreate: a new empty graph named ``name``; its handle."""
+        return self.new_graph(name).handle
+
+    def new_graph(self, name: str) -> Graph:
         if not name:
             raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_NAME, "graphCreate: graphName is NULL or empty",
                            rule="QNNEMU-graphCreate-name")
@@ -64,19 +69,26 @@ class Context:
             raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_NAME,
                            f"graphCreate: graphName: a graph named '{name}' already exists in this context",
                            rule="QNNEMU-graphCreate-name-unique")
-        handle = HANDLES.new(Graph(self, name, self.log))
-        self.graphs[name] = handle
-        return handle
+        graph = Graph(self, name, self.log)
+        graph.handle = HANDLES.new(graph)
+        self.graphs[name] = graph
+        return graph
+
+    def discard_graph(self, name: str) -> None:
+        """Drops graph ``name`` (one that failed to build) and releases its handle."""
+        graph = self.graphs.pop(name, None)
+        if graph is not None:
+            HANDLES.release(graph.handle)
 
     def retrieve_graph(self, name: str) -> int:
-        handle = self.graphs.get(name or "")
-        if handle is None and self.deferred is not None:
-            handle = self.deferred.build(name or "")  # deferred init: built at first retrieval
-        if handle is None:
+        graph = self.graphs.get(name or "")
+        if graph is None and self.deferred is not None:
+            graph = self.deferred.build(name or "")  # deferred init: built at first retrieval
+        if graph is None:
             raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_DOES_NOT_EXIST,
                            f"graphRetrieve: graphName: no graph named '{name}' in this context "
                            f"(graphs: {sorted(self.graphs) or 'none'})", rule="QNNEMU-graphRetrieve-name")
-        return handle
+        return graph.handle
 
     def create_tensor(self, d: TensorDesc) -> Tensor:
         func = "tensorCreateContextTensor"
@@ -91,8 +103,8 @@ class Context:
         return t
 
     def free(self) -> None:
-        for handle in list(self.graphs.values()):
-            HANDLES.release(handle)
+        for graph in list(self.graphs.values()):
+            HANDLES.release(graph.handle)
         self.graphs.clear()
         self.tensors.clear()
         self.deferred = None

@@ -20,9 +20,10 @@ from ..htp import op_support
 from ..htp import prepare as htp_prepare
 from ..htp import priority as htp_priority
 from ..htp import settings as htp_settings
+from ..htp.device_model import newest_device_model
 from ..htp.settings import device_model
 from ..ops.base import OpWarning, Param, TensorSpec, is_real_dtype
-from . import dtypes
+from ..spec import dtypes
 from .log import NULL_LOGGER, Logger
 from .plan import Plan, compile_plan, nodes_touching, refresh_plan
 from .tensor import (APP_INPUT_TYPES, APP_OUTPUT_TYPES, APP_READWRITE_TYPES, NODE_OUTPUT_TYPES,
@@ -226,10 +227,7 @@ def validate_op_config(cfg: OpConfigDesc) -> None:
 def _validation_device():
     """backendValidateOpConfig has no device argument: the HTP it answers for is the newest
     device created (the vendor's SoC setting is process-wide), else the default device."""
-    from .device import Device, DeviceModel
-    from .handles import HANDLES
-    devices = HANDLES.live(Device)
-    return devices[-1].model if devices else DeviceModel()
+    return newest_device_model()
 
 
 def _trim_null_inputs(cfg: OpConfigDesc, func: str, code: int) -> int:
@@ -264,12 +262,21 @@ def _check_absent_inputs(cls, input_specs: list, cfg: OpConfigDesc, func: str, c
                        f"but given as a NULL (absent) tensor", code)
 
 
+def node_check_error(func: str, node, culprits: list[str], e: OpCheckError | OpUnsupportedError) -> QnnError:
+    """A node refusing the updated values of its tensors (Graph.prepare_update; QnnTensor.h
+    tensor updates, qnnemu/core/sections.py)."""
+    return QnnError(Q.QNN_TENSOR_ERROR_INCOMPATIBLE_TENSOR_UPDATE,
+                    f"{func}: {', '.join(culprits)}: node '{node.name}' ({node.op_type}) refuses the new values: "
+                    f"opConfig.v1.{e.path}: {e.detail} (the op's rule {e.rule})", rule="QNNEMU-tensorUpdate-node-check")
+
+
 class Graph:
     """A graph of one context.  Thread-safe: one execute at a time per graph."""
 
     def __init__(self, context, name: str, logger: Logger | None = None):
         self.context = context
         self.name = name
+        self.handle = 0               # set by the context that creates it
         self.log = logger or NULL_LOGGER
         self.tensors: dict[int, Tensor] = {}
         self.by_name: dict[str, int] = {}
@@ -449,7 +456,6 @@ class Graph:
         take -- is refused now, rule QNNEMU-tensorUpdate-node-check); then the finalized plan's
         affected steps are recompiled (``plan.refresh_plan``).  ``paths`` names each updated
         tensor's argument for messages."""
-        from .sections import node_check_error
         positions = nodes_touching(self, tensor_ids)
         if not positions:
             return lambda: None

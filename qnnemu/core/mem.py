@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import QnnError
-from ..headers import Q
-from . import dtypes
+from ..headers import Q, library_dir
+from ..spec import dtypes
 from .handles import HANDLES
 from .tensor import Tensor
 
@@ -113,7 +113,6 @@ def _rpcmem_lib():
     ours; else None."""
     with _rpcmem_lock:
         if not _rpcmem:
-            from .. import library_dir
             lib = None
             for name, mode in (("libcdsprpc.so", os.RTLD_NOLOAD | os.RTLD_NOW),
                                (os.path.join(library_dir(), "libcdsprpc.so"), os.RTLD_NOW)):

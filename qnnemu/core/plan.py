@@ -78,9 +78,11 @@ import numpy as np
 from .. import rules
 from ..errors import QnnError
 from ..headers import Q
+from ..htp.settings import device_model, graph_settings
 from ..ops.base import htp_fp16_round, htp_fp16_static, htp_fp16_to_fp32
-from . import dtypes, float16, threads
-from ..spec.quant import (DEFAULT_ROUNDING, ROUNDING_BY_OP, AccRequant, Dequantizer, Requantize, code_range,
+from . import float16, threads
+from ..spec import dtypes
+from ..spec.quant import (DEFAULT_ROUNDING, ROUNDING_BY_OP, AccRequant, Dequantizer, Requantize, code_range,  # noqa: F401
                           htp_int8_operand, htp_int8_weights, rounding_for, same_encoding)
 from .tensor import is_static
 
@@ -432,7 +434,6 @@ def folded_activations(graph) -> dict[int, int]:
 
 def _fold_relu_setting(graph) -> bool:
     """FOLD_RELU_ACTIVATION_INTO_CONV_OFF as resolved by the HTP settings (on by default)."""
-    from ..htp.settings import graph_settings   # qnnemu.htp imports core modules
     return graph_settings(graph).fold_relu_into_conv
 
 
@@ -497,7 +498,6 @@ def float_math(graph) -> FloatMath:
     does not decide it: the vendor's backend ignores it (rule QNNEMU-graph-precision-deprecated
     says so when it asks for the other math).  Invalid values are QnnErrors (rules
     QNNEMU-graphFinalize-float-math-config, QNNEMU-graphFinalize-float-math-env)."""
-    from ..htp.settings import device_model   # qnnemu.htp imports core modules
     finalize = (getattr(graph, "configs", None) or {}).get("htp_finalize_config") or {}
     if FLOAT_MATH_CONFIG_KEY in finalize:
         value = finalize[FLOAT_MATH_CONFIG_KEY]
@@ -531,7 +531,6 @@ def warn_precision_ignored(graph, math: FloatMath, func: str = "graphFinalize") 
     fp16 = math.float16
     if asked16 == fp16:
         return
-    from ..htp.settings import device_model
     model = device_model(graph)
     why = {"environment": f"{FLOAT_MATH_ENV} asks for {'float16' if fp16 else 'float32'} math",
            "config": f"its '{FLOAT_MATH_CONFIG_KEY}' finalize config asks for {'float16' if fp16 else 'float32'} math",
@@ -559,7 +558,6 @@ def _fp16_island_output(x: np.ndarray) -> np.ndarray:
 
 def _arch(graph) -> int:
     """The HTP arch ``graph`` is prepared for (its device's; a loaded binary's recorded one)."""
-    from ..htp.settings import device_model
     return int(device_model(graph).arch)
 
 

@@ -116,6 +116,9 @@ from typing import Any
 from .. import rules
 from ..errors import QnnError
 from ..headers import Q
+from ..htp import perf as htp_perf   # htp_perf.current_clocks: read at call time (tests vary the clocks)
+from ..htp.cost import cycles_to_us as reference_cycles_to_us
+from ..htp.settings import graph_settings
 from .log import NULL_LOGGER, Logger
 
 LEVEL_NAMES = {
@@ -227,7 +230,6 @@ def cycles_to_us(n: int, clocks) -> int:
     """Reference cycles of the plan's schedule (qnnemu/htp/cost.py: one time axis for every
     resource) as whole microseconds at ``clocks`` (qnnemu.htp.perf.Clocks): the schedule runs at
     the core clock."""
-    from ..htp.cost import cycles_to_us as reference_cycles_to_us
     return max(0, int(round(reference_cycles_to_us(n, clocks, "HVX"))))
 
 
@@ -463,9 +465,8 @@ class CallRecorder:
         self.rpc_end_ns = time.perf_counter_ns()
 
     def watch_contexts(self, backend) -> None:
-        from .handles import HANDLES
         self.backend = backend
-        self.contexts_before = {h: HANDLES.lookup(h) for h in list(backend.contexts)}
+        self.contexts_before = dict(backend.contexts)
 
     # ---- called by the graph's plan -----------------------------------------------------
     def on_step(self, step, seconds: float) -> None:
@@ -488,12 +489,10 @@ class CallRecorder:
                              self.start_us)]
 
     def execute_events(self, end_ns: int) -> list[ProfileEvent]:
-        from ..htp.perf import current_clocks
-        from ..htp.settings import graph_settings
         graph = self.graph
         plan = graph.htp_plan
         n_nodes = len(graph.nodes)
-        clocks = current_clocks(arch=plan.arch)   # priced for the arch the graph was prepared for
+        clocks = htp_perf.current_clocks(arch=plan.arch)   # priced for the arch the graph was prepared for
         total = self._elapsed(self.start_ns, end_ns)
         rpc_end = self.rpc_end_ns if self.rpc_end_ns is not None else end_ns
         host_rpc = min(total, self._elapsed(self.rpc_start_ns, rpc_end))
@@ -586,8 +585,7 @@ class CallRecorder:
         out = [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_INIT, US, micros(self._elapsed(self.start_ns, end_ns)),
                             "QNN (init) time", self.start_us)]
         if self.backend is not None and not self.contexts_before:
-            from .handles import HANDLES
-            created = [HANDLES.lookup(h) for h in self.backend.contexts]
+            created = list(self.backend.contexts.values())
             if any(dsp_profiling_enabled(c) for c in created):
                 out.append(self._dsp_event(DSP_BEFORE_CONTEXT_CREATED))
         return out

@@ -34,11 +34,12 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import OpCheckError, OpUnsupportedError, QnnError
+from ..errors import QnnError
 from ..headers import Q
+from ..spec import dtypes
+from . import api_version
 from . import binary as _binary
-from . import dtypes
-from .handles import HANDLES
+from .graph import Graph, node_check_error  # noqa: F401 (node_check_error: sections' rule, raised by the graph)
 from .tensor import (STATIC_TYPES, UPDATEABLE_TYPES, RawQuant, Tensor, TensorDesc, is_static, quant_spec,
                      type_name)
 
@@ -176,16 +177,10 @@ def _graphs_of(context, build_deferred: bool = False) -> list:
     """The built graphs of ``context``; ``build_deferred``: first build those a context loaded
     with QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT has not built yet (a whole-context section
     covers them; an update need not: a graph built later reads the updated context tensors)."""
-    from .graph import Graph
     deferred = getattr(context, "deferred", None)
     if build_deferred and deferred is not None:
         deferred.build_all()
-    out = []
-    for handle in list(context.graphs.values()):
-        g = HANDLES.lookup(handle)
-        if isinstance(g, Graph):
-            out.append(g)
-    return out
+    return [g for g in list(context.graphs.values()) if isinstance(g, Graph)]
 
 
 def apply_updates(context, updates: list[ResolvedUpdate], func: str) -> None:
@@ -214,13 +209,6 @@ def apply_updates(context, updates: list[ResolvedUpdate], func: str) -> None:
         touch = getattr(context, "touch", None)
         if touch is not None:   # a cached context binary (contextGetBinary) is stale now
             touch()
-
-
-def node_check_error(func: str, node, culprits: list[str], e: OpCheckError | OpUnsupportedError) -> QnnError:
-    """A node refusing the updated values of its tensors (Graph.prepare_update)."""
-    return _err(INCOMPATIBLE, "QNNEMU-tensorUpdate-node-check", func, ", ".join(culprits),
-                f"node '{node.name}' ({node.op_type}) refuses the new values: opConfig.v1.{e.path}: "
-                f"{e.detail} (the op's rule {e.rule})")
 
 
 # =================================================================================== sections
@@ -285,7 +273,6 @@ def collect(context, graph, section: int) -> Section:
 
 def encode(sec: Section) -> bytes:
     """A section's bytes (deterministic: the same values give the same bytes)."""
-    from . import backend as _backend
     blobs: list[bytes] = []
     offsets: list[int] = []
     tensors = []
@@ -304,7 +291,7 @@ def encode(sec: Section) -> bytes:
                         "quant": _binary._quant_json(t.quant) if e.has_quant else None,
                         "has_quant": e.has_quant, "data": data})
     meta = json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "section": int(sec.section),
-                       "graph": sec.graph, "build_id": sec.build_id or _backend.BUILD_ID, "tensors": tensors},
+                       "graph": sec.graph, "build_id": sec.build_id or api_version.BUILD_ID, "tensors": tensors},
                       sort_keys=True, separators=(",", ":")).encode("utf-8")
     data_offset = _align(HEADER_SIZE + len(meta))
     data_size = offsets[-1] + len(blobs[-1]) if blobs else 0
@@ -361,7 +348,7 @@ def parse_section(blob: bytes, func: str, *, check_crc: bool = True, path: str =
 
 def _decode_meta(blob: bytes, section: int, flags: int, meta_size: int, data_offset: int, data_size: int,
                  path: str) -> Section:
-    b = _binary
+    b = _binary.metadata   # the context binary schema helpers: typed, bounded reads
     try:
         meta = json.loads(bytes(blob[HEADER_SIZE:HEADER_SIZE + meta_size]).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:

@@ -15,7 +15,7 @@ on ``resource`` into microseconds at the clocks the performance votes give
 HMX clock and DMA transfers with the bus clock.
 
 ``op_cost(node, graph, soc, settings) -> OpCost``: ``soc`` is the device model
-(qnnemu.core.device.DeviceModel: ``arch``, ``hmx``, ``hvx_threads``; read with getattr and
+(qnnemu.htp.device_model.DeviceModel: ``arch``, ``hmx``, ``hvx_threads``; read with getattr and
 defaults), ``settings`` the graph's qnnemu.htp.settings.GraphSettings.
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..core import dtypes
-from ..core.tensor import STATIC_TYPES
+from ..spec import dtypes
+from ..spec.tensor import STATIC_TYPES
 from ..headers import Q
 from . import perf
 
@@ -309,19 +309,24 @@ def folded_relu(node, graph, settings) -> bool:
     return producer is not None and (producer.op_type in _CONV or producer.op_type.startswith("DepthWiseConv"))
 
 
-def streamed_bytes(node, graph, settings=None) -> tuple[int, int]:
-    """(bytes read from DDR, bytes written to DDR) by the op: its Plain inputs (weights, graph
-    inputs) and Plain outputs (graph outputs).  With WEIGHTS_PACKING, 8-bit static weights whose
-    quantization is 4-bit are read packed (half the bytes)."""
-    read = written = 0
+def _distinct_inputs(node, graph):
+    """The op's input tensors, each once (an op may read one tensor twice), absent ones skipped."""
     seen = set()
     for tid in node.inputs:
         if tid is None or tid in seen:
             continue
         seen.add(tid)
         t = graph.tensor(tid)
-        if t is not None and in_ddr(t):
-            read += _packed_bytes(t, settings)
+        if t is not None:
+            yield t
+
+
+def streamed_bytes(node, graph, settings=None) -> tuple[int, int]:
+    """(bytes read from DDR, bytes written to DDR) by the op: its Plain inputs (weights, graph
+    inputs) and Plain outputs (graph outputs).  With WEIGHTS_PACKING, 8-bit static weights whose
+    quantization is 4-bit are read packed (half the bytes)."""
+    read = sum(_packed_bytes(t, settings) for t in _distinct_inputs(node, graph) if in_ddr(t))
+    written = 0
     for tid in node.outputs:
         t = graph.tensor(tid)
         if t is not None and in_ddr(t):
@@ -481,16 +486,7 @@ def op_cost(node, graph, soc, settings, share: float = 1.0) -> OpCost:
 # ---- tiles ----------------------------------------------------------------------------------
 def static_streamed_bytes(node, graph, settings=None) -> int:
     """Bytes of the op's static inputs (weights) streamed from DDR (packed with WEIGHTS_PACKING)."""
-    total = 0
-    seen = set()
-    for tid in node.inputs:
-        if tid is None or tid in seen:
-            continue
-        seen.add(tid)
-        t = graph.tensor(tid)
-        if t is not None and t.type in STATIC_TYPES:
-            total += _packed_bytes(t, settings)
-    return total
+    return sum(_packed_bytes(t, settings) for t in _distinct_inputs(node, graph) if t.type in STATIC_TYPES)
 
 
 def vtcm_streamed_bytes(node, graph, settings, resource: str, activations: bool = True) -> int:

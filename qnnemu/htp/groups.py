@@ -11,14 +11,15 @@ device, and all its contexts (and their graphs) keep one priority.
 A registration is parsed by ``_context_configs`` (qnnemu/abi/entry.py) into the context's
 ``configs["htp_group"]`` = ``{"kind", "first", "max_spill_fill"}``; the group itself lives
 here, created at the first registration that names it, so it outlives its first context.
-Nothing here imports cffi.
+Registrations name contexts by handle (``firstGroupHandle``): the object model tells this module
+which contexts are live under which handle (``context_opened`` / ``context_closed``, called by
+qnnemu/core/backend.py), so nothing here reaches into the handle table.  Nothing here imports cffi.
 """
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
 
-from ..core.handles import HANDLES
 from ..headers import Q
 
 MULTI_CONTEXTS = "multi_contexts"        # REGISTER_MULTI_CONTEXTS: contexts run in sequence
@@ -41,13 +42,27 @@ class ContextGroup:
 
 _lock = threading.Lock()
 _groups: dict[int, ContextGroup] = {}   # first context handle -> group
+_live: dict[int, object] = {}           # handle -> live context, oldest first
+
+
+def context_opened(handle: int, ctx) -> None:
+    """A context got ``handle`` (contextCreate, or a context loaded from a binary)."""
+    with _lock:
+        _live[handle] = ctx
+
+
+def context_closed(handle: int) -> None:
+    with _lock:
+        _live.pop(handle, None)
+
+
+def live_context(handle: int):
+    """The live context with ``handle``, else None."""
+    return _live.get(handle)
 
 
 def _handle_of(ctx) -> int | None:
-    for handle, obj in list(HANDLES._objects.items()):
-        if obj is ctx:
-            return handle
-    return None
+    return next((handle for handle, obj in list(_live.items()) if obj is ctx), None)
 
 
 def context_priority(configs: dict) -> int:
@@ -61,7 +76,7 @@ def group_for_first(first: int) -> ContextGroup | None:
         group = _groups.get(first)
         if group is not None:
             return group
-        ctx = HANDLES.lookup(first)
+        ctx = _live.get(first)
         reg = (getattr(ctx, "configs", None) or {}).get("htp_group")
         if not reg or reg.get("first"):
             return None
@@ -83,8 +98,8 @@ def group_of(ctx) -> ContextGroup | None:
 def members(group: ContextGroup) -> list:
     """The live contexts of ``group`` (its first context while alive, then the others)."""
     out = []
-    for handle, obj in list(HANDLES._objects.items()):
-        reg = (getattr(obj, "configs", None) or {}).get("htp_group") if hasattr(obj, "graphs") else None
+    for handle, obj in list(_live.items()):
+        reg = (getattr(obj, "configs", None) or {}).get("htp_group")
         if reg and reg.get("kind") == group.kind and (reg.get("first") or handle) == group.first:
             out.append(obj)
     return out

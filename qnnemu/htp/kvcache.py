@@ -55,6 +55,7 @@ import numpy as np
 
 from ..errors import QnnError
 from ..headers import Q
+from ..spec.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
 
 NATIVE_FORMAT = Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT
 # The seed: "KV_TILE_SIZE is fixed in this SDK version. K_TILE_SIZE=256, V_TILE_SIZE=64".
@@ -204,7 +205,6 @@ def _kv_link(graph, t, is_input: bool):
 
 def check_graph(graph, arch: int) -> dict[int, NativeKv]:
     """graphFinalize's native KV rules; returns tensor id -> NativeKv for the plan."""
-    from ..core.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
     native = [t for t in graph.tensors.values() if getattr(t, "data_format", 0) == NATIVE_FORMAT]
     if not native:
         return {}

@@ -48,7 +48,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..core import dtypes
+from ..spec import dtypes
 from ..errors import QnnError
 from ..headers import Q
 
@@ -314,17 +314,26 @@ def _entry(op_type: str, params: dict, inputs: Sequence, arch: int) -> tuple[str
     return name, key, support(name, arch)
 
 
+def _measured(op_type: str, params: dict, inputs: Sequence, outputs: Sequence, arch: int, func: str):
+    """(entry name, variant key, Support, data type signature, its text, rank) of a node whose
+    op the measurements cover while ``func``'s checks are enabled; else None (nothing to check)."""
+    if not enabled(func):
+        return None
+    name, key, sup = _entry(op_type, params, inputs, arch)
+    if sup is None:
+        return None
+    sig = signature(inputs, outputs)
+    return name, key, sup, sig, sig_text(sig), node_rank(inputs, outputs)
+
+
 def check_validate(op_type: str, params: dict, inputs: Sequence, outputs: Sequence, arch: int,
                    func: str, where: str) -> None:
     """backendValidateOpConfig: raises the QnnError the vendor's validation refusal maps to, or
     returns. ``where``: the node, for messages (``node 'n' (Op)``)."""
-    if not enabled(func):
+    found = _measured(op_type, params, inputs, outputs, arch, func)
+    if found is None:
         return
-    name, key, sup = _entry(op_type, params, inputs, arch)
-    if sup is None:
-        return
-    sig = signature(inputs, outputs)
-    text, rank = sig_text(sig), node_rank(inputs, outputs)
+    name, key, sup, sig, text, rank = found
     measured = f"the HTP on v{arch} (measured: docs/op-support.md)"
     path = "opConfig.v1.typeName"
     if sup.unknown_op:
@@ -381,13 +390,10 @@ def check_add(op_type: str, params: dict, inputs: Sequence, outputs: Sequence, a
     """graphAddNode: raises for a node the vendor's graphAddNode refused on the arch (e.g. 16-bit
     activations with 16-bit weights before v73, a scalar into ExpandDims/Pack): the exact data
     type set at that rank, or at any rank when every measured rank of it was refused there."""
-    if not enabled(func):
+    found = _measured(op_type, params, inputs, outputs, arch, func)
+    if found is None:
         return
-    name, key, sup = _entry(op_type, params, inputs, arch)
-    if sup is None:
-        return
-    sig = signature(inputs, outputs)
-    text, rank = sig_text(sig), node_rank(inputs, outputs)
+    name, key, sup, sig, text, rank = found
     if rank in sup.finalized.get(text, ()):
         return
     kinds = sup.finalize.get(text, {})
@@ -416,13 +422,10 @@ def check_finalize(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
     """graphFinalize: raises when the vendor's one-node graph of this node failed to finalize on
     the arch (the exact data type set and rank measured, a rank no measured node of the op
     finalized at, or an op none of whose measured nodes finalized)."""
-    if not enabled(func):
+    found = _measured(op_type, params, inputs, outputs, arch, func)
+    if found is None:
         return
-    name, key, sup = _entry(op_type, params, inputs, arch)
-    if sup is None:
-        return
-    sig = signature(inputs, outputs)
-    text, rank = sig_text(sig), node_rank(inputs, outputs)
+    name, key, sup, sig, text, rank = found
     if not sup.unknown_op and rank in sup.finalized.get(text, ()):
         return      # created (where measured configurations differ: created)
     kind = "unknown-op" if sup.unknown_op else sup.finalize.get(text, {}).get(rank)

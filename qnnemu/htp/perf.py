@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import rules
-from ..core.device import Device, DeviceModel
-from ..core.handles import HANDLES
 from ..errors import QnnError
 from ..headers import Q
+from .device_model import DeviceModel, newest_device_model
 
 INVALID_INPUT = Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_INVALID_INPUT
 UNSUPPORTED_CONFIG = Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_UNSUPPORTED_CONFIG
@@ -241,8 +240,7 @@ def clock_table_markdown() -> str:
 def device_model(device_id: int = 0) -> DeviceModel:
     """The model of HTP device ``device_id`` (only 0 exists): the newest live Device's, else
     the default device."""
-    live = HANDLES.live(Device)
-    return live[-1].model if live else DeviceModel()
+    return newest_device_model()
 
 
 def device_cores(model: DeviceModel) -> int:

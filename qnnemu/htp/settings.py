@@ -41,9 +41,11 @@ from dataclasses import dataclass
 
 
 from .. import rules
-from ..core.device import DeviceModel
 from ..errors import QnnError
 from ..headers import Q
+from . import groups, priority
+from . import packing as weights_packing
+from .device_model import DeviceModel
 
 MIB = 1 << 20
 KIB = 1 << 10
@@ -227,7 +229,6 @@ def check_priority(value: int, func: str, path: str, code: int, rule: str) -> in
     """A Qnn_Priority_t: any value in 0..500 is taken (the vendor's "Valid range: 0-500"); one
     without a row in the HTP thread priority table runs with the nearest documented level
     below it (warning rule QNNEMU-priority-level-mapped)."""
-    from . import priority
     value = int(value)
     if not 0 <= value <= MAX_PRIORITY:
         raise _g_err(code, func, path, f"{value} is outside the Qnn_Priority_t range 0..{MAX_PRIORITY} "
@@ -420,8 +421,7 @@ def _check_dlbc(type_name: str, *, model, context, graph, func, path, pending) -
                      "DLBC weights are not supported in a context with weight sharing "
                      "(QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED)", "graph-dlbc-weight-sharing")
     # Graph count limits: 32 graphs with input OR weight compression, 16 with both.
-    from ..core.handles import HANDLES
-    others = [HANDLES.lookup(h) for h in (getattr(context, "graphs", None) or {}).values()]
+    others = list((getattr(context, "graphs", None) or {}).values())
     flags = [dlbc_flags(g) for g in others if g is not None and g is not graph]
     mine = dlbc_flags(graph) if graph is not None else (False, False)
     earlier = pending.get("htp_optimization", {})   # earlier configs of the same call
@@ -619,9 +619,8 @@ def graph_settings(graph) -> GraphSettings:
 def packed_weight_bytes(tensor, packing: bool) -> int:
     """Stored size of static ``tensor``: with WEIGHTS_PACKING, 8-bit weights whose values all
     lie in the 4-bit range are stored two per byte (seed: "stored ... as packed 4-bit") -- the
-    context binary's own rule (core.binary.packing_of), so the property and the binary agree."""
-    from ..core import binary  # imported here: core.binary imports the graph, which imports us
-    if binary.packing_of(tensor, packing) is not None:
+    context binary's own rule (qnnemu/htp/packing.py), so the property and the binary agree."""
+    if weights_packing.packing_of(tensor, packing) is not None:
         return (tensor.data.size + 1) // 2
     return int(tensor.data.nbytes)
 
@@ -630,15 +629,11 @@ def weights_buffer_bytes(context) -> int:
     """QNN_HTP_CONTEXT_GET_PROP_WEIGHTS_BUFFER_SIZE: the bytes of the context's static data --
     each static tensor once (context tensors shared by graphs count once), packed where the
     graph packs weights."""
-    from ..core.handles import HANDLES
     seen: dict[int, int] = {}
     for t in getattr(context, "tensors", {}).values():
         if t.data is not None:
             seen[id(t)] = int(t.data.nbytes)
-    for handle in (getattr(context, "graphs", None) or {}).values():
-        g = HANDLES.lookup(handle)
-        if g is None:
-            continue
+    for g in (getattr(context, "graphs", None) or {}).values():
         packing = bool(_htp(g, "QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING", "weightsPacking", False))
         for t in g.tensors.values():
             if t.data is not None and id(t) not in seen:
@@ -650,13 +645,11 @@ def spill_fill_buffer_bytes(context) -> int:
     """QNN_HTP_CONTEXT_GET_PROP_MAX_SPILLFILL_BUFFER_SIZE: the group's shared buffer when the
     context is in one (sized by the group's first registration), else the largest spill-fill
     buffer of the context's prepared graphs."""
-    from ..core.handles import HANDLES
-    from . import groups
     group = groups.group_of(context)
     if group is not None:
         return group.spill_fill_bytes
-    sizes = [int(getattr(HANDLES.lookup(h), "spill_fill_bytes", 0) or 0)
-             for h in (getattr(context, "graphs", None) or {}).values()]
+    sizes = [int(getattr(g, "spill_fill_bytes", 0) or 0)
+             for g in (getattr(context, "graphs", None) or {}).values()]
     return max(sizes, default=0)
 
 
@@ -667,23 +660,20 @@ def vtcm_backup_buffer_bytes(context) -> int:
     the VTCM it acquires (its prepared plan's budget), so the context's largest one; in a
     resource-sharing group one buffer "determined internally based on the device's
     capabilities": the device's whole VTCM."""
-    from ..core.handles import HANDLES
-    from . import groups
     if groups.group_of(context) is not None:
         device = getattr(context, "device", None)
         return int((device.model if device is not None else DeviceModel()).vtcm_bytes)
-    sizes = [int(getattr(getattr(HANDLES.lookup(h), "htp_plan", None), "vtcm_budget_bytes", 0) or 0)
-             for h in (getattr(context, "graphs", None) or {}).values()]
+    sizes = [int(getattr(getattr(g, "htp_plan", None), "vtcm_budget_bytes", 0) or 0)
+             for g in (getattr(context, "graphs", None) or {}).values()]
     return max(sizes, default=0)
 
 
 def buffer_start_alignment(context) -> int:
     """QNN_HTP_CONTEXT_GET_PROP_BUFFER_START_ALIGNMENT: the largest block alignment the
     context's prepared plans ask for, at least 64 bytes."""
-    from ..core.handles import HANDLES
     align = BUFFER_START_ALIGNMENT
-    for h in (getattr(context, "graphs", None) or {}).values():
-        plan = getattr(HANDLES.lookup(h), "htp_plan", None)
+    for g in (getattr(context, "graphs", None) or {}).values():
+        plan = getattr(g, "htp_plan", None)
         for b in getattr(plan, "blocks", None) or ():
             align = max(align, int(b.align or 0))
     return align
@@ -702,8 +692,6 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
     """Checks one QnnHtpContext_CustomConfig_t (``name`` without prefix) as far as it can be
     checked alone, recording derived keys in ``out``; ``check_context_options`` then checks
     the combinations."""
-    from . import groups
-    from ..core.handles import HANDLES
     option = CONTEXT_OPTIONS.get(name)
     mpath = f"{path}.{option.member}" if option else path
     if name in REFUSED_AT_CONTEXT_CREATE and func == "contextCreate":
@@ -748,7 +736,7 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
             if group is None or group.kind != kind:
                 raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"{path}.{member}.firstGroupHandle",
                              f"{first:#x} is not the first context of a {name} group "
-                             f"({'a live context that opened no such group' if HANDLES.lookup(first) else 'no live context'})",
+                             f"({'a live context that opened no such group' if groups.live_context(first) else 'no live context'})",
                              "context-group-first")
             if size and size != group.spill_fill_bytes:
                 rules.warn("QNNEMU-context-group-spill-fill-ignored", func, f"{path}.{member}.maxSpillFillBuffer",
@@ -759,7 +747,6 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
 
 def check_context_options(out: dict, *, func: str, model: DeviceModel) -> None:
     """The combination rules of one config list (after every option was read)."""
-    from . import groups
     htp = out.get("htp") or {}
 
     def flag(option, member):
@@ -795,7 +782,6 @@ def check_context_options(out: dict, *, func: str, model: DeviceModel) -> None:
 
 def check_priority_change(context, func: str, path: str) -> None:
     """Priorities of a concurrent sharing group cannot change on the fly (seed 002)."""
-    from . import groups
     group = groups.group_of(context)
     if group is not None and group.kind == groups.CONCURRENT:
         raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE if func == "contextSetConfig"

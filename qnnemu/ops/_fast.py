@@ -37,6 +37,19 @@ _ffi = None
 _tried = False
 
 
+class _Config:
+    """``kernels``: "fast" uses the C kernels where an op has them, "reference" numpy only.
+
+    Set with the environment variable QNNEMU_KERNELS or by assigning ``config.kernels``.
+    """
+
+    def __init__(self):
+        self.kernels = os.environ.get("QNNEMU_KERNELS", "fast")
+
+
+config = _Config()
+
+
 def _load() -> bool:
     global _lib, _ffi, _tried
     if not _tried:
@@ -61,7 +74,6 @@ def available() -> bool:
 
 def fast() -> bool:
     """True if ops should take their fast paths (BLAS GEMMs, static weights packed once)."""
-    from . import config
     return config.kernels == "fast"
 
 

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ..core import dtypes
+from ..spec import dtypes
 from ..errors import OpUnsupportedError
 from ..headers import Q
 from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, same_spec,

@@ -70,9 +70,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..core import dtypes
 from ..errors import OpCheckError
 from ..headers import Q
+from ..spec import dtypes
+from ..spec.params import Param, ParamSpec, type_category  # noqa: F401 (ops.base names)
+from ..spec.tensor import QuantSpec, TensorSpec  # noqa: F401 (ops.base names)
 
 REGISTRY: dict[str, type["Op"]] = {}
 
@@ -97,81 +99,6 @@ def warn(rule: str, path: str, message: str) -> None:
     pending = _WARNINGS.get()
     if pending is not None:
         pending.append(OpWarning(rule, path, message))
-
-
-@dataclass(frozen=True)
-class QuantSpec:
-    """Quantization of a fixed-point tensor (QNN_QUANTIZATION_ENCODING_SCALE_OFFSET / AXIS_...).
-
-    ``scale``/``offset`` are scalars for per-tensor encodings and 1-D arrays (with ``axis``) for
-    per-axis ones.  real = scale * (q + offset), QNN's sign convention.
-    """
-
-    encoding: int
-    scale: Any
-    offset: Any
-    axis: int | None = None
-    bitwidth: int | None = None
-    # BLOCKWISE_EXPANSION: integer block scales [channels, blocks] multiplying ``scale``.
-    block_scales: Any = None
-
-
-@dataclass
-class TensorSpec:
-    """What an op sees of a tensor while checking: shape, dtype, quantization, static data."""
-
-    shape: tuple[int, ...]
-    dtype: int
-    quant: QuantSpec | None = None
-    data: np.ndarray | None = None  # contents of STATIC tensors
-    name: str = ""
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-
-@dataclass
-class Param:
-    """A parameter as the app passed it: a scalar (Python value) or a tensor (numpy array)."""
-
-    name: str
-    kind: str  # "scalar" or "tensor"
-    dtype: int
-    value: Any
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """One parameter of an op definition.
-
-    kind: "scalar" or "tensor".  types: allowed categories among "float", "int", "uint",
-    "bool", "string" (fixed-point types count as their storage int/uint).  shape: for tensors,
-    a tuple whose entries are ints or None (any size); ``None`` for any shape.
-    default: value used when the param is absent (a callable is called for a fresh value);
-    required: the param must be given.
-    """
-
-    kind: str
-    types: tuple[str, ...]
-    shape: tuple[int | None, ...] | None = None
-    default: Any = None
-    required: bool = False
-
-
-def type_category(dtype: int) -> str:
-    if dtype in dtypes.FLOAT_TYPES:
-        return "float"
-    if dtype in dtypes.BOOL_TYPES:
-        return "bool"
-    if dtype == Q.QNN_DATATYPE_STRING:
-        return "string"
-    name = dtypes.name(dtype)
-    if "UINT" in name or "UFIXED" in name:
-        return "uint"
-    if "INT" in name or "SFIXED" in name:
-        return "int"
-    return "unknown"
 
 
 # The scalar data types the vendor's graphAddNode builds a parameter from (measured on

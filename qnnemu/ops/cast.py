@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import dtypes
+from ..spec import dtypes
 from ..headers import Q
 from .base import Op, ParamSpec, QuantSpec, TensorSpec
 from .elementwise import rule_error

@@ -79,7 +79,7 @@ def check_real_inputs(op: str, inputs: list[TensorSpec]) -> None:
             if first is None:
                 first = (i, spec.dtype)
             elif spec.dtype != first[1]:
-                from ..core import dtypes
+                from ..spec import dtypes
                 raise OpCheckError(f"QNNEMU-{op}-dtype-mismatch", f"inputTensors[{i}].dataType",
                                    f"{op} float inputs must share one float type: input "
                                    f"{first[0]} is {dtypes.name(first[1])}, input {i} is "

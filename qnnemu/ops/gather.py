@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import rules
-from ..core import dtypes
+from ..spec import dtypes
 from ..headers import Q
 from .base import Op, ParamSpec, TensorSpec, same_spec, warn
 from .shape import check_axis, check_same_dtype, count, fail, is_codes

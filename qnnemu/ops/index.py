@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import dtypes
+from ..spec import dtypes
 from ..headers import Q
 from .base import Op, OpCheckError, TensorSpec, check_real
 

@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import dtypes
+from ..spec import dtypes
 from ..errors import OpUnsupportedError
 from ..headers import Q
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, same_spec

@@ -37,11 +37,10 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ..core import dtypes
+from . import dtypes
 from ..headers import Q
+from .tensor import QuantSpec
 
-if TYPE_CHECKING:  # ops.base imports core modules; only the type is needed here
-    from ..ops.base import QuantSpec
 
 ROUNDING = "half_away_from_zero"
 _F32_MAX = np.float32(np.finfo(np.float32).max)
@@ -249,7 +248,6 @@ def spec_from_dict(quant: dict | None) -> QuantSpec | None:
     """The QuantSpec of a JSON-form encoding (None: not quantized).  Raises ValueError for a
     form that has neither a scale nor per-axis scales (KeyError/TypeError for malformed values
     propagate as ValueError too)."""
-    from ..ops.base import QuantSpec as _QuantSpec  # moves to qnnemu.spec with the layers split
     if not quant:
         return None
     try:
@@ -258,9 +256,9 @@ def spec_from_dict(quant: dict | None) -> QuantSpec | None:
         if all(k in quant for k in _PER_AXIS_KEYS):
             scales = np.asarray(quant["scales"], np.float32)
             offsets = np.asarray(quant.get("offsets", [0] * scales.size), np.int64)
-            return _QuantSpec(encoding, scales, offsets, int(quant["axis"]), bitwidth)
+            return QuantSpec(encoding, scales, offsets, int(quant["axis"]), bitwidth)
         if "scale" in quant:
-            return _QuantSpec(encoding, float(np.float32(quant["scale"])), int(quant.get("offset", 0)),
+            return QuantSpec(encoding, float(np.float32(quant["scale"])), int(quant.get("offset", 0)),
                               None, bitwidth)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"bad quantization encoding {quant!r}: {e}") from None

@@ -1,0 +1,283 @@
+"""The context binary's container (docs/context-binary.md "Layout"): the fixed 160-byte header
+(magic, format version, sizes, API versions, build id, the SoC/HTP arch the context was prepared
+for, flags, CRC32s, section offsets), the sanity limits for values read from a binary, and the
+error plumbing every reader shares (``_err``, ``_guard``, ``_abort``).
+
+``assemble``/``reseal`` write the container around a metadata section and a data section;
+``parse_header`` checks one (lengths before anything is read, CRC32s) without reading further.
+"""
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ...errors import QnnError
+from ...headers import Q
+from ...htp import soc as socs
+
+
+# ------------------------------------------------------------------------------ format constants
+MAGIC = b"QNNEMUCB"
+FORMAT_VERSION = 2          # what serialize writes and the newest deserialize reads
+MIN_FORMAT_VERSION = 1      # the oldest deserialize reads (older: QNN_CONTEXT_ERROR_BINARY_VERSION)
+PACKING_FORMAT_VERSION = 2  # the first version whose tensors may carry "packing" (WEIGHTS_PACKING)
+HEADER_SIZE = 160
+ALIGN = 64                  # file alignment of the data section and of every blob in it
+FORMAT_NAME = "qnnemu.context-binary"
+
+FLAG_WEIGHT_SHARING = 0x1   # the context had QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED
+KNOWN_FLAGS = FLAG_WEIGHT_SHARING
+
+# Little-endian, no padding; the offsets of magic (0) and format version (8) never change.
+_HEADER = struct.Struct("<8sIIQII3H3HIIIQQQQ32sII28sI")
+assert _HEADER.size == HEADER_SIZE
+_HEADER_CRC_OFFSET = HEADER_SIZE - 4
+
+# Sanity limits for values read from a binary (a corrupted length must never drive an allocation).
+MAX_RANK = 32
+MAX_DIM = 0xFFFFFFFF
+MAX_TENSOR_BYTES = 1 << 32  # any tensor (the HTP addresses 32 bits; static ones are also bounded by their blob)
+MAX_ID = 0xFFFFFFFF
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1  # quantization offsets (int32_t in Qnn_QuantizeParams_t)
+
+STRICT = "strict"
+PERMISSIVE = "permissive"
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+# ------------------------------------------------------------------------------ public records
+@dataclass(frozen=True)
+class Header:
+    """The fixed header (docs/context-binary.md "Header")."""
+
+    format_version: int
+    header_size: int
+    total_size: int
+    flags: int
+    payload_crc32: int
+    core_api: tuple[int, int, int]
+    backend_api: tuple[int, int, int]
+    soc_model: int
+    htp_arch: int
+    vtcm_mb: int
+    metadata_offset: int
+    metadata_size: int
+    data_offset: int
+    data_size: int
+    build_id: str
+    graph_count: int
+    metadata_crc32: int = 0
+    header_crc32: int = 0
+
+    @property
+    def weight_sharing(self) -> bool:
+        return bool(self.flags & FLAG_WEIGHT_SHARING)
+
+
+# ------------------------------------------------------------------------------ errors
+def _err(code: int, rule: str, func: str, message: str) -> QnnError:
+    return QnnError(code, f"{func}: {message}", rule=rule)
+
+
+class _Bad(Exception):
+    """A schema violation in the metadata; becomes QNNEMU-binary-metadata."""
+
+
+class _Unencodable(Exception):
+    """A value serialize cannot represent."""
+
+
+def assemble(header: Header, meta: dict, data: bytes) -> bytes:
+    """Header fields + metadata + data section -> a binary with consistent offsets, sizes and
+    CRCs.  ``serialize`` uses it; tools and tests can re-assemble a modified binary with it.
+    Only ``format_version``, ``flags``, the API versions, device fields, build id and graph
+    count of ``header`` are taken; the rest is computed."""
+    meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                            allow_nan=False).encode("ascii")
+    meta_off = HEADER_SIZE
+    data_off = _align(meta_off + len(meta_bytes))
+    total = data_off + len(data)
+    out = bytearray(total)
+    out[meta_off:meta_off + len(meta_bytes)] = meta_bytes
+    out[data_off:total] = data
+    payload_crc = zlib.crc32(memoryview(out)[HEADER_SIZE:])
+    build = header.build_id.encode("ascii", errors="replace")[:32]
+    fields = [MAGIC, header.format_version, HEADER_SIZE, total, header.flags, payload_crc,
+              *header.core_api, *header.backend_api, header.soc_model, header.htp_arch, header.vtcm_mb,
+              meta_off, len(meta_bytes), data_off, len(data), build, header.graph_count,
+              zlib.crc32(meta_bytes), bytes(28), 0]
+    out[:HEADER_SIZE] = _HEADER.pack(*fields)
+    hcrc = zlib.crc32(memoryview(out)[:_HEADER_CRC_OFFSET])
+    out[_HEADER_CRC_OFFSET:HEADER_SIZE] = struct.pack("<I", hcrc)
+    return bytes(out)
+
+
+def reseal(blob: bytes) -> bytes:
+    """``blob`` with its metadata, payload and header CRC32s recomputed (for tools that patch
+    the data section in place, e.g. binary-section updates; and for tests)."""
+    out = bytearray(blob)
+    if len(out) < HEADER_SIZE:
+        return bytes(out)
+    header_size = struct.unpack_from("<I", out, 12)[0]
+    total = struct.unpack_from("<Q", out, 16)[0]
+    end = min(total, len(out))
+    start = min(max(header_size, HEADER_SIZE), end)
+    meta_off, meta_size = struct.unpack_from("<QQ", out, 56)
+    if meta_off + meta_size <= end:
+        struct.pack_into("<I", out, 124, zlib.crc32(memoryview(out)[meta_off:meta_off + meta_size]))
+    struct.pack_into("<I", out, 28, zlib.crc32(memoryview(out)[start:end]))
+    struct.pack_into("<I", out, _HEADER_CRC_OFFSET, zlib.crc32(memoryview(out)[:_HEADER_CRC_OFFSET]))
+    return bytes(out)
+
+
+# ------------------------------------------------------------------------------ parsing
+def _as_view(blob: Any, func: str) -> memoryview:
+    if blob is None:
+        raise _err(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "QNNEMU-binary-null", func,
+                   "binaryBuffer is NULL")
+    try:
+        view = memoryview(blob).cast("B")
+    except (TypeError, ValueError):
+        raise _err(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "QNNEMU-binary-null", func,
+                   f"binaryBuffer is not a byte buffer ({type(blob).__name__})") from None
+    if len(view) == 0:
+        raise _err(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "QNNEMU-binary-null", func,
+                   "binaryBufferSize is 0")
+    return view
+
+
+def _foreign(view: memoryview, func: str) -> QnnError:
+    head = bytes(view[:8])
+    return _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-magic", func,
+                f"binaryBuffer: not a qnnemu context binary (starts with {head.hex(' ')}, expected "
+                f"the magic {MAGIC.decode()!r}); binaries prepared by another backend (for example "
+                f"the vendor's libQnnHtp.so) cannot be loaded by qnnemu -- prepare the graphs on "
+                f"qnnemu instead")
+
+
+def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_data: bool = False) -> Header:
+    """Checks magic, version, sizes and both CRC32s; returns the header.
+
+    ``external_data``: the data section comes from elsewhere (the data provider of
+    contextCreateFromBinaryWithCallback): the buffer needs to reach only the end of the
+    metadata, and the payload CRC (which covers the data section) is not checked -- the
+    metadata CRC is, and the loader checks every blob's CRC."""
+    view = _as_view(blob, func)
+    n = len(view)
+    if bytes(view[:min(n, 8)]) != MAGIC[:min(n, 8)]:
+        raise _foreign(view, func)
+    if n < 12:
+        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
+                   f"binaryBuffer: {n} bytes is too short for a context binary header "
+                   f"({HEADER_SIZE} bytes)")
+    version = struct.unpack_from("<I", view, 8)[0]
+    if version > FORMAT_VERSION:
+        raise _err(Q.QNN_CONTEXT_ERROR_BINARY_VERSION, "QNNEMU-binary-version-future", func,
+                   f"binaryBuffer: format version {version} is newer than this qnnemu reads "
+                   f"({MIN_FORMAT_VERSION}..{FORMAT_VERSION}); load it with the qnnemu that made it "
+                   f"or a newer one")
+    if version < MIN_FORMAT_VERSION:
+        raise _err(Q.QNN_CONTEXT_ERROR_BINARY_VERSION, "QNNEMU-binary-version-old", func,
+                   f"binaryBuffer: format version {version} is older than this qnnemu reads "
+                   f"({MIN_FORMAT_VERSION}..{FORMAT_VERSION}); prepare the graphs again")
+    if n < HEADER_SIZE:
+        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
+                   f"binaryBuffer: {n} bytes is too short for the {HEADER_SIZE}-byte header")
+    f = _HEADER.unpack_from(view, 0)
+    hcrc = zlib.crc32(view[:_HEADER_CRC_OFFSET])
+    if hcrc != f[-1]:
+        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-header-crc", func,
+                   f"binaryBuffer: header CRC32 mismatch (stored 0x{f[-1]:08x}, computed 0x{hcrc:08x}): "
+                   f"the header is corrupted")
+    (_, version, header_size, total, flags, payload_crc, c0, c1, c2, b0, b1, b2, soc, arch, vtcm,
+     meta_off, meta_size, data_off, data_size, build, graph_count, meta_crc, reserved, header_crc) = f
+    bad = None
+    if header_size != HEADER_SIZE:
+        bad = f"header size {header_size} (format version {version} has {HEADER_SIZE})"
+    elif total < HEADER_SIZE:
+        bad = f"total size {total} is smaller than the header"
+    elif flags & ~KNOWN_FLAGS:
+        bad = f"unknown flags 0x{flags & ~KNOWN_FLAGS:x}"
+    elif any(reserved):
+        bad = "reserved header bytes are not zero"
+    if bad is None and total > n and not external_data:
+        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
+                   f"binaryBuffer: the binary is {total} bytes but only {n} were given "
+                   f"(binaryBufferSize too small or the file was cut)")
+    if bad is None:
+        if meta_off < header_size or meta_off + meta_size > total:
+            bad = f"metadata section [{meta_off}, +{meta_size}) outside the binary ({total} bytes)"
+        elif data_off % ALIGN:
+            bad = f"data section offset {data_off} is not a multiple of {ALIGN}"
+        elif data_off < meta_off + meta_size or data_off + data_size > total:
+            bad = f"data section [{data_off}, +{data_size}) overlaps the metadata or leaves the binary"
+    if bad is None:
+        bad = _device_fields_out_of_range(soc, arch, vtcm)
+    if bad is None:
+        try:
+            build_id = build.rstrip(b"\0").decode("ascii")
+        except UnicodeDecodeError:
+            bad = "build id is not ASCII text"
+    if bad is not None:
+        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-header", func,
+                   f"binaryBuffer: inconsistent header: {bad}")
+    if external_data and meta_off + meta_size > n:
+        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
+                   f"binaryBuffer: the header and metadata take {meta_off + meta_size} bytes but only {n} "
+                   f"were given")
+    crc = payload_crc if external_data else zlib.crc32(view[header_size:total])
+    if crc != payload_crc:
+        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-crc", func,
+                   f"binaryBuffer: CRC32 mismatch over bytes [{header_size}, {total}) (stored "
+                   f"0x{payload_crc:08x}, computed 0x{crc:08x}): the binary is corrupted")
+    mcrc = zlib.crc32(view[meta_off:meta_off + meta_size])
+    if mcrc != meta_crc:
+        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-crc", func,
+                   f"binaryBuffer: metadata CRC32 mismatch (stored 0x{meta_crc:08x}, computed "
+                   f"0x{mcrc:08x}): the binary is corrupted")
+    return Header(version, header_size, total, flags, payload_crc, (c0, c1, c2), (b0, b1, b2), soc, arch,
+                  vtcm, meta_off, meta_size, data_off, data_size, build_id, graph_count, meta_crc, header_crc)
+
+
+def _device_fields_out_of_range(soc: int, arch: int, vtcm_mb: int) -> str | None:
+    """What is wrong with the header's device fields, or None: the SoC model is 0 or one of the
+    SoC table, the arch an HTP arch (a SoC and an arch that disagree are a binary for another
+    device, which the compatibility rules handle), the VTCM size at least
+    1 MiB and at most the largest VTCM of the table (docs/context-binary.md "Header": serialize
+    writes nothing else, so anything else is corruption or a hand-made binary; refused under
+    PERMISSIVE too, since PERMISSIVE tolerates another device, not an impossible one)."""
+    if soc != Q.QNN_SOC_MODEL_UNKNOWN and soc not in socs.SOCS:
+        return (f"soc_model {soc} is neither QNN_SOC_MODEL_UNKNOWN (0) nor a SoC model of the emulator's "
+                f"SoC table")
+    archs = sorted({*socs.HTP_ARCHS, *socs.ARCH_ONLY})
+    if arch not in archs:
+        return f"htp_arch {arch} is not an HTP arch ({', '.join(map(str, archs))})"
+    largest = max(r.vtcm_mb for r in (*socs.SOCS.values(), *(socs.arch_only(a) for a in archs)))
+    if not 1 <= vtcm_mb <= largest:
+        return f"vtcm_mb {vtcm_mb} is outside 1..{largest} MiB (the largest VTCM of the SoC table)"
+    return None
+
+
+def _abort(check_abort, func: str) -> None:
+    if check_abort is not None and check_abort():
+        raise _err(Q.QNN_CONTEXT_ERROR_ABORTED, "QNNEMU-binary-aborted", func,
+                   "loading the context binary was cancelled")
+
+
+def _guard(func: str, body: Callable[[], Any]) -> Any:
+    """Runs ``body``; anything but a QnnError becomes one (a loader never raises anything else)."""
+    try:
+        return body()
+    except QnnError:
+        raise
+    except MemoryError:
+        raise _err(Q.QNN_CONTEXT_ERROR_MEM_ALLOC, "QNNEMU-binary-mem-alloc", func,
+                   "out of memory while reading the context binary") from None
+    except Exception as e:  # noqa: BLE001 - a corrupted binary must never crash the caller
+        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-internal", func,
+                   f"the context binary could not be read ({type(e).__name__}: {str(e)[:200]})") from e

@@ -1,0 +1,86 @@
+"""contextGetBinary: ``serialize(context)``, the bytes of a context whose graphs are all
+finalized (docs/context-binary.md).  Deterministic: the same context gives the same bytes.
+"""
+from __future__ import annotations
+
+import zlib
+
+from ... import ops
+from ...headers import Q
+from .. import api_version
+from ..device import DeviceModel
+from ..graph import Graph
+from ..log import NULL_LOGGER
+from . import format as fmt  # fmt.FORMAT_VERSION: read at call time (tests vary it)
+from .format import (FLAG_WEIGHT_SHARING, FORMAT_NAME, HEADER_SIZE, Header, _Unencodable, _align, _err,
+                     assemble)
+from .metadata import (_BlobStore, _context_configs_json, _graph_configs_json, _node_params, _param_json, _tensor_json,
+                       weight_sharing_enabled, weights_packing_enabled)
+
+
+def _device_model(device) -> DeviceModel:
+    model = getattr(device, "model", None)
+    return model if isinstance(model, DeviceModel) else DeviceModel()
+
+
+def serialize(context, *, func: str = "contextGetBinary") -> bytes:
+    """The context binary of ``context`` (every graph must be finalized)."""
+    code = (Q.QNN_CONTEXT_ERROR_GET_BINARY_SIZE_FAILED if func == "contextGetBinarySize"
+            else Q.QNN_CONTEXT_ERROR_GET_BINARY_FAILED)
+    if getattr(context, "deferred", None) is not None:
+        context.deferred.build_all()  # graphs of a deferred-init context are part of its binary
+    log = getattr(context, "log", None) or NULL_LOGGER
+    graphs: list[Graph] = []
+    for name, g in list(context.graphs.items()):
+        if not isinstance(g, Graph):
+            continue
+        if not g.finalized:
+            raise _err(Q.QNN_CONTEXT_ERROR_NOT_FINALIZED, "QNNEMU-binary-graph-not-finalized", func,
+                       f"graph '{name}' is not finalized; context binaries hold finalized graphs "
+                       f"only (call graphFinalize first)")
+        graphs.append(g)
+    sharing = weight_sharing_enabled(context.configs)
+    store = _BlobStore()
+    try:
+        # NULL tensors (absent optional inputs, made by clients such as ONNX Runtime's QNN EP)
+        # hold nothing and no node refers to them (absent inputs are stored as null): skipped.
+        ctx_tensors = [_tensor_json(t, store, "context") for t in context.tensors.values()
+                       if t.type != Q.QNN_TENSOR_TYPE_NULL]
+        graphs_json = []
+        for g in graphs:
+            scope = "context" if sharing else f"graph:{g.name}"
+            packing = weights_packing_enabled(g.configs)
+            tensors = [_tensor_json(t, store, scope, packing) for t in g.tensors.values()
+                       if t.type != Q.QNN_TENSOR_TYPE_NULL]
+            nodes = [{"name": n.name, "package": getattr(n, "package", None) or ops.PACKAGE_NAME,
+                      "type": n.op_type, "params": [_param_json(p) for p in _node_params(n)],
+                      "inputs": [None if i is None else int(i) for i in n.inputs],
+                      "outputs": [int(i) for i in n.outputs]} for n in g.nodes]
+            graphs_json.append({
+                "name": g.name, "configs": _graph_configs_json(g, log), "tensors": tensors,
+                "nodes": nodes, "inputs": [t.id for t in g.app_inputs()],
+                "outputs": [t.id for t in g.app_outputs()],
+                "spill_fill_bytes": int(getattr(g, "spill_fill_bytes", 0) or 0)})
+    except _Unencodable as e:
+        raise _err(code, "QNNEMU-binary-unserializable", func, f"cannot store {e} in a context binary") from None
+    offsets, rel = [], 0
+    for raw in store.blobs:
+        offsets.append(rel)
+        rel = _align(rel + len(raw))
+    meta = {
+        "format": FORMAT_NAME, "version": fmt.FORMAT_VERSION,
+        "context": {"configs": _context_configs_json(context.configs, log), "tensors": ctx_tensors},
+        "graphs": graphs_json,
+        "blobs": [{"offset": off, "size": len(raw), "crc32": zlib.crc32(raw)}
+                  for off, raw in zip(offsets, store.blobs)],
+    }
+    data = bytearray(offsets[-1] + len(store.blobs[-1]) if store.blobs else 0)
+    for off, raw in zip(offsets, store.blobs):
+        data[off:off + len(raw)] = raw
+    model = _device_model(context.device)
+    header = Header(fmt.FORMAT_VERSION, HEADER_SIZE, 0, FLAG_WEIGHT_SHARING if sharing else 0, 0,
+                    tuple(api_version.core_api_version()), (Q.QNN_HTP_API_VERSION_MAJOR, Q.QNN_HTP_API_VERSION_MINOR,
+                                                Q.QNN_HTP_API_VERSION_PATCH),
+                    int(model.soc_model), int(model.arch), int(model.vtcm_mb), 0, 0, 0, 0, api_version.BUILD_ID,
+                    len(graphs))
+    return assemble(header, meta, bytes(data))
