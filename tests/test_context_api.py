@@ -32,22 +32,6 @@ F32 = Q.QNN_DATATYPE_FLOAT_32
 OK = Q.QNN_SUCCESS
 RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 
-# The rule ids this module's negative tests cover (one test each, marked "rule:").
-RULE_IDS = {
-    "QNNEMU-contextGetBinary-buffer-size",
-    "QNNEMU-contextReleaseIncrementalBinary-buffer",
-    "QNNEMU-contextReleaseIncrementalBinary-offset",
-    "QNNEMU-contextFinalize-not-finalized",
-    "QNNEMU-context-config-value",
-    "QNNEMU-contextCreateFromBinaryWithCallback-raw",
-    "QNNEMU-contextCreateFromBinaryWithCallback-callback",
-    "QNNEMU-contextCreateFromBinaryWithCallback-defer",
-    "QNNEMU-contextCreateFromBinaryWithCallback-provider",
-    "QNNEMU-contextCreateFromBinaryWithCallback-response",
-    "QNNEMU-contextCreateFromBinaryListAsync-params",
-    "QNNEMU-contextCreateFromBinaryListAsync-callback",
-}
-
 # Callbacks must outlive the library's use of them: kept for the whole process.
 _CALLBACKS: list = []
 

@@ -51,9 +51,6 @@ from test_profile import (ACCEL_CYCLES_AT, EXECUTE_EVENTS, EXECUTE_TYPES, check_
 from test_profile_viewer import (CHROMIUM, check_trace, counter_series, parse_html, thread_names,
                                  x_events)
 
-# No rule ids of its own: every refusal on these paths belongs to the modules that own it.
-RULE_IDS: set[str] = set()
-
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 
 OK = Q.QNN_SUCCESS

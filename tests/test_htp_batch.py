@@ -26,8 +26,6 @@ RAW = Q.QNN_TENSORMEMTYPE_RAW
 MEMHANDLE = Q.QNN_TENSORMEMTYPE_MEMHANDLE
 RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 
-RULE_IDS = {"QNNEMU-graphExecute-batch-dims", "QNNEMU-graphExecute-batch-mismatch"}
-
 
 class Env:
     """logger (DEBUG, recording) -> backend -> context (optionally with configs); graphs built

@@ -29,10 +29,6 @@ from qnnemu.headers import Q
 from test_context_binary import (APP_READ, APP_WRITE, NATIVE, S8, S32, STATIC, U8, GraphBuilder, assert_same_outputs,
                                  desc, load, loaded_graph, new_context, run, split, with_meta)
 
-# This module adds no rule id: a malformed packing marker is QNNEMU-binary-metadata (asserted
-# here per kind of damage; its own negative test is in test_context_binary.py).
-RULE_IDS: set[str] = set()
-
 PACKING_OPTION = "QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING"
 UPDATEABLE = Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC
 ALIGN = 64
