@@ -504,6 +504,8 @@ def _relu_op(e, name="r", inputs=None, outputs=None, **kw):
 
 case("QNNEMU-op-config-version", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.version")(
     lambda e: e.add_node(_relu_op(e, version=2)))
+case("QNNEMU-op-input-count", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.numOfInputs")(
+    lambda e: e.add_node(_relu_op(e, inputs=[e.tensor("x"), e.tensor("x2")])))   # Relu takes one input
 case("QNNEMU-op-type-null", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.typeName")(
     lambda e: e.add_node(_relu_op(e, type_name=None)))
 case("QNNEMU-op-name", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.name")(
