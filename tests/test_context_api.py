@@ -30,21 +30,6 @@ pytestmark = pytest.mark.usefixtures("qnn_abi")
 F32 = Q.QNN_DATATYPE_FLOAT_32
 OK = Q.QNN_SUCCESS
 
-# The rule ids this module's negative tests cover (one test each, marked "rule:").
-RULE_IDS = {
-    "QNNEMU-contextGetBinary-buffer-size",
-    "QNNEMU-contextReleaseIncrementalBinary-buffer",
-    "QNNEMU-contextReleaseIncrementalBinary-offset",
-    "QNNEMU-contextFinalize-not-finalized",
-    "QNNEMU-context-config-value",
-    "QNNEMU-contextCreateFromBinaryWithCallback-raw",
-    "QNNEMU-contextCreateFromBinaryWithCallback-callback",
-    "QNNEMU-contextCreateFromBinaryWithCallback-defer",
-    "QNNEMU-contextCreateFromBinaryWithCallback-provider",
-    "QNNEMU-contextCreateFromBinaryWithCallback-response",
-    "QNNEMU-contextCreateFromBinaryListAsync-params",
-    "QNNEMU-contextCreateFromBinaryListAsync-callback",
-}
 
 
 @pytest.fixture

@@ -30,11 +30,6 @@ from qnnemu.headers import Q
 from qnnemu.htp import soc as socs
 from vendor import vendor_library
 
-# The error rules tested here; the warning rules QNNEMU-device-arch-ignored and
-# -soc-unmodelled have their contract case in tests/test_warning_rules.py (their effects in
-# both layouts: below).
-RULE_IDS = {"QNNEMU-device-option-unsupported", "QNNEMU-device-app-uid"}
-
 SOC, ARCH, SIGNEDPD, SECUREPD = dc.SOC, dc.ARCH, dc.SIGNEDPD, dc.SECUREPD
 SM8550, SM8650, SA8295 = Q.QNN_SOC_MODEL_SM8550, Q.QNN_SOC_MODEL_SM8650, Q.QNN_SOC_MODEL_SA8295
 V73, V75 = Q.QNN_HTP_DEVICE_ARCH_V73, Q.QNN_HTP_DEVICE_ARCH_V75

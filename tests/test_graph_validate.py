@@ -20,9 +20,6 @@ from qnnemu.headers import Q
 from qnnemu.ops.base import TensorSpec
 from vendor import vendor_library
 
-RULE_IDS = {"QNNEMU-graphValidate-config-custom", "QNNEMU-graphValidate-config-option",
-            "QNNEMU-graphFreeValidationResult-unknown"}
-
 F32 = np.float32
 # float32, held as float16 in VTCM: 512 KiB there, all of it one depth row (the last axis is
 # never tiled): an Add of two such rows and its output cannot fit 1 MiB, each Relu fits exactly.

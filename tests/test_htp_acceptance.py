@@ -49,9 +49,6 @@ from qnnemu.htp import perf
 from qnnemu.htp.perf import PERF
 from qnnemu.htp.plan_types import TCM
 
-# No rule ids of its own: every refusal on these paths belongs to the modules that own it.
-RULE_IDS: set[str] = set()
-
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 
 OK = Q.QNN_SUCCESS

@@ -20,7 +20,6 @@ from qnnemu.headers import Q
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 
-RULE_IDS = {"QNNEMU-graphExecute-batch-dims", "QNNEMU-graphExecute-batch-mismatch"}
 
 
 @pytest.fixture

@@ -505,7 +505,3 @@ def test_concurrent_group_members_share_one_priority():
         HANDLES.release(handle)
         groups.context_closed(handle)
         groups.forget(handle)
-
-
-# graphExecute-prepare-only is asserted through the ABI in test_prepare_only_context_graph_cannot_execute.
-RULE_IDS = {p.values[0].rule for p in RULE_CASES} | set(CORE_CASES) | {"QNNEMU-graphExecute-prepare-only"}

@@ -15,8 +15,6 @@ from qnnemu.htp import soc as socs
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 
-RULE_IDS = {"QNNEMU-device-soc-env"}   # QNNEMU-device-id-ignored is a warning rule: tests/test_warning_rules.py
-
 
 @pytest.fixture
 def env():

@@ -27,13 +27,6 @@ APP_READ = Q.QNN_TENSOR_TYPE_APP_READ
 SCALE = 0.03125
 QUANT = (SCALE, -128)   # symmetric uint8
 
-RULE_IDS = {
-    "QNNEMU-tensor-native-kv-type", "QNNEMU-tensor-native-kv-dtype", "QNNEMU-tensor-native-kv-quant",
-    "QNNEMU-tensor-native-kv-rank", "QNNEMU-graphFinalize-native-kv-pattern",
-    "QNNEMU-graphFinalize-native-kv-axis", "QNNEMU-graphFinalize-native-kv-shape",
-    "QNNEMU-graphFinalize-native-kv-partial", "QNNEMU-graphFinalize-native-kv-arch",
-}
-
 
 # ------------------------------------------------------------------------------ helpers
 def test_tile_sizes_are_the_seeds():

@@ -30,7 +30,6 @@ from qnnemu.headers import Q
 from qnnemu.htp import prepare
 from qnnemu.htp.plan_types import PLAIN, TCM
 
-RULE_IDS = {"QNNEMU-prepare-working-set"}
 KIB = 1024
 
 

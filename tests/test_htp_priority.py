@@ -18,8 +18,6 @@ from qnnemu.htp import priority
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 
-RULE_IDS = {"QNNEMU-priority-value"}
-
 # The seed tables, typed from the documents (not from the module under test):
 # Qnn_Priority_t -> (HMX thread priority, HVX thread priority) (seed 002) and the Hexagon OS
 # thread priority (seed 001).

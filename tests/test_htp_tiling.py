@@ -40,10 +40,6 @@ from qnnemu.htp import prepare, tiling
 from qnnemu.ops.base import TensorSpec
 from vendor import vendor_env, vendor_library
 
-# No rule ids of its own: the one refusal (QNNEMU-prepare-working-set) is tested in
-# tests/test_htp_prepare.py.
-RULE_IDS: set[str] = set()
-
 KIB, MIB = 1024, 1 << 20
 SOC = 43                     # SM8550 (v73, 8 MiB VTCM): every test names its SoC
 F32, F16, U8 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_UFIXED_POINT_8

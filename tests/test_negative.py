@@ -504,6 +504,8 @@ def _relu_op(e, name="r", inputs=None, outputs=None, **kw):
 
 case("QNNEMU-op-config-version", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.version")(
     lambda e: e.add_node(_relu_op(e, version=2)))
+case("QNNEMU-op-input-count", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.numOfInputs")(
+    lambda e: e.add_node(_relu_op(e, inputs=[e.tensor("x"), e.tensor("x2")])))   # Relu takes one input
 case("QNNEMU-op-type-null", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.typeName")(
     lambda e: e.add_node(_relu_op(e, type_name=None)))
 case("QNNEMU-op-name", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.name")(
@@ -760,52 +762,26 @@ def test_rule(env, c: Case):
 
 
 def test_every_core_and_abi_rule_has_a_case():
-    """Keeps this file in step with the rule ids in qnnemu/core and qnnemu/abi."""
-    import pathlib
-    root = pathlib.Path(qnnemu.__file__).parent
-    found = set()
-    for sub in ("core", "abi", "htp"):
-        for path in (root / sub).glob("*.py"):
-            found |= set(re.findall(r'"(QNNEMU-[A-Za-z0-9_-]+)"', path.read_text()))
-    import test_profile
-    import test_sections
-    import test_system_lib
-    import test_context_api
-    import test_device_config_layouts
-    import test_graph_validate
-    import test_htp_batch
-    import test_htp_configs
-    import test_htp_device
-    import test_htp_kvcache
-    import test_htp_perf
-    import test_htp_prepare
-    import test_htp_priority
-    import test_numerics
-    import test_op_support
-    import test_signal
-    import test_system_context
-    from qnnemu.core import mem
-    # Rules whose negative cases live in their feature's test file: memory handles (test_mem.py
-    # checks each of mem.RULES), profiling and the System library (their RULE_CASES tables), and
-    # context binaries (asserted by name in test_context_binary.py).
-    binary_tests = (pathlib.Path(__file__).parent / "test_context_binary.py").read_text()
-    covered = ({p.values[0].rule for p in CASES} | CORE_LEVEL_RULES | set(mem.RULES)
-               | set(test_profile.RULE_CASES) | set(test_system_lib.RULE_CASES)
-               | set(test_system_lib.CORE_LEVEL_RULES) | test_sections.RULE_IDS
-               | set(test_system_context.RULE_IDS) | set(test_context_api.RULE_IDS)
-               | set(test_signal.RULE_IDS) | test_htp_perf.RULE_IDS | test_htp_prepare.RULE_IDS | test_htp_configs.RULE_IDS | test_htp_device.RULE_IDS
-               | test_htp_batch.RULE_IDS | test_htp_kvcache.RULE_IDS | test_htp_priority.RULE_IDS
-               | test_device_config_layouts.RULE_IDS | test_graph_validate.RULE_IDS | test_op_support.RULE_IDS
-               | test_numerics.RULE_IDS
-               | set(re.findall(r'"(QNNEMU-binary-[a-z0-9-]+)"', binary_tests)))
-    # Warning rules (qnnemu/rules.py) have their own contract: tests/test_warning_rules.py.
-    from qnnemu.rules import WARNING_RULES
-    assert found - covered - set(WARNING_RULES) == set(), \
-        f"rule ids without a negative test: {sorted(found - covered - set(WARNING_RULES))}"
+    """Every rule id raised in qnnemu/core, qnnemu/abi and qnnemu/htp is registered and has a
+    negative test: a case above, or the negative table of its feature's test module (memory
+    handles, profiling, the System library, context binaries, sections, signals, HTP configs, ...).
+    The ids are read from the sources and the tests by tests/rule_scan.py (the criterion is in
+    tests/test_rule_registry.py's docstring), so no test module imports another for its table."""
+    import rule_scan
+    from qnnemu.rules import RULES
+    layers = ("qnnemu/core/", "qnnemu/abi/", "qnnemu/htp/")
+    found = {rule for rule, places in rule_scan.raised_ids().items()
+             if any(p.startswith(layers) for p in places)}
+    stale = {p.values[0].rule for p in CASES} - set(rule_scan.raised_ids())
+    assert not stale, f"cases here for rule ids qnnemu no longer raises: {sorted(stale)}"
+    unregistered = sorted(found - set(RULES))
+    assert not unregistered, f"rule ids raised in core/abi/htp but not registered: {unregistered}"
+    untested = sorted(rule for rule in found if not rule_scan.is_tested(rule))
+    assert not untested, f"rule ids without a negative test: {untested}"
 
 
 # ------------------------------------------------------------------------- core-level rules
-CORE_LEVEL_RULES = {"QNNEMU-op-param-tensor-null"}
+CORE_LEVEL_RULES = {"QNNEMU-op-param-tensor-null", "QNNEMU-op-run-shape"}
 
 
 def test_rule_op_param_tensor_null_core_level():
@@ -822,6 +798,24 @@ def test_rule_op_param_tensor_null_core_level():
     assert err.rule == "QNNEMU-op-param-tensor-null", "op-param-tensor-null: rule id"
     assert "graphAddNode" in str(err) and "opConfig.v1.params[0].tensorParam" in str(err), \
         "op-param-tensor-null: message names the function and the parameter path"
+
+
+@pytest.mark.parametrize("op_type", ["Relu", "Lstm"])
+def test_rule_op_run_shape_core_level(op_type):
+    """QNNEMU-op-run-shape (Op.run in qnnemu/ops/base.py, Lstm.run in qnnemu/ops/lstm.py) guards
+    the kernels against an array whose shape is not the declared one; graphExecute checks every
+    buffer's size against its tensor first (QNNEMU-graphExecute-buffer-size), so the op's copy is
+    tested on the op: the rule id, the input's path and both shapes."""
+    from qnnemu import ops
+    from qnnemu.errors import OpCheckError
+    cls = ops.get(op_type)
+    op = cls({}, [ops.TensorSpec((2, 3), F32)], [])
+    with pytest.raises(OpCheckError) as info:
+        op.run(np.zeros((3, 2), np.float32))
+    err = info.value
+    assert err.rule == "QNNEMU-op-run-shape", f"{op_type}.run: rule id {err.rule!r}"
+    assert err.path == "inputTensors[0]", f"{op_type}.run: the path names the input: {err.path!r}"
+    assert "[3, 2]" in str(err) and "[2, 3]" in str(err), f"{op_type}.run: the message gives both shapes: {err}"
 
 
 def test_rule_graph_execute_not_finalized_core_level():

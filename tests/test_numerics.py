@@ -23,7 +23,6 @@ from qnnemu.ops.base import HTP_FP16_MAX, htp_fp16_round, htp_fp16_static, htp_f
 from vendor import our_library
 
 F32 = np.float32
-RULE_IDS = {"QNNEMU-graphFinalize-float-math-env", "QNNEMU-graphFinalize-float-math-config"}
 
 
 def h16(v):

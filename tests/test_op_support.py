@@ -44,8 +44,6 @@ F32, U32, U64 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_UINT_32, Q.QNN_DATATYPE_
 S16, S32 = Q.QNN_DATATYPE_SFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_32
 I32 = Q.QNN_DATATYPE_INT_32
 VALIDATION_FAILURE = Q.QNN_OP_PACKAGE_ERROR_VALIDATION_FAILURE
-RULE_IDS = {"QNNEMU-htp-op-unsupported", "QNNEMU-htp-op-dtype", "QNNEMU-htp-op-rank", "QNNEMU-htp-op-variant",
-            "QNNEMU-htp-op-add", "QNNEMU-htp-op-finalize", "QNNEMU-htp-tensor-dtype", "QNNEMU-env-op-support"}
 
 
 @pytest.fixture

@@ -37,9 +37,6 @@ from qnnemu.htp.plan_types import PLAIN, TCM, Block, PreparedPlan, Step
 from qnnemu.tools import profile_viewer
 from vendor import our_library
 
-# The viewer is a command-line tool: it raises no QnnError rule ids of its own.
-RULE_IDS: set[str] = set()
-
 REPO = Path(__file__).resolve().parent.parent
 needs_ours = pytest.mark.skipif(our_library() is None, reason="libQnnHtpEmu.so not built")
 KB = 1024

@@ -21,17 +21,6 @@ from qnnemu.headers import Q
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 OK = Q.QNN_SUCCESS
 
-RULE_IDS = {
-    "QNNEMU-signal-in-use",
-    "QNNEMU-signal-aborted",
-    "QNNEMU-signal-timeout",
-    "QNNEMU-signalTrigger-idle",
-    "QNNEMU-signalTrigger-type",
-    "QNNEMU-signal-config-option",
-    "QNNEMU-signal-config-timeout",
-    "QNNEMU-signal-config-exclusive",
-}
-
 
 @pytest.fixture
 def env():

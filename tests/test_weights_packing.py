@@ -33,10 +33,6 @@ from qnnemu.core.tensor import Tensor
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
 
-# This module adds no rule id: a malformed packing marker is QNNEMU-binary-metadata (asserted
-# here per kind of damage; its own negative test is in test_context_binary.py).
-RULE_IDS: set[str] = set()
-
 PACKING_OPTION = "QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING"
 UPDATEABLE = Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC
 ALIGN = 64
