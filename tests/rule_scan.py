@@ -54,8 +54,10 @@ class _Module:
         self.tree = ast.parse(path.read_text())
         self.parent = _parents(self.tree)
         self.source = path.read_text()
-        self.imported = {a.asname or a.name for n in ast.walk(self.tree) if isinstance(n, ast.ImportFrom)
-                         for a in n.names}
+        # name -> the module it is imported from (last dotted part: ``from .shape import fail``)
+        self.imported_from = {a.asname or a.name: (n.module or "").rsplit(".", 1)[-1]
+                              for n in ast.walk(self.tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        self.imported = set(self.imported_from)
 
     def enclosing(self, node, kinds=(ast.FunctionDef, ast.AsyncFunctionDef)):
         node = self.parent.get(node)
@@ -88,7 +90,7 @@ def _calls_of(mod: _Module, func: ast.FunctionDef):
     else:
         stem = mod.path.stem
         scopes = [(m, m.tree) for m in _modules()
-                  if m is mod or func.name in m.imported or f"{stem}.{func.name}(" in m.source]
+                  if m is mod or m.imported_from.get(func.name) == stem or f"{stem}.{func.name}(" in m.source]
     for m, scope in scopes:
         for node in ast.walk(scope):
             if isinstance(node, ast.Call):
@@ -324,7 +326,8 @@ def literal_codes() -> dict[str, frozenset[str]]:
             if isinstance(owner, ast.keyword):
                 owner = mod.parent.get(owner)
             if isinstance(owner, ast.Call):
-                values = list(owner.args) + [k.value for k in owner.keywords]
+                # ``arg_code=``: the code of another rule checked by the same helper (a NULL list)
+                values = list(owner.args) + [k.value for k in owner.keywords if k.arg != "arg_code"]
             elif isinstance(owner, ast.Dict) and node in owner.keys:
                 values = [owner.values[owner.keys.index(node)]]
             else:

@@ -113,8 +113,8 @@ def backendValidateOpConfig(backend, opConfig):
 def backendGetProperty(backendHandle, properties):
     _get(backendHandle, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backendHandle")
     no_properties(properties, "QnnBackend_Property_t", Location("backendGetProperty"),
-                  Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
-                  "QNNEMU-backendGetProperty-option", "the HTP backend defines no backend properties")
+                  arg_code=Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, code=Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
+                  rule="QNNEMU-backendGetProperty-option", why="the HTP backend defines no backend properties")
 
 
 @entry

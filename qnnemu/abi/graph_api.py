@@ -109,9 +109,10 @@ def graphSetConfig(graphHandle, config):
 @entry
 def graphGetProperty(graphHandle, properties):
     _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
-    no_properties(properties, "QnnGraph_Property_t", Location("graphGetProperty"), Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
-                  Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "QNNEMU-graphGetProperty-option",
-                  "the HTP backend defines no graph properties the emulator answers yet")
+    no_properties(properties, "QnnGraph_Property_t", Location("graphGetProperty"),
+                  arg_code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
+                  rule="QNNEMU-graphGetProperty-option",
+                  why="the HTP backend defines no graph properties the emulator answers yet")
 
 
 @entry
