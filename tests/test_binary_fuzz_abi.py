@@ -676,6 +676,23 @@ def test_htp_configs_that_are_not_objects_are_malformed(env, corpus, system, whe
     check_system(system, mutant, code, outcome)
 
 
+@pytest.mark.parametrize("where,value", [("graph", [0.0, 0.0]), ("graph", "HIGH"), ("context", [])])
+def test_priority_configs_that_are_not_integers_are_malformed(env, corpus, system, where, value):
+    """Found by the fuzzer (reproduce_failure b'AEEBQQFBK0EJQQJBAA=='): a stored graph priority
+    holding an array reached the priority table at the graph rebuild and failed there as
+    QNNEMU-binary-internal (an array compared with QNN_PRIORITY_UNDEFINED).  A priority that is
+    no integer is now inconsistent metadata for every loader, like the other stored values."""
+    def edit(meta):
+        configs = meta["graphs"][0]["configs"] if where == "graph" else meta["context"]["configs"]
+        configs["priority"] = binary._enc(np.array(value, np.float32)) if isinstance(value, list) else value
+    mutant = with_metadata(corpus.blob, edit)
+    outcome, code = check_mutant(env, corpus.blob, mutant, corpus.outputs)
+    assert (outcome, code) == ("QNNEMU-binary-metadata", Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY), \
+        f"{where} configs.priority = {value!r}: refused as inconsistent metadata, got {outcome} / {code}"
+    assert any("configs.priority" in m for m in env.rec.errors()[-2:]), "the log line names the field"
+    check_system(system, mutant, code, outcome)
+
+
 def with_metadata(blob: bytes, edit) -> bytes:
     """``blob`` with its metadata changed by ``edit(meta)``, re-assembled (consistent CRCs)."""
     h = binary.parse_header(blob)

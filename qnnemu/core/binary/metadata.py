@@ -671,6 +671,10 @@ def _configs_from_json(c: Any, path: str) -> dict:
     htp = configs.get("htp", {})
     if not (isinstance(htp, dict) and all(isinstance(v, dict) for v in htp.values())):
         raise _Bad(f"{path}.htp: expected an object of HTP config objects, got {htp!r:.60}")
+    if "priority" in configs:
+        # A Qnn_Priority_t: an integer a C enum holds (whether the HTP has a thread priority
+        # for it is the graph rebuild's rule, QNNEMU-priority-value).
+        _int(configs["priority"], f"{path}.priority", -2**31, 2**32 - 1)
     return configs
 
 
