@@ -440,6 +440,10 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
         (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",),
          "graphFreeValidationResult of a result graphValidate did not return (or a second free)"),
     "QNNEMU-priority-value": (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "a Qnn_Priority_t outside 0..500"),
+    "QNNEMU-graph-priority-value":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "a QNN_GRAPH_CONFIG_OPTION_PRIORITY outside 0..500"),
+    "QNNEMU-context-priority-value":
+        (("QNN_CONTEXT_ERROR_INVALID_CONFIG",), "a QNN_CONTEXT_CONFIG_OPTION_PRIORITY outside 0..500"),
     "QNNEMU-priority-concurrent-group":
         (("QNN_COMMON_ERROR_NOT_SUPPORTED",),
          "a graph priority that differs from its concurrent resource-sharing group's"),

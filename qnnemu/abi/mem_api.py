@@ -12,6 +12,8 @@ from ..core.context import Context
 from ..core.handles import HANDLES
 from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from .library import entry, ffi, hval as _hval
 
 MAX_COUNT = 1 << 16  # descriptors/handles per call; a larger count is a garbage value
@@ -22,23 +24,24 @@ def _read(d, i: int) -> mem.MemDesc:
     path = f"memDescriptors[{i}]"
     rank = int(d.memShape.numDim)
     if rank > mem.MAX_RANK:
-        raise mem.fail("QNNEMU-memRegister-shape-rank", f"{path}.memShape.numDim",
-                       f"{rank} dimensions (at most {mem.MAX_RANK})")
+        fail(Location(mem.FUNC).field(f"{path}.memShape.numDim"), "QNNEMU-memRegister-shape-rank",
+             f"{rank} dimensions (at most {mem.MAX_RANK})", code=Q.QNN_MEM_ERROR_INVALID_SHAPE)
     if rank and d.memShape.dimSize == ffi.NULL:
-        raise mem.fail("QNNEMU-memRegister-shape-null", f"{path}.memShape.dimSize", f"is NULL but numDim is {rank}")
+        fail(Location(mem.FUNC).field(f"{path}.memShape.dimSize"), "QNNEMU-memRegister-shape-null",
+             f"is NULL but numDim is {rank}", code=Q.QNN_MEM_ERROR_INVALID_SHAPE)
     dims = tuple(int(d.memShape.dimSize[k]) for k in range(rank))
     desc = mem.MemDesc(path, int(d.memType), int(d.dataType), dims)
     if desc.mem_type == Q.QNN_MEM_TYPE_ION:
         desc.fd, desc.fd_path = int(d.ionInfo.fd), f"{path}.ionInfo.fd"
     elif desc.mem_type == Q.QNN_MEM_TYPE_DMA_BUF:
         if d.dmaBufInfo.data == ffi.NULL:
-            raise mem.fail("QNNEMU-memRegister-dmabuf-data", f"{path}.dmaBufInfo.data",
-                           "is NULL (the app's mapping of the DMA-BUF)")
+            fail(Location(mem.FUNC).field(f"{path}.dmaBufInfo.data"), "QNNEMU-memRegister-dmabuf-data",
+                 "is NULL (the app's mapping of the DMA-BUF)", code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
         desc.fd, desc.fd_path = int(d.dmaBufInfo.fd), f"{path}.dmaBufInfo.fd"
     elif desc.mem_type == Q.QNN_MEM_TYPE_CUSTOM:
         if d.customInfo == ffi.NULL:
-            raise mem.fail("QNNEMU-memRegister-custom-null", f"{path}.customInfo",
-                           "is NULL (a QnnMemHtp_Descriptor_t * is required)")
+            fail(Location(mem.FUNC).field(f"{path}.customInfo"), "QNNEMU-memRegister-custom-null",
+                 "is NULL (a QnnMemHtp_Descriptor_t * is required)", code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
         htp = ffi.cast("QnnMemHtp_Descriptor_t *", d.customInfo)
         desc.custom_type = int(htp.type)
         desc.size = int(htp.size)
@@ -55,12 +58,15 @@ def memRegister(context, memDescriptors, numDescriptors, memHandles):
     except QnnError as e:
         raise QnnError(e.code, f"memRegister: {e.detail}", rule="QNNEMU-memRegister-context") from None
     if memDescriptors == ffi.NULL:
-        raise mem.fail("QNNEMU-memRegister-descriptors-null", "memDescriptors", "is NULL")
+        fail(Location(mem.FUNC).path("memDescriptors"), "QNNEMU-memRegister-descriptors-null", "is NULL",
+             code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
     if memHandles == ffi.NULL:
-        raise mem.fail("QNNEMU-memRegister-handles-null", "memHandles", "is NULL")
+        fail(Location(mem.FUNC).path("memHandles"), "QNNEMU-memRegister-handles-null", "is NULL",
+             code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
     n = int(numDescriptors)
     if not 0 < n <= MAX_COUNT:
-        raise mem.fail("QNNEMU-memRegister-count", "numDescriptors", f"{n} (must be 1..{MAX_COUNT})")
+        fail(Location(mem.FUNC).path("numDescriptors"), "QNNEMU-memRegister-count", f"{n} (must be 1..{MAX_COUNT})",
+             code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
     handles = mem.register(ctx, [_read(memDescriptors[i], i) for i in range(n)])
     for i, h in enumerate(handles):
         memHandles[i] = ffi.cast("Qnn_MemHandle_t", h)
@@ -70,16 +76,18 @@ def memRegister(context, memDescriptors, numDescriptors, memHandles):
 def memDeRegister(memHandles, numHandles):
     func = "memDeRegister"
     if memHandles == ffi.NULL:
-        raise mem.fail("QNNEMU-memDeRegister-handles-null", "memHandles", "is NULL", func=func)
+        fail(Location(func).path("memHandles"), "QNNEMU-memDeRegister-handles-null", "is NULL",
+             code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
     n = int(numHandles)
     if not 0 < n <= MAX_COUNT:
-        raise mem.fail("QNNEMU-memDeRegister-count", "numHandles", f"{n} (must be 1..{MAX_COUNT})", func=func)
+        fail(Location(func).path("numHandles"), "QNNEMU-memDeRegister-count", f"{n} (must be 1..{MAX_COUNT})",
+             code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
     found: list[tuple[int, mem.MemRegistration]] = []
     for i in range(n):  # every handle is checked before any is deregistered
         h = _hval(memHandles[i])
         if any(h == seen for seen, _ in found):
-            raise mem.fail("QNNEMU-memDeRegister-handle-duplicate", f"memHandles[{i}]",
-                           f"0x{h:x} appears twice in this call", func=func)
+            fail(Location(func).field(f"memHandles[{i}]"), "QNNEMU-memDeRegister-handle-duplicate",
+                 f"0x{h:x} appears twice in this call", code=Q.QNN_MEM_ERROR_INVALID_HANDLE)
         try:
             found.append((h, HANDLES.get(h, mem.MemRegistration, Q.QNN_MEM_ERROR_INVALID_HANDLE, f"memHandles[{i}]")))
         except QnnError as e:

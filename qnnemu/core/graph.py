@@ -15,6 +15,8 @@ import numpy as np
 from .. import ops, rules
 from ..errors import OpCheckError, OpUnsupportedError, QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from ..htp import kvcache
 from ..htp import op_support
 from ..htp import prepare as htp_prepare
@@ -69,14 +71,6 @@ class Node:
     package: str = ops.PACKAGE_NAME
 
 
-def _where(func: str, path: str) -> str:
-    return f"{func}: {path}"
-
-
-def _bad(func: str, rule: str, path: str, msg: str, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG) -> QnnError:
-    return QnnError(code, f"{_where(func, path)}: {msg}", rule=rule)
-
-
 def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None, strict: bool = False,
                  ignored: list | None = None) -> dict[str, Param]:
     """Qnn_Param_t list -> op Params, rejecting unnamed or ill-formed entries.
@@ -91,11 +85,11 @@ def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None, st
     for i, p in enumerate(cfg.params):
         path = f"opConfig.v1.params[{i}]"
         if not p.name:
-            raise _bad(func, "QNNEMU-op-param-name", f"{path}.name", "parameter without a name", code)
+            fail(Location(func).field(f"{path}.name"), "QNNEMU-op-param-name", "parameter without a name", code=code)
         if p.name in out:
             if strict:
-                raise _bad(func, "QNNEMU-op-param-duplicate", f"{path}.name",
-                           f"parameter '{p.name}' given twice", code)
+                fail(Location(func).field(f"{path}.name"), "QNNEMU-op-param-duplicate",
+                     f"parameter '{p.name}' given twice", code=code)
             if ignored is not None:
                 ignored.append(OpWarning("QNNEMU-op-param-duplicate-ignored", f"params[{i}].name",
                                          f"parameter '{p.name}' given again (first as params[{first_at[p.name]}]); "
@@ -107,8 +101,8 @@ def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None, st
         elif p.kind == "tensor":
             t = p.tensor
             if t is None:
-                raise _bad(func, "QNNEMU-op-param-tensor-null", f"{path}.tensorParam",
-                           f"'{p.name}': tensor parameter without a tensor", code)
+                fail(Location(func).field(f"{path}.tensorParam"), "QNNEMU-op-param-tensor-null",
+                     f"'{p.name}': tensor parameter without a tensor", code=code)
             data = None
             if static_lookup is not None and t.id:
                 created = static_lookup(t.id)
@@ -120,13 +114,13 @@ def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None, st
                 except QnnError as e:
                     raise QnnError(code, str(e.detail), rule=e.rule) from None
                 if data is None:
-                    raise _bad(func, "QNNEMU-op-param-tensor-static", f"{path}.tensorParam.v{t.version}.type",
-                               f"'{p.name}': tensor parameters must be STATIC with data, got "
-                               f"{type_name(t.type)}", code)
+                    fail(Location(func).field(f"{path}.tensorParam.v{t.version}.type"), "QNNEMU-op-param-tensor-static",
+                         f"'{p.name}': tensor parameters must be STATIC with data, got "
+                         f"{type_name(t.type)}", code=code)
             out[p.name] = Param(p.name, "tensor", t.dtype, np.array(data))
         else:
-            raise _bad(func, "QNNEMU-op-param-paramtype", f"{path}.paramType",
-                       f"'{p.name}': paramType {p.kind} is neither SCALAR nor TENSOR", code)
+            fail(Location(func).field(f"{path}.paramType"), "QNNEMU-op-param-paramtype",
+                 f"'{p.name}': paramType {p.kind} is neither SCALAR nor TENSOR", code=code)
     return out
 
 
@@ -147,12 +141,11 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
     cls = ops.get(cfg.type_name or "", cfg.package or "")
     if cls is None:
         if cfg.package not in (ops.PACKAGE_NAME, "", None):
-            raise _bad(func, "QNNEMU-op-package-unknown", "opConfig.v1.packageName",
-                       f"op package '{cfg.package}' is not registered (only '{ops.PACKAGE_NAME}')",
-                       unsupported)
-        raise _bad(func, "QNNEMU-op-type-unknown", "opConfig.v1.typeName",
-                   f"op type '{cfg.type_name}' is not supported by qnnemu "
-                   f"(see backendGetSupportedOperations)", unsupported)
+            fail(Location(func).path("opConfig.v1.packageName"), "QNNEMU-op-package-unknown",
+                 f"op package '{cfg.package}' is not registered (only '{ops.PACKAGE_NAME}')", code=unsupported)
+        fail(Location(func).path("opConfig.v1.typeName"), "QNNEMU-op-type-unknown",
+             f"op type '{cfg.type_name}' is not supported by qnnemu "
+             f"(see backendGetSupportedOperations)", code=unsupported)
     prefix = "opConfig.v1."
     _check_absent_inputs(cls, input_specs, cfg, func, code)
     try:
@@ -166,19 +159,19 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
         raise QnnError(code, f"{func}: node '{cfg.name}' ({cls.op_type}): {prefix}{e.path}: {e.detail}",
                        rule=e.rule) from None
     if len(outs) != len(declared_outputs):
-        raise _bad(func, "QNNEMU-op-output-count", "opConfig.v1.numOfOutputs",
-                   f"node '{cfg.name}' ({cls.op_type}) produces {len(outs)} outputs, "
-                   f"{len(declared_outputs)} given", code)
+        fail(Location(func).path("opConfig.v1.numOfOutputs"), "QNNEMU-op-output-count",
+             f"node '{cfg.name}' ({cls.op_type}) produces {len(outs)} outputs, "
+             f"{len(declared_outputs)} given", code=code)
     for i, (got, want) in enumerate(zip(outs, declared_outputs)):
         path = f"opConfig.v1.outputTensors[{i}]"
         if tuple(got.shape) != tuple(want.shape):
-            raise _bad(func, "QNNEMU-op-output-shape", f"{path}.dimensions",
-                       f"node '{cfg.name}' ({cls.op_type}) computes dimensions {list(got.shape)}, "
-                       f"the tensor declares {list(want.shape)}", code)
+            fail(Location(func).field(f"{path}.dimensions"), "QNNEMU-op-output-shape",
+                 f"node '{cfg.name}' ({cls.op_type}) computes dimensions {list(got.shape)}, "
+                 f"the tensor declares {list(want.shape)}", code=code)
         if got.dtype != want.dtype and not _real_compatible(cls, got.dtype, want.dtype):
-            raise _bad(func, "QNNEMU-op-output-dtype", f"{path}.dataType",
-                       f"node '{cfg.name}' ({cls.op_type}) computes {dtypes.name(got.dtype)}, "
-                       f"the tensor declares {dtypes.name(want.dtype)}", code)
+            fail(Location(func).field(f"{path}.dataType"), "QNNEMU-op-output-dtype",
+                 f"node '{cfg.name}' ({cls.op_type}) computes {dtypes.name(got.dtype)}, "
+                 f"the tensor declares {dtypes.name(want.dtype)}", code=code)
     for w in [*(ignored or ()), *warnings] if (log is not None or report) else ():
         rules.warn(w.rule, func, prefix + w.path, f"node '{cfg.name}' ({cls.op_type}): {w.message}", logger=log)
     return cls, parsed, outs
@@ -195,12 +188,12 @@ def _real_compatible(cls, got: int, want: int) -> bool:
 
 def _basic_config_checks(cfg: OpConfigDesc, func: str, code: int) -> None:
     if cfg.version != 1:
-        raise _bad(func, "QNNEMU-op-config-version", "opConfig.version",
-                   f"must be QNN_OPCONFIG_VERSION_1, got {cfg.version}", code)
+        fail(Location(func).path("opConfig.version"), "QNNEMU-op-config-version",
+             f"must be QNN_OPCONFIG_VERSION_1, got {cfg.version}", code=code)
     if not cfg.type_name:
-        raise _bad(func, "QNNEMU-op-type-null", "opConfig.v1.typeName", "typeName is NULL or empty", code)
+        fail(Location(func).path("opConfig.v1.typeName"), "QNNEMU-op-type-null", "typeName is NULL or empty", code=code)
     if cfg.name is None:   # an empty name is accepted, as the vendor does (several nodes may share it)
-        raise _bad(func, "QNNEMU-op-name", "opConfig.v1.name", "a node needs a name (NULL given)", code)
+        fail(Location(func).path("opConfig.v1.name"), "QNNEMU-op-name", "a node needs a name (NULL given)", code=code)
 
 
 def validate_op_config(cfg: OpConfigDesc) -> None:
@@ -245,9 +238,9 @@ def _check_not_empty(t: Tensor, func: str, path: str, code: int) -> None:
     """tensorCreateGraphTensor accepts a dimension of 0 (as the vendor does); a node does not
     take such a tensor (the vendor's graphAddNode refuses it too) -- NULL tensors aside."""
     if is_empty(t):
-        raise _bad(func, "QNNEMU-tensor-dims-zero", path,
-                   f"tensor '{t.name}' has a dimension of 0 (dimensions {list(t.dims)}); only a NULL tensor "
-                   f"(an absent optional input) may be empty", code)
+        fail(Location(func).field(path), "QNNEMU-tensor-dims-zero",
+             f"tensor '{t.name}' has a dimension of 0 (dimensions {list(t.dims)}); only a NULL tensor "
+             f"(an absent optional input) may be empty", code=code)
 
 
 def _check_absent_inputs(cls, input_specs: list, cfg: OpConfigDesc, func: str, code: int) -> None:
@@ -257,9 +250,9 @@ def _check_absent_inputs(cls, input_specs: list, cfg: OpConfigDesc, func: str, c
             continue
         name = names[i] if i < len(names) else (names[-1] if names else "")
         if not name.endswith("?"):
-            raise _bad(func, "QNNEMU-op-null-input-position", f"opConfig.v1.inputTensors[{i}].type",
-                       f"node '{cfg.name}' ({cls.op_type}): input {i} ({name or 'none'}) is required "
-                       f"but given as a NULL (absent) tensor", code)
+            fail(Location(func).field(f"opConfig.v1.inputTensors[{i}].type"), "QNNEMU-op-null-input-position",
+                 f"node '{cfg.name}' ({cls.op_type}): input {i} ({name or 'none'}) is required "
+                 f"but given as a NULL (absent) tensor", code=code)
 
 
 def node_check_error(func: str, node, culprits: list[str], e: OpCheckError | OpUnsupportedError) -> QnnError:
@@ -321,18 +314,18 @@ class Graph:
         """The created tensor a node refers to; its description must match the creation."""
         t = self.tensor(d.id) if d.id else None
         if t is None:
-            raise _bad(func, "QNNEMU-graphAddNode-tensor-unknown", f"{path}.v{d.version}.id",
-                       f"tensor id {d.id} ('{d.name}') was not created in graph '{self.name}' "
-                       f"or its context (create it with tensorCreateGraphTensor first)",
-                       Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+            fail(Location(func).field(f"{path}.v{d.version}.id"), "QNNEMU-graphAddNode-tensor-unknown",
+                 f"tensor id {d.id} ('{d.name}') was not created in graph '{self.name}' "
+                 f"or its context (create it with tensorCreateGraphTensor first)",
+                 code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         if d.dims is not None and tuple(d.dims) != t.dims:
-            raise _bad(func, "QNNEMU-graphAddNode-tensor-dims", f"{path}.v{d.version}.dimensions",
-                       f"{list(d.dims)} differs from the dimensions {list(t.dims)} tensor '{t.name}' "
-                       f"(id {t.id}) was created with", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+            fail(Location(func).field(f"{path}.v{d.version}.dimensions"), "QNNEMU-graphAddNode-tensor-dims",
+                 f"{list(d.dims)} differs from the dimensions {list(t.dims)} tensor '{t.name}' "
+                 f"(id {t.id}) was created with", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         if d.dtype != t.dtype:
-            raise _bad(func, "QNNEMU-graphAddNode-tensor-dtype", f"{path}.v{d.version}.dataType",
-                       f"{dtypes.name(d.dtype)} differs from {dtypes.name(t.dtype)} tensor '{t.name}' "
-                       f"(id {t.id}) was created with", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+            fail(Location(func).field(f"{path}.v{d.version}.dataType"), "QNNEMU-graphAddNode-tensor-dtype",
+                 f"{dtypes.name(d.dtype)} differs from {dtypes.name(t.dtype)} tensor '{t.name}' "
+                 f"(id {t.id}) was created with", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         return t
 
     def add_node(self, cfg: OpConfigDesc, report: bool = True) -> Node:
@@ -358,9 +351,9 @@ class Graph:
             if t.type in PRODUCED_TYPES and t.producer is None:
                 # An APP_READ graph output may also feed later nodes once produced (the vendor's
                 # backend accepts it; ONNX Runtime emits it when an output is also consumed).
-                raise _bad(func, "QNNEMU-graphAddNode-input-order", f"{path}.v{cfg.inputs[i].version}.id",
-                           f"{type_name(t.type)} tensor '{t.name}' has no producer yet; nodes must be added "
-                           f"in dependency order", Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+                fail(Location(func).field(f"{path}.v{cfg.inputs[i].version}.id"), "QNNEMU-graphAddNode-input-order",
+                     f"{type_name(t.type)} tensor '{t.name}' has no producer yet; nodes must be added "
+                     f"in dependency order", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
             inputs.append(t)
         outputs: list[Tensor] = []
         for i, d in enumerate(cfg.outputs):
@@ -368,14 +361,14 @@ class Graph:
             t = self._resolve(d, func, path)
             _check_not_empty(t, func, f"{path}.v{d.version}.dimensions", code)
             if t.type not in NODE_OUTPUT_TYPES:
-                raise _bad(func, "QNNEMU-graphAddNode-output-type", f"{path}.v{d.version}.type",
-                           f"{type_name(t.type)} tensor '{t.name}' cannot be a node output "
-                           f"(NATIVE, APP_READ, APP_READWRITE or their UPDATEABLE_ forms)",
-                           Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+                fail(Location(func).field(f"{path}.v{d.version}.type"), "QNNEMU-graphAddNode-output-type",
+                     f"{type_name(t.type)} tensor '{t.name}' cannot be a node output "
+                     f"(NATIVE, APP_READ, APP_READWRITE or their UPDATEABLE_ forms)",
+                     code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
             if t.producer is not None or any(t is o for o in outputs):
-                raise _bad(func, "QNNEMU-graphAddNode-output-producer", f"{path}.v{d.version}.id",
-                           f"tensor '{t.name}' is already written by node '{t.producer or cfg.name}'",
-                           Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+                fail(Location(func).field(f"{path}.v{d.version}.id"), "QNNEMU-graphAddNode-output-producer",
+                     f"tensor '{t.name}' is already written by node '{t.producer or cfg.name}'",
+                     code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
             outputs.append(t)
         ignored: list = []
         params = parse_params(cfg, func, code, static_lookup=self.tensor, ignored=ignored)

@@ -33,6 +33,8 @@ import numpy as np
 
 from ..errors import QnnError
 from ..headers import Q, library_dir
+from ..location import Location
+from ..rules import error, fail
 from ..spec import dtypes
 from .handles import HANDLES
 from .tensor import Tensor
@@ -81,10 +83,6 @@ _HTP_UNSUPPORTED = {Q.QNN_HTP_MEM_QURT: "QNN_HTP_MEM_QURT (a DSP address; there 
                     Q.QNN_HTP_MEM_WEIGHTS_BUFFER: "QNN_HTP_MEM_WEIGHTS_BUFFER (needs context binaries)",
                     Q.QNN_HTP_MEM_SHARED_SPILLFILL_BUFFER:
                         "QNN_HTP_MEM_SHARED_SPILLFILL_BUFFER (needs context binaries)"}
-
-
-def fail(rule: str, path: str, message: str, func: str = FUNC) -> QnnError:
-    return QnnError(RULES[rule], f"{func}: {path}: {message}", rule=rule)
 
 
 @dataclass
@@ -185,11 +183,13 @@ class MemRegistration:
                 self._mm = mmap.mmap(self.fd, length, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ, offset=start)
                 self.readonly = True
             except (OSError, ValueError) as e:
-                raise fail("QNNEMU-memRegister-mmap", path, f"mmap of fd {self.fd} (bytes {start}.."
-                           f"{start + length}) failed: {e}") from None
+                raise error(Location(FUNC).field(path), "QNNEMU-memRegister-mmap",
+                            f"mmap of fd {self.fd} (bytes {start}.."
+                            f"{start + length}) failed: {e}", code=Q.QNN_MEM_ERROR_MAPPING) from None
         except (OSError, ValueError) as e:
-            raise fail("QNNEMU-memRegister-mmap", path, f"mmap of fd {self.fd} (bytes {start}..{start + length}) "
-                       f"failed: {e}") from None
+            raise error(Location(FUNC).field(path), "QNNEMU-memRegister-mmap",
+                        f"mmap of fd {self.fd} (bytes {start}..{start + length}) "
+                        f"failed: {e}", code=Q.QNN_MEM_ERROR_MAPPING) from None
 
     def view(self, dtype: int, dims: tuple[int, ...], writable: bool) -> np.ndarray:
         """The registered memory as an array of ``dims`` x ``dtype`` (no copy)."""
@@ -227,16 +227,18 @@ def nbytes_of(dims: tuple[int, ...], dtype: int) -> int:
 def _check_fd(d: MemDesc) -> os.stat_result:
     path = d.fd_path or f"{d.path}.fd"
     if d.fd < 0:
-        raise fail("QNNEMU-memRegister-fd", path, f"{d.fd} is not a file descriptor")
+        fail(Location(FUNC).field(path), "QNNEMU-memRegister-fd", f"{d.fd} is not a file descriptor",
+             code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
     try:
         st = os.fstat(d.fd)
     except OSError as e:
-        raise fail("QNNEMU-memRegister-fd-bad", path,
-                   f"fd {d.fd} is not open in this process (fstat: {e.strerror})") from None
+        raise error(Location(FUNC).field(path), "QNNEMU-memRegister-fd-bad",
+                    f"fd {d.fd} is not open in this process (fstat: {e.strerror})",
+                    code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT) from None
     if not stat.S_ISREG(st.st_mode) and st.st_size == 0:
-        raise fail("QNNEMU-memRegister-fd-type", path,
-                   f"fd {d.fd} cannot be mapped (mode 0o{st.st_mode:o}, size 0): register memfd, "
-                   f"rpcmem (ION/DMA-BUF) or file memory")
+        fail(Location(FUNC).field(path), "QNNEMU-memRegister-fd-type",
+             f"fd {d.fd} cannot be mapped (mode 0o{st.st_mode:o}, size 0): register memfd, "
+             f"rpcmem (ION/DMA-BUF) or file memory", code=Q.QNN_MEM_ERROR_MAPPING)
     return st
 
 
@@ -244,37 +246,41 @@ def validate(d: MemDesc) -> tuple[os.stat_result, int]:
     """Checks one descriptor; returns (fstat of its fd, tensor bytes)."""
     path = d.path
     if d.mem_type not in _MEM_TYPES:
-        raise fail("QNNEMU-memRegister-mem-type", f"{path}.memType",
-                   f"{d.mem_type} is not QNN_MEM_TYPE_ION (1), _CUSTOM (2) or _DMA_BUF (3)")
+        fail(Location(FUNC).field(f"{path}.memType"), "QNNEMU-memRegister-mem-type",
+             f"{d.mem_type} is not QNN_MEM_TYPE_ION (1), _CUSTOM (2) or _DMA_BUF (3)",
+             code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
     if not dtypes.is_known(d.dtype):
-        raise fail("QNNEMU-memRegister-dtype", f"{path}.dataType", f"{dtypes.name(d.dtype)}")
+        fail(Location(FUNC).field(f"{path}.dataType"), "QNNEMU-memRegister-dtype", f"{dtypes.name(d.dtype)}",
+             code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
     for i, n in enumerate(d.dims):
         if n == 0:
-            raise fail("QNNEMU-memRegister-shape-zero", f"{path}.memShape.dimSize[{i}]",
-                       f"dimension is 0 (dimensions {list(d.dims)})")
+            fail(Location(FUNC).field(f"{path}.memShape.dimSize[{i}]"), "QNNEMU-memRegister-shape-zero",
+                 f"dimension is 0 (dimensions {list(d.dims)})", code=Q.QNN_MEM_ERROR_INVALID_SHAPE)
     nbytes = nbytes_of(d.dims, d.dtype)
     if d.mem_type == Q.QNN_MEM_TYPE_CUSTOM:
         where = f"{path}.customInfo"
         if d.custom_type in _HTP_UNSUPPORTED:
-            raise fail("QNNEMU-memRegister-custom-unsupported", f"{where}.type",
-                       f"{_HTP_UNSUPPORTED[d.custom_type]} is not supported by the emulator; "
-                       f"use QNN_HTP_MEM_SHARED_BUFFER")
+            fail(Location(FUNC).field(f"{where}.type"), "QNNEMU-memRegister-custom-unsupported",
+                 f"{_HTP_UNSUPPORTED[d.custom_type]} is not supported by the emulator; "
+                 f"use QNN_HTP_MEM_SHARED_BUFFER", code=Q.QNN_MEM_ERROR_UNSUPPORTED_MEMTYPE)
         if d.custom_type != Q.QNN_HTP_MEM_SHARED_BUFFER:
-            raise fail("QNNEMU-memRegister-custom-type", f"{where}.type",
-                       f"{d.custom_type} is not a QnnHtpMem_Type_t")
+            fail(Location(FUNC).field(f"{where}.type"), "QNNEMU-memRegister-custom-type",
+                 f"{d.custom_type} is not a QnnHtpMem_Type_t", code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
         if not d.size:
-            raise fail("QNNEMU-memRegister-custom-size", f"{where}.size", "is 0 (the shared buffer's total size)")
+            fail(Location(FUNC).field(f"{where}.size"), "QNNEMU-memRegister-custom-size",
+                 "is 0 (the shared buffer's total size)", code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
         if d.offset + nbytes > d.size:
-            raise fail("QNNEMU-memRegister-custom-range", f"{where}.sharedBufferConfig.offset",
-                       f"the tensor ({list(d.dims)} x {dtypes.name(d.dtype)} = {nbytes} bytes) at offset "
-                       f"{d.offset} ends at byte {d.offset + nbytes}, beyond the buffer's size {d.size}")
+            fail(Location(FUNC).field(f"{where}.sharedBufferConfig.offset"), "QNNEMU-memRegister-custom-range",
+                 f"the tensor ({list(d.dims)} x {dtypes.name(d.dtype)} = {nbytes} bytes) at offset "
+                 f"{d.offset} ends at byte {d.offset + nbytes}, beyond the buffer's size {d.size}",
+                 code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
     st = _check_fd(d)
     end = d.size if d.mem_type == Q.QNN_MEM_TYPE_CUSTOM else d.offset + nbytes
     if end > st.st_size:
         what = "the buffer's size" if d.mem_type == Q.QNN_MEM_TYPE_CUSTOM else \
             f"the tensor ({list(d.dims)} x {dtypes.name(d.dtype)} = {nbytes} bytes)"
-        raise fail("QNNEMU-memRegister-fd-range", d.fd_path or f"{path}.fd",
-                   f"{what} needs {end} bytes but fd {d.fd} holds only {st.st_size}")
+        fail(Location(FUNC).field(d.fd_path or f"{path}.fd"), "QNNEMU-memRegister-fd-range",
+             f"{what} needs {end} bytes but fd {d.fd} holds only {st.st_size}", code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
     return st, nbytes
 
 
@@ -290,9 +296,9 @@ def register(context, descs: list[MemDesc]) -> list[int]:
                 prior = taken[key]
                 other = "an earlier descriptor of this call" if any(prior is r for r in regs) else \
                     f"a live registration ({prior.describe()})"
-                raise fail("QNNEMU-memRegister-already-registered", d.path,
-                           f"fd {d.fd} offset {d.offset} is already registered in this context by {other}; "
-                           f"deregister it first or reuse its handle")
+                fail(Location(FUNC).field(d.path), "QNNEMU-memRegister-already-registered",
+                     f"fd {d.fd} offset {d.offset} is already registered in this context by {other}; "
+                     f"deregister it first or reuse its handle", code=Q.QNN_MEM_ERROR_ALREADY_REGISTERED)
             reg = MemRegistration(context, d, key)
             taken[key] = reg
             regs.append(reg)
@@ -320,20 +326,21 @@ def resolve(reg: MemRegistration, graph, t: Tensor, path: str, writable: bool) -
     """graphExecute: the registered memory of a MEMHANDLE tensor as an array of the graph tensor."""
     func = "graphExecute"
     if reg.context is not graph.context:
-        raise fail("QNNEMU-graphExecute-memhandle-context", path,
-                   f"the memory handle was registered with another context than graph '{graph.name}''s",
-                   func=func)
+        fail(Location(func).field(path), "QNNEMU-graphExecute-memhandle-context",
+             f"the memory handle was registered with another context than graph '{graph.name}''s",
+             code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
     if reg.dtype != t.dtype:
-        raise fail("QNNEMU-graphExecute-memhandle-dtype", path,
-                   f"tensor '{t.name}' is {dtypes.name(t.dtype)} but its memory was registered as "
-                   f"{reg.describe()}", func=func)
+        fail(Location(func).field(path), "QNNEMU-graphExecute-memhandle-dtype",
+             f"tensor '{t.name}' is {dtypes.name(t.dtype)} but its memory was registered as "
+             f"{reg.describe()}", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
     if reg.nbytes < t.nbytes:
-        raise fail("QNNEMU-graphExecute-memhandle-size", path,
-                   f"tensor '{t.name}' needs {t.nbytes} bytes ({list(t.dims)} x {dtypes.name(t.dtype)}) but its "
-                   f"memory was registered as {reg.describe()}", func=func)
+        fail(Location(func).field(path), "QNNEMU-graphExecute-memhandle-size",
+             f"tensor '{t.name}' needs {t.nbytes} bytes ({list(t.dims)} x {dtypes.name(t.dtype)}) but its "
+             f"memory was registered as {reg.describe()}", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
     if writable and reg.readonly:
-        raise fail("QNNEMU-graphExecute-memhandle-readonly", path,
-                   f"output tensor '{t.name}': registered memory (fd {reg.fd}) was opened read-only", func=func)
+        fail(Location(func).field(path), "QNNEMU-graphExecute-memhandle-readonly",
+             f"output tensor '{t.name}': registered memory (fd {reg.fd}) was opened read-only",
+             code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
     # A registration at least as large as the tensor serves it even with other dimensions
     # (ONNX Runtime reuses one registration per address for any tensor that fits).
     return reg.view(t.dtype, t.dims, writable)

@@ -34,8 +34,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import error, fail
 from ..spec import dtypes
 from . import api_version
 from . import binary as _binary
@@ -83,10 +84,6 @@ def carries_quant(section: int) -> bool:
     return section in (Q.QNN_CONTEXT_SECTION_UPDATABLE, Q.QNN_CONTEXT_SECTION_UPDATABLE_QUANT_PARAMS)
 
 
-def _err(code: int, rule: str, func: str, path: str, message: str) -> QnnError:
-    return QnnError(code, f"{func}: {path}: {message}", rule=rule)
-
-
 # ==================================================================================== updates
 _KEEP = object()   # a field an update leaves as it is
 
@@ -103,16 +100,17 @@ class ResolvedUpdate:
 
 def _check_target(t: Tensor, dtype: int, dims, func: str, path: str) -> None:
     if t.type not in UPDATEABLE_TYPES:
-        raise _err(INCOMPATIBLE, "QNNEMU-tensorUpdate-not-updatable", func, path,
-                   f"tensor '{t.name}' (id {t.id}) is {type_name(t.type)}; only QNN_TENSOR_TYPE_UPDATEABLE_* "
-                   f"tensors can be updated")
+        fail(Location(func).field(path), "QNNEMU-tensorUpdate-not-updatable",
+             f"tensor '{t.name}' (id {t.id}) is {type_name(t.type)}; only QNN_TENSOR_TYPE_UPDATEABLE_* "
+             f"tensors can be updated", code=INCOMPATIBLE)
     if dtype != t.dtype:
-        raise _err(INCOMPATIBLE, "QNNEMU-tensorUpdate-dtype", func, f"{path}.dataType",
-                   f"{dtypes.name(dtype)} differs from {dtypes.name(t.dtype)} tensor '{t.name}' was created with")
+        fail(Location(func).field(f"{path}.dataType"), "QNNEMU-tensorUpdate-dtype",
+             f"{dtypes.name(dtype)} differs from {dtypes.name(t.dtype)} tensor '{t.name}' was created with",
+             code=INCOMPATIBLE)
     if dims is None or tuple(dims) != tuple(t.dims):
-        raise _err(INCOMPATIBLE, "QNNEMU-tensorUpdate-dims", func, f"{path}.dimensions",
-                   f"{'NULL' if dims is None else list(dims)} differs from the dimensions {list(t.dims)} "
-                   f"tensor '{t.name}' was created with")
+        fail(Location(func).field(f"{path}.dimensions"), "QNNEMU-tensorUpdate-dims",
+             f"{'NULL' if dims is None else list(dims)} differs from the dimensions {list(t.dims)} "
+             f"tensor '{t.name}' was created with", code=INCOMPATIBLE)
 
 
 def _check_quant(t: Tensor, raw: RawQuant, func: str, path: str):
@@ -121,22 +119,21 @@ def _check_quant(t: Tensor, raw: RawQuant, func: str, path: str):
     if q is None or t.quant is None:
         return q
     if q.encoding != t.quant.encoding:
-        raise _err(INCOMPATIBLE, "QNNEMU-tensorUpdate-quant-encoding", func,
-                   f"{path}.quantizeParams.quantizationEncoding",
-                   f"encoding {q.encoding} differs from encoding {t.quant.encoding} tensor '{t.name}' was "
-                   f"created with (an update keeps the encoding and changes its values)")
+        fail(Location(func).field(f"{path}.quantizeParams.quantizationEncoding"), "QNNEMU-tensorUpdate-quant-encoding",
+             f"encoding {q.encoding} differs from encoding {t.quant.encoding} tensor '{t.name}' was "
+             f"created with (an update keeps the encoding and changes its values)", code=INCOMPATIBLE)
     return q
 
 
 def _new_data(t: Tensor, raw, size: int, func: str, path: str) -> np.ndarray:
     if raw is None:
-        raise _err(Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, "QNNEMU-tensorUpdate-data-null", func,
-                   f"{path}.clientBuf.data",
-                   f"an update of {type_name(t.type)} tensor '{t.name}' needs its new data (NULL given)")
+        fail(Location(func).field(f"{path}.clientBuf.data"), "QNNEMU-tensorUpdate-data-null",
+             f"an update of {type_name(t.type)} tensor '{t.name}' needs its new data (NULL given)",
+             code=Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM)
     if size != t.nbytes:
-        raise _err(INCOMPATIBLE, "QNNEMU-tensorUpdate-data-size", func, f"{path}.clientBuf.dataSize",
-                   f"is {size} bytes; tensor '{t.name}' ({list(t.dims)} x {dtypes.name(t.dtype)}) needs "
-                   f"{t.nbytes}")
+        fail(Location(func).field(f"{path}.clientBuf.dataSize"), "QNNEMU-tensorUpdate-data-size",
+             f"is {size} bytes; tensor '{t.name}' ({list(t.dims)} x {dtypes.name(t.dtype)}) needs "
+             f"{t.nbytes}", code=INCOMPATIBLE)
     return np.frombuffer(raw, dtype=dtypes.numpy_dtype(t.dtype)).reshape(t.dims)
 
 
@@ -145,20 +142,21 @@ def resolve_desc(d: TensorDesc, lookup: Callable[[int, str | None], Tensor | Non
     """Checks an app's update ``d`` (a copied Qnn_Tensor_t) of the tensor ``lookup(id, name)``
     finds in ``scope`` (for messages, e.g. "graph 'g'")."""
     if d.version not in (1, 2):
-        raise _err(Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, "QNNEMU-tensor-version", func, f"{path}.version",
-                   f"must be QNN_TENSOR_VERSION_1 or _2, got {d.version}")
+        fail(Location(func).field(f"{path}.version"), "QNNEMU-tensor-version",
+             f"must be QNN_TENSOR_VERSION_1 or _2, got {d.version}", code=Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM)
     v = f"{path}.v{d.version}"
     t = lookup(d.id, d.name)
     if t is None:
-        raise _err(Q.QNN_TENSOR_ERROR_DOES_NOT_EXIST, "QNNEMU-tensorUpdate-unknown", func, f"{v}.id",
-                   f"no tensor with id {d.id} or name '{d.name}' in {scope}")
+        fail(Location(func).field(f"{v}.id"), "QNNEMU-tensorUpdate-unknown",
+             f"no tensor with id {d.id} or name '{d.name}' in {scope}", code=Q.QNN_TENSOR_ERROR_DOES_NOT_EXIST)
     _check_target(t, d.dtype, d.dims, func, v)
     out = ResolvedUpdate(t, v, quant=_check_quant(t, d.quant, func, v))
     if is_static(t):
         if d.mem_type != Q.QNN_TENSORMEMTYPE_RAW:
-            raise _err(Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, "QNNEMU-tensorUpdate-memtype", func,
-                       f"{v}.memType", f"new data of {type_name(t.type)} tensor '{t.name}' is given in "
-                       f"clientBuf (QNN_TENSORMEMTYPE_RAW), got memType {d.mem_type}")
+            fail(Location(func).field(f"{v}.memType"), "QNNEMU-tensorUpdate-memtype",
+                 f"new data of {type_name(t.type)} tensor '{t.name}' is given in "
+                 f"clientBuf (QNN_TENSORMEMTYPE_RAW), got memType {d.mem_type}",
+                 code=Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM)
         out.data = _new_data(t, d.data if d.has_data_pointer else None, d.data_size, func, v)
     return out
 
@@ -167,9 +165,9 @@ def check_unique(updates: list[ResolvedUpdate], func: str) -> None:
     seen: dict[int, str] = {}
     for u in updates:
         if u.tensor.id in seen:
-            raise _err(Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, "QNNEMU-tensorUpdate-duplicate", func, u.path,
-                       f"tensor '{u.tensor.name}' (id {u.tensor.id}) is already updated by {seen[u.tensor.id]} "
-                       f"in this call")
+            fail(Location(func).field(u.path), "QNNEMU-tensorUpdate-duplicate",
+                 f"tensor '{u.tensor.name}' (id {u.tensor.id}) is already updated by {seen[u.tensor.id]} "
+                 f"in this call", code=Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM)
         seen[u.tensor.id] = u.path
 
 
@@ -319,31 +317,32 @@ def parse_section(blob: bytes, func: str, *, check_crc: bool = True, path: str =
     """Checks and decodes a section; every failure is a QnnError with a ``QNNEMU-section-*`` rule."""
     bad = Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT
     if len(blob) < HEADER_SIZE or blob[:8] != MAGIC:
-        raise _err(bad, "QNNEMU-section-magic", func, path,
-                   f"not a qnnemu binary section ({len(blob)} bytes, starting {bytes(blob[:8])!r}; expected "
-                   f"magic {MAGIC!r} and at least {HEADER_SIZE} bytes)")
+        fail(Location(func).field(path), "QNNEMU-section-magic",
+             f"not a qnnemu binary section ({len(blob)} bytes, starting {bytes(blob[:8])!r}; expected "
+             f"magic {MAGIC!r} and at least {HEADER_SIZE} bytes)", code=bad)
     (_, version, header_size, section, flags, total, meta_size, data_offset, data_size, stored_crc,
      _reserved) = _HEADER.unpack_from(blob, 0)
     if version != FORMAT_VERSION:
-        raise _err(Q.QNN_CONTEXT_ERROR_BINARY_VERSION, "QNNEMU-section-version", func, path,
-                   f"section format version {version}; this qnnemu reads version {FORMAT_VERSION}")
+        fail(Location(func).field(path), "QNNEMU-section-version",
+             f"section format version {version}; this qnnemu reads version {FORMAT_VERSION}",
+             code=Q.QNN_CONTEXT_ERROR_BINARY_VERSION)
     if (header_size != HEADER_SIZE or total != len(blob) or data_offset < HEADER_SIZE + meta_size
             or data_offset + data_size != total or flags & ~KNOWN_FLAGS):
-        raise _err(bad, "QNNEMU-section-truncated", func, path,
-                   f"inconsistent section layout: {len(blob)} bytes given, header says total {total}, header "
-                   f"{header_size}, metadata {meta_size}, data at {data_offset} ({data_size} bytes), flags "
-                   f"0x{flags:x}: the section is truncated or corrupted")
+        fail(Location(func).field(path), "QNNEMU-section-truncated",
+             f"inconsistent section layout: {len(blob)} bytes given, header says total {total}, header "
+             f"{header_size}, metadata {meta_size}, data at {data_offset} ({data_size} bytes), flags "
+             f"0x{flags:x}: the section is truncated or corrupted", code=bad)
     if check_crc:
         crc = _crc(blob)
         if crc != stored_crc:
-            raise _err(bad, "QNNEMU-section-crc", func, path,
-                       f"CRC32 mismatch (stored 0x{stored_crc:08x}, computed 0x{crc:08x}): the section is "
-                       f"corrupted (QNN_HTP_CONTEXT_CONFIG_OPTION_SKIP_VALIDATION_ON_BINARY_SECTION skips this "
-                       f"check)")
+            fail(Location(func).field(path), "QNNEMU-section-crc",
+                 f"CRC32 mismatch (stored 0x{stored_crc:08x}, computed 0x{crc:08x}): the section is "
+                 f"corrupted (QNN_HTP_CONTEXT_CONFIG_OPTION_SKIP_VALIDATION_ON_BINARY_SECTION skips this "
+                 f"check)", code=bad)
     try:
         return _decode_meta(blob, section, flags, meta_size, data_offset, data_size, path)
     except _binary._Bad as e:
-        raise _err(bad, "QNNEMU-section-metadata", func, path, f"malformed section metadata: {e}") from None
+        raise error(Location(func).field(path), "QNNEMU-section-metadata", f"malformed section metadata: {e}", code=bad) from None
 
 
 def _decode_meta(blob: bytes, section: int, flags: int, meta_size: int, data_offset: int, data_size: int,
@@ -417,17 +416,17 @@ def resolve_entry(e: SectionEntry, target: Tensor | None, func: str, path: str, 
     """Checks a section's tensor ``e`` against the tensor ``target`` it updates."""
     s = e.tensor
     if target is None:
-        raise _err(Q.QNN_TENSOR_ERROR_DOES_NOT_EXIST, "QNNEMU-tensorUpdate-unknown", func, path,
-                   f"no tensor with id {s.id} or name '{s.name}' in {scope}")
+        fail(Location(func).field(path), "QNNEMU-tensorUpdate-unknown",
+             f"no tensor with id {s.id} or name '{s.name}' in {scope}", code=Q.QNN_TENSOR_ERROR_DOES_NOT_EXIST)
     _check_target(target, s.dtype, s.dims, func, path)
     out = ResolvedUpdate(target, path)
     if e.has_quant:
         out.quant = _check_quant(target, _binary._raw_quant(s.quant), func, path)
     if e.has_data:
         if not is_static(target):
-            raise _err(INCOMPATIBLE, "QNNEMU-tensorUpdate-not-updatable", func, path,
-                       f"the section carries data for {type_name(target.type)} tensor '{target.name}', which "
-                       f"holds none")
+            fail(Location(func).field(path), "QNNEMU-tensorUpdate-not-updatable",
+                 f"the section carries data for {type_name(target.type)} tensor '{target.name}', which "
+                 f"holds none", code=INCOMPATIBLE)
         out.data = _new_data(target, s.data, len(s.data), func, path)
     return out
 
@@ -437,8 +436,8 @@ def apply_section(context, graph, sec: Section, func: str) -> int:
     returns the number of tensors updated."""
     bad = Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT
     if graph is not None and sec.graph != graph.name:
-        raise _err(bad, "QNNEMU-section-graph", func, "graph",
-                   f"the section was made for {_scope_text(sec.graph)}, not for graph '{graph.name}'")
+        fail(Location(func).path("graph"), "QNNEMU-section-graph",
+             f"the section was made for {_scope_text(sec.graph)}, not for graph '{graph.name}'", code=bad)
     by_name = {g.name: g for g in _graphs_of(context, build_deferred=graph is None)}
     updates = []
     for i, e in enumerate(sec.entries):
@@ -451,8 +450,8 @@ def apply_section(context, graph, sec: Section, func: str) -> int:
             if owner is None:
                 where = (f"graphs of this context: {sorted(by_name) or 'none'}" if graph is None
                          else f"the section may only update graph '{graph.name}' and context tensors")
-                raise _err(bad, "QNNEMU-section-graph", func, path,
-                           f"the section updates graph '{e.graph}' ({where})")
+                fail(Location(func).field(path), "QNNEMU-section-graph",
+                     f"the section updates graph '{e.graph}' ({where})", code=bad)
             target = _match(owner.tensors, owner.by_name, e.tensor.id, e.tensor.name)
             scope = f"graph '{e.graph}'"
         updates.append(resolve_entry(e, target, func, path, scope))
@@ -474,9 +473,9 @@ def update_section(blob: bytes, updates: list[TensorDesc], keep_updatable: bool,
     """getBinarySectionUpdate: ``blob`` (a section) with the tensors of ``updates`` replaced."""
     sec = parse_section(blob, func)
     if sec.frozen:
-        raise _err(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "QNNEMU-section-frozen", func, "binaryBuffer",
-                   "the section was made by getBinarySectionUpdate with keepUpdatable = 0 and can no longer "
-                   "be updated")
+        fail(Location(func).path("binaryBuffer"), "QNNEMU-section-frozen",
+             "the section was made by getBinarySectionUpdate with keepUpdatable = 0 and can no longer "
+             "be updated", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
     tensors = {e.tensor.id: e for e in sec.entries}
     names = {e.tensor.name: e.tensor.id for e in sec.entries}
     pseudo = {tid: e.tensor for tid, e in tensors.items()}

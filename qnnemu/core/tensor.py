@@ -20,8 +20,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .. import rules
-from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from ..spec import dtypes
 from ..spec.tensor import (  # noqa: F401 (the type groups stay importable from here)
     APP_INPUT_TYPES, APP_OUTPUT_TYPES, APP_READWRITE_TYPES, NODE_OUTPUT_TYPES, PRODUCED_TYPES, STATIC_TYPES,
@@ -106,19 +107,15 @@ def is_empty(t) -> bool:
     return any(int(n) == 0 for n in (t.dims or ()))
 
 
-def _fail(code: int, rule: str, func: str, path: str, message: str) -> QnnError:
-    return QnnError(code, f"{func}: {path}: {message}", rule=rule)
-
-
 def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, dims: tuple[int, ...]) -> QuantSpec | None:
     """Checks quantization against the data type and dimensions; returns the executable form."""
     rank = len(dims)
     fixed = dtype in dtypes.FIXED_POINT_TYPES
     if q.definition != Q.QNN_DEFINITION_DEFINED:
         if fixed:
-            raise _fail(code, "QNNEMU-tensor-quant-required", func, f"{path}.quantizeParams",
-                        f"{dtypes.name(dtype)} needs quantization parameters "
-                        f"(encodingDefinition must be QNN_DEFINITION_DEFINED)")
+            fail(Location(func).field(f"{path}.quantizeParams"), "QNNEMU-tensor-quant-required",
+                 f"{dtypes.name(dtype)} needs quantization parameters "
+                 f"(encodingDefinition must be QNN_DEFINITION_DEFINED)", code=code)
         return None
     if not fixed:
         # Float tensors may carry defined-but-unused encodings (converters emit them); ignore.
@@ -126,82 +123,82 @@ def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, dims: t
     enc = q.encoding
     if enc in (Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET, Q.QNN_QUANTIZATION_ENCODING_BW_SCALE_OFFSET):
         if not np.isfinite(q.scale) or q.scale <= 0:
-            raise _fail(code, "QNNEMU-tensor-quant-scale", func, f"{path}.quantizeParams",
-                        f"scale must be a positive finite number, got {q.scale}")
+            fail(Location(func).field(f"{path}.quantizeParams"), "QNNEMU-tensor-quant-scale",
+                 f"scale must be a positive finite number, got {q.scale}", code=code)
         return QuantSpec(enc, float(q.scale), int(q.offset), None, q.bitwidth or None)
     if enc in (Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET,
                Q.QNN_QUANTIZATION_ENCODING_BW_AXIS_SCALE_OFFSET):
         if not 0 <= q.axis < max(rank, 1):
-            raise _fail(code, "QNNEMU-tensor-quant-axis", func, f"{path}.quantizeParams",
-                        f"axis {q.axis} is outside the tensor's rank {rank}")
+            fail(Location(func).field(f"{path}.quantizeParams"), "QNNEMU-tensor-quant-axis",
+                 f"axis {q.axis} is outside the tensor's rank {rank}", code=code)
         if q.scales is None or len(q.scales) == 0:
-            raise _fail(code, "QNNEMU-tensor-quant-axis-values", func, f"{path}.quantizeParams",
-                        "per-axis encoding without scale/offset values")
+            fail(Location(func).field(f"{path}.quantizeParams"), "QNNEMU-tensor-quant-axis-values",
+                 "per-axis encoding without scale/offset values", code=code)
         if not np.all(np.isfinite(q.scales)) or np.any(q.scales <= 0):
-            raise _fail(code, "QNNEMU-tensor-quant-scale", func, f"{path}.quantizeParams",
-                        "per-axis scales must be positive finite numbers")
+            fail(Location(func).field(f"{path}.quantizeParams"), "QNNEMU-tensor-quant-scale",
+                 "per-axis scales must be positive finite numbers", code=code)
         if rank and len(q.scales) != dims[q.axis]:
-            raise _fail(code, "QNNEMU-tensor-quant-axis-count", func, f"{path}.quantizeParams",
-                        f"{len(q.scales)} scale/offset pairs for axis {q.axis} of dimension {dims[q.axis]} "
-                        f"(dimensions {list(dims)}): one pair per index is needed")
+            fail(Location(func).field(f"{path}.quantizeParams"), "QNNEMU-tensor-quant-axis-count",
+                 f"{len(q.scales)} scale/offset pairs for axis {q.axis} of dimension {dims[q.axis]} "
+                 f"(dimensions {list(dims)}): one pair per index is needed", code=code)
         return QuantSpec(enc, q.scales, q.offsets, q.axis, q.bitwidth or None)
     if enc == Q.QNN_QUANTIZATION_ENCODING_BLOCKWISE_EXPANSION:
         qp = f"{path}.quantizeParams.blockwiseExpansion"
         if not 0 <= q.axis < max(rank, 1) or rank < 2:
-            raise _fail(code, "QNNEMU-tensor-quant-axis", func, f"{qp}->axis",
-                        f"axis {q.axis} is outside the tensor's rank {rank} (blockwise needs rank >= 2)")
+            fail(Location(func).field(f"{qp}->axis"), "QNNEMU-tensor-quant-axis",
+                 f"axis {q.axis} is outside the tensor's rank {rank} (blockwise needs rank >= 2)", code=code)
         if q.scales is None or q.block_scales is None:
-            raise _fail(code, "QNNEMU-tensor-quant-blockwise-values", func, qp,
-                        "blockwise expansion needs scaleOffsets and blocksScale8/16 arrays "
-                        "(blockScaleStorageType 8 or 16)")
+            fail(Location(func).field(qp), "QNNEMU-tensor-quant-blockwise-values",
+                 "blockwise expansion needs scaleOffsets and blocksScale8/16 arrays "
+                 "(blockScaleStorageType 8 or 16)", code=code)
         if not np.all(np.isfinite(q.scales)) or np.any(q.scales <= 0):
-            raise _fail(code, "QNNEMU-tensor-quant-scale", func, f"{qp}->scaleOffsets",
-                        "per-channel scales must be positive finite numbers")
+            fail(Location(func).field(f"{qp}->scaleOffsets"), "QNNEMU-tensor-quant-scale",
+                 "per-channel scales must be positive finite numbers", code=code)
         blocked = dims[rank - 2 if q.axis == rank - 1 else rank - 1]
         nblocks = q.block_scales.shape[1] if q.block_scales.ndim == 2 else 0
         if nblocks < 1 or blocked % nblocks:
-            raise _fail(code, "QNNEMU-tensor-quant-blockwise-blocks", func, f"{qp}->numBlocksPerAxis",
-                        f"{q.blocks_per_axis} blocks do not divide the blocked dimension {blocked} "
-                        f"(dimensions {list(dims)}, axis {q.axis})")
+            fail(Location(func).field(f"{qp}->numBlocksPerAxis"), "QNNEMU-tensor-quant-blockwise-blocks",
+                 f"{q.blocks_per_axis} blocks do not divide the blocked dimension {blocked} "
+                 f"(dimensions {list(dims)}, axis {q.axis})", code=code)
         return QuantSpec(enc, q.scales, q.offsets, q.axis, None, q.block_scales)
-    raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-quant-encoding", func,
-                f"{path}.quantizeParams.quantizationEncoding",
-                f"encoding {q.encoding} is not supported by the emulator yet "
-                f"(scale-offset, axis-scale-offset, their bitwidth forms and blockwise expansion are)")
+    fail(Location(func).field(f"{path}.quantizeParams.quantizationEncoding"), "QNNEMU-tensor-quant-encoding",
+         f"encoding {q.encoding} is not supported by the emulator yet "
+         f"(scale-offset, axis-scale-offset, their bitwidth forms and blockwise expansion are)",
+         code=Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM)
 
 
 def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM,
                   allow_null_type: bool = True) -> tuple[QuantSpec | None, np.ndarray | None]:
     """Creation rules for a tensor description; returns (quantization, static array)."""
     if d.version not in (1, 2):
-        raise _fail(code, "QNNEMU-tensor-version", func, f"{path}.version",
-                    f"must be QNN_TENSOR_VERSION_1 or _2, got {d.version}")
+        fail(Location(func).field(f"{path}.version"), "QNNEMU-tensor-version",
+             f"must be QNN_TENSOR_VERSION_1 or _2, got {d.version}", code=code)
     v = f"{path}.v{d.version}"
     if d.name is None:   # an empty name is accepted (the vendor does; unique like any other)
-        raise _fail(code, "QNNEMU-tensor-name", func, f"{v}.name", "a tensor needs a name (NULL given)")
+        fail(Location(func).field(f"{v}.name"), "QNNEMU-tensor-name", "a tensor needs a name (NULL given)", code=code)
     if d.type not in SUPPORTED_TYPES or (d.type == Q.QNN_TENSOR_TYPE_NULL and not allow_null_type):
         unsupported = 0 <= d.type <= 0x7FFFFFFE and d.type not in SUPPORTED_TYPES
-        raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM if unsupported else code,
-                    "QNNEMU-tensor-type", func, f"{v}.type",
-                    f"{type_name(d.type)} is not supported here (supported: "
-                    f"{', '.join(SUPPORTED_TYPES.values())})")
+        fail(Location(func).field(f"{v}.type"), "QNNEMU-tensor-type",
+             f"{type_name(d.type)} is not supported here (supported: "
+             f"{', '.join(SUPPORTED_TYPES.values())})",
+             code=Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM if unsupported else code)
     if d.data_format not in (Q.QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER, Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT):
-        raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-data-format", func,
-                    f"{v}.dataFormat", f"only QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER and (native KV cache tensors) "
-                                       f"QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT are supported, got {d.data_format}")
+        fail(Location(func).field(f"{v}.dataFormat"), "QNNEMU-tensor-data-format",
+             f"only QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER and (native KV cache tensors) "
+             f"QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT are supported, got {d.data_format}",
+             code=Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM)
     if not dtypes.is_known(d.dtype):
-        raise _fail(code, "QNNEMU-tensor-dtype", func, f"{v}.dataType", f"{dtypes.name(d.dtype)}")
+        fail(Location(func).field(f"{v}.dataType"), "QNNEMU-tensor-dtype", f"{dtypes.name(d.dtype)}", code=code)
     if d.dims is None:
-        raise _fail(code, "QNNEMU-tensor-dims-null", func, f"{v}.dimensions",
-                    "rank > 0 but dimensions is NULL")
+        fail(Location(func).field(f"{v}.dimensions"), "QNNEMU-tensor-dims-null", "rank > 0 but dimensions is NULL", code=code)
     if len(d.dims) > MAX_RANK:
-        raise _fail(code, "QNNEMU-tensor-rank", func, f"{v}.rank",
-                    f"rank {len(d.dims)}: the HTP backend takes tensors of rank 0..{MAX_RANK}")
+        fail(Location(func).field(f"{v}.rank"), "QNNEMU-tensor-rank",
+             f"rank {len(d.dims)}: the HTP backend takes tensors of rank 0..{MAX_RANK}", code=code)
     # A dimension of 0 is accepted here (a NULL tensor of dimensions [0] is how ONNX Runtime
     # passes an absent optional input); a node refuses empty tensors (check_not_empty).
     if d.dynamic_dims and any(d.dynamic_dims):
-        raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-dynamic-dims", func,
-                    f"{v}.isDynamicDimensions", "dynamic dimensions are not supported yet")
+        fail(Location(func).field(f"{v}.isDynamicDimensions"), "QNNEMU-tensor-dynamic-dims",
+             "dynamic dimensions are not supported yet", code=Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM)
     quant = quant_spec(d.quant, d.dtype, func, v, code, tuple(d.dims))
     if d.data_format == Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT:
         _check_native_kv(d, quant, func, v)
@@ -209,16 +206,16 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
     if d.type in STATIC_TYPES:
         kind = SUPPORTED_TYPES[d.type]
         if d.mem_type != Q.QNN_TENSORMEMTYPE_RAW:
-            raise _fail(code, "QNNEMU-tensor-static-memtype", func, f"{v}.memType",
-                        f"{kind} tensors carry their data in clientBuf (QNN_TENSORMEMTYPE_RAW), got {d.mem_type}")
+            fail(Location(func).field(f"{v}.memType"), "QNNEMU-tensor-static-memtype",
+                 f"{kind} tensors carry their data in clientBuf (QNN_TENSORMEMTYPE_RAW), got {d.mem_type}", code=code)
         want = int(np.prod(d.dims, dtype=np.int64)) * dtypes.itemsize(d.dtype)
         if d.data is None and want:
-            raise _fail(code, "QNNEMU-tensor-static-data", func, f"{v}.clientBuf.data",
-                        f"a {kind} tensor needs its data at creation")
+            fail(Location(func).field(f"{v}.clientBuf.data"), "QNNEMU-tensor-static-data",
+                 f"a {kind} tensor needs its data at creation", code=code)
         if d.data_size < want:
             # The vendor reads past the buffer here; the emulator refuses (docs/validation.md).
-            raise _fail(code, "QNNEMU-tensor-static-size", func, f"{v}.clientBuf.dataSize",
-                        f"is {d.data_size} bytes; dimensions {list(d.dims)} of {dtypes.name(d.dtype)} need {want}")
+            fail(Location(func).field(f"{v}.clientBuf.dataSize"), "QNNEMU-tensor-static-size",
+                 f"is {d.data_size} bytes; dimensions {list(d.dims)} of {dtypes.name(d.dtype)} need {want}", code=code)
         if d.data_size > want:
             rules.warn("QNNEMU-tensor-static-size-larger", func, f"{v}.clientBuf.dataSize",
                        f"is {d.data_size} bytes; dimensions {list(d.dims)} of {dtypes.name(d.dtype)} need {want}: "
@@ -238,21 +235,21 @@ def _check_native_kv(d: TensorDesc, quant: QuantSpec | None, func: str, v: str) 
     code = Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM
     fmt = "QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT (native KV cache)"
     if d.type not in NATIVE_KV_TYPES:
-        raise _fail(code, "QNNEMU-tensor-native-kv-type", func, f"{v}.type",
-                    f"{fmt} is for KV cache graph inputs/outputs (APP_WRITE, APP_READ, APP_READWRITE and "
-                    f"their UPDATEABLE_ forms), got {type_name(d.type)}")
+        fail(Location(func).field(f"{v}.type"), "QNNEMU-tensor-native-kv-type",
+             f"{fmt} is for KV cache graph inputs/outputs (APP_WRITE, APP_READ, APP_READWRITE and "
+             f"their UPDATEABLE_ forms), got {type_name(d.type)}", code=code)
     if d.dtype != Q.QNN_DATATYPE_UFIXED_POINT_8:
-        raise _fail(code, "QNNEMU-tensor-native-kv-dtype", func, f"{v}.dataType",
-                    f"{fmt} tensors must be QNN_DATATYPE_UFIXED_POINT_8, got {dtypes.name(d.dtype)}")
+        fail(Location(func).field(f"{v}.dataType"), "QNNEMU-tensor-native-kv-dtype",
+             f"{fmt} tensors must be QNN_DATATYPE_UFIXED_POINT_8, got {dtypes.name(d.dtype)}", code=code)
     offsets = None if quant is None else np.atleast_1d(np.asarray(quant.offset))
     if quant is None or quant.block_scales is not None or np.any(offsets != NATIVE_KV_SYMMETRIC_OFFSET):
-        raise _fail(code, "QNNEMU-tensor-native-kv-quant", func, f"{v}.quantizeParams",
-                    f"{fmt} tensors must be symmetrically quantized (uint8 offset "
-                    f"{NATIVE_KV_SYMMETRIC_OFFSET}), got offset(s) "
-                    f"{None if offsets is None else sorted(set(int(o) for o in offsets))}")
+        fail(Location(func).field(f"{v}.quantizeParams"), "QNNEMU-tensor-native-kv-quant",
+             f"{fmt} tensors must be symmetrically quantized (uint8 offset "
+             f"{NATIVE_KV_SYMMETRIC_OFFSET}), got offset(s) "
+             f"{None if offsets is None else sorted(set(int(o) for o in offsets))}", code=code)
     if len(d.dims) < 2:
-        raise _fail(code, "QNNEMU-tensor-native-kv-rank", func, f"{v}.dimensions",
-                    f"{fmt} tensors have rank >= 2 ([..., DIN, DOUT]), got dimensions {list(d.dims)}")
+        fail(Location(func).field(f"{v}.dimensions"), "QNNEMU-tensor-native-kv-rank",
+             f"{fmt} tensors have rank >= 2 ([..., DIN, DOUT]), got dimensions {list(d.dims)}", code=code)
 
 
 def from_desc(d: TensorDesc, tensor_id: int, quant: QuantSpec | None, static: np.ndarray | None) -> Tensor:

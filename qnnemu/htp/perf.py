@@ -35,6 +35,8 @@ from typing import Callable
 from .. import rules
 from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from .device_model import DeviceModel, newest_device_model
 
 INVALID_INPUT = Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_INVALID_INPUT
@@ -333,10 +335,6 @@ class ActiveVote:
     ceng_votes: tuple = ()           # (id, "explicit"/"default", CengVote | None) of ids with DCVS
 
 
-def _err(code: int, func: str, path: str, what: str, rule: str) -> QnnError:
-    return QnnError(code, f"{func}: {path}: {what}", rule=rule)
-
-
 def _warn(rule: str, func: str, path: str, message: str) -> None:
     """A warning rule (qnnemu/rules.py): what the vendor's library accepts and the emulator
     interprets, logged to the app logger of the running perf infrastructure call."""
@@ -421,15 +419,14 @@ class PerfInfrastructure:
     # ---- ids ----------------------------------------------------------------------------
     def _check_device_core(self, func: str, device_id: int, core_id: int) -> DeviceModel:
         if not 0 <= device_id < NUM_DEVICES:
-            raise _err(INVALID_INPUT, func, "deviceId",
-                       f"{device_id} is not a device of the platform (device ids 0..{NUM_DEVICES - 1})",
-                       "QNNEMU-perf-device-id")
+            fail(Location(func).path("deviceId"), "QNNEMU-perf-device-id",
+                 f"{device_id} is not a device of the platform (device ids 0..{NUM_DEVICES - 1})", code=INVALID_INPUT)
         model = self.models(device_id)
         cores = device_cores(model)
         if not 0 <= core_id < cores:
-            raise _err(INVALID_INPUT, func, "coreId",
-                       f"{core_id} is not a core of device {device_id} (HTP v{model.arch}, "
-                       f"core ids 0..{cores - 1})", "QNNEMU-perf-core-id")
+            fail(Location(func).path("coreId"), "QNNEMU-perf-core-id",
+                 f"{core_id} is not a core of device {device_id} (HTP v{model.arch}, "
+                 f"core ids 0..{cores - 1})", code=INVALID_INPUT)
         return model
 
     def create_id(self, device_id: int, core_id: int) -> int:
@@ -443,9 +440,9 @@ class PerfInfrastructure:
         """The id's record; refused (in ``func``'s name) when the id does not exist."""
         cfg = self.configs.get(pid)
         if cfg is None:
-            raise _err(INVALID_INPUT, func, "powerConfigId",
-                       f"{pid} does not exist (create it with createPowerConfigId; destroyed ids "
-                       f"are gone)", "QNNEMU-perf-id-unknown")
+            fail(Location(func).path("powerConfigId"), "QNNEMU-perf-id-unknown",
+                 f"{pid} does not exist (create it with createPowerConfigId; destroyed ids "
+                 f"are gone)", code=INVALID_INPUT)
         return cfg
 
     def destroy_id(self, pid: int) -> None:
@@ -472,8 +469,8 @@ class PerfInfrastructure:
             seen: dict[int, tuple[int, object]] = {}
             for i, (option, value) in enumerate(entries):
                 if option not in POWER_OPTION_FIELDS:
-                    raise _err(UNSUPPORTED_CONFIG, func, f"config[{i}].option",
-                               f"unknown power config option {option}", "QNNEMU-perf-option")
+                    fail(Location(func).field(f"config[{i}].option"), "QNNEMU-perf-option",
+                         f"unknown power config option {option}", code=UNSUPPORTED_CONFIG)
                 if option in seen and seen[option][1] != value:
                     _warn("QNNEMU-perf-option-repeated", func, f"config[{i}].option",
                           f"{POWER_OPTION_FIELDS[option]} is given again with a different value than "
@@ -484,10 +481,10 @@ class PerfInfrastructure:
                 partner = next((b if option == a else a for a, b in EXCLUSIVE_OPTIONS if option in (a, b)), None)
                 earlier = [k for k, (o, _) in enumerate(entries[:i]) if o == partner]
                 if earlier:   # checked on reaching the second one, before its arch (measured)
-                    raise _err(INVALID_INPUT, func, f"config[{i}].option",
-                               f"{POWER_OPTION_FIELDS[option]} cannot be combined with "
-                               f"{POWER_OPTION_FIELDS[partner]} (config[{earlier[0]}]) in the same call (use one "
-                               f"or the other; across calls the later one supersedes)", "QNNEMU-perf-option-mixed")
+                    fail(Location(func).field(f"config[{i}].option"), "QNNEMU-perf-option-mixed",
+                         f"{POWER_OPTION_FIELDS[option]} cannot be combined with "
+                         f"{POWER_OPTION_FIELDS[partner]} (config[{earlier[0]}]) in the same call (use one "
+                         f"or the other; across calls the later one supersedes)", code=INVALID_INPUT)
                 new = dataclasses.replace(cfg, votes=dict(cfg.votes),
                                           dcvs=dataclasses.replace(cfg.dcvs) if cfg.dcvs else None)
                 path = f"config[{i}].{POWER_OPTION_FIELDS[option]}"
@@ -497,9 +494,9 @@ class PerfInfrastructure:
 
     def _needs_dcvs(self, cfg: PowerConfigId, pid: int, func: str, path: str, what: str, rule: str) -> None:
         if cfg.dcvs is None:
-            raise _err(INVALID_INPUT, func, path,
-                       f"power config id {pid} has no DCVS (DCVS_V3 or DCVS_V3_EXP) vote; {what} needs "
-                       f"one on the same id, earlier in the call or in an earlier call", rule)
+            fail(Location(func).field(path), rule,
+                 f"power config id {pid} has no DCVS (DCVS_V3 or DCVS_V3_EXP) vote; {what} needs "
+                 f"one on the same id, earlier in the call or in an earlier call", code=INVALID_INPUT)
 
     def _apply(self, cfg: PowerConfigId, pid: int, model: DeviceModel, func: str, path: str,
                option: int, value) -> None:
@@ -511,8 +508,9 @@ class PerfInfrastructure:
             cfg.dcvs = _dcvs_exp(cfg.dcvs, pid, func, path, value)
         elif option == OPT_HMX_V2:
             if model.arch < HMX_V2_MIN_ARCH:
-                raise _err(UNSUPPORTED, func, path, f"HMX v2 votes need HTP v{HMX_V2_MIN_ARCH} or "
-                           f"later; device {cfg.device_id} is v{model.arch}", "QNNEMU-perf-hmx-arch")
+                fail(Location(func).field(path), "QNNEMU-perf-hmx-arch",
+                     f"HMX v2 votes need HTP v{HMX_V2_MIN_ARCH} or "
+                     f"later; device {cfg.device_id} is v{model.arch}", code=UNSUPPORTED)
             self._needs_dcvs(cfg, pid, func, path, "an HMX vote", "QNNEMU-perf-hmx-no-hvx")
             cfg.hmx = _hmx(func, path, value)
         elif option in (OPT_CENG, OPT_CENG_EXP):
@@ -546,8 +544,8 @@ class PerfInfrastructure:
         elif option == OPT_HMX_TIMEOUT:
             lo, hi = HMX_TIMEOUT_RANGE_US
             if not lo <= int(value) <= hi:
-                raise _err(INVALID_INPUT, func, path, f"{int(value)} us is outside {lo}..{hi} us",
-                           "QNNEMU-perf-hmx-timeout-range")
+                fail(Location(func).field(path), "QNNEMU-perf-hmx-timeout-range",
+                     f"{int(value)} us is outside {lo}..{hi} us", code=INVALID_INPUT)
             cfg.hmx_timeout_us = int(value)
         elif option == OPT_ADAPTIVE_POLLING:
             if int(value) and not cfg.rpc_polling_time_us:
@@ -559,16 +557,17 @@ class PerfInfrastructure:
             cfg.adaptive_polling_time_us = int(value)
         elif option == OPT_DDR_PERF_MODE:
             if model.arch < DDR_PERF_MODE_MIN_ARCH:
-                raise _err(UNSUPPORTED, func, path, f"DDR perf mode is not supported on HTP v{model.arch} "
-                           f"(the vendor's library refuses it on every arch up to v85)", "QNNEMU-perf-ddr-arch")
+                fail(Location(func).field(path), "QNNEMU-perf-ddr-arch",
+                     f"DDR perf mode is not supported on HTP v{model.arch} "
+                     f"(the vendor's library refuses it on every arch up to v85)", code=UNSUPPORTED)
             dcvs = cfg.dcvs
             mx = EXP_VCORNER["MAX"] if dcvs is not None and dcvs.expanded else VCORNER["MAX_VOLTAGE_CORNER"]
             if int(value) and (dcvs is None or dcvs.bus != (mx, mx, mx)):
                 bus = None if dcvs is None else dcvs.bus
-                raise _err(INVALID_INPUT, func, path,
-                           f"DDR perf mode needs a DCVS vote on id {pid} with bus corners min/target/max "
-                           f"all at the maximum; the id's bus vote is "
-                           f"{'absent' if bus is None else list(bus)}", "QNNEMU-perf-ddr-needs-max-bus")
+                fail(Location(func).field(path), "QNNEMU-perf-ddr-needs-max-bus",
+                     f"DDR perf mode needs a DCVS vote on id {pid} with bus corners min/target/max "
+                     f"all at the maximum; the id's bus vote is "
+                     f"{'absent' if bus is None else list(bus)}", code=INVALID_INPUT)
             cfg.ddr_perf_mode = int(value)
 
     # ---- setMemoryConfig ----------------------------------------------------------------
@@ -586,8 +585,8 @@ class PerfInfrastructure:
                       f"{why}; recorded as given (the vendor's library accepts it)")
             for i, (option, _) in enumerate(entries):
                 if option != MEM_GROW_SIZE:
-                    raise _err(UNSUPPORTED_CONFIG, func, f"config[{i}].option",
-                               f"unknown memory config option {option}", "QNNEMU-perf-memory-option")
+                    fail(Location(func).field(f"config[{i}].option"), "QNNEMU-perf-memory-option",
+                         f"unknown memory config option {option}", code=UNSUPPORTED_CONFIG)
             slot = self.memory.setdefault((device_id, core_id), {})
             for option, value in entries:
                 slot[option] = int(value)
@@ -656,23 +655,25 @@ class PerfInfrastructure:
 
 def _arch_gate(model: DeviceModel, min_arch: int, func: str, path: str, what: str, hint: str, rule: str) -> None:
     if model.arch < min_arch:
-        raise _err(UNSUPPORTED, func, path, f"{what} need HTP v{min_arch} or later; the device is "
-                   f"v{model.arch}" + (f" ({hint})" if hint else ""), rule)
+        fail(Location(func).field(path), rule,
+             f"{what} need HTP v{min_arch} or later; the device is "
+             f"v{model.arch}" + (f" ({hint})" if hint else ""), code=UNSUPPORTED)
 
 
 def _exp_corners(func: str, path: str, names: list[str], corners: tuple[int, ...]) -> None:
     """Expanded corner fields: 0 (DISABLE) or an ExpVoltageCorner_t value (>= 0x100)."""
     for n, c in zip(names, corners):
         if 0 < c < EXP_CORNER_MIN_VALUE:
-            raise _err(INVALID_INPUT, func, f"{path}.{n}",
-                       f"{c} is a legacy VoltageCorner_t value (0x01-0xFF); expanded corner fields take "
-                       f"ExpVoltageCorner_t values (>= 0x100) or DISABLE (0)", "QNNEMU-perf-exp-legacy-corner")
+            fail(Location(func).field(f"{path}.{n}"), "QNNEMU-perf-exp-legacy-corner",
+                 f"{c} is a legacy VoltageCorner_t value (0x01-0xFF); expanded corner fields take "
+                 f"ExpVoltageCorner_t values (>= 0x100) or DISABLE (0)", code=INVALID_INPUT)
 
 
 def _perf_mode_range(func: str, path: str, mode: int) -> None:
     if not 0 <= mode <= CLK_PERF_MAX:
-        raise _err(INVALID_INPUT, func, path, f"{mode} exceeds QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_MAX "
-                   f"({CLK_PERF_MAX})", "QNNEMU-perf-perf-mode-range")
+        fail(Location(func).field(path), "QNNEMU-perf-perf-mode-range",
+             f"{mode} exceeds QNN_HTP_PERF_INFRASTRUCTURE_CLK_PERF_MAX "
+             f"({CLK_PERF_MAX})", code=INVALID_INPUT)
 
 
 def _perf_mode(func: str, path: str, mode: int) -> int:
@@ -698,9 +699,9 @@ def _order_warning(func, path, names, corners, label) -> None:
 
 def _dcvs_common(vote: DcvsVote, pid: int, func: str, path: str, d: dict, enable: bool | None) -> None:
     if int(d["contextId"]) != pid:
-        raise _err(INVALID_INPUT, func, f"{path}.contextId",
-                   f"{int(d['contextId'])} differs from powerConfigId {pid} (use the id the vote is set on)",
-                   "QNNEMU-perf-dcvs-context-id")
+        fail(Location(func).field(f"{path}.contextId"), "QNNEMU-perf-dcvs-context-id",
+             f"{int(d['contextId'])} differs from powerConfigId {pid} (use the id the vote is set on)",
+             code=INVALID_INPUT)
     if enable is not None:
         mode = int(d["powerMode"])
         # powerMode only counts when DCVS is enabled; memset configs leave it 0 otherwise.

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from .. import rules
 from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from . import groups, priority
 from . import packing as weights_packing
 from .device_model import DeviceModel
@@ -221,18 +223,15 @@ SHARE_RESOURCES_TYPES = {Q.SEQUENTIAL_WITH_VA_OPTIMIZATION: "SEQUENTIAL_WITH_VA_
 
 
 # ---------------------------------------------------------------------------- checks
-def _g_err(code: int, func: str, path: str, what: str, rule: str) -> QnnError:
-    return QnnError(code, f"{func}: {path}: {what}", rule=f"QNNEMU-{rule}")
-
-
 def check_priority(value: int, func: str, path: str, code: int, rule: str) -> int:
     """A Qnn_Priority_t: any value in 0..500 is taken (the vendor's "Valid range: 0-500"); one
     without a row in the HTP thread priority table runs with the nearest documented level
     below it (warning rule QNNEMU-priority-level-mapped)."""
     value = int(value)
     if not 0 <= value <= MAX_PRIORITY:
-        raise _g_err(code, func, path, f"{value} is outside the Qnn_Priority_t range 0..{MAX_PRIORITY} "
-                     f"({', '.join(f'{n} {v}' for v, n in PRIORITIES.items())})", rule)
+        fail(Location(func).field(path), rule,
+             f"{value} is outside the Qnn_Priority_t range 0..{MAX_PRIORITY} "
+             f"({', '.join(f'{n} {v}' for v, n in PRIORITIES.items())})", code=code)
     if value not in priority.PRIORITY_TABLE:
         row = priority.table_row(value)
         rules.warn("QNNEMU-priority-level-mapped", func, path,
@@ -264,13 +263,13 @@ def check_graph_when(name: str, value: dict, graph, func: str, path: str) -> Non
     window = change_window(name, value)
     if window == BEFORE_FINALIZE:
         what = name if name != "OPTIMIZATION" else f"OPTIMIZATION type {_opt_type_name(value.get('type'))}"
-        raise _g_err(Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED, func, path,
-                     f"{what} can only be set before graphFinalize; graph '{graph.name}' is finalized",
-                     "graph-config-after-finalize")
+        fail(Location(func).field(path), "QNNEMU-graph-config-after-finalize",
+             f"{what} can only be set before graphFinalize; graph '{graph.name}' is finalized",
+             code=Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED)
     if window == UNTIL_FIRST_EXECUTE and graph.executions > 0:
-        raise _g_err(Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED, func, path,
-                     f"{name} cannot change after the graph's first execute (graph '{graph.name}' has "
-                     f"run {graph.executions} time(s))", "graph-hvx-threads-executed")
+        fail(Location(func).field(path), "QNNEMU-graph-hvx-threads-executed",
+             f"{name} cannot change after the graph's first execute (graph '{graph.name}' has "
+             f"run {graph.executions} time(s))", code=Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED)
 
 
 VTCM_MB_OVERFLOW = 4096   # MB requests from here on overflow 32-bit bytes (the vendor refuses them)
@@ -295,9 +294,9 @@ def check_graph_option(name: str, value: dict, *, model: DeviceModel, context, g
                    f"{name} is not an HTP graph option this backend knows; ignored")
         return
     if option.vendor == REFUSED:
-        raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
-                     f"QNN_HTP_GRAPH_CONFIG_OPTION_{name} is not supported by the HTP backend: {option.note}",
-                     "graph-option-unsupported")
+        fail(Location(func).field(path), "QNNEMU-graph-option-unsupported",
+             f"QNN_HTP_GRAPH_CONFIG_OPTION_{name} is not supported by the HTP backend: {option.note}",
+             code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)
     if name == "OPTIMIZATION":
         _check_optimization(value["optimizationOption"], model=model, context=context, graph=graph,
                             func=func, path=f"{path}.optimizationOption", pending=pending)
@@ -326,8 +325,8 @@ def check_graph_option(name: str, value: dict, *, model: DeviceModel, context, g
     elif name == "FINALIZE_CONFIG":
         key = value.get("key_text")
         if not key:
-            raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, f"{mpath}.key",
-                         "the finalize config key is NULL or empty", "graph-finalize-config-key")
+            fail(Location(func).field(f"{mpath}.key"), "QNNEMU-graph-finalize-config-key",
+                 "the finalize config key is NULL or empty", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
         pending.setdefault("htp_finalize_config", {})[key] = value.get("value_plain")
 
 
@@ -336,9 +335,9 @@ def _check_vtcm(name: str, value: dict, *, model, func: str, mpath: str, pending
     in_bytes = name == "VTCM_SIZE_IN_BYTES"
     raw = int(value["vtcmSizeInBytes" if in_bytes else "vtcmSizeInMB"])
     if not in_bytes and raw >= VTCM_MB_OVERFLOW:
-        raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, mpath,
-                     f"{raw} MB overflows 32 bits once converted to bytes (at most {VTCM_MB_OVERFLOW - 1})",
-                     "graph-vtcm-overflow")
+        fail(Location(func).field(mpath), "QNNEMU-graph-vtcm-overflow",
+             f"{raw} MB overflows 32 bits once converted to bytes (at most {VTCM_MB_OVERFLOW - 1})",
+             code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
     nbytes = raw if in_bytes else raw * MIB
     option = name if in_bytes else "VTCM_SIZE_IN_MB"   # VTCM_SIZE and VTCM_SIZE_IN_MB are one option
     if raw == Q.QNN_HTP_GRAPH_CONFIG_OPTION_MAX:
@@ -375,12 +374,12 @@ def check_num_cores(graph, func: str = "graphFinalize") -> None:
 def _check_optimization(opt: dict, *, model, context, graph, func, path, pending) -> None:
     type_name = _opt_type_name(opt.get("type"))
     if type_name is None or type_name not in OPTIMIZATION_TYPES:
-        raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, f"{path}.type",
-                     f"{opt.get('type')} is not a QnnHtpGraph_OptimizationType_t", "graph-optimization-type")
+        fail(Location(func).field(f"{path}.type"), "QNNEMU-graph-optimization-type",
+             f"{opt.get('type')} is not a QnnHtpGraph_OptimizationType_t", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
     if OPTIMIZATION_TYPES[type_name].vendor == REFUSED:
-        raise _g_err(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, func, f"{path}.type",
-                     f"QNN_HTP_GRAPH_OPTIMIZATION_TYPE_{type_name} is not supported by the HTP backend "
-                     f"(it refuses the type with any value)", "graph-optimization-unsupported")
+        fail(Location(func).field(f"{path}.type"), "QNNEMU-graph-optimization-unsupported",
+             f"QNN_HTP_GRAPH_OPTIMIZATION_TYPE_{type_name} is not supported by the HTP backend "
+             f"(it refuses the type with any value)", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
     v = float(opt["floatValue"])
     vpath = f"{path}.floatValue"
     if type_name == "FINALIZE_OPTIMIZATION_FLAG":
@@ -417,9 +416,9 @@ def _check_dlbc(type_name: str, *, model, context, graph, func, path, pending) -
                    f"{type_name}: {model.name} (v{model.arch}) has no DLBC; recorded without effect")
     configs = getattr(context, "configs", None) or {}
     if type_name == "ENABLE_DLBC_WEIGHTS" and _context_flag(configs, "WEIGHT_SHARING_ENABLED", "weightSharingEnabled"):
-        raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
-                     "DLBC weights are not supported in a context with weight sharing "
-                     "(QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED)", "graph-dlbc-weight-sharing")
+        fail(Location(func).field(path), "QNNEMU-graph-dlbc-weight-sharing",
+             "DLBC weights are not supported in a context with weight sharing "
+             "(QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED)", code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)
     # Graph count limits: 32 graphs with input OR weight compression, 16 with both.
     others = list((getattr(context, "graphs", None) or {}).values())
     flags = [dlbc_flags(g) for g in others if g is not None and g is not graph]
@@ -430,10 +429,10 @@ def _check_dlbc(type_name: str, *, model, context, graph, func, path, pending) -
     both = sum(1 for f in [*flags, mine] if f[0] and f[1])
     either = sum(1 for f in [*flags, mine] if f[0] or f[1])
     if both > DLBC_GRAPH_LIMIT_BOTH or either > DLBC_GRAPH_LIMIT_ONE:
-        raise _g_err(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
-                     f"this would make {either} graphs with DLBC ({both} with input and weight compression) "
-                     f"in the context; at most {DLBC_GRAPH_LIMIT_ONE} with one kind and "
-                     f"{DLBC_GRAPH_LIMIT_BOTH} with both", "graph-dlbc-graph-limit")
+        fail(Location(func).field(path), "QNNEMU-graph-dlbc-graph-limit",
+             f"this would make {either} graphs with DLBC ({both} with input and weight compression) "
+             f"in the context; at most {DLBC_GRAPH_LIMIT_ONE} with one kind and "
+             f"{DLBC_GRAPH_LIMIT_BOTH} with both", code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)
 
 
 def _check_slc(v: float, *, model, graph, func, path, pending) -> None:
@@ -444,9 +443,9 @@ def _check_slc(v: float, *, model, graph, func, path, pending) -> None:
         # During inference it can only be forced off and restored (seed).
         prepared = float(_optimizations(graph).get("ENABLE_SLC_ALLOCATOR", 0.0)) >= 1.0
         if v and not prepared:
-            raise _g_err(Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED, func, path,
-                         f"graph '{graph.name}' was prepared without the SLC allocator; it can only be "
-                         f"enabled before graphFinalize", "graph-slc-after-finalize")
+            fail(Location(func).field(path), "QNNEMU-graph-slc-after-finalize",
+                 f"graph '{graph.name}' was prepared without the SLC allocator; it can only be "
+                 f"enabled before graphFinalize", code=Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED)
         pending["htp_slc_runtime_off"] = not v
         return
     pending.setdefault("htp_optimization", {})["ENABLE_SLC_ALLOCATOR"] = v
@@ -683,10 +682,6 @@ def buffer_start_alignment(context) -> int:
 LIST_CONFIG_FUNC = "contextCreateFromBinaryListAsync: listConfig"
 
 
-def _c_err(code: int, func: str, path: str, what: str, rule: str) -> QnnError:
-    return QnnError(code, f"{func}: {path}: {what}", rule=f"QNNEMU-{rule}")
-
-
 def check_context_option(name: str, value: dict, *, func: str, path: str, model: DeviceModel,
                          out: dict) -> None:
     """Checks one QnnHtpContext_CustomConfig_t (``name`` without prefix) as far as it can be
@@ -695,49 +690,49 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
     option = CONTEXT_OPTIONS.get(name)
     mpath = f"{path}.{option.member}" if option else path
     if name in REFUSED_AT_CONTEXT_CREATE and func == "contextCreate":
-        raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"{path}.option",
-                     f"{name} acts when a context is loaded from a binary ({option.apis}); the HTP backend "
-                     f"refuses it at contextCreate", "context-option-load-only")
+        fail(Location(func).field(f"{path}.option"), "QNNEMU-context-option-load-only",
+             f"{name} acts when a context is loaded from a binary ({option.apis}); the HTP backend "
+             f"refuses it at contextCreate", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
     if name == "SHARE_RESOURCES" and value.get("shareResources") and func != LIST_CONFIG_FUNC:
-        raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, mpath,
-                     "SHARE_RESOURCES is a group configuration: pass it in the listConfig of "
-                     "contextCreateFromBinaryListAsync, not as a context's own config",
-                     "context-share-resources-api")
+        fail(Location(func).field(mpath), "QNNEMU-context-share-resources-api",
+             "SHARE_RESOURCES is a group configuration: pass it in the listConfig of "
+             "contextCreateFromBinaryListAsync, not as a context's own config",
+             code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
     elif name == "SHARE_RESOURCES_OPTIMIZATION_TYPE":
         t = int(value["shareResOptType"])
         if t not in SHARE_RESOURCES_TYPES:
-            raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, mpath,
-                         f"{t} is not a QnnHtpContext_ShareResourcesOptimizationType_t "
-                         f"({', '.join(f'{n} {v}' for v, n in SHARE_RESOURCES_TYPES.items())})",
-                         "context-share-resources-type")
+            fail(Location(func).field(mpath), "QNNEMU-context-share-resources-type",
+                 f"{t} is not a QnnHtpContext_ShareResourcesOptimizationType_t "
+                 f"({', '.join(f'{n} {v}' for v, n in SHARE_RESOURCES_TYPES.items())})",
+                 code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
     elif name in ("REGISTER_MULTI_CONTEXTS", "REGISTER_CONCURRENT_RESOURCE_SHARING"):
         kind, member = groups.REGISTRATION_OPTIONS[f"QNN_HTP_CONTEXT_CONFIG_OPTION_{name}"]
         if func in ("contextCreate", "contextSetConfig"):
-            raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, path,
-                         f"{name} registers a context loaded from a binary (prepared offline) when it is "
-                         f"created: pass it to contextCreateFromBinary", "context-group-api")
+            fail(Location(func).field(path), "QNNEMU-context-group-api",
+                 f"{name} registers a context loaded from a binary (prepared offline) when it is "
+                 f"created: pass it to contextCreateFromBinary", code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
         if "htp_group" in out and out["htp_group"]["kind"] != kind:
-            raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, path,
-                         "a context joins one spill-fill sharing group: REGISTER_MULTI_CONTEXTS and "
-                         "REGISTER_CONCURRENT_RESOURCE_SHARING are both given", "context-group-both")
+            fail(Location(func).field(path), "QNNEMU-context-group-both",
+                 "a context joins one spill-fill sharing group: REGISTER_MULTI_CONTEXTS and "
+                 "REGISTER_CONCURRENT_RESOURCE_SHARING are both given", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
         if kind == groups.CONCURRENT and not model.soc.concurrent_sharing:
-            raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, path,
-                         f"concurrent resource sharing needs HTP v81; the device is {model.name} "
-                         f"(v{model.arch})", "context-group-concurrent-arch")
+            fail(Location(func).field(path), "QNNEMU-context-group-concurrent-arch",
+                 f"concurrent resource sharing needs HTP v81; the device is {model.name} "
+                 f"(v{model.arch})", code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
         reg = value[member]
         first, size = int(reg["firstGroupHandle"]), int(reg["maxSpillFillBuffer"])
         if first == 0:
             if size == 0:
-                raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"{path}.{member}.maxSpillFillBuffer",
-                             "0: the first context of a group must give the group's spill-fill buffer size "
-                             "(> 0)", "context-group-size")
+                fail(Location(func).field(f"{path}.{member}.maxSpillFillBuffer"), "QNNEMU-context-group-size",
+                     "0: the first context of a group must give the group's spill-fill buffer size "
+                     "(> 0)", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
         else:
             group = groups.group_for_first(first)
             if group is None or group.kind != kind:
-                raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"{path}.{member}.firstGroupHandle",
-                             f"{first:#x} is not the first context of a {name} group "
-                             f"({'a live context that opened no such group' if groups.live_context(first) else 'no live context'})",
-                             "context-group-first")
+                fail(Location(func).field(f"{path}.{member}.firstGroupHandle"), "QNNEMU-context-group-first",
+                     f"{first:#x} is not the first context of a {name} group "
+                     f"({'a live context that opened no such group' if groups.live_context(first) else 'no live context'})",
+                     code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
             if size and size != group.spill_fill_bytes:
                 rules.warn("QNNEMU-context-group-spill-fill-ignored", func, f"{path}.{member}.maxSpillFillBuffer",
                            f"{size} bytes ignored: the group's first registration sized its spill-fill buffer to "
@@ -758,33 +753,33 @@ def check_context_options(out: dict, *, func: str, model: DeviceModel) -> None:
         t = int(t_cfg["shareResOptType"]) if isinstance(t_cfg, dict) else Q.SEQUENTIAL_WITH_VA_OPTIMIZATION
         out["shareResourcesType"] = t
         if "graphRetentionOrder" in out:
-            raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, "config",
-                         "SHARE_RESOURCES cannot be used together with graph switching "
-                         "(QNN_CONTEXT_CONFIG_GRAPH_RETENTION_ORDER)", "context-share-resources-graph-switching")
+            fail(Location(func).path("config"), "QNNEMU-context-share-resources-graph-switching",
+                 "SHARE_RESOURCES cannot be used together with graph switching "
+                 "(QNN_CONTEXT_CONFIG_GRAPH_RETENTION_ORDER)", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
         if t == Q.SEQUENTIAL_WITH_VA_OPTIMIZATION and not model.soc.va_optimization:
-            raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, "config",
-                         f"SEQUENTIAL_WITH_VA_OPTIMIZATION is not supported on {model.name} (v{model.arch}); "
-                         f"use SEQUENTIAL_WITHOUT_VA_OPTIMIZATION", "context-share-resources-va-soc")
+            fail(Location(func).path("config"), "QNNEMU-context-share-resources-va-soc",
+                 f"SEQUENTIAL_WITH_VA_OPTIMIZATION is not supported on {model.name} (v{model.arch}); "
+                 f"use SEQUENTIAL_WITHOUT_VA_OPTIMIZATION", code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
         if t == Q.CONCURRENT_OPTIMIZATION and not model.soc.concurrent_sharing:
-            raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, func, "config",
-                         f"CONCURRENT_OPTIMIZATION needs HTP v81; the device is {model.name} (v{model.arch})",
-                         "context-share-resources-concurrent-arch")
+            fail(Location(func).path("config"), "QNNEMU-context-share-resources-concurrent-arch",
+                 f"CONCURRENT_OPTIMIZATION needs HTP v81; the device is {model.name} (v{model.arch})",
+                 code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
     reg = out.get("htp_group")
     if reg and reg["first"]:
         group = groups.group_for_first(reg["first"])
         if group.kind == groups.CONCURRENT:
             mine = groups.context_priority(out)
             if mine != group.priority:
-                raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, "config",
-                             f"a concurrent resource sharing group keeps one priority: the group has "
-                             f"{group.priority}, this context {mine}", "context-group-priority")
+                fail(Location(func).path("config"), "QNNEMU-context-group-priority",
+                     f"a concurrent resource sharing group keeps one priority: the group has "
+                     f"{group.priority}, this context {mine}", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
 
 
 def check_priority_change(context, func: str, path: str) -> None:
     """Priorities of a concurrent sharing group cannot change on the fly (seed 002)."""
     group = groups.group_of(context)
     if group is not None and group.kind == groups.CONCURRENT:
-        raise _c_err(Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE if func == "contextSetConfig"
-                     else Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, func, path,
-                     "the priority of a context in a concurrent resource sharing group cannot change",
-                     "priority-concurrent-group")
+        fail(Location(func).field(path), "QNNEMU-priority-concurrent-group",
+             "the priority of a context in a concurrent resource sharing group cannot change",
+             code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE if func == "contextSetConfig"
+                     else Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)

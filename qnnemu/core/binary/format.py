@@ -1,7 +1,7 @@
 """The context binary's container (docs/context-binary.md "Layout"): the fixed 160-byte header
 (magic, format version, sizes, API versions, build id, the SoC/HTP arch the context was prepared
 for, flags, CRC32s, section offsets), the sanity limits for values read from a binary, and the
-error plumbing every reader shares (``_err``, ``_guard``, ``_abort``).
+error plumbing every reader shares (``_guard``, ``_abort``).
 
 ``assemble``/``reseal`` write the container around a metadata section and a data section;
 ``parse_header`` checks one (lengths before anything is read, CRC32s) without reading further.
@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 from ...errors import QnnError
 from ...headers import Q
+from ...location import Location
+from ...rules import error, fail
 from ...htp import soc as socs
 
 
@@ -80,10 +82,6 @@ class Header:
 
 
 # ------------------------------------------------------------------------------ errors
-def _err(code: int, rule: str, func: str, message: str) -> QnnError:
-    return QnnError(code, f"{func}: {message}", rule=rule)
-
-
 class _Bad(Exception):
     """A schema violation in the metadata; becomes QNNEMU-binary-metadata."""
 
@@ -138,26 +136,24 @@ def reseal(blob: bytes) -> bytes:
 # ------------------------------------------------------------------------------ parsing
 def _as_view(blob: Any, func: str) -> memoryview:
     if blob is None:
-        raise _err(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "QNNEMU-binary-null", func,
-                   "binaryBuffer is NULL")
+        fail(Location(func), "QNNEMU-binary-null", "binaryBuffer is NULL", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
     try:
         view = memoryview(blob).cast("B")
     except (TypeError, ValueError):
-        raise _err(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "QNNEMU-binary-null", func,
-                   f"binaryBuffer is not a byte buffer ({type(blob).__name__})") from None
+        raise error(Location(func), "QNNEMU-binary-null", f"binaryBuffer is not a byte buffer ({type(blob).__name__})",
+                    code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT) from None
     if len(view) == 0:
-        raise _err(Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "QNNEMU-binary-null", func,
-                   "binaryBufferSize is 0")
+        fail(Location(func), "QNNEMU-binary-null", "binaryBufferSize is 0", code=Q.QNN_CONTEXT_ERROR_INVALID_ARGUMENT)
     return view
 
 
 def _foreign(view: memoryview, func: str) -> QnnError:
     head = bytes(view[:8])
-    return _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-magic", func,
-                f"binaryBuffer: not a qnnemu context binary (starts with {head.hex(' ')}, expected "
-                f"the magic {MAGIC.decode()!r}); binaries prepared by another backend (for example "
-                f"the vendor's libQnnHtp.so) cannot be loaded by qnnemu -- prepare the graphs on "
-                f"qnnemu instead")
+    return error(Location(func), "QNNEMU-binary-magic",
+                 f"binaryBuffer: not a qnnemu context binary (starts with {head.hex(' ')}, expected "
+                 f"the magic {MAGIC.decode()!r}); binaries prepared by another backend (for example "
+                 f"the vendor's libQnnHtp.so) cannot be loaded by qnnemu -- prepare the graphs on "
+                 f"qnnemu instead", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
 
 
 def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_data: bool = False) -> Header:
@@ -172,28 +168,30 @@ def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_d
     if bytes(view[:min(n, 8)]) != MAGIC[:min(n, 8)]:
         raise _foreign(view, func)
     if n < 12:
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
-                   f"binaryBuffer: {n} bytes is too short for a context binary header "
-                   f"({HEADER_SIZE} bytes)")
+        fail(Location(func), "QNNEMU-binary-truncated",
+             f"binaryBuffer: {n} bytes is too short for a context binary header "
+             f"({HEADER_SIZE} bytes)", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
     version = struct.unpack_from("<I", view, 8)[0]
     if version > FORMAT_VERSION:
-        raise _err(Q.QNN_CONTEXT_ERROR_BINARY_VERSION, "QNNEMU-binary-version-future", func,
-                   f"binaryBuffer: format version {version} is newer than this qnnemu reads "
-                   f"({MIN_FORMAT_VERSION}..{FORMAT_VERSION}); load it with the qnnemu that made it "
-                   f"or a newer one")
+        fail(Location(func), "QNNEMU-binary-version-future",
+             f"binaryBuffer: format version {version} is newer than this qnnemu reads "
+             f"({MIN_FORMAT_VERSION}..{FORMAT_VERSION}); load it with the qnnemu that made it "
+             f"or a newer one", code=Q.QNN_CONTEXT_ERROR_BINARY_VERSION)
     if version < MIN_FORMAT_VERSION:
-        raise _err(Q.QNN_CONTEXT_ERROR_BINARY_VERSION, "QNNEMU-binary-version-old", func,
-                   f"binaryBuffer: format version {version} is older than this qnnemu reads "
-                   f"({MIN_FORMAT_VERSION}..{FORMAT_VERSION}); prepare the graphs again")
+        fail(Location(func), "QNNEMU-binary-version-old",
+             f"binaryBuffer: format version {version} is older than this qnnemu reads "
+             f"({MIN_FORMAT_VERSION}..{FORMAT_VERSION}); prepare the graphs again",
+             code=Q.QNN_CONTEXT_ERROR_BINARY_VERSION)
     if n < HEADER_SIZE:
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
-                   f"binaryBuffer: {n} bytes is too short for the {HEADER_SIZE}-byte header")
+        fail(Location(func), "QNNEMU-binary-truncated",
+             f"binaryBuffer: {n} bytes is too short for the {HEADER_SIZE}-byte header",
+             code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
     f = _HEADER.unpack_from(view, 0)
     hcrc = zlib.crc32(view[:_HEADER_CRC_OFFSET])
     if hcrc != f[-1]:
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-header-crc", func,
-                   f"binaryBuffer: header CRC32 mismatch (stored 0x{f[-1]:08x}, computed 0x{hcrc:08x}): "
-                   f"the header is corrupted")
+        fail(Location(func), "QNNEMU-binary-header-crc",
+             f"binaryBuffer: header CRC32 mismatch (stored 0x{f[-1]:08x}, computed 0x{hcrc:08x}): "
+             f"the header is corrupted", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
     (_, version, header_size, total, flags, payload_crc, c0, c1, c2, b0, b1, b2, soc, arch, vtcm,
      meta_off, meta_size, data_off, data_size, build, graph_count, meta_crc, reserved, header_crc) = f
     bad = None
@@ -206,9 +204,9 @@ def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_d
     elif any(reserved):
         bad = "reserved header bytes are not zero"
     if bad is None and total > n and not external_data:
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
-                   f"binaryBuffer: the binary is {total} bytes but only {n} were given "
-                   f"(binaryBufferSize too small or the file was cut)")
+        fail(Location(func), "QNNEMU-binary-truncated",
+             f"binaryBuffer: the binary is {total} bytes but only {n} were given "
+             f"(binaryBufferSize too small or the file was cut)", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
     if bad is None:
         if meta_off < header_size or meta_off + meta_size > total:
             bad = f"metadata section [{meta_off}, +{meta_size}) outside the binary ({total} bytes)"
@@ -224,22 +222,23 @@ def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_d
         except UnicodeDecodeError:
             bad = "build id is not ASCII text"
     if bad is not None:
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-header", func,
-                   f"binaryBuffer: inconsistent header: {bad}")
+        fail(Location(func), "QNNEMU-binary-header", f"binaryBuffer: inconsistent header: {bad}",
+             code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
     if external_data and meta_off + meta_size > n:
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
-                   f"binaryBuffer: the header and metadata take {meta_off + meta_size} bytes but only {n} "
-                   f"were given")
+        fail(Location(func), "QNNEMU-binary-truncated",
+             f"binaryBuffer: the header and metadata take {meta_off + meta_size} bytes but only {n} "
+             f"were given", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
     crc = payload_crc if external_data else zlib.crc32(view[header_size:total])
     if crc != payload_crc:
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-crc", func,
-                   f"binaryBuffer: CRC32 mismatch over bytes [{header_size}, {total}) (stored "
-                   f"0x{payload_crc:08x}, computed 0x{crc:08x}): the binary is corrupted")
+        fail(Location(func), "QNNEMU-binary-crc",
+             f"binaryBuffer: CRC32 mismatch over bytes [{header_size}, {total}) (stored "
+             f"0x{payload_crc:08x}, computed 0x{crc:08x}): the binary is corrupted",
+             code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
     mcrc = zlib.crc32(view[meta_off:meta_off + meta_size])
     if mcrc != meta_crc:
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-crc", func,
-                   f"binaryBuffer: metadata CRC32 mismatch (stored 0x{meta_crc:08x}, computed "
-                   f"0x{mcrc:08x}): the binary is corrupted")
+        fail(Location(func), "QNNEMU-binary-crc",
+             f"binaryBuffer: metadata CRC32 mismatch (stored 0x{meta_crc:08x}, computed "
+             f"0x{mcrc:08x}): the binary is corrupted", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
     return Header(version, header_size, total, flags, payload_crc, (c0, c1, c2), (b0, b1, b2), soc, arch,
                   vtcm, meta_off, meta_size, data_off, data_size, build_id, graph_count, meta_crc, header_crc)
 
@@ -265,8 +264,8 @@ def _device_fields_out_of_range(soc: int, arch: int, vtcm_mb: int) -> str | None
 
 def _abort(check_abort, func: str) -> None:
     if check_abort is not None and check_abort():
-        raise _err(Q.QNN_CONTEXT_ERROR_ABORTED, "QNNEMU-binary-aborted", func,
-                   "loading the context binary was cancelled")
+        fail(Location(func), "QNNEMU-binary-aborted", "loading the context binary was cancelled",
+             code=Q.QNN_CONTEXT_ERROR_ABORTED)
 
 
 def _guard(func: str, body: Callable[[], Any]) -> Any:
@@ -276,8 +275,9 @@ def _guard(func: str, body: Callable[[], Any]) -> Any:
     except QnnError:
         raise
     except MemoryError:
-        raise _err(Q.QNN_CONTEXT_ERROR_MEM_ALLOC, "QNNEMU-binary-mem-alloc", func,
-                   "out of memory while reading the context binary") from None
+        raise error(Location(func), "QNNEMU-binary-mem-alloc", "out of memory while reading the context binary",
+                    code=Q.QNN_CONTEXT_ERROR_MEM_ALLOC) from None
     except Exception as e:  # noqa: BLE001 - a corrupted binary must never crash the caller
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-internal", func,
-                   f"the context binary could not be read ({type(e).__name__}: {str(e)[:200]})") from e
+        raise error(Location(func), "QNNEMU-binary-internal",
+                    f"the context binary could not be read ({type(e).__name__}: {str(e)[:200]})",
+                    code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY) from e

@@ -16,6 +16,8 @@ import numpy as np
 from ... import rules
 from ...errors import QnnError
 from ...headers import Q
+from ...location import Location
+from ...rules import error, fail
 from ...htp.packing import PACKINGS, unpack_codes
 from ...ops.base import QuantSpec
 from .. import api_version
@@ -25,7 +27,7 @@ from ..graph import Graph, OpConfigDesc
 from ..log import NULL_LOGGER
 from ..tensor import RawQuant, Tensor, TensorDesc, from_desc, validate_desc
 from . import format as fmt  # fmt.FORMAT_VERSION: read at call time (tests vary it)
-from .format import PERMISSIVE, STRICT, Header, _abort, _as_view, _err, _guard, parse_header
+from .format import PERMISSIVE, STRICT, Header, _abort, _as_view, _guard, parse_header
 from .metadata import _PER_TENSOR_ENCODINGS, BinaryInfo, GraphInfo, TensorInfo, _metadata, inspect
 from .writer import _device_model
 
@@ -37,9 +39,9 @@ def compatibility_mode(value: Any, func: str = "contextCreateFromBinary") -> str
         return STRICT
     if value in (PERMISSIVE, Q.QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE, None):
         return PERMISSIVE
-    raise _err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "QNNEMU-binary-compatibility", func,
-               f"binaryCompatibilityType {value!r} is neither QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE "
-               f"nor QNN_CONTEXT_BINARY_COMPATIBILITY_STRICT")
+    fail(Location(func), "QNNEMU-binary-compatibility",
+         f"binaryCompatibilityType {value!r} is neither QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE "
+         f"nor QNN_CONTEXT_BINARY_COMPATIBILITY_STRICT", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
 
 
 def _soc_name(soc: int) -> str:
@@ -51,9 +53,9 @@ def check_compatibility(h: Header, device, mode: str, log=None, func: str = "con
     log = log or NULL_LOGGER
     ours = api_version.core_api_version()
     if h.core_api[0] != ours[0]:
-        raise _err(Q.QNN_CONTEXT_ERROR_BINARY_VERSION, "QNNEMU-binary-api-version", func,
-                   f"binaryBuffer: made for QNN core API {'.'.join(map(str, h.core_api))}, this backend "
-                   f"implements {'.'.join(map(str, ours))} (major versions differ)")
+        fail(Location(func), "QNNEMU-binary-api-version",
+             f"binaryBuffer: made for QNN core API {'.'.join(map(str, h.core_api))}, this backend "
+             f"implements {'.'.join(map(str, ours))} (major versions differ)", code=Q.QNN_CONTEXT_ERROR_BINARY_VERSION)
     reasons = []
     if h.format_version < fmt.FORMAT_VERSION:
         reasons.append(("QNNEMU-binary-suboptimal-version",
@@ -69,9 +71,9 @@ def check_compatibility(h: Header, device, mode: str, log=None, func: str = "con
         log.info(f"{func}: binary made by qnnemu build {h.build_id or '(none)'}, this is {api_version.BUILD_ID}")
     for rule, why in reasons:
         if mode == STRICT:
-            raise _err(Q.QNN_CONTEXT_ERROR_BINARY_SUBOPTIMAL, rule, func,
-                       f"binaryBuffer: suboptimal binary under QNN_CONTEXT_BINARY_COMPATIBILITY_STRICT: "
-                       f"{why} (PERMISSIVE loads it)")
+            fail(Location(func), rule,
+                 f"binaryBuffer: suboptimal binary under QNN_CONTEXT_BINARY_COMPATIBILITY_STRICT: "
+                 f"{why} (PERMISSIVE loads it)", code=Q.QNN_CONTEXT_ERROR_BINARY_SUBOPTIMAL)
         rules.warn("QNNEMU-binary-suboptimal-loaded", func, "binaryBuffer",
                    f"{why}; loaded anyway (QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE; STRICT refuses it "
                    f"with {rule})", logger=log)
@@ -183,8 +185,9 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
             wanted = list(enable_graphs)
             missing = [n for n in wanted if info.graph(n) is None]
             if missing:
-                raise _err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "QNNEMU-binary-enable-graphs", func,
-                           f"config enableGraphs: {missing} not in the binary (graphs: {info.graph_names})")
+                fail(Location(func), "QNNEMU-binary-enable-graphs",
+                     f"config enableGraphs: {missing} not in the binary (graphs: {info.graph_names})",
+                     code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
             info.graphs = [g for g in info.graphs if g.name in wanted]
         _abort(check_abort, func)
         if data_source is not None:
@@ -230,15 +233,17 @@ def _external_data(data_source, h: Header, info: BinaryInfo, func: str) -> memor
     buf = data_source(h.data_offset, h.data_size)
     data = memoryview(buf).cast("B")
     if len(data) < h.data_size:
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-truncated", func,
-                   f"the data provider gave {len(data)} bytes for the {h.data_size}-byte data section")
+        fail(Location(func), "QNNEMU-binary-truncated",
+             f"the data provider gave {len(data)} bytes for the {h.data_size}-byte data section",
+             code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
     data = data[:h.data_size]
     for i, b in enumerate(info.blobs):
         crc = zlib.crc32(data[b.offset:b.offset + b.size])
         if crc != b.crc32:
-            raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-crc", func,
-                       f"data section from the data provider: blob {i} [{b.offset}, +{b.size}) CRC32 mismatch "
-                       f"(stored 0x{b.crc32:08x}, computed 0x{crc:08x}): wrong or corrupted data")
+            fail(Location(func), "QNNEMU-binary-crc",
+                 f"data section from the data provider: blob {i} [{b.offset}, +{b.size}) CRC32 mismatch "
+                 f"(stored 0x{b.crc32:08x}, computed 0x{crc:08x}): wrong or corrupted data",
+                 code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
     return data
 
 
@@ -283,8 +288,8 @@ def _graph_error(func: str, where: str, e: QnnError) -> QnnError:
     detail = e.detail[len(func) + 2:] if e.detail.startswith(f"{func}: ") else e.detail
     if detail.startswith(f"{where}"):
         detail = detail[len(where):].lstrip(".: ")
-    return _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-graph", func,
-                f"binaryBuffer: {where}: {detail} [{e.rule}]")
+    return error(Location(func), "QNNEMU-binary-graph", f"binaryBuffer: {where}: {detail} [{e.rule}]",
+                 code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
 
 
 def _make_tensor(t: TensorInfo, info: BinaryInfo, data: memoryview, func: str, where: str) -> Tensor:

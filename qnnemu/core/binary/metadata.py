@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from ...headers import Q
+from ...location import Location
+from ...rules import error
 from ...htp import packing as weights_packing
 from ...htp.packing import PACKINGS, pack_codes
 from ...ops.base import Param, QuantSpec, type_category
@@ -23,7 +25,7 @@ from ...spec import dtypes
 from ..graph import Graph, ParamDesc
 from ..tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES, SUPPORTED_TYPES, RawQuant, Tensor, TensorDesc
 from .format import (ALIGN, FORMAT_NAME, FORMAT_VERSION, MAX_DIM, MAX_ID, MAX_RANK, MAX_TENSOR_BYTES,
-                     PACKING_FORMAT_VERSION, _INT32_MAX, _INT32_MIN, Header, _Bad, _Unencodable, _abort, _as_view, _err,
+                     PACKING_FORMAT_VERSION, _INT32_MAX, _INT32_MIN, Header, _Bad, _Unencodable, _abort, _as_view,
                      _guard, parse_header)
 
 
@@ -683,15 +685,15 @@ def _metadata(view: memoryview, h: Header, func: str, check_abort=None) -> Binar
         text = bytes(view[h.metadata_offset:h.metadata_offset + h.metadata_size]).decode("utf-8")
         meta = json.loads(text)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-metadata", func,
-                   f"binaryBuffer: the metadata section is not valid JSON ({type(e).__name__}: "
-                   f"{str(e)[:120]})") from None
+        raise error(Location(func), "QNNEMU-binary-metadata",
+                    f"binaryBuffer: the metadata section is not valid JSON ({type(e).__name__}: "
+                    f"{str(e)[:120]})", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY) from None
     try:
         _check_text(meta, "metadata")
         info = _schema(meta, h, check_abort, func)
     except _Bad as e:
-        raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-metadata", func,
-                   f"binaryBuffer: inconsistent metadata: {e}") from None
+        raise error(Location(func), "QNNEMU-binary-metadata", f"binaryBuffer: inconsistent metadata: {e}",
+                    code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY) from None
     return info
 
 

@@ -7,12 +7,14 @@ import zlib
 
 from ... import ops
 from ...headers import Q
+from ...location import Location
+from ...rules import error, fail
 from .. import api_version
 from ..device import DeviceModel
 from ..graph import Graph
 from ..log import NULL_LOGGER
 from . import format as fmt  # fmt.FORMAT_VERSION: read at call time (tests vary it)
-from .format import (FLAG_WEIGHT_SHARING, FORMAT_NAME, HEADER_SIZE, Header, _Unencodable, _align, _err,
+from .format import (FLAG_WEIGHT_SHARING, FORMAT_NAME, HEADER_SIZE, Header, _Unencodable, _align,
                      assemble)
 from .metadata import (_BlobStore, _context_configs_json, _graph_configs_json, _node_params, _param_json, _tensor_json,
                        weight_sharing_enabled, weights_packing_enabled)
@@ -35,9 +37,9 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
         if not isinstance(g, Graph):
             continue
         if not g.finalized:
-            raise _err(Q.QNN_CONTEXT_ERROR_NOT_FINALIZED, "QNNEMU-binary-graph-not-finalized", func,
-                       f"graph '{name}' is not finalized; context binaries hold finalized graphs "
-                       f"only (call graphFinalize first)")
+            fail(Location(func), "QNNEMU-binary-graph-not-finalized",
+                 f"graph '{name}' is not finalized; context binaries hold finalized graphs "
+                 f"only (call graphFinalize first)", code=Q.QNN_CONTEXT_ERROR_NOT_FINALIZED)
         graphs.append(g)
     sharing = weight_sharing_enabled(context.configs)
     store = _BlobStore()
@@ -62,7 +64,7 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
                 "outputs": [t.id for t in g.app_outputs()],
                 "spill_fill_bytes": int(getattr(g, "spill_fill_bytes", 0) or 0)})
     except _Unencodable as e:
-        raise _err(code, "QNNEMU-binary-unserializable", func, f"cannot store {e} in a context binary") from None
+        raise error(Location(func), "QNNEMU-binary-unserializable", f"cannot store {e} in a context binary", code=code) from None
     offsets, rel = [], 0
     for raw in store.blobs:
         offsets.append(rel)
