@@ -470,7 +470,7 @@ def contextCreateFromBinaryListAsync(backend, device, contextParams, listConfig,
                             e, box[0], gh, name, Q.QNN_CONTEXT_NOTIFY_TYPE_GRAPH_INIT, Q.QNN_SUCCESS))
             except QnnError as err:
                 detail = err.detail[len(func) + 2:] if err.detail.startswith(func + ": ") else err.detail
-                failure = QnnError(err.code, f"{func}: {e.path}: {detail}", rule=err.rule)
+                failure = rules.error(Location(func).field(e.path), err.rule, detail, code=err.code)
                 be.log.error(str(failure))
                 failed.append(failure)
                 notify(e, 0, 0, None, Q.QNN_CONTEXT_NOTIFY_TYPE_CONTEXT_INIT, err.code)
@@ -483,5 +483,5 @@ def contextCreateFromBinaryListAsync(backend, device, contextParams, listConfig,
     if failed:
         first = failed[0]
         detail = first.detail[len(func) + 2:] if first.detail.startswith(func + ": ") else first.detail
-        raise QnnError(first.code, f"{func}: {len(entries) - loaded} of {len(entries)} binaries did not load; "
-                                   f"first failure: {detail}", rule=first.rule)
+        fail(Location(func), first.rule, f"{len(entries) - loaded} of {len(entries)} binaries did not load; "
+                                         f"first failure: {detail}", code=first.code)

@@ -180,7 +180,7 @@ class Library:
     def fail(self, func: str, err: QnnError, logger: Logger | None = None) -> int:
         """A failed call: its message names ``func``, is kept and logged at ERROR; returns the code."""
         if not err.detail.startswith(func + ":"):
-            err = QnnError(err.code, f"{func}: {err.detail}", rule=err.rule)
+            err = rules.error(Location(func), err.rule, err.detail, code=err.code)
         self.record(err.code, func, str(err))
         (logger or self.active_logger()).error(str(err))
         return err.code

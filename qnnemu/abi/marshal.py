@@ -9,7 +9,6 @@ import numpy as np
 
 from ..core.graph import OpConfigDesc, ParamDesc
 from ..core.tensor import RawQuant, TensorDesc
-from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
@@ -116,8 +115,9 @@ def read_tensor(t, with_data: bool = True) -> TensorDesc:
     return d
 
 
-def read_op_config(oc, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG) -> OpConfigDesc:
-    """Copies a Qnn_OpConfig_t; ``code`` is returned for NULL arrays with non-zero counts."""
+def read_op_config(oc, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, func: str = "graphAddNode") -> OpConfigDesc:
+    """Copies a Qnn_OpConfig_t of API call ``func``; ``code`` is returned for NULL arrays with
+    non-zero counts."""
     version = int(oc.version)
     if version != 1:
         return OpConfigDesc(version, None, None, None, [], [], [])
@@ -135,16 +135,15 @@ def read_op_config(oc, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG) -> OpCon
         else:
             params.append(ParamDesc(name, str(kind_raw)))
     if int(v.numOfParams) and v.params == ffi.NULL:
-        raise QnnError(code,
-                       f"opConfig.v1.params is NULL but numOfParams is {int(v.numOfParams)}",
-                       rule="QNNEMU-op-params-null")
+        fail(Location(func).path("opConfig.v1.params"), "QNNEMU-op-params-null",
+             f"is NULL but numOfParams is {int(v.numOfParams)}", code=code)
     tensors = []
     for what, count, arr in (("inputTensors", v.numOfInputs, v.inputTensors),
                              ("outputTensors", v.numOfOutputs, v.outputTensors)):
         n = int(count)
         if n and arr == ffi.NULL:
-            raise QnnError(code,
-                           f"opConfig.v1.{what} is NULL but its count is {n}", rule="QNNEMU-op-tensors-null")
+            fail(Location(func).field("opConfig").field("v1").field(what), "QNNEMU-op-tensors-null",
+                 f"is NULL but its count is {n}", code=code)
         tensors.append([read_tensor(arr + i, with_data=True) for i in range(n)])
     return OpConfigDesc(1, c_str(v.name), c_str(v.packageName), c_str(v.typeName), params,
                         tensors[0], tensors[1])

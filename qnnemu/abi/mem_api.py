@@ -13,7 +13,7 @@ from ..core.handles import HANDLES
 from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
-from ..rules import fail
+from ..rules import error, fail
 from .library import entry, ffi, hval as _hval
 
 MAX_COUNT = 1 << 16  # descriptors/handles per call; a larger count is a garbage value
@@ -56,7 +56,7 @@ def memRegister(context, memDescriptors, numDescriptors, memHandles):
     try:
         ctx = HANDLES.get(_hval(context), Context, Q.QNN_MEM_ERROR_INVALID_HANDLE, "context")
     except QnnError as e:
-        raise QnnError(e.code, f"memRegister: {e.detail}", rule="QNNEMU-memRegister-context") from None
+        raise error(Location(mem.FUNC), "QNNEMU-memRegister-context", e.detail, code=e.code) from None
     if memDescriptors == ffi.NULL:
         fail(Location(mem.FUNC).path("memDescriptors"), "QNNEMU-memRegister-descriptors-null", "is NULL",
              code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
@@ -91,8 +91,9 @@ def memDeRegister(memHandles, numHandles):
         try:
             found.append((h, HANDLES.get(h, mem.MemRegistration, Q.QNN_MEM_ERROR_INVALID_HANDLE, f"memHandles[{i}]")))
         except QnnError as e:
-            raise QnnError(e.code, f"{func}: {e.detail} (not a handle returned by memRegister, or deregistered "
-                                   f"already)", rule="QNNEMU-memDeRegister-handle") from None
+            raise error(Location(func), "QNNEMU-memDeRegister-handle",
+                        f"{e.detail} (not a handle returned by memRegister, or deregistered already)",
+                        code=e.code) from None
     mem.deregister(found)
 
 
@@ -101,6 +102,7 @@ def tensor_view(graph, t, mem_handle, path: str, writable: bool) -> np.ndarray:
     try:
         reg = HANDLES.get(_hval(mem_handle), mem.MemRegistration, Q.QNN_GRAPH_ERROR_INVALID_TENSOR, path)
     except QnnError as e:
-        raise QnnError(e.code, f"graphExecute: {e.detail} (QNN_TENSORMEMTYPE_MEMHANDLE tensors carry a handle "
-                               f"returned by memRegister)", rule="QNNEMU-graphExecute-memhandle") from None
+        raise error(Location("graphExecute"), "QNNEMU-graphExecute-memhandle",
+                    f"{e.detail} (QNN_TENSORMEMTYPE_MEMHANDLE tensors carry a handle returned by memRegister)",
+                    code=e.code) from None
     return mem.resolve(reg, graph, t, path, writable)

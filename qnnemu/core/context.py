@@ -5,8 +5,9 @@ from __future__ import annotations
 import itertools
 import threading
 
-from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from .graph import Graph
 from .handles import HANDLES
 from .log import NULL_LOGGER
@@ -63,12 +64,11 @@ class Context:
 
     def new_graph(self, name: str) -> Graph:
         if not name:
-            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_NAME, "graphCreate: graphName is NULL or empty",
-                           rule="QNNEMU-graphCreate-name")
+            fail(Location("graphCreate"), "QNNEMU-graphCreate-name", "graphName is NULL or empty",
+                 code=Q.QNN_GRAPH_ERROR_INVALID_NAME)
         if name in self.graphs:
-            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_NAME,
-                           f"graphCreate: graphName: a graph named '{name}' already exists in this context",
-                           rule="QNNEMU-graphCreate-name-unique")
+            fail(Location("graphCreate").path("graphName"), "QNNEMU-graphCreate-name-unique",
+                 f"a graph named '{name}' already exists in this context", code=Q.QNN_GRAPH_ERROR_INVALID_NAME)
         graph = Graph(self, name, self.log)
         graph.handle = HANDLES.new(graph)
         self.graphs[name] = graph
@@ -85,18 +85,17 @@ class Context:
         if graph is None and self.deferred is not None:
             graph = self.deferred.build(name or "")  # deferred init: built at first retrieval
         if graph is None:
-            raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_DOES_NOT_EXIST,
-                           f"graphRetrieve: graphName: no graph named '{name}' in this context "
-                           f"(graphs: {sorted(self.graphs) or 'none'})", rule="QNNEMU-graphRetrieve-name")
+            fail(Location("graphRetrieve").path("graphName"), "QNNEMU-graphRetrieve-name",
+                 f"no graph named '{name}' in this context "
+                 f"(graphs: {sorted(self.graphs) or 'none'})", code=Q.QNN_GRAPH_ERROR_GRAPH_DOES_NOT_EXIST)
         return graph.handle
 
     def create_tensor(self, d: TensorDesc) -> Tensor:
         func = "tensorCreateContextTensor"
         quant, static = validate_desc(d, func, "tensor")
         if d.name in self.tensor_names:
-            raise QnnError(Q.QNN_TENSOR_ERROR_NAME_HASH_COLLISION,
-                           f"{func}: tensor.v{d.version}.name: a context tensor named '{d.name}' already exists",
-                           rule="QNNEMU-tensor-name-unique")
+            fail(Location(func).field(f"tensor.v{d.version}.name"), "QNNEMU-tensor-name-unique",
+                 f"a context tensor named '{d.name}' already exists", code=Q.QNN_TENSOR_ERROR_NAME_HASH_COLLISION)
         t = from_desc(d, self.next_tensor_id(), quant, static)
         self.tensors[t.id] = t
         self.tensor_names[t.name] = t.id

@@ -16,7 +16,7 @@ from .. import ops, rules
 from ..errors import OpCheckError, OpUnsupportedError, QnnError
 from ..headers import Q
 from ..location import Location
-from ..rules import fail
+from ..rules import error, fail
 from ..htp import kvcache
 from ..htp import op_support
 from ..htp import prepare as htp_prepare
@@ -146,18 +146,19 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
         fail(Location(func).path("opConfig.v1.typeName"), "QNNEMU-op-type-unknown",
              f"op type '{cfg.type_name}' is not supported by qnnemu "
              f"(see backendGetSupportedOperations)", code=unsupported)
-    prefix = "opConfig.v1."
+    # The op's own checks report paths relative to the op config (OpCheckError.path, OpWarning.path):
+    # this layer names the function and the config around them.
+    op_config = Location(func).field("opConfig").field("v1")
+    node = f"node '{cfg.name}' ({cls.op_type})"
     _check_absent_inputs(cls, input_specs, cfg, func, code)
     try:
         outs, warnings = cls.check_with_warnings(input_specs, params, declared_outputs=declared_outputs,
                                                  strict=strict)
         parsed = cls.parse_params(params, strict)
     except OpUnsupportedError as e:
-        raise QnnError(unsupported, f"{func}: node '{cfg.name}' ({cls.op_type}): {prefix}{e.path}: {e.detail}",
-                       rule=e.rule) from None
+        raise error(op_config.path(e.path), e.rule, f"{node}: {e.detail}", code=unsupported) from None
     except OpCheckError as e:
-        raise QnnError(code, f"{func}: node '{cfg.name}' ({cls.op_type}): {prefix}{e.path}: {e.detail}",
-                       rule=e.rule) from None
+        raise error(op_config.path(e.path), e.rule, f"{node}: {e.detail}", code=code) from None
     if len(outs) != len(declared_outputs):
         fail(Location(func).path("opConfig.v1.numOfOutputs"), "QNNEMU-op-output-count",
              f"node '{cfg.name}' ({cls.op_type}) produces {len(outs)} outputs, "
@@ -173,7 +174,7 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
                  f"node '{cfg.name}' ({cls.op_type}) computes {dtypes.name(got.dtype)}, "
                  f"the tensor declares {dtypes.name(want.dtype)}", code=code)
     for w in [*(ignored or ()), *warnings] if (log is not None or report) else ():
-        rules.warn(w.rule, func, prefix + w.path, f"node '{cfg.name}' ({cls.op_type}): {w.message}", logger=log)
+        rules.warn_at(op_config.path(w.path), w.rule, f"{node}: {w.message}", logger=log)
     return cls, parsed, outs
 
 
@@ -258,9 +259,10 @@ def _check_absent_inputs(cls, input_specs: list, cfg: OpConfigDesc, func: str, c
 def node_check_error(func: str, node, culprits: list[str], e: OpCheckError | OpUnsupportedError) -> QnnError:
     """A node refusing the updated values of its tensors (Graph.prepare_update; QnnTensor.h
     tensor updates, qnnemu/core/sections.py)."""
-    return QnnError(Q.QNN_TENSOR_ERROR_INCOMPATIBLE_TENSOR_UPDATE,
-                    f"{func}: {', '.join(culprits)}: node '{node.name}' ({node.op_type}) refuses the new values: "
-                    f"opConfig.v1.{e.path}: {e.detail} (the op's rule {e.rule})", rule="QNNEMU-tensorUpdate-node-check")
+    return error(Location(func), "QNNEMU-tensorUpdate-node-check",
+                 f"{', '.join(culprits)}: node '{node.name}' ({node.op_type}) refuses the new values: "
+                 f"opConfig.v1.{e.path}: {e.detail} (the op's rule {e.rule})",
+                 code=Q.QNN_TENSOR_ERROR_INCOMPATIBLE_TENSOR_UPDATE)
 
 
 class Graph:
@@ -290,16 +292,15 @@ class Graph:
     def create_tensor(self, d: TensorDesc) -> Tensor:
         func = "tensorCreateGraphTensor"
         if self.finalized:
-            raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED,
-                           f"{func}: graph '{self.name}' is finalized; no tensors can be added",
-                           rule="QNNEMU-graph-immutable")
+            fail(Location(func), "QNNEMU-graph-immutable", f"graph '{self.name}' is finalized; no tensors can be added",
+                 code=Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED)
         quant, static = validate_desc(d, func, "tensor")
         if d.type != Q.QNN_TENSOR_TYPE_NULL:   # data types the HTP does not hold (op_support.py)
             op_support.check_tensor(d.dtype, d.type, device_model(self).arch, func, f"tensor.v{d.version}.dataType")
         if d.name in self.by_name or self.context.find_tensor_by_name(d.name) is not None:
-            raise QnnError(Q.QNN_TENSOR_ERROR_NAME_HASH_COLLISION,
-                           f"{func}: tensor.v{d.version}.name: a tensor named '{d.name}' already exists "
-                           f"in graph '{self.name}'", rule="QNNEMU-tensor-name-unique")
+            fail(Location(func).field(f"tensor.v{d.version}.name"), "QNNEMU-tensor-name-unique",
+                 f"a tensor named '{d.name}' already exists "
+                 f"in graph '{self.name}'", code=Q.QNN_TENSOR_ERROR_NAME_HASH_COLLISION)
         t = from_desc(d, self.context.next_tensor_id(), quant, static)
         self.tensors[t.id] = t
         self.by_name[t.name] = t.id
@@ -334,9 +335,8 @@ class Graph:
         func = "graphAddNode"
         code = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG
         if self.finalized:
-            raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED,
-                           f"{func}: graph '{self.name}' is finalized; no nodes can be added",
-                           rule="QNNEMU-graph-immutable")
+            fail(Location(func), "QNNEMU-graph-immutable", f"graph '{self.name}' is finalized; no nodes can be added",
+                 code=Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED)
         _basic_config_checks(cfg, func, code)
         # Node names need not be unique: the vendor accepts two nodes of the same name.
         n_in = _trim_null_inputs(cfg, func, code)
@@ -399,12 +399,12 @@ class Graph:
             return
         for t in self.tensors.values():
             if t.type in APP_OUTPUT_TYPES and t.producer is None and t.type not in APP_READWRITE_TYPES:
-                raise QnnError(Q.QNN_GRAPH_ERROR_UNCONNECTED_NODE,
-                               f"{func}: graph '{self.name}': output tensor '{t.name}' (id {t.id}) is "
-                               f"written by no node", rule="QNNEMU-graphFinalize-output-unproduced")
+                fail(Location(func), "QNNEMU-graphFinalize-output-unproduced",
+                     f"graph '{self.name}': output tensor '{t.name}' (id {t.id}) is "
+                     f"written by no node", code=Q.QNN_GRAPH_ERROR_UNCONNECTED_NODE)
         if not self.nodes:
-            raise QnnError(Q.QNN_GRAPH_ERROR_FINALIZE_FAILED,
-                           f"{func}: graph '{self.name}' has no nodes", rule="QNNEMU-graphFinalize-empty")
+            fail(Location(func), "QNNEMU-graphFinalize-empty", f"graph '{self.name}' has no nodes",
+                 code=Q.QNN_GRAPH_ERROR_FINALIZE_FAILED)
         # The priority must map to HTP thread priorities before anything is built (logged below).
         htp_priority.thread_priorities(self, func)
         htp_settings.check_num_cores(self, func)   # more cores than the SoC has fails here (vendor)
@@ -509,13 +509,13 @@ class Graph:
             tid = self.by_name.get(name) if name else None
             t = self.tensors.get(tid) if tid is not None else None
         if t is None:
-            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
-                           f"{func}: {path}: no tensor with id {tensor_id} or name '{name}' in graph "
-                           f"'{self.name}'", rule="QNNEMU-graphExecute-tensor-unknown")
+            fail(Location(func).field(path), "QNNEMU-graphExecute-tensor-unknown",
+                 f"no tensor with id {tensor_id} or name '{name}' in graph "
+                 f"'{self.name}'", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         if t.type not in allowed:
-            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
-                           f"{func}: {path}: tensor '{t.name}' is {type_name(t.type)}; expected "
-                           f"{' or '.join(type_name(a) for a in allowed)}", rule="QNNEMU-graphExecute-tensor-type")
+            fail(Location(func).field(path), "QNNEMU-graphExecute-tensor-type",
+                 f"tensor '{t.name}' is {type_name(t.type)}; expected "
+                 f"{' or '.join(type_name(a) for a in allowed)}", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         return t
 
     def batch_multiple(self, t: Tensor, rank: int, dims: list[int] | None, func: str, path: str) -> int:
@@ -529,11 +529,10 @@ class Graph:
                 and dims[0] > 0 and dims[0] % prepared[0] == 0:
             return dims[0] // prepared[0]
         got = f"rank {rank}" if dims is None else f"dimensions {list(dims)}"
-        raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
-                       f"{func}: {path}: tensor '{t.name}' was prepared with dimensions {prepared}; got {got}. "
-                       f"Only the first (batch) dimension may differ at execute, as a positive multiple n*b of "
-                       f"the prepared b = {prepared[0] if prepared else 'none (rank 0)'}",
-                       rule="QNNEMU-graphExecute-batch-dims")
+        fail(Location(func).field(path), "QNNEMU-graphExecute-batch-dims",
+             f"tensor '{t.name}' was prepared with dimensions {prepared}; got {got}. "
+             f"Only the first (batch) dimension may differ at execute, as a positive multiple n*b of "
+             f"the prepared b = {prepared[0] if prepared else 'none (rank 0)'}", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
 
     def execute(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None,
                 batch: int = 1) -> dict[int, np.ndarray]:
@@ -547,14 +546,13 @@ class Graph:
         no copies) and each output is the concatenation of the n results -- what n separate
         executes return."""
         if not self.finalized:
-            raise QnnError(Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED,
-                           f"graphExecute: graph '{self.name}' is not finalized (call graphFinalize first)",
-                           rule="QNNEMU-graphExecute-not-finalized")
+            fail(Location("graphExecute"), "QNNEMU-graphExecute-not-finalized",
+                 f"graph '{self.name}' is not finalized (call graphFinalize first)",
+                 code=Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED)
         missing = [t.name for t in self.app_inputs() if t.id not in feeds and t.producer is None]
         if missing:
-            raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
-                           f"graphExecute: inputs: graph '{self.name}' input(s) {missing} not given",
-                           rule="QNNEMU-graphExecute-input-missing")
+            fail(Location("graphExecute").path("inputs"), "QNNEMU-graphExecute-input-missing",
+                 f"graph '{self.name}' input(s) {missing} not given", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         self._note_priority("graphExecute")
         with self.lock:
             if batch == 1:

@@ -203,8 +203,9 @@ class MemRegistration:
             elif self._mm is not None:
                 arr = np.frombuffer(self._mm, dtype=np_dtype, count=count, offset=self._delta)
             else:
-                raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_TENSOR, "graphExecute: memory handle was deregistered "
-                               "during the call", rule="QNNEMU-graphExecute-memhandle")
+                fail(Location("graphExecute"), "QNNEMU-graphExecute-memhandle",
+                     "memory handle was deregistered "
+                     "during the call", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         arr = arr.reshape(dims)
         if not writable:
             arr.flags.writeable = False

@@ -114,8 +114,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import rules
-from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from ..htp import perf as htp_perf   # htp_perf.current_clocks: read at call time (tests vary the clocks)
 from ..htp.cost import cycles_to_us as reference_cycles_to_us
 from ..htp.settings import graph_settings
@@ -250,11 +251,11 @@ def lookup_event(event_id: int, code: int, func: str) -> ProfileEvent:
     if ev is not None:
         return ev
     if 0 < event_id <= highest:
-        raise QnnError(code, f"{func}: eventId {event_id} is stale: its profile was freed or a later "
-                             f"profiled call on the same handle replaced its events",
-                       rule="QNNEMU-profile-event-stale")
-    raise QnnError(code, f"{func}: eventId {event_id} does not identify a profiling event",
-                   rule="QNNEMU-profile-event-unknown")
+        fail(Location(func), "QNNEMU-profile-event-stale",
+             f"eventId {event_id} is stale: its profile was freed or a later "
+             f"profiled call on the same handle replaced its events", code=code)
+    fail(Location(func), "QNNEMU-profile-event-unknown", f"eventId {event_id} does not identify a profiling event",
+         code=code)
 
 
 class Profile:
@@ -284,25 +285,24 @@ class Profile:
     # ---- configuration ----------------------------------------------------------------
     def set_max_events(self, n: int, func: str, path: str) -> None:
         if n < 1:
-            raise QnnError(Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{func}: {path}.numMaxEvents: {n}: at least 1 event must fit",
-                           rule="QNNEMU-profileSetConfig-max-events")
+            fail(Location(func).field(f"{path}.numMaxEvents"), "QNNEMU-profileSetConfig-max-events",
+                 f"{n}: at least 1 event must fit", code=Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT)
         self.max_events = n
 
     def set_optrace(self, enable: bool, func: str, path: str) -> None:
         if enable and not self.detailed:
             # As the vendor backend: op traces exist on the DETAILED level only (QnnProfile.h).
-            raise QnnError(Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{func}: {path}.enableOptrace: optrace needs a DETAILED (or HTP linting) "
-                           f"profile; this one is {LEVEL_NAMES.get(self.level, self.level)}",
-                           rule="QNNEMU-profileSetConfig-optrace-level")
+            fail(Location(func).field(f"{path}.enableOptrace"), "QNNEMU-profileSetConfig-optrace-level",
+                 "optrace needs a DETAILED (or HTP linting) "
+                 f"profile; this one is {LEVEL_NAMES.get(self.level, self.level)}",
+                 code=Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT)
         self.optrace = enable
 
     def check_not_in_use(self, func: str, what: str) -> None:
         if self.active_calls:
-            raise QnnError(Q.QNN_PROFILE_ERROR_HANDLE_IN_USE,
-                           f"{func}: {what}: the profile is in use by {self.active_calls} running API "
-                           f"call(s)", rule="QNNEMU-profile-in-use")
+            fail(Location(func).field(what), "QNNEMU-profile-in-use",
+                 f"the profile is in use by {self.active_calls} running API "
+                 f"call(s)", code=Q.QNN_PROFILE_ERROR_HANDLE_IN_USE)
 
     # ---- events -------------------------------------------------------------------------
     def _drop_events(self) -> None:

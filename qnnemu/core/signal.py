@@ -35,8 +35,9 @@ import contextlib
 import threading
 import time
 
-from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from .log import NULL_LOGGER
 
 ABORT = "abort"
@@ -63,9 +64,9 @@ class Signal:
 
     def _check_idle(self, func: str, what: str) -> None:
         if self.in_use:
-            raise QnnError(Q.QNN_SIGNAL_ERROR_SIGNAL_IN_USE,
-                           f"{func}: {what}: the signal is in use by {self.user}; wait until that call returns",
-                           rule="QNNEMU-signal-in-use")
+            fail(Location(func).field(what), "QNNEMU-signal-in-use",
+                 f"the signal is in use by {self.user}; wait until that call returns",
+                 code=Q.QNN_SIGNAL_ERROR_SIGNAL_IN_USE)
 
     def configure(self, kind: str | None, timeout_us: int, func: str) -> None:
         """Replaces the configuration (``signalCreate`` / ``signalSetConfig``)."""
@@ -87,8 +88,9 @@ class Signal:
         ``SignalUse`` whose ``check()`` raises the call's ABORTED / TIMED_OUT error."""
         with self._cond:
             if self.in_use:
-                raise QnnError(in_use_code, f"{func}: signal: the signal is already in use by {self.user} "
-                                            f"(a signal serves one call at a time)", rule="QNNEMU-signal-in-use")
+                fail(Location(func).path("signal"), "QNNEMU-signal-in-use",
+                     f"the signal is already in use by {self.user} "
+                     f"(a signal serves one call at a time)", code=in_use_code)
             self.user = func
             self.user_thread = threading.get_ident()
             self.triggered = False
@@ -105,14 +107,14 @@ class Signal:
     def trigger(self, func: str = "signalTrigger") -> None:
         with self._cond:
             if not self.in_use:
-                raise QnnError(Q.QNN_SIGNAL_ERROR_SIGNAL_IDLE,
-                               f"{func}: signal: the signal is idle (no call is using it), nothing to trigger",
-                               rule="QNNEMU-signalTrigger-idle")
+                fail(Location(func).path("signal"), "QNNEMU-signalTrigger-idle",
+                     "the signal is idle (no call is using it), nothing to trigger",
+                     code=Q.QNN_SIGNAL_ERROR_SIGNAL_IDLE)
             if self.kind != ABORT:
-                raise QnnError(Q.QNN_SIGNAL_ERROR_INCOMPATIBLE_SIGNAL_TYPE,
-                               f"{func}: signal: only QNN_SIGNAL_CONFIG_OPTION_ABORT signals can be triggered; "
-                               f"this one is {'a TIMEOUT' if self.kind == TIMEOUT else 'an unconfigured'} signal",
-                               rule="QNNEMU-signalTrigger-type")
+                fail(Location(func).path("signal"), "QNNEMU-signalTrigger-type",
+                     "only QNN_SIGNAL_CONFIG_OPTION_ABORT signals can be triggered; "
+                     f"this one is {'a TIMEOUT' if self.kind == TIMEOUT else 'an unconfigured'} signal",
+                     code=Q.QNN_SIGNAL_ERROR_INCOMPATIBLE_SIGNAL_TYPE)
             self.triggered = True
             user = self.user
             self.log.info(f"{func}: abort requested for {user}")
@@ -138,14 +140,13 @@ class SignalUse:
         (Extra arguments are ignored so that it can be a plan observer.)"""
         s = self.signal
         if s.kind == ABORT and s.triggered:
-            raise QnnError(self.aborted_code, f"{self.func}: signal: aborted by signalTrigger",
-                           rule="QNNEMU-signal-aborted")
+            fail(Location(self.func).path("signal"), "QNNEMU-signal-aborted", "aborted by signalTrigger", code=self.aborted_code)
         if s.kind == TIMEOUT:
             elapsed_us = (time.monotonic_ns() - s.started_ns) // 1000
             if elapsed_us >= s.timeout_us:
-                raise QnnError(self.timed_out_code,
-                               f"{self.func}: signal: timed out after {elapsed_us} us (timeoutDurationUs "
-                               f"{s.timeout_us})", rule="QNNEMU-signal-timeout")
+                fail(Location(self.func).path("signal"), "QNNEMU-signal-timeout",
+                     f"timed out after {elapsed_us} us (timeoutDurationUs "
+                     f"{s.timeout_us})", code=self.timed_out_code)
 
 
 def checker(use: SignalUse | None):

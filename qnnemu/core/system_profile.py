@@ -54,8 +54,9 @@ import time
 from typing import Any
 
 from .. import _version
-from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import error, fail
 from .log import NULL_LOGGER, Logger
 
 FORMAT = "qnnemu-system-profile"
@@ -94,15 +95,15 @@ class SerializationTarget:
         self.lock = threading.Lock()
         directory = os.path.dirname(path) or "."
         if not os.path.isdir(directory):
-            raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{func}: serializationTargetInfo.file.fileDirectory: '{directory}' is not an "
-                           f"existing directory", rule="QNNEMU-systemProfile-target-directory")
+            fail(Location(func).path("serializationTargetInfo.file.fileDirectory"), "QNNEMU-systemProfile-target-directory",
+                 f"'{directory}' is not an "
+                 f"existing directory", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
         try:
             self.file = open(path, "a", encoding="utf-8")
         except OSError as e:
-            raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
-                           f"{func}: serializationTargetInfo.file: cannot open '{path}' for writing: "
-                           f"{e.strerror or e}", rule="QNNEMU-systemProfile-target-open") from None
+            raise error(Location(func).path("serializationTargetInfo.file"), "QNNEMU-systemProfile-target-open",
+                        f"cannot open '{path}' for writing: "
+                        f"{e.strerror or e}", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT) from None
         if self.file.tell() == 0:
             h = header or {}
             self._write({"kind": "header", "format": FORMAT, "version": FORMAT_VERSION,
@@ -119,8 +120,8 @@ class SerializationTarget:
     def append(self, records: list[dict], func: str) -> None:
         with self.lock:
             if self.file is None:
-                raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_HANDLE,
-                               f"{func}: serializationTarget was freed", rule="QNNEMU-systemProfile-target-closed")
+                fail(Location(func), "QNNEMU-systemProfile-target-closed", "serializationTarget was freed",
+                     code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_HANDLE)
             for rec in records:
                 if self.max_messages is not None and self.written >= self.max_messages:
                     if not self.dropped:

@@ -32,6 +32,8 @@ from typing import Callable
 from .. import rules
 from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from . import soc as socs
 
 # socModel -> (HTP arch, VTCM MiB, signed PD support, DLBC support): the SoC table's view kept
@@ -156,10 +158,10 @@ def model_from_configs(soc: int | None, arch: int | None, signed_pd: bool | None
     row = socs.SOCS.get(soc) if soc is not None else None
     if soc is not None and row is None:
         if soc not in VENDOR_SOC_MODELS:
-            raise QnnError(Q.QNN_DEVICE_ERROR_INVALID_CONFIG,
-                           f"{func}: {soc_path}: SoC model {soc} is neither an HTP SoC of the emulator's SoC "
-                           f"table (known: {sorted(socs.SOCS)}) nor a model the vendor's library accepts"
-                           f"{soc_note}", rule="QNNEMU-device-soc")
+            fail(Location(func).field(soc_path), "QNNEMU-device-soc",
+                 f"SoC model {soc} is neither an HTP SoC of the emulator's SoC "
+                 f"table (known: {sorted(socs.SOCS)}) nor a model the vendor's library accepts"
+                 f"{soc_note}", code=Q.QNN_DEVICE_ERROR_INVALID_CONFIG)
         # The vendor's library accepts it (measured); its HTP (if any) is not modelled.
         if log is not None:
             rules.warn("QNNEMU-device-soc-unmodelled", func, soc_path,

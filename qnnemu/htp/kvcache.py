@@ -53,8 +53,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 from ..spec.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
 
 NATIVE_FORMAT = Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT
@@ -174,9 +175,9 @@ class NativeKv:
         return flat_to_native(arr, self.kind).reshape(self.dims)
 
 
-def _fail(code: int, rule: str, graph, t, message: str) -> QnnError:
-    return QnnError(code, f"graphFinalize: graph '{graph.name}': tensor '{t.name}' (id {t.id}): {message}",
-                    rule=rule)
+def _tensor(graph, t) -> str:
+    """How a refused tensor is named in graphFinalize's native KV messages."""
+    return f"graph '{graph.name}': tensor '{t.name}' (id {t.id})"
 
 
 def _scatter_axis(node, rank: int) -> int:
@@ -211,21 +212,25 @@ def check_graph(graph, arch: int) -> dict[int, NativeKv]:
     found: dict[int, NativeKv] = {}
     for t in native:
         if arch <= MAX_UNSUPPORTED_ARCH:
-            raise _fail(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "QNNEMU-graphFinalize-native-kv-arch", graph, t,
-                        f"QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT (native KV cache) is not supported on HTP "
-                        f"v{arch} (v{MAX_UNSUPPORTED_ARCH} or lower); the device needs v69 or later")
+            fail(Location("graphFinalize"), "QNNEMU-graphFinalize-native-kv-arch",
+                 f"{_tensor(graph, t)}: "
+                 f"QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT (native KV cache) is not supported on HTP "
+                 f"v{arch} (v{MAX_UNSUPPORTED_ARCH} or lower); the device needs v69 or later",
+                 code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)
         is_input = t.type in APP_INPUT_TYPES and t.producer is None
         if not is_input and t.type not in APP_OUTPUT_TYPES:   # creation rules keep this unreachable
-            raise _fail(Q.QNN_GRAPH_ERROR_INVALID_TENSOR, "QNNEMU-graphFinalize-native-kv-pattern", graph, t,
-                        "a native KV tensor must be a graph input or output")
+            fail(Location("graphFinalize"), "QNNEMU-graphFinalize-native-kv-pattern",
+                 f"{_tensor(graph, t)}: "
+                 "a native KV tensor must be a graph input or output", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         link = _kv_link(graph, t, is_input)
         if link is None:
             where = ("the data input (in[0]) of a ScatterElements" if is_input else
                      "the output of a ScatterElements or its updates input (in[2])")
-            raise _fail(Q.QNN_GRAPH_ERROR_INVALID_TENSOR, "QNNEMU-graphFinalize-native-kv-pattern", graph, t,
-                        f"a native KV {'input' if is_input else 'output'} must be {where}: the seed's KV "
-                        f"update pattern uses ScatterElements (not Concat); consumers "
-                        f"{t.consumers or 'none'}, producer {t.producer or 'none'}")
+            fail(Location("graphFinalize"), "QNNEMU-graphFinalize-native-kv-pattern",
+                 f"{_tensor(graph, t)}: "
+                 f"a native KV {'input' if is_input else 'output'} must be {where}: the seed's KV "
+                 f"update pattern uses ScatterElements (not Concat); consumers "
+                 f"{t.consumers or 'none'}, producer {t.producer or 'none'}", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         node, role = link
         rank = len(t.dims)
         axis = _scatter_axis(node, rank)
@@ -234,10 +239,12 @@ def check_graph(graph, arch: int) -> dict[int, NativeKv]:
         elif axis == rank - 2:
             kind = "value"
         else:
-            raise _fail(Q.QNN_GRAPH_ERROR_INVALID_TENSOR, "QNNEMU-graphFinalize-native-kv-axis", graph, t,
-                        f"ScatterElements '{node.name}' updates the cache along axis {axis} of dimensions "
-                        f"{list(t.dims)}; a native KV cache is updated along its context axis, the last "
-                        f"(K cache [.., head_dim, context]) or second to last (V cache [.., context, head_dim])")
+            fail(Location("graphFinalize"), "QNNEMU-graphFinalize-native-kv-axis",
+                 f"{_tensor(graph, t)}: "
+                 f"ScatterElements '{node.name}' updates the cache along axis {axis} of dimensions "
+                 f"{list(t.dims)}; a native KV cache is updated along its context axis, the last "
+                 f"(K cache [.., head_dim, context]) or second to last (V cache [.., context, head_dim])",
+                 code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         din, dout = t.dims[-2:]
         t_size = KV_TILE_SIZES[kind]
         context, head_dim = (dout, din) if kind == "key" else (din, dout)
@@ -245,11 +252,12 @@ def check_graph(graph, arch: int) -> dict[int, NativeKv]:
             K_TILE_SIZE if kind == "key" else UPDATE_TOKEN_MULTIPLE)
         if context % context_multiple or head_dim % HEAD_DIM_MULTIPLE or din % DIN_GROUP or dout % t_size:
             what = "context length" if role == "cache" else "new-token count (ScatterElements updates)"
-            raise _fail(Q.QNN_GRAPH_ERROR_INVALID_TENSOR, "QNNEMU-graphFinalize-native-kv-shape", graph, t,
-                        f"{kind} cache dimensions {list(t.dims)} ([.., DIN={din}, DOUT={dout}]): the {what} "
-                        f"{context} must be a multiple of {context_multiple} and head_dim {head_dim} a multiple "
-                        f"of {HEAD_DIM_MULTIPLE} (layout: DIN a multiple of {DIN_GROUP}, DOUT of the {kind} tile "
-                        f"{t_size})")
+            fail(Location("graphFinalize"), "QNNEMU-graphFinalize-native-kv-shape",
+                 f"{_tensor(graph, t)}: "
+                 f"{kind} cache dimensions {list(t.dims)} ([.., DIN={din}, DOUT={dout}]): the {what} "
+                 f"{context} must be a multiple of {context_multiple} and head_dim {head_dim} a multiple "
+                 f"of {HEAD_DIM_MULTIPLE} (layout: DIN a multiple of {DIN_GROUP}, DOUT of the {kind} tile "
+                 f"{t_size})", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         found[t.id] = NativeKv(t.id, t.name, kind, is_input, tuple(t.dims))
     # "either fully in native format or not at all": every cache input updated by a
     # ScatterElements the same way as a native one must be native too.
@@ -265,9 +273,11 @@ def check_graph(graph, arch: int) -> dict[int, NativeKv]:
     if flat_caches and any(kv.is_input for kv in found.values()):
         t = flat_caches[0]
         natives = sorted(kv.name for kv in found.values() if kv.is_input)
-        raise _fail(Q.QNN_GRAPH_ERROR_FINALIZE_FAILED, "QNNEMU-graphFinalize-native-kv-partial", graph, t,
-                    f"KV cache input(s) {[x.name for x in flat_caches]} are flat while {natives} are "
-                    f"QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT: the KV cache must be fully native or not at all")
+        fail(Location("graphFinalize"), "QNNEMU-graphFinalize-native-kv-partial",
+             f"{_tensor(graph, t)}: "
+             f"KV cache input(s) {[x.name for x in flat_caches]} are flat while {natives} are "
+             f"QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT: the KV cache must be fully native or not at all",
+             code=Q.QNN_GRAPH_ERROR_FINALIZE_FAILED)
     return found
 
 

@@ -49,8 +49,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..spec import dtypes
-from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 
 DATA_PATH = Path(__file__).with_name("op_support.json")
 ENV = "QNNEMU_OP_SUPPORT"
@@ -66,9 +67,9 @@ def enabled(func: str = "") -> bool:
     other value fails the calling function (``func``) with rule QNNEMU-env-op-support."""
     mode = os.environ.get(ENV, "htp").strip().lower() or "htp"
     if mode not in MODES:
-        raise QnnError(Q.QNN_COMMON_ERROR_INVALID_ARGUMENT,
-                       f"{func}: {ENV}: '{mode}' is not one of {', '.join(MODES)} (htp: refuse what the HTP "
-                       f"refuses; all: the emulator's reference runs)", rule="QNNEMU-env-op-support")
+        fail(Location(func).field(ENV), "QNNEMU-env-op-support",
+             f"'{mode}' is not one of {', '.join(MODES)} (htp: refuse what the HTP "
+             f"refuses; all: the emulator's reference runs)", code=Q.QNN_COMMON_ERROR_INVALID_ARGUMENT)
     return mode == "htp"
 
 
@@ -337,9 +338,9 @@ def check_validate(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
     measured = f"the HTP on v{arch} (measured: docs/op-support.md)"
     path = "opConfig.v1.typeName"
     if sup.unknown_op:
-        raise QnnError(VALIDATION_FAILURE,
-                       f"{func}: {where}: {path}: {name} is not implemented by {measured}: no data type "
-                       f"or rank of it is supported", rule="QNNEMU-htp-op-unsupported")
+        fail(Location(func).field(where), "QNNEMU-htp-op-unsupported",
+             f"{path}: {name} is not implemented by {measured}: no data type "
+             f"or rank of it is supported", code=VALIDATION_FAILURE)
     if rank in sup.accepted.get(text, ()):
         return      # taken (where measured configurations differ in what the key leaves out: taken)
     kind = sup.validate.get(text, {}).get(rank)
@@ -360,21 +361,21 @@ def check_validate(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
     if kind is None:
         return
     if kind == "rank":
-        raise QnnError(VALIDATION_FAILURE,
-                       f"{func}: {where}: opConfig.v1.inputTensors: {op_type}: rank {rank} is not supported by "
-                       f"{measured}; it takes {describe_ranks(sup.ranks_accepted)}", rule="QNNEMU-htp-op-rank")
+        fail(Location(func).field(where), "QNNEMU-htp-op-rank",
+             f"opConfig.v1.inputTensors: {op_type}: rank {rank} is not supported by "
+             f"{measured}; it takes {describe_ranks(sup.ranks_accepted)}", code=VALIDATION_FAILURE)
     if key is not None and (kind == "variant" or _base_takes(op_type, sig, arch)):
         # The op takes these data types; with this parameter value the HTP does not.
         taken = sorted(s for s in sup.accepted)
         words = describe_variant(op_type, key)
-        raise QnnError(VALIDATION_FAILURE,
-                       f"{func}: {where}: opConfig.v1.params: {op_type}: {words} is not supported for the data "
-                       f"types {text} by {measured}; "
-                       + (f"with it, it takes {'; '.join(taken)}" if taken else "it takes it with no data type"),
-                       rule="QNNEMU-htp-op-variant")
-    raise QnnError(VALIDATION_FAILURE,
-                   f"{func}: {where}: opConfig.v1.inputTensors: {name}: the data types {text} are not supported "
-                   f"by {measured}; {describe_sets(sup.taken_sets(), sig, arch)}", rule="QNNEMU-htp-op-dtype")
+        fail(Location(func).field(where), "QNNEMU-htp-op-variant",
+             f"opConfig.v1.params: {op_type}: {words} is not supported for the data "
+             f"types {text} by {measured}; "
+             + (f"with it, it takes {'; '.join(taken)}" if taken else "it takes it with no data type"),
+             code=VALIDATION_FAILURE)
+    fail(Location(func).field(where), "QNNEMU-htp-op-dtype",
+         f"opConfig.v1.inputTensors: {name}: the data types {text} are not supported "
+         f"by {measured}; {describe_sets(sup.taken_sets(), sig, arch)}", code=VALIDATION_FAILURE)
 
 
 def _base_takes(op_type: str, sig, arch: int) -> bool:
@@ -402,10 +403,10 @@ def check_add(op_type: str, params: dict, inputs: Sequence, outputs: Sequence, a
         kind = "add"
     if kind != "add":
         return
-    raise QnnError(ADD_REFUSED,
-                   f"{func}: {where}: opConfig.v1.inputTensors: {name} with the data types {text} at rank {rank} "
-                   f"is not taken by the HTP on v{arch}'s graphAddNode (measured: docs/op-support.md){_a16w16(sig, arch)}",
-                   rule="QNNEMU-htp-op-add")
+    fail(Location(func).field(where), "QNNEMU-htp-op-add",
+         f"opConfig.v1.inputTensors: {name} with the data types {text} at rank {rank} "
+         f"is not taken by the HTP on v{arch}'s graphAddNode (measured: docs/op-support.md){_a16w16(sig, arch)}",
+         code=ADD_REFUSED)
 
 
 def _a16w16(sig, arch: int) -> str:
@@ -441,9 +442,9 @@ def check_finalize(op_type: str, params: dict, inputs: Sequence, outputs: Sequen
                          f"{name} with the data types {text} at rank {rank} has no HTP implementation",
            "rank": f"{name} of rank {rank} cannot be created by the HTP",
            }.get(kind, f"{name} with the data types {text} at rank {rank} cannot be created by the HTP")
-    raise QnnError(FINALIZE_FAILED,
-                   f"{func}: {where}: {why} on v{arch} (measured: docs/op-support.md; the vendor's graphFinalize "
-                   f"fails the same way)", rule="QNNEMU-htp-op-finalize")
+    fail(Location(func).field(where), "QNNEMU-htp-op-finalize",
+         f"{why} on v{arch} (measured: docs/op-support.md; the vendor's graphFinalize "
+         f"fails the same way)", code=FINALIZE_FAILED)
 
 
 def _lenient(sup: Support, text: str, rank: int, kind: str | None) -> bool:
@@ -481,9 +482,9 @@ def check_tensor(dtype: int, tensor_type: int, arch: int, func: str, path: str) 
     if not isinstance(code, int):
         return
     held = sorted(d for d in data()["dtypes"] if d not in per_arch)
-    raise QnnError(code, f"{func}: {path}: {name} tensors are not held by the HTP on v{arch} (measured: "
-                         f"docs/op-support.md); it holds {describe_types(held)}",
-                   rule="QNNEMU-htp-tensor-dtype")
+    fail(Location(func).field(path), "QNNEMU-htp-tensor-dtype",
+         f"{name} tensors are not held by the HTP on v{arch} (measured: "
+         f"docs/op-support.md); it holds {describe_types(held)}", code=code)
 
 
 def dtypes_type_name(tensor_type: int) -> str:

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 
 from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import error
 from . import cost, tiling
 from .plan_types import PLAIN, TCM, Block, PreparedPlan, Step, Tiling
 from .settings import device_model, graph_settings
@@ -472,13 +474,12 @@ def _working_set_error(a: _Analysis, v: int, budget: int) -> QnnError | None:
         why = c.pattern.why if c is not None and c.pattern.why else \
             "no axis but the depth (the last axis, never split) to split"
         tiles = f"and it cannot be tiled ({why})"
-    return QnnError(
-        Q.QNN_GRAPH_ERROR_MEM_ALLOC,
-        f"graphFinalize: graph '{a.graph.name}': node '{n.name}' ({n.op_type}): its working set of "
-        f"{n.working_set} bytes of VTCM (inputs {n.in_bytes} + outputs {n.out_bytes} + scratch "
-        f"{n.scratch}) exceeds the graph's VTCM budget of {budget} bytes, {tiles} (raise "
-        f"QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE or make the tensors smaller)",
-        rule="QNNEMU-prepare-working-set")
+    return error(Location("graphFinalize"), "QNNEMU-prepare-working-set",
+                 f"graph '{a.graph.name}': node '{n.name}' ({n.op_type}): its working set of "
+                 f"{n.working_set} bytes of VTCM (inputs {n.in_bytes} + outputs {n.out_bytes} + scratch "
+                 f"{n.scratch}) exceeds the graph's VTCM budget of {budget} bytes, {tiles} (raise "
+                 f"QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE or make the tensors smaller)",
+                 code=Q.QNN_GRAPH_ERROR_MEM_ALLOC)
 
 
 def check_working_sets(a: _Analysis, budget: int) -> None:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import QnnError
 from ..headers import Q
+from ..location import Location
+from ..rules import fail
 
 HVX_PRIORITY_OFFSET = 1   # "HVX thread(s) are assigned priority Y + 1"
 
@@ -73,8 +74,8 @@ def priority_level(value: int, func: str, path: str, code: int = Q.QNN_GRAPH_ERR
     level = table_row(value)
     if level is None:
         known = ", ".join(f"{lv.name} ({lv.value})" for lv in PRIORITY_TABLE.values())
-        raise QnnError(code, f"{func}: {path}: Qnn_Priority_t {value!r} has no HTP thread priority (known: {known})",
-                       rule="QNNEMU-priority-value")
+        fail(Location(func).field(path), "QNNEMU-priority-value",
+             f"Qnn_Priority_t {value!r} has no HTP thread priority (known: {known})", code=code)
     return level
 
 

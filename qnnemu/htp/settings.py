@@ -41,7 +41,6 @@ from dataclasses import dataclass
 
 
 from .. import rules
-from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
@@ -366,9 +365,9 @@ def check_num_cores(graph, func: str = "graphFinalize") -> None:
     n = _num(_htp(graph, "QNN_HTP_GRAPH_CONFIG_OPTION_NUM_CORES", "numCores", 1), 1)
     model = device_model(graph)
     if n > model.soc.cores:
-        raise QnnError(Q.QNN_GRAPH_ERROR_FINALIZE_FAILED,
-                       f"{func}: graph '{graph.name}': QNN_HTP_GRAPH_CONFIG_OPTION_NUM_CORES is {n}; "
-                       f"{model.name} has {model.soc.cores} HTP core(s)", rule="QNNEMU-graph-num-cores")
+        fail(Location(func), "QNNEMU-graph-num-cores",
+             f"graph '{graph.name}': QNN_HTP_GRAPH_CONFIG_OPTION_NUM_CORES is {n}; "
+             f"{model.name} has {model.soc.cores} HTP core(s)", code=Q.QNN_GRAPH_ERROR_FINALIZE_FAILED)
 
 
 def _check_optimization(opt: dict, *, model, context, graph, func, path, pending) -> None:
@@ -473,10 +472,10 @@ def check_execute_allowed(graph, func: str = "graphExecute") -> None:
     """A graph of a PREPARE_ONLY context cannot execute (seed: "With this flag enabled, graph
     execution cannot be called").  graphExecute calls it before reading any buffer."""
     if prepare_only(getattr(graph, "context", None)):
-        raise QnnError(Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
-                       f"{func}: graphHandle: graph '{graph.name}' belongs to a context created with "
-                       f"QNN_HTP_CONTEXT_CONFIG_OPTION_PREPARE_ONLY; it can be prepared and saved, not executed",
-                       rule="QNNEMU-graphExecute-prepare-only")
+        fail(Location(func).path("graphHandle"), "QNNEMU-graphExecute-prepare-only",
+             f"graph '{graph.name}' belongs to a context created with "
+             f"QNN_HTP_CONTEXT_CONFIG_OPTION_PREPARE_ONLY; it can be prepared and saved, not executed",
+             code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)
 
 
 def file_read_chunk_bytes(configs: dict, file_size: int) -> int:

@@ -284,12 +284,13 @@ class _Deferred:
             self.build(name)
 
 
-def _graph_error(func: str, where: str, e: QnnError) -> QnnError:
+def _rebuild_failure(func: str, where: str, e: QnnError) -> str:
+    """What the graph rebuild's rule ``e`` said, told from the binary's side: ``where`` in the
+    binary, then the rule's own text (without its function and ``where`` again) and id."""
     detail = e.detail[len(func) + 2:] if e.detail.startswith(f"{func}: ") else e.detail
     if detail.startswith(f"{where}"):
         detail = detail[len(where):].lstrip(".: ")
-    return error(Location(func), "QNNEMU-binary-graph", f"binaryBuffer: {where}: {detail} [{e.rule}]",
-                 code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
+    return f"{where}: {detail} [{e.rule}]"
 
 
 def _make_tensor(t: TensorInfo, info: BinaryInfo, data: memoryview, func: str, where: str) -> Tensor:
@@ -309,7 +310,8 @@ def _make_tensor(t: TensorInfo, info: BinaryInfo, data: memoryview, func: str, w
     try:
         quant, static = validate_desc(d, func, where)
     except QnnError as e:
-        raise _graph_error(func, where, e) from None
+        raise error(Location(func).path("binaryBuffer"), "QNNEMU-binary-graph", _rebuild_failure(func, where, e),
+                    code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY) from None
     return from_desc(d, t.id, quant, static)
 
 
@@ -341,7 +343,8 @@ def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: st
     try:
         graph = ctx.new_graph(g.name)
     except QnnError as e:
-        raise _graph_error(func, where, e) from None
+        raise error(Location(func).path("binaryBuffer"), "QNNEMU-binary-graph", _rebuild_failure(func, where, e),
+                    code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY) from None
     try:
         graph.configs = g.configs
         # The HTP plan is the one made at prepare, for the device the binary records (a binary
@@ -360,11 +363,14 @@ def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: st
             try:
                 graph.add_node(cfg, report=False)   # its warnings were logged when it was built
             except QnnError as e:
-                raise _graph_error(func, f"{where}: node '{n.name}' ({n.type_name})", e) from None
+                node = f"{where}: node '{n.name}' ({n.type_name})"
+                raise error(Location(func).path("binaryBuffer"), "QNNEMU-binary-graph", _rebuild_failure(func, node, e),
+                            code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY) from None
         try:
             graph.finalize()
         except QnnError as e:
-            raise _graph_error(func, where, e) from None
+            raise error(Location(func).path("binaryBuffer"), "QNNEMU-binary-graph", _rebuild_failure(func, where, e),
+                        code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY) from None
         # The recorded size stays authoritative (finalize re-planned for ``prepared_for``, which
         # gives the same plan unless the cost model changed since the binary was made).
         graph.spill_fill_bytes = g.spill_fill_bytes
