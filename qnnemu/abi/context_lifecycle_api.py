@@ -76,7 +76,8 @@ def _context_configs(config, func: str, model=None) -> dict:
             out["graphRetentionOrder"] = _name_list(c.graphRetentionOrder, func, f"config[{i}].graphRetentionOrder")
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_PRIORITY:
             out["priority"] = htp_settings.check_priority(int(c.priority), func, f"config[{i}].priority",
-                                                          Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "QNNEMU-context-priority-value")
+                                                          Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                                                          "QNNEMU-context-priority-value")
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_ERROR_REPORTING:
             out["errorReporting"] = int(c.errorConfig.reportingLevel)
         elif opt == Q.QNN_CONTEXT_CONFIG_OPTION_OEM_STRING:

@@ -34,7 +34,8 @@ def _graph_configs(config, func: str, *, context=None, graph=None) -> dict:
         opt = int(c.option)
         if opt == Q.QNN_GRAPH_CONFIG_OPTION_PRIORITY:
             out["priority"] = htp_settings.check_priority(int(c.priority), func, f"config[{i}].priority",
-                                                          Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "QNNEMU-graph-priority-value")
+                                                          Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
+                                                          "QNNEMU-graph-priority-value")
             if graph is not None and int(c.priority) != int(graph.configs.get("priority", Q.QNN_PRIORITY_DEFAULT)):
                 htp_settings.check_priority_change(ctx, func, f"config[{i}].priority")
         elif opt == Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM:

@@ -342,7 +342,8 @@ def parse_section(blob: bytes, func: str, *, check_crc: bool = True, path: str =
     try:
         return _decode_meta(blob, section, flags, meta_size, data_offset, data_size, path)
     except _binary._Bad as e:
-        raise error(Location(func).field(path), "QNNEMU-section-metadata", f"malformed section metadata: {e}", code=bad) from None
+        raise error(Location(func).field(path), "QNNEMU-section-metadata", f"malformed section metadata: {e}",
+                    code=bad) from None
 
 
 def _decode_meta(blob: bytes, section: int, flags: int, meta_size: int, data_offset: int, data_size: int,

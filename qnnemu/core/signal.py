@@ -140,7 +140,8 @@ class SignalUse:
         (Extra arguments are ignored so that it can be a plan observer.)"""
         s = self.signal
         if s.kind == ABORT and s.triggered:
-            fail(Location(self.func).path("signal"), "QNNEMU-signal-aborted", "aborted by signalTrigger", code=self.aborted_code)
+            fail(Location(self.func).path("signal"), "QNNEMU-signal-aborted", "aborted by signalTrigger",
+                 code=self.aborted_code)
         if s.kind == TIMEOUT:
             elapsed_us = (time.monotonic_ns() - s.started_ns) // 1000
             if elapsed_us >= s.timeout_us:

@@ -95,7 +95,8 @@ class SerializationTarget:
         self.lock = threading.Lock()
         directory = os.path.dirname(path) or "."
         if not os.path.isdir(directory):
-            fail(Location(func).path("serializationTargetInfo.file.fileDirectory"), "QNNEMU-systemProfile-target-directory",
+            fail(Location(func).path("serializationTargetInfo.file.fileDirectory"),
+                 "QNNEMU-systemProfile-target-directory",
                  f"'{directory}' is not an "
                  f"existing directory", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
         try:

@@ -190,7 +190,8 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
     if not dtypes.is_known(d.dtype):
         fail(Location(func).field(f"{v}.dataType"), "QNNEMU-tensor-dtype", f"{dtypes.name(d.dtype)}", code=code)
     if d.dims is None:
-        fail(Location(func).field(f"{v}.dimensions"), "QNNEMU-tensor-dims-null", "rank > 0 but dimensions is NULL", code=code)
+        fail(Location(func).field(f"{v}.dimensions"), "QNNEMU-tensor-dims-null", "rank > 0 but dimensions is NULL",
+             code=code)
     if len(d.dims) > MAX_RANK:
         fail(Location(func).field(f"{v}.rank"), "QNNEMU-tensor-rank",
              f"rank {len(d.dims)}: the HTP backend takes tensors of rank 0..{MAX_RANK}", code=code)

@@ -729,8 +729,8 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
             group = groups.group_for_first(first)
             if group is None or group.kind != kind:
                 fail(Location(func).field(f"{path}.{member}.firstGroupHandle"), "QNNEMU-context-group-first",
-                     f"{first:#x} is not the first context of a {name} group "
-                     f"({'a live context that opened no such group' if groups.live_context(first) else 'no live context'})",
+                     f"{first:#x} is not the first context of a {name} group ("
+                     f"{'a live context that opened no such group' if groups.live_context(first) else 'no live context'})",
                      code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
             if size and size != group.spill_fill_bytes:
                 rules.warn("QNNEMU-context-group-spill-fill-ignored", func, f"{path}.{member}.maxSpillFillBuffer",

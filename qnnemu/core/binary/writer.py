@@ -64,7 +64,8 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
                 "outputs": [t.id for t in g.app_outputs()],
                 "spill_fill_bytes": int(getattr(g, "spill_fill_bytes", 0) or 0)})
     except _Unencodable as e:
-        raise error(Location(func), "QNNEMU-binary-unserializable", f"cannot store {e} in a context binary", code=code) from None
+        raise error(Location(func), "QNNEMU-binary-unserializable", f"cannot store {e} in a context binary",
+                    code=code) from None
     offsets, rel = [], 0
     for raw in store.blobs:
         offsets.append(rel)
