@@ -571,6 +571,7 @@ class ElementWiseSelect(Op):
     operands sharing the output's encoding pass through raw (quant_passthrough)."""
 
     inputs = ("in[0]", "in[1]", "in[2]")
+    native_int_inputs = (0,)            # the condition
     quant_passthrough = True
 
     @classmethod
@@ -615,6 +616,7 @@ class ElementWiseMux(Op):
     """
 
     inputs = ("in[0]", "in[1]*")
+    native_int_inputs = (0,)            # the selector
     quant_passthrough = True
 
     @classmethod
