@@ -8,8 +8,8 @@ disagrees.  Parameters: RandomUniformLike ``low`` (default 0.0) and ``high`` (de
 values uniform between them (low + (high - low) u, u in [0, 1); low >= high is taken too);
 RandomNormalLike ``mean`` (default 0.0) and ``scale`` (default 1.0): values mean + scale z, z
 standard normal (a negative scale mirrors z, which has the same distribution, as on the
-vendor).  The output is 8-bit fixed point (UFIXED_POINT_8 / SFIXED_POINT_8): the real values
-are quantized into its encoding by the plan, so they are clipped to its range.
+vendor).  A fixed-point output (UFIXED_POINT_8 / SFIXED_POINT_8, 16-bit) gets the real values
+quantized into its encoding by the plan, so they are clipped to its range.
 
 How ONNX Runtime's QNN EP emits them (ONNX RandomUniformLike / RandomNormalLike): in[0] a static
 UINT_32 shape, in[1] the ONNX ``seed`` attribute as a static FLOAT_32 [1] when it is set, a
@@ -25,9 +25,13 @@ tests/test_ops_random.py checks range, moments and the seed rules.
 
 What the vendor's x86-64 libQnnHtp.so (QNN 2.51) does (tests/test_ops_vendor_new.py):
 
-- float32 / float16 / UFIXED_POINT_16 outputs fail graphFinalize ("could not create op"); only
-  8-bit fixed-point outputs run -- so qnnemu refuses the others
-  (QNNEMU-RandomUniformLike-output-dtype / QNNEMU-RandomNormalLike-output-dtype).
+- float32 outputs fail graphFinalize ("could not create op"), and so do RandomUniformLike's
+  float16 and 16-bit fixed-point ones; RandomNormalLike also runs into float16 and 16-bit
+  fixed point, and a plain INT_8/UINT_8/INT_16/UINT_16/BOOL_8 output is fixed point with scale
+  1 (ops/base.py AS_FIXED).  The op computes every 8/16-bit fixed-point and float output;
+  which ones the HTP takes is op support data (qnnemu/htp/op_support.py refuses the others, by
+  arch); other types are QNNEMU-RandomUniformLike-output-dtype /
+  QNNEMU-RandomNormalLike-output-dtype.
 - RandomNormalLike: codes of N(mean, scale) in the output's encoding, as here.
 - RandomUniformLike: in the EP's configuration (encoding [low, high] with low <= 0 <= high) codes
   uniform over the whole 8-bit range, as here; outside it the vendor's codes depend on ``high``
@@ -47,7 +51,9 @@ from ..headers import Q
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, warn
 
 _F32 = Q.QNN_DATATYPE_FLOAT_32
-_OUTPUTS = (Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8)
+_FLOAT_OUTPUTS = (_F32, Q.QNN_DATATYPE_FLOAT_16)
+_OUTPUTS = (Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_16,
+            Q.QNN_DATATYPE_SFIXED_POINT_16) + _FLOAT_OUTPUTS
 _SEED_TYPES = (_F32, Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32)
 
 
@@ -59,6 +65,7 @@ def seed_key(value) -> int:
 
 class _RandomLike(Op, register=False):
     inputs = ("in[0]", "in[1]?")
+    native_int_inputs = (0, 1)          # the shape, the seed
 
     @classmethod
     def check_params(cls, params) -> None:
@@ -98,9 +105,10 @@ class _RandomLike(Op, register=False):
         if out.dtype not in _OUTPUTS:
             raise OpUnsupportedError(
                 f"QNNEMU-{op}-output-dtype", "outputTensors[0].dataType",
-                f"the HTP generates 8-bit codes: the output must be UFIXED_POINT_8 or "
-                f"SFIXED_POINT_8 (Dequantize it for float values, as ONNX Runtime's QNN EP does); "
-                f"got {dtypes.name(out.dtype)}")
+                f"the output must be 8/16-bit fixed point, FLOAT_16 or FLOAT_32 (or a plain 8/16-bit "
+                f"integer: fixed point with scale 1); got {dtypes.name(out.dtype)}")
+        if out.dtype in _FLOAT_OUTPUTS:
+            return [TensorSpec(tuple(out.shape), out.dtype)]
         return [TensorSpec(tuple(out.shape), _F32)]  # real values, quantized by the plan
 
     def __init__(self, params, inputs=None, outputs=None):
