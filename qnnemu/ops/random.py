@@ -36,7 +36,9 @@ What the vendor's x86-64 libQnnHtp.so (QNN 2.51) does (tests/test_ops_vendor_new
 - RandomUniformLike: in the EP's configuration (encoding [low, high] with low <= 0 <= high) codes
   uniform over the whole 8-bit range, as here; outside it the vendor's codes depend on ``high``
   only and ignore the output's encoding (all 255 when low > 0), while qnnemu quantizes uniform
-  values in [low, high) into the encoding.  The vendor's stream also ignores the seed's value
+  values in [low, high) into the encoding (a plain UINT_8/BOOL_8 output, scale 1, is such a
+  case: for low 0, high 1 the vendor writes codes uniform over 0..255, qnnemu 0 / 1 -- measured
+  v73, docs/validation.md).  The vendor's stream also ignores the seed's value
   (any seed gives the same codes); qnnemu's depends on it, as ONNX's does.
 """
 from __future__ import annotations
