@@ -145,7 +145,7 @@ SH = [spec((2,), U32)]
 NEGATIVE = []
 for _op in ("RandomUniformLike", "RandomNormalLike"):
     NEGATIVE += [
-        (_op, SH, {}, [spec((4, 5), I32)], "output-dtype", "outputTensors[0].dataType"),
+        (_op, SH, {}, [spec((4, 5), F32)], "output-dtype", "outputTensors[0].dataType"),
         (_op, [spec((2,), F32)], {}, OUT, "shape-dtype", "inputTensors[0].dataType"),
         (_op, [spec((1, 2), U32)], {}, OUT, "input-rank", "inputTensors[0].rank"),
         (_op, SH + [spec((2,), F32)], {}, OUT, "seed", "inputTensors[1]"),

@@ -27,11 +27,11 @@ What the vendor's x86-64 libQnnHtp.so (QNN 2.51) does (tests/test_ops_vendor_new
 
 - float32 outputs fail graphFinalize ("could not create op"), and so do RandomUniformLike's
   float16 and 16-bit fixed-point ones; RandomNormalLike also runs into float16 and 16-bit
-  fixed point, and a plain INT_8/UINT_8/INT_16/UINT_16/BOOL_8 output is fixed point with scale
-  1 (ops/base.py AS_FIXED).  The op computes every 8/16-bit fixed-point and float output;
-  which ones the HTP takes is op support data (qnnemu/htp/op_support.py refuses the others, by
-  arch); other types are QNNEMU-RandomUniformLike-output-dtype /
-  QNNEMU-RandomNormalLike-output-dtype.
+  fixed point, and a plain INT_8/UINT_8/INT_16/UINT_16/BOOL_8 output of those widths is fixed
+  point with scale 1 (ops/base.py AS_FIXED).  The op refuses the types no arch finalizes
+  (QNNEMU-RandomUniformLike-output-dtype / QNNEMU-RandomNormalLike-output-dtype: a layout the
+  op support data did not measure, such as one with a seed input, must not get through);
+  which of the others an arch takes is op support data (qnnemu/htp/op_support.py).
 - RandomNormalLike: codes of N(mean, scale) in the output's encoding, as here.
 - RandomUniformLike: in the EP's configuration (encoding [low, high] with low <= 0 <= high) codes
   uniform over the whole 8-bit range, as here; outside it the vendor's codes depend on ``high``
@@ -54,8 +54,7 @@ from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, warn
 
 _F32 = Q.QNN_DATATYPE_FLOAT_32
 _FLOAT_OUTPUTS = (_F32, Q.QNN_DATATYPE_FLOAT_16)
-_OUTPUTS = (Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_16,
-            Q.QNN_DATATYPE_SFIXED_POINT_16) + _FLOAT_OUTPUTS
+_OUTPUTS_8 = (Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8)
 _SEED_TYPES = (_F32, Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32)
 
 
@@ -67,6 +66,10 @@ def seed_key(value) -> int:
 
 class _RandomLike(Op, register=False):
     inputs = ("in[0]", "in[1]?")
+    # The output types the vendor's graph path finalizes on some arch (op_support.json; plain
+    # 8/16-bit integers through the fixed view); FLOAT_32 never ("could not create op").
+    output_types: tuple[int, ...] = _OUTPUTS_8
+    output_what = "UFIXED_POINT_8 or SFIXED_POINT_8"
     native_int_inputs = (0, 1)          # the shape, the seed
 
     @classmethod
@@ -104,11 +107,12 @@ class _RandomLike(Op, register=False):
             warn(f"QNNEMU-{op}-shape-ignored", "inputTensors[0]",
                  f"in[0] ({what}) does not describe the output tensor {list(out.shape)}; the "
                  f"output's dimensions decide, as on the HTP")
-        if out.dtype not in _OUTPUTS:
+        if out.dtype not in cls.output_types:
             raise OpUnsupportedError(
                 f"QNNEMU-{op}-output-dtype", "outputTensors[0].dataType",
-                f"the output must be 8/16-bit fixed point, FLOAT_16 or FLOAT_32 (or a plain 8/16-bit "
-                f"integer: fixed point with scale 1); got {dtypes.name(out.dtype)}")
+                f"the HTP generates into {cls.output_what} outputs (or a plain integer of those widths: "
+                f"fixed point with scale 1; Dequantize it for float values, as ONNX Runtime's QNN EP "
+                f"does); got {dtypes.name(out.dtype)}")
         if out.dtype in _FLOAT_OUTPUTS:
             return [TensorSpec(tuple(out.shape), out.dtype)]
         return [TensorSpec(tuple(out.shape), _F32)]  # real values, quantized by the plan
@@ -146,6 +150,9 @@ class RandomUniformLike(_RandomLike):
 
 
 class RandomNormalLike(_RandomLike):
+    output_types = _OUTPUTS_8 + (Q.QNN_DATATYPE_UFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_16,
+                                 Q.QNN_DATATYPE_FLOAT_16)
+    output_what = "8/16-bit fixed point or FLOAT_16"
     params = {"mean": ParamSpec("scalar", ("float",), default=0.0),
               "scale": ParamSpec("scalar", ("float",), default=1.0)}
 
