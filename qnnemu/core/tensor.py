@@ -171,8 +171,11 @@ def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, dims: t
 
 
 def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM,
-                  allow_null_type: bool = True) -> tuple[QuantSpec | None, np.ndarray | None]:
-    """Creation rules for a tensor description; returns (quantization, static array)."""
+                  allow_null_type: bool = True, max_rank: int | None = MAX_RANK
+                  ) -> tuple[QuantSpec | None, np.ndarray | None]:
+    """Creation rules for a tensor description; returns (quantization, static array).
+    ``max_rank`` None: no rank limit (backendValidateOpConfig: the vendor's validation takes
+    tensors of rank 7 and 8 for ops that do not check ranks; op support data decides there)."""
     if d.version not in (1, 2):
         raise _fail(code, "QNNEMU-tensor-version", func, f"{path}.version",
                     f"must be QNN_TENSOR_VERSION_1 or _2, got {d.version}")
@@ -194,15 +197,18 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
     if d.dims is None:
         raise _fail(code, "QNNEMU-tensor-dims-null", func, f"{v}.dimensions",
                     "rank > 0 but dimensions is NULL")
-    if len(d.dims) > MAX_RANK:
+    if max_rank is not None and len(d.dims) > max_rank:
         raise _fail(code, "QNNEMU-tensor-rank", func, f"{v}.rank",
-                    f"rank {len(d.dims)}: the HTP backend takes tensors of rank 0..{MAX_RANK}")
+                    f"rank {len(d.dims)}: the HTP backend takes tensors of rank 0..{max_rank}")
     # A dimension of 0 is accepted here (a NULL tensor of dimensions [0] is how ONNX Runtime
     # passes an absent optional input); a node refuses empty tensors (check_not_empty).
     if d.dynamic_dims and any(d.dynamic_dims):
         raise _fail(Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM, "QNNEMU-tensor-dynamic-dims", func,
                     f"{v}.isDynamicDimensions", "dynamic dimensions are not supported yet")
-    quant = quant_spec(d.quant, d.dtype, func, v, code, tuple(d.dims))
+    if d.type == Q.QNN_TENSOR_TYPE_NULL and d.quant.definition != Q.QNN_DEFINITION_DEFINED:
+        quant = None   # an absent optional input: no values to encode (the vendor takes it)
+    else:
+        quant = quant_spec(d.quant, d.dtype, func, v, code, tuple(d.dims))
     if d.data_format == Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT:
         _check_native_kv(d, quant, func, v)
     static = None
