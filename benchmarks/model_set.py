@@ -48,7 +48,7 @@ SPECS: dict[str, str] = {
     "efficientnet_b0": "torchvision EfficientNet-B0, 1x3x224x224",
     "squeezenet1_1": "torchvision SqueezeNet 1.1, 1x3x224x224",
     "shufflenet_v2": "torchvision ShuffleNetV2 x1.0, 1x3x224x224",
-    "bert": "transformers BertModel, 4 layers, hidden 256, 4 heads, ffn 1024, seq 128 (token ids in)",
+    "bert": "transformers BertModel encoder, 4 layers, hidden 256, 4 heads, ffn 1024, 1x128x256 embeddings in",
     "vit": "torchvision VisionTransformer, 1x3x96x96, patch 16, 4 layers, hidden 192, 3 heads",
     "lstm": "2-layer LSTM (hidden 128) + GRU (hidden 128) + linear, 1x32x64",
     "unet": "UNet-style segmenter, 3 levels (16/32/64 ch), 1x3x128x128 -> 1x2x128x128",
@@ -86,10 +86,15 @@ def _torchvision(name: str, **kw):
 
 def _bert():
     import torch
+    _import_torchvision()  # transformers imports torchvision when it is installed
     from transformers import BertConfig, BertModel
 
     class Encoder(torch.nn.Module):
-        """Token ids -> last hidden state (no attention mask input: every position attends)."""
+        """Token embeddings -> last hidden state (positions, token types, LayerNorm, 4 layers;
+        no attention mask: every position attends). The word-embedding lookup stays outside,
+        as on-device deployments do: a float32 Gather of rank 3 cannot be created by HTP v68,
+        the EP's default device on x86 (the vendor's graphFinalize fails on the token-id model;
+        qnnemu refuses it the same way)."""
 
         def __init__(self):
             super().__init__()
@@ -97,10 +102,10 @@ def _bert():
                              intermediate_size=1024, max_position_embeddings=128, attn_implementation="eager")
             self.bert = BertModel(cfg, add_pooling_layer=False)
 
-        def forward(self, input_ids):
-            return self.bert(input_ids=input_ids).last_hidden_state
+        def forward(self, embeddings):
+            return self.bert(inputs_embeds=embeddings).last_hidden_state
 
-    return Encoder(), {"input_ids": torch.randint(0, 1024, (1, 128), dtype=torch.int64)}
+    return Encoder(), {"embeddings": torch.randn(1, 128, 256)}
 
 
 def _vit():
