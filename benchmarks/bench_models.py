@@ -294,8 +294,10 @@ def run_worker(args: list[str], backend: str, timeout: float) -> dict:
             return {"backend": backend, "error": f"timeout (> {timeout:.0f} s)"}
         if out.exists():
             return json.loads(out.read_text())
-        tail = [ln for ln in (proc.stderr or "").strip().splitlines() if ln.strip()][-3:]
-        return {"backend": backend, "error": f"worker exit {proc.returncode}: " + " | ".join(tail)[:400]}
+        lines = [ln.strip() for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "Error" in ln or "error" in ln]
+        last = (errors or lines or ["(no output)"])[-1]
+        return {"backend": backend, "error": f"worker exit {proc.returncode}: {last[:700]}"}
 
 
 def bench_model(path: Path, backends=BACKENDS, budget: float = 5.0, min_runs: int = 3, max_runs: int = 1000,
@@ -429,6 +431,8 @@ def main(argv=None) -> int:
     ap.add_argument("--top-ops", type=int, default=0, metavar="N", help="print qnnemu's N slowest ops per model")
     ap.add_argument("--json", type=Path, help="write every measurement here")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--report", type=Path, nargs="+", metavar="JSON",
+                    help="measure nothing: print the tables of these --json files (rows in order)")
     # worker mode (internal)
     ap.add_argument("--worker", choices=BACKENDS, help=argparse.SUPPRESS)
     ap.add_argument("--worker-model", help=argparse.SUPPRESS)
@@ -442,6 +446,19 @@ def main(argv=None) -> int:
         else:
             res = measure(args.worker_model, args.worker, args.budget, args.min_runs, args.max_runs, args.top_ops)
         args.worker_out.write_text(json.dumps(res))
+        return 0
+
+    if args.report:
+        rows, over = [], {}
+        for f in args.report:
+            data = json.loads(f.read_text())
+            rows += data.get("rows", [])
+            over.update(data.get("overheads") or {})
+        print(format_table(rows, args.markdown))
+        for part in (format_details(rows), format_overheads(over, rows) if over else ""):
+            if part:
+                print()
+                print(part)
         return 0
 
     backends = [b for b in BACKENDS if not (b == "vendor" and args.no_vendor)]

@@ -49,6 +49,8 @@ SPECS: dict[str, str] = {
     "squeezenet1_1": "torchvision SqueezeNet 1.1, 1x3x224x224",
     "shufflenet_v2": "torchvision ShuffleNetV2 x1.0, 1x3x224x224",
     "bert": "transformers BertModel encoder, 4 layers, hidden 256, 4 heads, ffn 1024, 1x128x256 embeddings in",
+    "bert_tanh": "the same encoder with the tanh approximation of GELU (decomposed: Mul/Pow/Tanh), "
+                 "whose float32 version HTP v68 can run (float32 Gelu has no v68 implementation)",
     "vit": "torchvision VisionTransformer, 1x3x96x96, patch 16, 4 layers, hidden 192, 3 heads",
     "lstm": "2-layer LSTM (hidden 128) + GRU (hidden 128) + linear, 1x32x64",
     "unet": "UNet-style segmenter, 3 levels (16/32/64 ch), 1x3x128x128 -> 1x2x128x128",
@@ -84,7 +86,7 @@ def _torchvision(name: str, **kw):
     return build
 
 
-def _bert():
+def _bert(hidden_act: str = "gelu"):
     import torch
     _import_torchvision()  # transformers imports torchvision when it is installed
     from transformers import BertConfig, BertModel
@@ -99,7 +101,8 @@ def _bert():
         def __init__(self):
             super().__init__()
             cfg = BertConfig(vocab_size=1024, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                             intermediate_size=1024, max_position_embeddings=128, attn_implementation="eager")
+                             intermediate_size=1024, max_position_embeddings=128, attn_implementation="eager",
+                             hidden_act=hidden_act)
             self.bert = BertModel(cfg, add_pooling_layer=False)
 
         def forward(self, embeddings):
@@ -172,6 +175,7 @@ BUILDERS: dict[str, Callable] = {
     "squeezenet1_1": _torchvision("squeezenet1_1"),
     "shufflenet_v2": _torchvision("shufflenet_v2_x1_0"),
     "bert": _bert,
+    "bert_tanh": lambda: _bert("gelu_pytorch_tanh"),
     "vit": _vit,
     "lstm": _lstm,
     "unet": _unet,
