@@ -15,7 +15,8 @@ worker runs longer than ``--timeout`` s (``--vendor-timeout`` for the vendor's) 
 ``timeout``; the vendor is skipped when onnxruntime_qnn's libQnnHtp.so is absent.
 
 The QNN sessions use the provider options of tests/test_onnxruntime_models.py (float graphs in
-float32, graph I/O quantization inside the QNN graph, the vendor's default soc_model) and first
+float32, graph I/O quantization inside the QNN graph, the vendor's default soc_model; more with
+``--qnn-option KEY=VALUE``, shown after the variant in the table) and first
 try ``session.disable_cpu_ep_fallback=1``. When the EP refuses that, the session is created again
 with the CPU fallback allowed and ORT's profiler records one inference to count which nodes
 ran on the CPU EP; the ``QNN nodes`` column says so (``all 52`` vs ``41/52, 3 parts``): a
@@ -97,7 +98,7 @@ def _qnn_session(path: str, backend: str, fallback: bool, profile_prefix: str | 
         lib = qnnemu.backend_library_path()
     else:
         lib = str(vendor_dir() / "libQnnHtp.so")
-    opts = {**PROVIDER_OPTIONS, "backend_path": lib}
+    opts = {**PROVIDER_OPTIONS, **json.loads(os.environ.get("QNNEMU_BENCH_QNN_OPTIONS", "{}")), "backend_path": lib}
     if backend == "qnnemu":
         return qort.session(path, provider_options=opts, session_options=so, disable_cpu_fallback=not fallback)
     device = qort.qnn_device()  # the vendor: the same EP, no qnnemu rpcmem preload
@@ -429,6 +430,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-vendor", action="store_true")
     ap.add_argument("--no-overheads", action="store_true")
     ap.add_argument("--top-ops", type=int, default=0, metavar="N", help="print qnnemu's N slowest ops per model")
+    ap.add_argument("--qnn-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a QNN EP provider option for both QNN backends, e.g. soc_model=43 "
+                         "enable_htp_fp16_precision=1 (HTP v68 has no float32 Gelu)")
     ap.add_argument("--json", type=Path, help="write every measurement here")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--report", type=Path, nargs="+", metavar="JSON",
@@ -462,6 +466,9 @@ def main(argv=None) -> int:
         return 0
 
     backends = [b for b in BACKENDS if not (b == "vendor" and args.no_vendor)]
+    extra = dict(o.split("=", 1) for o in args.qnn_option)
+    os.environ["QNNEMU_BENCH_QNN_OPTIONS"] = json.dumps(extra)  # inherited by the workers
+    suffix = "".join(f" {k}={v}" for k, v in extra.items())
     names = model_set.parse_list(args.models, model_set.BUILDERS, "model")
     variants = model_set.parse_list(args.variants, model_set.VARIANTS, "variant")
     rows = []
@@ -476,7 +483,7 @@ def main(argv=None) -> int:
             print(f"# {name}.{variant} ...", file=sys.stderr, flush=True)
             res = bench_model(path, backends, args.budget, args.min_runs, args.max_runs, args.top_ops,
                               args.timeout, args.vendor_timeout)
-            rows.append({"model": name, "variant": variant, "results": res})
+            rows.append({"model": name, "variant": variant + suffix, "results": res})
             if args.json:  # kept up to date: a long run interrupted still leaves its rows
                 args.json.write_text(json.dumps({"rows": rows}, indent=1))
     over = {}
