@@ -289,7 +289,7 @@ def run_worker(args: list[str], backend: str, timeout: float) -> dict:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker-out", str(out), *args]
         try:
-            proc = subprocess.run(cmd, env=worker_env(backend), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            proc = subprocess.run(cmd, env=worker_env(backend), capture_output=True, check=False,
                                   text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"backend": backend, "error": f"timeout (> {timeout:.0f} s)"}

@@ -28,8 +28,8 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -264,7 +264,10 @@ class _RandomReader:
 
 def quantize_qdq(float_path: Path, path: Path, variant: str) -> None:
     from onnxruntime.quantization import QuantType, quantize
-    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config, qnn_preprocess_model
+    from onnxruntime.quantization.execution_providers.qnn import (
+        get_qnn_qdq_config,
+        qnn_preprocess_model,
+    )
     activation = {"u8": QuantType.QUInt8, "u16": QuantType.QUInt16}[variant]
     with tempfile.TemporaryDirectory() as tmp:
         pre = Path(tmp) / "pre.onnx"
