@@ -344,6 +344,14 @@ def test_in_tree_build_uses_the_interpreter_that_built_it(probe, tmp_path, venv_
     if venv_kind == "with-dependencies":
         cmd.insert(-1, "--system-site-packages")  # numpy and cffi of the interpreter running the tests
     subprocess.run(cmd, check=True, timeout=120)
+    if venv_kind == "with-dependencies":
+        # --system-site-packages only reaches the base interpreter's packages; when the tests run
+        # in a venv (README.md's test command) numpy and cffi are in that venv's: name their dirs
+        import cffi
+        import numpy
+        site = next((venv / "lib").glob("python*/site-packages"))
+        dirs = sorted({str(Path(m.__file__).resolve().parent.parent) for m in (numpy, cffi)})
+        (site / "test_dependencies.pth").write_text("\n".join(dirs) + "\n")
     (clone / "qnnemu" / "lib" / "inplace-python.txt").write_text(f"{venv / 'bin' / 'python'}\n")
     lib = clone / "qnnemu" / "lib" / "libQnnHtpEmu.so"
     r = run_probe(probe, lib)

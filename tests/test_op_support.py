@@ -5,8 +5,8 @@ qnnemu/htp/op_support.json.
 - the data: every registered op is measured on every arch, the case templates resolve on
   qnnemu, the arch fallback;
 - qnnemu against the data: the measured cases replayed on qnnemu (every case on v73, a sample on
-  the other archs): qnnemu takes none of the configurations the vendor refused, and none of the
-  op-support rules refuses one the vendor took;
+  the other archs): qnnemu takes none of the configurations the vendor refused, and refuses none
+  the vendor took (neither by an op-support rule nor by an op's own check);
 - one negative test per rule id (code, rule, function, parameter path) through the C ABI, the
   escape hatch QNNEMU_OP_SUPPORT=all, the device whose arch decides;
 - with onnxruntime-qnn installed: a sample of the cases re-measured on the vendor's library
@@ -116,8 +116,8 @@ def test_qnnemu_refuses_what_the_vendor_refused(arch, sample):
     """The measured cases (all of them on v73) replayed on qnnemu: none the vendor refused at
     validation or in its one-node graph is taken by qnnemu, except the few graphs validation takes
     whose failure the data cannot tell from their shapes (graphFinalize takes them: at most 0.5%);
-    where qnnemu refuses what the vendor took, the refusal is an op's own rule (docs/op-support.md
-    lists them), never an op-support rule."""
+    and qnnemu refuses none the vendor took, at validation or in the one-node graph (neither an
+    op-support rule nor an op's own check: "an input the vendor accepts is never refused")."""
     n_cases = len(probe.sample_cases(sorted(ops.REGISTRY), sample, seed=arch))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("QNNEMU_OP_SUPPORT", None)
@@ -141,6 +141,9 @@ def test_qnnemu_refuses_what_the_vendor_refused(arch, sample):
     ours = [(m["stage"], m["entry"], m["sig"], m["rank"], m["why"]) for m in res["mismatches"]
             if not m["ours"] and "[QNNEMU-htp-" in (m.get("why") or "")]
     assert not ours, f"v{arch}: op-support rules refuse {len(ours)} configurations the vendor took: {ours[:10]}"
+    refused = [(m["stage"], m["entry"], m["sig"], m["rank"], m["why"]) for m in res["mismatches"] if not m["ours"]]
+    assert not refused, f"v{arch}: qnnemu's op checks refuse {len(refused)} configurations the vendor took: " \
+                        f"{refused[:10]}"
 
 
 # ---- the rules ---------------------------------------------------------------------------------------

@@ -428,13 +428,14 @@ def test_concat(shapes, axis):
 # ---- negative tests: one per rule id ------------------------------------------------------------
 F32, F16, U8 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_UFIXED_POINT_8
 I32 = Q.QNN_DATATYPE_INT_32
+BF16 = Q.QNN_DATATYPE_BFLOAT_16   # no op takes it (plain integers: ops/base.py AS_FIXED)
 X4 = spec((1, 5, 5, 4))
 QM = "inputTensors[0].quantizeParams"
 
 NEGATIVE = [
     # (op, input specs, params, declared outputs, rule, path)
     ("Conv2d", [spec((5, 5, 4)), spec((3, 3, 4, 2))], {}, None, "input-rank", "inputTensors[0].rank"),
-    ("Conv2d", [spec((1, 5, 5, 4), I32), spec((3, 3, 4, 2))], {}, None, "dtype", "inputTensors[0].dataType"),
+    ("Conv2d", [spec((1, 5, 5, 4), BF16), spec((3, 3, 4, 2))], {}, None, "dtype", "inputTensors[0].dataType"),
     ("Conv2d", [spec((1, 5, 5, 4), U8), spec((3, 3, 4, 2))], {}, None, "quant-missing", QM),
     ("Conv2d", [X4, spec((3, 3, 4, 2), F16)], {}, None, "dtype-mismatch", "inputTensors[1].dataType"),
     ("Conv2d", [X4, spec((3, 3, 4, 2))], {"stride": [0, 1]}, None, "stride", "params[stride]"),
@@ -444,7 +445,7 @@ NEGATIVE = [
     ("Conv2d", [X4, spec((3, 3, 4, 2)), spec((3,))], {}, None, "bias-shape", "inputTensors[2].dimensions"),
     ("Conv2d", [X4, spec((6, 3, 4, 2))], {}, None, "output-size", "inputTensors[0].dimensions"),
     ("DepthWiseConv2d", [spec((1, 5, 5)), spec((3, 3, 1, 4))], {}, None, "input-rank", "inputTensors[0].rank"),
-    ("DepthWiseConv2d", [spec((1, 5, 5, 4), I32), spec((3, 3, 1, 4))], {}, None, "dtype", "inputTensors[0].dataType"),
+    ("DepthWiseConv2d", [spec((1, 5, 5, 4), BF16), spec((3, 3, 1, 4))], {}, None, "dtype", "inputTensors[0].dataType"),
     ("DepthWiseConv2d", [spec((1, 5, 5, 4), U8), spec((3, 3, 1, 4))], {}, None, "quant-missing", QM),
     ("DepthWiseConv2d", [X4, spec((3, 3, 1, 4), F16)], {}, None, "dtype-mismatch", "inputTensors[1].dataType"),
     ("DepthWiseConv2d", [X4, spec((3, 3, 1, 4))], {"stride": [1, 0]}, None, "stride", "params[stride]"),
@@ -454,14 +455,14 @@ NEGATIVE = [
     ("DepthWiseConv2d", [X4, spec((3, 3, 1, 8)), spec((4,))], {}, None, "bias-shape", "inputTensors[2].dimensions"),
     ("DepthWiseConv2d", [X4, spec((3, 3, 1, 4))], {"dilation": [3, 3]}, None, "output-size", "inputTensors[0].dimensions"),
     ("FullyConnected", [spec((6,)), spec((2, 6))], {}, None, "input-rank", "inputTensors[0].rank"),
-    ("FullyConnected", [spec((1, 6), I32), spec((2, 6))], {}, None, "dtype", "inputTensors[0].dataType"),
+    ("FullyConnected", [spec((1, 6), BF16), spec((2, 6))], {}, None, "dtype", "inputTensors[0].dataType"),
     ("FullyConnected", [spec((1, 6), U8), spec((2, 6))], {}, None, "quant-missing", QM),
     ("FullyConnected", [spec((1, 6)), spec((2, 6)), spec((2,), F16)], {}, None, "dtype-mismatch", "inputTensors[2].dataType"),
     ("FullyConnected", [spec((1, 7)), spec((2, 6))], {}, None, "k-mismatch", "inputTensors[1].dimensions"),
     ("FullyConnected", [spec((2, 3, 4)), spec((2, 6))], {"keep_dims": True}, None, "k-mismatch", "inputTensors[1].dimensions"),
     ("FullyConnected", [spec((1, 6)), spec((2, 6)), spec((3,))], {}, None, "bias-shape", "inputTensors[2].dimensions"),
     ("MatMul", [spec((3,)), spec((3, 2))], {}, None, "input-rank", "inputTensors[0].rank"),
-    ("MatMul", [spec((2, 3), I32), spec((3, 2))], {}, None, "dtype", "inputTensors[0].dataType"),
+    ("MatMul", [spec((2, 3), BF16), spec((3, 2))], {}, None, "dtype", "inputTensors[0].dataType"),
     ("MatMul", [spec((2, 3), U8), spec((3, 2))], {}, None, "quant-missing", QM),
     ("MatMul", [spec((2, 3)), spec((3, 2), F16)], {}, None, "dtype-mismatch", "inputTensors[1].dataType"),
     ("MatMul", [spec((2, 3)), spec((2, 3))], {}, None, "inner-dim", "inputTensors[1].dimensions"),
@@ -491,7 +492,7 @@ for _op in ("PoolMax2d", "PoolAvg2d"):
     _p = {"filter_size": [2, 2], "stride": [2, 2]}
     NEGATIVE += [
         (_op, [spec((5, 5, 4))], _p, None, "input-rank", "inputTensors[0].rank"),
-        (_op, [spec((1, 5, 5, 4), I32)], _p, None, "dtype", "inputTensors[0].dataType"),
+        (_op, [spec((1, 5, 5, 4), BF16)], _p, None, "dtype", "inputTensors[0].dataType"),
         (_op, [spec((1, 5, 5, 4), U8)], _p, None, "quant-missing", QM),
         (_op, [X4], {**_p, "filter_size": [0, 2]}, None, "filter-size", "params[filter_size]"),
         (_op, [X4], {**_p, "stride": [2, 0]}, None, "stride", "params[stride]"),

@@ -30,6 +30,9 @@ RNG = np.random.default_rng(2024)
 F32, F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
 U8, S8 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8
 S32, I32 = Q.QNN_DATATYPE_SFIXED_POINT_32, Q.QNN_DATATYPE_INT_32
+# BFLOAT_16: no op takes it (a plain integer / BOOL_8 is fixed point with scale 1 to the ops
+# that have no kernel for it, ops/base.py AS_FIXED)
+BF16 = Q.QNN_DATATYPE_BFLOAT_16
 ENC = Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET
 
 
@@ -524,7 +527,7 @@ def _conv_rows(op_type, S, kind):
         return {name: list(value) if not isinstance(value[0], list) else value}
     rows = [
         (op_type, [spec((6,) * S + (4,)), f], {}, "input-rank", "inputTensors[0].rank"),
-        (op_type, [spec(x.shape, I32), f], {}, "dtype", "inputTensors[0].dataType"),
+        (op_type, [spec(x.shape, BF16), f], {}, "dtype", "inputTensors[0].dataType"),
         (op_type, [spec(x.shape, U8), f], {}, "quant-missing", "inputTensors[0].quantizeParams"),
         (op_type, [x, spec(f_ok, F16)], {}, "dtype-mismatch", "inputTensors[1].dataType"),
         (op_type, [x, f], p("stride", [0] * S), "stride", "params[stride]"),
@@ -557,7 +560,7 @@ def _pool_rows(op_type, S):
     base = {"filter_size": [2] * S, "stride": [2] * S}
     return [
         (op_type, [spec((5,) * S + (4,))], base, "input-rank", "inputTensors[0].rank"),
-        (op_type, [spec(x.shape, I32)], base, "dtype", "inputTensors[0].dataType"),
+        (op_type, [spec(x.shape, BF16)], base, "dtype", "inputTensors[0].dataType"),
         (op_type, [spec(x.shape, U8)], base, "quant-missing", "inputTensors[0].quantizeParams"),
         (op_type, [x], {**base, "filter_size": [0] + [2] * (S - 1)}, "filter-size",
          "params[filter_size]"),
@@ -579,7 +582,7 @@ NEGATIVE = [r for op, (S, kind) in CONV_OPS.items() for r in _conv_rows(op, S, k
 NEGATIVE += [r for op, S in POOL_OPS.items() for r in _pool_rows(op, S)]
 NEGATIVE += [
     ("FullyConnected", [spec((6,)), spec((2, 6))], {}, "input-rank", "inputTensors[0].rank"),
-    ("FullyConnected", [spec((1, 6), I32), spec((2, 6))], {}, "dtype", "inputTensors[0].dataType"),
+    ("FullyConnected", [spec((1, 6), BF16), spec((2, 6))], {}, "dtype", "inputTensors[0].dataType"),
     ("FullyConnected", [spec((1, 6)), spec((2, 6), S8)], {}, "quant-missing",
      "inputTensors[1].quantizeParams"),
     ("FullyConnected", [spec((1, 6), F16), spec((2, 6))], {}, "dtype-mismatch",
@@ -589,7 +592,7 @@ NEGATIVE += [
     ("FullyConnected", [spec((1, 6)), spec((2, 6)), spec((3,))], {}, "bias-shape",
      "inputTensors[2].dimensions"),
     ("MatMul", [spec((3,)), spec((3, 2))], {}, "input-rank", "inputTensors[0].rank"),
-    ("MatMul", [spec((2, 3)), spec((3, 2), I32)], {}, "dtype", "inputTensors[1].dataType"),
+    ("MatMul", [spec((2, 3)), spec((3, 2), BF16)], {}, "dtype", "inputTensors[1].dataType"),
     ("MatMul", [spec((2, 3), U8), spec((3, 2))], {}, "quant-missing",
      "inputTensors[0].quantizeParams"),
     ("MatMul", [spec((2, 3)), spec((3, 2), F16)], {}, "dtype-mismatch",

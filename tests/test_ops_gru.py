@@ -164,7 +164,7 @@ def gru_specs(**over):
 TM = {"time_major": True}
 NEGATIVE = [
     ("Gru", gru_specs(i14=spec((1,), Q.QNN_DATATYPE_BOOL_8)), TM, "reset", "inputTensors[14]"),
-    ("Gru", gru_specs(i1=spec((H, I), Q.QNN_DATATYPE_INT_32)), TM, "dtype",
+    ("Gru", gru_specs(i1=spec((H, I), Q.QNN_DATATYPE_BFLOAT_16)), TM, "dtype",
      "inputTensors[1].dataType"),
     ("Gru", gru_specs(i4=spec((H, H), U8)), TM, "quant-missing", "inputTensors[4].quantizeParams"),
     ("Gru", gru_specs(i0=spec((T * B * I,))), TM, "input-rank", "inputTensors[0].rank"),

@@ -34,6 +34,9 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 RNG = np.random.default_rng(4321)
 F32 = Q.QNN_DATATYPE_FLOAT_32
 U8, I32, U32 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32
+# BFLOAT_16: no op takes it (a plain integer / BOOL_8 is fixed point with scale 1 to the ops
+# that have no kernel for it, ops/base.py AS_FIXED)
+BF16 = Q.QNN_DATATYPE_BFLOAT_16
 
 
 # ---- helpers --------------------------------------------------------------------------------
@@ -970,60 +973,60 @@ Q_MISSING = spec((2, 3), U8)  # fixed point without quantization
 NEGATIVE = [
     # (op, input specs, params, declared outputs, rule, path)
     ("Batchnorm", [spec(()), spec((1,))], {}, None, "input-rank", "inputTensors[0].rank"),
-    ("Batchnorm", [spec((2, 3), I32), spec((3,))], {}, None, "dtype", "inputTensors[0].dataType"),
+    ("Batchnorm", [spec((2, 3), BF16), spec((3,))], {}, None, "dtype", "inputTensors[0].dataType"),
     ("Batchnorm", [Q_MISSING, spec((3,))], {}, None, "quant-missing", "inputTensors[0].quantizeParams"),
     ("Batchnorm", [X4, spec((4,))], {}, None, "weight-shape", "inputTensors[1].dimensions"),
     ("Batchnorm", [X4, spec((6,)), spec((1, 6))], {}, None, "bias-shape", "inputTensors[2].dimensions"),
     ("InstanceNorm", [spec((2, 6)), spec((6,)), spec((6,))], {}, None, "input-rank", "inputTensors[0].rank"),
-    ("InstanceNorm", [spec((1, 2, 3), I32), spec((3,)), spec((3,))], {}, None, "dtype", "inputTensors[0].dataType"),
+    ("InstanceNorm", [spec((1, 2, 3), BF16), spec((3,)), spec((3,))], {}, None, "dtype", "inputTensors[0].dataType"),
     ("InstanceNorm", [X4, spec((6,)), spec((6,))], {"mode": 2}, None, "mode", "params[mode]"),
     ("InstanceNorm", [X4, spec((6,)), spec((6,))], {"region": 3}, None, "region", "params[region]"),
     ("InstanceNorm", [X4, spec((5,)), spec((6,))], {}, None, "gamma-shape", "inputTensors[1].dimensions"),
     ("InstanceNorm", [X4, spec((6,)), spec((6, 1))], {}, None, "beta-shape", "inputTensors[2].dimensions"),
     ("LayerNorm", [spec(()), spec((1,))], {"axes": [0]}, None, "input-rank", "inputTensors[0].rank"),
-    ("LayerNorm", [spec((2, 3), I32), spec((3,))], {"axes": [1]}, None, "dtype", "inputTensors[0].dataType"),
+    ("LayerNorm", [spec((2, 3), BF16), spec((3,))], {"axes": [1]}, None, "dtype", "inputTensors[0].dataType"),
     ("LayerNorm", [X4, spec((6,))], {"axes": [4]}, None, "axes", "params[axes]"),
     ("LayerNorm", [X4, spec((6,))], {"axes": []}, None, "axes", "params[axes]"),
     ("LayerNorm", [X4, spec((5,))], {"axes": [3]}, None, "gamma-shape", "inputTensors[1].dimensions"),
     ("LayerNorm", [X4, spec((5, 6)), spec((2, 6))], {"axes": [2, 3]}, None, "beta-shape", "inputTensors[2].dimensions"),
     ("RmsNorm", [spec(()), spec((1,))], {"axes": [0]}, None, "input-rank", "inputTensors[0].rank"),
-    ("RmsNorm", [spec((2, 3), I32), spec((3,))], {"axes": [1]}, None, "dtype", "inputTensors[0].dataType"),
+    ("RmsNorm", [spec((2, 3), BF16), spec((3,))], {"axes": [1]}, None, "dtype", "inputTensors[0].dataType"),
     ("RmsNorm", [X4, spec((6,))], {"axes": [0, 9]}, None, "axes", "params[axes]"),
     ("RmsNorm", [X4, spec((6, 6))], {"axes": [3]}, None, "gamma-shape", "inputTensors[1].dimensions"),
     ("RmsNorm", [X4, spec((6,)), spec((7,))], {"axes": [3]}, None, "beta-shape", "inputTensors[2].dimensions"),
     ("GroupNorm", [spec((6,))], {}, None, "input-rank", "inputTensors[0].rank"),
-    ("GroupNorm", [spec((2, 6), I32)], {}, None, "dtype", "inputTensors[0].dataType"),
+    ("GroupNorm", [spec((2, 6), BF16)], {}, None, "dtype", "inputTensors[0].dataType"),
     ("GroupNorm", [X4], {"group": 4}, None, "group", "params[group]"),
     ("GroupNorm", [X4], {"group": 0}, None, "group", "params[group]"),
     ("GroupNorm", [X4, spec((3,))], {"group": 2}, None, "gamma-shape", "inputTensors[1].dimensions"),
     ("GroupNorm", [X4, spec((6,)), spec((2,))], {"group": 2}, None, "beta-shape", "inputTensors[2].dimensions"),
     ("L2Norm", [spec(())], {}, None, "input-rank", "inputTensors[0].rank"),
-    ("L2Norm", [spec((2, 3), I32)], {}, None, "dtype", "inputTensors[0].dataType"),
+    ("L2Norm", [spec((2, 3), BF16)], {}, None, "dtype", "inputTensors[0].dataType"),
     ("L2Norm", [X4], {"axis": 4}, None, "axis", "params[axis]"),
     ("L2Norm", [X4], {"axes": [1, 5]}, None, "axes", "params[axes]"),
     ("Lrn", [spec(())], {"radius": 1}, None, "input-rank", "inputTensors[0].rank"),
     ("Lrn", [spec((2, 5, 6))], {"radius": 1, "region": 1}, None, "input-rank", "inputTensors[0].rank"),
-    ("Lrn", [spec((2, 3), I32)], {"radius": 1}, None, "dtype", "inputTensors[0].dataType"),
+    ("Lrn", [spec((2, 3), BF16)], {"radius": 1}, None, "dtype", "inputTensors[0].dataType"),
     ("Lrn", [X4], {"radius": 1, "region": 2}, None, "region", "params[region]"),
     ("Lrn", [X4], {"radius": np.int32(-1)}, None, "radius", "params[radius]"),
     ("Argmax", [spec(())], {"axis": 0}, None, "input-rank", "inputTensors[0].rank"),
-    ("Argmax", [spec((2, 3), Q.QNN_DATATYPE_BOOL_8)], {"axis": 0}, None, "dtype", "inputTensors[0].dataType"),
+    ("Argmax", [spec((2, 3), BF16)], {"axis": 0}, None, "dtype", "inputTensors[0].dataType"),
     ("Argmax", [X4], {"axis": 4}, None, "axis", "params[axis]"),
     ("Argmin", [spec(())], {"axis": 0}, None, "input-rank", "inputTensors[0].rank"),
-    ("Argmin", [spec((2, 3), Q.QNN_DATATYPE_BOOL_8)], {"axis": 0}, None, "dtype", "inputTensors[0].dataType"),
+    ("Argmin", [spec((2, 3), BF16)], {"axis": 0}, None, "dtype", "inputTensors[0].dataType"),
     ("Argmin", [X4], {"axis": 7}, None, "axis", "params[axis]"),
     ("TopK", [spec(())], {"k": 1}, None, "input-rank", "inputTensors[0].rank"),
-    ("TopK", [spec((2, 3), Q.QNN_DATATYPE_BOOL_8)], {"k": 1}, None, "dtype", "inputTensors[0].dataType"),
+    ("TopK", [spec((2, 3), BF16)], {"k": 1}, None, "dtype", "inputTensors[0].dataType"),
     ("TopK", [X4], {"k": 7}, None, "k", "params[k]"),
     ("TopK", [X4], {"k": 0}, None, "k", "params[k]"),
     ("CumulativeSum", [spec(())], {"axis": 0}, None, "input-rank", "inputTensors[0].rank"),
-    ("CumulativeSum", [spec((2, 3), Q.QNN_DATATYPE_BOOL_8)], {"axis": 0}, None, "dtype", "inputTensors[0].dataType"),
+    ("CumulativeSum", [spec((2, 3), BF16)], {"axis": 0}, None, "dtype", "inputTensors[0].dataType"),
     ("CumulativeSum", [X4], {"axis": 4}, None, "axis", "params[axis]"),
 ]
 for _op in sorted(REDUCE_REF):
     NEGATIVE += [
         (_op, [spec(())], {"axes": [0]}, None, "input-rank", "inputTensors[0].rank"),
-        (_op, [spec((2, 3), Q.QNN_DATATYPE_BOOL_8)], {"axes": [0]}, None, "dtype", "inputTensors[0].dataType"),
+        (_op, [spec((2, 3), BF16)], {"axes": [0]}, None, "dtype", "inputTensors[0].dataType"),
         (_op, [X4], {"axes": [1, 4]}, None, "axes", "params[axes]"),
         (_op, [X4], {"axes": []}, None, "axes", "params[axes]"),
     ]

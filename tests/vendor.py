@@ -25,8 +25,12 @@ def vendor_library(name: str = "libQnnHtp.so") -> Path | None:
 
 def vendor_env() -> dict[str, str]:
     """Environment for a subprocess using the vendor backend: it dlopens its helper libraries
-    (libHtpPrepare.so, ...) by name, so their directory must be on LD_LIBRARY_PATH."""
+    (libHtpPrepare.so, ...) by name, so their directory must be on LD_LIBRARY_PATH. Python's
+    stdout unbuffered: the vendor's library prints log lines on stdout too, and a probe's
+    result line must come out when printed, not after those at exit (a plain shell, as in CI,
+    does not set PYTHONUNBUFFERED)."""
     env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
     d = vendor_dir()
     if d is not None:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(

@@ -843,6 +843,17 @@ def check_ours_main(a) -> int:
         by = collections.Counter((m["stage"], "qnnemu accepts" if m["ours"] else "qnnemu refuses") for m in res["mismatches"])
         print(f"v{arch}: {res['cases']} cases, {res['compared']} verdicts compared, {len(res['mismatches'])} differ "
               f"{dict(by)}")
+        refused = [m for m in res["mismatches"] if not m["ours"]]
+        taken = [m for m in res["mismatches"] if m["ours"]]
+        print(f"  qnnemu refuses what the vendor took: {len(refused)} "
+              f"(validation {sum(m['stage'] == 'validate' for m in refused)}, "
+              f"one-node graph {sum(m['stage'] == 'graph' for m in refused)}); "
+              f"qnnemu takes what the vendor refused: {len(taken)} "
+              f"({sum(bool(m['lenient']) for m in taken)} of them the shape-dependent leniency)")
+        groups = collections.Counter((m["op"], m["stage"], (re.search(r"\[(QNNEMU-[^\]]+)\]", m.get("why") or "")
+                                                            or [None, "?"])[1]) for m in refused)
+        for (op, stage, rule), n in groups.most_common():
+            print(f"    {n:5d}  {op} ({stage}): {rule}")
     if a.json:
         a.json.write_text(json.dumps(results, indent=1))
     return 0

@@ -658,6 +658,10 @@ def _raw_slot_key(tid: int) -> int:
     return -tid - 1
 
 
+def _as_fixed_slot_key(tid: int) -> tuple[str, int]:
+    return ("as-fixed", tid)
+
+
 def _float32_slot_key(tid: int) -> tuple[str, int]:
     """The slot key of a float32 static tensor an op keeps in float32 under float16 math
     (float16.STATIC_FLOAT32_INPUTS); its float16 value, if also read, keeps the id's slot."""
@@ -689,6 +693,8 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
                     [None], [None])
     raw = cls.handles_quant
     params_impl = cls(node.params, node.input_specs, node.output_specs)
+    # plain integer / BOOL_8 tensors the op computes as fixed point with scale 1 (ops/base.py)
+    view = getattr(params_impl, "fixed_view", None)
     island = (islands and not precision_fp16 and node.op_type in float16.FLOAT16_ON_FLOAT32_DEVICES
               and any(t is not None and t.dtype == FLOAT32 for t in ins[:1]))
     params_impl.htp_arch = arch
@@ -727,12 +733,18 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
                 s = slot_of(_float32_slot_key(t.id))
                 reads[-1] = s
                 statics[s] = t.data
+            elif view is not None and not raw and i in view.inputs:
+                s = slot_of(_as_fixed_slot_key(t.id))
+                reads[-1] = s
+                statics[s] = view.dequantize(t.data)
             else:
                 statics[s] = _static_value(t, raw, precision_fp16)
             in_conv.append(None)
             continue
         if not raw and t.dtype in fixed:
             in_conv.append(Dequantizer(t.quant))
+        elif view is not None and not raw and i in view.inputs:
+            in_conv.append(view.dequantize)
         elif rules is not None and t.dtype == FLOAT32 and (island or float16.is_graph_input(t)) \
                 and i not in rules.float32_inputs:
             in_conv.append(_fp16_round)   # a float32 value enters float16 math
@@ -741,9 +753,11 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
     out_conv: list[Callable | None] = []
     writes: list[int] = []
     mode = rounding_for(node.op_type)
-    for t in outs:
+    for k, t in enumerate(outs):
         writes.append(slot_of(t.id))
-        if t.dtype == FLOAT32 and rules is not None:
+        if view is not None and not raw and k in view.outputs:
+            out_conv.append(functools.partial(view.requantize, dtype=t.dtype, mode=mode))
+        elif t.dtype == FLOAT32 and rules is not None:
             out_conv.append(_fp16_island_output if island else
                             _fp16_round_even if rules.ties == "even" else _fp16_round)
         elif raw:

@@ -168,8 +168,11 @@ def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, dims: t
 
 
 def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM,
-                  allow_null_type: bool = True) -> tuple[QuantSpec | None, np.ndarray | None]:
-    """Creation rules for a tensor description; returns (quantization, static array)."""
+                  allow_null_type: bool = True, max_rank: int | None = MAX_RANK
+                  ) -> tuple[QuantSpec | None, np.ndarray | None]:
+    """Creation rules for a tensor description; returns (quantization, static array).
+    ``max_rank`` None: no rank limit (backendValidateOpConfig: the vendor's validation takes
+    tensors of rank 7 and 8 for ops that do not check ranks; op support data decides there)."""
     if d.version not in (1, 2):
         fail(Location(func).field(f"{path}.version"), "QNNEMU-tensor-version",
              f"must be QNN_TENSOR_VERSION_1 or _2, got {d.version}", code=code)
@@ -192,15 +195,18 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
     if d.dims is None:
         fail(Location(func).field(f"{v}.dimensions"), "QNNEMU-tensor-dims-null", "rank > 0 but dimensions is NULL",
              code=code)
-    if len(d.dims) > MAX_RANK:
+    if max_rank is not None and len(d.dims) > max_rank:
         fail(Location(func).field(f"{v}.rank"), "QNNEMU-tensor-rank",
-             f"rank {len(d.dims)}: the HTP backend takes tensors of rank 0..{MAX_RANK}", code=code)
+             f"rank {len(d.dims)}: the HTP backend takes tensors of rank 0..{max_rank}", code=code)
     # A dimension of 0 is accepted here (a NULL tensor of dimensions [0] is how ONNX Runtime
     # passes an absent optional input); a node refuses empty tensors (check_not_empty).
     if d.dynamic_dims and any(d.dynamic_dims):
         fail(Location(func).field(f"{v}.isDynamicDimensions"), "QNNEMU-tensor-dynamic-dims",
              "dynamic dimensions are not supported yet", code=Q.QNN_TENSOR_ERROR_UNSUPPORTED_TENSOR_PARAM)
-    quant = quant_spec(d.quant, d.dtype, func, v, code, tuple(d.dims))
+    if d.type == Q.QNN_TENSOR_TYPE_NULL and d.quant.definition != Q.QNN_DEFINITION_DEFINED:
+        quant = None   # an absent optional input: no values to encode (the vendor takes it)
+    else:
+        quant = quant_spec(d.quant, d.dtype, func, v, code, tuple(d.dims))
     if d.data_format == Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT:
         _check_native_kv(d, quant, func, v)
     static = None

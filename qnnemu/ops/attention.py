@@ -111,6 +111,7 @@ class RotaryEmbedding(Op):
     """
 
     inputs = ("in[0]", "in[1]", "in[2]", "in[3]?")
+    native_int_inputs = (3,)            # position_ids
     params = {
         "interleaved": ParamSpec("scalar", ("bool",), default=False),
         "rotary_embedding_dim": ParamSpec("scalar", ("uint", "int"), default=None),
@@ -265,6 +266,7 @@ class GroupQueryAttention(Op):
 
     inputs = ("in[0]", "in[1]", "in[2]", "in[3]?", "in[4]?", "in[5]?", "in[6]?", "in[7]?",
               "in[8]?", "in[9]?")
+    native_int_inputs = (1, 2, 9)       # seqlens_k, total_sequence_length, position_ids
     outputs = ("out[0]", "out[1]", "out[2]")
     params = {
         "num_heads": ParamSpec("scalar", ("uint", "int"), required=True),

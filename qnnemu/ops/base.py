@@ -256,6 +256,140 @@ def _param_value(spec: ParamSpec, p: Param, path: str, strict: bool):
     return _scalar_value(spec, p.dtype, value, path, strict)
 
 
+# ---- plain integers and BOOL_8 as fixed point with scale 1 ------------------------------------
+#
+# A plain INT_*/UINT_*/BOOL_8 tensor in an op that has no kernel of its own for that type: the
+# vendor's HTP computes it as the fixed-point type of the same width and signedness with scale 1
+# and offset 0 (BOOL_8: UFIXED_POINT_8) -- measured on libQnnHtp.so 2.51, v73: the one-node
+# graphs of tools/probe_op_support.py the vendor's graph path finalizes with plain tensors give
+# that result within one code (tools/compare_op_values.py; the few that do not, where the
+# vendor's values are no function of the inputs' values, are listed in docs/validation.md,
+# "Documented divergences", and docs/op-support.md, "Plain integers").  qnnemu does
+# the same: when an op's own check refuses such a node, it is checked again on that *fixed view*
+# (``FixedView``), and the execution plan dequantizes / requantizes those tensors as it does any
+# fixed-point tensor (codes are the values).  Outputs round as the op's fixed-point outputs do
+# (core/plan.py ROUNDING_BY_OP), saturate to the type's range (32-bit: the largest float32 below
+# it, 2**31 - 128, as the vendor's conversions do) and NaN saturates to the largest value.
+# UINT_32 codes are read as INT_32 by the vendor's fixed-point kernels (3e9 is negative to its
+# Relu); INT_64 computes with its full range (its values are read exactly).
+AS_FIXED: dict[int, int] = {
+    Q.QNN_DATATYPE_INT_8: Q.QNN_DATATYPE_SFIXED_POINT_8,
+    Q.QNN_DATATYPE_UINT_8: Q.QNN_DATATYPE_UFIXED_POINT_8,
+    Q.QNN_DATATYPE_BOOL_8: Q.QNN_DATATYPE_UFIXED_POINT_8,
+    Q.QNN_DATATYPE_INT_16: Q.QNN_DATATYPE_SFIXED_POINT_16,
+    Q.QNN_DATATYPE_UINT_16: Q.QNN_DATATYPE_UFIXED_POINT_16,
+    Q.QNN_DATATYPE_INT_32: Q.QNN_DATATYPE_SFIXED_POINT_32,
+    Q.QNN_DATATYPE_UINT_32: Q.QNN_DATATYPE_UFIXED_POINT_32,
+    Q.QNN_DATATYPE_INT_64: Q.QNN_DATATYPE_SFIXED_POINT_32,
+}
+IDENTITY_QUANT = QuantSpec(int(Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET), 1.0, 0)
+
+
+def as_fixed_spec(spec: TensorSpec) -> TensorSpec:
+    """``spec`` (a plain INT_*/UINT_*/BOOL_8 tensor) as the fixed-point tensor the HTP computes."""
+    return dataclasses.replace(spec, dtype=AS_FIXED[spec.dtype], quant=IDENTITY_QUANT)
+
+
+def plain_range(dtype: int) -> tuple[float, float]:
+    """The values an output of plain type ``dtype`` saturates to (see AS_FIXED above)."""
+    if dtype == Q.QNN_DATATYPE_BOOL_8:
+        return 0.0, 255.0
+    bits = 8 * dtypes.itemsize(dtype)
+    signed = dtypes.name(dtype).startswith("QNN_DATATYPE_INT_")
+    lo, hi = (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1) - 1) if signed else (0.0, 2.0 ** bits - 1)
+    if bits >= 32:   # the largest value of the float the conversion is made in that fits
+        hi = float(np.nextafter(np.float32(hi + 1), np.float32(0))) if bits == 32 else \
+            float(np.nextafter(hi + 1, 0.0))
+    return lo, hi
+
+
+_ROUNDINGS = {
+    "half_even": np.rint,
+    "half_up": lambda y: np.floor(y + 0.5),
+    "half_away_from_zero": lambda y: np.copysign(np.floor(np.abs(y) + 0.5), y),
+}
+
+
+@dataclass(frozen=True)
+class FixedView:
+    """How an op computes a node whose plain integer / BOOL_8 tensors its own check refused: the
+    inputs at ``inputs`` and the outputs at ``outputs`` are fixed point with scale 1 (AS_FIXED).
+    ``in_specs`` / ``out_specs`` are the op's view of the node (what ``infer`` accepted)."""
+
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    in_specs: tuple
+    out_specs: tuple
+    plain_out: tuple            # the plain data type of each output in ``outputs``
+
+    @staticmethod
+    def dequantize(array: np.ndarray) -> np.ndarray:
+        """The real values of a plain array: float32 (8/16-bit) or float64 (wider: exact).
+        UINT_32 codes are read as INT_32, as the HTP's fixed-point kernels read them."""
+        a = np.asarray(array)
+        if a.dtype == np.uint32:
+            a = a.view(np.int32)
+        return a.astype(np.float32 if a.dtype.itemsize <= 2 else np.float64)
+
+    @staticmethod
+    def requantize(y: np.ndarray, dtype: int, mode: str = "half_even") -> np.ndarray:
+        """Real values as an output of plain type ``dtype``: rounded (``mode``, the op's
+        fixed-point rounding), NaN to the largest value, saturated to ``plain_range``."""
+        lo, hi = plain_range(dtype)
+        y = np.asarray(y, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            r = _ROUNDINGS.get(mode, np.rint)(y)
+            r = np.clip(np.where(np.isnan(r), hi, r), lo, hi)
+        return r.astype(dtypes.numpy_dtype(dtype))
+
+
+def fixed_view(cls, inputs: list, params: dict[str, Any], declared_outputs: list | None,
+               outs: list | None = None) -> tuple[list[TensorSpec], FixedView | None]:
+    """(the node's output specs, its FixedView or None): ``outs``, the outputs ``infer`` gave
+    for the node as it is (None: it refused it; the refusal is re-raised when the fixed view is
+    refused too), else those of the fixed view.  Declared plain outputs of real-valued results
+    are outputs of the view too (a Relu of UFIXED_POINT_8 into INT_8)."""
+    declared = list(declared_outputs) if declared_outputs is not None else None
+    plain_outs = tuple(k for k, s in enumerate(declared or ()) if s is not None and s.dtype in AS_FIXED)
+    if outs is not None:
+        convert = tuple(k for k in plain_outs if k < len(outs) and is_real_dtype(outs[k].dtype))
+        if not convert:
+            return outs, None
+        fixed_outs = tuple(as_fixed_spec(s) if k in convert else s for k, s in enumerate(declared))
+        view = FixedView((), convert, tuple(inputs), fixed_outs,
+                         tuple(declared[k].dtype for k in convert))
+        return _plain_outputs(outs, declared, convert), view
+    native = getattr(cls, "native_int_inputs", ())
+    positions = tuple(i for i, s in enumerate(inputs)
+                      if s is not None and s.dtype in AS_FIXED and i not in native)
+    if not positions and not plain_outs:
+        return None, None
+    view_in = [as_fixed_spec(s) if i in positions else s for i, s in enumerate(inputs)]
+    tries = [tuple(as_fixed_spec(s) if k in plain_outs else s for k, s in enumerate(declared))] \
+        if plain_outs else []
+    tries.append(tuple(declared) if declared is not None else None)
+    for view_out in tries:
+        try:
+            got = cls.infer(view_in, params, declared_outputs=list(view_out) if view_out is not None else None)
+        except OpCheckError:
+            continue
+        if declared is None:   # a bare check: outputs in a substituted type name the plain one
+            plain_of = {AS_FIXED[inputs[i].dtype]: inputs[i].dtype for i in reversed(positions)}
+            got = [dataclasses.replace(o, dtype=plain_of[o.dtype], quant=None)
+                   if o.quant == IDENTITY_QUANT and o.dtype in plain_of else o for o in got]
+            return got, FixedView(positions, (), tuple(view_in), (), ())
+        convert = tuple(k for k in plain_outs if k < len(got) and got[k].dtype != declared[k].dtype
+                        and is_real_dtype(got[k].dtype))
+        fixed_outs = tuple(as_fixed_spec(s) if k in convert else s for k, s in enumerate(declared))
+        return _plain_outputs(got, declared, convert), FixedView(
+            positions, convert, tuple(view_in), fixed_outs, tuple(declared[k].dtype for k in convert))
+    return None, None
+
+
+def _plain_outputs(outs, declared, convert) -> list[TensorSpec]:
+    return [TensorSpec(tuple(o.shape), declared[k].dtype) if k in convert else o for k, o in enumerate(outs)]
+
+
 class Op:
     """Base of all ops.  Subclasses set ``inputs``, ``outputs``, ``params``."""
 
@@ -268,6 +402,9 @@ class Op:
     # See the module docstring: how the plan treats fixed-point tensors around this op.
     quant_passthrough: ClassVar[bool] = False
     handles_quant: ClassVar[bool] = False
+    # Input positions holding integers the op reads as integers (indices, selectors, shapes,
+    # seeds): never part of a FixedView (see AS_FIXED).
+    native_int_inputs: ClassVar[tuple[int, ...]] = ()
     # Set by the execution plan on the instance it runs: the HTP arch the graph is prepared
     # for (None: an op used on its own; ops whose semantics differ per arch read it), and
     # whether its float32 tensors compute in float16 math (docs/numerics.md "Float16 math").
@@ -340,7 +477,22 @@ class Op:
             raise OpCheckError("QNNEMU-op-input-count", "numOfInputs",
                                f"{cls.op_type} takes {want} inputs, got {len(inputs)}")
         values = cls.parse_params(params, strict)
-        return cls.infer(inputs, values, declared_outputs=declared_outputs)
+        return cls.infer_node(inputs, values, declared_outputs)[0]
+
+    @classmethod
+    def infer_node(cls, inputs: list[TensorSpec], params: dict[str, Any],
+                   declared_outputs: list[TensorSpec] | None = None) -> tuple[list[TensorSpec], FixedView | None]:
+        """``infer`` on parsed ``params``, and the node's FixedView (None when the op computes
+        its tensors as they are): a node whose plain integer / BOOL_8 tensors ``infer`` refuses
+        is taken when its fixed view (AS_FIXED) is, as the HTP takes it."""
+        try:
+            outs = cls.infer(inputs, params, declared_outputs=declared_outputs)
+        except OpCheckError:
+            got, view = fixed_view(cls, inputs, params, declared_outputs)
+            if got is None:
+                raise
+            return got, view
+        return fixed_view(cls, inputs, params, declared_outputs, outs)
 
     @classmethod
     def check_with_warnings(cls, inputs: list[TensorSpec], params: dict[str, Param],
@@ -365,10 +517,23 @@ class Op:
     # ---- running ------------------------------------------------------------------------
     def __init__(self, params: dict[str, Any], inputs: list[TensorSpec] | None = None,
                  outputs: list[TensorSpec] | None = None):
-        """``params`` are parsed values (``parse_params``); specs are kept for kernels."""
+        """``params`` are parsed values (``parse_params``); specs are kept for kernels.  A node
+        computed on its fixed view (``infer_node``) keeps the view's specs, and ``fixed_view``
+        tells the execution plan which arrays it converts."""
         self.param_values = params
         self.input_specs = inputs or []
         self.output_specs = outputs or []
+        self.fixed_view: FixedView | None = None
+        if any(s is not None and s.dtype in AS_FIXED for s in (*self.input_specs, *self.output_specs)):
+            try:
+                _, view = type(self).infer_node(list(self.input_specs), params, outputs)
+            except OpCheckError:
+                view = None
+            if view is not None:
+                self.fixed_view = view
+                self.input_specs = list(view.in_specs)
+                if view.out_specs:
+                    self.output_specs = list(view.out_specs)
 
     def run(self, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
         for i, (a, spec) in enumerate(zip(arrays, self.input_specs)):
@@ -546,6 +711,7 @@ def htp_fp16_to_fp32(v: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["Op", "Param", "ParamSpec", "TensorSpec", "QuantSpec", "REGISTRY", "OpWarning", "warn",
+           "AS_FIXED", "IDENTITY_QUANT", "FixedView", "fixed_view", "as_fixed_spec", "plain_range",
            "OpCheckError", "same_spec", "check_rank", "check_float", "type_category",
            "check_float_inputs", "to_compute", "from_compute", "check_real", "check_index",
            "is_real_dtype", "compute_dtype", "HTP_FP16_MAX", "htp_fp16_round", "htp_fp16_static", "htp_fp16_to_fp32"]

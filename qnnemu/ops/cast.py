@@ -109,6 +109,20 @@ class _Conversion(Op, register=False):
     handles_quant = True
     # spec.quant (the plan's quantizer) is imported on first use, as everywhere in ops.
 
+    def __init__(self, params, inputs=None, outputs=None):
+        # The node's data types as declared: a plain integer tensor computed as fixed point
+        # with scale 1 (ops/base.py FixedView) gets the view's specs in input_specs/output_specs.
+        self.declared_dtypes = ([s.dtype for s in inputs or [] if s is not None],
+                                [s.dtype for s in outputs or [] if s is not None])
+        super().__init__(params, inputs, outputs)
+
+    def _plain_pair(self) -> tuple[int, int] | None:
+        """(input, output) data types when both are plain integers / BOOL_8, else None."""
+        ins, outs = self.declared_dtypes
+        if ins and outs and ins[0] in _INTS | {_BOOL} and outs[0] in _INTS | {_BOOL}:
+            return ins[0], outs[0]
+        return None
+
     def _quant(self, specs, where: str) -> QuantSpec:
         """The encoding of input/output 0 (``where``: "inputTensors" or "outputTensors")."""
         spec = specs[0] if specs else None
@@ -213,29 +227,61 @@ class Convert(_Conversion):
 class Quantize(_Conversion):
     """float -> fixed point with the output's encoding: q = clamp(round(x * (1 / scale)) -
     offset), ties away from zero (as the vendor's backend does, docs/numerics.md), saturated
-    to the storage range (narrowed by a smaller ``bitwidth``); nan gives the zero point."""
+    to the storage range (narrowed by a smaller ``bitwidth``); nan gives the zero point.
+
+    The HTP's graph path also takes other pairs (its validation refuses them), and qnnemu
+    computes them all as the re-encoding of the real value (what Convert does; plain integers
+    and BOOL_8 are fixed point with scale 1, ops/base.py AS_FIXED).  Measured on libQnnHtp.so
+    2.51, v73: float -> the same float type copies; plain -> plain integer copies the value,
+    saturated (INT_32 <-> UINT_32: the bits); fixed point -> fixed point of another width
+    requantizes -- as here.  The vendor writes the output's zero point (or 0 / 255) for fixed
+    point -> 8-bit fixed point of the same width in another encoding (UFIXED_POINT_8 ->
+    UFIXED_POINT_8, SFIXED_POINT_8 -> UFIXED_POINT_8), for fixed point <-> plain integer, for
+    BOOL_8 -> fixed point and for UINT_8 -> INT_8 / INT_8 -> BOOL_8: values that are no
+    function of the input's, so qnnemu requantizes there too (a deliberate divergence,
+    docs/validation.md "Documented divergences").
+    """
 
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
-        _check_in(cls.op_type, inputs[0], _FLOATS, "FLOAT_32 or FLOAT_16")
-        return _declared(cls.op_type, inputs, declared_outputs, _FIXED,
-                         "a fixed-point type")
+        what = "FLOAT_32/FLOAT_16 or fixed point"
+        _check_in(cls.op_type, inputs[0], _REAL_TYPES, what)
+        return _declared(cls.op_type, inputs, declared_outputs, _REAL_TYPES, what)
 
     def _run(self, x):
-        return self._from_real(x)
+        pair = self._plain_pair()
+        if pair is not None:
+            return _plain_to_plain(x, *pair)
+        return self._from_real(self._to_real(x))
+
+
+def _plain_to_plain(x: np.ndarray, src: int, dst: int) -> np.ndarray:
+    """Quantize between plain integer / BOOL_8 types as the HTP does: the bits of a type as wide
+    (32/64-bit: INT_32 -> UINT_32 wraps), else the value saturated to the output's range
+    (BOOL_8: 0..255, its byte)."""
+    out = dtypes.numpy_dtype(dst)
+    if dtypes.itemsize(src) == dtypes.itemsize(dst) >= 4:
+        return np.ascontiguousarray(x).view(out).copy()
+    lo, hi = (0, 255) if dst == _BOOL else int_range(dst)
+    return np.clip(np.asarray(x).astype(np.int64), lo, hi).astype(out)
 
 
 class Dequantize(_Conversion):
     """fixed point -> float: scale * (q + offset) with the input's encoding (per tensor or per
-    axis).  Output FLOAT_32 unless declared FLOAT_16."""
+    axis).  Output FLOAT_32 unless declared FLOAT_16.  A float input (the HTP's graph path
+    takes FLOAT_16 -> FLOAT_32 and FLOAT_32 -> FLOAT_32) is converted to the output's float
+    type, as the vendor computes it (measured on libQnnHtp.so 2.51, v73)."""
 
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
-        _check_in(cls.op_type, inputs[0], _FIXED, "a fixed-point type")
+        what = "a fixed-point type, FLOAT_32 or FLOAT_16"
+        _check_in(cls.op_type, inputs[0], _REAL_TYPES, what)
         return _declared(cls.op_type, inputs, declared_outputs, _FLOATS, "FLOAT_32 or FLOAT_16",
                          default=_F32)
 
     def _run(self, x):
+        if self._in_dtype(x) in _FLOATS:
+            return self._from_real(x)
         from ..spec.quant import dequantize
         quant = self._quant(self.input_specs, "inputTensors")
         return dequantize(x, quant, dtypes.numpy_dtype(self._out_dtype()))

@@ -6,7 +6,8 @@ Binary, numpy broadcasting (output: the broadcast shape):
   Minimum, Power, SquaredDifference, FloorDiv, Fmod, Mod;
 - comparisons, output BOOL_8: ElementWiseEqual, NotEqual, Greater, GreaterEqual, Less,
   LessEqual;
-- logic on BOOL_8, output BOOL_8: ElementWiseAnd, Or, Xor;
+- logic on BOOL_8, output BOOL_8: ElementWiseAnd, Or, Xor (and on 8-bit codes: see
+  ``byte_logic``);
 - ElementWiseBinary: any of the above chosen by its ``operation`` parameter
   (QNN_OP_ELEMENT_WISE_BINARY_OPERATION_*); the ONNX Runtime QNN EP emits it for Add, Sub,
   Mul, Div, Max, Min, Pow, comparisons and logic ops.
@@ -186,6 +187,74 @@ def _floor_div_real(a, b):
     return np.floor(np.divide(a, b))
 
 
+# ---- logic ops on 8-bit codes -----------------------------------------------------------------
+# The HTP's logic ops (And, Or, Xor, Not; ElementWiseBinary AND/OR/XOR, ElementWiseUnary NOT)
+# also take 8-bit fixed point (validation) and plain INT_8 / UINT_8 (the graph path), and
+# compute them on codes -- measured on libQnnHtp.so 2.51, v73 (tests/test_ops_elementwise.py
+# test_logic_on_bytes_as_the_vendor):
+# - an input element is true when its real value is not 0 (its code is not the zero point);
+# - And/Or/Xor write the truth as the code 1 / 0 whatever the output's encoding; a signed
+#   output (SFIXED_POINT_8, INT_8) gets those codes shifted by -128 (-127 true, -128 false);
+# - Not writes 1 (signed: -127) for true and the output's zero point (real 0) for false.
+_BYTE_TYPES = (Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8,
+               Q.QNN_DATATYPE_UINT_8, Q.QNN_DATATYPE_INT_8)
+_SIGNED_BYTES = (Q.QNN_DATATYPE_SFIXED_POINT_8, Q.QNN_DATATYPE_INT_8)
+
+
+def _is_byte(spec: TensorSpec | None) -> bool:
+    return spec is not None and spec.dtype in _BYTE_TYPES and \
+        (spec.dtype not in dtypes.FIXED_POINT_TYPES or spec.quant is not None)
+
+
+def byte_logic_output(op: str, inputs: list[TensorSpec], declared_outputs,
+                      shape: tuple[int, ...]) -> list[TensorSpec] | None:
+    """The output of a logic op whose data inputs are all 8-bit codes (None: they are not):
+    the declared output when it is an 8-bit type or BOOL_8 (without one: in[0]'s type)."""
+    if not inputs or not all(_is_byte(s) for s in inputs):
+        return None
+    out = declared_outputs[0] if declared_outputs else None
+    if out is None:
+        return [same_spec(inputs[0], shape=shape)]
+    if out.dtype not in _BYTE_TYPES + (_BOOL,):
+        raise rule_error(op, "dtype", "outputTensors[0].dataType",
+                         f"{op} of 8-bit inputs writes 8-bit codes: the output must be UFIXED_POINT_8, "
+                         f"SFIXED_POINT_8, UINT_8, INT_8 or BOOL_8; got {dtypes.name(out.dtype)}",
+                         unsupported=True)
+    return [TensorSpec(shape, out.dtype, out.quant if out.dtype in dtypes.FIXED_POINT_TYPES else None)]
+
+
+def _zero_point_and_scale(spec: TensorSpec, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """(zero-point code, scale) of a fixed-point spec, broadcastable to its array (per axis too)."""
+    q = spec.quant
+    scale, offset = np.asarray(q.scale, np.float64), np.asarray(q.offset, np.float64)
+    if q.axis is not None and scale.ndim == 1 and rank > 0:
+        shape = [1] * rank
+        shape[q.axis] = -1
+        scale, offset = scale.reshape(shape), offset.reshape(shape)
+    return -offset, scale
+
+
+def byte_logic(truth: np.ndarray, out: TensorSpec, negate: bool) -> np.ndarray:
+    """The output array of a logic op on 8-bit codes (see above) given its truth values: the
+    codes as reals for a fixed-point output (the plan quantizes them back to the same codes),
+    the codes for a plain one."""
+    truth = np.asarray(truth, dtype=np.bool_)
+    if out.dtype == _BOOL:
+        return _bool8(truth)
+    codes = truth.astype(np.float64) - (128.0 if out.dtype in _SIGNED_BYTES else 0.0)
+    fixed = out.dtype in dtypes.FIXED_POINT_TYPES
+    zero, scale = _zero_point_and_scale(out, truth.ndim) if fixed else (0.0, 1.0)
+    if negate:
+        codes = np.where(truth, codes, zero)
+    if fixed:
+        return (scale * (codes - zero)).astype(np.float32)
+    return codes.astype(dtypes.numpy_dtype(out.dtype))
+
+
+def is_byte_node(specs) -> bool:
+    return bool(specs) and all(_is_byte(s) for s in specs)
+
+
 # ---- binary ops -------------------------------------------------------------------------------
 class _Binary(Op, register=False):
     """Binary element-wise op.  Subclasses set the data classes they take and the functions:
@@ -201,8 +270,10 @@ class _Binary(Op, register=False):
     logic = None
 
     @classmethod
-    def infer_as(cls, op: str, inputs: list[TensorSpec]) -> list[TensorSpec]:
+    def infer_as(cls, op: str, inputs: list[TensorSpec], declared_outputs=None) -> list[TensorSpec]:
         """The checks of this op's semantics, reported under op type ``op``."""
+        if cls.logic is not None and not cls.reals and is_byte_node(inputs[:2]):
+            return byte_logic_output(op, inputs[:2], declared_outputs, broadcast_shape(op, inputs, [0, 1]))
         classes = [input_class(op, i, s, reals=cls.reals, ints=cls.ints, bools=cls.bools)
                    for i, s in enumerate(inputs)]
         check_same_class(op, classes, [0, 1], inputs)
@@ -214,7 +285,7 @@ class _Binary(Op, register=False):
     @classmethod
     def infer(cls, inputs: list[TensorSpec], params,
               declared_outputs=None) -> list[TensorSpec]:
-        return cls.infer_as(cls.op_type, inputs)
+        return cls.infer_as(cls.op_type, inputs, declared_outputs)
 
     @classmethod
     def compute(cls, mode: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -230,8 +301,14 @@ class _Binary(Op, register=False):
             return _bool8(y) if cls.to_bool else from_compute(np.asarray(y), dtype)
 
     def _run(self, a, b, **params):
-        mode = mode_of(self.input_specs[0] if self.input_specs else None, a)
-        return type(self).compute(mode, a, b)
+        return type(self).run_as(self.input_specs, self.output_specs, a, b)
+
+    @classmethod
+    def run_as(cls, input_specs, output_specs, a, b):
+        if cls.logic is not None and not cls.reals and is_byte_node(input_specs[:2]) and output_specs:
+            return byte_logic(cls.logic(np.asarray(a) != 0, np.asarray(b) != 0), output_specs[0], negate=False)
+        mode = mode_of(input_specs[0] if input_specs else None, a)
+        return cls.compute(mode, a, b)
 
 
 class ElementWiseAdd(_Binary):
@@ -396,15 +473,14 @@ class ElementWiseBinary(Op):
     def infer(cls, inputs, params, declared_outputs=None):
         check_operation(cls.op_type, _BINARY_OPERATIONS, params["operation"],
                         "QNN_OP_ELEMENT_WISE_BINARY_OPERATION_")
-        return _BINARY_OPERATIONS[params["operation"]].infer_as(cls.op_type, inputs)
+        return _BINARY_OPERATIONS[params["operation"]].infer_as(cls.op_type, inputs, declared_outputs)
 
     def __init__(self, params, inputs=None, outputs=None):
         super().__init__(params, inputs, outputs)
         self._impl = _BINARY_OPERATIONS[params["operation"]]
 
     def _run(self, a, b, operation):
-        mode = mode_of(self.input_specs[0] if self.input_specs else None, a)
-        return self._impl.compute(mode, a, b)
+        return self._impl.run_as(self.input_specs, self.output_specs, a, b)
 
 
 # ---- unary ops --------------------------------------------------------------------------------
@@ -430,13 +506,21 @@ class _UnaryEW(Op, register=False):
     logic = None
 
     @classmethod
-    def infer_as(cls, op: str, inputs: list[TensorSpec]) -> list[TensorSpec]:
+    def infer_as(cls, op: str, inputs: list[TensorSpec], declared_outputs=None) -> list[TensorSpec]:
+        if cls.logic is not None and not cls.reals and is_byte_node(inputs[:1]):
+            return byte_logic_output(op, inputs[:1], declared_outputs, tuple(inputs[0].shape))
         input_class(op, 0, inputs[0], reals=cls.reals, ints=cls.ints, bools=cls.bools)
         return [same_spec(inputs[0])]
 
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
-        return cls.infer_as(cls.op_type, inputs)
+        return cls.infer_as(cls.op_type, inputs, declared_outputs)
+
+    @classmethod
+    def run_as(cls, input_specs, output_specs, x):
+        if cls.logic is not None and not cls.reals and is_byte_node(input_specs[:1]) and output_specs:
+            return byte_logic(cls.logic(np.asarray(x) != 0), output_specs[0], negate=True)
+        return cls.compute(mode_of(input_specs[0] if input_specs else None, x), x)
 
     @classmethod
     def compute(cls, mode: str, x: np.ndarray) -> np.ndarray:
@@ -449,7 +533,7 @@ class _UnaryEW(Op, register=False):
             return from_compute(np.asarray(cls.real(to_compute(x))), x.dtype)
 
     def _run(self, x, **params):
-        return type(self).compute(mode_of(self.input_specs[0] if self.input_specs else None, x), x)
+        return type(self).run_as(self.input_specs, self.output_specs, x)
 
 
 class ElementWiseAbs(_UnaryEW):
@@ -554,14 +638,14 @@ class ElementWiseUnary(Op):
     def infer(cls, inputs, params, declared_outputs=None):
         check_operation(cls.op_type, _UNARY_OPERATIONS, params["operation"],
                         "QNN_OP_ELEMENT_WISE_UNARY_OPERATION_")
-        return _UNARY_OPERATIONS[params["operation"]].infer_as(cls.op_type, inputs)
+        return _UNARY_OPERATIONS[params["operation"]].infer_as(cls.op_type, inputs, declared_outputs)
 
     def __init__(self, params, inputs=None, outputs=None):
         super().__init__(params, inputs, outputs)
         self._impl = _UNARY_OPERATIONS[params["operation"]]
 
     def _run(self, x, operation):
-        return self._impl.compute(mode_of(self.input_specs[0] if self.input_specs else None, x), x)
+        return self._impl.run_as(self.input_specs, self.output_specs, x)
 
 
 # ---- select -----------------------------------------------------------------------------------
@@ -571,6 +655,7 @@ class ElementWiseSelect(Op):
     operands sharing the output's encoding pass through raw (quant_passthrough)."""
 
     inputs = ("in[0]", "in[1]", "in[2]")
+    native_int_inputs = (0,)            # the condition
     quant_passthrough = True
 
     @classmethod
@@ -615,6 +700,7 @@ class ElementWiseMux(Op):
     """
 
     inputs = ("in[0]", "in[1]*")
+    native_int_inputs = (0,)            # the selector
     quant_passthrough = True
 
     @classmethod

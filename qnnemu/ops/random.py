@@ -8,8 +8,8 @@ disagrees.  Parameters: RandomUniformLike ``low`` (default 0.0) and ``high`` (de
 values uniform between them (low + (high - low) u, u in [0, 1); low >= high is taken too);
 RandomNormalLike ``mean`` (default 0.0) and ``scale`` (default 1.0): values mean + scale z, z
 standard normal (a negative scale mirrors z, which has the same distribution, as on the
-vendor).  The output is 8-bit fixed point (UFIXED_POINT_8 / SFIXED_POINT_8): the real values
-are quantized into its encoding by the plan, so they are clipped to its range.
+vendor).  A fixed-point output (UFIXED_POINT_8 / SFIXED_POINT_8, 16-bit) gets the real values
+quantized into its encoding by the plan, so they are clipped to its range.
 
 How ONNX Runtime's QNN EP emits them (ONNX RandomUniformLike / RandomNormalLike): in[0] a static
 UINT_32 shape, in[1] the ONNX ``seed`` attribute as a static FLOAT_32 [1] when it is set, a
@@ -25,14 +25,20 @@ tests/test_ops_random.py checks range, moments and the seed rules.
 
 What the vendor's x86-64 libQnnHtp.so (QNN 2.51) does (tests/test_ops_vendor_new.py):
 
-- float32 / float16 / UFIXED_POINT_16 outputs fail graphFinalize ("could not create op"); only
-  8-bit fixed-point outputs run -- so qnnemu refuses the others
-  (QNNEMU-RandomUniformLike-output-dtype / QNNEMU-RandomNormalLike-output-dtype).
+- float32 outputs fail graphFinalize ("could not create op"), and so do RandomUniformLike's
+  float16 and 16-bit fixed-point ones; RandomNormalLike also runs into float16 and 16-bit
+  fixed point, and a plain INT_8/UINT_8/INT_16/UINT_16/BOOL_8 output of those widths is fixed
+  point with scale 1 (ops/base.py AS_FIXED).  The op refuses the types no arch finalizes
+  (QNNEMU-RandomUniformLike-output-dtype / QNNEMU-RandomNormalLike-output-dtype: a layout the
+  op support data did not measure, such as one with a seed input, must not get through);
+  which of the others an arch takes is op support data (qnnemu/htp/op_support.py).
 - RandomNormalLike: codes of N(mean, scale) in the output's encoding, as here.
 - RandomUniformLike: in the EP's configuration (encoding [low, high] with low <= 0 <= high) codes
   uniform over the whole 8-bit range, as here; outside it the vendor's codes depend on ``high``
   only and ignore the output's encoding (all 255 when low > 0), while qnnemu quantizes uniform
-  values in [low, high) into the encoding.  The vendor's stream also ignores the seed's value
+  values in [low, high) into the encoding (a plain UINT_8/BOOL_8 output, scale 1, is such a
+  case: for low 0, high 1 the vendor writes codes uniform over 0..255, qnnemu 0 / 1 -- measured
+  v73, docs/validation.md).  The vendor's stream also ignores the seed's value
   (any seed gives the same codes); qnnemu's depends on it, as ONNX's does.
 """
 from __future__ import annotations
@@ -47,7 +53,8 @@ from ..headers import Q
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, warn
 
 _F32 = Q.QNN_DATATYPE_FLOAT_32
-_OUTPUTS = (Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8)
+_FLOAT_OUTPUTS = (_F32, Q.QNN_DATATYPE_FLOAT_16)
+_OUTPUTS_8 = (Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8)
 _SEED_TYPES = (_F32, Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32)
 
 
@@ -59,6 +66,11 @@ def seed_key(value) -> int:
 
 class _RandomLike(Op, register=False):
     inputs = ("in[0]", "in[1]?")
+    # The output types the vendor's graph path finalizes on some arch (op_support.json; plain
+    # 8/16-bit integers through the fixed view); FLOAT_32 never ("could not create op").
+    output_types: tuple[int, ...] = _OUTPUTS_8
+    output_what = "UFIXED_POINT_8 or SFIXED_POINT_8"
+    native_int_inputs = (0, 1)          # the shape, the seed
 
     @classmethod
     def check_params(cls, params) -> None:
@@ -95,12 +107,14 @@ class _RandomLike(Op, register=False):
             warn(f"QNNEMU-{op}-shape-ignored", "inputTensors[0]",
                  f"in[0] ({what}) does not describe the output tensor {list(out.shape)}; the "
                  f"output's dimensions decide, as on the HTP")
-        if out.dtype not in _OUTPUTS:
+        if out.dtype not in cls.output_types:
             raise OpUnsupportedError(
                 f"QNNEMU-{op}-output-dtype", "outputTensors[0].dataType",
-                f"the HTP generates 8-bit codes: the output must be UFIXED_POINT_8 or "
-                f"SFIXED_POINT_8 (Dequantize it for float values, as ONNX Runtime's QNN EP does); "
-                f"got {dtypes.name(out.dtype)}")
+                f"the HTP generates into {cls.output_what} outputs (or a plain integer of those widths: "
+                f"fixed point with scale 1; Dequantize it for float values, as ONNX Runtime's QNN EP "
+                f"does); got {dtypes.name(out.dtype)}")
+        if out.dtype in _FLOAT_OUTPUTS:
+            return [TensorSpec(tuple(out.shape), out.dtype)]
         return [TensorSpec(tuple(out.shape), _F32)]  # real values, quantized by the plan
 
     def __init__(self, params, inputs=None, outputs=None):
@@ -136,6 +150,9 @@ class RandomUniformLike(_RandomLike):
 
 
 class RandomNormalLike(_RandomLike):
+    output_types = _OUTPUTS_8 + (Q.QNN_DATATYPE_UFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_16,
+                                 Q.QNN_DATATYPE_FLOAT_16)
+    output_what = "8/16-bit fixed point or FLOAT_16"
     params = {"mean": ParamSpec("scalar", ("float",), default=0.0),
               "scale": ParamSpec("scalar", ("float",), default=1.0)}
 

@@ -187,6 +187,7 @@ def roi_align_nhwc(x: np.ndarray, rois: np.ndarray, batch: np.ndarray, out_hw: t
 
 class RoiAlign(Op):
     inputs = ("in[0]", "in[1]", "in[2]")
+    native_int_inputs = (2,)            # batch indices
     params = {
         "img_size_ratio": ParamSpec("tensor", ("float",), shape=(2,), required=True),
         "num_samples_y": ParamSpec("scalar", ("int", "uint"), default=-1),

@@ -116,6 +116,16 @@ def _quant(value: Any, where: str):
         raise ToolError(f"{where}: bad quant {json.dumps(value)} ({e!r})") from None
 
 
+def _shaped(array: np.ndarray, dims: tuple[int, ...] | None, where: str, what: str) -> np.ndarray:
+    """``array`` in the tensor's ``dims`` (None: as it is); ``what`` says what was read."""
+    if dims is None:
+        return array
+    need = int(np.prod(dims, dtype=np.int64))
+    if array.size != need:
+        raise ToolError(f"{where}: {what}, dims {list(dims)} need {need}")
+    return array.reshape(dims)
+
+
 def _load_data(value: Any, qtype: int, dims: tuple[int, ...] | None, base: Path,
                where: str) -> np.ndarray:
     """Tensor data: a .raw file (the type's storage bytes), a .npy file, or an inline
@@ -134,23 +144,13 @@ def _load_data(value: Any, qtype: int, dims: tuple[int, ...] | None, base: Path,
                 array = np.fromfile(path, dtype=storage)
         except OSError as e:
             raise ToolError(f"{where}: cannot read {path}: {e.strerror or e}") from None
-        if dims is not None:
-            if array.size != int(np.prod(dims, dtype=np.int64)):
-                raise ToolError(f"{where}: {path} holds {array.size} elements of {storage}, "
-                                f"dims {list(dims)} need {int(np.prod(dims, dtype=np.int64))}")
-            array = array.reshape(dims)
-        return array
+        return _shaped(array, dims, where, f"{path} holds {array.size} elements of {storage}")
     if isinstance(value, (list, int, float, bool)):
         try:
             array = np.array(value, dtype=storage)
         except (TypeError, ValueError, OverflowError) as e:
             raise ToolError(f"{where}: inline data does not convert to {storage}: {e}") from None
-        if dims is not None:
-            if array.size != int(np.prod(dims, dtype=np.int64)):
-                raise ToolError(f"{where}: {array.size} inline values, dims {list(dims)} need "
-                                f"{int(np.prod(dims, dtype=np.int64))}")
-            array = array.reshape(dims)
-        return array
+        return _shaped(array, dims, where, f"{array.size} inline values")
     raise ToolError(f"{where}: data must be a file path or a list, got {json.dumps(value)}")
 
 
