@@ -45,8 +45,8 @@ import numpy as np
 from .. import rules
 from ..spec import dtypes
 from ..headers import Q
-from .base import Op, ParamSpec, TensorSpec, same_spec, warn
-from .shape import check_axis, check_same_dtype, count, fail, is_codes
+from .base import Op, OpCheckError, ParamSpec, TensorSpec, same_spec, warn
+from .shape import check_axis, check_same_dtype, count, is_codes
 
 INDEX_TYPES = (Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_INT_64, Q.QNN_DATATYPE_UINT_32)
 _AXIS = ("int", "uint")
@@ -60,9 +60,9 @@ _UFUNC = {RED_ADD: np.add, RED_MUL: np.multiply, RED_MAX: np.maximum}
 
 def check_indices(op: str, i: int, spec: TensorSpec) -> None:
     if spec.dtype not in INDEX_TYPES:
-        raise fail(op, "index-dtype", f"inputTensors[{i}].dataType",
-                   f"{op} input {i} holds indices and must be INT_32, INT_64 or UINT_32; got "
-                   f"{dtypes.name(spec.dtype)}")
+        raise OpCheckError(f"QNNEMU-{op}-index-dtype", f"inputTensors[{i}].dataType",
+                           f"{op} input {i} holds indices and must be INT_32, INT_64 or UINT_32; got "
+                           f"{dtypes.name(spec.dtype)}")
 
 
 def wrap(op: str, i: int, ind: np.ndarray, dim, negative: bool = False) -> np.ndarray:
@@ -81,9 +81,9 @@ def wrap(op: str, i: int, ind: np.ndarray, dim, negative: bool = False) -> np.nd
     if bad.any():
         pos = np.unravel_index(int(np.argmax(bad)), bad.shape)
         d = int(np.broadcast_to(dim_arr, ind.shape)[pos])
-        raise fail(op, "index-range", f"inputTensors[{i}]",
-                   f"index {int(ind[pos])} at {list(map(int, pos))} is outside "
-                   f"[{-d if negative else 0}, {d - 1}] (dimension of size {d})")
+        raise OpCheckError(f"QNNEMU-{op}-index-range", f"inputTensors[{i}]",
+                           f"index {int(ind[pos])} at {list(map(int, pos))} is outside "
+                           f"[{-d if negative else 0}, {d - 1}] (dimension of size {d})")
     return np.where(ind < 0, ind + dim_arr, ind) if negative else ind
 
 
@@ -183,13 +183,13 @@ class GatherElements(_WarnOnce, Op):
     @classmethod
     def check_shapes(cls, op: str, x: TensorSpec, ind: TensorSpec, axis: int) -> None:
         if ind.rank != x.rank:
-            raise fail(op, "indices-rank", "inputTensors[1].rank",
-                       f"indices must have in[0]'s rank {x.rank}, got rank {ind.rank} "
-                       f"({list(ind.shape)})")
+            raise OpCheckError(f"QNNEMU-{op}-indices-rank", "inputTensors[1].rank",
+                               f"indices must have in[0]'s rank {x.rank}, got rank {ind.rank} "
+                               f"({list(ind.shape)})")
         if any(i > d for j, (i, d) in enumerate(zip(ind.shape, x.shape)) if j != axis):
-            raise fail(op, "indices-shape", "inputTensors[1].dimensions",
-                       f"indices dimensions other than axis {axis} must not exceed in[0]'s "
-                       f"{list(x.shape)}, got {list(ind.shape)}")
+            raise OpCheckError(f"QNNEMU-{op}-indices-shape", "inputTensors[1].dimensions",
+                               f"indices dimensions other than axis {axis} must not exceed in[0]'s "
+                               f"{list(x.shape)}, got {list(ind.shape)}")
 
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
@@ -224,18 +224,18 @@ class GatherNd(_WarnOnce, Op):
         op = cls.op_type
         r, q = len(x_shape), len(i_shape)
         if q < 1:
-            raise fail(op, "indices-rank", "inputTensors[1].rank",
-                       "indices must have rank >= 1 (the last dimension holds index tuples)")
+            raise OpCheckError(f"QNNEMU-{op}-indices-rank", "inputTensors[1].rank",
+                               "indices must have rank >= 1 (the last dimension holds index tuples)")
         if b >= min(r, q) or tuple(x_shape[:b]) != tuple(i_shape[:b]):
-            raise fail(op, "batch-dims", "params[batch_dims]",
-                       f"batch_dims ({b}) must be < min(rank in[0], rank indices) = "
-                       f"{min(r, q)} and the first batch_dims dimensions must agree: in[0] "
-                       f"{list(x_shape)}, indices {list(i_shape)}")
+            raise OpCheckError(f"QNNEMU-{op}-batch-dims", "params[batch_dims]",
+                               f"batch_dims ({b}) must be < min(rank in[0], rank indices) = "
+                               f"{min(r, q)} and the first batch_dims dimensions must agree: in[0] "
+                               f"{list(x_shape)}, indices {list(i_shape)}")
         k = i_shape[-1]
         if not 1 <= k <= r - b:
-            raise fail(op, "index-depth", "inputTensors[1].dimensions",
-                       f"the last indices dimension ({k}) must be in [1, {r - b}] (rank {r} - "
-                       f"batch_dims {b})")
+            raise OpCheckError(f"QNNEMU-{op}-index-depth", "inputTensors[1].dimensions",
+                               f"the last indices dimension ({k}) must be in [1, {r - b}] (rank {r} - "
+                               f"batch_dims {b})")
         return k, tuple(i_shape[:-1]) + tuple(x_shape[b + k:])
 
     @classmethod
@@ -272,8 +272,8 @@ class _Scatter(_WarnOnce, Op, register=False):
         red = params["reduction"]
         if red not in cls.reductions:
             names = ", ".join(f"{_RED_NAMES[r]} ({r})" for r in cls.reductions)
-            raise fail(cls.op_type, "reduction", "params[reduction]",
-                       f"reduction must be one of {names}, got {red}")
+            raise OpCheckError(f"QNNEMU-{cls.op_type}-reduction", "params[reduction]",
+                               f"reduction must be one of {names}, got {red}")
 
     def _on_codes(self, x: np.ndarray, red: int) -> bool:
         """ADD / MUL on fixed-point codes must go through the real values."""
@@ -326,9 +326,9 @@ class ScatterElements(_Scatter):
         axis = _index_op_axis(op, x, params)
         GatherElements.check_shapes(op, x, ind, axis)
         if tuple(upd.shape) != tuple(ind.shape):
-            raise fail(op, "updates-shape", "inputTensors[2].dimensions",
-                       f"updates must have the indices' dimensions {list(ind.shape)}, got "
-                       f"{list(upd.shape)}")
+            raise OpCheckError(f"QNNEMU-{op}-updates-shape", "inputTensors[2].dimensions",
+                               f"updates must have the indices' dimensions {list(ind.shape)}, got "
+                               f"{list(upd.shape)}")
         _static_check(op, 1, ind, x.shape[axis], what="graphExecute skips those updates")
         return [same_spec(x)]
 
@@ -359,18 +359,18 @@ class ScatterNd(_Scatter):
         check_same_dtype(op, inputs, [0, 2])
         cls.check_reduction(params)
         if ind.rank < 1:
-            raise fail(op, "indices-rank", "inputTensors[1].rank",
-                       "indices must have rank >= 1 (the last dimension holds index tuples)")
+            raise OpCheckError(f"QNNEMU-{op}-indices-rank", "inputTensors[1].rank",
+                               "indices must have rank >= 1 (the last dimension holds index tuples)")
         k = ind.shape[-1]
         if not 1 <= k <= x.rank:
-            raise fail(op, "index-depth", "inputTensors[1].dimensions",
-                       f"the last indices dimension ({k}) must be in [1, {x.rank}] (rank of "
-                       f"in[0] {list(x.shape)})")
+            raise OpCheckError(f"QNNEMU-{op}-index-depth", "inputTensors[1].dimensions",
+                               f"the last indices dimension ({k}) must be in [1, {x.rank}] (rank of "
+                               f"in[0] {list(x.shape)})")
         want = tuple(ind.shape[:-1]) + tuple(x.shape[k:])
         if tuple(upd.shape) != want:
-            raise fail(op, "updates-shape", "inputTensors[2].dimensions",
-                       f"updates must be indices.shape[:-1] + in[0].shape[{k}:] = {list(want)}, "
-                       f"got {list(upd.shape)}")
+            raise OpCheckError(f"QNNEMU-{op}-updates-shape", "inputTensors[2].dimensions",
+                               f"updates must be indices.shape[:-1] + in[0].shape[{k}:] = {list(want)}, "
+                               f"got {list(upd.shape)}")
         _static_check(op, 1, ind, np.asarray(x.shape[:k], np.int64), what="graphExecute skips those updates")
         return [same_spec(x)]
 

@@ -75,16 +75,6 @@ _AXIS = ("int", "uint")  # axis scalars: UINT_32 per most op definitions, INT_32
 
 
 # ---- helpers shared with gather.py ------------------------------------------------------------
-def fail(op: str, rule: str, path: str, message: str) -> OpCheckError:
-    """OpCheckError with rule id ``QNNEMU-<op>-<rule>``."""
-    return OpCheckError(f"QNNEMU-{op}-{rule}", path, message)
-
-
-def unsupported(op: str, rule: str, path: str, message: str) -> OpUnsupportedError:
-    """Valid by the op definition, not executable here: ``QNNEMU-<op>-<rule>``."""
-    return OpUnsupportedError(f"QNNEMU-{op}-{rule}", path, message)
-
-
 def count(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
@@ -94,7 +84,7 @@ def check_axis(op: str, value: int, n: int, path: str = "params[axis]", what: st
     if not 0 <= value < n:
         neg = " (negative axes are not supported: the HTP backend misreads them)" \
             if value < 0 else ""
-        raise fail(op, "axis", path, f"axis must be in [0, {n - 1}]{what}, got {value}{neg}")
+        raise OpCheckError(f"QNNEMU-{op}-axis", path, f"axis must be in [0, {n - 1}]{what}, got {value}{neg}")
     return value
 
 
@@ -105,17 +95,17 @@ def check_same_dtype(op: str, inputs: list[TensorSpec], idxs) -> None:
     for i in idxs[1:]:
         d = inputs[i].dtype
         if d != first.dtype and not (d in FIXED and first.dtype in FIXED):
-            raise fail(op, "dtype-mismatch", f"inputTensors[{i}].dataType",
-                       f"{op} inputs must share one data type: input {idxs[0]} is "
-                       f"{dtypes.name(first.dtype)}, input {i} is {dtypes.name(d)}")
+            raise OpCheckError(f"QNNEMU-{op}-dtype-mismatch", f"inputTensors[{i}].dataType",
+                               f"{op} inputs must share one data type: input {idxs[0]} is "
+                               f"{dtypes.name(first.dtype)}, input {i} is {dtypes.name(d)}")
 
 
 def uint_values(op: str, name: str, value, lo: int = 0) -> list[int]:
     """A UINT tensor parameter as ints, each >= ``lo``; rule ``QNNEMU-<op>-<name>``."""
     v = [int(x) for x in np.asarray(value).reshape(-1)]
     if any(x < lo for x in v):
-        raise fail(op, name.replace("_", "-"), f"params[{name}]",
-                   f"every {name} value must be >= {lo}, got {v}")
+        raise OpCheckError(f"QNNEMU-{op}-{name.replace('_', '-')}", f"params[{name}]",
+                           f"every {name} value must be >= {lo}, got {v}")
     return v
 
 
@@ -199,20 +189,20 @@ class Reshape(_Move):
               declared_outputs: list[TensorSpec] | None = None) -> list[TensorSpec]:
         op = cls.op_type
         if not declared_outputs:
-            raise fail(op, "output-unknown", "outputTensors[0].dimensions",
-                       "Reshape takes its shape from the declared output tensor, and none was "
-                       "given")
+            raise OpCheckError(f"QNNEMU-{op}-output-unknown", "outputTensors[0].dimensions",
+                               "Reshape takes its shape from the declared output tensor, and none was "
+                               "given")
         x, want = inputs[0], tuple(declared_outputs[0].shape)
         if count(want) != count(x.shape):
-            raise fail(op, "element-count", "outputTensors[0].dimensions",
-                       f"output dimensions {list(want)} hold {count(want)} elements, input "
-                       f"{list(x.shape)} holds {count(x.shape)}")
+            raise OpCheckError(f"QNNEMU-{op}-element-count", "outputTensors[0].dimensions",
+                               f"output dimensions {list(want)} hold {count(want)} elements, input "
+                               f"{list(x.shape)} holds {count(x.shape)}")
         return [same_spec(x, shape=want)]
 
     def _run(self, x):
         if not self.output_specs:
-            raise fail("Reshape", "output-unknown", "outputTensors[0].dimensions",
-                       "Reshape needs its output spec to run")
+            raise OpCheckError("QNNEMU-Reshape-output-unknown", "outputTensors[0].dimensions",
+                               "Reshape needs its output spec to run")
         return x.reshape(self.output_specs[0].shape)
 
 
@@ -224,9 +214,9 @@ class Transpose(_Move):
         x = inputs[0]
         perm = [int(v) for v in np.asarray(params["perm"]).reshape(-1)]
         if sorted(perm) != list(range(x.rank)):
-            raise fail(cls.op_type, "perm", "params[perm]",
-                       f"perm must be a permutation of 0..{x.rank - 1} (input rank {x.rank}), "
-                       f"got {perm}")
+            raise OpCheckError(f"QNNEMU-{cls.op_type}-perm", "params[perm]",
+                               f"perm must be a permutation of 0..{x.rank - 1} (input rank {x.rank}), "
+                               f"got {perm}")
         return [same_spec(x, shape=tuple(x.shape[p] for p in perm))]
 
     def _run(self, x, perm):
@@ -246,13 +236,13 @@ class Concat(_Move):
         total = 0
         for i, spec in enumerate(inputs):
             if spec.rank != first.rank:
-                raise fail(op, "input-rank", f"inputTensors[{i}].rank",
-                           f"all inputs must have input 0's rank {first.rank}, input {i} has rank "
-                           f"{spec.rank} ({list(spec.shape)})")
+                raise OpCheckError(f"QNNEMU-{op}-input-rank", f"inputTensors[{i}].rank",
+                                   f"all inputs must have input 0's rank {first.rank}, input {i} has rank "
+                                   f"{spec.rank} ({list(spec.shape)})")
             if any(d != e for j, (d, e) in enumerate(zip(spec.shape, first.shape)) if j != axis):
-                raise fail(op, "dimensions", f"inputTensors[{i}].dimensions",
-                           f"dimensions other than axis {axis} must equal input 0's "
-                           f"{list(first.shape)}, got {list(spec.shape)}")
+                raise OpCheckError(f"QNNEMU-{op}-dimensions", f"inputTensors[{i}].dimensions",
+                                   f"dimensions other than axis {axis} must equal input 0's "
+                                   f"{list(first.shape)}, got {list(spec.shape)}")
             total += spec.shape[axis]
         shape = list(first.shape)
         shape[axis] = total
@@ -280,9 +270,9 @@ class Split(_Move):
         starts = v if v and v[0] == 0 else [0, *v]
         bounds = starts + [dim]
         if any(b <= a for a, b in zip(bounds, bounds[1:])):
-            raise fail(op, "split-index", "params[split_index]",
-                       f"split_index must be strictly increasing and < {dim} (dimension {axis} of "
-                       f"{list(shape)}), got {v}")
+            raise OpCheckError(f"QNNEMU-{op}-split-index", "params[split_index]",
+                               f"split_index must be strictly increasing and < {dim} (dimension {axis} of "
+                               f"{list(shape)}), got {v}")
         return axis, starts
 
     @classmethod
@@ -318,9 +308,9 @@ class Pack(_Move):
         check_same_dtype(op, inputs, list(range(len(inputs))))
         for i, spec in enumerate(inputs[1:], 1):
             if tuple(spec.shape) != tuple(first.shape):
-                raise fail(op, "dimensions", f"inputTensors[{i}].dimensions",
-                           f"all inputs must have input 0's dimensions {list(first.shape)}, "
-                           f"got {list(spec.shape)}")
+                raise OpCheckError(f"QNNEMU-{op}-dimensions", f"inputTensors[{i}].dimensions",
+                                   f"all inputs must have input 0's dimensions {list(first.shape)}, "
+                                   f"got {list(spec.shape)}")
         axis = check_axis(op, params["axis"], first.rank + 1,
                           what=f" (output rank {first.rank + 1})")
         shape = list(first.shape)
@@ -339,8 +329,8 @@ class UnPack(_Move):
     def infer(cls, inputs, params, declared_outputs=None):
         x = inputs[0]
         if x.rank < 1:
-            raise fail(cls.op_type, "input-rank", "inputTensors[0].rank",
-                       "UnPack needs an input of rank >= 1, got rank 0")
+            raise OpCheckError(f"QNNEMU-{cls.op_type}-input-rank", "inputTensors[0].rank",
+                               "UnPack needs an input of rank >= 1, got rank 0")
         axis = check_axis(cls.op_type, params["axis"], x.rank, what=f" for rank {x.rank} input")
         shape = tuple(d for i, d in enumerate(x.shape) if i != axis)
         return [same_spec(x, shape=shape) for _ in range(x.shape[axis])]
@@ -381,20 +371,20 @@ class ExpandDims(_Move):
         shape = tuple(shape)
         axis, axes = _axes_list(params, "axis"), _axes_list(params, "axes")
         if axis is not None and axes is not None and axis != axes:
-            raise fail(op, "axes", "params[axes]",
-                       f"axis {axis[0]} and axes {axes} disagree (give one of them)")
+            raise OpCheckError(f"QNNEMU-{op}-axes", "params[axes]",
+                               f"axis {axis[0]} and axes {axes} disagree (give one of them)")
         raw, name = (axes, "axes") if axes is not None else (axis, "axis")
         if raw is None:
             if declared is None or not _drops_ones(tuple(declared), shape):
-                raise fail(op, "axes", "params[axes]",
-                           "without 'axis'/'axes' ExpandDims needs a declared output that is the "
-                           f"input {list(shape)} with size-1 dimensions inserted, got "
-                           f"{None if declared is None else list(declared)}")
+                raise OpCheckError(f"QNNEMU-{op}-axes", "params[axes]",
+                                   "without 'axis'/'axes' ExpandDims needs a declared output that is the "
+                                   f"input {list(shape)} with size-1 dimensions inserted, got "
+                                   f"{None if declared is None else list(declared)}")
             return tuple(declared)
         n = len(shape) + len(raw)
         got = [check_axis(op, a, n, f"params[{name}]", f" (output rank {n})") for a in raw]
         if len(set(got)) != len(got):
-            raise fail(op, "axes", f"params[{name}]", f"axes must be unique, got {raw}")
+            raise OpCheckError(f"QNNEMU-{op}-axes", f"params[{name}]", f"axes must be unique, got {raw}")
         it = iter(shape)
         return tuple(1 if i in got else next(it) for i in range(n))
 
@@ -419,19 +409,19 @@ class Squeeze(_Move):
         if raw is not None:
             axes = [check_axis(op, a, r, "params[axes]", f" for rank {r} input") for a in raw]
             if len(set(axes)) != len(axes):
-                raise fail(op, "axes", "params[axes]", f"axes must be unique, got {raw}")
+                raise OpCheckError(f"QNNEMU-{op}-axes", "params[axes]", f"axes must be unique, got {raw}")
             bad = [a for a in axes if shape[a] != 1]
             if bad:
-                raise fail(op, "axes", "params[axes]",
-                           f"only size-1 dimensions can be squeezed; input {list(shape)} has "
-                           f"size {[shape[a] for a in bad]} at axes {bad}")
+                raise OpCheckError(f"QNNEMU-{op}-axes", "params[axes]",
+                                   f"only size-1 dimensions can be squeezed; input {list(shape)} has "
+                                   f"size {[shape[a] for a in bad]} at axes {bad}")
             return tuple(d for i, d in enumerate(shape) if i not in axes)
         if declared is None:
             return tuple(d for d in shape if d != 1)
         if not _drops_ones(tuple(shape), tuple(declared)):
-            raise fail(op, "output-shape", "outputTensors[0].dimensions",
-                       f"without axes, the declared output {list(declared)} must be the input "
-                       f"{list(shape)} with size-1 dimensions removed")
+            raise OpCheckError(f"QNNEMU-{op}-output-shape", "outputTensors[0].dimensions",
+                               f"without axes, the declared output {list(declared)} must be the input "
+                               f"{list(shape)} with size-1 dimensions removed")
         return tuple(declared)
 
     @classmethod
@@ -476,33 +466,33 @@ class StridedSlice(_Move):
         ranges = np.asarray(params["ranges"]).astype(np.int64).reshape(-1, 3)
         ranges = np.where(ranges >= 2 ** 31, ranges - 2 ** 32, ranges)  # INT_32 sent as UINT_32
         if ranges.shape[0] != rank:
-            raise fail(op, "ranges", "params[ranges]",
-                       f"ranges must have one row per input dimension ([{rank}, 3]), got "
-                       f"{list(ranges.shape)}")
+            raise OpCheckError(f"QNNEMU-{op}-ranges", "params[ranges]",
+                               f"ranges must have one row per input dimension ([{rank}, 3]), got "
+                               f"{list(ranges.shape)}")
         if params["new_axes_mask"]:
-            raise unsupported(op, "new-axes", "params[new_axes_mask]",
-                              f"new_axes_mask {params['new_axes_mask']:#x}: new axes are not "
-                              f"supported by the HTP backend (add a Reshape instead)")
+            raise OpUnsupportedError(f"QNNEMU-{op}-new-axes", "params[new_axes_mask]",
+                                     f"new_axes_mask {params['new_axes_mask']:#x}: new axes are not "
+                                     f"supported by the HTP backend (add a Reshape instead)")
         masks = {k: int(params[k]) for k in ("begin_mask", "end_mask", "shrink_axes")}
         for name, m in masks.items():
             if m < 0 or m >> rank:
-                raise fail(op, "mask", f"params[{name}]",
-                           f"{name} {m:#x} has bits beyond the input's {rank} dimensions")
+                raise OpCheckError(f"QNNEMU-{op}-mask", f"params[{name}]",
+                                   f"{name} {m:#x} has bits beyond the input's {rank} dimensions")
         index, out = [], []
         for j, d in enumerate(shape):
             b, e, s = (int(v) for v in ranges[j])
             path = "params[ranges]"
             if s == 0:
-                raise fail(op, "stride", path, f"stride of dimension {j} is 0 (ranges row {j} = "
-                           f"{[b, e, s]})")
+                raise OpCheckError(f"QNNEMU-{op}-stride", path, f"stride of dimension {j} is 0 (ranges row {j} = "
+                                   f"{[b, e, s]})")
             if masks["shrink_axes"] >> j & 1:
                 if masks["begin_mask"] >> j & 1:
                     b = 0 if s > 0 else d - 1
                 i = b + d if b < 0 else b
                 if not 0 <= i < d:
-                    raise fail(op, "shrink-index", path,
-                               f"shrink_axes keeps index {b} of dimension {j}, outside "
-                               f"[{-d}, {d - 1}]")
+                    raise OpCheckError(f"QNNEMU-{op}-shrink-index", path,
+                                       f"shrink_axes keeps index {b} of dimension {j}, outside "
+                                       f"[{-d}, {d - 1}]")
                 index.append(i)
                 continue
             if masks["begin_mask"] >> j & 1:
@@ -518,9 +508,9 @@ class StridedSlice(_Move):
                 e = min(max(e + d if e < -1 else e, -1), d - 1)
             n = (e - b + s - 1) // s if s > 0 else (b - e - s - 1) // (-s)
             if n <= 0:
-                raise fail(op, "empty", path,
-                           f"dimension {j} (size {d}) slices to nothing: ranges row {j} = "
-                           f"{[int(v) for v in ranges[j]]} gives begin {b}, end {e}, stride {s}")
+                raise OpCheckError(f"QNNEMU-{op}-empty", path,
+                                   f"dimension {j} (size {d}) slices to nothing: ranges row {j} = "
+                                   f"{[int(v) for v in ranges[j]]} gives begin {b}, end {e}, stride {s}")
             index.append(slice(b, e if e >= 0 else None, s))
             out.append(n)
         return tuple(index), tuple(out)
@@ -558,26 +548,26 @@ class Pad(_Move):
         op = cls.op_type
         scheme = params["scheme"]
         if scheme not in (PAD_CONSTANT, PAD_SYMMETRIC, PAD_REFLECT, PAD_EDGE):
-            raise fail(op, "scheme", "params[scheme]",
-                       f"scheme must be CONSTANT (0), MIRROR_SYMMETRIC (1), MIRROR_REFLECT (2) or "
-                       f"EDGE (3), got {scheme}")
+            raise OpCheckError(f"QNNEMU-{op}-scheme", "params[scheme]",
+                               f"scheme must be CONSTANT (0), MIRROR_SYMMETRIC (1), MIRROR_REFLECT (2) or "
+                               f"EDGE (3), got {scheme}")
         amount = np.asarray(params["pad_amount"]).astype(np.int64)
         if amount.shape != (x.rank, 2) or (amount < 0).any():
-            raise fail(op, "pad-amount", "params[pad_amount]",
-                       f"pad_amount must be [{x.rank}, 2] (before, after per input dimension) of "
-                       f"values >= 0, got {amount.tolist()}")
+            raise OpCheckError(f"QNNEMU-{op}-pad-amount", "params[pad_amount]",
+                               f"pad_amount must be [{x.rank}, 2] (before, after per input dimension) of "
+                               f"values >= 0, got {amount.tolist()}")
         pads = [(int(a), int(b)) for a, b in amount]
         if scheme in (PAD_REFLECT, PAD_SYMMETRIC):
             limit = 1 if scheme == PAD_REFLECT else 0
             for i, ((a, b), d) in enumerate(zip(pads, x.shape)):
                 if max(a, b) > d - limit:
-                    raise fail(op, "pad-amount", "params[pad_amount]",
-                               f"{'MIRROR_REFLECT' if limit else 'MIRROR_SYMMETRIC'} pads of "
-                               f"dimension {i} must be <= {d - limit} (size {d}), got {[a, b]}")
+                    raise OpCheckError(f"QNNEMU-{op}-pad-amount", "params[pad_amount]",
+                                       f"{'MIRROR_REFLECT' if limit else 'MIRROR_SYMMETRIC'} pads of "
+                                       f"dimension {i} must be <= {d - limit} (size {d}), got {[a, b]}")
         if scheme == PAD_EDGE and x.dtype in (Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16):
-            raise unsupported(op, "edge-float", "params[scheme]",
-                              f"EDGE padding of {dtypes.name(x.dtype)} tensors is not supported by "
-                              f"the HTP backend (fixed-point and integer tensors are)")
+            raise OpUnsupportedError(f"QNNEMU-{op}-edge-float", "params[scheme]",
+                                     f"EDGE padding of {dtypes.name(x.dtype)} tensors is not supported by "
+                                     f"the HTP backend (fixed-point and integer tensors are)")
         return pads
 
     @classmethod
@@ -608,8 +598,8 @@ class Tile(_Move):
         x = inputs[0]
         m = uint_values(cls.op_type, "multiples", params["multiples"], 1)
         if len(m) != x.rank:
-            raise fail(cls.op_type, "multiples", "params[multiples]",
-                       f"multiples needs one value per input dimension ({x.rank}), got {m}")
+            raise OpCheckError(f"QNNEMU-{cls.op_type}-multiples", "params[multiples]",
+                               f"multiples needs one value per input dimension ({x.rank}), got {m}")
         return [same_spec(x, shape=tuple(d * k for d, k in zip(x.shape, m)))]
 
     def _run(self, x, multiples):
@@ -624,15 +614,15 @@ def _block(op: str, params) -> tuple[int, int]:
     """(block height, block width) from ``block_size`` [2], or [1] for a square block."""
     v = uint_values(op, "block_size", params["block_size"], 1)
     if len(v) not in (1, 2):
-        raise fail(op, "block-size", "params[block_size]",
-                   f"block_size must hold [height, width] (or one value for both), got {v}")
+        raise OpCheckError(f"QNNEMU-{op}-block-size", "params[block_size]",
+                           f"block_size must hold [height, width] (or one value for both), got {v}")
     return v[0], v[-1]
 
 
 def _mode(op: str, params) -> int:
     if params["mode"] not in (MODE_DCR, MODE_CRD):
-        raise fail(op, "mode", "params[mode]", f"mode must be DCR (0) or CRD (1), got "
-                   f"{params['mode']}")
+        raise OpCheckError(f"QNNEMU-{op}-mode", "params[mode]", f"mode must be DCR (0) or CRD (1), got "
+                           f"{params['mode']}")
     return params["mode"]
 
 
@@ -651,9 +641,9 @@ class DepthToSpace(_Move):
         _mode(op, params)
         n, h, w, c = x.shape
         if c % (bh * bw):
-            raise fail(op, "channels", "inputTensors[0].dimensions",
-                       f"channels ({c}) must be a multiple of block height x width ({bh}x{bw}); "
-                       f"input {list(x.shape)}")
+            raise OpCheckError(f"QNNEMU-{op}-channels", "inputTensors[0].dimensions",
+                               f"channels ({c}) must be a multiple of block height x width ({bh}x{bw}); "
+                               f"input {list(x.shape)}")
         return [same_spec(x, shape=(n, h * bh, w * bw, c // (bh * bw)))]
 
     def _run(self, x, block_size, mode):
@@ -682,9 +672,9 @@ class SpaceToDepth(_Move):
         _mode(op, params)
         n, h, w, c = x.shape
         if h % bh or w % bw:
-            raise fail(op, "spatial", "inputTensors[0].dimensions",
-                       f"height and width ({h}, {w}) must be multiples of the block size "
-                       f"({bh}, {bw})")
+            raise OpCheckError(f"QNNEMU-{op}-spatial", "inputTensors[0].dimensions",
+                               f"height and width ({h}, {w}) must be multiples of the block size "
+                               f"({bh}, {bw})")
         return [same_spec(x, shape=(n, h // bh, w // bw, c * bh * bw))]
 
     def _run(self, x, block_size, mode):
@@ -706,14 +696,14 @@ class ChannelShuffle(_Move):
         op = cls.op_type
         r = len(shape)
         if r < 1:
-            raise fail(op, "input-rank", "inputTensors[0].rank", "ChannelShuffle needs rank >= 1")
+            raise OpCheckError(f"QNNEMU-{op}-input-rank", "inputTensors[0].rank", "ChannelShuffle needs rank >= 1")
         axis = r - 1 if params["axis"] is None else check_axis(op, params["axis"], r,
                                                               what=f" for rank {r} input")
         g = params["num_groups"]
         if g < 1 or shape[axis] % g:
-            raise fail(op, "num-groups", "params[num_groups]",
-                       f"num_groups must be >= 1 and divide the channels ({shape[axis]} on axis "
-                       f"{axis}), got {g}")
+            raise OpCheckError(f"QNNEMU-{op}-num-groups", "params[num_groups]",
+                               f"num_groups must be >= 1 and divide the channels ({shape[axis]} on axis "
+                               f"{axis}), got {g}")
         return axis, g
 
     @classmethod
@@ -742,14 +732,14 @@ class BatchToSpace(_Move):
         crops = np.asarray(params["crops"]).astype(np.int64)
         n, h, w, c = shape
         if n % (bh * bw):
-            raise fail(op, "batch", "inputTensors[0].dimensions",
-                       f"batch ({n}) must be a multiple of block height x width ({bh}x{bw})")
+            raise OpCheckError(f"QNNEMU-{op}-batch", "inputTensors[0].dimensions",
+                               f"batch ({n}) must be a multiple of block height x width ({bh}x{bw})")
         oh = h * bh - crops[0, 0] - crops[0, 1]
         ow = w * bw - crops[1, 0] - crops[1, 1]
         if (crops < 0).any() or oh < 1 or ow < 1:
-            raise fail(op, "crops", "params[crops]",
-                       f"crops {crops.tolist()} leave an output of {oh}x{ow} from "
-                       f"{h * bh}x{w * bw}")
+            raise OpCheckError(f"QNNEMU-{op}-crops", "params[crops]",
+                               f"crops {crops.tolist()} leave an output of {oh}x{ow} from "
+                               f"{h * bh}x{w * bw}")
         return bh, bw, crops, (n // (bh * bw), int(oh), int(ow), c)
 
     @classmethod
@@ -780,9 +770,9 @@ class SpaceToBatch(_Move):
         n, h, w, c = shape
         ph, pw = h + pads[0].sum(), w + pads[1].sum()
         if (pads < 0).any() or ph % bh or pw % bw:
-            raise fail(op, "pad-amount", "params[pad_amount]",
-                       f"padded height and width ({ph}, {pw}; pad_amount {pads.tolist()}) must be "
-                       f"multiples of the block size ({bh}, {bw})")
+            raise OpCheckError(f"QNNEMU-{op}-pad-amount", "params[pad_amount]",
+                               f"padded height and width ({ph}, {pw}; pad_amount {pads.tolist()}) must be "
+                               f"multiples of the block size ({bh}, {bw})")
         return bh, bw, pads, (n * bh * bw, int(ph // bh), int(pw // bw), c)
 
     @classmethod
