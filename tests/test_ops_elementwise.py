@@ -833,8 +833,8 @@ def test_convert():
     assert_close(y, [0.1 * (int(v) - 128) for v in raw], "UFIXED_8 -> FLOAT_32", rel=1e-7)
     y, _ = run("Convert", [np.array([-16.0, 0.0625, 0.1875, 99.0], np.float32)],
                declared=[spec((4,), UFX8, qs(0.125, -128))])
-    assert y.tolist() == [0, 128, 130, 255], \
-        f"FLOAT_32 -> UFIXED_8 (x / scale = 0.5 -> 0, 1.5 -> 2: halves to even): {y}"
+    assert y.tolist() == [0, 129, 130, 255], \
+        f"FLOAT_32 -> UFIXED_8 rounds as Quantize (x / scale = 0.5 -> 1, 1.5 -> 2: halves away from zero): {y}"
     y, _ = run("Convert", [np.array([0.5, 65504], np.float16)], declared=[spec((2,), F32)])
     assert y.dtype == np.float32 and y.tolist() == [0.5, 65504.0], "FLOAT_16 -> FLOAT_32"
     assert ops.get("Convert").handles_quant and ops.get("Quantize").handles_quant and \
