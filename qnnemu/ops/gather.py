@@ -268,6 +268,15 @@ class _Scatter(_WarnOnce, Op, register=False):
     reductions = (RED_NONE, RED_ADD, RED_MUL)
 
     @classmethod
+    def check_operands(cls, inputs, params) -> list[TensorSpec]:
+        """(data, indices, updates), checked: integer indices, updates of the data's type, a
+        reduction the op takes."""
+        check_indices(cls.op_type, 1, inputs[1])
+        check_same_dtype(cls.op_type, inputs, [0, 2])
+        cls.check_reduction(params)
+        return list(inputs)
+
+    @classmethod
     def check_reduction(cls, params) -> None:
         red = params["reduction"]
         if red not in cls.reductions:
@@ -319,10 +328,7 @@ class ScatterElements(_Scatter):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x, ind, upd = inputs
-        check_indices(op, 1, ind)
-        check_same_dtype(op, inputs, [0, 2])
-        cls.check_reduction(params)
+        x, ind, upd = cls.check_operands(inputs, params)
         axis = _index_op_axis(op, x, params)
         GatherElements.check_shapes(op, x, ind, axis)
         if tuple(upd.shape) != tuple(ind.shape):
@@ -354,10 +360,7 @@ class ScatterNd(_Scatter):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x, ind, upd = inputs
-        check_indices(op, 1, ind)
-        check_same_dtype(op, inputs, [0, 2])
-        cls.check_reduction(params)
+        x, ind, upd = cls.check_operands(inputs, params)
         if ind.rank < 1:
             raise fail(op, "indices-rank", "inputTensors[1].rank",
                        "indices must have rank >= 1 (the last dimension holds index tuples)")
