@@ -155,6 +155,14 @@ def _index_op_axis(op: str, spec: TensorSpec, params) -> int:
     return check_axis(op, params["axis"], spec.rank, what=f" for rank {spec.rank} input")
 
 
+def _indices_along_axis(op: str, inputs, params) -> tuple[TensorSpec, TensorSpec, int]:
+    """(data, indices, axis) of Gather / GatherElements, checked: integer indices, an axis of
+    the data."""
+    x, ind = inputs
+    check_indices(op, 1, ind)
+    return x, ind, _index_op_axis(op, x, params)
+
+
 # ---- Gather -------------------------------------------------------------------------------------
 class Gather(_WarnOnce, Op):
     inputs = ("in[0]", "in[1]")
@@ -164,9 +172,7 @@ class Gather(_WarnOnce, Op):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x, ind = inputs
-        check_indices(op, 1, ind)
-        axis = _index_op_axis(op, x, params)
+        x, ind, axis = _indices_along_axis(op, inputs, params)
         _static_check(op, 1, ind, x.shape[axis], negative=True)
         shape = tuple(x.shape[:axis]) + tuple(ind.shape) + tuple(x.shape[axis + 1:])
         return [same_spec(x, shape=shape)]
@@ -194,9 +200,7 @@ class GatherElements(_WarnOnce, Op):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x, ind = inputs
-        check_indices(op, 1, ind)
-        axis = _index_op_axis(op, x, params)
+        x, ind, axis = _indices_along_axis(op, inputs, params)
         cls.check_shapes(op, x, ind, axis)
         _static_check(op, 1, ind, x.shape[axis], what="graphExecute reads 0 there")
         return [same_spec(x, shape=tuple(ind.shape))]
