@@ -9,7 +9,11 @@ onnxruntime_qnn).  The rules are in docs/numerics.md "Convert and Cast" and qnne
   SFIXED_POINT_8: that byte - 128; other float -> fixed point: rint(x * (1 / scale) - offset),
   ties to even after the offset;
 - Cast UFIXED_POINT_8 -> float: the code itself; SFIXED_POINT_8 -> FLOAT_16: the code + 128;
-  other fixed point -> float: the real value.
+  other fixed point -> float: the real value;
+- Cast fixed point <-> plain integers: UFIXED_POINT_8 -> INT_32 / UINT_32 the code, -> INT_8 the
+  code - 128; SFIXED_POINT_8 -> INT_8 the code; other fixed point -> INT_32 the real value to
+  nearest (ties to even); INT_32 -> UFIXED_POINT_8 / 16 the value saturated (encoding ignored),
+  -> SFIXED_POINT_8 quantized.
 """
 from __future__ import annotations
 
@@ -24,8 +28,10 @@ from qnnemu.headers import Q
 S8, U8 = Q.QNN_DATATYPE_SFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_8
 S16, U16 = Q.QNN_DATATYPE_SFIXED_POINT_16, Q.QNN_DATATYPE_UFIXED_POINT_16
 F32, F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
-STORAGE = {S8: np.int8, U8: np.uint8, S16: np.int16, U16: np.uint16, F32: np.float32, F16: np.float16}
-NAMES = {S8: "s8", U8: "u8", S16: "s16", U16: "u16", F32: "f32", F16: "f16"}
+I8, I32, U32 = Q.QNN_DATATYPE_INT_8, Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32
+STORAGE = {S8: np.int8, U8: np.uint8, S16: np.int16, U16: np.uint16, F32: np.float32, F16: np.float16,
+           I8: np.int8, I32: np.int32, U32: np.uint32}
+NAMES = {S8: "s8", U8: "u8", S16: "s16", U16: "u16", F32: "f32", F16: "f16", I8: "i8", I32: "i32", U32: "u32"}
 
 NEAR_TIES = [0.25, 0.35, 0.45, -0.25, 1.05]
 # near-ties, negative values, halves, values past the 8/16-bit ranges
@@ -88,6 +94,20 @@ CASES = [
      [-12.5, -12.40000057220459, -12.0, -2.5, 0.20000000298023224, 0.30000001192092896, 7.5, 13.0]),
     ("Cast", U16, (0.1, -100), [0, 200, 1000, 20000, 25400, 25600, 40000, 51000], F16, None,
      [-10.0, 10.0, 90.0, 1990.0, 2530.0, 2550.0, 3990.0, 5088.0]),
+    # Cast fixed point <-> plain integers
+    ("Cast", U8, (0.1, -128), BYTE_CODES, I32, None, [0, 1, 5, 100, 127, 128, 200, 255]),
+    ("Cast", U8, (0.1, -128), BYTE_CODES, U32, None, [0, 1, 5, 100, 127, 128, 200, 255]),
+    ("Cast", U8, (0.1, -128), BYTE_CODES, I8, None, [-128, -127, -123, -28, -1, 0, 72, 127]),
+    ("Cast", S8, (10.0, 0), [-100, 50, 127, 1], I8, None, [-100, 50, 127, 1]),
+    ("Cast", S8, (0.5, 0), list(range(-5, 6)), I32, None, [-2, -2, -2, -1, 0, 0, 0, 1, 2, 2, 2]),
+    ("Cast", S8, (0.1, 3), [-128, -127, -28, 0, 72, 127], I32, None, [-12, -12, -2, 0, 8, 13]),
+    ("Cast", S16, (0.1, 3), [-128, -127, -28, 0, 72, 127, -1, 1], I32, None, [-12, -12, -2, 0, 8, 13, 0, 0]),
+    ("Cast", U16, (0.5, -1), list(range(8)), I32, None, [0, 0, 0, 1, 2, 2, 2, 3]),
+    ("Cast", I32, None, [-3, 0, 5, 300, 70000], U8, (1.0, 0), [0, 0, 5, 255, 255]),
+    ("Cast", I32, None, [-3, 0, 5, 300], U8, (0.5, -10), [0, 0, 5, 255]),
+    ("Cast", I32, None, [-3, 0, 5, 300, 70000], U16, (0.5, -10), [0, 0, 5, 300, 65535]),
+    ("Cast", I32, None, [-3, 0, 5, 300], S8, (0.5, 3), [-9, -3, 7, 127]),
+    ("Cast", U8, (0.1, -128), [0, 1, 100, 128, 200, 255], U16, (0.01, 0), [0, 0, 0, 0, 720, 1270]),
 ]
 IDS = [f"{c[0]}-{NAMES[c[1]]}{c[2] or ''}-{NAMES[c[4]]}{c[5] or ''}-{i}" for i, c in enumerate(CASES)]
 

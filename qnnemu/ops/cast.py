@@ -73,6 +73,35 @@ def convert_rounding(src: int, dst: int) -> str:
     return DEFAULT_ROUNDING
 
 
+_I32, _U32, _I8 = Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32, Q.QNN_DATATYPE_INT_8
+_U16_FIXED = Q.QNN_DATATYPE_UFIXED_POINT_16
+
+
+def _cast_fixed_int(cast: "Cast", x: np.ndarray, src: int, dst: int) -> np.ndarray | None:
+    """Cast between fixed point and plain integers for the pairs measured on the vendor's
+    backend (libQnnHtp.so 2.51), else None (the real-value path).
+
+    UFIXED_POINT_8 -> INT_32 / UINT_32: the code; -> INT_8: the code - 128; SFIXED_POINT_8 ->
+    INT_8: the code; other fixed point -> INT_32: the real value rounded to nearest, ties to
+    even.  INT_32 -> UFIXED_POINT_8 / UFIXED_POINT_16: the value saturated, the encoding ignored;
+    INT_32 -> SFIXED_POINT_8: as from a float (``_cast_float_to_fixed``)."""
+    if src == _U8_FIXED and dst in (_I32, _U32):
+        return x.astype(dtypes.numpy_dtype(dst))
+    if src == _U8_FIXED and dst == _I8:
+        return (x.astype(np.int16) - 128).astype(np.int8)
+    if src == _S8_FIXED and dst == _I8:
+        return x.astype(np.int8, copy=True)
+    if src in _FIXED and dst == _I32:
+        return _float_to_int(np.rint(cast._to_real(x)), dst)
+    if src == _I32 and dst in (_U8_FIXED, _U16_FIXED):
+        lo, hi = (0, 255) if dst == _U8_FIXED else (0, 65535)
+        return np.clip(x.astype(np.int64), lo, hi).astype(dtypes.numpy_dtype(dst))
+    if src == _I32 and dst == _S8_FIXED:
+        return _cast_float_to_fixed(x.astype(np.float32), _F32, dst,
+                                    cast._quant(cast.output_specs, "outputTensors"))
+    return None
+
+
 def _cast_float_to_fixed(x: np.ndarray, src: int, dst: int, quant: QuantSpec) -> np.ndarray | None:
     """Cast float -> fixed point as the vendor's backend computes it (libQnnHtp.so 2.51), or None
     for an encoding it was not measured with (per-axis / blockwise: the requantization path).
@@ -222,8 +251,9 @@ class Cast(_Conversion):
     ("HTP cast supports normal types").  Fixed point, as the vendor's backend computes it
     (libQnnHtp.so 2.51, docs/numerics.md "Convert and Cast"): float -> fixed point see
     ``_cast_float_to_fixed``; UFIXED_POINT_8 -> float is the code itself (a plain byte), and
-    SFIXED_POINT_8 -> FLOAT_16 the code + 128; other fixed-point operands are converted through
-    their real value (dequantize / quantize, ties to even).
+    SFIXED_POINT_8 -> FLOAT_16 the code + 128; fixed point <-> INT_32 see ``_cast_fixed_int``;
+    other fixed-point operands are converted through their real value (dequantize / quantize,
+    ties to even).
     """
 
     @classmethod
@@ -244,6 +274,9 @@ class Cast(_Conversion):
                                          self._quant(self.output_specs, "outputTensors"))
             if codes is not None:
                 return codes
+        codes = _cast_fixed_int(self, x, declared_src, declared_dst)
+        if codes is not None:
+            return codes
         if declared_dst in _FLOATS and (declared_src == _U8_FIXED or (
                 declared_src == _S8_FIXED and declared_dst == _F16)):
             byte = x.astype(np.int16) + (128 if declared_src == _S8_FIXED else 0)
