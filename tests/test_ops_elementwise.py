@@ -739,14 +739,20 @@ def test_cast(src, values, dst, want):
         f"Cast {dtypes.name(src)} -> {dtypes.name(dst)}: {y.tolist()} == {want}"
 
 
-def test_cast_fixed_point_through_real_values():
-    raw = np.array([0, 128, 255], np.uint8)  # real -12.8, 0, 12.7
+def test_cast_fixed_point_and_integers():
+    """As the vendor's backend (tests/test_convert_rounding.py pins it on both libraries)."""
+    raw = np.array([0, 128, 255], np.uint8)
     src = spec((3,), UFX8, qs(0.1, -128))
     y, _ = run("Cast", [raw], specs=[src], declared=[spec((3,), I32)])
-    assert y.tolist() == [-12, 0, 12], f"UFIXED_8 -> INT_32 truncates the real value: {y}"
-    dst = spec((3,), UFX8, qs(0.5, -10))
-    y, _ = run("Cast", [np.array([-3, 0, 5], np.int32)], declared=[dst])
-    assert y.tolist() == [4, 10, 20], f"INT_32 -> UFIXED_8 quantizes: {y}"
+    assert y.tolist() == [0, 128, 255], f"UFIXED_8 -> INT_32 is the code (a plain byte): {y}"
+    y, _ = run("Cast", [np.array([-125, -3, 3, 20], np.int8)], specs=[spec((4,), SFX8, qs(0.5, 0))],
+               declared=[spec((4,), I32)])
+    assert y.tolist() == [-62, -2, 2, 10], f"SFIXED_8 -> INT_32 rounds the real value, ties to even: {y}"
+    dst = spec((4,), UFX8, qs(0.5, -10))
+    y, _ = run("Cast", [np.array([-3, 0, 5, 300], np.int32)], declared=[dst])
+    assert y.tolist() == [0, 0, 5, 255], f"INT_32 -> UFIXED_8 saturates the value, encoding ignored: {y}"
+    y, _ = run("Cast", [np.array([-3, 0, 5, 300], np.int32)], declared=[spec((4,), SFX8, qs(0.5, 3))])
+    assert y.tolist() == [-9, -3, 7, 127], f"INT_32 -> SFIXED_8 quantizes: {y}"
     assert ops.get("Cast").handles_quant, "Cast reads encodings itself (handles_quant)"
 
 
@@ -833,8 +839,8 @@ def test_convert():
     assert_close(y, [0.1 * (int(v) - 128) for v in raw], "UFIXED_8 -> FLOAT_32", rel=1e-7)
     y, _ = run("Convert", [np.array([-16.0, 0.0625, 0.1875, 99.0], np.float32)],
                declared=[spec((4,), UFX8, qs(0.125, -128))])
-    assert y.tolist() == [0, 128, 130, 255], \
-        f"FLOAT_32 -> UFIXED_8 (x / scale = 0.5 -> 0, 1.5 -> 2: halves to even): {y}"
+    assert y.tolist() == [0, 129, 130, 255], \
+        f"FLOAT_32 -> UFIXED_8 rounds as Quantize (x / scale = 0.5 -> 1, 1.5 -> 2: halves away from zero): {y}"
     y, _ = run("Convert", [np.array([0.5, 65504], np.float16)], declared=[spec((2,), F32)])
     assert y.dtype == np.float32 and y.tolist() == [0.5, 65504.0], "FLOAT_16 -> FLOAT_32"
     assert ops.get("Convert").handles_quant and ops.get("Quantize").handles_quant and \

@@ -10,10 +10,12 @@ Encodings and arithmetic are the execution plan's (qnnemu/spec/quant.py, core/pl
 conversion op computes exactly what the plan does at any other op's boundary: dequantizing is
 real = scale * (q + offset) (per tensor, per axis or blockwise); quantizing is
 clamp(round(real * (1 / scale)) - offset) in the storage type's range (narrowed to
-``bitwidth`` when the encoding gives a smaller one), rounding ties per ``rounding_for(op)``:
-Quantize half away from zero (what the vendor's backend does), Convert and Cast half to even
-(the plan's default; to be confirmed against the vendor backend).  nan quantizes to the zero
-point (q = -offset).
+``bitwidth`` when the encoding gives a smaller one).  Rounding, as the vendor's libQnnHtp.so
+2.51 computes it (docs/numerics.md "Convert and Cast"; tests/test_convert_rounding.py):
+Quantize and float32 -> fixed-point Convert as ``rounding_for("Quantize")``; fixed -> fixed
+Convert to a code as wide or wider half up; Cast to fixed point half to even after the offset
+(8-bit unsigned Cast outputs and inputs are plain bytes: the encoding is ignored).  nan
+quantizes to the zero point (q = -offset).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ _FLOATS = (_F32, _F16)
 _FIXED = dtypes.FIXED_POINT_TYPES
 _INTS = frozenset(dtypes.INT_TYPES)
 _FIXED_4 = (Q.QNN_DATATYPE_SFIXED_POINT_4, Q.QNN_DATATYPE_UFIXED_POINT_4)
+_U8_FIXED, _S8_FIXED = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8
 
 
 def int_range(dtype: int) -> tuple[int, int]:
@@ -50,10 +53,74 @@ def _float_to_int(x: np.ndarray, dtype: int) -> np.ndarray:
     return y.astype(dtypes.numpy_dtype(dtype))
 
 
-def _requantize(y: np.ndarray, quant: QuantSpec, dtype: int, op_type: str) -> np.ndarray:
-    """The plan's requantization with ``op_type``'s rounding (32-bit codes in float64)."""
-    from ..spec.quant import Requantize, rounding_for
-    return Requantize(quant, dtype, rounding_for(op_type))(y)
+def _requantize(y: np.ndarray, quant: QuantSpec, dtype: int, mode: str) -> np.ndarray:
+    """The plan's requantization with rounding ``mode`` (32-bit codes in float64)."""
+    from ..spec.quant import Requantize
+    return Requantize(quant, dtype, mode)(y)
+
+
+def convert_rounding(src: int, dst: int) -> str:
+    """The rounding of a Convert from ``src`` to fixed-point ``dst``, as the vendor's backend
+    computes it (libQnnHtp.so 2.51): float32 input like its Quantize; fixed point into a code as
+    wide or wider ties up (u8 -> u8, u8 -> u16, u16 -> u16, s8 -> s8, s16 -> s16); otherwise
+    (float16 input, 16 -> 8 bits) ties to even -- docs/numerics.md lists where the vendor's
+    values differ from that."""
+    from ..spec.quant import DEFAULT_ROUNDING, rounding_for
+    if src == _F32:
+        return rounding_for("Quantize")
+    if src in _FIXED and dtypes.itemsize(dst) >= dtypes.itemsize(src):
+        return "half_up"
+    return DEFAULT_ROUNDING
+
+
+_I32, _U32, _I8 = Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32, Q.QNN_DATATYPE_INT_8
+_U16_FIXED = Q.QNN_DATATYPE_UFIXED_POINT_16
+
+
+def _cast_fixed_int(cast: "Cast", x: np.ndarray, src: int, dst: int) -> np.ndarray | None:
+    """Cast between fixed point and plain integers for the pairs measured on the vendor's
+    backend (libQnnHtp.so 2.51), else None (the real-value path).
+
+    UFIXED_POINT_8 -> INT_32 / UINT_32: the code; -> INT_8: the code - 128; SFIXED_POINT_8 ->
+    INT_8: the code; other fixed point -> INT_32: the real value rounded to nearest, ties to
+    even.  INT_32 -> UFIXED_POINT_8 / UFIXED_POINT_16: the value saturated, the encoding ignored;
+    INT_32 -> SFIXED_POINT_8: as from a float (``_cast_float_to_fixed``)."""
+    if src == _U8_FIXED and dst in (_I32, _U32):
+        return x.astype(dtypes.numpy_dtype(dst))
+    if src == _U8_FIXED and dst == _I8:
+        return (x.astype(np.int16) - 128).astype(np.int8)
+    if src == _S8_FIXED and dst == _I8:
+        return x.astype(np.int8, copy=True)
+    if src in _FIXED and dst == _I32:
+        return _float_to_int(np.rint(cast._to_real(x)), dst)
+    if src == _I32 and dst in (_U8_FIXED, _U16_FIXED):
+        lo, hi = (0, 255) if dst == _U8_FIXED else (0, 65535)
+        return np.clip(x.astype(np.int64), lo, hi).astype(dtypes.numpy_dtype(dst))
+    if src == _I32 and dst == _S8_FIXED:
+        return _cast_float_to_fixed(x.astype(np.float32), _F32, dst,
+                                    cast._quant(cast.output_specs, "outputTensors"))
+    return None
+
+
+def _cast_float_to_fixed(x: np.ndarray, src: int, dst: int, quant: QuantSpec) -> np.ndarray | None:
+    """Cast float -> fixed point as the vendor's backend computes it (libQnnHtp.so 2.51), or None
+    for an encoding it was not measured with (per-axis / blockwise: the requantization path).
+
+    UFIXED_POINT_8 is a plain byte: trunc(x) saturated to [0, 255], the encoding ignored.  From
+    FLOAT_16, SFIXED_POINT_8 is that byte minus 128.  Otherwise q = rint(x * float32(1 / scale)
+    - offset), ties to even *after* the offset (an odd offset moves the ties), saturated."""
+    from ..spec.quant import code_range, reciprocal_f32
+    if dst == _U8_FIXED or (dst == _S8_FIXED and src == _F16):
+        byte = _float_to_int(x, Q.QNN_DATATYPE_UINT_8)
+        if dst == _U8_FIXED:
+            return byte
+        return (byte.astype(np.int16) - 128).astype(np.int8)
+    if quant.axis is not None or quant.block_scales is not None:
+        return None
+    lo, hi = code_range(dst, quant.bitwidth)
+    scaled = np.multiply(np.asarray(x, np.float32), reciprocal_f32(quant.scale), dtype=np.float32)
+    y = np.rint(np.nan_to_num(scaled.astype(np.float64), nan=0.0) - float(quant.offset))
+    return np.clip(y, lo, hi).astype(dtypes.numpy_dtype(dst))
 
 
 # ---- checks -----------------------------------------------------------------------------------
@@ -148,7 +215,9 @@ class _Conversion(Op, register=False):
             return (x != 0).astype(np.float32)
         return x
 
-    def _from_real(self, y: np.ndarray) -> np.ndarray:
+    def _from_real(self, y: np.ndarray, mode: str | None = None) -> np.ndarray:
+        """``y`` in the output type; fixed point rounds per ``mode`` (default: the op's
+        ``rounding_for``)."""
         d = self._out_dtype()
         if d in _FIXED:
             quant = self._quant(self.output_specs, "outputTensors")
@@ -156,7 +225,10 @@ class _Conversion(Op, register=False):
             if y.dtype.kind != "f":
                 y = y.astype(np.float64)
             y = np.nan_to_num(y, nan=0.0)  # nan -> the zero point
-            return _requantize(y, quant, d, self.op_type)
+            if mode is None:
+                from ..spec.quant import rounding_for
+                mode = rounding_for(self.op_type)
+            return _requantize(y, quant, d, mode)
         if d == _BOOL:
             return (y != 0).astype(np.uint8)
         if d in _INTS:
@@ -176,8 +248,12 @@ class Cast(_Conversion):
     float -> integer truncates toward zero and saturates to the target range (nan -> 0);
     integer -> integer wraps modulo 2^bits (C conversion); anything -> BOOL_8 is x != 0;
     BOOL_8 -> anything is 0 / 1.  The ONNX Runtime QNN EP only emits Cast between plain types
-    ("HTP cast supports normal types"); a fixed-point operand is converted through its real
-    value (dequantize / quantize) -- to be confirmed against the vendor backend.
+    ("HTP cast supports normal types").  Fixed point, as the vendor's backend computes it
+    (libQnnHtp.so 2.51, docs/numerics.md "Convert and Cast"): float -> fixed point see
+    ``_cast_float_to_fixed``; UFIXED_POINT_8 -> float is the code itself (a plain byte), and
+    SFIXED_POINT_8 -> FLOAT_16 the code + 128; fixed point <-> INT_32 see ``_cast_fixed_int``;
+    other fixed-point operands are converted through their real value (dequantize / quantize,
+    ties to even).
     """
 
     @classmethod
@@ -191,6 +267,20 @@ class Cast(_Conversion):
             return x.astype(dtypes.numpy_dtype(dst))  # wraps, like the C conversion
         if src == dst and src not in _FIXED:
             return x.copy()
+        declared_src = self.declared_dtypes[0][0] if self.declared_dtypes[0] else src
+        declared_dst = self.declared_dtypes[1][0] if self.declared_dtypes[1] else dst
+        if declared_src in _FLOATS and declared_dst in _FIXED:
+            codes = _cast_float_to_fixed(x, declared_src, declared_dst,
+                                         self._quant(self.output_specs, "outputTensors"))
+            if codes is not None:
+                return codes
+        codes = _cast_fixed_int(self, x, declared_src, declared_dst)
+        if codes is not None:
+            return codes
+        if declared_dst in _FLOATS and (declared_src == _U8_FIXED or (
+                declared_src == _S8_FIXED and declared_dst == _F16)):
+            byte = x.astype(np.int16) + (128 if declared_src == _S8_FIXED else 0)
+            return byte.astype(dtypes.numpy_dtype(declared_dst))
         return self._from_real(self._to_real(x))
 
 
@@ -221,7 +311,8 @@ class Convert(_Conversion):
         return _declared(op, inputs, declared_outputs, _REAL_TYPES, what)
 
     def _run(self, x, **params):
-        return self._from_real(self._to_real(x))
+        mode = convert_rounding(self._in_dtype(x), self._out_dtype())
+        return self._from_real(self._to_real(x), mode)
 
 
 class Quantize(_Conversion):

@@ -155,6 +155,14 @@ def _index_op_axis(op: str, spec: TensorSpec, params) -> int:
     return check_axis(op, params["axis"], spec.rank, what=f" for rank {spec.rank} input")
 
 
+def _indices_along_axis(op: str, inputs, params) -> tuple[TensorSpec, TensorSpec, int]:
+    """(data, indices, axis) of Gather / GatherElements, checked: integer indices, an axis of
+    the data."""
+    x, ind = inputs
+    check_indices(op, 1, ind)
+    return x, ind, _index_op_axis(op, x, params)
+
+
 # ---- Gather -------------------------------------------------------------------------------------
 class Gather(_WarnOnce, Op):
     inputs = ("in[0]", "in[1]")
@@ -164,9 +172,7 @@ class Gather(_WarnOnce, Op):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x, ind = inputs
-        check_indices(op, 1, ind)
-        axis = _index_op_axis(op, x, params)
+        x, ind, axis = _indices_along_axis(op, inputs, params)
         _static_check(op, 1, ind, x.shape[axis], negative=True)
         shape = tuple(x.shape[:axis]) + tuple(ind.shape) + tuple(x.shape[axis + 1:])
         return [same_spec(x, shape=shape)]
@@ -194,9 +200,7 @@ class GatherElements(_WarnOnce, Op):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x, ind = inputs
-        check_indices(op, 1, ind)
-        axis = _index_op_axis(op, x, params)
+        x, ind, axis = _indices_along_axis(op, inputs, params)
         cls.check_shapes(op, x, ind, axis)
         _static_check(op, 1, ind, x.shape[axis], what="graphExecute reads 0 there")
         return [same_spec(x, shape=tuple(ind.shape))]
@@ -268,6 +272,15 @@ class _Scatter(_WarnOnce, Op, register=False):
     reductions = (RED_NONE, RED_ADD, RED_MUL)
 
     @classmethod
+    def check_operands(cls, inputs, params) -> list[TensorSpec]:
+        """(data, indices, updates), checked: integer indices, updates of the data's type, a
+        reduction the op takes."""
+        check_indices(cls.op_type, 1, inputs[1])
+        check_same_dtype(cls.op_type, inputs, [0, 2])
+        cls.check_reduction(params)
+        return list(inputs)
+
+    @classmethod
     def check_reduction(cls, params) -> None:
         red = params["reduction"]
         if red not in cls.reductions:
@@ -319,10 +332,7 @@ class ScatterElements(_Scatter):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x, ind, upd = inputs
-        check_indices(op, 1, ind)
-        check_same_dtype(op, inputs, [0, 2])
-        cls.check_reduction(params)
+        x, ind, upd = cls.check_operands(inputs, params)
         axis = _index_op_axis(op, x, params)
         GatherElements.check_shapes(op, x, ind, axis)
         if tuple(upd.shape) != tuple(ind.shape):
@@ -354,10 +364,7 @@ class ScatterNd(_Scatter):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x, ind, upd = inputs
-        check_indices(op, 1, ind)
-        check_same_dtype(op, inputs, [0, 2])
-        cls.check_reduction(params)
+        x, ind, upd = cls.check_operands(inputs, params)
         if ind.rank < 1:
             raise OpCheckError(f"QNNEMU-{op}-indices-rank", "inputTensors[1].rank",
                                "indices must have rank >= 1 (the last dimension holds index tuples)")

@@ -56,6 +56,7 @@ from ..errors import OpUnsupportedError
 from ..headers import Q
 from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute,
                    same_spec, to_compute)
+from .common import optional_input, sequence_output, sigmoid, steps_first
 
 FORWARD = Q.QNN_OP_LSTM_DIRECTION_FORWARD
 REVERSE = Q.QNN_OP_LSTM_DIRECTION_REVERSE
@@ -76,14 +77,6 @@ _NAMES = {
     W_CO: "cell-to-output weights", B_I: "input gate bias", W_PROJ: "projection weights",
     B_PROJ: "projection bias", RESET: "reset",
 }
-
-
-def _get(items, i):
-    return items[i] if i < len(items) else None
-
-
-def _sigmoid(v: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * v))  # overflow-free logistic
 
 
 def _layer_norm(v: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -127,7 +120,7 @@ class Lstm(Op):
                 check_real(op, i, spec)
         x = inputs[X]
         check_rank(op, 0, x, (2, 3))
-        if _get(inputs, RESET) is not None:
+        if optional_input(inputs, RESET) is not None:
             raise OpUnsupportedError(
                 "QNNEMU-Lstm-reset", f"inputTensors[{RESET}]",
                 "the stateful reset input (in[24]) is not supported: qnnemu runs Lstm "
@@ -138,7 +131,7 @@ class Lstm(Op):
         p = inputs[W_HF].shape[1] if inputs[W_HF].rank == 2 else -1
 
         def want(i, shape):
-            spec = _get(inputs, i)
+            spec = optional_input(inputs, i)
             if spec is None:
                 return
             if tuple(spec.shape) != tuple(shape):
@@ -235,18 +228,13 @@ class Lstm(Op):
 
     def _run(self, *arrays, direction, cell_clip_threshold, output_clip_threshold, time_major,
              **_quant_params):
-        a = [to_compute(_get(arrays, i)) for i in range(25)]
+        a = [to_compute(optional_input(arrays, i)) for i in range(25)]
         x = a[X]
         dtype = arrays[X].dtype
         ct = x.dtype if x.dtype in (np.float32, np.float64) else np.float32
         a = [None if v is None else np.asarray(v, dtype=ct) for v in a]
         x = a[X]
-        seq_axis = None
-        if x.ndim == 3:
-            seq_axis = 0 if time_major else 1
-            xs = np.moveaxis(x, seq_axis, 0)       # [T, B, I]
-        else:
-            xs = x[None]
+        xs, seq_axis = steps_first(x, time_major)       # [T, B, I]
         steps, b = xs.shape[0], xs.shape[1]
         n, p = a[W_XF].shape[0], a[W_HF].shape[1]
         cifg = a[W_XI] is None
@@ -280,7 +268,7 @@ class Lstm(Op):
             if ln:
                 f_pre = _layer_norm(f_pre, ln_w[k]) + bias[k * n:(k + 1) * n]
                 g_pre = _layer_norm(g_pre, ln_w[k + 1]) + bias[(k + 1) * n:(k + 2) * n]
-            f = _sigmoid(f_pre)
+            f = sigmoid(f_pre)
             if cifg:
                 i_gate = 1.0 - f
             else:
@@ -289,7 +277,7 @@ class Lstm(Op):
                     i_pre = i_pre + c * a[W_CI]
                 if ln:
                     i_pre = _layer_norm(i_pre, ln_w[0]) + bias[:n]
-                i_gate = _sigmoid(i_pre)
+                i_gate = sigmoid(i_pre)
             c = f * c + i_gate * np.tanh(g_pre)
             if cell_clip_threshold > 0:
                 c = np.clip(c, -cell_clip_threshold, cell_clip_threshold)
@@ -297,7 +285,7 @@ class Lstm(Op):
                 o_pre = o_pre + c * a[W_CO]
             if ln:
                 o_pre = _layer_norm(o_pre, ln_w[k + 2]) + bias[(k + 2) * n:(k + 3) * n]
-            m = _sigmoid(o_pre) * np.tanh(c)
+            m = sigmoid(o_pre) * np.tanh(c)
             if proj_t is not None:
                 h = m @ proj_t
                 if a[B_PROJ] is not None:
@@ -307,8 +295,8 @@ class Lstm(Op):
             else:
                 h = m
             out[t] = h
-        seq = np.moveaxis(out, 0, seq_axis) if seq_axis is not None else out[0]
-        return (from_compute(np.ascontiguousarray(seq), dtype), from_compute(c, dtype),
+        seq = sequence_output(out, seq_axis)
+        return (from_compute(seq, dtype), from_compute(c, dtype),
                 from_compute(h, dtype))
 
 

@@ -55,6 +55,16 @@ def check_min_rank(op: str, idx: int, spec: TensorSpec, lo: int) -> None:
                            f"(dimensions {list(spec.shape)})")
 
 
+def real_input(op: str, inputs: list[TensorSpec], min_rank: int = 0, ints: bool = False) -> TensorSpec:
+    """in[0], checked: a real tensor (float or fixed point; with ``ints`` plain INT/UINT too) of
+    rank >= ``min_rank`` -- the first check of the normalization and reduction ops."""
+    x = inputs[0]
+    check_real(op, 0, x, ints=ints)
+    if min_rank:
+        check_min_rank(op, 0, x, min_rank)
+    return x
+
+
 def check_axes(op: str, value, rank: int, name: str = "axes") -> tuple[int, ...]:
     """A QNN ``axes`` tensor: at least one value, each in [0, rank-1]; returned sorted and
     de-duplicated (the vendor's HTP backend accepts a repeated axis as one)."""
@@ -156,9 +166,7 @@ class Batchnorm(Op):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x = inputs[0]
-        check_real(op, 0, x)
-        check_min_rank(op, 0, x, 1)
+        x = real_input(op, inputs, min_rank=1)
         c = x.shape[-1]
         _check_vector(op, 1, inputs[1], c, "weight")
         if len(inputs) > 2:
@@ -186,9 +194,7 @@ class InstanceNorm(Op):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x = inputs[0]
-        check_real(op, 0, x)
-        check_min_rank(op, 0, x, 3)
+        x = real_input(op, inputs, min_rank=3)
         if params["mode"] not in (MU_SIGMA, RMS):
             raise OpCheckError(f"QNNEMU-{op}-mode", "params[mode]",
                                f"mode must be MU_SIGMA ({MU_SIGMA}) or RMS ({RMS}), "
@@ -229,9 +235,7 @@ class _AxesNorm(Op, register=False):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x = inputs[0]
-        check_real(op, 0, x)
-        check_min_rank(op, 0, x, 1)
+        x = real_input(op, inputs, min_rank=1)
         axes = check_axes(op, params["axes"], x.rank)
         norm_shape = tuple(x.shape[a] for a in axes)
         for idx, what in ((1, "gamma"), (2, "beta")):
@@ -323,9 +327,7 @@ class GroupNorm(Op):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x = inputs[0]
-        check_real(op, 0, x)
-        check_min_rank(op, 0, x, 2)
+        x = real_input(op, inputs, min_rank=2)
         c, g = x.shape[-1], int(params["group"])
         if g < 1 or c % g != 0:
             raise OpCheckError(f"QNNEMU-{op}-group", "params[group]",
@@ -408,8 +410,7 @@ class Lrn(Op):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x = inputs[0]
-        check_real(op, 0, x)
+        x = real_input(op, inputs)
         region = params["region"]
         if region not in (LRN_ACROSS_CHANNEL, LRN_WITHIN_CHANNEL):
             raise OpCheckError(f"QNNEMU-{op}-region", "params[region]",
@@ -439,4 +440,4 @@ class Lrn(Op):
 
 
 __all__ = ["Batchnorm", "InstanceNorm", "LayerNorm", "RmsNorm", "GroupNorm", "L2Norm", "Lrn",
-           "check_axes", "check_axis", "check_min_rank"]
+           "check_axes", "check_axis", "check_min_rank", "real_input"]

@@ -72,9 +72,18 @@ class _RandomLike(Op, register=False):
     output_what = "UFIXED_POINT_8 or SFIXED_POINT_8"
     native_int_inputs = (0, 1)          # the shape, the seed
 
+    # the op's two float parameters, both required finite; the rule and the second one's path
+    # say which is wrong
+    finite_params: tuple[str, str] = ("", "")
+    finite_rule = ""
+
     @classmethod
     def check_params(cls, params) -> None:
-        raise NotImplementedError
+        a, b = cls.finite_params
+        if not (math.isfinite(params[a]) and math.isfinite(params[b])):
+            raise OpCheckError(cls.finite_rule, f"params[{b}]",
+                               f"{a} and {b} must be finite numbers; got {a} {params[a]}, {b} "
+                               f"{params[b]}")
 
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
@@ -137,12 +146,8 @@ class RandomUniformLike(_RandomLike):
     params = {"low": ParamSpec("scalar", ("float",), default=0.0),
               "high": ParamSpec("scalar", ("float",), default=1.0)}
 
-    @classmethod
-    def check_params(cls, params) -> None:
-        low, high = params["low"], params["high"]
-        if not (math.isfinite(low) and math.isfinite(high)):
-            raise OpCheckError("QNNEMU-RandomUniformLike-range", "params[high]",
-                               f"low and high must be finite numbers; got low {low}, high {high}")
+    finite_params = ("low", "high")
+    finite_rule = "QNNEMU-RandomUniformLike-range"
 
     def _run(self, shape_in, seed=None, *, low, high):
         u = self._generator(seed).random(self._shape(shape_in))      # [0, 1), float64
@@ -156,13 +161,8 @@ class RandomNormalLike(_RandomLike):
     params = {"mean": ParamSpec("scalar", ("float",), default=0.0),
               "scale": ParamSpec("scalar", ("float",), default=1.0)}
 
-    @classmethod
-    def check_params(cls, params) -> None:
-        mean, scale = params["mean"], params["scale"]
-        if not (math.isfinite(mean) and math.isfinite(scale)):
-            raise OpCheckError("QNNEMU-RandomNormalLike-scale", "params[scale]",
-                               f"mean and scale must be finite numbers; got mean {mean}, scale "
-                               f"{scale}")
+    finite_params = ("mean", "scale")
+    finite_rule = "QNNEMU-RandomNormalLike-scale"
 
     def _run(self, shape_in, seed=None, *, mean, scale):
         z = self._generator(seed).standard_normal(self._shape(shape_in))

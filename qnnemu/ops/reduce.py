@@ -33,7 +33,7 @@ import numpy as np
 
 from ..headers import Q
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_real, from_compute, same_spec
-from .norm import check_axes, check_axis, check_min_rank
+from .norm import check_axes, check_axis, real_input
 
 INDEX_TYPES = (Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32)
 
@@ -78,9 +78,7 @@ class _Reduce(Op, register=False):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x = inputs[0]
-        check_real(op, 0, x, ints=True)  # INT/UINT too: see the module docstring
-        check_min_rank(op, 0, x, 1)
+        x = real_input(op, inputs, min_rank=1, ints=True)  # INT/UINT too: see the module docstring
         axes = check_axes(op, params["axes"], x.rank)
         if params["keep_dims"]:
             shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
@@ -162,9 +160,7 @@ class _Arg(Op, register=False):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x = inputs[0]
-        check_real(op, 0, x, ints=True)
-        check_min_rank(op, 0, x, 1)
+        x = real_input(op, inputs, min_rank=1, ints=True)
         axis = check_axis(op, params["axis"], x.rank)
         shape = list(x.shape)
         if params["keep_dims"]:
@@ -202,9 +198,7 @@ class TopK(Op):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x = inputs[0]
-        check_real(op, 0, x, ints=True)
-        check_min_rank(op, 0, x, 1)
+        x = real_input(op, inputs, min_rank=1, ints=True)
         k, n = int(params["k"]), x.shape[-1]
         if not 1 <= k <= n:
             raise OpCheckError(f"QNNEMU-{op}-k", "params[k]",
@@ -263,9 +257,7 @@ class CumulativeSum(Op):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
-        x = inputs[0]
-        check_real(op, 0, x, ints=True)
-        check_min_rank(op, 0, x, 1)
+        x = real_input(op, inputs, min_rank=1, ints=True)
         check_axis(op, params["axis"], x.rank)
         return [same_spec(x)]
 

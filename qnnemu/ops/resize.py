@@ -256,16 +256,24 @@ def _tf_transform(params) -> int:
     return HALF_PIXEL if params["half_pixel_centers"] else ASYMMETRIC
 
 
-class ResizeBilinear(_ResizeBase):
-    params = {
-        "align_corners": ParamSpec("scalar", ("bool",), default=False),
-        "half_pixel_centers": ParamSpec("scalar", ("bool",), default=False),
-        "antialias": ParamSpec("scalar", ("bool",), default=False),
-    }
+_TF_FLAGS = {
+    "align_corners": ParamSpec("scalar", ("bool",), default=False),
+    "half_pixel_centers": ParamSpec("scalar", ("bool",), default=False),
+}
+
+
+class _TfResize(_ResizeBase, register=False):
+    """ResizeBilinear / ResizeNearestNeighbor: the TensorFlow-style align_corners and
+    half_pixel_centers flags (at most one of them true) pick the coordinate transform."""
+    params = _TF_FLAGS
 
     @classmethod
     def check_params(cls, params) -> None:
         _tf_flags(cls.op_type, params)
+
+
+class ResizeBilinear(_TfResize):
+    params = {**_TF_FLAGS, "antialias": ParamSpec("scalar", ("bool",), default=False)}
 
     def axis_plan(self, n_out, n_in, params):
         coords = float_coords(n_out, n_in, _tf_transform(params))
@@ -277,16 +285,8 @@ class ResizeBilinear(_ResizeBase):
         return ("taps", idx, w)
 
 
-class ResizeNearestNeighbor(_ResizeBase):
+class ResizeNearestNeighbor(_TfResize):
     quant_passthrough = True
-    params = {
-        "align_corners": ParamSpec("scalar", ("bool",), default=False),
-        "half_pixel_centers": ParamSpec("scalar", ("bool",), default=False),
-    }
-
-    @classmethod
-    def check_params(cls, params) -> None:
-        _tf_flags(cls.op_type, params)
 
     def axis_plan(self, n_out, n_in, params):
         if params["align_corners"] or params["half_pixel_centers"]:

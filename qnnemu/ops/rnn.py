@@ -71,6 +71,7 @@ from ..errors import OpUnsupportedError
 from ..headers import Q
 from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute,
                    same_spec, warn)
+from .common import optional_input, sequence_output, sigmoid, steps_first
 
 FORWARD = Q.QNN_OP_GRU_DIRECTION_FORWARD
 REVERSE = Q.QNN_OP_GRU_DIRECTION_REVERSE
@@ -85,14 +86,6 @@ _NAMES = {
     B_HZ: "recurrent-to-update bias", B_HR: "recurrent-to-reset bias",
     B_HN: "recurrent-to-new bias", H0: "initial h", RESET: "reset",
 }
-
-
-def _get(items, i):
-    return items[i] if i < len(items) else None
-
-
-def _sigmoid(v: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * v))  # overflow-free logistic
 
 
 def _fail(rule: str, path: str, message: str) -> OpCheckError:
@@ -114,7 +107,7 @@ class Gru(Op):
     def infer(cls, inputs: list[TensorSpec | None], params,
               declared_outputs: list[TensorSpec] | None = None) -> list[TensorSpec]:
         op = cls.op_type
-        if _get(inputs, RESET) is not None:
+        if optional_input(inputs, RESET) is not None:
             raise OpUnsupportedError(
                 "QNNEMU-Gru-reset", f"inputTensors[{RESET}]",
                 "the reset input (in[14]) is not supported (the vendor's backend crashes on it): "
@@ -135,7 +128,7 @@ class Gru(Op):
         h = w.shape[0] if w.rank >= 1 else 0
 
         def want(i, shape):
-            spec = _get(inputs, i)
+            spec = optional_input(inputs, i)
             if spec is not None and tuple(spec.shape) != tuple(shape):
                 rule = {2: "weight-shape", 1: "bias-shape"}[len(shape)]
                 raise _fail(rule, f"inputTensors[{i}].dimensions",
@@ -147,7 +140,7 @@ class Gru(Op):
             want(i, (h, h))
         for i in (B_XZ, B_XR, B_XN, B_HZ, B_HR, B_HN):
             want(i, (h,))
-        h0 = _get(inputs, H0)
+        h0 = optional_input(inputs, H0)
         if h0 is not None and tuple(h0.shape) not in ((b, h), (1, b, h)):
             raise _fail("state-shape", f"inputTensors[{H0}].dimensions",
                         f"the initial h (in[{H0}]) must be [{b}, {h}] or [1, {b}, {h}] (batch {b}, "
@@ -173,15 +166,10 @@ class Gru(Op):
     # ---- running --------------------------------------------------------------------------
     def _run(self, *arrays, direction, linear_before_reset, time_major):
         a = [None if v is None else np.asarray(v, dtype=np.float64)
-             for v in (_get(arrays, i) for i in range(15))]
+             for v in (optional_input(arrays, i) for i in range(15))]
         x = a[X]
         dtype = arrays[X].dtype
-        seq_axis = None
-        if x.ndim == 3:
-            seq_axis = 0 if time_major else 1
-            xs = np.moveaxis(x, seq_axis, 0)       # [T, B, I]
-        else:
-            xs = x[None]
+        xs, seq_axis = steps_first(x, time_major)       # [T, B, I]
         steps, b = xs.shape[0], xs.shape[1]
         h_size = a[W_XZ].shape[0]
         # Input contributions of every step at once, in gate order z, r, n.
@@ -195,7 +183,7 @@ class Gru(Op):
         out = np.empty((steps, b, h_size))
         order = range(steps - 1, -1, -1) if direction == REVERSE else range(steps)
         for t in order:
-            zr = _sigmoid(xg[t, :, :2 * h_size] + hid @ whzr + bhzr)
+            zr = sigmoid(xg[t, :, :2 * h_size] + hid @ whzr + bhzr)
             z, r = zr[:, :h_size], zr[:, h_size:]
             if linear_before_reset:
                 n = np.tanh(xg[t, :, 2 * h_size:] + r * (hid @ whn_t + bhn))
@@ -203,10 +191,10 @@ class Gru(Op):
                 n = np.tanh(xg[t, :, 2 * h_size:] + (r * hid) @ whn_t + bhn)
             hid = (1.0 - z) * n + z * hid
             out[t] = hid
-        seq = np.moveaxis(out, 0, seq_axis) if seq_axis is not None else out[0]
+        seq = sequence_output(out, seq_axis)
         last_shape = self.output_specs[1].shape if len(self.output_specs) > 1 else \
             ((1, b, h_size) if x.ndim == 3 else (b, h_size))
-        return (from_compute(np.ascontiguousarray(seq), dtype),
+        return (from_compute(seq, dtype),
                 from_compute(hid.reshape(last_shape), dtype))
 
 

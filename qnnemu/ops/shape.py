@@ -626,20 +626,29 @@ def _mode(op: str, params) -> int:
     return params["mode"]
 
 
-class DepthToSpace(_Move):
+class _BlockMove(_Move, register=False):
+    """DepthToSpace / SpaceToDepth: a rank-4 NHWC input, a [height, width] block and a mode."""
     params = {
         "block_size": ParamSpec("tensor", ("uint",), shape=(None,), required=True),
         "mode": ParamSpec("scalar", ("uint",), default=MODE_DCR),
     }
 
     @classmethod
+    def block_geometry(cls, inputs, params) -> tuple[tuple[int, ...], int, int]:
+        """(input NHWC dimensions, block height, block width), checked."""
+        x = inputs[0]
+        check_rank(cls.op_type, 0, x, (4,))
+        bh, bw = _block(cls.op_type, params)
+        _mode(cls.op_type, params)
+        return tuple(x.shape), bh, bw
+
+
+class DepthToSpace(_BlockMove):
+    @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
         x = inputs[0]
-        check_rank(op, 0, x, (4,))
-        bh, bw = _block(op, params)
-        _mode(op, params)
-        n, h, w, c = x.shape
+        (n, h, w, c), bh, bw = cls.block_geometry(inputs, params)
         if c % (bh * bw):
             raise OpCheckError(f"QNNEMU-{op}-channels", "inputTensors[0].dimensions",
                                f"channels ({c}) must be a multiple of block height x width ({bh}x{bw}); "
@@ -657,20 +666,12 @@ class DepthToSpace(_Move):
         return np.ascontiguousarray(y).reshape(n, h * bh, w * bw, k)
 
 
-class SpaceToDepth(_Move):
-    params = {
-        "block_size": ParamSpec("tensor", ("uint",), shape=(None,), required=True),
-        "mode": ParamSpec("scalar", ("uint",), default=MODE_DCR),
-    }
-
+class SpaceToDepth(_BlockMove):
     @classmethod
     def infer(cls, inputs, params, declared_outputs=None):
         op = cls.op_type
         x = inputs[0]
-        check_rank(op, 0, x, (4,))
-        bh, bw = _block(op, params)
-        _mode(op, params)
-        n, h, w, c = x.shape
+        (n, h, w, c), bh, bw = cls.block_geometry(inputs, params)
         if h % bh or w % bw:
             raise OpCheckError(f"QNNEMU-{op}-spatial", "inputTensors[0].dimensions",
                                f"height and width ({h}, {w}) must be multiples of the block size "
@@ -718,18 +719,39 @@ class ChannelShuffle(_Move):
         return np.ascontiguousarray(y).reshape(x.shape)
 
 
-class BatchToSpace(_Move):
-    params = {
+def _block_space_params(margins: str) -> dict[str, ParamSpec]:
+    """block_size and a [[top, bottom], [left, right]] margin parameter (crops / pad_amount)."""
+    return {
         "block_size": ParamSpec("tensor", ("uint",), shape=(None,), required=True),
-        "crops": ParamSpec("tensor", ("uint",), shape=(2, 2),
+        margins: ParamSpec("tensor", ("uint",), shape=(2, 2),
                            default=lambda: np.zeros((2, 2), np.uint32)),
     }
+
+
+class _BatchSpaceMove(_Move, register=False):
+    """BatchToSpace / SpaceToBatch: a rank-4 NHWC input; ``geometry`` gives (block height,
+    block width, crops or pads, output dimensions)."""
+    margins = ""  # the name of the margin parameter
+
+    @classmethod
+    def block_and_margins(cls, params) -> tuple[int, int, np.ndarray]:
+        bh, bw = _block(cls.op_type, params)
+        return bh, bw, np.asarray(params[cls.margins]).astype(np.int64)
+
+    @classmethod
+    def infer(cls, inputs, params, declared_outputs=None):
+        check_rank(cls.op_type, 0, inputs[0], (4,))
+        return [same_spec(inputs[0], shape=cls.geometry(inputs[0].shape, params)[3])]
+
+
+class BatchToSpace(_BatchSpaceMove):
+    margins = "crops"
+    params = _block_space_params(margins)
 
     @classmethod
     def geometry(cls, shape, params):
         op = cls.op_type
-        bh, bw = _block(op, params)
-        crops = np.asarray(params["crops"]).astype(np.int64)
+        bh, bw, crops = cls.block_and_margins(params)
         n, h, w, c = shape
         if n % (bh * bw):
             raise OpCheckError(f"QNNEMU-{op}-batch", "inputTensors[0].dimensions",
@@ -742,11 +764,6 @@ class BatchToSpace(_Move):
                                f"{h * bh}x{w * bw}")
         return bh, bw, crops, (n // (bh * bw), int(oh), int(ow), c)
 
-    @classmethod
-    def infer(cls, inputs, params, declared_outputs=None):
-        check_rank(cls.op_type, 0, inputs[0], (4,))
-        return [same_spec(inputs[0], shape=cls.geometry(inputs[0].shape, params)[3])]
-
     def _run(self, x, block_size, crops):
         bh, bw, cr, (b, oh, ow, c) = self.geometry(x.shape, {"block_size": block_size,
                                                              "crops": crops})
@@ -755,18 +772,14 @@ class BatchToSpace(_Move):
         return np.ascontiguousarray(y[:, cr[0, 0]:cr[0, 0] + oh, cr[1, 0]:cr[1, 0] + ow, :])
 
 
-class SpaceToBatch(_Move):
-    params = {
-        "block_size": ParamSpec("tensor", ("uint",), shape=(None,), required=True),
-        "pad_amount": ParamSpec("tensor", ("uint",), shape=(2, 2),
-                                default=lambda: np.zeros((2, 2), np.uint32)),
-    }
+class SpaceToBatch(_BatchSpaceMove):
+    margins = "pad_amount"
+    params = _block_space_params(margins)
 
     @classmethod
     def geometry(cls, shape, params):
         op = cls.op_type
-        bh, bw = _block(op, params)
-        pads = np.asarray(params["pad_amount"]).astype(np.int64)
+        bh, bw, pads = cls.block_and_margins(params)
         n, h, w, c = shape
         ph, pw = h + pads[0].sum(), w + pads[1].sum()
         if (pads < 0).any() or ph % bh or pw % bw:
@@ -774,11 +787,6 @@ class SpaceToBatch(_Move):
                                f"padded height and width ({ph}, {pw}; pad_amount {pads.tolist()}) must be "
                                f"multiples of the block size ({bh}, {bw})")
         return bh, bw, pads, (n * bh * bw, int(ph // bh), int(pw // bw), c)
-
-    @classmethod
-    def infer(cls, inputs, params, declared_outputs=None):
-        check_rank(cls.op_type, 0, inputs[0], (4,))
-        return [same_spec(inputs[0], shape=cls.geometry(inputs[0].shape, params)[3])]
 
     def _run(self, x, block_size, pad_amount):
         bh, bw, pads, (_, oh, ow, c) = self.geometry(x.shape, {"block_size": block_size,
