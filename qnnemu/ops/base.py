@@ -161,21 +161,28 @@ def _scalar_value(spec: ParamSpec, dtype: int, value, path: str, strict: bool):
     if cat in spec.types:
         return _native_scalar(cat, value)
     expected = "/".join(spec.types)
+    target, v = _first_coercion(spec, dtype, path, strict, f"{dtypes.name(dtype)} {value!r}",
+                                lambda target: _coerce_scalar(cat, target, value))
+    warn("QNNEMU-op-param-type-coerced", path,
+         f"{dtypes.name(dtype)} {value!r} given for a {expected} parameter: used as {v!r}")
+    return v
+
+
+def _first_coercion(spec: ParamSpec, dtype: int, path: str, strict: bool, given: str, coerce):
+    """(target, value) of the first of the parameter's types ``coerce`` converts the given value
+    to (graphAddNode's leniency); strict checking (backendValidateOpConfig) refuses at once."""
+    expected = "/".join(spec.types)
     if strict:
         raise OpCheckError("QNNEMU-op-param-type", path,
                            f"data type {dtypes.name(dtype)} not allowed (expected {expected})")
     first: _NotTaken | None = None
     for target in spec.types:
         try:
-            v = _coerce_scalar(cat, target, value)
+            return target, coerce(target)
         except _NotTaken as e:
             first = first or e
-            continue
-        warn("QNNEMU-op-param-type-coerced", path,
-             f"{dtypes.name(dtype)} {value!r} given for a {expected} parameter: used as {v!r}")
-        return v
-    raise OpCheckError(first.rule, path, f"{dtypes.name(dtype)} {value!r} given for a {expected} "
-                                         f"parameter: {first.why}")
+    assert first is not None  # spec.types is never empty
+    raise OpCheckError(first.rule, path, f"{given} given for a {expected} parameter: {first.why}")
 
 
 def _reshaped(arr: np.ndarray, shape: tuple) -> np.ndarray | None:
@@ -194,23 +201,12 @@ def _tensor_value(spec: ParamSpec, dtype: int, arr: np.ndarray, path: str, stric
     cat = type_category(dtype)
     expected = "/".join(spec.types)
     if cat not in spec.types:
-        if strict:
-            raise OpCheckError("QNNEMU-op-param-type", path,
-                               f"data type {dtypes.name(dtype)} not allowed (expected {expected})")
-        first: _NotTaken | None = None
-        for target in spec.types:
-            try:
-                flat = [_coerce_scalar(cat, target, v) for v in arr.reshape(-1).tolist()]
-            except _NotTaken as e:
-                first = first or e
-                continue
-            arr = np.array(flat, dtype=_TENSOR_TARGET.get(target, object)).reshape(arr.shape)
-            warn("QNNEMU-op-param-type-coerced", path,
-                 f"a {dtypes.name(dtype)} tensor given for a {expected} parameter: used as {target} values")
-            break
-        else:
-            raise OpCheckError(first.rule, path, f"a {dtypes.name(dtype)} tensor given for a {expected} "
-                                                 f"parameter: {first.why}")
+        values = arr.reshape(-1).tolist()
+        target, flat = _first_coercion(spec, dtype, path, strict, f"a {dtypes.name(dtype)} tensor",
+                                       lambda target: [_coerce_scalar(cat, target, v) for v in values])
+        arr = np.array(flat, dtype=_TENSOR_TARGET.get(target, object)).reshape(arr.shape)
+        warn("QNNEMU-op-param-type-coerced", path,
+             f"a {dtypes.name(dtype)} tensor given for a {expected} parameter: used as {target} values")
     if spec.shape is not None:
         ok = arr.ndim == len(spec.shape) and all(
             want is None or want == got for want, got in zip(spec.shape, arr.shape))
