@@ -9,7 +9,6 @@ from .. import _version, rules
 from ..core.backend import Backend
 from ..core.context import Context
 from ..core.device import Device, DeviceModel
-from ..core.handles import HANDLES
 from ..headers import Q
 from ..location import Location
 from ..rules import fail

@@ -161,7 +161,7 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
              code=Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED)
     htp_settings.check_execute_allowed(g, func)   # PREPARE_ONLY contexts prepare, never execute
     n_in, n_out = int(numInputs), int(numOutputs)
-    if n_in and inputs == ffi.NULL or n_out and outputs == ffi.NULL:
+    if (n_in and inputs == ffi.NULL) or (n_out and outputs == ffi.NULL):
         fail(Location(func), "QNNEMU-graphExecute-null",
              "inputs/outputs is NULL with a non-zero count", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
     # Variable batch (seed 002 "QNN HTP Variable Batch"): every argument's dimensions are the
@@ -219,18 +219,18 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
                  f"({list(tb.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}",
                  code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         targets.append((t, v.clientBuf.data, tb.nbytes))
-    with signal_api.use_signal(signalHandle, func, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, Q.QNN_GRAPH_ERROR_ABORTED,
-                               Q.QNN_GRAPH_ERROR_TIMED_OUT, Q.QNN_GRAPH_ERROR_SIGNAL_IN_USE) as sig:
-        with profile_api.recording(prof_call, g) as rec:
-            observer = rec and rec.on_step
-            if sig is not None:
-                sig.check()  # an abort/timeout between plan steps; the outputs are then not written
+    with (signal_api.use_signal(signalHandle, func, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, Q.QNN_GRAPH_ERROR_ABORTED,
+                                Q.QNN_GRAPH_ERROR_TIMED_OUT, Q.QNN_GRAPH_ERROR_SIGNAL_IN_USE) as sig,
+          profile_api.recording(prof_call, g) as rec):
+        observer = rec and rec.on_step
+        if sig is not None:
+            sig.check()  # an abort/timeout between plan steps; the outputs are then not written
 
-                def observer(step, seconds, _profile=observer, _check=sig.check):
-                    if _profile is not None:
-                        _profile(step, seconds)
-                    _check()
-            results = g.execute(feeds, [t.id for t, _, _ in targets], observer=observer, batch=batch)
+            def observer(step, seconds, _profile=observer, _check=sig.check):
+                if _profile is not None:
+                    _profile(step, seconds)
+                _check()
+        results = g.execute(feeds, [t.id for t, _, _ in targets], observer=observer, batch=batch)
     for t, dst, nbytes in targets:
         if isinstance(dst, np.ndarray):
             np.copyto(dst, results[t.id])

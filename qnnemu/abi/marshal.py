@@ -170,7 +170,7 @@ def read_htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, ru
     value = int(cc.option)
     name = Q.enum(prefix).get(value)
     unknown = name is not None and name.endswith("UNKNOWN")
-    if unknown or not tolerate_undefined and (name is None or "RESERVED" in name):
+    if unknown or (not tolerate_undefined and (name is None or "RESERVED" in name)):
         fail(loc.field("option"), rule, f"unknown {ctype} option {value}", code=code)
     if name is None or "RESERVED" in name:
         return f"{prefix}{value}", {"option": value}

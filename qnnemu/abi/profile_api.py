@@ -205,7 +205,7 @@ def profileGetEventData(eventId, eventData):
     ev = _event(eventId, eventData, "profileGetEventData")
     eventData.type = ev.type
     eventData.unit = ev.unit
-    eventData.value = max(0, int(round(ev.value)))
+    eventData.value = max(0, round(ev.value))
     eventData.identifier = _identifier(ev)
 
 

@@ -22,6 +22,7 @@ Rules (checked per descriptor, all before anything is registered), each with a r
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -214,10 +215,8 @@ class MemRegistration:
         with self._lock:
             mm, self._mm, self._address = self._mm, None, 0
         if mm is not None:
-            try:
+            with contextlib.suppress(BufferError):   # an execute still holds a view: unmapped when the last view goes
                 mm.close()
-            except BufferError:
-                pass  # an execute still holds a view: unmapped when the last view goes
 
 
 def nbytes_of(dims: tuple[int, ...], dtype: int) -> int:

@@ -71,7 +71,8 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -82,7 +83,7 @@ from ..htp.settings import device_model, graph_settings
 from ..ops.base import htp_fp16_round, htp_fp16_static, htp_fp16_to_fp32
 from . import float16, threads
 from ..spec import dtypes
-from ..spec.quant import (DEFAULT_ROUNDING, ROUNDING_BY_OP, AccRequant, Dequantizer, Requantize, code_range,  # noqa: F401
+from ..spec.quant import (DEFAULT_ROUNDING, ROUNDING_BY_OP, AccRequant, Dequantizer, Requantize, code_range,
                           htp_int8_operand, htp_int8_weights, rounding_for, same_encoding)
 from .tensor import is_static
 

@@ -30,7 +30,7 @@ import struct
 import threading
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from ..headers import Q
 from ..spec import dtypes
 from . import api_version
 from . import binary as _binary
-from .graph import Graph, node_check_error  # noqa: F401 (node_check_error: sections' rule, raised by the graph)
+from .graph import Graph, node_check_error
 from .tensor import (STATIC_TYPES, UPDATEABLE_TYPES, RawQuant, Tensor, TensorDesc, is_static, quant_spec,
                      type_name)
 

@@ -98,7 +98,7 @@ class SerializationTarget:
                            f"{func}: serializationTargetInfo.file.fileDirectory: '{directory}' is not an "
                            f"existing directory", rule="QNNEMU-systemProfile-target-directory")
         try:
-            self.file = open(path, "a", encoding="utf-8")
+            self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open until systemProfileFree
         except OSError as e:
             raise QnnError(Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT,
                            f"{func}: serializationTargetInfo.file: cannot open '{path}' for writing: "

@@ -91,7 +91,7 @@ class Tensor:
     def spec(self) -> TensorSpec:
         return TensorSpec(self.dims, self.dtype, self.quant, self.data, self.name)
 
-    def batched(self, n: int) -> "Tensor":
+    def batched(self, n: int) -> Tensor:
         """A copy describing ``n`` batches: first dimension ``n * b`` (variable batch at execute;
         used for buffer sizes and views, never stored in a graph)."""
         return replace(self, dims=(self.dims[0] * n,) + self.dims[1:]) if n != 1 else self

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from .. import rules
 from ..errors import QnnError

@@ -30,7 +30,7 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 from .. import rules
 from ..errors import QnnError

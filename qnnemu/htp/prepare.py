@@ -633,7 +633,7 @@ class _Steps:
 
 
 def build_steps(a: _Analysis, plan: PreparedPlan, sp: _SpillResult) -> _Steps:
-    blocks = {b.name: Block(**{**b.__dict__}) for b in plan.blocks}
+    blocks = {b.name: Block(**b.__dict__) for b in plan.blocks}
     current: dict[int, str] = {}       # tensor -> its block now in VTCM
     fills: dict[int, int] = {}
     steps: list[Step] = []
@@ -878,7 +878,7 @@ def _place(items: list[Block], align: int, limit: int | None, by_time: bool = Fa
             inside = [off for off in fits if off + b.size <= limit]
             recent = [r for s in range(max(0, b.first_step - RECENT_STEPS), b.first_step) for r in ending_at[s]]
 
-            def score(off):
+            def score(off, b=b, recent=recent, peak=peak):   # bound now: called within this iteration only
                 shared = sum(1 for o, e in recent if not (off + b.size <= o or off >= e))
                 return (shared, off + b.size > peak, off)
             if inside:

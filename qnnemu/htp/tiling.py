@@ -630,17 +630,15 @@ def tiles_of(catalog: TileCatalog, option: Option) -> list[Tile]:
             grids.append([(0, e)])
     n = math.prod(space) or 1
     out = []
-    index = 0
     passes = catalog.passes(axis)
     # row-major product of the grids; linear offsets give exact stream bytes (they add up)
-    for box in _product(grids):
+    for index, box in enumerate(_product(grids)):
         elems = math.prod(b - a for a, b in box)
         start = _linear(box, space)
         out.append(Tile(index, box,
                         tuple(_slice_bytes(t, box, space, start, elems, n) for t in catalog.inputs) * passes,
                         tuple(_slice_bytes(t, box, space, start, elems, n) for t in catalog.outputs),
                         elems / n))
-        index += 1
     return out
 
 

@@ -33,7 +33,7 @@ channel) outputs its zero point, bias included, as the vendor's does.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
 
 import numpy as np
 

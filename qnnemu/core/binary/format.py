@@ -12,7 +12,8 @@ import json
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ...errors import QnnError
 from ...headers import Q
@@ -278,6 +279,6 @@ def _guard(func: str, body: Callable[[], Any]) -> Any:
     except MemoryError:
         raise _err(Q.QNN_CONTEXT_ERROR_MEM_ALLOC, "QNNEMU-binary-mem-alloc", func,
                    "out of memory while reading the context binary") from None
-    except Exception as e:  # noqa: BLE001 - a corrupted binary must never crash the caller
+    except Exception as e:  # a corrupted binary must never crash the caller
         raise _err(Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "QNNEMU-binary-internal", func,
                    f"the context binary could not be read ({type(e).__name__}: {str(e)[:200]})") from e
