@@ -14,8 +14,18 @@ from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
-from .library import LIBRARY, active_logger as _active_logger, configs as _configs, entry, ffi, get as _get
-from .library import hval as _hval, no_properties, keepalive as _keepalive, optional_logger as _optional_logger
+from .library import (
+    LIBRARY,
+    active_logger as _active_logger,
+    configs as _configs,
+    entry,
+    ffi,
+    get as _get,
+    hval as _hval,
+    keepalive as _keepalive,
+    no_properties,
+    optional_logger as _optional_logger,
+)
 from .marshal import c_str, read_op_config, require
 
 

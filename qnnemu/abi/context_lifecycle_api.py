@@ -10,9 +10,9 @@ from ..core.backend import Backend
 from ..core.context import Context
 from ..core.device import Device, DeviceModel
 from ..headers import Q
+from ..htp import settings as htp_settings
 from ..location import Location
 from ..rules import fail
-from ..htp import settings as htp_settings
 from . import profile_api
 from .framework import NAME_LIST_LIMIT, null_terminated
 from .library import configs as _configs, entry, ffi, get as _get, hval as _hval

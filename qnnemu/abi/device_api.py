@@ -9,13 +9,22 @@ from .. import rules
 from ..core.context import Context
 from ..core.device import Device, DeviceModel, device_count, model_from_configs, soc_rank
 from ..core.handles import HANDLES
-from ..htp.device_model import set_newest_device_lookup
 from ..headers import Q
+from ..htp.device_model import set_newest_device_lookup
 from ..location import Location
 from ..rules import fail
 from . import device_config
-from .library import active_logger as _active_logger, configs as _configs, entry, ffi, get as _get
-from .library import hval as _hval, keepalive as _keepalive, lib, optional_logger as _optional_logger
+from .library import (
+    active_logger as _active_logger,
+    configs as _configs,
+    entry,
+    ffi,
+    get as _get,
+    hval as _hval,
+    keepalive as _keepalive,
+    lib,
+    optional_logger as _optional_logger,
+)
 from .marshal import require
 
 # The HTP device model asks for "the newest live device" (settings without a device handle);

@@ -26,8 +26,8 @@ and so can never fault.  Bytes 16..23 (``rsmHandle``) are never read: the option
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..headers import Q
 

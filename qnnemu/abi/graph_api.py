@@ -14,9 +14,9 @@ from ..core.graph import Graph
 from ..core.handles import HANDLES
 from ..core.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
 from ..headers import Q
+from ..htp import settings as htp_settings
 from ..location import Location
 from ..rules import fail
-from ..htp import settings as htp_settings
 from . import marshal, mem_api, profile_api, signal_api
 from .library import configs as _configs, entry, ffi, get as _get, no_properties, not_supported
 from .marshal import c_str, read_htp_custom as _htp_custom, read_op_config, require

@@ -37,8 +37,6 @@ from .framework import require_pointer
 from .library import configs as _configs, entry, ffi, hval as _hval
 
 
-
-
 def _require(ptr, func: str, what: str) -> None:
     require_pointer(ptr, Location(func).field(what), Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT)
 

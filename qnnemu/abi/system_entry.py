@@ -74,9 +74,7 @@ from ..core.handles import HANDLES
 from ..core.log import Logger, valid_level
 from ..core.system_profile import SerializationTarget, data_record, event_record, object_record
 from ..errors import QnnError
-from ..headers import Q
-from ..headers import cdef as header_cdef
-from ..headers import system_interface_fields
+from ..headers import Q, cdef as header_cdef, system_interface_fields
 from ..location import Location
 from ..rules import fail
 from .framework import NULL, Library, c_str as _str, hval as _hval, newest_logger, read_scalar, require_pointer

@@ -9,8 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..htp.device_model import (  # noqa: F401 (the device model's names, importable from here)
-    DEFAULT_SOC, KNOWN_ARCHS, SOC_TABLE, VENDOR_SOC_MODELS, DeviceModel, default_soc, device_count, is_known_soc,
-    model_for, model_from_configs, soc_rank)
+    DEFAULT_SOC,
+    KNOWN_ARCHS,
+    SOC_TABLE,
+    VENDOR_SOC_MODELS,
+    DeviceModel,
+    default_soc,
+    device_count,
+    is_known_soc,
+    model_for,
+    model_from_configs,
+    soc_rank,
+)
 
 
 @dataclass

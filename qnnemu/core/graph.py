@@ -15,19 +15,26 @@ import numpy as np
 from .. import ops, rules
 from ..errors import OpCheckError, OpUnsupportedError, QnnError
 from ..headers import Q
-from ..htp import kvcache
-from ..htp import op_support
-from ..htp import prepare as htp_prepare
-from ..htp import priority as htp_priority
-from ..htp import settings as htp_settings
+from ..htp import kvcache, op_support, prepare as htp_prepare, priority as htp_priority, settings as htp_settings
 from ..htp.device_model import newest_device_model
 from ..htp.settings import device_model
 from ..ops.base import OpWarning, Param, TensorSpec, is_real_dtype
 from ..spec import dtypes
 from .log import NULL_LOGGER, Logger
 from .plan import Plan, compile_plan, nodes_touching, refresh_plan
-from .tensor import (APP_INPUT_TYPES, APP_OUTPUT_TYPES, APP_READWRITE_TYPES, NODE_OUTPUT_TYPES,
-                     PRODUCED_TYPES, Tensor, TensorDesc, from_desc, is_empty, type_name, validate_desc)
+from .tensor import (
+    APP_INPUT_TYPES,
+    APP_OUTPUT_TYPES,
+    APP_READWRITE_TYPES,
+    NODE_OUTPUT_TYPES,
+    PRODUCED_TYPES,
+    Tensor,
+    TensorDesc,
+    from_desc,
+    is_empty,
+    type_name,
+    validate_desc,
+)
 
 
 @dataclass

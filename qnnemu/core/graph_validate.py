@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 from ..errors import QnnError
 from ..headers import Q
-from ..htp import op_support
-from ..htp import prepare as htp_prepare
+from ..htp import op_support, prepare as htp_prepare
 from ..htp.settings import device_model
 from .graph import Graph, OpConfigDesc, check_op
 from .log import Logger

@@ -70,9 +70,9 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable
 
 import numpy as np
 
@@ -81,10 +81,20 @@ from ..errors import QnnError
 from ..headers import Q
 from ..htp.settings import device_model, graph_settings
 from ..ops.base import htp_fp16_round, htp_fp16_static, htp_fp16_to_fp32
-from . import float16, threads
 from ..spec import dtypes
-from ..spec.quant import (DEFAULT_ROUNDING, ROUNDING_BY_OP, AccRequant, Dequantizer, Requantize, code_range,
-                          htp_int8_operand, htp_int8_weights, rounding_for, same_encoding)
+from ..spec.quant import (
+    DEFAULT_ROUNDING,
+    ROUNDING_BY_OP,
+    AccRequant,
+    Dequantizer,
+    Requantize,
+    code_range,
+    htp_int8_operand,
+    htp_int8_weights,
+    rounding_for,
+    same_encoding,
+)
+from . import float16, threads
 from .tensor import is_static
 
 FLOAT32 = Q.QNN_DATATYPE_FLOAT_32

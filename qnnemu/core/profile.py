@@ -116,7 +116,7 @@ from typing import Any
 from .. import rules
 from ..errors import QnnError
 from ..headers import Q
-from ..htp import perf as htp_perf   # htp_perf.current_clocks: read at call time (tests vary the clocks)
+from ..htp import perf as htp_perf  # htp_perf.current_clocks: read at call time (tests vary the clocks)
 from ..htp.cost import cycles_to_us as reference_cycles_to_us
 from ..htp.settings import graph_settings
 from .log import NULL_LOGGER, Logger

@@ -29,19 +29,17 @@ import json
 import struct
 import threading
 import zlib
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import QnnError
 from ..headers import Q
 from ..spec import dtypes
-from . import api_version
-from . import binary as _binary
+from . import api_version, binary as _binary
 from .graph import Graph, node_check_error
-from .tensor import (STATIC_TYPES, UPDATEABLE_TYPES, RawQuant, Tensor, TensorDesc, is_static, quant_spec,
-                     type_name)
+from .tensor import STATIC_TYPES, UPDATEABLE_TYPES, RawQuant, Tensor, TensorDesc, is_static, quant_spec, type_name
 
 # ------------------------------------------------------------------------------ format constants
 MAGIC = b"QNNEMUBS"

@@ -24,8 +24,19 @@ from ..errors import QnnError
 from ..headers import Q
 from ..spec import dtypes
 from ..spec.tensor import (  # noqa: F401 (the type groups stay importable from here)
-    APP_INPUT_TYPES, APP_OUTPUT_TYPES, APP_READWRITE_TYPES, NODE_OUTPUT_TYPES, PRODUCED_TYPES, STATIC_TYPES,
-    SUPPORTED_TYPES, UPDATEABLE_TYPES, QuantSpec, TensorSpec, is_static, type_name)
+    APP_INPUT_TYPES,
+    APP_OUTPUT_TYPES,
+    APP_READWRITE_TYPES,
+    NODE_OUTPUT_TYPES,
+    PRODUCED_TYPES,
+    STATIC_TYPES,
+    SUPPORTED_TYPES,
+    UPDATEABLE_TYPES,
+    QuantSpec,
+    TensorSpec,
+    is_static,
+    type_name,
+)
 
 
 @dataclass

@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..headers import Q
 from ..spec import dtypes
 from ..spec.tensor import STATIC_TYPES
-from ..headers import Q
 from . import perf
 
 REFERENCE = perf.NOMINAL                   # the clocks reference cycles are counted at

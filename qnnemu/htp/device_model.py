@@ -26,8 +26,8 @@ An invalid value is refused there with rule QNNEMU-device-soc-env.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .. import rules
 from ..errors import QnnError

@@ -43,15 +43,15 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..spec import dtypes
 from ..errors import QnnError
 from ..headers import Q
+from ..spec import dtypes
 
 DATA_PATH = Path(__file__).with_name("op_support.json")
 ENV = "QNNEMU_OP_SUPPORT"

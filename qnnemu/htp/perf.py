@@ -29,8 +29,8 @@ import dataclasses
 import itertools
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from .. import rules
 from ..errors import QnnError

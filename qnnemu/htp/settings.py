@@ -39,12 +39,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-
 from .. import rules
 from ..errors import QnnError
 from ..headers import Q
-from . import groups, priority
-from . import packing as weights_packing
+from . import groups, packing as weights_packing, priority
 from .device_model import DeviceModel
 
 MIB = 1 << 20

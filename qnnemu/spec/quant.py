@@ -37,10 +37,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import dtypes
 from ..headers import Q
+from . import dtypes
 from .tensor import QuantSpec
-
 
 ROUNDING = "half_away_from_zero"
 _F32_MAX = np.float32(np.finfo(np.float32).max)

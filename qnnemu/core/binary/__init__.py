@@ -31,14 +31,37 @@ records and the JSON metadata section, ``inspect``), ``writer`` (``serialize``),
 from __future__ import annotations
 
 from ...htp.packing import PACKINGS, Packing, pack_codes, packing_of, unpack_codes
+
 # the private names (_Bad, _raw_quant, prepared_device, _enc, _quant_json) stay importable from here
 # for the binary sections (core/sections.py) and the binary tests that patch or call them
-from .format import (ALIGN, FORMAT_VERSION, HEADER_SIZE, MAGIC, MIN_FORMAT_VERSION, PACKING_FORMAT_VERSION,
-                     PERMISSIVE, STRICT, Header, _Bad, assemble, parse_header, reseal)  # noqa: F401
-from .loader import (_raw_quant, check_compatibility, compatibility_mode, deserialize,  # noqa: F401
-                     prepared_device, validate)
-from .metadata import (BinaryInfo, BlobInfo, GraphInfo, NodeInfo, TensorInfo, _enc, _quant_json, inspect,  # noqa: F401
-                       weight_sharing_enabled, weights_packing_enabled)
+from .format import (
+                     ALIGN,
+                     FORMAT_VERSION,
+                     HEADER_SIZE,
+                     MAGIC,
+                     MIN_FORMAT_VERSION,
+                     PACKING_FORMAT_VERSION,
+                     PERMISSIVE,  # noqa: F401
+                     STRICT,
+                     Header,
+                     _Bad,
+                     assemble,
+                     parse_header,
+                     reseal,
+)
+from .loader import _raw_quant, check_compatibility, compatibility_mode, deserialize, prepared_device, validate  # noqa: F401
+from .metadata import (  # noqa: F401
+                     BinaryInfo,
+                     BlobInfo,
+                     GraphInfo,
+                     NodeInfo,
+                     TensorInfo,
+                     _enc,
+                     _quant_json,
+                     inspect,
+                     weight_sharing_enabled,
+                     weights_packing_enabled,
+)
 from .writer import serialize
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "MIN_FORMAT_VERSION", "HEADER_SIZE", "ALIGN", "STRICT", "PERMISSIVE",

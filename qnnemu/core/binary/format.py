@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable
 
 from ...errors import QnnError
 from ...headers import Q
 from ...htp import soc as socs
-
 
 # ------------------------------------------------------------------------------ format constants
 MAGIC = b"QNNEMUCB"

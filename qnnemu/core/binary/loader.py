@@ -9,8 +9,8 @@ import dataclasses
 import itertools
 import math
 import zlib
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
