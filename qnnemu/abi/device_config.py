@@ -155,7 +155,7 @@ def read_htp_device_configs(items: list[tuple[int, int]], read: Reader, known_so
         opt = HtpDeviceOption(i, option, layout, reason, shown=own)
         _decode(opt, addr, raw, read)
         out.append(opt)
-    if deferred:
+    if deferred and devices_for is not None:   # (only deferred when devices_for is given)
         soc = next((o.soc_model for o in out if o.option == SOC), None)
         arch = next((o.arch for o in out if o.option == ARCH), None)
         n = devices_for(soc, arch)

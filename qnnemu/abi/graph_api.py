@@ -5,9 +5,10 @@ rules: qnnemu/htp/settings.py).  graphValidate is validate_api.py; the graph: qn
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ..core import dtypes
 from ..core.context import Context
 from ..core.device import DeviceModel
 from ..core.graph import Graph
@@ -17,6 +18,7 @@ from ..headers import Q
 from ..htp import settings as htp_settings
 from ..location import Location
 from ..rules import fail
+from ..spec import dtypes
 from . import marshal, mem_api, profile_api, signal_api
 from .library import configs as _configs, entry, ffi, get as _get, no_properties, not_supported
 from .marshal import c_str, read_htp_custom as _htp_custom, read_op_config, require
@@ -26,7 +28,7 @@ def _graph_configs(config, func: str, *, context=None, graph=None) -> dict:
     """QnnGraph_Config_t options -> the graph's configs dict (layout: qnnemu/htp/settings.py).
     HTP custom configs are checked against the seed's table and the context's device; with
     ``graph`` (graphSetConfig) also when each option may still change."""
-    ctx = context if context is not None else getattr(graph, "context", None)
+    ctx: Any = context if context is not None else getattr(graph, "context", None)
     model = ctx.device.model if getattr(ctx, "device", None) is not None else DeviceModel()
     out: dict = {}
     prefix = "QNN_HTP_GRAPH_CONFIG_OPTION_"

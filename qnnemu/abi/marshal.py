@@ -5,6 +5,8 @@ the call returns.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..core.graph import OpConfigDesc, ParamDesc
@@ -15,7 +17,7 @@ from ..location import Location
 from ..rules import fail
 from .framework import CONFIG_LIST_LIMIT, NULL, c_str, null_terminated, read_scalar, require_pointer
 
-ffi = None  # set by install(): the embedded library's FFI
+ffi: Any = None  # set by install(): the embedded library's FFI (cffi has no type stubs)
 
 
 

@@ -7,6 +7,7 @@ model, qnnemu/htp/device_model.py; its names stay importable from here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..htp.device_model import (  # noqa: F401 (the device model's names, importable from here)
     DEFAULT_SOC,
@@ -22,11 +23,14 @@ from ..htp.device_model import (  # noqa: F401 (the device model's names, import
     soc_rank,
 )
 
+if TYPE_CHECKING:
+    from .log import Logger
+
 
 @dataclass
 class Device:
     model: DeviceModel
-    log: object
+    log: Logger
     backend: object = None
     freed: bool = False
     # The QnnHtpDevice_CustomConfig_t layout ("2.43"/"2.50") the client's configs showed, for the

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from .. import rules
 from ..errors import QnnError
@@ -254,7 +255,7 @@ def _opt_type_name(value) -> str | None:
     return name[len("QNN_HTP_GRAPH_OPTIMIZATION_TYPE_"):] if name else None
 
 
-def check_graph_when(name: str, value: dict, graph, func: str, path: str) -> None:
+def check_graph_when(name: str, value: Any, graph, func: str, path: str) -> None:
     """graphSetConfig: the option may still change (seed: NUM_HVX_THREADS until the first
     execute; the SLC allocator also during inference; every other option before finalize)."""
     if graph is None or not graph.finalized:
