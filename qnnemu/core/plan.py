@@ -448,6 +448,10 @@ def _fold_relu_setting(graph) -> bool:
     return graph_settings(graph).fold_relu_into_conv
 
 
+# A slot key: a tensor id, or (for a value derived from a tensor) a tagged tensor id.
+SlotKey = int | tuple[str, int]
+
+
 def _folded_slot_key(tid: int) -> tuple[str, int]:
     """The slot key of a folded activation's codes, written by its producer's step."""
     return ("folded", tid)
@@ -584,7 +588,7 @@ class Step:
 
 @dataclass
 class Plan:
-    slots: dict[int, int]                  # tensor id -> slot
+    slots: dict[SlotKey, int]              # tensor id (or a derived key, see _Slots) -> slot
     statics: dict[int, np.ndarray]         # slot -> prepared static value
     steps: list[Step]
     input_conv: dict[int, Callable | None]  # tensor id -> converter applied to fed inputs
@@ -620,7 +624,7 @@ class Plan:
             env[slots[tid]] = conv(arr) if conv is not None else arr
         timed = observer is not None
         for step in self.steps:
-            args = []
+            args: list[Any] = []
             for slot, conv in zip(step.reads, step.in_conv):
                 if slot < 0:  # an absent optional input before a present one
                     args.append(None)
@@ -651,12 +655,13 @@ def _static_value(t, consumer_raw: bool, fp16: bool) -> np.ndarray:
 
 
 class _Slots:
-    """Tensor id -> slot in the plan's value list, assigned on first use."""
+    """Tensor id -> slot in the plan's value list, assigned on first use (also the derived keys:
+    a static tensor's raw codes, a folded activation's or a float32 copy's value)."""
 
-    def __init__(self, slots: dict[int, int] | None = None):
-        self.slots: dict[int, int] = dict(slots or {})
+    def __init__(self, slots: dict[SlotKey, int] | None = None):
+        self.slots: dict[SlotKey, int] = dict(slots or {})
 
-    def __call__(self, tid: int) -> int:
+    def __call__(self, tid: SlotKey) -> int:
         slot = self.slots.get(tid)
         if slot is None:
             slot = self.slots[tid] = len(self.slots)

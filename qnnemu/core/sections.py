@@ -31,6 +31,7 @@ import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 
@@ -95,8 +96,8 @@ class ResolvedUpdate:
 
     tensor: Tensor
     path: str
-    data: object = _KEEP          # np.ndarray of the tensor's shape
-    quant: object = _KEEP         # QuantSpec | None
+    data: Any = _KEEP             # np.ndarray of the tensor's shape (or _KEEP)
+    quant: Any = _KEEP            # QuantSpec | None (or _KEEP)
 
 
 def _check_target(t: Tensor, dtype: int, dims, func: str, path: str) -> None:
@@ -360,7 +361,8 @@ def _decode_meta(blob: bytes, section: int, flags: int, meta_size: int, data_off
     graph = meta.get("graph")
     if graph is not None:
         graph = b._str(graph, "metadata.graph")
-    build_id = meta.get("build_id") if isinstance(meta.get("build_id"), str) else ""
+    raw_build_id = meta.get("build_id")
+    build_id = raw_build_id if isinstance(raw_build_id, str) else ""
     items = b._list(b._key(meta, "tensors", "metadata"), "metadata.tensors")
     if len(items) > MAX_TENSORS:
         raise b._Bad(f"metadata.tensors: {len(items)} tensors")
@@ -397,7 +399,8 @@ def _decode_meta(blob: bytes, section: int, flags: int, meta_size: int, data_off
                 raise b._Bad(f"{p}.data: bytes [{off}, {off + size}) outside the {data_size}-byte data area")
             start = data_offset + off
             data = memoryview(blob)[start:start + size]
-        sec.entries.append(SectionEntry(owner, Tensor(tid, name, ttype, dtype, dims, quant, data),
+        # (the entry's tensor holds the section's raw bytes; resolving the update makes them an array)
+        sec.entries.append(SectionEntry(owner, Tensor(tid, name, ttype, dtype, dims, quant, cast(Any, data)),
                                         data is not None, has_quant))
     return sec
 
@@ -426,6 +429,7 @@ def resolve_entry(e: SectionEntry, target: Tensor | None, func: str, path: str, 
             raise _err(INCOMPATIBLE, "QNNEMU-tensorUpdate-not-updatable", func, path,
                        f"the section carries data for {type_name(target.type)} tensor '{target.name}', which "
                        f"holds none")
+        assert s.data is not None   # (has_data: the section carries the bytes)
         out.data = _new_data(target, s.data, len(s.data), func, path)
     return out
 

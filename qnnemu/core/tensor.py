@@ -71,7 +71,7 @@ class TensorDesc:
     quant: RawQuant
     dims: tuple[int, ...] | None
     mem_type: int
-    data: bytes | None = None  # clientBuf contents (static data)
+    data: bytes | memoryview | None = None  # clientBuf contents (static data)
     data_size: int = 0
     has_data_pointer: bool = False
     dynamic_dims: tuple[bool, ...] | None = None
@@ -261,6 +261,7 @@ def _check_native_kv(d: TensorDesc, quant: QuantSpec | None, func: str, v: str) 
                     f"{fmt} tensors must be symmetrically quantized (uint8 offset "
                     f"{NATIVE_KV_SYMMETRIC_OFFSET}), got offset(s) "
                     f"{None if offsets is None else sorted(set(int(o) for o in offsets))}")
+    assert d.dims is not None   # (NULL dimensions were refused before the KV check)
     if len(d.dims) < 2:
         raise _fail(code, "QNNEMU-tensor-native-kv-rank", func, f"{v}.dimensions",
                     f"{fmt} tensors have rank >= 2 ([..., DIN, DOUT]), got dimensions {list(d.dims)}")

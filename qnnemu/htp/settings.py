@@ -232,8 +232,8 @@ def check_priority(value: int, func: str, path: str, code: int, rule: str) -> in
     if not 0 <= value <= MAX_PRIORITY:
         raise _g_err(code, func, path, f"{value} is outside the Qnn_Priority_t range 0..{MAX_PRIORITY} "
                      f"({', '.join(f'{n} {v}' for v, n in PRIORITIES.items())})", rule)
-    if value not in priority.PRIORITY_TABLE:
-        row = priority.table_row(value)
+    row = priority.table_row(value)   # (in range: never None)
+    if value not in priority.PRIORITY_TABLE and row is not None:
         rules.warn("QNNEMU-priority-level-mapped", func, path,
                    f"{PRIORITIES.get(value, value)} ({value}) has no row in the HTP thread priority table; "
                    f"it runs with {row.name}'s thread priorities (0x{row.hmx_thread_priority:x})")
@@ -243,7 +243,7 @@ def check_priority(value: int, func: str, path: str, code: int, rule: str) -> in
 def change_window(name: str, value: dict | None = None) -> str:
     """When graphSetConfig may set option ``name`` (an OPTIMIZATION config: its type's window)."""
     if name == "OPTIMIZATION" and value is not None:
-        t = OPTIMIZATION_TYPES.get(_opt_type_name(value.get("type")))
+        t = OPTIMIZATION_TYPES.get(_opt_type_name(value.get("type")) or "")
         return t.change if t else BEFORE_FINALIZE
     opt = GRAPH_OPTIONS.get(name)
     return opt.change if opt else BEFORE_FINALIZE
@@ -693,7 +693,7 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
     the combinations."""
     option = CONTEXT_OPTIONS.get(name)
     mpath = f"{path}.{option.member}" if option else path
-    if name in REFUSED_AT_CONTEXT_CREATE and func == "contextCreate":
+    if name in REFUSED_AT_CONTEXT_CREATE and func == "contextCreate" and option is not None:  # (all options)
         raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"{path}.option",
                      f"{name} acts when a context is loaded from a binary ({option.apis}); the HTP backend "
                      f"refuses it at contextCreate", "context-option-load-only")
@@ -771,7 +771,7 @@ def check_context_options(out: dict, *, func: str, model: DeviceModel) -> None:
     reg = out.get("htp_group")
     if reg and reg["first"]:
         group = groups.group_for_first(reg["first"])
-        if group.kind == groups.CONCURRENT:
+        if group is not None and group.kind == groups.CONCURRENT:   # (a handle that opened no group was refused above)
             mine = groups.context_priority(out)
             if mine != group.priority:
                 raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, "config",

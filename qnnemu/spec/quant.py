@@ -73,6 +73,7 @@ def scale_offset_arrays(spec: QuantSpec, shape: tuple[int, ...], dtype=np.float6
     rank = len(shape)
     if spec.block_scales is not None:
         axis = spec.axis
+        assert axis is not None   # (block quantization always has its channel axis)
         blocked = rank - 2 if axis == rank - 1 else rank - 1
         ch_scale = np.asarray(spec.scale, dtype=np.float64)           # [channels]
         blocks = np.asarray(spec.block_scales, dtype=np.float64)     # [channels, nblocks]
@@ -213,7 +214,7 @@ class Dequantizer:
         self.offset = np.float32(spec.offset) if per_tensor else None
 
     def __call__(self, q: np.ndarray) -> np.ndarray:
-        if self.scale is None:
+        if self.scale is None or self.offset is None:   # (both None, or neither)
             return dequantize(q, self.spec)
         y = q.astype(np.float32)
         y += self.offset

@@ -211,7 +211,7 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
                 for g in info.graphs:
                     _abort(check_abort, func)
                     graph = deferred.build(g.name)
-                    if on_graph is not None:
+                    if on_graph is not None and graph is not None:   # (a graph of info.graphs: built)
                         on_graph(g.name, graph.handle)
                 _abort(check_abort, func)
             log.info(f"{func}: loaded {len(info.graphs)} graph(s) "
