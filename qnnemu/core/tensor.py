@@ -260,7 +260,7 @@ def _check_native_kv(d: TensorDesc, quant: QuantSpec | None, func: str, v: str) 
         raise _fail(code, "QNNEMU-tensor-native-kv-quant", func, f"{v}.quantizeParams",
                     f"{fmt} tensors must be symmetrically quantized (uint8 offset "
                     f"{NATIVE_KV_SYMMETRIC_OFFSET}), got offset(s) "
-                    f"{None if offsets is None else sorted(set(int(o) for o in offsets))}")
+                    f"{None if offsets is None else sorted({int(o) for o in offsets})}")
     assert d.dims is not None   # (NULL dimensions were refused before the KV check)
     if len(d.dims) < 2:
         raise _fail(code, "QNNEMU-tensor-native-kv-rank", func, f"{v}.dimensions",

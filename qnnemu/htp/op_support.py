@@ -405,7 +405,8 @@ def check_add(op_type: str, params: dict, inputs: Sequence, outputs: Sequence, a
         return
     raise QnnError(ADD_REFUSED,
                    f"{func}: {where}: opConfig.v1.inputTensors: {name} with the data types {text} at rank {rank} "
-                   f"is not taken by the HTP on v{arch}'s graphAddNode (measured: docs/op-support.md){_a16w16(sig, arch)}",
+                   f"is not taken by the HTP on v{arch}'s graphAddNode (measured: docs/op-support.md)"
+                   f"{_a16w16(sig, arch)}",
                    rule="QNNEMU-htp-op-add")
 
 

@@ -735,7 +735,8 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
             if group is None or group.kind != kind:
                 raise _c_err(Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, func, f"{path}.{member}.firstGroupHandle",
                              f"{first:#x} is not the first context of a {name} group "
-                             f"({'a live context that opened no such group' if groups.live_context(first) else 'no live context'})",
+                             "(" + ("a live context that opened no such group" if groups.live_context(first)
+                                    else "no live context") + ")",
                              "context-group-first")
             if size and size != group.spill_fill_bytes:
                 rules.warn("QNNEMU-context-group-spill-fill-ignored", func, f"{path}.{member}.maxSpillFillBuffer",
