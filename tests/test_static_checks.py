@@ -26,7 +26,7 @@ RUFF_CLEAN = ["qnnemu/errors.py", "qnnemu/location.py", "qnnemu/rules.py", "qnne
 # `ruff check --fix` (and the hand fixes it leaves) follows its merge.  Remove each entry (and
 # with the last one the xfail test) once `ruff check <path>` passes.
 RUFF_PENDING = ["qnnemu/__init__.py", "qnnemu/onnxruntime.py", "qnnemu/system_client.py", "qnnemu/ops",
-                "qnnemu/client", "qnnemu/tools", "tests", "benchmarks", "tools", "setup.py"]
+                "qnnemu/client", "qnnemu/tools", "tests", "benchmarks", "tools", "setup.py", "csrc", "examples"]
 
 
 def _tool(module: str) -> list[str]:
@@ -56,8 +56,9 @@ def test_ruff_clean_layers():
 @pytest.mark.xfail(reason="ruff --fix on ops, client, tools, tests, benchmarks and tools/ waits for the "
                           "branches editing them to merge (issue 12 item 8)", strict=False)
 def test_ruff_pending_paths():
-    r = _ruff(RUFF_PENDING)
-    assert r.returncode == 0, f"ruff check {' '.join(RUFF_PENDING)} found problems:\n{r.stdout}{r.stderr}"
+    present = [p for p in RUFF_PENDING if (ROOT / p).exists()]
+    r = _ruff(present)
+    assert r.returncode == 0, f"ruff check {' '.join(present)} found problems:\n{r.stdout}{r.stderr}"
 
 
 def test_ruff_configuration_covers_the_repository():
