@@ -54,7 +54,7 @@ def _int_literal(text: str) -> int | None:
     return -value if m.group(1) else value
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def constants() -> dict[str, int | str]:
     """All enum values and literal integer/string macros of every header."""
     out: dict[str, int | str] = {}
@@ -166,7 +166,7 @@ def _strip_for_cdef(text: str, prototypes: bool) -> tuple[list[str], str]:
     return includes, decls
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cdef(roots: tuple[str, ...] = ("QnnInterface.h", "HTP/QnnHtpDevice.h", "HTP/QnnHtpGraph.h",
                                     "HTP/QnnHtpContext.h", "HTP/QnnHtpPerfInfrastructure.h",
                                     "HTP/QnnHtpProfile.h", "HTP/QnnHtpMem.h",

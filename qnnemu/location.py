@@ -22,19 +22,19 @@ class Location:
     function: str
     parts: tuple[str, ...] = ()
 
-    def field(self, name: str) -> "Location":
+    def field(self, name: str) -> Location:
         """``loc.field("opConfig")`` -> ``... opConfig``."""
         return Location(self.function, self.parts + (name,))
 
-    def index(self, name: str, i: int) -> "Location":
+    def index(self, name: str, i: int) -> Location:
         """``loc.index("inputTensors", 1)`` -> ``... inputTensors[1]``."""
         return Location(self.function, self.parts + (f"{name}[{int(i)}]",))
 
-    def key(self, name: str, key: str) -> "Location":
+    def key(self, name: str, key: str) -> Location:
         """``loc.key("params", "stride")`` -> ``... params[stride]`` (named entries)."""
         return Location(self.function, self.parts + (f"{name}[{key}]",))
 
-    def path(self, relative: str) -> "Location":
+    def path(self, relative: str) -> Location:
         """Appends an already-built relative path (``'params[stride]'``, an op's check)."""
         # A plain list, not a generator: this runs on hot paths and a generator-built tuple
         # lingers in the interpreter's free lists (tests/test_process_hygiene.py counts memory).

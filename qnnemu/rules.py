@@ -265,8 +265,8 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
         (("QNN_DEVICE_ERROR_ASSOCIATED_TO_CONTEXT",), "deviceFree of a device that contexts still use"),
     "QNNEMU-deviceFreePlatformInfo-unknown":
         (("QNN_DEVICE_ERROR_INVALID_ARGUMENT",),
-         "deviceFreePlatformInfo of a pointer that deviceGetPlatformInfo / deviceGetInfo did not return (or a "
-         "second free)"),
+         ("deviceFreePlatformInfo of a pointer that deviceGetPlatformInfo / deviceGetInfo did not return (or a "
+          "second free)")),
     "QNNEMU-errorGetMessage-success":
         (("QNN_ERROR_INVALID_ERROR_HANDLE",), "errorGetMessage of QNN_SUCCESS (no error to describe)"),
     "QNNEMU-errorFreeVerboseMessage-unknown":
@@ -550,8 +550,8 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
          "backendValidateOpConfig: a scalar for a tensor parameter or the other way round"),
     "QNNEMU-op-param-shape":
         (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG", "QNN_BACKEND_ERROR_NOT_SUPPORTED"),
-         "a tensor parameter of another shape (strictly at backendValidateOpConfig; graphAddNode when the "
-         "values do not fit)"),
+         ("a tensor parameter of another shape (strictly at backendValidateOpConfig; graphAddNode when the "
+          "values do not fit)")),
     "QNNEMU-op-param-missing": (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG",), "a required parameter that is not given"),
     "QNNEMU-op-param-value":
         (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG",),

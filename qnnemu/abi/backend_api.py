@@ -4,6 +4,8 @@ propertyHasCapability and globalConfigSet (the backend object: qnnemu/core/backe
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .. import _version, rules
 from ..core import backend as core_backend
 from ..core.backend import Backend
@@ -14,8 +16,18 @@ from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
-from .library import LIBRARY, active_logger as _active_logger, configs as _configs, entry, ffi, get as _get
-from .library import hval as _hval, no_properties, keepalive as _keepalive, optional_logger as _optional_logger
+from .library import (
+    LIBRARY,
+    active_logger as _active_logger,
+    configs as _configs,
+    entry,
+    ffi,
+    get as _get,
+    hval as _hval,
+    keepalive as _keepalive,
+    no_properties,
+    optional_logger as _optional_logger,
+)
 from .marshal import c_str, read_op_config, require
 
 
@@ -29,7 +41,7 @@ def propertyHasCapability(key):
 def backendCreate(logger, config, backend):
     require(backend, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendCreate", "backend")
     log = _optional_logger(logger, Q.QNN_BACKEND_ERROR_INVALID_HANDLE)
-    configs = {}
+    configs: dict[str, Any] = {}
     for i, c in enumerate(_configs(config, "QnnBackend_Config_t", Location("backendCreate").field("config"))):
         opt = int(c.option)
         if opt == Q.QNN_BACKEND_CONFIG_OPTION_ERROR_REPORTING:
@@ -85,7 +97,7 @@ def backendGetSupportedOperations(backend, numOperations, operations):
     _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend")
     require(numOperations, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendGetSupportedOperations", "numOperations")
     require(operations, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendGetSupportedOperations", "operations")
-    table = _keepalive.get("ops")
+    table: Any = _keepalive.get("ops")   # (the op name array, its length, the strings it points to)
     if table is None:
         names = core_backend.supported_operations()
         strings = [ffi.new("char[]", s.encode()) for pair in names for s in pair] + [ffi.new("char[]", b"HTP")]

@@ -242,11 +242,11 @@ def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBuffe
     view = _client_buffer(binaryBuffer, binaryBufferSize)
     sig_handle = ffi.NULL if signal is None else signal
     try:
-        with signal_api.use_signal(sig_handle, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE,
-                                   Q.QNN_CONTEXT_ERROR_ABORTED, Q.QNN_CONTEXT_ERROR_TIMED_OUT) as sig:
-            with profile_api.recording(call) as rec:
-                handle, ctx = _load(func, be, dev, configs, view, sig,
-                                    data_source=provider.request if provider else None)
+        with (signal_api.use_signal(sig_handle, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE,
+                                    Q.QNN_CONTEXT_ERROR_ABORTED, Q.QNN_CONTEXT_ERROR_TIMED_OUT) as sig,
+              profile_api.recording(call) as rec):
+            handle, ctx = _load(func, be, dev, configs, view, sig,
+                                data_source=provider.request if provider else None)
     except BaseException:
         if provider is not None:
             provider.release_all(func)  # buffers already provided are released on failure too

@@ -5,15 +5,16 @@ qnnemu/htp/groups.py).  Context binaries are context_api.py.
 """
 from __future__ import annotations
 
+from typing import cast
+
 from .. import _version, rules
 from ..core.backend import Backend
 from ..core.context import Context
 from ..core.device import Device, DeviceModel
-from ..core.handles import HANDLES
 from ..headers import Q
+from ..htp import settings as htp_settings
 from ..location import Location
 from ..rules import fail
-from ..htp import settings as htp_settings
 from . import profile_api
 from .framework import NAME_LIST_LIMIT, null_terminated
 from .library import configs as _configs, entry, ffi, get as _get, hval as _hval
@@ -33,9 +34,10 @@ def _name_list(ptr, func: str, path: str) -> list[str]:
     if ptr == ffi.NULL:
         fail(Location(func).path(f"{path}"), "QNNEMU-context-config-value",
              "the name list is NULL", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
-    return [c_str(p) for p in null_terminated(ptr, NAME_LIST_LIMIT, Location(func).path(path),
-                                              Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, rule="QNNEMU-context-config-value",
-                                              what="names")]
+    entries = null_terminated(ptr, NAME_LIST_LIMIT, Location(func).path(path),
+                              Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, rule="QNNEMU-context-config-value", what="names")
+    # (entries before the terminating NULL are never NULL: c_str gives a str for each)
+    return cast(list[str], [c_str(p) for p in entries])
 
 
 def _context_configs(config, func: str, model=None) -> dict:
@@ -92,11 +94,11 @@ def _context_configs(config, func: str, model=None) -> dict:
                            f"{int(ffi.cast('QnnHtpContext_CustomConfig_t *', c.customConfig).option)} is not an "
                            f"HTP context option this backend knows; ignored")
                 continue
-            name, value = _htp_custom(c, i, func, "QnnHtpContext_CustomConfig_t", prefix,
-                                      Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "QNNEMU-context-config-option")
-            htp_settings.check_context_option(name[len(prefix):], value, func=func, path=f"config[{i}].customConfig",
+            name, custom = _htp_custom(c, i, func, "QnnHtpContext_CustomConfig_t", prefix,
+                                       Q.QNN_CONTEXT_ERROR_INVALID_CONFIG, "QNNEMU-context-config-option")
+            htp_settings.check_context_option(name[len(prefix):], custom, func=func, path=f"config[{i}].customConfig",
                                               model=model, out=out)
-            out.setdefault("htp", {})[name] = value
+            out.setdefault("htp", {})[name] = custom
         else:
             fail(Location(func).path(f"config[{i}].option"), "QNNEMU-context-config-option",
                  f"option {opt} is not supported", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)

@@ -9,13 +9,22 @@ from .. import rules
 from ..core.context import Context
 from ..core.device import Device, DeviceModel, device_count, model_from_configs, soc_rank
 from ..core.handles import HANDLES
-from ..htp.device_model import set_newest_device_lookup
 from ..headers import Q
+from ..htp.device_model import set_newest_device_lookup
 from ..location import Location
 from ..rules import fail
 from . import device_config
-from .library import active_logger as _active_logger, configs as _configs, entry, ffi, get as _get
-from .library import hval as _hval, keepalive as _keepalive, lib, optional_logger as _optional_logger
+from .library import (
+    active_logger as _active_logger,
+    configs as _configs,
+    entry,
+    ffi,
+    get as _get,
+    hval as _hval,
+    keepalive as _keepalive,
+    lib,
+    optional_logger as _optional_logger,
+)
 from .marshal import require
 
 # The HTP device model asks for "the newest live device" (settings without a device handle);
@@ -53,7 +62,7 @@ def _device_configs(config, func: str, base=None, log=None, layout: str | None =
     soc = arch = signed = None
     soc_path = arch_path = None
     soc_note = ""
-    device_ids: list[tuple[str, int]] = []
+    device_ids: list[tuple[str, int | None]] = []
     for o in options:
         path = o.path
         if o.option in device_config.KNOWN_OPTIONS:
@@ -91,7 +100,7 @@ def _device_configs(config, func: str, base=None, log=None, layout: str | None =
                                arch_path=arch_path or "config[].customConfig.arch.arch")
     for path, dev_id in device_ids:
         # The vendor's library accepts any deviceId (measured: 5 for ARCH, 7 for SIGNEDPD).
-        if dev_id >= model.devices:
+        if dev_id is not None and dev_id >= model.devices:
             rules.warn("QNNEMU-device-id-ignored", func, path,
                        f"device {dev_id} does not exist; {model.name} has {model.devices} HTP device(s); the "
                        f"option applies to the device", logger=log)

@@ -26,8 +26,8 @@ and so can never fault.  Bytes 16..23 (``rsmHandle``) are never read: the option
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..headers import Q
 
@@ -155,7 +155,7 @@ def read_htp_device_configs(items: list[tuple[int, int]], read: Reader, known_so
         opt = HtpDeviceOption(i, option, layout, reason, shown=own)
         _decode(opt, addr, raw, read)
         out.append(opt)
-    if deferred:
+    if deferred and devices_for is not None:   # (only deferred when devices_for is given)
         soc = next((o.soc_model for o in out if o.option == SOC), None)
         arch = next((o.arch for o in out if o.option == ARCH), None)
         n = devices_for(soc, arch)

@@ -9,9 +9,24 @@ non-zero ``error=``, logged failures, errorGetMessage texts).  No component impo
 from __future__ import annotations
 
 from ..core import backend as core_backend
-from . import (backend_api, context_api, context_lifecycle_api, device_api, error_api, graph_api,  # noqa: F401
-               log_api, marshal, mem_api, op_package_api, perf_api, profile_api, section_api, signal_api,
-               tensor_api, validate_api)
+from . import (
+    backend_api,
+    context_api,
+    context_lifecycle_api,
+    device_api,
+    error_api,
+    graph_api,
+    log_api,
+    marshal,
+    mem_api,
+    op_package_api,
+    perf_api,
+    profile_api,
+    section_api,
+    signal_api,
+    tensor_api,
+    validate_api,
+)
 from .library import LIBRARY
 
 # The components, in the order of QnnInterface.h's table (import order is irrelevant: each

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 import cffi
 
@@ -194,7 +194,7 @@ class Library:
                 self.record(Q.QNN_COMMON_ERROR_GENERAL, func, msg)
                 self.active_logger().error(msg)
                 PY_LOGGER.debug("".join(traceback.format_exception(exc_type, exc_value, tb)))
-            except Exception:  # logging must not raise inside cffi's error path
+            except Exception:  # noqa: BLE001 - logging must not raise inside cffi's error path
                 pass
             return None
         return onerror

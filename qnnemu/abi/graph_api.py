@@ -5,18 +5,20 @@ rules: qnnemu/htp/settings.py).  graphValidate is validate_api.py; the graph: qn
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ..core import dtypes
 from ..core.context import Context
 from ..core.device import DeviceModel
 from ..core.graph import Graph
 from ..core.handles import HANDLES
 from ..core.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
 from ..headers import Q
+from ..htp import settings as htp_settings
 from ..location import Location
 from ..rules import fail
-from ..htp import settings as htp_settings
+from ..spec import dtypes
 from . import marshal, mem_api, profile_api, signal_api
 from .library import configs as _configs, entry, ffi, get as _get, no_properties, not_supported
 from .marshal import c_str, read_htp_custom as _htp_custom, read_op_config, require
@@ -26,7 +28,7 @@ def _graph_configs(config, func: str, *, context=None, graph=None) -> dict:
     """QnnGraph_Config_t options -> the graph's configs dict (layout: qnnemu/htp/settings.py).
     HTP custom configs are checked against the seed's table and the context's device; with
     ``graph`` (graphSetConfig) also when each option may still change."""
-    ctx = context if context is not None else getattr(graph, "context", None)
+    ctx: Any = context if context is not None else getattr(graph, "context", None)
     model = ctx.device.model if getattr(ctx, "device", None) is not None else DeviceModel()
     out: dict = {}
     prefix = "QNN_HTP_GRAPH_CONFIG_OPTION_"
@@ -162,7 +164,7 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
              code=Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED)
     htp_settings.check_execute_allowed(g, func)   # PREPARE_ONLY contexts prepare, never execute
     n_in, n_out = int(numInputs), int(numOutputs)
-    if n_in and inputs == ffi.NULL or n_out and outputs == ffi.NULL:
+    if (n_in and inputs == ffi.NULL) or (n_out and outputs == ffi.NULL):
         fail(Location(func), "QNNEMU-graphExecute-null",
              "inputs/outputs is NULL with a non-zero count", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
     # Variable batch (seed 002 "QNN HTP Variable Batch"): every argument's dimensions are the
@@ -220,18 +222,18 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
                  f"({list(tb.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}",
                  code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         targets.append((t, v.clientBuf.data, tb.nbytes))
-    with signal_api.use_signal(signalHandle, func, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, Q.QNN_GRAPH_ERROR_ABORTED,
-                               Q.QNN_GRAPH_ERROR_TIMED_OUT, Q.QNN_GRAPH_ERROR_SIGNAL_IN_USE) as sig:
-        with profile_api.recording(prof_call, g) as rec:
-            observer = rec and rec.on_step
-            if sig is not None:
-                sig.check()  # an abort/timeout between plan steps; the outputs are then not written
+    with (signal_api.use_signal(signalHandle, func, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, Q.QNN_GRAPH_ERROR_ABORTED,
+                                Q.QNN_GRAPH_ERROR_TIMED_OUT, Q.QNN_GRAPH_ERROR_SIGNAL_IN_USE) as sig,
+          profile_api.recording(prof_call, g) as rec):
+        observer = rec and rec.on_step
+        if sig is not None:
+            sig.check()  # an abort/timeout between plan steps; the outputs are then not written
 
-                def observer(step, seconds, _profile=observer, _check=sig.check):
-                    if _profile is not None:
-                        _profile(step, seconds)
-                    _check()
-            results = g.execute(feeds, [t.id for t, _, _ in targets], observer=observer, batch=batch)
+            def observer(step, seconds, _profile=observer, _check=sig.check):
+                if _profile is not None:
+                    _profile(step, seconds)
+                _check()
+        results = g.execute(feeds, [t.id for t, _, _ in targets], observer=observer, batch=batch)
     for t, dst, nbytes in targets:
         if isinstance(dst, np.ndarray):
             np.copyto(dst, results[t.id])

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from ..core.handles import HANDLES
 from ..core.log import Logger
-from . import framework
 from ..location import Location
 from ..rules import fail
+from . import framework
 from .framework import Library, get, hval, newest_logger, require_pointer
 from .marshal import config_list as configs
 

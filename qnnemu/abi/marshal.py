@@ -5,6 +5,8 @@ the call returns.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..core.graph import OpConfigDesc, ParamDesc
@@ -14,7 +16,7 @@ from ..location import Location
 from ..rules import fail
 from .framework import CONFIG_LIST_LIMIT, NULL, c_str, null_terminated, read_scalar, require_pointer
 
-ffi = None  # set by install(): the embedded library's FFI
+ffi: Any = None  # set by install(): the embedded library's FFI (cffi has no type stubs)
 
 
 
@@ -169,7 +171,7 @@ def read_htp_custom(c, i: int, func: str, ctype: str, prefix: str, code: int, ru
     value = int(cc.option)
     name = Q.enum(prefix).get(value)
     unknown = name is not None and name.endswith("UNKNOWN")
-    if unknown or not tolerate_undefined and (name is None or "RESERVED" in name):
+    if unknown or (not tolerate_undefined and (name is None or "RESERVED" in name)):
         fail(loc.field("option"), rule, f"unknown {ctype} option {value}", code=code)
     if name is None or "RESERVED" in name:
         return f"{prefix}{value}", {"option": value}

@@ -12,7 +12,6 @@ from ..location import Location
 from ..rules import fail
 from .library import entry, get as _get, not_supported
 
-
 # The vendor's library checks the backend handle first (INVALID_HANDLE, NULL included).
 not_supported("backendRegisterOpPackage", Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
               "op packages are not emulated yet; all ops come from the built-in qti.aisw package",

@@ -37,8 +37,6 @@ from .framework import require_pointer
 from .library import configs as _configs, entry, ffi, hval as _hval
 
 
-
-
 def _require(ptr, func: str, what: str) -> None:
     require_pointer(ptr, Location(func).field(what), Q.QNN_PROFILE_ERROR_INVALID_ARGUMENT)
 
@@ -205,7 +203,7 @@ def profileGetEventData(eventId, eventData):
     ev = _event(eventId, eventData, "profileGetEventData")
     eventData.type = ev.type
     eventData.unit = ev.unit
-    eventData.value = max(0, int(round(ev.value)))
+    eventData.value = max(0, round(ev.value))
     eventData.identifier = _identifier(ev)
 
 

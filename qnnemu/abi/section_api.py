@@ -158,7 +158,7 @@ def contextApplyBinarySection(context, graph, section, binaryBuffer, profile, si
         _check(sig)
         count = sections.apply_section(ctx, g, sec, func)
         rpc_s = (time.perf_counter_ns() - rpc_ns) / 1e9
-    if rec is not None:
+    if rec is not None and call is not None:   # (a recorder only exists for a profiled call)
         total_s = (time.perf_counter_ns() - start_ns) / 1e9
         call.profile.replace_events([
             ProfileEvent(Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_APPLY_BINARY_SECTION_RPC, Q.QNN_PROFILE_EVENTUNIT_MICROSEC,

@@ -19,9 +19,6 @@ from .framework import CONFIG_LIST_LIMIT, null_terminated
 from .library import entry, ffi, hval as _hval
 
 
-
-
-
 def _signal(handle) -> Signal:
     return HANDLES.get(_hval(handle), Signal, Q.QNN_SIGNAL_ERROR_INVALID_HANDLE, "signal")
 

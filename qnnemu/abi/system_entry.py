@@ -66,23 +66,22 @@ import math
 import os
 import sys
 import threading
+from typing import Any
 
 import numpy as np
 
-from ..core import dtypes
 from ..core.handles import HANDLES
 from ..core.log import Logger, valid_level
 from ..core.system_profile import SerializationTarget, data_record, event_record, object_record
 from ..errors import QnnError
-from ..headers import Q
-from ..headers import cdef as header_cdef
-from ..headers import system_interface_fields
+from ..headers import Q, cdef as header_cdef, system_interface_fields
 from ..location import Location
 from ..rules import fail
+from ..spec import dtypes
 from .framework import NULL, Library, c_str as _str, hval as _hval, newest_logger, read_scalar, require_pointer
 
-ffi = None
-lib = None
+ffi: Any = None   # set by install() (cffi objects: no type stubs)
+lib: Any = None
 
 DEFAULT_SYSTEM_API = (1, 15, 0)
 MIN_SYSTEM_API_MINOR = 7
@@ -237,8 +236,8 @@ class _Walk:
         t = int(e.type)
         if t == Q.QNN_SYSTEM_PROFILE_EVENT_DATA:
             d = e.eventData
-            fields = {"type": int(d.type), "unit": int(d.unit), "value": int(d.value),
-                      "identifier": _str(d.identifier)}
+            fields: dict[str, Any] = {"type": int(d.type), "unit": int(d.unit), "value": int(d.value),
+                                      "identifier": _str(d.identifier)}
         elif t == Q.QNN_SYSTEM_PROFILE_EXTENDED_EVENT_DATA:
             x = e.extendedEventData
             if int(x.version) != Q.QNN_PROFILE_DATA_VERSION_1:
@@ -320,7 +319,7 @@ _UPDATEABLE_TYPES = frozenset({Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC, Q.QNN_TENSOR
                                Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_WRITE, Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READ,
                                Q.QNN_TENSOR_TYPE_UPDATEABLE_APP_READWRITE})
 _SCALE_OFFSET_PAIR = np.dtype([("scale", "<f4"), ("offset", "<i4")])
-_htp_ffi = None
+_htp_ffi: Any = None
 
 
 def _htp():

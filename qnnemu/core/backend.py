@@ -10,10 +10,9 @@ from __future__ import annotations
 from .. import ops, rules
 from ..headers import Q, constants
 from ..htp import groups as htp_groups
+from .api_version import BUILD_ID, DEFAULT_CORE_API, MIN_CORE_API_MINOR, SDK_VERSION, core_api_version  # noqa: F401 (the backend's names)
 from .context import Context
 from .handles import HANDLES
-from .api_version import (  # noqa: F401 (the backend's names)
-    BUILD_ID, DEFAULT_CORE_API, MIN_CORE_API_MINOR, SDK_VERSION, core_api_version)
 from .log import NULL_LOGGER
 
 SUPPORTED_PROPERTIES = frozenset({

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from typing import TYPE_CHECKING
 
 from ..headers import Q
 from ..location import Location
@@ -12,6 +13,9 @@ from .graph import Graph
 from .handles import HANDLES
 from .log import NULL_LOGGER
 from .tensor import Tensor, TensorDesc, from_desc, validate_desc
+
+if TYPE_CHECKING:
+    from .mem import MemRegistration
 
 
 class Context:
@@ -26,7 +30,7 @@ class Context:
         self.tensor_names: dict[str, int] = {}
         self._ids = itertools.count(1)
         self.lock = threading.Lock()
-        self.mem_handles: dict[int, object] = {}  # memRegister handle -> core.mem.MemRegistration
+        self.mem_handles: dict[int, MemRegistration] = {}  # memRegister handle -> its registration
         # Context binaries (qnnemu/abi/context_api.py): the serialized bytes with the content key
         # they were made for, incremental pieces handed out (address -> piece), and what
         # contextFree must do besides freeing graphs (e.g. the DMA data-release callbacks of

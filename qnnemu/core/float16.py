@@ -155,5 +155,5 @@ class ReciprocalDivide:
             return (np.multiply(a, r, dtype=np.float32),)
 
 
-__all__ = ["Float16Rules", "rules_for", "FLOAT16_ON_FLOAT32_DEVICES", "Float32BiasAdd", "is_graph_input", "htp_fp16_trunc", "ReciprocalDivide",
-           "STATIC_FLOAT32_INPUTS", "RECIPROCAL_BIAS"]
+__all__ = ["Float16Rules", "rules_for", "FLOAT16_ON_FLOAT32_DEVICES", "Float32BiasAdd", "is_graph_input",
+           "htp_fp16_trunc", "ReciprocalDivide", "STATIC_FLOAT32_INPUTS", "RECIPROCAL_BIAS"]

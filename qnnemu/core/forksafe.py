@@ -39,7 +39,7 @@ def _children(obj):
         return list(obj.values())
     if isinstance(obj, _CONTAINERS):
         return list(obj)
-    values = []
+    values: list[object] = []
     d = getattr(obj, "__dict__", None)
     if isinstance(d, dict):
         values.extend(d.values())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -24,12 +24,26 @@ from ..htp import priority as htp_priority
 from ..htp import settings as htp_settings
 from ..htp.device_model import newest_device_model
 from ..htp.settings import device_model
-from ..ops.base import OpWarning, Param, TensorSpec, is_real_dtype
+from ..ops.base import Op, OpWarning, Param, TensorSpec, is_real_dtype
 from ..spec import dtypes
 from .log import NULL_LOGGER, Logger
 from .plan import Plan, compile_plan, nodes_touching, refresh_plan
-from .tensor import (APP_INPUT_TYPES, APP_OUTPUT_TYPES, APP_READWRITE_TYPES, NODE_OUTPUT_TYPES,
-                     PRODUCED_TYPES, Tensor, TensorDesc, from_desc, is_empty, type_name, validate_desc)
+from .tensor import (
+    APP_INPUT_TYPES,
+    APP_OUTPUT_TYPES,
+    APP_READWRITE_TYPES,
+    NODE_OUTPUT_TYPES,
+    PRODUCED_TYPES,
+    Tensor,
+    TensorDesc,
+    from_desc,
+    is_empty,
+    type_name,
+    validate_desc,
+)
+
+if TYPE_CHECKING:
+    from ..htp.plan_types import PreparedPlan
 
 
 @dataclass
@@ -60,11 +74,11 @@ class OpConfigDesc:
 class Node:
     name: str
     op_type: str
-    op_cls: type
+    op_cls: type[Op]
     params: dict[str, Any]
     inputs: list[int | None]  # tensor ids; None for NULL (absent optional) inputs
     outputs: list[int]
-    input_specs: list[TensorSpec] = field(default_factory=list)
+    input_specs: list[TensorSpec | None] = field(default_factory=list)
     output_specs: list[TensorSpec] = field(default_factory=list)
     # As the app passed them (for context binaries): params with their QNN data types, package.
     raw_params: dict[str, Param] = field(default_factory=dict)
@@ -124,10 +138,15 @@ def parse_params(cfg: OpConfigDesc, func: str, code: int, static_lookup=None, st
     return out
 
 
-def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str, Param],
+def _op_inputs(specs: list[TensorSpec | None]) -> list[TensorSpec]:
+    """The input specs as ops.base annotates them (an op takes None for an absent optional input)."""
+    return cast(list[TensorSpec], specs)
+
+
+def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec | None], params: dict[str, Param],
              declared_outputs: list[TensorSpec], func: str, code: int,
              log: Logger | None = None, report: bool = False, strict: bool = False,
-             ignored: list | None = None) -> tuple[type, dict, list[TensorSpec]]:
+             ignored: list | None = None) -> tuple[type[Op], dict, list[TensorSpec]]:
     """Runs the op's own rules; returns (op class, parsed params, inferred outputs).
 
     ``strict``: the op definition check of backendValidateOpConfig (Op.parse_params).  The
@@ -152,7 +171,7 @@ def check_op(cfg: OpConfigDesc, input_specs: list[TensorSpec], params: dict[str,
     node = f"node '{cfg.name}' ({cls.op_type})"
     _check_absent_inputs(cls, input_specs, cfg, func, code)
     try:
-        outs, warnings = cls.check_with_warnings(input_specs, params, declared_outputs=declared_outputs,
+        outs, warnings = cls.check_with_warnings(_op_inputs(input_specs), params, declared_outputs=declared_outputs,
                                                  strict=strict)
         parsed = cls.parse_params(params, strict)
     except OpUnsupportedError as e:
@@ -208,10 +227,12 @@ def validate_op_config(cfg: OpConfigDesc) -> None:
         for i, d in enumerate(descs):
             quant, static = validate_desc(d, func, f"opConfig.v1.{role}[{i}]", code=code, max_rank=None)
             out.append(None if d.type == Q.QNN_TENSOR_TYPE_NULL and out is specs else
-                       TensorSpec(tuple(d.dims), d.dtype, quant, static if out is specs else None,
+                       TensorSpec(tuple(d.dims or ()), d.dtype, quant, static if out is specs else None,
                                   d.name or ""))
     del specs[_trim_null_inputs(cfg, func, code):]
-    cls, parsed, _ = check_op(cfg, specs, parse_params(cfg, func, code, strict=True), declared, func, code,
+    # (only inputs may be None: an output tensor is never NULL)
+    cls, parsed, _ = check_op(cfg, specs, parse_params(cfg, func, code, strict=True),
+                              cast(list[TensorSpec], declared), func, code,
                               report=True, strict=True)
     # What the HTP of the current device does not take (qnnemu/htp/op_support.py).
     op_support.check_validate(cls.op_type, parsed, specs, declared, _validation_device().arch, func,
@@ -279,7 +300,7 @@ class Graph:
         self.node_names: set[str] = set()
         self.finalized = False
         self.plan: Plan | None = None
-        self.htp_plan = None          # qnnemu.htp.plan_types.PreparedPlan, set at finalize
+        self.htp_plan: PreparedPlan | None = None   # set at finalize
         self.spill_fill_bytes = 0     # the prepared plan's spill-fill buffer size
         self.configs: dict[str, Any] = {}
         self.lock = threading.Lock()
@@ -309,6 +330,12 @@ class Graph:
     def tensor(self, tensor_id: int) -> Tensor | None:
         t = self.tensors.get(tensor_id)
         return t if t is not None else self.context.tensors.get(tensor_id)
+
+    def _node_tensor(self, tensor_id: int) -> Tensor:
+        """A tensor a node refers to (graphAddNode resolved it: it exists)."""
+        t = self.tensor(tensor_id)
+        assert t is not None
+        return t
 
     # ---- nodes --------------------------------------------------------------------------
     def _resolve(self, d: TensorDesc, func: str, path: str) -> Tensor:
@@ -377,12 +404,13 @@ class Graph:
                                      log=self.log if report else None, ignored=ignored)
         op_support.check_add(cls.op_type, parsed, in_specs, [t.spec() for t in outputs], device_model(self).arch,
                              func, f"node '{cfg.name}' ({cls.op_type})")
+        assert cfg.name is not None   # (a NULL name was refused by _basic_config_checks)
         node = Node(cfg.name, cls.op_type, cls, parsed, [t.id if t is not None else None for t in inputs],
                     [t.id for t in outputs], in_specs, [t.spec() for t in outputs], params,
                     cfg.package or ops.PACKAGE_NAME)
-        for t in inputs:
-            if t is not None:
-                t.consumers.append(node.name)
+        for t_in in inputs:
+            if t_in is not None:
+                t_in.consumers.append(node.name)
         for t in outputs:
             t.producer = node.name
         self.nodes.append(node)
@@ -455,10 +483,10 @@ class Graph:
         specs = {}
         for k in positions:
             node = self.nodes[k]
-            ins = [self.tensor(i).spec() if i is not None else None for i in node.inputs]
-            outs = [self.tensor(i).spec() for i in node.outputs]
+            ins = [self._node_tensor(i).spec() if i is not None else None for i in node.inputs]
+            outs = [self._node_tensor(i).spec() for i in node.outputs]
             try:
-                node.op_cls.check(ins, node.raw_params, declared_outputs=outs)
+                node.op_cls.check(_op_inputs(ins), node.raw_params, declared_outputs=outs)
             except (OpCheckError, OpUnsupportedError) as e:
                 touched = [paths[i] for i in (*node.inputs, *node.outputs) if i in paths]
                 raise node_check_error(func, node, sorted(set(touched)), e) from None
@@ -554,6 +582,7 @@ class Graph:
             fail(Location("graphExecute").path("inputs"), "QNNEMU-graphExecute-input-missing",
                  f"graph '{self.name}' input(s) {missing} not given", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         self._note_priority("graphExecute")
+        assert self.plan is not None   # (finalized: checked above)
         with self.lock:
             if batch == 1:
                 out = self.plan.run(feeds, wanted, observer)
@@ -570,6 +599,7 @@ class Graph:
                                  f"{arr.shape}, expected {batch} x {rows[tid]} rows")
         parts: dict[int, list[np.ndarray]] = {tid: [] for tid in wanted}
         plan = self.plan   # one plan for all batches (an update swaps plans between executes)
+        assert plan is not None   # (execute runs finalized graphs only)
         for k in range(batch):
             chunk = {tid: arr[k * rows[tid]:(k + 1) * rows[tid]] for tid, arr in feeds.items()}
             for tid, value in plan.run(chunk, wanted, observer).items():

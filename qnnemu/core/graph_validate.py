@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 from ..errors import QnnError
 from ..headers import Q
-from ..htp import op_support
-from ..htp import prepare as htp_prepare
+from ..htp import op_support, prepare as htp_prepare
 from ..htp.settings import device_model
 from .graph import Graph, OpConfigDesc, check_op
 from .log import Logger
@@ -94,9 +93,9 @@ def validate_graph(graph: Graph) -> GraphVerdict:
         memory, analysis_error = {}, err
     verdicts = []
     for node in graph.nodes:
-        err = _op_rules(graph, node) or memory.get(node.name)
-        verdicts.append(NodeVerdict(node.name, True) if err is None else
-                        NodeVerdict(node.name, False, err.code, str(err)))
+        problem = _op_rules(graph, node) or memory.get(node.name)
+        verdicts.append(NodeVerdict(node.name, True) if problem is None else
+                        NodeVerdict(node.name, False, problem.code, str(problem)))
     finalize_error = _dry_finalize(graph) or analysis_error
     if finalize_error is not None:
         overall = finalize_error.code

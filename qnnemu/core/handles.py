@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from ..errors import QnnError
 from . import forksafe
@@ -90,7 +90,7 @@ class HandleTable:
                                  f"not a {kind.__name__} handle", rule="QNNEMU-handle-kind")
         return obj
 
-    def lookup(self, handle: int) -> object | None:
+    def lookup(self, handle: int) -> Any:   # any kind of object; get() checks the kind
         return self._objects.get(handle)
 
     def release(self, handle: int) -> None:
@@ -99,7 +99,7 @@ class HandleTable:
 
     def live(self, kind: type[T] | None = None) -> list[T]:
         with self._lock:
-            return [o for o in self._objects.values() if kind is None or isinstance(o, kind)]
+            return cast(list[T], [o for o in self._objects.values() if kind is None or isinstance(o, kind)])
 
 
 HANDLES = HandleTable()

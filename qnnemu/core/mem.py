@@ -22,12 +22,14 @@ Rules (checked per descriptor, all before anything is registered), each with a r
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
 import stat
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -198,7 +200,7 @@ class MemRegistration:
         count = nbytes // np_dtype.itemsize
         with self._lock:
             if self._address:
-                buf = (ctypes.c_char * nbytes).from_address(self._address)
+                buf: Any = (ctypes.c_char * nbytes).from_address(self._address)   # (numpy's stubs lack ctypes arrays)
                 arr = np.frombuffer(buf, dtype=np_dtype, count=count)
             elif self._mm is not None:
                 arr = np.frombuffer(self._mm, dtype=np_dtype, count=count, offset=self._delta)
@@ -215,10 +217,8 @@ class MemRegistration:
         with self._lock:
             mm, self._mm, self._address = self._mm, None, 0
         if mm is not None:
-            try:
+            with contextlib.suppress(BufferError):   # an execute still holds a view: unmapped when the last view goes
                 mm.close()
-            except BufferError:
-                pass  # an execute still holds a view: unmapped when the last view goes
 
 
 def nbytes_of(dims: tuple[int, ...], dtype: int) -> int:
@@ -276,7 +276,7 @@ def validate(d: MemDesc) -> tuple[os.stat_result, int]:
                  f"{d.offset} ends at byte {d.offset + nbytes}, beyond the buffer's size {d.size}",
                  code=Q.QNN_MEM_ERROR_INVALID_ARGUMENT)
     st = _check_fd(d)
-    end = d.size if d.mem_type == Q.QNN_MEM_TYPE_CUSTOM else d.offset + nbytes
+    end = (d.size or 0) if d.mem_type == Q.QNN_MEM_TYPE_CUSTOM else d.offset + nbytes   # (CUSTOM: size checked > 0)
     if end > st.st_size:
         what = "the buffer's size" if d.mem_type == Q.QNN_MEM_TYPE_CUSTOM else \
             f"the tensor ({list(d.dims)} x {dtypes.name(d.dtype)} = {nbytes} bytes)"

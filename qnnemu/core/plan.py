@@ -70,8 +70,9 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -80,10 +81,20 @@ from ..errors import QnnError
 from ..headers import Q
 from ..htp.settings import device_model, graph_settings
 from ..ops.base import htp_fp16_round, htp_fp16_static, htp_fp16_to_fp32
-from . import float16, threads
 from ..spec import dtypes
-from ..spec.quant import (DEFAULT_ROUNDING, ROUNDING_BY_OP, AccRequant, Dequantizer, Requantize, code_range,  # noqa: F401
-                          htp_int8_operand, htp_int8_weights, rounding_for, same_encoding)
+from ..spec.quant import (
+    DEFAULT_ROUNDING,
+    ROUNDING_BY_OP,
+    AccRequant,
+    Dequantizer,
+    Requantize,
+    code_range,
+    htp_int8_operand,
+    htp_int8_weights,
+    rounding_for,
+    same_encoding,
+)
+from . import float16, threads
 from .tensor import is_static
 
 FLOAT32 = Q.QNN_DATATYPE_FLOAT_32
@@ -437,6 +448,10 @@ def _fold_relu_setting(graph) -> bool:
     return graph_settings(graph).fold_relu_into_conv
 
 
+# A slot key: a tensor id, or (for a value derived from a tensor) a tagged tensor id.
+SlotKey = int | tuple[str, int]
+
+
 def _folded_slot_key(tid: int) -> tuple[str, int]:
     """The slot key of a folded activation's codes, written by its producer's step."""
     return ("folded", tid)
@@ -573,7 +588,7 @@ class Step:
 
 @dataclass
 class Plan:
-    slots: dict[int, int]                  # tensor id -> slot
+    slots: dict[SlotKey, int]              # tensor id (or a derived key, see _Slots) -> slot
     statics: dict[int, np.ndarray]         # slot -> prepared static value
     steps: list[Step]
     input_conv: dict[int, Callable | None]  # tensor id -> converter applied to fed inputs
@@ -609,7 +624,7 @@ class Plan:
             env[slots[tid]] = conv(arr) if conv is not None else arr
         timed = observer is not None
         for step in self.steps:
-            args = []
+            args: list[Any] = []
             for slot, conv in zip(step.reads, step.in_conv):
                 if slot < 0:  # an absent optional input before a present one
                     args.append(None)
@@ -640,12 +655,13 @@ def _static_value(t, consumer_raw: bool, fp16: bool) -> np.ndarray:
 
 
 class _Slots:
-    """Tensor id -> slot in the plan's value list, assigned on first use."""
+    """Tensor id -> slot in the plan's value list, assigned on first use (also the derived keys:
+    a static tensor's raw codes, a folded activation's or a float32 copy's value)."""
 
-    def __init__(self, slots: dict[int, int] | None = None):
-        self.slots: dict[int, int] = dict(slots or {})
+    def __init__(self, slots: dict[SlotKey, int] | None = None):
+        self.slots: dict[SlotKey, int] = dict(slots or {})
 
-    def __call__(self, tid: int) -> int:
+    def __call__(self, tid: SlotKey) -> int:
         slot = self.slots.get(tid)
         if slot is None:
             slot = self.slots[tid] = len(self.slots)

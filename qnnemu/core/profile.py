@@ -193,7 +193,7 @@ DSP_BEFORE_CONTEXT_CREATED = "DSP:before_context_created"
 DSP_AFTER_CONTEXT_FREED = "DSP:after_context_freed"
 
 _EVENT_IDS = itertools.count(1)
-_EVENTS: dict[int, "ProfileEvent"] = {}
+_EVENTS: dict[int, ProfileEvent] = {}
 _EVENTS_LOCK = threading.Lock()
 _HIGHEST_ID = [0]
 
@@ -209,7 +209,7 @@ class ProfileEvent:
     value: int | float
     identifier: str | None
     timestamp_us: int = 0
-    sub: list["ProfileEvent"] = field(default_factory=list)
+    sub: list[ProfileEvent] = field(default_factory=list)
     id: int = 0
     payload: bytes | None = None
     file_name: str | None = None
@@ -224,14 +224,14 @@ class ProfileEvent:
 
 
 def micros(seconds: float) -> int:
-    return max(0, int(round(seconds * 1e6)))
+    return max(0, round(seconds * 1e6))
 
 
 def cycles_to_us(n: int, clocks) -> int:
     """Reference cycles of the plan's schedule (qnnemu/htp/cost.py: one time axis for every
     resource) as whole microseconds at ``clocks`` (qnnemu.htp.perf.Clocks): the schedule runs at
     the core clock."""
-    return max(0, int(round(reference_cycles_to_us(n, clocks, "HVX"))))
+    return max(0, round(reference_cycles_to_us(n, clocks, "HVX")))
 
 
 def event(kind: EventKind, value, timestamp_us: int, identifier: str | None = None) -> ProfileEvent:

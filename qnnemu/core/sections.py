@@ -29,8 +29,9 @@ import json
 import struct
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -38,11 +39,9 @@ from ..headers import Q
 from ..location import Location
 from ..rules import error, fail
 from ..spec import dtypes
-from . import api_version
-from . import binary as _binary
-from .graph import Graph, node_check_error  # noqa: F401 (node_check_error: sections' rule, raised by the graph)
-from .tensor import (STATIC_TYPES, UPDATEABLE_TYPES, RawQuant, Tensor, TensorDesc, is_static, quant_spec,
-                     type_name)
+from . import api_version, binary as _binary
+from .graph import Graph, node_check_error
+from .tensor import STATIC_TYPES, UPDATEABLE_TYPES, RawQuant, Tensor, TensorDesc, is_static, quant_spec, type_name
 
 # ------------------------------------------------------------------------------ format constants
 MAGIC = b"QNNEMUBS"
@@ -94,8 +93,8 @@ class ResolvedUpdate:
 
     tensor: Tensor
     path: str
-    data: object = _KEEP          # np.ndarray of the tensor's shape
-    quant: object = _KEEP         # QuantSpec | None
+    data: Any = _KEEP             # np.ndarray of the tensor's shape (or _KEEP)
+    quant: Any = _KEEP            # QuantSpec | None (or _KEEP)
 
 
 def _check_target(t: Tensor, dtype: int, dims, func: str, path: str) -> None:
@@ -362,7 +361,8 @@ def _decode_meta(blob: bytes, section: int, flags: int, meta_size: int, data_off
     graph = meta.get("graph")
     if graph is not None:
         graph = b._str(graph, "metadata.graph")
-    build_id = meta.get("build_id") if isinstance(meta.get("build_id"), str) else ""
+    raw_build_id = meta.get("build_id")
+    build_id = raw_build_id if isinstance(raw_build_id, str) else ""
     items = b._list(b._key(meta, "tensors", "metadata"), "metadata.tensors")
     if len(items) > MAX_TENSORS:
         raise b._Bad(f"metadata.tensors: {len(items)} tensors")
@@ -399,7 +399,8 @@ def _decode_meta(blob: bytes, section: int, flags: int, meta_size: int, data_off
                 raise b._Bad(f"{p}.data: bytes [{off}, {off + size}) outside the {data_size}-byte data area")
             start = data_offset + off
             data = memoryview(blob)[start:start + size]
-        sec.entries.append(SectionEntry(owner, Tensor(tid, name, ttype, dtype, dims, quant, data),
+        # (the entry's tensor holds the section's raw bytes; resolving the update makes them an array)
+        sec.entries.append(SectionEntry(owner, Tensor(tid, name, ttype, dtype, dims, quant, cast(Any, data)),
                                         data is not None, has_quant))
     return sec
 

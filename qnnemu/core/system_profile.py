@@ -51,7 +51,7 @@ import json
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, TextIO
 
 from .. import _version
 from ..headers import Q
@@ -100,7 +100,7 @@ class SerializationTarget:
                  f"'{directory}' is not an "
                  f"existing directory", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
         try:
-            self.file = open(path, "a", encoding="utf-8")
+            self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open until systemProfileFree
         except OSError as e:
             raise error(Location(func).path("serializationTargetInfo.file"), "QNNEMU-systemProfile-target-open",
                         f"cannot open '{path}' for writing: "
@@ -115,6 +115,7 @@ class SerializationTarget:
                          "createdUs": time.time_ns() // 1000})
 
     def _write(self, obj: dict) -> None:
+        assert self.file is not None   # (open: the callers refuse a freed target first)
         self.file.write(json.dumps(obj, separators=(",", ":"), allow_nan=True) + "\n")
         self.file.flush()
 
@@ -142,7 +143,7 @@ class SerializationTarget:
 
 def event_record(data_type: int, fields: dict[str, Any], sub: list[dict]) -> dict:
     """The JSON object of one QnnSystemProfile_ProfileEventV1_t (``fields`` already decoded)."""
-    out = {"dataType": "EXTENDED_EVENT_DATA" if data_type == Q.QNN_SYSTEM_PROFILE_EXTENDED_EVENT_DATA
+    out: dict[str, Any] = {"dataType": "EXTENDED_EVENT_DATA" if data_type == Q.QNN_SYSTEM_PROFILE_EXTENDED_EVENT_DATA
            else "EVENT_DATA"}
     out.update(fields)
     out["typeName"] = event_type_name(int(fields.get("type", 0)))

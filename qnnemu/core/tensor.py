@@ -25,8 +25,19 @@ from ..location import Location
 from ..rules import fail
 from ..spec import dtypes
 from ..spec.tensor import (  # noqa: F401 (the type groups stay importable from here)
-    APP_INPUT_TYPES, APP_OUTPUT_TYPES, APP_READWRITE_TYPES, NODE_OUTPUT_TYPES, PRODUCED_TYPES, STATIC_TYPES,
-    SUPPORTED_TYPES, UPDATEABLE_TYPES, QuantSpec, TensorSpec, is_static, type_name)
+    APP_INPUT_TYPES,
+    APP_OUTPUT_TYPES,
+    APP_READWRITE_TYPES,
+    NODE_OUTPUT_TYPES,
+    PRODUCED_TYPES,
+    STATIC_TYPES,
+    SUPPORTED_TYPES,
+    UPDATEABLE_TYPES,
+    QuantSpec,
+    TensorSpec,
+    is_static,
+    type_name,
+)
 
 
 @dataclass
@@ -61,7 +72,7 @@ class TensorDesc:
     quant: RawQuant
     dims: tuple[int, ...] | None
     mem_type: int
-    data: bytes | None = None  # clientBuf contents (static data)
+    data: bytes | memoryview | None = None  # clientBuf contents (static data)
     data_size: int = 0
     has_data_pointer: bool = False
     dynamic_dims: tuple[bool, ...] | None = None
@@ -92,7 +103,7 @@ class Tensor:
     def spec(self) -> TensorSpec:
         return TensorSpec(self.dims, self.dtype, self.quant, self.data, self.name)
 
-    def batched(self, n: int) -> "Tensor":
+    def batched(self, n: int) -> Tensor:
         """A copy describing ``n`` batches: first dimension ``n * b`` (variable batch at execute;
         used for buffer sizes and views, never stored in a graph)."""
         return replace(self, dims=(self.dims[0] * n,) + self.dims[1:]) if n != 1 else self

@@ -21,6 +21,7 @@ import ctypes
 import glob
 import os
 import threading
+from typing import Any, cast
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def _limit_kernels(n: int) -> None:
         return
     limit = 0 if n <= 1 else max(1, _fast.threads() // n)
     if getattr(_local, "limit", 0) != limit:
-        _fast._lib.qe_set_call_threads(limit)
+        cast(Any, _fast._lib).qe_set_call_threads(limit)   # (set once the kernels load: enabled())
         _local.limit = limit
 
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..headers import Q
 from ..spec import dtypes
 from ..spec.tensor import STATIC_TYPES
-from ..headers import Q
 from . import perf
 
 REFERENCE = perf.NOMINAL                   # the clocks reference cycles are counted at
@@ -300,7 +300,7 @@ def folded_relu(node, graph, settings) -> bool:
         return False
     t = graph.tensor(node.inputs[0])
     plan = getattr(graph, "plan", None)
-    if t is not None and t.dtype in dtypes.FIXED_POINT_TYPES and hasattr(plan, "folds"):
+    if t is not None and t.dtype in dtypes.FIXED_POINT_TYPES and plan is not None and hasattr(plan, "folds"):
         k = next((i for i, n in enumerate(graph.nodes) if n is node), None)
         return k is not None and k in plan.folds
     if t is None or t.producer is None or len(set(t.consumers)) != 1:

@@ -26,8 +26,9 @@ An invalid value is refused there with rule QNNEMU-device-soc-env.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Protocol
 
 from .. import rules
 from ..errors import QnnError
@@ -56,6 +57,7 @@ def default_soc() -> socs.SocInfo:
 # The DeviceModel fields a SoC table row provides.
 _ROW_FIELDS = ("soc_model", "arch", "vtcm_mb", "signed_pd", "dlbc", "vtcm_bytes", "hvx_threads", "hmx",
                "cores", "name", "devices")
+_FROM_ROW: Any = None   # a DeviceModel field left to the SoC row
 
 
 @dataclass
@@ -64,18 +66,20 @@ class DeviceModel:
     ``DeviceModel()`` (no ``soc_model``) is the default device: ``default_soc()``'s row, read
     when it is made (so QNNEMU_SOC_MODEL applies); e.g. ``DeviceModel(hmx=False)`` is the
     default device without HMX."""
-    soc_model: int | None = None
-    arch: int | None = None
-    vtcm_mb: int | None = None
-    signed_pd: bool | None = None
-    dlbc: bool | None = None
+    # The row fields are never None once made: a field left at _FROM_ROW (None) is read from the
+    # SoC row in __post_init__, so they are typed as what the row gives.
+    soc_model: int = _FROM_ROW
+    arch: int = _FROM_ROW
+    vtcm_mb: int = _FROM_ROW
+    signed_pd: bool = _FROM_ROW
+    dlbc: bool = _FROM_ROW
     use_signed_pd: bool = False
-    vtcm_bytes: int | None = None
-    hvx_threads: int | None = None
-    hmx: bool | None = None
-    cores: int | None = None
-    name: str | None = None
-    devices: int | None = None
+    vtcm_bytes: int = _FROM_ROW
+    hvx_threads: int = _FROM_ROW
+    hmx: bool = _FROM_ROW
+    cores: int = _FROM_ROW
+    name: str = _FROM_ROW
+    devices: int = _FROM_ROW
     # QNN_HTP_DEVICE_CONFIG_OPTION_SOC was given (QNN_HTP_GRAPH_CONFIG_OPTION_MAX needs it)
     soc_configured: bool = False
 
@@ -95,10 +99,14 @@ class DeviceModel:
 # -- acts on the newest live QNN device (the vendor's SoC setting is process-wide), else on the
 # default device.  The devices are QNN handles, owned by the ABI layer: it installs the lookup
 # (qnnemu/abi/entry.py), so nothing here reaches into the handle table.
-_newest_device: list[Callable[[], object | None]] = []
+class _LiveDevice(Protocol):
+    model: DeviceModel
 
 
-def set_newest_device_lookup(lookup: Callable[[], object | None]) -> None:
+_newest_device: list[Callable[[], _LiveDevice | None]] = []
+
+
+def set_newest_device_lookup(lookup: Callable[[], _LiveDevice | None]) -> None:
     """Installs ``lookup() -> the newest live device (anything with a .model) or None``."""
     _newest_device[:] = [lookup]
 

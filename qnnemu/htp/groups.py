@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from ..headers import Q
 
@@ -42,7 +43,7 @@ class ContextGroup:
 
 _lock = threading.Lock()
 _groups: dict[int, ContextGroup] = {}   # first context handle -> group
-_live: dict[int, object] = {}           # handle -> live context, oldest first
+_live: dict[int, Any] = {}           # handle -> live context, oldest first
 
 
 def context_opened(handle: int, ctx) -> None:
@@ -76,12 +77,12 @@ def group_for_first(first: int) -> ContextGroup | None:
         group = _groups.get(first)
         if group is not None:
             return group
-        ctx = _live.get(first)
-        reg = (getattr(ctx, "configs", None) or {}).get("htp_group")
+        configs = getattr(_live.get(first), "configs", None) or {}
+        reg = configs.get("htp_group")
         if not reg or reg.get("first"):
             return None
         group = ContextGroup(reg["kind"], first, int(reg["max_spill_fill"]),
-                             context_priority(ctx.configs) if reg["kind"] == CONCURRENT else None)
+                             context_priority(configs) if reg["kind"] == CONCURRENT else None)
         _groups[first] = group
         return group
 

@@ -43,8 +43,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -224,7 +225,7 @@ def data() -> dict:
         return json.load(f)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def measured_archs() -> tuple[int, ...]:
     return tuple(sorted(int(a) for a in data()["archs"]))
 
@@ -237,7 +238,7 @@ def data_arch(arch: int) -> int:
     return below[-1] if below else archs[0]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def support(name: str, arch: int) -> Support | None:
     per_arch = data()["ops"].get(name)
     if not per_arch:

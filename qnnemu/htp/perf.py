@@ -29,8 +29,9 @@ import dataclasses
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import cast
 
 from .. import rules
 from ..errors import QnnError
@@ -523,7 +524,7 @@ class PerfInfrastructure:
                            "QNNEMU-perf-ceng-arch")
             self._needs_dcvs(cfg, pid, func, path, "a CENG vote", "QNNEMU-perf-ceng-no-dcvs")
             names = [f"cengVoltageCorner{k}" for k in ("Min", "Target", "Max")]
-            corners = tuple(int(value[n]) for n in names)
+            corners = cast(tuple[int, int, int], tuple(int(value[n]) for n in names))
             if expanded:
                 _exp_corners(func, path, names, corners)
                 _perf_mode_range(func, f"{path}.cengPerfMode", int(value["cengPerfMode"]))
@@ -764,7 +765,7 @@ def _dcvs_exp(old: DcvsVote | None, pid: int, func: str, path: str, d: dict) -> 
     for rail, flag in (("bus", "setBusParams"), ("core", "setCoreParams")):
         if d[flag]:
             names = [f"{rail}VoltageCorner{k}" for k in ("Min", "Target", "Max")]
-            corners = tuple(int(d[n]) for n in names)
+            corners = cast(tuple[int, int, int], tuple(int(d[n]) for n in names))
             _exp_corners(func, path, names, corners)
             _order_warning(func, path, names, corners, "QNNEMU-perf-dcvs-corner-order")
             setattr(vote, rail, corners)
@@ -777,7 +778,7 @@ def _hmx(func: str, path: str, d: dict) -> HmxVote | None:
     if d["hmxPickDefault"]:
         return None
     names = [f"hmxVoltageCorner{k}" for k in ("Min", "Target", "Max")]
-    corners = tuple(int(d[n]) for n in names)
+    corners = cast(tuple[int, int, int], tuple(int(d[n]) for n in names))
     _exp_corners(func, path, names, corners)
     mode = _perf_mode(func, f"{path}.hmxPerfMode", int(d["hmxPerfMode"]))
     _order_warning(func, path, names, corners, "QNNEMU-perf-hmx-corner-order")
@@ -960,6 +961,6 @@ class ProfileSession:
 
     def poll(self) -> None:
         """Drops a sustained vote whose timer has expired (to RELAXED_POWER_STATE)."""
-        if self.state == "sustained" and self.now() >= self.deadline:
+        if self.state == "sustained" and self.deadline is not None and self.now() >= self.deadline:
             self.perf.set_power(self.pid, profile_votes(_RELAXED, self.pid))
             self.state, self.deadline = "idle", None

@@ -38,7 +38,9 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import QnnError
 from ..headers import Q
@@ -232,8 +234,8 @@ class _Analysis:
 
     def root(self, tid: int) -> int:
         """The tensor whose block ``tid`` lives in (itself unless written in place)."""
-        while self.tensors[tid].alias_of is not None:
-            tid = self.tensors[tid].alias_of
+        while (alias := self.tensors[tid].alias_of) is not None:
+            tid = alias
         return tid
 
     def blocks(self):
@@ -355,7 +357,7 @@ def _order_exactly(a: _Analysis, lo: int, hi: int) -> list[int] | None:
     scr = [a.nodes[v].scratch for v in seg]
     # state: mask -> [peak, area, mem, avail, parent, op]
     start_avail = sum(1 << k for k in range(m) if pred_mask[k] == 0)
-    states = {0: [0, 0, base, start_avail, None, None]}
+    states: dict[int, list[Any]] = {0: [0, 0, base, start_avail, None, None]}
     layer = [0]
     for _ in range(m):
         nxt: dict[int, list] = {}
@@ -463,7 +465,7 @@ def _working_set_error(a: _Analysis, v: int, budget: int) -> QnnError | None:
         return None
     c = a.catalog(v)
     small = c.smallest() if c is not None else None
-    if small is not None:
+    if c is not None and small is not None:
         shape = [small.extent if j == small.axis else
                  (1 if j < small.axis and c.pattern.tileable[j] else e)
                  for j, e in enumerate(c.pattern.space)]
@@ -634,7 +636,7 @@ class _Steps:
 
 
 def build_steps(a: _Analysis, plan: PreparedPlan, sp: _SpillResult) -> _Steps:
-    blocks = {b.name: Block(**{**b.__dict__}) for b in plan.blocks}
+    blocks = {b.name: Block(**b.__dict__) for b in plan.blocks}
     current: dict[int, str] = {}       # tensor -> its block now in VTCM
     fills: dict[int, int] = {}
     steps: list[Step] = []
@@ -643,7 +645,7 @@ def build_steps(a: _Analysis, plan: PreparedPlan, sp: _SpillResult) -> _Steps:
     tilings: list[Tiling] = []
     hmx = dma = 0
 
-    def add(step: Step, reads: list[str], writes: list[str], extra: list[str] = ()) -> int:
+    def add(step: Step, reads: list[str], writes: list[str], extra: Sequence[str] = ()) -> int:
         step.index = len(steps)
         step.deps = sorted({w for b in reads for w in writer.get(b, ())})
         steps.append(step)
@@ -714,33 +716,33 @@ def build_steps(a: _Analysis, plan: PreparedPlan, sp: _SpillResult) -> _Steps:
             tilings.append(t_)
             dma += sum(1 for i in t_.steps if steps[i].kind in ("fill", "spill"))
         elif kind == "spill":
-            t = a.tensors[x]
+            info = a.tensors[x]
             copy = copy_block(x)
             src = current[x]
-            i = add(Step(index=0, kind="spill", name=f"{t.name}:spill", resource="DMA",
-                         cycles=cost.dma_copy_cycles(t.size), resources=["DMA"], bytes=t.size,
+            i = add(Step(index=0, kind="spill", name=f"{info.name}:spill", resource="DMA",
+                         cycles=cost.dma_copy_cycles(info.size), resources=["DMA"], bytes=info.size,
                          inputs=[src], outputs=[copy]), [src], [copy])
-            writer[copy] = [add_wait(i, f"{t.name}:spill:wait")]
+            writer[copy] = [add_wait(i, f"{info.name}:spill:wait")]
             dma += 1
         else:  # fill
-            t = a.tensors[x]
+            info = a.tensors[x]
             fills[x] = fills.get(x, 0) + 1
-            name = f"{t.name}#fill{fills[x]}"
-            blocks[name] = Block(name, TCM, t.size, TCM_ALIGN, tensor_id=x, role="fill")
+            name = f"{info.name}#fill{fills[x]}"
+            blocks[name] = Block(name, TCM, info.size, TCM_ALIGN, tensor_id=x, role="fill")
             copy = copy_block(x)
-            i = add(Step(index=0, kind="fill", name=f"{t.name}:fill", resource="DMA",
-                         cycles=cost.dma_copy_cycles(t.size), resources=["DMA"], bytes=t.size,
+            i = add(Step(index=0, kind="fill", name=f"{info.name}:fill", resource="DMA",
+                         cycles=cost.dma_copy_cycles(info.size), resources=["DMA"], bytes=info.size,
                          inputs=[copy], outputs=[name]), [copy], [name])
-            writer[name] = [add_wait(i, f"{t.name}:fill:wait")]
+            writer[name] = [add_wait(i, f"{info.name}:fill:wait")]
             current[x] = name
             dma += 1
-    for b in blocks.values():
-        b.first_step = b.last_step = b.offset = b.ddr_offset = None
+    for blk in blocks.values():
+        blk.first_step = blk.last_step = blk.offset = blk.ddr_offset = None
     for i, names in enumerate(touched):
         for name in names:
-            b = blocks[name]
-            b.first_step = i if b.first_step is None else b.first_step
-            b.last_step = i
+            blk = blocks[name]
+            blk.first_step = i if blk.first_step is None else blk.first_step
+            blk.last_step = i
     return _Steps(steps, blocks, touched, hmx, dma, sp.flush, tilings)
 
 
@@ -753,6 +755,7 @@ def _tile_steps(a: _Analysis, x: int, option: tiling.Option, steps, blocks, writ
     spill have their own buffers while tile i computes."""
     n, node = a.nodes[x], a.graph.nodes[x]
     cat = a.catalog(x)
+    assert cat is not None   # (an op is only tiled through its catalog's option)
     tiles = tiling.tiles_of(cat, option)
     in_copies = [copy_block(t.block) for t in cat.inputs]
     out_copies = [copy_block(t.block) for t in cat.outputs]
@@ -853,22 +856,29 @@ def _tile_steps(a: _Analysis, x: int, option: tiling.Option, steps, blocks, writ
 
 
 # ----------------------------------------------------------------- pass 5: the offsets
+def _span(b: Block) -> tuple[int, int]:
+    """(first, last) runlist step of a block the runlist touches (only those are placed)."""
+    assert b.first_step is not None and b.last_step is not None
+    return b.first_step, b.last_step
+
+
 def _place(items: list[Block], align: int, limit: int | None, by_time: bool = False) -> dict[str, int]:
     """Greedy by size (``by_time``: by first step): each block takes an address range no block
     live at the same time holds.  With a ``limit`` (the plan's budget), among the ranges below
     it, a block prefers one shared with no block freed within the last few steps (such sharing
     orders ops that could otherwise run in parallel), then one that does not raise the peak, then
     the lowest; without a limit (the spill-fill buffer, the compact retries) it takes the lowest."""
-    steps = max((b.last_step for b in items), default=-1) + 1
+    steps = max((_span(b)[1] for b in items), default=-1) + 1
     live_at: list[list[tuple[int, int]]] = [[] for _ in range(steps)]   # step -> (offset, end) held
     ending_at: list[list[tuple[int, int]]] = [[] for _ in range(steps)]  # step -> ranges freed after it
     peak = 0
     out: dict[str, int] = {}
     # by time: earliest first, and of those the longest-lived (it then sits low, out of the way)
-    order = (lambda b: (b.first_step, -b.last_step, -b.size, b.name)) if by_time else \
-        (lambda b: (-b.size, b.first_step, b.name))
+    order = (lambda b: (_span(b)[0], -_span(b)[1], -b.size, b.name)) if by_time else \
+        (lambda b: (-b.size, _span(b)[0], b.name))
     for b in sorted(items, key=order):
-        busy = sorted({r for s in range(b.first_step, b.last_step + 1) for r in live_at[s]})
+        first, last = _span(b)
+        busy = sorted({r for s in range(first, last + 1) for r in live_at[s]})
         candidates = sorted({0, *(_round_up(e, align) for _, e in busy)})
         fits = []
         for off in candidates:
@@ -877,18 +887,18 @@ def _place(items: list[Block], align: int, limit: int | None, by_time: bool = Fa
         best = fits[0]
         if limit is not None:
             inside = [off for off in fits if off + b.size <= limit]
-            recent = [r for s in range(max(0, b.first_step - RECENT_STEPS), b.first_step) for r in ending_at[s]]
+            recent = [r for s in range(max(0, first - RECENT_STEPS), first) for r in ending_at[s]]
 
-            def score(off):
+            def score(off, b=b, recent=recent, peak=peak):   # bound now: called within this iteration only
                 shared = sum(1 for o, e in recent if not (off + b.size <= o or off >= e))
                 return (shared, off + b.size > peak, off)
             if inside:
                 best = min(inside, key=score)
         out[b.name] = best
         r = (best, best + b.size)
-        for s in range(b.first_step, b.last_step + 1):
+        for s in range(first, last + 1):
             live_at[s].append(r)
-        ending_at[b.last_step].append(r)
+        ending_at[last].append(r)
         peak = max(peak, best + b.size)
     return out
 
@@ -906,17 +916,19 @@ def allocate(st: _Steps, budget: int, compact: bool = False) -> tuple[int, list[
     for name, off in offsets.items():
         st.blocks[name].offset = off
     copies = [b for b in st.blocks.values() if b.role == "spill" and b.first_step is not None]
-    for name, off in _place(copies, PLAIN_ALIGN, None).items():
+    ddr_offsets = _place(copies, PLAIN_ALIGN, None)
+    for name, off in ddr_offsets.items():
         st.blocks[name].ddr_offset = off
-    peak = max((b.offset + b.size for b in tcm), default=0)
-    buffer = max((b.ddr_offset + b.size for b in copies), default=0)
+    peak = max((offsets[b.name] + b.size for b in tcm), default=0)
+    buffer = max((ddr_offsets[b.name] + b.size for b in copies), default=0)
     # The ordering a shared address creates: a block may only be written once the previous
     # owner of each of its bytes is dead.  Only the most recent owner of each byte range is
     # recorded; older owners are ordered before it by its own constraint (transitively).
     constraints = set()
     owners: list[tuple[int, int, Block]] = []   # disjoint (start, end, last owner), sorted
-    for q in sorted(tcm, key=lambda b: (b.first_step, b.offset, b.name)):
-        lo, hi = q.offset, q.offset + q.size
+    for q in sorted(tcm, key=lambda b: (_span(b)[0], offsets[b.name], b.name)):
+        lo, hi = offsets[q.name], offsets[q.name] + q.size
+        q_first = _span(q)[0]
         i = bisect.bisect_right(owners, (lo, math.inf)) - 1
         i = max(i, 0)
         kept = owners[:i]
@@ -928,8 +940,9 @@ def allocate(st: _Steps, budget: int, compact: bool = False) -> tuple[int, list[
             if b_ <= lo:
                 kept.append(seg)
                 continue
-            if p.last_step < q.first_step and p.last_step not in st.steps[q.first_step].deps:
-                constraints.add((p.last_step, q.first_step))
+            p_last = _span(p)[1]
+            if p_last < q_first and p_last not in st.steps[q_first].deps:
+                constraints.add((p_last, q_first))
             if a_ < lo:
                 kept.append((a_, lo, p))
             if b_ > hi:
@@ -1033,14 +1046,15 @@ def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_thread
 def _covered(lo: int, hi: int, spans: list[tuple[int, int]]) -> int:
     """Cycles of [lo, hi) covered by the union of ``spans``."""
     clipped = sorted((max(lo, a), min(hi, b)) for a, b in spans if min(hi, b) > max(lo, a))
-    total, cur_a, cur_b = 0, None, None
+    total = 0
+    cur: tuple[int, int] | None = None   # the union's current run
     for a, b in clipped:
-        if cur_b is None or a > cur_b:
-            total += (cur_b - cur_a) if cur_b is not None else 0
-            cur_a, cur_b = a, b
+        if cur is None or a > cur[1]:
+            total += (cur[1] - cur[0]) if cur is not None else 0
+            cur = (a, b)
         else:
-            cur_b = max(cur_b, b)
-    return total + ((cur_b - cur_a) if cur_b is not None else 0)
+            cur = (cur[0], max(cur[1], b))
+    return total + ((cur[1] - cur[0]) if cur is not None else 0)
 
 
 def _overlaps(steps: list[Step]) -> None:
@@ -1146,8 +1160,7 @@ def prepare_graph(graph) -> PreparedPlan:
     plan.blocks = list(st.blocks.values())                        # 5
     plan.constraints = constraints
     plan.peak_vtcm_bytes = peak
-    tcm_live = [(b.first_step, b.last_step, b.size) for b in plan.blocks
-                if b.kind == TCM and b.first_step is not None]
+    tcm_live = [(*_span(b), b.size) for b in plan.blocks if b.kind == TCM and b.first_step is not None]
     diff = [0] * (len(plan.steps) + 1)
     for f, l_, size in tcm_live:
         diff[f] += size

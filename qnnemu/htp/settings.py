@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
+from typing import Any
 
 from .. import rules
 from ..headers import Q
@@ -242,7 +242,7 @@ def check_priority(value: int, func: str, path: str, code: int, rule: str) -> in
 def change_window(name: str, value: dict | None = None) -> str:
     """When graphSetConfig may set option ``name`` (an OPTIMIZATION config: its type's window)."""
     if name == "OPTIMIZATION" and value is not None:
-        t = OPTIMIZATION_TYPES.get(_opt_type_name(value.get("type")))
+        t = OPTIMIZATION_TYPES.get(_opt_type_name(value.get("type")) or "")
         return t.change if t else BEFORE_FINALIZE
     opt = GRAPH_OPTIONS.get(name)
     return opt.change if opt else BEFORE_FINALIZE
@@ -254,7 +254,7 @@ def _opt_type_name(value) -> str | None:
     return name[len("QNN_HTP_GRAPH_OPTIMIZATION_TYPE_"):] if name else None
 
 
-def check_graph_when(name: str, value: dict, graph, func: str, path: str) -> None:
+def check_graph_when(name: str, value: Any, graph, func: str, path: str) -> None:
     """graphSetConfig: the option may still change (seed: NUM_HVX_THREADS until the first
     execute; the SLC allocator also during inference; every other option before finalize)."""
     if graph is None or not graph.finalized:
@@ -766,7 +766,7 @@ def check_context_options(out: dict, *, func: str, model: DeviceModel) -> None:
     reg = out.get("htp_group")
     if reg and reg["first"]:
         group = groups.group_for_first(reg["first"])
-        if group.kind == groups.CONCURRENT:
+        if group is not None and group.kind == groups.CONCURRENT:   # (a handle that opened no group was refused above)
             mine = groups.context_priority(out)
             if mine != group.priority:
                 fail(Location(func).path("config"), "QNNEMU-context-group-priority",

@@ -37,6 +37,7 @@ import bisect
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 from . import cost
 
@@ -235,17 +236,17 @@ def _access_pattern(node) -> Pattern:
             dil = _ints(_param(node, "dilation"), spatial, 1)
         stride = _ints(_param(node, "stride"), spatial, 1)
         pads = _ints(_param(node, "pad_amount"), 2 * spatial, 0)
-        maps = [AxisMap("same", 0, xs[0])]
+        window = [AxisMap("same", 0, xs[0])]
         for s in range(spatial):
             eff = (kernel[s] - 1) * dil[s] + 1
             kind_ = "scatter" if op in _SCATTER_OPS else "window"
-            maps.append(AxisMap(kind_, 1 + s, xs[1 + s], kernel=eff, stride=stride[s], pad=pads[2 * s]))
+            window.append(AxisMap(kind_, 1 + s, xs[1 + s], kernel=eff, stride=stride[s], pad=pads[2 * s]))
         per_channel = op.startswith("Pool")
-        maps.append(AxisMap("same", rank - 1, xs[-1]) if per_channel and xs[-1] == space[-1]
-                    else AxisMap("full", extent=xs[-1]))
+        window.append(AxisMap("same", rank - 1, xs[-1]) if per_channel and xs[-1] == space[-1]
+                      else AxisMap("full", extent=xs[-1]))
         tileable = [True] * (rank - 1) + [per_channel]
         rule = "transposed-window" if op in _SCATTER_OPS else "window"
-        inputs = [Slice(0, tuple(maps), xs)]
+        inputs = [Slice(0, tuple(window), xs)]
         # weights and biases are static (streamed by the op); an activation weight is read whole
         inputs += [Slice(i, tuple(AxisMap("full", extent=e) for e in _shape(s)), _shape(s))
                    for i, s in enumerate(ins) if i > 0 and s is not None]
@@ -336,10 +337,11 @@ def _access_pattern(node) -> Pattern:
         perm = _ints(_param(node, "perm"), len(xs), 0)
         if sorted(perm) != list(range(len(xs))) or len(xs) != rank:
             return _streamed(node, space, [True] * rank, "stream")
-        maps = [None] * len(xs)
+        by_axis: list[AxisMap | None] = [None] * len(xs)
         for o, j in enumerate(perm):
-            maps[j] = AxisMap("same", o, xs[j])
-        return Pattern("transpose", space, (True,) * rank, [Slice(0, tuple(maps), xs)],
+            by_axis[j] = AxisMap("same", o, xs[j])
+        # (perm is a permutation, checked above: every axis got its map)
+        return Pattern("transpose", space, (True,) * rank, [Slice(0, cast(tuple[AxisMap, ...], tuple(by_axis)), xs)],
                        out_maps(lambda i, sh: _identity(sh)))
 
     if op in _RESIZE_OPS:
@@ -481,9 +483,9 @@ class TileCatalog:
         if inputs or outputs:
             for axis in range(len(space)):
                 if tileable[axis] and space[axis] > 1:
-                    options += [self._option(axis, -(-space[axis] // count), 2)
-                                for count in _counts(space[axis])]
-        options = [o for o in options if o is not None]
+                    candidates = [self._option(axis, -(-space[axis] // count), 2)
+                                  for count in _counts(space[axis])]
+                    options += [o for o in candidates if o is not None]
         self.finest: Option | None = None
         axes = [j for j, t in enumerate(tileable) if t and space[j] > 1]
         if axes and options:
@@ -630,17 +632,15 @@ def tiles_of(catalog: TileCatalog, option: Option) -> list[Tile]:
             grids.append([(0, e)])
     n = math.prod(space) or 1
     out = []
-    index = 0
     passes = catalog.passes(axis)
     # row-major product of the grids; linear offsets give exact stream bytes (they add up)
-    for box in _product(grids):
+    for index, box in enumerate(_product(grids)):
         elems = math.prod(b - a for a, b in box)
         start = _linear(box, space)
         out.append(Tile(index, box,
                         tuple(_slice_bytes(t, box, space, start, elems, n) for t in catalog.inputs) * passes,
                         tuple(_slice_bytes(t, box, space, start, elems, n) for t in catalog.outputs),
                         elems / n))
-        index += 1
     return out
 
 

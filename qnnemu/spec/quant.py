@@ -33,14 +33,13 @@ channel) outputs its zero point, bias included, as the vendor's does.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
 
 import numpy as np
 
-from . import dtypes
 from ..headers import Q
+from . import dtypes
 from .tensor import QuantSpec
-
 
 ROUNDING = "half_away_from_zero"
 _F32_MAX = np.float32(np.finfo(np.float32).max)
@@ -74,6 +73,7 @@ def scale_offset_arrays(spec: QuantSpec, shape: tuple[int, ...], dtype=np.float6
     rank = len(shape)
     if spec.block_scales is not None:
         axis = spec.axis
+        assert axis is not None   # (block quantization always has its channel axis)
         blocked = rank - 2 if axis == rank - 1 else rank - 1
         ch_scale = np.asarray(spec.scale, dtype=np.float64)           # [channels]
         blocks = np.asarray(spec.block_scales, dtype=np.float64)     # [channels, nblocks]
@@ -214,7 +214,7 @@ class Dequantizer:
         self.offset = np.float32(spec.offset) if per_tensor else None
 
     def __call__(self, q: np.ndarray) -> np.ndarray:
-        if self.scale is None:
+        if self.scale is None or self.offset is None:   # (both None, or neither)
             return dequantize(q, self.spec)
         y = q.astype(np.float32)
         y += self.offset

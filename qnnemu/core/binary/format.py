@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import QnnError
 from ...headers import Q
 from ...location import Location
 from ...rules import error, fail
 from ...htp import soc as socs
-
 
 # ------------------------------------------------------------------------------ format constants
 MAGIC = b"QNNEMUCB"

@@ -9,7 +9,8 @@ import dataclasses
 import itertools
 import math
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -65,8 +66,8 @@ def check_compatibility(h: Header, device, mode: str, log=None, func: str = "con
     soc_differs = h.soc_model != unknown and model.soc_model != unknown and h.soc_model != model.soc_model
     if soc_differs or h.htp_arch != model.arch:
         reasons.append(("QNNEMU-binary-suboptimal-device",
-                        f"prepared for {_soc_name(h.soc_model)} (HTP v{h.htp_arch}), the device is "
-                        f"{_soc_name(model.soc_model)} (HTP v{model.arch})"))
+                        (f"prepared for {_soc_name(h.soc_model)} (HTP v{h.htp_arch}), the device is "
+                         f"{_soc_name(model.soc_model)} (HTP v{model.arch})")))
     if h.build_id != api_version.BUILD_ID:
         log.info(f"{func}: binary made by qnnemu build {h.build_id or '(none)'}, this is {api_version.BUILD_ID}")
     for rule, why in reasons:
@@ -133,7 +134,7 @@ def _ref_desc(t: TensorInfo | None) -> TensorDesc:
 
 
 def _merge_configs(stored: dict, runtime: dict | None) -> dict:
-    out = {k: v for k, v in stored.items()}
+    out = dict(stored)
     out["htp"] = dict(stored.get("htp", {}))
     for k, v in (runtime or {}).items():
         if k == "htp" and isinstance(v, dict):
@@ -213,7 +214,7 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
                 for g in info.graphs:
                     _abort(check_abort, func)
                     graph = deferred.build(g.name)
-                    if on_graph is not None:
+                    if on_graph is not None and graph is not None:   # (a graph of info.graphs: built)
                         on_graph(g.name, graph.handle)
                 _abort(check_abort, func)
             log.info(f"{func}: loaded {len(info.graphs)} graph(s) "

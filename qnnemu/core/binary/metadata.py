@@ -441,7 +441,7 @@ def _tensor_json(t: Tensor, store: _BlobStore, scope: str, packing: bool = False
     """``packing``: the tensor's graph has WEIGHTS_PACKING (context tensors: never)."""
     blob = None
     packed = weights_packing.packing_of(t, packing)
-    if packed is not None:
+    if packed is not None and t.data is not None:   # (packing_of only packs tensors with data)
         blob = store.add(pack_codes(t.data), scope)
     # UPDATEABLE_STATIC data is stored like STATIC data (its current, possibly updated, values).
     elif t.type in (Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC) and t.data is not None:

@@ -82,7 +82,7 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
         data[off:off + len(raw)] = raw
     model = _device_model(context.device)
     header = Header(fmt.FORMAT_VERSION, HEADER_SIZE, 0, FLAG_WEIGHT_SHARING if sharing else 0, 0,
-                    tuple(api_version.core_api_version()), (Q.QNN_HTP_API_VERSION_MAJOR, Q.QNN_HTP_API_VERSION_MINOR,
+                    api_version.core_api_version(), (Q.QNN_HTP_API_VERSION_MAJOR, Q.QNN_HTP_API_VERSION_MINOR,
                                                 Q.QNN_HTP_API_VERSION_PATCH),
                     int(model.soc_model), int(model.arch), int(model.vtcm_mb), 0, 0, 0, 0, api_version.BUILD_ID,
                     len(graphs))
