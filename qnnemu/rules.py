@@ -1338,11 +1338,11 @@ def rule_of(rule: str) -> Rule | None:
     return known
 
 
-def error(loc: Location, rule: str, message: str, code: int | None = None) -> QnnError:
+def error(loc: Location, rule: str | None, message: str, code: int | None = None) -> QnnError:
     """The ``QnnError`` of error rule ``rule`` at ``loc``: ``[rule] function: path: message``;
-    its code is ``code`` or the registered one."""
+    its code is ``code`` or the registered one (``rule`` None: re-raising an error without an id)."""
     if code is None:
-        known = rule_of(rule)
+        known = rule_of(rule) if rule is not None else None
         # An unregistered id still fails the call; tests/test_rule_registry.py keeps every id
         # registered.
         code = known.code if known is not None and known.severity == "error" else 1
@@ -1350,7 +1350,7 @@ def error(loc: Location, rule: str, message: str, code: int | None = None) -> Qn
     return QnnError(code, f"{where}: {message}", rule=rule)
 
 
-def fail(loc: Location, rule: str, message: str, code: int | None = None) -> NoReturn:
+def fail(loc: Location, rule: str | None, message: str, code: int | None = None) -> NoReturn:
     """Raises error rule ``rule`` at ``loc`` (see :func:`error`)."""
     raise error(loc, rule, message, code)
 

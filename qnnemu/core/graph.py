@@ -15,16 +15,12 @@ import numpy as np
 from .. import ops, rules
 from ..errors import OpCheckError, OpUnsupportedError, QnnError
 from ..headers import Q
-from ..location import Location
-from ..rules import error, fail
-from ..htp import kvcache
-from ..htp import op_support
-from ..htp import prepare as htp_prepare
-from ..htp import priority as htp_priority
-from ..htp import settings as htp_settings
+from ..htp import kvcache, op_support, prepare as htp_prepare, priority as htp_priority, settings as htp_settings
 from ..htp.device_model import newest_device_model
 from ..htp.settings import device_model
+from ..location import Location
 from ..ops.base import Op, OpWarning, Param, TensorSpec, is_real_dtype
+from ..rules import error, fail
 from ..spec import dtypes
 from .log import NULL_LOGGER, Logger
 from .plan import Plan, compile_plan, nodes_touching, refresh_plan

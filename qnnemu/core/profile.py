@@ -115,11 +115,11 @@ from typing import Any
 
 from .. import rules
 from ..headers import Q
-from ..location import Location
-from ..rules import fail
-from ..htp import perf as htp_perf   # htp_perf.current_clocks: read at call time (tests vary the clocks)
+from ..htp import perf as htp_perf  # htp_perf.current_clocks: read at call time (tests vary the clocks)
 from ..htp.cost import cycles_to_us as reference_cycles_to_us
 from ..htp.settings import graph_settings
+from ..location import Location
+from ..rules import fail
 from .log import NULL_LOGGER, Logger
 
 LEVEL_NAMES = {

@@ -429,6 +429,7 @@ def resolve_entry(e: SectionEntry, target: Tensor | None, func: str, path: str, 
             fail(Location(func).field(path), "QNNEMU-tensorUpdate-not-updatable",
                  f"the section carries data for {type_name(target.type)} tensor '{target.name}', which "
                  f"holds none", code=INCOMPATIBLE)
+        assert s.data is not None   # (has_data: the section carries the bytes)
         out.data = _new_data(target, s.data, len(s.data), func, path)
     return out
 

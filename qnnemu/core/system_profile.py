@@ -99,6 +99,7 @@ class SerializationTarget:
                  "QNNEMU-systemProfile-target-directory",
                  f"'{directory}' is not an "
                  f"existing directory", code=Q.QNN_SYSTEM_PROFILE_ERROR_INVALID_ARGUMENT)
+        self.file: TextIO | None
         try:
             self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open until systemProfileFree
         except OSError as e:

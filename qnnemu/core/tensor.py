@@ -264,7 +264,8 @@ def _check_native_kv(d: TensorDesc, quant: QuantSpec | None, func: str, v: str) 
         fail(Location(func).field(f"{v}.quantizeParams"), "QNNEMU-tensor-native-kv-quant",
              f"{fmt} tensors must be symmetrically quantized (uint8 offset "
              f"{NATIVE_KV_SYMMETRIC_OFFSET}), got offset(s) "
-             f"{None if offsets is None else sorted(set(int(o) for o in offsets))}", code=code)
+             f"{None if offsets is None else sorted({int(o) for o in offsets})}", code=code)
+    assert d.dims is not None   # (NULL dimensions were refused before the KV check)
     if len(d.dims) < 2:
         fail(Location(func).field(f"{v}.dimensions"), "QNNEMU-tensor-native-kv-rank",
              f"{fmt} tensors have rank >= 2 ([..., DIN, DOUT]), got dimensions {list(d.dims)}", code=code)

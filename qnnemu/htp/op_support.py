@@ -49,10 +49,10 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import dtypes
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
+from ..spec import dtypes
 
 DATA_PATH = Path(__file__).with_name("op_support.json")
 ENV = "QNNEMU_OP_SUPPORT"

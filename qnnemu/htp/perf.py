@@ -481,7 +481,7 @@ class PerfInfrastructure:
             for i, (option, value) in enumerate(entries):
                 partner = next((b if option == a else a for a, b in EXCLUSIVE_OPTIONS if option in (a, b)), None)
                 earlier = [k for k, (o, _) in enumerate(entries[:i]) if o == partner]
-                if earlier:   # checked on reaching the second one, before its arch (measured)
+                if earlier and partner is not None:   # checked on reaching the second one, before its arch
                     fail(Location(func).field(f"config[{i}].option"), "QNNEMU-perf-option-mixed",
                          f"{POWER_OPTION_FIELDS[option]} cannot be combined with "
                          f"{POWER_OPTION_FIELDS[partner]} (config[{earlier[0]}]) in the same call (use one "

@@ -44,8 +44,7 @@ from .. import rules
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
-from . import groups, priority
-from . import packing as weights_packing
+from . import groups, packing as weights_packing, priority
 from .device_model import DeviceModel
 
 MIB = 1 << 20
@@ -231,8 +230,8 @@ def check_priority(value: int, func: str, path: str, code: int, rule: str) -> in
         fail(Location(func).field(path), rule,
              f"{value} is outside the Qnn_Priority_t range 0..{MAX_PRIORITY} "
              f"({', '.join(f'{n} {v}' for v, n in PRIORITIES.items())})", code=code)
-    if value not in priority.PRIORITY_TABLE:
-        row = priority.table_row(value)
+    row = priority.table_row(value)   # (in range: never None)
+    if value not in priority.PRIORITY_TABLE and row is not None:
         rules.warn("QNNEMU-priority-level-mapped", func, path,
                    f"{PRIORITIES.get(value, value)} ({value}) has no row in the HTP thread priority table; "
                    f"it runs with {row.name}'s thread priorities (0x{row.hmx_thread_priority:x})")
@@ -688,7 +687,7 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
     the combinations."""
     option = CONTEXT_OPTIONS.get(name)
     mpath = f"{path}.{option.member}" if option else path
-    if name in REFUSED_AT_CONTEXT_CREATE and func == "contextCreate":
+    if name in REFUSED_AT_CONTEXT_CREATE and func == "contextCreate" and option is not None:  # (all options)
         fail(Location(func).field(f"{path}.option"), "QNNEMU-context-option-load-only",
              f"{name} acts when a context is loaded from a binary ({option.apis}); the HTP backend "
              f"refuses it at contextCreate", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
@@ -730,7 +729,8 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
             if group is None or group.kind != kind:
                 fail(Location(func).field(f"{path}.{member}.firstGroupHandle"), "QNNEMU-context-group-first",
                      f"{first:#x} is not the first context of a {name} group ("
-                     f"{'a live context that opened no such group' if groups.live_context(first) else 'no live context'})",
+                     + ("a live context that opened no such group" if groups.live_context(first)
+                        else "no live context") + ")",
                      code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
             if size and size != group.spill_fill_bytes:
                 rules.warn("QNNEMU-context-group-spill-fill-ignored", func, f"{path}.{member}.maxSpillFillBuffer",

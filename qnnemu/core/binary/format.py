@@ -17,9 +17,9 @@ from typing import Any
 
 from ...errors import QnnError
 from ...headers import Q
+from ...htp import soc as socs
 from ...location import Location
 from ...rules import error, fail
-from ...htp import soc as socs
 
 # ------------------------------------------------------------------------------ format constants
 MAGIC = b"QNNEMUCB"
@@ -277,7 +277,7 @@ def _guard(func: str, body: Callable[[], Any]) -> Any:
     except MemoryError:
         raise error(Location(func), "QNNEMU-binary-mem-alloc", "out of memory while reading the context binary",
                     code=Q.QNN_CONTEXT_ERROR_MEM_ALLOC) from None
-    except Exception as e:  # noqa: BLE001 - a corrupted binary must never crash the caller
+    except Exception as e:
         raise error(Location(func), "QNNEMU-binary-internal",
                     f"the context binary could not be read ({type(e).__name__}: {str(e)[:200]})",
                     code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY) from e

@@ -17,10 +17,10 @@ import numpy as np
 from ... import rules
 from ...errors import QnnError
 from ...headers import Q
-from ...location import Location
-from ...rules import error, fail
 from ...htp.packing import PACKINGS, unpack_codes
+from ...location import Location
 from ...ops.base import QuantSpec
+from ...rules import error, fail
 from .. import api_version
 from ..context import Context
 from ..device import DeviceModel, model_from_configs

@@ -16,18 +16,33 @@ from typing import Any
 import numpy as np
 
 from ...headers import Q
-from ...location import Location
-from ...rules import error
 from ...htp import packing as weights_packing
 from ...htp.packing import PACKINGS, pack_codes
+from ...location import Location
 from ...ops.base import Param, QuantSpec, type_category
+from ...rules import error
 from ...spec import dtypes
 from ..graph import Graph, ParamDesc
 from ..tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES, SUPPORTED_TYPES, RawQuant, Tensor, TensorDesc
-from .format import (ALIGN, FORMAT_NAME, FORMAT_VERSION, MAX_DIM, MAX_ID, MAX_RANK, MAX_TENSOR_BYTES,
-                     PACKING_FORMAT_VERSION, _INT32_MAX, _INT32_MIN, Header, _Bad, _Unencodable, _abort, _as_view,
-                     _guard, parse_header)
-
+from .format import (
+    _INT32_MAX,
+    _INT32_MIN,
+    ALIGN,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MAX_DIM,
+    MAX_ID,
+    MAX_RANK,
+    MAX_TENSOR_BYTES,
+    PACKING_FORMAT_VERSION,
+    Header,
+    _abort,
+    _as_view,
+    _Bad,
+    _guard,
+    _Unencodable,
+    parse_header,
+)
 
 _WEIGHT_SHARING_OPTION = "QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED"
 _WEIGHTS_PACKING_OPTION = "QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING"

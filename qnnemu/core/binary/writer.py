@@ -14,10 +14,17 @@ from ..device import DeviceModel
 from ..graph import Graph
 from ..log import NULL_LOGGER
 from . import format as fmt  # fmt.FORMAT_VERSION: read at call time (tests vary it)
-from .format import (FLAG_WEIGHT_SHARING, FORMAT_NAME, HEADER_SIZE, Header, _Unencodable, _align,
-                     assemble)
-from .metadata import (_BlobStore, _context_configs_json, _graph_configs_json, _node_params, _param_json, _tensor_json,
-                       weight_sharing_enabled, weights_packing_enabled)
+from .format import FLAG_WEIGHT_SHARING, FORMAT_NAME, HEADER_SIZE, Header, _align, _Unencodable, assemble
+from .metadata import (
+    _BlobStore,
+    _context_configs_json,
+    _graph_configs_json,
+    _node_params,
+    _param_json,
+    _tensor_json,
+    weight_sharing_enabled,
+    weights_packing_enabled,
+)
 
 
 def _device_model(device) -> DeviceModel:
