@@ -18,18 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._version import __version__
-from .headers import include_dir, library_dir
-
-_LIB_DIR = Path(library_dir())
-
-
-def backend_library_path() -> str:
-    return str(_LIB_DIR / "libQnnHtpEmu.so")
-
-
-def system_library_path() -> str:
-    """Our System library's location: beside the backend, under the name clients look for."""
-    return str(_LIB_DIR / "libQnnSystem.so")
+# The libraries' locations live in the base layer (qnnemu.headers): client and tools import them
+# from there, never from this facade, whose sdk_root() imports tools.
+from .headers import backend_library_path, include_dir, library_dir, system_library_path
 
 
 def sdk_root(directory, copy: bool = False) -> Path:

@@ -37,6 +37,17 @@ def library_dir() -> str:
     return str(_PKG / "lib")
 
 
+def backend_library_path() -> str:
+    """Our backend, libQnnHtpEmu.so (here, not in the package facade, so that client and tools
+    find it without importing the facade, which imports tools)."""
+    return str(Path(library_dir()) / "libQnnHtpEmu.so")
+
+
+def system_library_path() -> str:
+    """Our System library's location: beside the backend, under the name clients look for."""
+    return str(Path(library_dir()) / "libQnnSystem.so")
+
+
 def qnn_dir() -> Path:
     return Path(include_dir()) / "QNN"
 

@@ -34,7 +34,7 @@ import os
 import threading
 from typing import Any
 
-from . import backend_library_path, library_dir
+from .headers import backend_library_path, library_dir
 
 EP_NAME = "QNNExecutionProvider"
 QUALCOMM_VENDOR_ID = 0x5143  # the vendor of the EP's "QnnHtpShared" HOST_ACCESSIBLE memory

@@ -47,7 +47,7 @@ import cffi
 
 from .client.cabi import _LOG_LEVELS, make_log_callback, pick_provider
 from .client.quant import read_quant
-from .headers import Q, cdef
+from .headers import Q, cdef, system_library_path
 
 __all__ = ["SystemLibrary", "SystemCallError", "default_system_library_path", "tensor_dict",
            "quant_dict", "ffi"]
@@ -81,7 +81,6 @@ class SystemCallError(RuntimeError):
 
 def default_system_library_path() -> str:
     """Our libQnnSystem.so (``qnnemu.system_library_path()``)."""
-    from . import system_library_path
     return system_library_path()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..headers import Q
+from ..headers import Q, backend_library_path
 from . import cabi
 from .cabi import ApiVersion, QnnCallError, _LOG_LEVELS, _null_terminated, ffi, pick_provider
 from .configs import _PRECISIONS, GraphConfig, _config_ptrs, htp_graph_config
@@ -28,7 +28,6 @@ class Backend:
                  device: bool = True, backend_id: int | None = None,
                  device_configs: Sequence[Any] = ()):
         if path is None:
-            from .. import backend_library_path
             path = backend_library_path()
         self.path = str(path)
         self._lib = ffi.dlopen(self.path)

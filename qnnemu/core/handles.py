@@ -37,7 +37,11 @@ class HandleTable:
         self._kinds: dict[str, int] = {}      # type name -> kind index (bounded: the object types)
         self._kind_names: list[str] = []
         self._overflow = False                # a 16th kind appeared: index _MAX_KINDS names "object"
-        self._lock = threading.Lock()
+        # Reentrant: the garbage collector may run a finalizer while this thread holds the lock
+        # (an ONNX Runtime session collected during the list allocation in ``live`` frees its QNN
+        # objects through our entries, which look up the newest logger here); a plain Lock
+        # deadlocked that thread.
+        self._lock = threading.RLock()
 
     def _kind(self, obj: object) -> int:
         name = type(obj).__name__
@@ -99,7 +103,13 @@ class HandleTable:
 
     def live(self, kind: type[T] | None = None) -> list[T]:
         with self._lock:
-            return cast(list[T], [o for o in self._objects.values() if kind is None or isinstance(o, kind)])
+            while True:
+                try:
+                    objects = list(self._objects.values())
+                    break
+                except RuntimeError:   # a finalizer run during the copy changed the table: again
+                    continue
+        return cast(list[T], [o for o in objects if kind is None or isinstance(o, kind)])
 
 
 HANDLES = HandleTable()

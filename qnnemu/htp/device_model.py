@@ -16,7 +16,7 @@ A device is one row of the SoC table (qnnemu/htp/soc.py).  Custom configs:
 - QNN_HTP_DEVICE_CONFIG_OPTION_SIGNEDPD asks for the signed process domain (every HTP SoC has
   one; recorded in ``use_signed_pd``);
 - SECUREPD and the QNN 2.50 options ASYNC_EXECUTE, DYNAMIC_PARTITIONING, HTP_EXTENSION and
-  APP_UID are refused with the vendor's codes (qnnemu/abi/entry.py, docs/abi-compat.md).
+  APP_UID are refused with the vendor's codes (qnnemu/abi/device_api.py, docs/abi-compat.md).
 The default device (no config, deviceGetPlatformInfo, a context created without a device) is the
 HTP backend documentation's default SoC, SM8350: HTP v68, 4 MiB VTCM, 4 HVX threads, 1 core
 (qnnemu.htp.soc.DEFAULT_SOC); the environment variable QNNEMU_SOC_MODEL (a QNN_SOC_MODEL_*
@@ -98,7 +98,7 @@ class DeviceModel:
 # What has no device argument -- power votes (QnnHtpPerfInfrastructure), backendValidateOpConfig
 # -- acts on the newest live QNN device (the vendor's SoC setting is process-wide), else on the
 # default device.  The devices are QNN handles, owned by the ABI layer: it installs the lookup
-# (qnnemu/abi/entry.py), so nothing here reaches into the handle table.
+# (qnnemu/abi/device_api.py), so nothing here reaches into the handle table.
 class _LiveDevice(Protocol):
     model: DeviceModel
 

@@ -8,7 +8,7 @@ size, or 0).  The buffer is sized by the first registration: a later, different 
 and ignored.  A concurrent group additionally shares the VTCM backup buffer, needs an HTP v81
 device, and all its contexts (and their graphs) keep one priority.
 
-A registration is parsed by ``_context_configs`` (qnnemu/abi/entry.py) into the context's
+A registration is parsed by ``_context_configs`` (qnnemu/abi/context_lifecycle_api.py) into the context's
 ``configs["htp_group"]`` = ``{"kind", "first", "max_spill_fill"}``; the group itself lives
 here, created at the first registration that names it, so it outlives its first context.
 Registrations name contexts by handle (``firstGroupHandle``): the object model tells this module

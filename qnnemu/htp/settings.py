@@ -12,9 +12,10 @@ it refuses is refused with an error rule.  Each option's row says which (``vendo
 QNN 2.50 options (PRECISION_COMPENSATION, ENABLE_PREDICATION, FP16_CLAMP_OVERFLOW, the
 VTCM_RETENTION / CACHED_WEIGHTS optimization types, context options 16..25) have rows too.
 
-The ABI (qnnemu/abi/entry.py ``_graph_configs`` / ``_context_configs``) decodes the C unions
-and calls ``check_graph_option`` / ``check_context_option`` here; ``graph_settings(graph)`` is
-what the prepare pipeline, the cost model and profiling read.
+The ABI (qnnemu/abi/graph_api.py ``_graph_configs``, qnnemu/abi/context_lifecycle_api.py
+``_context_configs``) decodes the C unions and calls ``check_graph_option`` /
+``check_context_option`` here; ``graph_settings(graph)`` is what the prepare pipeline, the cost
+model and profiling read.
 
 How a graph's configs are kept (``Graph.configs``; everything but "htp" is plain JSON, so a
 context binary keeps it):

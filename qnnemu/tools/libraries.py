@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..headers import backend_library_path, system_library_path
 from .reporting import ToolError
 
 _OUR_NAMES = {"qnnemu", "htp-emu", "htpemu", "libQnnHtpEmu.so"}
@@ -26,7 +27,6 @@ def resolve_backend(value: str | None) -> str:
     """``--backend``: a path; or a name: ``qnnemu`` / ``libQnnHtpEmu.so`` (ours, the default),
     else a file name looked up in LD_LIBRARY_PATH, then in the onnxruntime-qnn package
     (``libQnnHtp.so``; ``htp`` is short for it)."""
-    from .. import backend_library_path
     if value is None or value in _OUR_NAMES:
         return backend_library_path()
     if os.sep in value or os.path.exists(value):
@@ -49,7 +49,6 @@ def resolve_backend(value: str | None) -> str:
 def resolve_system_library(value: str | None, backend: str | None) -> str:
     """``--system_library``: the given path; else the libQnnSystem.so next to the backend;
     else ours."""
-    from .. import system_library_path
     if value is not None:
         if not os.path.isfile(value):
             raise ToolError(f"--system_library {value}: no such file")

@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Sequence
 
-from .. import backend_library_path, include_dir, library_dir, system_library_path
+from ..headers import backend_library_path, include_dir, library_dir, system_library_path
 from .reporting import ToolError, tool_main
 
 PROG = "qnnemu-sdk-root"
