@@ -25,10 +25,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from qnnemu import ops  # noqa: E402
-from qnnemu.core import dtypes  # noqa: E402
-from qnnemu.headers import Q  # noqa: E402
-from qnnemu.ops import Param, TensorSpec, _fast  # noqa: E402
+from qnnemu import ops
+from qnnemu.core import dtypes
+from qnnemu.headers import Q
+from qnnemu.ops import Param, TensorSpec, _fast
 
 RNG = np.random.default_rng(0)
 

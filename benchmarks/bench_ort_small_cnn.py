@@ -20,7 +20,7 @@ from onnx import helper
 import qnnemu
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_saver_replay import cnn_model  # noqa: E402  (Conv/Relu/MaxPool/Conv/Relu/GAP/Gemm)
+from test_saver_replay import cnn_model
 
 
 def session(path: str, backend: str | None) -> ort.InferenceSession:

@@ -27,8 +27,8 @@ import onnxruntime_qnn
 import qnnemu
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-import models  # noqa: E402
-from vendor import vendor_library  # noqa: E402
+import models
+from vendor import vendor_library
 
 FLOOR = 30.0  # qnnemu must be at least this many times faster than the vendor's backend
 # The provider options of tests/test_onnxruntime_models.py, on both QNN backends.

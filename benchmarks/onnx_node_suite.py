@@ -345,7 +345,7 @@ class _Runner:
         self.pinned = ctypes.CDLL(backend_path)  # ORT would dlclose it with every last session
         try:
             ort.register_execution_provider_library("QNNExecutionProvider", onnxruntime_qnn.get_library_path())
-        except Exception as e:  # noqa: BLE001 - already registered in this process
+        except Exception as e:
             if "already" not in str(e).lower():
                 raise
         self.device = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"][0]
@@ -388,9 +388,8 @@ class _Runner:
         if out.get("kind") == "not-placed" and not log:
             # The EP gives its reasons for leaving a node to the CPU EP only in verbose logs:
             # ask again, verbosely, for them.
-            with _captured_fd2() as err, _qnnemu_log() as records:
-                with contextlib.suppress(Exception):
-                    self._session(case.model, 0)
+            with _captured_fd2() as err, _qnnemu_log() as records, contextlib.suppress(Exception):
+                self._session(case.model, 0)
             log = _log_line(err[0] if err else "", records)
         out["log"] = log
         return out

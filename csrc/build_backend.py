@@ -35,9 +35,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 import build_abi  # noqa: E402
-from build_abi import build_inputs, portable_compile_args, write_if_changed  # noqa: E402,F401
-from qnnemu.headers import INTERFACE_TABLE_TAG, qnn_dir  # noqa: E402
+from build_abi import build_inputs, portable_compile_args, write_if_changed  # noqa: E402
+
 from qnnemu._version import __version__  # noqa: E402
+from qnnemu.headers import INTERFACE_TABLE_TAG, qnn_dir  # noqa: E402
 
 HTP_MODULE = build_abi.AbiModule(
     module_name="_qnnemu_htp_abi",

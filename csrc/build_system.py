@@ -27,6 +27,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 import build_abi  # noqa: E402
+
 from qnnemu.headers import SYSTEM_TABLE_TAG  # noqa: E402
 
 SYSTEM_MODULE = build_abi.AbiModule(

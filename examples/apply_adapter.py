@@ -24,8 +24,18 @@ import numpy as np
 
 from qnnemu.client import Backend
 from qnnemu.system_client import SystemLibrary
-from qnnemu.tools import (LOG_LEVELS, ToolError, from_tensor, output_file_name, parse_args, plural,
-                          read_raw, resolve_backend, resolve_system_library, run_main)
+from qnnemu.tools import (
+    LOG_LEVELS,
+    ToolError,
+    from_tensor,
+    output_file_name,
+    parse_args,
+    plural,
+    read_raw,
+    resolve_backend,
+    resolve_system_library,
+    run_main,
+)
 from qnnemu.tools.net_run import parse_input_list
 
 PROG = "apply_adapter"

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._version import __version__
+
 # The libraries' locations live in the base layer (qnnemu.headers): client and tools import them
 # from there, never from this facade, whose sdk_root() imports tools.
 from .headers import backend_library_path, include_dir, library_dir, system_library_path

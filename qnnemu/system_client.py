@@ -329,7 +329,7 @@ class SystemLibrary:
             handle, self._log = self._log, None
             self.call("systemLogFree", handle)
 
-    def __enter__(self) -> "SystemLibrary":
+    def __enter__(self) -> SystemLibrary:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import cffi
 import numpy as np
@@ -189,7 +190,7 @@ class LogRecorder:
     Recorders are kept alive for the whole process (the library may call a callback for as
     long as its logger lives), so they never dangle."""
 
-    _all: list["LogRecorder"] = []
+    _all: list[LogRecorder] = []
 
     def __init__(self):
         self.records: list[tuple[int, str]] = []
@@ -413,7 +414,7 @@ class Session:
     Every builder returns raw codes, so the same call sequence can run on two libraries and
     their codes be compared (tests/test_acceptance_vendor.py)."""
 
-    def __init__(self, lib: "Library | None" = None, soc: int | None = None,
+    def __init__(self, lib: Library | None = None, soc: int | None = None,
                  log_level: int = Q.QNN_LOG_LEVEL_DEBUG):
         self.lib = lib or library()
         self.keep: list = []

@@ -24,9 +24,9 @@ random inputs: :func:`quantize` with one of ``QDQ_CONFIGS``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import onnx
@@ -371,8 +371,7 @@ def quantize(model: onnx.ModelProto, out_path: str | Path, config: QdqConfig,
     them with error 3110), 8-bit weights next to 16-bit activations, the fixed 16-bit Sigmoid
     output encoding, com.microsoft Q/DQ for 16-bit types below opset 21; and LayerNorm scales
     unsigned when the weights are signed."""
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class RandomReader(CalibrationDataReader):
         def __init__(self):

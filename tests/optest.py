@@ -112,7 +112,7 @@ class ClientLog:
         self._handler = _Handler(level=logging.DEBUG)
         self._logger = logging.getLogger("qnnemu.client")
 
-    def __enter__(self) -> "ClientLog":
+    def __enter__(self) -> ClientLog:
         import logging
         self._old_level = self._logger.level
         self._logger.setLevel(logging.DEBUG)

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from vendor import our_library, vendor_env, vendor_library
 
 import qnnemu
 from qnnemu.headers import Q
 from qnnemu.htp import soc as socs
-from vendor import our_library, vendor_env, vendor_library
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "tests" / "data" / "abi_compat"

@@ -16,12 +16,12 @@ import re
 import sys
 from pathlib import Path
 
+import abi
 import cffi
 import pytest
-
-import abi
-import qnnemu
 from abi import NULL, ffi, vp
+
+import qnnemu
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q, cdef, interface_fields, system_interface_fields
 from qnnemu.location import Location

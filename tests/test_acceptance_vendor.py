@@ -28,18 +28,18 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
-
-import numpy as np
-import pytest
 
 import abi
+import numpy as np
+import pytest
+from vendor import vendor_env, vendor_library
+
 from qnnemu.core.dtypes import name as dtype_name
 from qnnemu.headers import Q
 from qnnemu.htp import settings
-from vendor import vendor_env, vendor_library
 
 VENDOR_PATH = vendor_library()
 pytestmark = [pytest.mark.usefixtures("qnn_abi"),

@@ -52,15 +52,14 @@ import sys
 import zlib
 from pathlib import Path
 
+import abi
 import cffi
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, note, settings
-from hypothesis import strategies as st
-
-import abi
-import qnnemu
 from abi import NULL, ffi, vp
+from hypothesis import HealthCheck, event, given, note, settings, strategies as st
+
+import qnnemu
 from qnnemu.core import binary, sections
 from qnnemu.core.context import Context
 from qnnemu.core.graph import Graph
@@ -432,7 +431,7 @@ def boundary_values(fmt: str, old, blob_len: int):
 
 
 @st.composite
-def mutated_binaries(draw, corpus: "Corpus") -> tuple[bytes, str]:
+def mutated_binaries(draw, corpus: Corpus) -> tuple[bytes, str]:
     """(mutant, how) of the corpus binary: 1-4 mutations, then usually the CRCs re-sealed."""
     blob, foreign = corpus.blob, corpus.foreign
     h = binary.parse_header(blob)
@@ -808,7 +807,7 @@ def _all_paths(node, path=()):
 
 
 @st.composite
-def metadata_mutants(draw, corpus: "Corpus") -> tuple[bytes, str]:
+def metadata_mutants(draw, corpus: Corpus) -> tuple[bytes, str]:
     """The corpus binary with 1-3 metadata values (mostly scalars, sometimes whole objects or
     lists) replaced and, sometimes, the graph count changed; re-assembled (consistent sizes and
     CRCs)."""

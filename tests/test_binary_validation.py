@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import struct
 
+import abi
 import numpy as np
 import pytest
-
-import abi
 from abi import NULL, ffi, vp
+
 from qnnemu.client import Backend
 from qnnemu.core import binary
 from qnnemu.core.context import Context

@@ -10,13 +10,13 @@ the same recorded value True).
 """
 from __future__ import annotations
 
-import pytest
-
 import abi
+import pytest
 from abi import NULL, ffi, vp
+from vendor import vendor_dir, vendor_library
+
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
-from vendor import vendor_dir, vendor_library
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from vendor import our_library, vendor_library
 
-from qnnemu.client import Backend, QnnCallError, htp_context_config  # noqa: E402
-from qnnemu.headers import Q  # noqa: E402
-from qnnemu import system_client  # noqa: E402
-from qnnemu.system_client import SystemCallError, SystemLibrary  # noqa: E402
+from qnnemu import system_client
+from qnnemu.client import Backend, QnnCallError, htp_context_config
+from qnnemu.headers import Q
+from qnnemu.system_client import SystemCallError, SystemLibrary
 
 U8 = Q.QNN_DATATYPE_UFIXED_POINT_8
 F32 = Q.QNN_DATATYPE_FLOAT_32

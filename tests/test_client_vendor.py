@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from vendor import vendor_library
 
 HTP = vendor_library("libQnnHtp.so")

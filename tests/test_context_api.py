@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import struct
 
+import abi
 import numpy as np
 import pytest
-
-import abi
 from abi import NULL, ffi, vp
 from helpers.context_env import CALLBACKS, Env, Notifications, list_params
+
 from qnnemu.core import binary
 from qnnemu.core.context import Context
 from qnnemu.core.graph import Graph

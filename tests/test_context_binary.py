@@ -23,12 +23,31 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from helpers.binary_builders import (
+    APP_READ,
+    APP_WRITE,
+    F32,
+    RNG,
+    S8,
+    STATIC,
+    U8,
+    U32,
+    GraphBuilder,
+    assert_same_outputs,
+    desc,
+    float_feeds,
+    float_graph,
+    load,
+    loaded_graph,
+    new_context,
+    quant_feeds,
+    quant_graph,
+    run,
+    split,
+    with_meta,
+)
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from helpers.binary_builders import (APP_READ, APP_WRITE, F32, RNG, S8, STATIC, U8, U32, GraphBuilder,
-                                     assert_same_outputs, desc, float_feeds, float_graph, load, loaded_graph,
-                                     new_context, quant_feeds, quant_graph, run, split, with_meta)
 from qnnemu.core import binary
 from qnnemu.core.backend import BUILD_ID, Backend
 from qnnemu.core.device import Device, model_from_configs
@@ -43,8 +62,7 @@ CONTEXT_CODES = set(Q.enum("QNN_CONTEXT_ERROR_")) - {Q.QNN_CONTEXT_ERROR_UNDEFIN
 
 # ---------------------------------------------------------------------------- blob headers
 def header_fields(blob: bytes) -> dict:
-    names = ("magic version header_size total_size flags payload_crc c0 c1 c2 b0 b1 b2 soc arch vtcm "
-             "meta_off meta_size data_off data_size build graph_count meta_crc reserved header_crc").split()
+    names = ["magic", "version", "header_size", "total_size", "flags", "payload_crc", "c0", "c1", "c2", "b0", "b1", "b2", "soc", "arch", "vtcm", "meta_off", "meta_size", "data_off", "data_size", "build", "graph_count", "meta_crc", "reserved", "header_crc"]
     return dict(zip(names, struct.unpack_from("<8sIIQII3H3HIIIQQQQ32sII28sI", blob, 0)))
 
 
@@ -68,7 +86,7 @@ def float_blob(float_ctx):
     return binary.serialize(float_ctx)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def two_graph_blob() -> bytes:
     """A small two-graph binary (float + quantized), e.g. for the fuzz tests."""
     ctx = new_context()
@@ -653,8 +671,7 @@ def test_context_built_through_the_abi(tmp_path):
     from vendor import our_library
     if our_library() is None:
         pytest.skip("libQnnHtpEmu.so is not built")
-    from qnnemu.client import Backend as ClientBackend
-    from qnnemu.client import ffi
+    from qnnemu.client import Backend as ClientBackend, ffi
     blobs, outs = [], []
     feeds = {"x": RNG.integers(0, 256, (1, 4, 4, 2), dtype=np.uint8)}
     w_data = RNG.integers(-100, 100, (1, 1, 2, 3)).astype(np.int8)

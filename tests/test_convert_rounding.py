@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from vendor import our_library, vendor_library
 
 from qnnemu.client import Backend

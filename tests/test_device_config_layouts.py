@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import struct
 
-import numpy as np
-
-import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 import abi
+import numpy as np
+import pytest
 from abi import NULL, ffi, vp
+from hypothesis import given, strategies as st
+from vendor import vendor_library
+
 from qnnemu.abi import device_config as dc
 from qnnemu.core.device import VENDOR_SOC_MODELS, Device, soc_rank
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.htp import soc as socs
-from vendor import vendor_library
 
 SOC, ARCH, SIGNEDPD, SECUREPD = dc.SOC, dc.ARCH, dc.SIGNEDPD, dc.SECUREPD
 SM8550, SM8650, SA8295 = Q.QNN_SOC_MODEL_SM8550, Q.QNN_SOC_MODEL_SM8650, Q.QNN_SOC_MODEL_SA8295
@@ -77,7 +75,7 @@ def one(image: bytes, misalign: int = 0, earlier=None) -> tuple[dc.HtpDeviceOpti
 
 CASES = [
     # (id, image, misalign, layout, fields)
-    ("ort-soc57", bytes.fromhex("00000000" "00000000" "39000000") + bytes(12), 0, "2.50", {"soc_model": 57}),
+    ("ort-soc57", bytes.fromhex("000000000000000039000000") + bytes(12), 0, "2.50", {"soc_model": 57}),
     ("soc-2.43", old(SOC, SM8550), 0, "2.43", {"soc_model": SM8550}),
     ("soc-2.50", new(SOC, SM8550), 0, "2.50", {"soc_model": SM8550}),
     ("soc-2.50-garbage-padding", new(SOC, SM8650, padding=0xDEADBEEF), 0, "2.50", {"soc_model": SM8650}),
@@ -434,7 +432,6 @@ def test_onnxruntime_ep_soc_and_arch_reach_the_device(qnn_abi, tmp_path):
     """The EP (built with new headers) writes its soc_model/htp_arch options in the 2.50 layout."""
     pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
     onnx = pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
-    import numpy as np
     from onnx import TensorProto, helper
 
     import qnnemu.onnxruntime as qort

@@ -18,11 +18,10 @@ tests/test_numerics_vendor.py.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pytest
-
 from vendor import our_library, vendor_library
 
 HTP = vendor_library("libQnnHtp.so")

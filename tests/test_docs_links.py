@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,7 @@ MODULE_NAME = re.compile(r"(?<![\w/.-])(qnnemu(?:\.\w+)+):(\w+(?:\.\w+)*)")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _python_names(path: Path) -> frozenset[str]:
     """Dotted names defined in a Python file: top-level functions, classes and assignments, and
     the methods and class attributes of its classes (``Class.method``)."""

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from vendor import our_library, vendor_library
 
 ROOT = Path(__file__).resolve().parent.parent

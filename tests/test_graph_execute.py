@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import threading
 
+import abi
 import numpy as np
 import pytest
-
-import abi
 from abi import NULL, ffi, vp
+
 from qnnemu.headers import Q
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")

@@ -6,11 +6,12 @@ library (QNN 2.51) answers both with UNSUPPORTED_FEATURE (pinned, skipped withou
 """
 from __future__ import annotations
 
+import abi
 import numpy as np
 import pytest
-
-import abi
 from abi import NULL, ffi, vp
+from vendor import vendor_library
+
 from qnnemu.abi import validate_api
 from qnnemu.client import Backend, QnnCallError, htp_graph_config
 from qnnemu.core.graph import Graph as CoreGraph
@@ -18,7 +19,6 @@ from qnnemu.core.graph_validate import validate_graph
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.ops.base import TensorSpec
-from vendor import vendor_library
 
 F32 = np.float32
 # float32, held as float16 in VTCM: 512 KiB there, all of it one depth row (the last axis is

@@ -16,12 +16,12 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
-
 import abi
+import pytest
 from abi import NULL, ffi, vp
-from qnnemu.headers import Q
 from vendor import vendor_dir, vendor_library
+
+from qnnemu.headers import Q
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 

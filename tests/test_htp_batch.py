@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import mmap
 
+import abi
 import numpy as np
 import pytest
-
-import abi
 from abi import NULL, vp
 from helpers.batch_env import Env
+
 from qnnemu.headers import Q
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")

@@ -5,21 +5,20 @@ and QnnHtpContext_CustomProperty_t.  The tables of qnnemu/htp/settings.py are wa
 every rule has one negative case in RULE_CASES (code, rule id, function, parameter path)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
-
-import numpy as np
-import pytest
 
 import abi
+import numpy as np
+import pytest
 from abi import NULL, vp
 from helpers.graph_env import H
+
 from qnnemu.core.device import DeviceModel, model_for
 from qnnemu.core.handles import HANDLES
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
-from qnnemu.htp import groups, settings
-from qnnemu.htp import soc as socs
+from qnnemu.htp import groups, settings, soc as socs
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 OK = Q.QNN_SUCCESS

@@ -12,9 +12,8 @@ import math
 from dataclasses import replace
 
 import pytest
+from helpers.fake_graph import APP_READ, APP_WRITE, F16, F32, S8, SM8550, STATIC, U8, U16, FakeGraph, fake_node
 
-from helpers.fake_graph import (APP_READ, APP_WRITE, F16, F32, S8, SM8550, STATIC, U8, U16, FakeGraph,
-                                fake_node)
 from qnnemu import ops
 from qnnemu.htp import cost, perf
 from qnnemu.htp.settings import graph_settings

@@ -3,11 +3,11 @@ Options", QnnHtpDevice_CustomConfig_t; QnnHtpDevice_DeviceInfoExtension_t): ever
 table goes through deviceCreate + deviceGetInfo; SOC wins over ARCH; the default device."""
 from __future__ import annotations
 
-import pytest
-
 import abi
+import pytest
 from abi import NULL, ffi, vp
 from helpers.graph_env import Env
+
 from qnnemu.core.device import KNOWN_ARCHS, VENDOR_SOC_MODELS
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-
 from vendor import our_library, vendor_library
 
 from qnnemu.client import Backend, QnnCallError, _null_terminated, ffi, htp_graph_config

@@ -5,14 +5,13 @@ QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT inputs/outputs through the C ABI: ops s
 """
 from __future__ import annotations
 
+import abi
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-import abi
 from abi import NULL, ffi, vp
 from helpers.batch_env import Env
+from hypothesis import given, strategies as st
+
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.htp import kvcache

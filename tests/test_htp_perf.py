@@ -20,10 +20,10 @@ import pathlib
 import re
 from types import SimpleNamespace
 
-import pytest
-
 import abi
+import pytest
 from abi import NULL, ffi, vp
+
 from qnnemu.headers import Q
 from qnnemu.htp import perf as P
 from qnnemu.htp.perf import PERF
@@ -606,8 +606,9 @@ def test_onnxruntime_htp_performance_mode_votes(tmp_path):
     every one is accepted, the clocks follow the mode, and the session's id goes with it."""
     pytest.importorskip("onnxruntime")
     onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper
     import numpy as np
+    from onnx import TensorProto, helper
+
     import qnnemu.onnxruntime as qort
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])

@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from vendor import vendor_env, vendor_library
 
 from qnnemu.client import Backend, ffi, htp_device_config
 from qnnemu.headers import Q
 from qnnemu.htp import perf as P
 from qnnemu.htp.perf import PERF
-from vendor import vendor_env, vendor_library
 
 OK = Q.QNN_SUCCESS
 INVALID_INPUT = Q.QNN_HTP_PERF_INFRASTRUCTURE_ERROR_INVALID_INPUT

@@ -5,12 +5,12 @@ default, changes by graphSetConfig / contextSetConfig, the INFO log at finalize 
 """
 from __future__ import annotations
 
+import abi
 import numpy as np
 import pytest
-
-import abi
 from abi import NULL, ffi, vp
 from helpers.batch_env import Env
+
 from qnnemu.core.handles import HANDLES
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q

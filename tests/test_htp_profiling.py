@@ -14,15 +14,28 @@ from __future__ import annotations
 import json
 import time
 
+import abi
 import numpy as np
 import pytest
-
-import abi
 from abi import NULL, ffi, vp
 from helpers.context_env import Env as ContextEnv
-from helpers.profile_env import (ACCEL_CYCLES_AT, EXECUTE_EVENTS, EXECUTE_TYPES, Env, core_graph, data, events,
-                                 expected_lint_tree, extended, optrace_object, ort_session, sub_events, tree)
+from helpers.profile_env import (
+    ACCEL_CYCLES_AT,
+    EXECUTE_EVENTS,
+    EXECUTE_TYPES,
+    Env,
+    core_graph,
+    data,
+    events,
+    expected_lint_tree,
+    extended,
+    optrace_object,
+    ort_session,
+    sub_events,
+    tree,
+)
 from helpers.system_lib import Events, create_target, table
+
 from qnnemu.core import profile as core_profile
 from qnnemu.headers import Q
 from qnnemu.htp import perf

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers.kernel_compare import assert_close, rand, ref64, run_both
+
 from qnnemu import ops
 from qnnemu.ops import _fast
 from qnnemu.ops.conv import Geometry, _im2col_numpy, conv_output_size

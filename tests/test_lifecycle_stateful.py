@@ -25,14 +25,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+import abi
 import numpy as np
 import pytest
-from hypothesis import event, note, settings
-from hypothesis import strategies as st
+import strategies as S
+from hypothesis import event, note, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-import abi
-import strategies as S
 from qnnemu.core import binary as core_binary
 from qnnemu.core.context import Context as CoreContext
 from qnnemu.core.graph import Graph as CoreGraph
@@ -71,7 +70,7 @@ class TensorM:
 @dataclass(eq=False)
 class GraphM:
     h: int
-    ctx: "ContextM"
+    ctx: ContextM
     name: str
     finalized: bool = False
     tensors: dict[str, TensorM] = field(default_factory=dict)
@@ -81,8 +80,8 @@ class GraphM:
 @dataclass(eq=False)
 class ContextM:
     h: int
-    backend: "BackendM"
-    device: "DeviceM | None"
+    backend: BackendM
+    device: DeviceM | None
     graphs: dict[str, GraphM] = field(default_factory=dict)
     tensor_names: set[str] = field(default_factory=set)  # context tensors
 

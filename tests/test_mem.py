@@ -8,19 +8,19 @@ from __future__ import annotations
 import ctypes
 import os
 import re
-import subprocess
 import shutil
+import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+import abi
 import cffi
 import numpy as np
 import pytest
-
-import abi
-import qnnemu
 from abi import NULL, ffi, vp
+
+import qnnemu
 from qnnemu.core import mem
 from qnnemu.headers import Q
 

@@ -15,15 +15,15 @@ entries, deviceGetPlatformInfo and the HTP perf infrastructure.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
-
-import numpy as np
-import pytest
 
 import abi
-import qnnemu
+import numpy as np
+import pytest
 from abi import NULL, ffi, vp
+
+import qnnemu
 from qnnemu.headers import Q
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
@@ -630,6 +630,7 @@ def test_every_op_param_rule_has_a_case():
     """The op parameter rules (qnnemu/ops/base.py, qnnemu/core/graph.py) that are not warning
     rules each have a case above."""
     import pathlib
+
     from qnnemu.rules import WARNING_RULES
     root = pathlib.Path(qnnemu.__file__).parent
     found = set()
@@ -768,6 +769,7 @@ def test_every_core_and_abi_rule_has_a_case():
     The ids are read from the sources and the tests by tests/rule_scan.py (the criterion is in
     tests/test_rule_registry.py's docstring), so no test module imports another for its table."""
     import rule_scan
+
     from qnnemu.rules import RULES
     layers = ("qnnemu/core/", "qnnemu/abi/", "qnnemu/htp/")
     found = {rule for rule, places in rule_scan.raised_ids().items()
@@ -886,9 +888,7 @@ NOT_SUPPORTED = {
     "backendRegisterOpPackage": Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
     # backendRegisterOpPackageFromBinary, contextAddToDlc check their handles first (as the
     # vendor's library does): tests/test_qnn250_entries.py
-    **{n: Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE for n in (
-        "graphCreateSubgraph", "graphExecuteAsync", "graphPrepareExecutionEnvironment",
-        "graphReleaseExecutionEnvironment")},
+    **dict.fromkeys(("graphCreateSubgraph", "graphExecuteAsync", "graphPrepareExecutionEnvironment", "graphReleaseExecutionEnvironment"), Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE),
 }
 
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import logging
 
+import abi
 import numpy as np
 import pytest
+from vendor import our_library
 
-import abi
 from qnnemu.client import Backend, GraphConfig, QnnCallError, ffi, htp_device_config
 from qnnemu.core.plan import FLOAT_MATH_CONFIG_KEY
 from qnnemu.headers import Q
 from qnnemu.htp import soc as socs
 from qnnemu.ops.base import HTP_FP16_MAX, htp_fp16_round, htp_fp16_static, htp_fp16_to_fp32
-from vendor import our_library
 
 F32 = np.float32
 

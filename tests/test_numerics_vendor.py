@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from vendor import our_library, vendor_env, vendor_library
 
 HTP = vendor_library("libQnnHtp.so")

@@ -37,9 +37,8 @@ if not Path(qnnemu.backend_library_path()).exists():
     pytest.skip("libQnnHtpEmu.so is not built", allow_module_level=True)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import onnx_node_suite as suite  # noqa: E402
-
-from vendor import vendor_library  # noqa: E402
+import onnx_node_suite as suite
+from vendor import vendor_library
 
 
 def _env_size(var: str, default: str) -> int | None:

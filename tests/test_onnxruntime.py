@@ -14,11 +14,10 @@ ort = pytest.importorskip("onnxruntime", reason="onnxruntime (test extra) is not
 pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
 onnx = pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
 
-from onnx import helper  # noqa: E402
-
 # the same small float models as the Saver replay
 from helpers.float_graphs import SMALL_FLOAT_GRAPHS  # noqa: E402
 from helpers.ort import qnn_ep_device  # noqa: E402
+from onnx import helper  # noqa: E402
 
 if not Path(qnnemu.backend_library_path()).exists():
     pytest.skip("libQnnHtpEmu.so is not built", allow_module_level=True)

@@ -26,11 +26,13 @@ pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is n
 onnx = pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
 
 from onnx import TensorProto, helper  # noqa: E402
+from vendor import vendor_library  # noqa: E402
 
 import qnnemu.onnxruntime as qort  # noqa: E402
-from qnnemu.core import backend as core_backend  # noqa: E402
-from qnnemu.core import binary  # noqa: E402
-from vendor import vendor_library  # noqa: E402
+from qnnemu.core import (
+    backend as core_backend,
+    binary,
+)
 
 if not Path(qnnemu.backend_library_path()).exists():
     pytest.skip("libQnnHtpEmu.so is not built", allow_module_level=True)

@@ -24,7 +24,6 @@ ort = pytest.importorskip("onnxruntime")
 from helpers.lstm_models import VARIANTS, lstm_model  # noqa: E402
 from vendor import vendor_env, vendor_library  # noqa: E402
 
-
 _VENDOR_SCRIPT = r"""
 import json, sys
 import numpy as np

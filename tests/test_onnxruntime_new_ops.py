@@ -30,7 +30,6 @@ ort = pytest.importorskip("onnxruntime", reason="onnxruntime (test extra) is not
 pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
 from vendor import our_library, vendor_env, vendor_library  # noqa: E402
 
 FLOAT_RTOL = 1e-4

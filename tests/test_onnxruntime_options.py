@@ -38,6 +38,7 @@ if not Path(qnnemu.backend_library_path()).exists():
     pytest.skip("libQnnHtpEmu.so is not built", allow_module_level=True)
 
 from onnx import TensorProto, helper  # noqa: E402
+from vendor import vendor_env, vendor_library  # noqa: E402
 
 import qnnemu.onnxruntime as qort  # noqa: E402
 from qnnemu.core.graph import Graph  # noqa: E402
@@ -46,7 +47,6 @@ from qnnemu.headers import Q  # noqa: E402
 from qnnemu.htp import perf  # noqa: E402
 from qnnemu.htp.settings import DEFAULT_OPTIMIZATION_LEVEL, DEFAULT_VTCM_BYTES, device_model, graph_settings  # noqa: E402
 from qnnemu.htp.soc import SOCS  # noqa: E402
-from vendor import vendor_env, vendor_library  # noqa: E402
 
 MIB = 1 << 20
 SM8550 = int(Q.QNN_SOC_MODEL_SM8550)   # 43, v73, 8 MiB VTCM

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from qnnemu import ops
 from qnnemu.errors import OpCheckError

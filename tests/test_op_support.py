@@ -21,19 +21,20 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import abi
 import numpy as np
 import pytest
-
-import abi
 from abi import vp
-from qnnemu.headers import Q
 from vendor import vendor_env, vendor_library
+
+from qnnemu.headers import Q
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))   # the probe and its case templates
 
 import op_support_cases  # noqa: E402
 import probe_op_support as probe  # noqa: E402
+
 from qnnemu import ops  # noqa: E402
 from qnnemu.htp import op_support  # noqa: E402
 

@@ -14,13 +14,13 @@ import math
 
 import numpy as np
 import pytest
+from optest import assert_close, check, expect_rule, spec, to_param
 
 from qnnemu import ops
 from qnnemu.core import dtypes
-from qnnemu.errors import OpCheckError, OpUnsupportedError
+from qnnemu.errors import OpUnsupportedError
 from qnnemu.headers import Q
-from qnnemu.ops import Param, TensorSpec, _fast
-from optest import assert_close, check, expect_rule, spec, to_param
+from qnnemu.ops import TensorSpec, _fast
 
 RNG = np.random.default_rng(1234)
 
@@ -391,7 +391,7 @@ def test_every_infer_takes_declared_outputs():
     out = ops.get("Reshape").infer([spec((2, 3))], {}, declared_outputs=[spec((3, 2))])
     assert out[0].shape == (3, 2), "Reshape.infer takes its shape from declared_outputs"
     with pytest.raises(TypeError, match="declared_outputs"):
-        class BadOp(ops.Op, register=False):  # noqa: F841
+        class BadOp(ops.Op, register=False):
             @classmethod
             def infer(cls, inputs, params):
                 return []
@@ -514,6 +514,7 @@ def test_every_rule_id_is_tested():
     """Each op module's rule ids (found in its source) appear in the NEGATIVE table."""
     import inspect
     import re
+
     from qnnemu.ops import activation, conv, elementwise, matmul, pool
     tested = {(n[0], n[4]) for n in NEGATIVE}
     mine = {"Conv2d", "DepthWiseConv2d", "FullyConnected", "MatMul", "Softmax", "PoolMax2d",

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-
-from qnnemu.errors import OpCheckError, OpUnsupportedError
-from qnnemu.headers import Q
 from optest import ClientLog, assert_close, expect_rule, run_checked, spec
+
+from qnnemu.errors import OpUnsupportedError
+from qnnemu.headers import Q
 
 RNG = np.random.default_rng(20250304)
 F16, I32, I64, U8 = (Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_INT_64,

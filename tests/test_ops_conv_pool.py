@@ -17,14 +17,13 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from optest import assert_close, expect_rule, spec, to_param
 
 from qnnemu import ops
 from qnnemu.core import dtypes
 from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
-from qnnemu.ops import Param, QuantSpec, TensorSpec, _fast
-from qnnemu.ops import conv as conv_mod
-from optest import assert_close, expect_rule, spec, to_param
+from qnnemu.ops import QuantSpec, _fast, conv as conv_mod
 
 RNG = np.random.default_rng(2024)
 F32, F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
@@ -635,6 +634,7 @@ def test_every_rule_is_tested():
     matmul.py belongs to some op's expected rules (a new rule needs a row here)."""
     import inspect
     import re
+
     from qnnemu.ops import matmul, pool
     rows = {}
     for n in NEGATIVE:

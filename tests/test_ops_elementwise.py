@@ -15,13 +15,13 @@ import re
 
 import numpy as np
 import pytest
+from optest import check, expect_rule, spec, to_param
 
 from qnnemu import ops
 from qnnemu.core import dtypes
 from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
-from qnnemu.ops import Param, QuantSpec, TensorSpec
-from optest import check, expect_rule, spec, to_param
+from qnnemu.ops import QuantSpec, TensorSpec
 
 RNG = np.random.default_rng(20240611)
 
@@ -1012,6 +1012,7 @@ def backend():
 def backend_sm8550():
     """SM8550: the HTP has no float ElementWiseSelect on v68 (docs/op-support.md)."""
     from vendor import our_library
+
     from qnnemu.client import Backend, htp_device_config
     with Backend(str(our_library()), log_level="error",
                  device_configs=[htp_device_config("SOC", socModel=Q.QNN_SOC_MODEL_SM8550)]) as be:

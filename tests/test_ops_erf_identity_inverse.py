@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from optest import assert_close, expect_rule, run_checked, spec
 
 from qnnemu.headers import Q
-from optest import assert_close, expect_rule, run_checked, spec
 
 RNG = np.random.default_rng(20250303)
 F16, I32, U8 = Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UFIXED_POINT_8

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from optest import assert_close, expect_rule, run_checked, spec
 
 from qnnemu.errors import OpUnsupportedError
 from qnnemu.headers import Q
-from optest import assert_close, expect_rule, run_checked, spec
 
 RNG = np.random.default_rng(20250301)
 F16, U8 = Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_UFIXED_POINT_8

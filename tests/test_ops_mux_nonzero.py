@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from optest import check, expect_rule, run_checked, spec
 
 from qnnemu.errors import OpUnsupportedError
 from qnnemu.headers import Q
-from optest import check, expect_rule, run_checked, spec
 
 RNG = np.random.default_rng(20250302)
 F32, F16, I32, U32 = (Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_INT_32,

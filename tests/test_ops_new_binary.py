@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from vendor import our_library
 
 pytestmark = pytest.mark.skipif(our_library() is None, reason="libQnnHtpEmu.so not built")

@@ -19,13 +19,13 @@ import re
 
 import numpy as np
 import pytest
+from optest import assert_close, check, expect_rule, spec, to_param
 
 from qnnemu import ops
 from qnnemu.core import dtypes
 from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
-from qnnemu.ops import Param, QuantSpec, TensorSpec
-from optest import assert_close, check, expect_rule, spec, to_param
+from qnnemu.ops import QuantSpec, TensorSpec
 
 onnx = pytest.importorskip("onnx", reason="onnx (test extra) is needed for the ONNX references")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -822,8 +822,9 @@ def v_selection_ops_on_uint8_codes(g, rng):
 @pytest.fixture(scope="module")
 def backends():
     """(label, Backend) for the vendor's libQnnHtp.so and our libQnnHtpEmu.so, when present."""
-    from qnnemu.client import Backend
     from vendor import our_library, vendor_library
+
+    from qnnemu.client import Backend
     opened = []
     for label, lib in (("vendor", vendor_library("libQnnHtp.so")), ("qnnemu", our_library())):
         if lib is not None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from optest import expect_rule, run_checked, spec
 
 from qnnemu.errors import OpUnsupportedError
 from qnnemu.headers import Q
-from optest import expect_rule, run_checked, spec
 
 F32, I32, U32 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32
 U8, S8 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8
@@ -168,6 +168,7 @@ def test_rule(op_type, specs, params, declared, rule, path):
 def test_every_rule_id_is_tested():
     import inspect
     import re
+
     from qnnemu.ops import random as random_ops
     text = inspect.getsource(random_ops)
     shared = set(re.findall(r'fail\("([a-z-]+)"', text)) | \

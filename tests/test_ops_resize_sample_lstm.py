@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from optest import assert_close, check, expect_rule, spec, to_param
 
 from qnnemu import ops
 from qnnemu.core import dtypes
 from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
-from qnnemu.ops import Param, QuantSpec, TensorSpec
-from optest import assert_close, check, expect_rule, spec, to_param
+from qnnemu.ops import QuantSpec, TensorSpec
 
 RNG = np.random.default_rng(20240611)
 F32, F16, I32 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16, Q.QNN_DATATYPE_INT_32
@@ -653,8 +653,7 @@ def test_lstm_null_inputs_and_trailing_trim_agree():
     for a, b_, name in zip(full, packed, ("out[0]", "out[1]", "out[2]")):
         assert np.array_equal(a, b_), f"present-only arrays are put back at their positions " \
                                       f"({name})"
-    quant = {k: 0.25 for k in ("input_gate_qscale", "forget_gate_qscale", "cell_gate_qscale",
-                               "output_gate_qscale", "hidden_state_qscale")}
+    quant = dict.fromkeys(("input_gate_qscale", "forget_gate_qscale", "cell_gate_qscale", "output_gate_qscale", "hidden_state_qscale"), 0.25)
     with_q = run_op("Lstm", trim(q), lstm_params(**quant, hidden_state_offset=3.0))
     assert np.array_equal(with_q[0], full[0]), "quantization params do not change real results"
 
@@ -803,6 +802,7 @@ def test_every_rule_id_is_tested():
     """Each rule id in the three modules' sources has a row in NEGATIVE."""
     import inspect
     import re
+
     from qnnemu.ops import lstm, resize, sample
     tested = {(n[0], n[4]) for n in NEGATIVE}
     text = "".join(inspect.getsource(m) for m in (resize, sample, lstm))

@@ -20,15 +20,13 @@ import numpy as np
 import pytest
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
+from optest import expect_rule, spec, to_param
 
 from qnnemu import ops
 from qnnemu.core import dtypes
 from qnnemu.errors import OpCheckError, OpUnsupportedError
 from qnnemu.headers import Q
-from qnnemu.ops import Param, QuantSpec, TensorSpec
-from qnnemu.ops import gather as gather_mod
-from qnnemu.ops import shape as shape_mod
-from optest import expect_rule, spec, to_param
+from qnnemu.ops import QuantSpec, TensorSpec, gather as gather_mod, shape as shape_mod
 
 RNG = np.random.default_rng(7)
 F32, F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16

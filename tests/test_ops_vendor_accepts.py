@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from vendor import vendor_env, vendor_library
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from vendor import our_library
 
-from qnnemu.spec import quant
-from qnnemu.spec.quant import Requantize
 from qnnemu.headers import Q
 from qnnemu.ops.base import QuantSpec
+from qnnemu.spec import quant
+from qnnemu.spec.quant import Requantize
 
 U8, S8, U16 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_16
 ENC = Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET

@@ -16,9 +16,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from vendor import vendor_dir, vendor_env, vendor_library
 
 import qnnemu
-from vendor import vendor_dir, vendor_env, vendor_library
 
 HERE = Path(__file__).resolve().parent
 HARNESS_C = HERE / "c" / "process_hygiene.c"
@@ -173,6 +173,7 @@ def test_freed_handles_cost_no_memory(qnn_abi):
     import tracemalloc
 
     import abi
+
     from qnnemu.headers import Q
 
     def cycle():
@@ -362,9 +363,9 @@ def test_zero_scales_quantize_without_floating_point_errors():
     that to logging.)"""
     import numpy as np
 
-    from qnnemu.spec.quant import AccRequant, Requantize, quantize
     from qnnemu.headers import Q
     from qnnemu.ops.base import QuantSpec
+    from qnnemu.spec.quant import AccRequant, Requantize, quantize
 
     U8 = Q.QNN_DATATYPE_UFIXED_POINT_8
     enc_axis = Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET

@@ -16,15 +16,31 @@ import re
 import time
 from pathlib import Path
 
+import abi
 import numpy as np
 import pytest
-
-import abi
-import qnnemu
 from abi import NULL, ffi, vp
-from helpers.profile_env import (ACCEL_CYCLES_AT, BASIC, CYCLES, DETAILED, EXECUTE_EVENTS, EXECUTE_TYPES, LINTING, US,
-                                 Env, check_execute_events, core_graph, core_profile, data, events, extended,
-                                 ort_session, sub_events)
+from helpers.profile_env import (
+    ACCEL_CYCLES_AT,
+    BASIC,
+    CYCLES,
+    DETAILED,
+    EXECUTE_EVENTS,
+    EXECUTE_TYPES,
+    LINTING,
+    US,
+    Env,
+    check_execute_events,
+    core_graph,
+    core_profile,
+    data,
+    events,
+    extended,
+    ort_session,
+    sub_events,
+)
+
+import qnnemu
 from qnnemu.headers import Q
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
@@ -330,7 +346,7 @@ def test_every_profile_rule_has_a_case():
     found = set()
     for path in (root / "core" / "profile.py", root / "abi" / "profile_api.py"):
         found |= set(re.findall(r'"(QNNEMU-[A-Za-z0-9_-]+)"', path.read_text()))
-    from qnnemu.rules import WARNING_RULES   # warning rules: their cases are in tests/test_warning_rules.py
+    from qnnemu.rules import WARNING_RULES  # warning rules: their cases are in tests/test_warning_rules.py
     missing = found - set(RULE_CASES) - set(WARNING_RULES)
     assert missing == set(), f"profile rule ids without a case: {sorted(missing)}"
 

@@ -27,15 +27,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.trace_check import (
+    CHROMIUM,
+    HtmlPage,
+    assert_valid,
+    check_trace,
+    counter_series,
+    parse_html,
+    thread_names,
+    x_events,
+)
+from vendor import our_library
 
-from helpers.trace_check import (CHROMIUM, HtmlPage, assert_valid, check_trace, counter_series, parse_html,
-                                 thread_names, x_events)
 from qnnemu.core import system_profile
 from qnnemu.headers import Q
-from qnnemu.tools.viewer import chrometrace, qhas
 from qnnemu.htp.plan_types import PLAIN, TCM, Block, PreparedPlan, Step
 from qnnemu.tools import profile_viewer
-from vendor import our_library
+from qnnemu.tools.viewer import chrometrace, qhas
 
 REPO = Path(__file__).resolve().parent.parent
 needs_ours = pytest.mark.skipif(our_library() is None, reason="libQnnHtpEmu.so not built")

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from vendor import vendor_library
 
 from qnnemu.client import Backend, QnnCallError, ffi, htp_graph_config
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
-from qnnemu.htp import groups
-from qnnemu.htp import settings as htp_settings
-from vendor import vendor_library
+from qnnemu.htp import groups, settings as htp_settings
 
 F32 = np.float32
 MIB = 1 << 20

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
+from hypothesis import given, strategies as st
 from vendor import our_library, vendor_library
 
 from qnnemu.client import Backend

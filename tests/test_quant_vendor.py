@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pytest
-
 from vendor import our_library, vendor_library
 
 from qnnemu.client import Backend

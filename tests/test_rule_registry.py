@@ -28,8 +28,8 @@ import pathlib
 import re
 
 import pytest
-
 import rule_scan
+
 from qnnemu import rules
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q, constants

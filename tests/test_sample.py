@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from vendor import our_library, vendor_dir
 
 import qnnemu
 from qnnemu.headers import Q
-from vendor import our_library, vendor_dir
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 pytestmark = [

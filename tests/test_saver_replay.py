@@ -28,9 +28,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from vendor import our_library, vendor_dir, vendor_env
 
 import qnnemu
-from vendor import our_library, vendor_dir, vendor_env
 
 pytest.importorskip("onnx", reason="the onnx package (test extra) is needed to build models")
 pytest.importorskip("onnxruntime", reason="onnxruntime is needed to record a Saver trace")
@@ -40,9 +40,8 @@ if vendor_dir() is None or not (vendor_dir() / "libQnnSaver.so").is_file():
 if shutil.which("cc") is None:
     pytest.skip("a C compiler (cc) is needed to build the replay", allow_module_level=True)
 
-from onnx import helper  # noqa: E402
-
-from helpers.float_graphs import SMALL_FLOAT_GRAPHS  # noqa: E402
+from helpers.float_graphs import SMALL_FLOAT_GRAPHS
+from onnx import helper
 
 # The recording step, run as a subprocess in the directory that receives saver_output/.
 RECORD = textwrap.dedent("""

@@ -16,14 +16,14 @@ import json
 import re
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
-
-import numpy as np
-import pytest
 
 import abi
+import numpy as np
+import pytest
 from abi import NULL, ffi, vp
+
 from qnnemu.core import binary, sections
 from qnnemu.headers import Q
 
@@ -907,6 +907,7 @@ def test_rule(env, c: Case):
 def test_every_section_rule_has_a_case():
     """The rule ids raised by the section/update code all have a case above."""
     import pathlib
+
     import qnnemu
     root = pathlib.Path(qnnemu.__file__).parent
     found = set()

@@ -8,11 +8,11 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 import abi
+import pytest
 from abi import NULL, ffi, vp
 from helpers.context_env import Env, Notifications, list_params
+
 from qnnemu.core.handles import HANDLES
 from qnnemu.core.signal import ABORT, TIMEOUT, Signal
 from qnnemu.errors import QnnError

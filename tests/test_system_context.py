@@ -23,9 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import vendor
+from helpers.system_lib import FOOTPRINT_CASES, LIB, Recorder, ffi, footprint, table, tensor
 
 import qnnemu
-from helpers.system_lib import FOOTPRINT_CASES, LIB, Recorder, ffi, footprint, table, tensor
 from qnnemu.core import binary
 from qnnemu.core.backend import BUILD_ID, Backend
 from qnnemu.core.context import Context
@@ -35,8 +36,6 @@ from qnnemu.core.handles import HANDLES
 from qnnemu.core.log import NULL_LOGGER
 from qnnemu.core.tensor import RawQuant, TensorDesc
 from qnnemu.headers import Q
-
-import vendor
 
 pytestmark = pytest.mark.skipif(not LIB.exists(), reason="libQnnSystem.so is not built (pip install -e .)")
 

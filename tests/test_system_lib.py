@@ -16,9 +16,9 @@ from pathlib import Path
 
 import cffi
 import pytest
+from helpers.system_lib import LIB, LOADED, Events, Recorder, create_target, ffi, provider, table
 
 import qnnemu
-from helpers.system_lib import LIB, LOADED, Events, Recorder, create_target, ffi, provider, table
 from qnnemu.core.system_profile import read_profile_log
 from qnnemu.headers import Q
 

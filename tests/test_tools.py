@@ -24,16 +24,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from vendor import our_library, vendor_env, vendor_library
 
-from qnnemu.client import Backend  # noqa: E402
-from qnnemu.headers import Q  # noqa: E402
-from qnnemu.system_client import SystemLibrary  # noqa: E402
-from qnnemu.tools import dequantize, load_backend_config, quantize, ToolError  # noqa: E402
-from qnnemu.tools import context_binary_generator as generator  # noqa: E402
-from qnnemu.tools import context_binary_utility as utility  # noqa: E402
-from qnnemu.tools import net_run  # noqa: E402
+from qnnemu.client import Backend
+from qnnemu.headers import Q
+from qnnemu.system_client import SystemLibrary
+from qnnemu.tools import (
+    ToolError,
+    context_binary_generator as generator,
+    context_binary_utility as utility,
+    dequantize,
+    load_backend_config,
+    net_run,
+    quantize,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 U8 = Q.QNN_DATATYPE_UFIXED_POINT_8
@@ -691,6 +695,7 @@ def test_library_messages_are_labelled_once(capsys):
     """What a library logs (our backend in-process: the Python logger, then the QnnLog callback)
     is printed once, labelled; an error held back is printed when the run goes on."""
     import logging
+
     from qnnemu.tools import run_main
 
     def body():

@@ -13,20 +13,18 @@ Every case names its SoC (the default device is not assumed).
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
-
-import numpy as np
-import pytest
 
 import abi
+import numpy as np
+import pytest
 from abi import NULL, ffi, vp
+
 from qnnemu.core import binary
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
-from qnnemu.htp import perf as P
-from qnnemu.htp import settings
-from qnnemu.htp import soc as socs
+from qnnemu.htp import perf as P, settings, soc as socs
 from qnnemu.htp.perf import PERF
 from qnnemu.rules import WARNING_RULES, warning_rules_table
 

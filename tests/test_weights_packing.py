@@ -16,22 +16,36 @@ import dataclasses
 import functools
 import zlib
 
+import abi
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-import abi
 from abi import NULL, ffi, vp
-from helpers.binary_builders import (APP_READ, APP_WRITE, NATIVE, S8, S32, STATIC, U8, GraphBuilder,
-                                     assert_same_outputs, desc, load, loaded_graph, new_context, run, split,
-                                     with_meta)
+from helpers.binary_builders import (
+    APP_READ,
+    APP_WRITE,
+    NATIVE,
+    S8,
+    S32,
+    STATIC,
+    U8,
+    GraphBuilder,
+    assert_same_outputs,
+    desc,
+    load,
+    loaded_graph,
+    new_context,
+    run,
+    split,
+    with_meta,
+)
 from helpers.context_env import Env as ContextEnv
+from hypothesis import given, settings, strategies as st
+
 from qnnemu.core import binary
-from qnnemu.htp import packing as weights_packing
 from qnnemu.core.tensor import Tensor
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
+from qnnemu.htp import packing as weights_packing
 
 PACKING_OPTION = "QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING"
 UPDATEABLE = Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC

@@ -34,8 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
 import numpy as np  # noqa: E402
-
-from op_support_cases import FIXED, PAIR_OPS, TEMPLATES, canonical_rank, qnn_dtype  # noqa: E402
+from op_support_cases import FIXED, PAIR_OPS, qnn_dtype  # noqa: E402
 
 PLAIN = ("INT_8", "UINT_8", "INT_16", "UINT_16", "INT_32", "UINT_32", "INT_64", "BOOL_8")
 LOGIC_OPS = {"ElementWiseAnd", "ElementWiseOr", "ElementWiseXor", "ElementWiseNot"}
@@ -61,6 +60,7 @@ def execute(be, case: dict, seed: int = 0, wide: bool = False) -> dict:
     """Builds ``case``'s one-node graph on backend ``be`` (qnnemu.client.Backend), runs it once
     with deterministic data; returns {"outputs": [[dtype, values], ...]} or {"error": text}."""
     from probe_op_support import config_of, template_of
+
     from qnnemu.client import QnnCallError
     from qnnemu.headers import Q
     rng = np.random.default_rng(seed)
@@ -131,6 +131,7 @@ def value_cases(arch: int, ops: list[str], everything: bool = False) -> list[dic
     ``arch`` (op_support.json); without ``everything``, those with a plain integer or BOOL_8 data
     type, and every case of the conversions and logic ops."""
     from probe_op_support import config_of, sweep_cases
+
     from qnnemu.htp import op_support
     out = []
     for op in ops:

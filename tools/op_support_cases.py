@@ -23,8 +23,9 @@ same configurations on qnnemu).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ FIXED = {"UFIXED_POINT_8", "SFIXED_POINT_8", "UFIXED_POINT_16", "SFIXED_POINT_16
          "UFIXED_POINT_32"}
 FLOATS = {"FLOAT_32", "FLOAT_16", "BFLOAT_16"}
 # The rank sweep: 0 (scalars, where the op takes them) to 8 (beyond any HTP tensor).
-ALL_RANKS = tuple(range(0, 9))
+ALL_RANKS = tuple(range(9))
 ND_RANKS = tuple(range(1, 9))
 BASE_DIMS = (2, 3, 4, 5, 2, 3, 2, 2)
 # The alternative shapes (``ALT``): a configuration that fails to finalize is built again with
@@ -212,7 +213,7 @@ def _concat(op, r):
     return Template([In("x", dims(r)), In("x", dims(r))], {"axis": 0}, ["x"])
 
 
-@template("Pack", ranks=range(0, 8))
+@template("Pack", ranks=range(8))
 def _pack(op, r):
     return Template([In("x", dims(r)), In("x", dims(r))], {"axis": 0}, ["x"])
 
@@ -228,7 +229,7 @@ def _split(op, r):
     return Template([In("x", dims(r))], {"axis": 0, "split_index": np.array([1], np.uint32)}, ["x", "x"])
 
 
-@template("ExpandDims", ranks=range(0, 8))
+@template("ExpandDims", ranks=range(8))
 def _expand(op, r):
     return Template([In("x", dims(r))], {"axis": 0}, ["x"])
 
@@ -688,7 +689,7 @@ def variant_of(op: str, t: Template) -> str | None:
 def infer_shapes(op: str, t: Template) -> list[tuple]:
     """Output shapes of the float32 form of ``t`` by qnnemu's own check."""
     from qnnemu import ops
-    from qnnemu.ops.base import Param, TensorSpec
+    from qnnemu.ops.base import TensorSpec
     specs = []
     for i in t.inputs:
         if i is None:

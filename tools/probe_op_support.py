@@ -68,9 +68,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
 import numpy as np  # noqa: E402
-
-from op_support_cases import (DTYPES, PAIR_OPS, TEMPLATES, VARIANT_DTYPES, VARIANTS,  # noqa: E402
-                              canonical_rank, qnn_dtype, resolve)
+from op_support_cases import DTYPES, PAIR_OPS, TEMPLATES, VARIANT_DTYPES, VARIANTS, canonical_rank, qnn_dtype, resolve  # noqa: E402
 
 OUT_PATH = ROOT / "qnnemu" / "htp" / "op_support.json"
 # arch -> the SoC model of the arch's reference SoC (qnnemu.htp.soc.soc_for_arch)
@@ -317,8 +315,9 @@ class Worker:
         return op
 
     def _param_structs(self, cfg, keep: list, create=None) -> dict:
-        from qnnemu.headers import Q
         from op_support_cases import Tensor
+
+        from qnnemu.headers import Q
         out = {}
         for name, value in cfg.params.items():
             if isinstance(value, np.ndarray) and value.ndim >= 1:
@@ -346,6 +345,7 @@ class Worker:
     def tensor_probe(self, case: dict) -> dict:
         """tensorCreateGraphTensor of one tensor of a data type and tensor type."""
         from op_support_cases import QUANT, Tensor
+
         from qnnemu.headers import Q
         d, type_ = case["dtype"], int(getattr(Q, f"QNN_TENSOR_TYPE_{case['type']}"))
         npd = None
@@ -375,7 +375,7 @@ class Worker:
             return self.tensor_probe(case)
         try:
             cfg = config_of(case)
-        except Exception as e:  # noqa: BLE001 - an alternative shape the template does not fit
+        except Exception as e:
             if not case.get("alt"):
                 raise
             return {"error": f"{type(e).__name__}: {e}"}
@@ -787,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 res, tens = measure_arch(library, arch, ops, env, raw, dtypes=a.dtypes,
                                          canonical_only=a.canonical_only)
-            except BaseException as e:  # noqa: BLE001 - reported below, nothing written
+            except BaseException as e:
                 failures.append((arch, e))
                 raise
             with lock:

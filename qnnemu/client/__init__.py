@@ -51,10 +51,22 @@ of creation (contexts, which free their graphs, then device, backend, log).
 from __future__ import annotations
 
 from .backend import Backend, Context
+
 # Everything qnnemu.client offered as one module stays importable from it (the helpers too:
 # qnnemu.system_client and tests use them).
-from .cabi import (_LOG_LEVELS, _PY_LEVELS, ApiVersion, QnnCallError, _contiguous, _libc,  # noqa: F401
-                   _null_terminated, _set_buffer, ffi, log, make_log_callback)
+from .cabi import (  # noqa: F401
+                   _LOG_LEVELS,
+                   _PY_LEVELS,
+                   ApiVersion,
+                   QnnCallError,
+                   _contiguous,
+                   _libc,
+                   _null_terminated,
+                   _set_buffer,
+                   ffi,
+                   log,
+                   make_log_callback,
+)
 from .configs import Config, GraphConfig, htp_context_config, htp_device_config, htp_graph_config  # noqa: F401
 from .graph import Graph
 from .profile import Profile

@@ -4,14 +4,16 @@
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..headers import Q, backend_library_path
 from . import cabi
-from .cabi import ApiVersion, QnnCallError, _LOG_LEVELS, _null_terminated, ffi, pick_provider
+from .cabi import _LOG_LEVELS, ApiVersion, QnnCallError, _null_terminated, ffi, pick_provider
 from .configs import _PRECISIONS, GraphConfig, _config_ptrs, htp_graph_config
 from .graph import Graph
 from .profile import Profile
+
 
 class Backend:
     """A loaded backend library with its log, backend and (if supported) device handles.
@@ -159,7 +161,7 @@ class Backend:
         return fn != ffi.NULL and fn(key) == Q.QNN_PROPERTY_SUPPORTED
 
     # -- objects ------------------------------------------------------------------------
-    def context(self, configs: Sequence[Any] = ()) -> "Context":
+    def context(self, configs: Sequence[Any] = ()) -> Context:
         """contextCreate; ``configs`` are :func:`htp_context_config` objects or
         ``QnnContext_Config_t *`` cdata (the latter kept by the caller)."""
         ctx = Context(self, configs)
@@ -167,14 +169,14 @@ class Backend:
         return ctx
 
     def context_from_binary(self, blob: bytes, configs: Sequence[Any] = (),
-                            profile: "Profile | None" = None) -> "Context":
+                            profile: Profile | None = None) -> Context:
         """contextCreateFromBinary on this backend's device (as :meth:`context`); its graphs
         come from :meth:`Context.retrieve_graph`. ``profile`` collects the load's events."""
         ctx = Context(self, configs, binary=blob, profile=profile)
         self._contexts.append(ctx)
         return ctx
 
-    def profile(self, level: str | int = "basic", optrace: bool = False) -> "Profile":
+    def profile(self, level: str | int = "basic", optrace: bool = False) -> Profile:
         """profileCreate at ``level`` ("basic", "detailed", "linting" or a QnnProfile_Level_t
         value); ``optrace``: QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE."""
         prof = Profile(self, level, optrace)
@@ -204,7 +206,7 @@ class Backend:
         if errors:
             raise errors[0]
 
-    def __enter__(self) -> "Backend":
+    def __enter__(self) -> Backend:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -216,7 +218,7 @@ class Context:
     ``contextCreateFromBinary``; owns its graphs."""
 
     def __init__(self, backend: Backend, configs: Sequence[Any] = (), *,
-                 binary: bytes | None = None, profile: "Profile | None" = None):
+                 binary: bytes | None = None, profile: Profile | None = None):
         self.backend = backend
         self._keep: list[Any] = []
         cfg = _null_terminated(_config_ptrs(configs, self._keep), "QnnContext_Config_t")
@@ -236,7 +238,7 @@ class Context:
         self.graphs: list[Graph] = []
 
     def graph(self, name: str, precision: str | None = None,
-              configs: Iterable[GraphConfig] = (), tensor_version: int = 2) -> "Graph":
+              configs: Iterable[GraphConfig] = (), tensor_version: int = 2) -> Graph:
         """graphCreate. ``precision`` ("fp16"/"fp32") adds the HTP PRECISION custom config;
         ``configs`` are further :class:`GraphConfig` objects (see :func:`htp_graph_config`);
         ``tensor_version`` 1 or 2 picks the tensor struct version used for every tensor."""
@@ -248,7 +250,7 @@ class Context:
         return g
 
     def retrieve_graph(self, name: str, inputs: Sequence[Mapping[str, Any]],
-                       outputs: Sequence[Mapping[str, Any]], tensor_version: int = 2) -> "Graph":
+                       outputs: Sequence[Mapping[str, Any]], tensor_version: int = 2) -> Graph:
         """graphRetrieve of graph ``name`` in a context loaded from a binary. ``inputs`` and
         ``outputs`` describe its graph inputs and outputs as tensor dicts of
         ``qnnemu.system_client`` (name, id, type, dataType, dims, quant), e.g.
@@ -280,7 +282,7 @@ class Context:
                                f"writtenBufferSize {written[0]} exceeds the buffer size {size}")
         return bytes(ffi.buffer(buf, written[0]))
 
-    def binary_section(self, graph: "Graph | None" = None, section: str | int = "updatable") -> bytes:
+    def binary_section(self, graph: Graph | None = None, section: str | int = "updatable") -> bytes:
         """contextGetBinarySectionSize + contextGetBinarySection: the ``section`` ("updatable",
         "weights", "quant_params" or a ``QnnContext_SectionType_t``) of ``graph``'s updatable
         tensors (None: every graph's and the context tensors'), the current values -- the
@@ -304,7 +306,7 @@ class Context:
                                f"writtenBufferSize {written[0]} exceeds the buffer size {size[0]}")
         return bytes(ffi.buffer(buf, written[0]))
 
-    def apply_binary_section(self, blob: bytes, graph: "Graph | None" = None,
+    def apply_binary_section(self, blob: bytes, graph: Graph | None = None,
                              section: str | int = "updatable") -> None:
         """contextApplyBinarySection: installs a section made by :meth:`binary_section` (here
         or in another context holding the same graph)."""
@@ -326,7 +328,7 @@ class Context:
                 g.handle = None
             self.graphs.clear()  # the graphs' buffers may go now
 
-    def __enter__(self) -> "Context":
+    def __enter__(self) -> Context:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -7,8 +7,9 @@ library's ``*_getProviders`` list.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import cffi
 import numpy as np

@@ -4,7 +4,8 @@ QnnHtpContext.h, QnnHtpDevice.h; QNN HTP backend documentation, "QNN HTP Backend
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..headers import Q
 from .cabi import ffi

@@ -3,7 +3,8 @@ tensors and nodes, update tensors, validate, finalize and execute.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -214,12 +215,12 @@ class Graph:
         message = self.backend.error_message(overall) if overall != Q.QNN_SUCCESS else None
         return {"overall": overall, "message": message, "nodes": nodes}
 
-    def finalize(self, profile: "Profile | None" = None) -> None:
+    def finalize(self, profile: Profile | None = None) -> None:
         self.backend.call("graphFinalize", self.handle,
                           profile.handle if profile is not None else ffi.NULL, ffi.NULL)
 
     def execute(self, feeds: Mapping[str, np.ndarray],
-                profile: "Profile | None" = None) -> dict[str, np.ndarray]:
+                profile: Profile | None = None) -> dict[str, np.ndarray]:
         """graphExecute with ``feeds`` (input name -> array in the input's storage type, see
         ``Tensor.numpy_dtype``); returns output name -> array. ``profile`` collects the
         call's events."""

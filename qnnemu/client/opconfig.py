@@ -8,7 +8,8 @@ graph's business (``Graph.node``: STATIC tensors named ``<node>.<param>``).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -14,7 +14,8 @@ bitwidth)`` and ``{"axis", "scales"[, "offsets"][, "bitwidth"]}`` (:func:`quant_
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

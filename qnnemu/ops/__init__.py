@@ -1,11 +1,27 @@
 """Op implementations, one module per op family (QnnOpDef.h names), registered by class name."""
 from __future__ import annotations
 
+from . import (  # noqa: F401
+    activation,
+    attention,
+    cast,
+    conv,
+    elementwise,
+    gather,
+    index,
+    lstm,
+    matmul,
+    norm,
+    pool,
+    random,
+    reduce,
+    resize,
+    rnn,
+    sample,
+    shape,  # (importing registers the ops)
+)
 from ._fast import config  # QNNEMU_KERNELS: "fast" or "reference" (qnnemu/ops/_fast.py)
 from .base import REGISTRY, Op, OpCheckError, Param, ParamSpec, QuantSpec, TensorSpec
-from . import (activation, attention, cast, conv, elementwise, gather, index, lstm,  # noqa: F401
-               matmul, norm, pool, random, reduce, resize, rnn, sample,
-               shape)  # (importing registers the ops)
 
 PACKAGE_NAME = "qti.aisw"
 

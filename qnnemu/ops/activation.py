@@ -35,11 +35,9 @@ import math
 
 import numpy as np
 
-from .base import Op, ParamSpec, TensorSpec, from_compute, same_spec, to_compute
-from .elementwise import (broadcast_shape, check_operation, check_same_class, input_class,
-                          rule_error)
 from ..headers import Q
-
+from .base import Op, ParamSpec, TensorSpec, from_compute, same_spec, to_compute
+from .elementwise import broadcast_shape, check_operation, check_same_class, input_class, rule_error
 
 # ---- erf / erfc (numpy has none) --------------------------------------------------------------
 # erfcx(z) = exp(z^2) * erfc(z) is smooth and slowly varying on [0, inf).  It is tabulated with

@@ -73,10 +73,10 @@ import numpy as np
 from ..errors import OpCheckError
 from ..headers import Q
 from ..spec import dtypes
-from ..spec.params import Param, ParamSpec, type_category  # noqa: F401 (ops.base names)
-from ..spec.tensor import QuantSpec, TensorSpec  # noqa: F401 (ops.base names)
+from ..spec.params import Param, ParamSpec, type_category
+from ..spec.tensor import QuantSpec, TensorSpec
 
-REGISTRY: dict[str, type["Op"]] = {}
+REGISTRY: dict[str, type[Op]] = {}
 
 
 @dataclass(frozen=True)
@@ -233,7 +233,7 @@ def _param_value(spec: ParamSpec, p: Param, path: str, strict: bool):
         if spec.kind == "scalar":
             return _scalar_value(spec, p.dtype, p.value, path, strict)
         if strict:
-            raise OpCheckError("QNNEMU-op-param-kind", path, f"must be a tensor parameter, got a scalar")
+            raise OpCheckError("QNNEMU-op-param-kind", path, "must be a tensor parameter, got a scalar")
         warn("QNNEMU-op-param-scalar-as-tensor", path,
              f"a scalar {p.value!r} given for a tensor parameter: read as a tensor of that one value")
         arr = np.array([p.value], dtype=np.uint8 if p.dtype in dtypes.BOOL_TYPES else dtypes.numpy_dtype(p.dtype))
@@ -242,7 +242,7 @@ def _param_value(spec: ParamSpec, p: Param, path: str, strict: bool):
     if spec.kind == "tensor":
         return _tensor_value(spec, p.dtype, arr, path, strict)
     if strict:
-        raise OpCheckError("QNNEMU-op-param-kind", path, f"must be a scalar parameter, got a tensor")
+        raise OpCheckError("QNNEMU-op-param-kind", path, "must be a scalar parameter, got a tensor")
     if arr.size == 0:
         raise OpCheckError("QNNEMU-op-param-shape", path,
                            f"a tensor of shape {list(arr.shape)} given for a scalar parameter holds no value")

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec import dtypes
 from ..headers import Q
+from ..spec import dtypes
 from .base import Op, ParamSpec, QuantSpec, TensorSpec
 from .elementwise import rule_error
 
@@ -77,7 +77,7 @@ _I32, _U32, _I8 = Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32, Q.QNN_DATATYPE_
 _U16_FIXED = Q.QNN_DATATYPE_UFIXED_POINT_16
 
 
-def _cast_fixed_int(cast: "Cast", x: np.ndarray, src: int, dst: int) -> np.ndarray | None:
+def _cast_fixed_int(cast: Cast, x: np.ndarray, src: int, dst: int) -> np.ndarray | None:
     """Cast between fixed point and plain integers for the pairs measured on the vendor's
     backend (libQnnHtp.so 2.51), else None (the real-value path).
 

@@ -40,10 +40,20 @@ from typing import NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import _fast
-from .base import (Op, OpCheckError, Param, ParamSpec, TensorSpec, check_rank, check_real,
-                   from_compute, same_spec, to_compute)
 from ..headers import Q
+from . import _fast
+from .base import (
+    Op,
+    OpCheckError,
+    Param,
+    ParamSpec,
+    TensorSpec,
+    check_rank,
+    check_real,
+    from_compute,
+    same_spec,
+    to_compute,
+)
 
 F32, F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
 
@@ -95,7 +105,7 @@ class Geometry(NamedTuple):
     out: tuple[int, ...]          # output spatial size
     out_pad: tuple[int, ...]      # transposed convolutions' output_padding, else zeros
 
-    def lift(self) -> "Geometry":
+    def lift(self) -> Geometry:
         """The 1-D geometry as a 2-D one with height 1."""
         return Geometry((1,) + self.k, (1,) + self.stride, ((0, 0),) + self.pad,
                         (1,) + self.dilation, self.group, (1,) + self.out, (0,) + self.out_pad)

@@ -45,11 +45,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec import dtypes
 from ..errors import OpUnsupportedError
 from ..headers import Q
-from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_real, from_compute, same_spec,
-                   to_compute)
+from ..spec import dtypes
+from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_real, from_compute, same_spec, to_compute
 
 _F32, _F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
 _I32, _U32 = Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32

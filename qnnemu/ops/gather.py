@@ -43,8 +43,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import rules
-from ..spec import dtypes
 from ..headers import Q
+from ..spec import dtypes
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, same_spec, warn
 from .shape import check_axis, check_same_dtype, count, is_codes
 

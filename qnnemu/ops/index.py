@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec import dtypes
 from ..headers import Q
+from ..spec import dtypes
 from .base import Op, OpCheckError, TensorSpec, check_real
 
 _F32, _F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16

@@ -54,8 +54,7 @@ import numpy as np
 
 from ..errors import OpUnsupportedError
 from ..headers import Q
-from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute,
-                   same_spec, to_compute)
+from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute, same_spec, to_compute
 from .common import optional_input, sequence_output, sigmoid, steps_first
 
 FORWARD = Q.QNN_OP_LSTM_DIRECTION_FORWARD

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _fast
 from ..headers import Q
-from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, from_compute, \
-    same_spec, to_compute
+from . import _fast
+from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, from_compute, same_spec, to_compute
 from .conv import check_real_inputs
 
 

@@ -36,8 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..headers import Q
-from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_real, from_compute, same_spec,
-                   to_compute)
+from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_real, from_compute, same_spec, to_compute
 
 MU_SIGMA, RMS = Q.QNN_OP_INSTANCE_NORM_MODE_MU_SIGMA, Q.QNN_OP_INSTANCE_NORM_MODE_RMS
 ACROSS_SPATIAL = Q.QNN_OP_INSTANCE_NORM_REGION_ACROSS_SPATIAL

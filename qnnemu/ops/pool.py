@@ -34,10 +34,20 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from . import _fast
 from ..headers import Q
-from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real,
-                   from_compute, htp_fp16_round, same_spec, to_compute)
+from . import _fast
+from .base import (
+    Op,
+    OpCheckError,
+    ParamSpec,
+    TensorSpec,
+    check_rank,
+    check_real,
+    from_compute,
+    htp_fp16_round,
+    same_spec,
+    to_compute,
+)
 
 FLOOR = Q.QNN_OP_POOL_MAX_2D_ROUNDING_MODE_FLOOR
 CEIL = Q.QNN_OP_POOL_MAX_2D_ROUNDING_MODE_CEIL

@@ -47,9 +47,9 @@ import math
 
 import numpy as np
 
-from ..spec import dtypes
 from ..errors import OpUnsupportedError
 from ..headers import Q
+from ..spec import dtypes
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, warn
 
 _F32 = Q.QNN_DATATYPE_FLOAT_32

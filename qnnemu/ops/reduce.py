@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..headers import Q
-from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_real, from_compute, same_spec
+from .base import Op, OpCheckError, ParamSpec, TensorSpec, from_compute, same_spec
 from .norm import check_axes, check_axis, real_input
 
 INDEX_TYPES = (Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32)

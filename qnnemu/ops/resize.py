@@ -37,8 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..headers import Q
-from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute,
-                   same_spec, to_compute)
+from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute, same_spec, to_compute
 
 NEAREST = Q.QNN_OP_RESIZE_INTERPOLATION_MODE_NEAREST
 LINEAR = Q.QNN_OP_RESIZE_INTERPOLATION_MODE_LINEAR

@@ -69,8 +69,7 @@ import numpy as np
 
 from ..errors import OpUnsupportedError
 from ..headers import Q
-from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute,
-                   same_spec, warn)
+from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute, same_spec, warn
 from .common import optional_input, sequence_output, sigmoid, steps_first
 
 FORWARD = Q.QNN_OP_GRU_DIRECTION_FORWARD

@@ -32,8 +32,18 @@ import math
 import numpy as np
 
 from ..headers import Q
-from .base import (Op, OpCheckError, ParamSpec, TensorSpec, check_index, check_rank, check_real,
-                   from_compute, same_spec, to_compute)
+from .base import (
+    Op,
+    OpCheckError,
+    ParamSpec,
+    TensorSpec,
+    check_index,
+    check_rank,
+    check_real,
+    from_compute,
+    same_spec,
+    to_compute,
+)
 
 BILINEAR = Q.QNN_OP_GRID_SAMPLE_MODE_BILINEAR
 NEAREST = Q.QNN_OP_GRID_SAMPLE_MODE_NEAREST

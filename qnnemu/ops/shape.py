@@ -65,9 +65,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec import dtypes
 from ..errors import OpUnsupportedError
 from ..headers import Q
+from ..spec import dtypes
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, same_spec
 
 FIXED = dtypes.FIXED_POINT_TYPES

@@ -28,8 +28,21 @@ from .config import BackendConfig, load_backend_config, read_json
 from .libraries import resolve_backend, resolve_system_library, vendor_library_dir
 from .quantization import dequantize, quantize
 from .raw_io import from_tensor, output_file_name, read_raw, to_tensor
-from .reporting import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LOG_LEVELS, ToolError,
-                        error_code_name, log, parse_args, plural, run_main, setup_logging, tool_main)
+from .reporting import (
+                        EXIT_FAILURE,
+                        EXIT_INTERRUPTED,
+                        EXIT_OK,
+                        EXIT_USAGE,
+                        LOG_LEVELS,
+                        ToolError,
+                        error_code_name,
+                        log,
+                        parse_args,
+                        plural,
+                        run_main,
+                        setup_logging,
+                        tool_main,
+)
 
 __all__ = ["BackendConfig", "load_backend_config", "read_json", "resolve_backend", "resolve_system_library",
            "vendor_library_dir", "dequantize", "quantize", "from_tensor", "output_file_name", "read_raw",

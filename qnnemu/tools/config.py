@@ -6,9 +6,10 @@ configs of qnnemu.client.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..headers import Q
 from .reporting import ToolError, log

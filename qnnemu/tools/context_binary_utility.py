@@ -18,8 +18,9 @@ import argparse
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..headers import constants
 from .libraries import resolve_system_library

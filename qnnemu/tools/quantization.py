@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec.quant import Requantize, rounding_for, spec_from_dict
-from ..spec.quant import dequantize as spec_dequantize
+from ..spec.quant import Requantize, dequantize as spec_dequantize, rounding_for, spec_from_dict
 from .reporting import ToolError
 
 

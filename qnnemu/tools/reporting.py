@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..headers import Q
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..headers import backend_library_path, include_dir, library_dir, system_library_path
 from .reporting import ToolError, tool_main

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 import abi
+import numpy as np
 from abi import NULL, RULE_ID, ffi, vp
+
 from qnnemu.headers import Q
 
 F32 = Q.QNN_DATATYPE_FLOAT_32

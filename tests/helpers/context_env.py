@@ -7,11 +7,10 @@ tests/test_context_api.py, tests/test_signal.py, tests/test_weights_packing.py a
 tests/test_htp_profiling.py."""
 from __future__ import annotations
 
-
-import numpy as np
-
 import abi
+import numpy as np
 from abi import NULL, RULE_ID, ffi, vp
+
 from qnnemu.core.backend import Backend
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q

@@ -8,11 +8,10 @@ next to its rule tables.  ``H``: Env plus devices of any SoC, HTP custom graph/c
 and contexts loaded from a binary (tests/test_htp_configs.py, tests/test_htp_acceptance.py)."""
 from __future__ import annotations
 
-
-import numpy as np
-
 import abi
+import numpy as np
 from abi import NULL, RULE_ID, ffi, vp
+
 from qnnemu.headers import Q
 
 F32 = Q.QNN_DATATYPE_FLOAT_32

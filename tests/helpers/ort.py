@@ -28,5 +28,6 @@ def pin_our_library() -> None:
     the unloaded image).  tests/test_onnxruntime_models.py checks that case in a subprocess."""
     if not _PINNED:
         import ctypes
+
         import qnnemu
         _PINNED.append(ctypes.CDLL(qnnemu.backend_library_path()))

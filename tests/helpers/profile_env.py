@@ -9,12 +9,12 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import abi
 import numpy as np
 import pytest
-
-import abi
-import qnnemu
 from abi import NULL, RULE_ID, ffi, vp
+
+import qnnemu
 from helpers.ort import qnn_ep_device
 from qnnemu.core.profile import RESOURCE_BITS
 from qnnemu.headers import Q

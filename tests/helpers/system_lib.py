@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import cffi
+from abi import RULE_ID
 
 import qnnemu
-from abi import RULE_ID
 from qnnemu.headers import Q, cdef
 
 LIB = Path(qnnemu.system_library_path())

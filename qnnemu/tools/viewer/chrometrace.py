@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ...headers import Q
 from ...htp.perf import NOMINAL

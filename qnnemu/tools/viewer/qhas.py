@@ -28,11 +28,20 @@ from __future__ import annotations
 import html
 import json
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
-from .chrometrace import (DOMINANT_PRIORITY, SYSTEM_SERVICE, check_document, core_mhz,
-                          cycles_to_us, document_clocks, dominant_path, runs_of, step_resources,
-                          soc_name)
+from .chrometrace import (
+    DOMINANT_PRIORITY,
+    SYSTEM_SERVICE,
+    check_document,
+    core_mhz,
+    cycles_to_us,
+    document_clocks,
+    dominant_path,
+    runs_of,
+    soc_name,
+    step_resources,
+)
 
 # A fixed palette so the same report always renders the same (colour-blind friendly order).
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
