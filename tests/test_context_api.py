@@ -1,8 +1,8 @@
 """QnnContext.h context-binary entries through the raw C ABI (tests/abi.py): contextGetBinarySize /
 contextGetBinary, incremental binaries, contextFinalize, contextCreateFromBinary (+ WithSignal,
 WithCallback, ListAsync), contextValidateBinary and graphRetrieve on loaded contexts
-(qnnemu/abi/context_api.py, docs/context-binary.md; seed 002 "Context Binary Management",
-"QnnContext_createFromBinaryListAsync API", "Init Cancellation",
+(qnnemu/abi/context_api.py, docs/context-binary.md; QNN HTP backend documentation, "Context Binary
+Management", "QnnContext_createFromBinaryListAsync API", "Init Cancellation",
 "QnnContext_createFromBinaryWithCallback API").
 
 Graphs are built with the ABI, saved, everything is freed, the binary is loaded back and

@@ -1,6 +1,6 @@
-"""Variable batch through the C ABI (seed 002 "QNN HTP Variable Batch"): graphExecute with every
-input and output at n x the prepared first dimension runs n batches -- equal to n separate
-executes and to the same graph prepared at batch n*b -- for RAW client buffers and
+"""Variable batch through the C ABI (QNN HTP backend documentation, "QNN HTP Variable Batch"):
+graphExecute with every input and output at n x the prepared first dimension runs n batches -- equal
+to n separate executes and to the same graph prepared at batch n*b -- for RAW client buffers and
 QNN_TENSORMEMTYPE_MEMHANDLE tensors; anything else is refused (one negative test per rule id).
 
 ``Env`` (a recording logger, a backend, a context and graph helpers) is

@@ -1,4 +1,4 @@
-"""HTP graph and context custom configs (seed 002 "QNN HTP Backend API": the
+"""HTP graph and context custom configs (QNN HTP backend documentation, "QNN HTP Backend API": the
 QnnHtpGraph_CustomConfig_t and QnnHtpContext_CustomConfig_t tables, DLBC, HVX threads, SLC
 allocator, byte-granularity VTCM, graph priority), context groups sharing a spill-fill buffer
 and QnnHtpContext_CustomProperty_t.  The tables of qnnemu/htp/settings.py are walked row by row;
@@ -42,7 +42,8 @@ def opt(type_name: str, value: float):
 
 
 # ------------------------------------------------------------------------- graph option table
-# A valid value for each option of the seed's table and what graph_settings must then report.
+# A valid value for each option of the documentation's table and what graph_settings must then
+# report.
 GRAPH_ROWS = {
     "OPTIMIZATION": (opt("FINALIZE_OPTIMIZATION_FLAG", 3), {"optimization_level": 3}),
     "PRECISION": (dict(precision=Q.QNN_PRECISION_FLOAT16), {"precision_fp16": True}),
@@ -58,7 +59,7 @@ GRAPH_ROWS = {
 
 def test_graph_table_covers_the_seed():
     seed = {n for n, o in settings.GRAPH_OPTIONS.items() if o.in_seed and n != "VTCM_SIZE_IN_BYTES"}
-    assert seed == set(GRAPH_ROWS), "every option of the seed's graph table has a row here"
+    assert seed == set(GRAPH_ROWS), "every option of the documented graph table has a row here"
 
 
 @pytest.mark.parametrize("name", list(GRAPH_ROWS))
@@ -129,7 +130,7 @@ def test_vtcm_max_and_bytes_on_v81(env):
     assert settings.graph_settings(graph_of(g)).vtcm_bytes == 16 * MIB, "MAX = the SoC's VTCM"
     code, g2 = env.new_graph(ctx, "bytes", env.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE_IN_BYTES,
                                                             vtcmSizeInBytes=8323072))
-    assert code == OK, "the seed's 8323072 bytes (127 x 64 KiB) on v81"
+    assert code == OK, "the documented 8323072 bytes (127 x 64 KiB) on v81"
     assert settings.graph_settings(graph_of(g2)).vtcm_bytes == 8323072, "byte-granularity budget"
     # MB and byte requests are equal: the last one wins
     assert env.set_graph(g2, env.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE_IN_MB, vtcmSizeInMB=3)) == OK
@@ -191,7 +192,7 @@ CONTEXT_ROWS = {
 
 def test_context_table_covers_the_seed():
     assert {n for n, o in settings.CONTEXT_OPTIONS.items() if o.in_seed} == set(CONTEXT_ROWS), \
-        "every option of the seed's context table has a row here"
+        "every option of the documentation's context table has a row here"
 
 
 @pytest.mark.parametrize("name", list(CONTEXT_ROWS))

@@ -1,6 +1,7 @@
-"""The HTP SoC table (qnnemu/htp/soc.py) and the device configs (seed 002 "QNN HTP Device Config
-Options", QnnHtpDevice_CustomConfig_t; QnnHtpDevice_DeviceInfoExtension_t): every row of the
-table goes through deviceCreate + deviceGetInfo; SOC wins over ARCH; the default device."""
+"""The HTP SoC table (qnnemu/htp/soc.py) and the device configs (QNN HTP backend documentation, "QNN
+HTP Device Config Options", QnnHtpDevice_CustomConfig_t; QnnHtpDevice_DeviceInfoExtension_t): every
+row of the table goes through deviceCreate + deviceGetInfo; SOC wins over ARCH; the default
+device."""
 from __future__ import annotations
 
 import abi

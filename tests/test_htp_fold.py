@@ -1,4 +1,4 @@
-"""Relu folded into convolutions (seed 002, graph custom config
+"""Relu folded into convolutions (QNN HTP backend documentation, "QNN HTP Graph Config Options":
 QNN_HTP_GRAPH_CONFIG_OPTION_FOLD_RELU_ACTIVATION_INTO_CONV_OFF): the numeric consequence in the
 execution plan (qnnemu/core/plan.py ``folded_activations``; docs/numerics.md "Relu folded into
 convolutions").

@@ -1,7 +1,8 @@
-"""Native KV cache (seed 002 "LLM native KVcache", qnnemu/htp/kvcache.py): the flat <-> HMX weight
-layout helpers (hand-computed examples, round trips, the seed's formula), and graphs with
-QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT inputs/outputs through the C ABI: ops see the logical
-(flat) values, native outputs come back in the HMX layout; one negative test per rule id.
+"""Native KV cache (QNN HTP backend documentation, "LLM native KVcache", qnnemu/htp/kvcache.py): the
+flat <-> HMX weight layout helpers (hand-computed examples, round trips, the documentation's
+formula), and graphs with QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT inputs/outputs through the C ABI:
+ops see the logical (flat) values, native outputs come back in the HMX layout; one negative test per
+rule id.
 """
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def test_round_trip_and_the_seed_formula(kind, din, dout, lead):
     head = flat.reshape((-1, din, dout))[0]
     nhead = nat.reshape((-1,) + nat.shape[-3:])[0]
     for d, o in [(0, 0), (din - 1, dout - 1), (din // 2 + 3, dout // 3 + 1), (31, t - 1)]:
-        assert nhead[kvcache.native_index(d, o, kind)] == head[d, o], f"{kind}: seed formula at ({d}, {o})"
+        assert nhead[kvcache.native_index(d, o, kind)] == head[d, o], f"{kind}: documented formula at ({d}, {o})"
 
 
 @given(st.sampled_from(["key", "value"]), st.integers(1, 3), st.integers(1, 2), st.integers(0, 2**31))
@@ -236,7 +237,7 @@ def test_rule_native_kv_rank(env):
 
 
 def test_rule_native_kv_pattern(env):
-    """A native input consumed by Concat (the seed requires ScatterElements)."""
+    """A native input consumed by Concat (the documentation requires ScatterElements)."""
     g = env.graph("g")
     past = env.tensor(g, "past", (1, 64, 256), U8, quant=QUANT, data_format=NATIVE)
     new = env.tensor(g, "new", (1, 64, 32), U8, quant=QUANT)

@@ -1,13 +1,14 @@
 """HTP performance infrastructure (qnnemu/htp/perf.py, qnnemu/abi/perf_api.py; docs/htp-perf.md).
 
 QNN HTP backend documentation, "QNN HTP Performance Infrastructure API" and "QNN HTP Backend Extensions":
-- the perf profile table (transcribed here row by row as the seed lays it out) against
+- the perf profile table (transcribed here row by row as the documentation lays it out) against
   PERF_PROFILES, and every profile's votes placed through the C ABI;
 - every row of the HMX voting table;
 - the DCVS v3 field rules (set* flags, power mode, sleep latency, corners), RPC polling and
   control latency, adaptive polling, HMX timeout, DDR perf mode, memory config;
 - aggregation across ids and the corner -> clock model (burst clocks beat power_saver);
-- the seed's use cases (its example application, voting at every inference, a sustained vote);
+- the documentation's use cases (its example application, voting at every inference, a sustained
+  vote);
 - one case per error rule id (RULE_IDS): refusals where the vendor's library refuses (measured
   against its x86 build, QNN 2.51; the QNN 2.50 options CENG, DCVS_V3_EXP, CENG_EXP and the
   vendor pins: tests/test_htp_perf_250.py); the warning rules, where it accepts what the emulator
@@ -222,7 +223,7 @@ def clocks(env) -> P.Clocks:
 
 
 # ------------------------------------------------------------------- perf profile table
-# The seed's table as it is laid out: one row per parameter, one value per profile column.
+# The documentation's table as it is laid out: one row per parameter, one value per profile column.
 SEED_PROFILE_COLUMNS = ["BURST", "SUSTAINED_HIGH_PERFORMANCE", "HIGH_PERFORMANCE", "BALANCED", "LOW_BALANCED",
                         "HIGH_POWER_SAVER", "POWER_SAVER", "LOW_POWER_SAVER", "EXTREME_POWER_SAVER",
                         "RELAXED_POWER_STATE*", "RELEASED_POWER_STATE*"]
@@ -250,7 +251,7 @@ def _profile_cell(p: P.PerfProfile, row: str) -> str:
 @pytest.mark.parametrize("row", list(SEED_PROFILE_ROWS))
 def test_perf_profile_table_row(row):
     names = [c.rstrip("*").lower() for c in SEED_PROFILE_COLUMNS]
-    assert list(P.PERF_PROFILES) == names, "PERF_PROFILES has the seed's columns, in its order"
+    assert list(P.PERF_PROFILES) == names, "PERF_PROFILES has the documented columns, in its order"
     got = [_profile_cell(P.PERF_PROFILES[n], row) for n in names]
     assert got == SEED_PROFILE_ROWS[row], f"perf profile table row {row}"
 
@@ -352,10 +353,10 @@ def test_hmx_voting_table_row(env, row):
         assert (code == OK) is row.valid, f"HMX vote with HVX {row.hvx}: code {code}"
         if not row.valid:
             assert code == INVALID_INPUT and env.messages_for("QNNEMU-perf-hmx-no-hvx"), \
-                "refused with INVALID_INPUT, as the seed says"
+                "refused with INVALID_INPUT, as the documentation says"
     elif row.hmx == "none" and row.pick_default:
         # The table's "Yes": the default HMX vote.  Also after an explicit vote, hmxPickDefault
-        # reverts to it (notes 6 and 7 of the seed).
+        # reverts to it (notes 6 and 7 of the documentation).
         assert env.set(pid, hmx("TUR")) == OK and PERF.configs[pid].hmx_state == "explicit"
         assert env.set(pid, hmx(pick_default=1)) == OK, "hmxPickDefault = 1"
     elif row.hmx.startswith("removed"):
@@ -561,7 +562,7 @@ def test_seed_example_application(env):
     c = clocks(env)
     assert c.corner == "MAX_VOLTAGE_CORNER" and c.core_mhz == P.corner_mhz(env.arch, "core", "MAX_VOLTAGE_CORNER")
     assert env.set(pid, dcvs(pid, "MAX_VOLTAGE_CORNER", enable=1, latency=40, sleep_disable=1),
-                   hmx("TUR")) == OK, "the seed's HVX + HMX call"
+                   hmx("TUR")) == OK, "the documentation's HVX + HMX call"
     assert clocks(env).hmx_mhz == P.corner_mhz(env.arch, "hmx", "TUR"), "manual HMX vote"
     assert env.set(pid, (P.OPT_ADAPTIVE_POLLING, 1000)) == OK, "adaptive polling once polling is on"
     vote = PERF.active(0, 0)

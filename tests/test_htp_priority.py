@@ -1,5 +1,5 @@
-"""Graph priority -> HMX / HVX thread priorities (seed 002 "Graph Priority", seed 001 "HTP
-Yielding and Pre-Emption"; qnnemu/htp/priority.py), through the C ABI: the graph config
+"""Graph priority -> HMX / HVX thread priorities (QNN HTP backend documentation, "Graph Priority",
+QNN "HTP Yielding and Pre-Emption"; qnnemu/htp/priority.py), through the C ABI: the graph config
 QNN_GRAPH_CONFIG_OPTION_PRIORITY, the context config QNN_CONTEXT_CONFIG_OPTION_PRIORITY, the
 default, changes by graphSetConfig / contextSetConfig, the INFO log at finalize and execute.
 """
@@ -18,9 +18,10 @@ from qnnemu.htp import priority
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 
-# The seed tables, typed from the documents (not from the module under test):
-# Qnn_Priority_t -> (HMX thread priority, HVX thread priority) (seed 002) and the Hexagon OS
-# thread priority (seed 001).
+# The documentation's tables, typed from the documents (not from the module under test):
+# Qnn_Priority_t -> (HMX thread priority, HVX thread priority) (QNN HTP backend documentation,
+# "QNN to HTP Thread Priority Mapping") and the Hexagon OS thread priority (QNN "HTP Yielding
+# and Pre-Emption", "QNN HTP Priority Mapping").
 SEED_002_THREADS = {
     Q.QNN_PRIORITY_LOW: (0xC5, 0xC6),
     Q.QNN_PRIORITY_NORMAL: (0xC0, 0xC1),
@@ -71,13 +72,15 @@ def env():
 
 
 def test_priority_table_matches_the_seed_tables():
-    assert set(priority.PRIORITY_TABLE) == set(SEED_002_THREADS), "one row per Qnn_Priority_t level of the seed"
+    assert set(priority.PRIORITY_TABLE) == set(SEED_002_THREADS), "one row per documented Qnn_Priority_t level"
     for value, (hmx, hvx) in SEED_002_THREADS.items():
         row = priority.PRIORITY_TABLE[value]
-        assert (row.hmx_thread_priority, row.hvx_thread_priority) == (hmx, hvx), f"{row.name}: seed 002 row"
+        assert (row.hmx_thread_priority, row.hvx_thread_priority) == (hmx, hvx), \
+            f"{row.name}: row of the QNN to HTP Thread Priority Mapping"
         assert row.hvx_thread_priority == row.hmx_thread_priority + priority.HVX_PRIORITY_OFFSET, \
             f"{row.name}: HMX gets Y, HVX gets Y + 1"
-        assert row.hexagon_os_priority == SEED_001_HEXAGON_OS[value], f"{row.name}: seed 001 Hexagon OS priority"
+        assert row.hexagon_os_priority == SEED_001_HEXAGON_OS[value], \
+            f"{row.name}: Hexagon OS priority of the QNN HTP Priority Mapping"
         assert row.value == value and row.name.startswith("QNN_PRIORITY_"), f"{row.name}: keyed by its value"
     assert priority.PRIORITY_TABLE[Q.QNN_PRIORITY_DEFAULT] is priority.PRIORITY_TABLE[Q.QNN_PRIORITY_NORMAL], \
         "QNN_PRIORITY_DEFAULT is NORMAL (100)"
@@ -96,13 +99,14 @@ def test_graph_priority_config_row(env, value):
     assert env.finalize(g) == Q.QNN_SUCCESS, f"finalize: {env.rec.errors()}"
     graph = HANDLES.lookup(g)
     hmx, hvx = SEED_002_THREADS[value]
-    assert priority.thread_priorities(graph) == (hmx, hvx), f"priority {value}: (HMX, HVX) from the seed table"
+    assert priority.thread_priorities(graph) == (hmx, hvx), f"priority {value}: (HMX, HVX) from the documented table"
     assert graph.thread_priorities == (hmx, hvx), "finalize records the thread priorities on the graph"
     lines = priority_lines(env)
     assert len(lines) == 1 and f"0x{hmx:x}" in lines[0] and f"0x{hvx:x}" in lines[0] \
         and "graphFinalize" in lines[0] and priority.PRIORITY_TABLE[value].name in lines[0], \
         f"finalize logs the mapping at INFO: {lines}"
-    assert f"Hexagon OS thread priority 0x{SEED_001_HEXAGON_OS[value]:x}" in lines[0], "seed 001 value logged"
+    assert f"Hexagon OS thread priority 0x{SEED_001_HEXAGON_OS[value]:x}" in lines[0], \
+        "the Hexagon OS priority of the QNN HTP Priority Mapping is logged"
 
 
 def test_default_priority_without_configs(env):
@@ -148,8 +152,8 @@ def test_graph_set_config_changes_priority_logged_once_at_execute(env):
 
 
 def test_context_set_config_updates_every_graph(env):
-    """Seed: QnnContext_setConfig with PRIORITY updates all graph priorities in the context,
-    including graphs created with their own priority."""
+    """Documentation: QnnContext_setConfig with PRIORITY updates all graph priorities in the
+    context, including graphs created with their own priority."""
     keep: list = []
     g, _, _ = relu_graph(env, "plain")
     own, _, _ = relu_graph(env, "own", graph_configs(Q.QNN_PRIORITY_LOW, keep))

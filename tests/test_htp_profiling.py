@@ -1,9 +1,10 @@
-"""HTP profiling on the device model (seed 002 "QNN HTP Profiling"): the execute stats from the
-graph's prepared plan and the current clocks, DETAILED per-step cycles (spill/fill steps
-included), the QNN_HTP_PROFILE_LEVEL_LINTING report (Wait (Scheduler), Overlap, Overlap (wait)
-with the contributing ops, Resources), QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE (the optrace
-object through profileGetExtendedEventData), DSP heap profiling with the seed's enable rules,
-extended event data for every event, and the System library / ONNX Runtime carrying them.
+"""HTP profiling on the device model (QNN HTP backend documentation, "QNN HTP Profiling"): the
+execute stats from the graph's prepared plan and the current clocks, DETAILED per-step cycles
+(spill/fill steps included), the QNN_HTP_PROFILE_LEVEL_LINTING report (Wait (Scheduler), Overlap,
+Overlap (wait) with the contributing ops, Resources), QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE (the
+optrace object through profileGetExtendedEventData), DSP heap profiling with the documentation's
+enable rules, extended event data for every event, and the System library / ONNX Runtime carrying
+them.
 
 Most tests install a hand-built ``PreparedPlan`` on a finalized graph (the library runs in this
 interpreter), so every number the events must show is known; the real-graph tests check that
@@ -180,9 +181,9 @@ def test_detailed_one_event_per_step_with_spill_and_fill(env):
 
 # ----------------------------------------------------------------------------- LINTING
 def test_linting_report_of_the_hand_plan(env):
-    """Seed showcase structure: under "Accelerator (critical path execute) time (cycles)", per op
-    its cycles, Wait (Scheduler), Overlap and Overlap (wait) with the contributing op names,
-    Resources.  act's wait window [1200, 2000) saw the fill run for 500 cycles."""
+    """The documentation's showcase structure: under "Accelerator (critical path execute) time
+    (cycles)", per op its cycles, Wait (Scheduler), Overlap and Overlap (wait) with the contributing
+    op names, Resources.  act's wait window [1200, 2000) saw the fill run for 500 cycles."""
     install(env, hand_plan())
     p = env.profile(LINTING)
     ids = run(env, p)
@@ -205,7 +206,7 @@ def test_linting_lists_at_most_ten_contributors(env):
     fc = sub_events(run(env, p)[CRITICAL_AT])[0]
     overlap = sub_events(fc)[1]
     names = [data(i)[3] for i in sub_events(overlap)]
-    assert len(names) == core_profile.MAX_CONTRIBUTORS == 10, f"the seed's 10 lines at most: {names}"
+    assert len(names) == core_profile.MAX_CONTRIBUTORS == 10, f"the documented 10 lines at most: {names}"
     assert names[:2] == ["t:spill:OpId_3", "s0:spill:OpId_6"], "the plan's overlap_steps order"
 
 
@@ -333,7 +334,8 @@ DEINIT = (Q.QNN_PROFILE_EVENTTYPE_DEINIT, US, "QNN (deinit) time")
 BEFORE = (Q.QNN_PROFILE_EVENTTYPE_BACKEND, BYTES, "DSP:before_context_created")
 AFTER = (Q.QNN_PROFILE_EVENTTYPE_BACKEND, BYTES, "DSP:after_context_freed")
 
-# The seed's enable rules: (case, config of the context, other contexts alive, expected events)
+# The documentation's enable rules: (case, config of the context, other contexts alive, expected
+# events)
 DSP_CREATE_CASES = [
     ("first-context-enabled", True, 0, [INIT, BEFORE]),
     ("first-context-disabled", False, 0, [INIT]),

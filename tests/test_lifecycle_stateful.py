@@ -11,10 +11,10 @@ kind.  Every call's exact error code is asserted.
 Invariants: no call crashes the process (a crash would end the test run); an invalid handle
 never yields QNN_SUCCESS; every live graph is still found by graphRetrieve under its name.
 
-A second machine, ``BinaryLifecycle`` (seed 002 "Context Binary Management", QnnSignal.h), does
-the same for context binaries and signals: contextGetBinary of finalized (and of loaded)
-contexts, contextCreateFromBinaryWithSignal of intact and corrupted binaries with live, freed,
-wrong-kind and garbage signals, contextValidateBinary, graphRetrieve + graphExecute of loaded
+A second machine, ``BinaryLifecycle`` (QNN HTP backend documentation, "Context Binary Management",
+QnnSignal.h), does the same for context binaries and signals: contextGetBinary of finalized (and of
+loaded) contexts, contextCreateFromBinaryWithSignal of intact and corrupted binaries with live,
+freed, wrong-kind and garbage signals, contextValidateBinary, graphRetrieve + graphExecute of loaded
 graphs (bit-identical to the originals), contextFree / backendFree, signalCreate /
 signalSetConfig / signalTrigger / signalFree with valid and invalid configs, and every freed
 handle used again.  Its invariant: the core's handle table holds exactly the contexts, graphs and
@@ -562,11 +562,12 @@ TestLifecycle = Lifecycle.TestCase
 
 
 # ======================================================================== context binaries and signals
-# A second machine (seed 002 "Context Binary Management", QnnSignal.h; docs/context-binary.md): a
-# backend whose contexts hold dense graphs x[1,4] -> FullyConnected -> Relu -> y[1,3]; binaries are
-# taken from finalized contexts (contextGetBinary), loaded back intact or corrupted, with and without
-# signals, validated; graphs of loaded contexts are retrieved and executed; contexts, graphs and
-# signals are freed and then used again.  Every call's exact code is asserted.
+# A second machine (QNN HTP backend documentation, "Context Binary Management", QnnSignal.h;
+# docs/context-binary.md): a backend whose contexts hold dense graphs x[1,4] -> FullyConnected ->
+# Relu -> y[1,3]; binaries are taken from finalized contexts (contextGetBinary), loaded back intact
+# or corrupted, with and without signals, validated; graphs of loaded contexts are retrieved and
+# executed; contexts, graphs and signals are freed and then used again.  Every call's exact code is
+# asserted.
 #
 # Invariants: the core's handle table holds exactly the contexts, graphs and signals the model says
 # are live (the library runs in this interpreter: a failed load that leaves something behind, or a

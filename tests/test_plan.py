@@ -1,6 +1,6 @@
 """The compiled execution plan (qnnemu/core/plan.py) and fixed-point arithmetic (spec/quant.py):
 encodings, rounding, requantization at op boundaries, passthrough of integer codes, and the
-float16 precision mode (seed 002 "QNN HTP Precision")."""
+float16 precision mode (QNN HTP backend documentation, "QNN HTP Precision")."""
 from __future__ import annotations
 
 import numpy as np

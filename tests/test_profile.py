@@ -1,9 +1,9 @@
 """QnnProfile.h (+ HTP/QnnHtpProfile.h) through the C ABI: profile handles, the events of
-graphFinalize / graphExecute / contextFree at the BASIC and DETAILED levels (seed 002 "HTP
-Execute Basic Profiling Events": measured host times, accelerator numbers from the graph's
-prepared plan), sub-events per plan step, event data and extended event data, MAX_EVENTS,
-profileFree, and every profile rule id; then ONNX Runtime's QNN EP writing its profiling CSV
-(and the System library's log) from our events.  The linting level, optrace and DSP heap
+graphFinalize / graphExecute / contextFree at the BASIC and DETAILED levels (QNN HTP backend
+documentation, "HTP Execute Basic Profiling Events": measured host times, accelerator numbers from
+the graph's prepared plan), sub-events per plan step, event data and extended event data,
+MAX_EVENTS, profileFree, and every profile rule id; then ONNX Runtime's QNN EP writing its profiling
+CSV (and the System library's log) from our events.  The linting level, optrace and DSP heap
 profiling: tests/test_htp_profiling.py.
 
 The library runs in this interpreter (tests/abi.py loads it with cffi), so a few tests reach

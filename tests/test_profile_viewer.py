@@ -1,8 +1,8 @@
 """qnnemu-profile-viewer (qnnemu/tools/profile_viewer.py), the chrometrace writer
-(qnnemu/tools/viewer/chrometrace.py) and the QHAS report (qnnemu/tools/viewer/qhas.py) -- seed 002 "Example Profile
-Viewer Command", optrace "Post Process (Chrometrace Generation)", "Memory Bandwidth and
-Allocation graphs", "Gzip Compression of Chrometrace", "Runtrace Execution and Preemption
-Events", "QNN HTP Analysis Summary (QHAS)".
+(qnnemu/tools/viewer/chrometrace.py) and the QHAS report (qnnemu/tools/viewer/qhas.py) -- QNN HTP
+backend documentation, "Example Profile Viewer Command", optrace "Post Process (Chrometrace
+Generation)", "Memory Bandwidth and Allocation graphs", "Gzip Compression of Chrometrace", "Runtrace
+Execution and Preemption Events", "QNN HTP Analysis Summary (QHAS)".
 
 The traces are checked against the Trace Event Format with ``check_trace``
 (tests/helpers/trace_check.py: required keys per phase, numeric counters, named
@@ -192,7 +192,7 @@ def test_spilling_graph_trace():
             e["args"]["wait_cycles"] == s.wait_cycles and e["args"]["overlap_cycles"] == s.overlap_cycles, \
             f"{s.name}: the step's numbers are in args"
     assert by_name["r:spill"]["args"]["system_service"] == "TcmToDram" and \
-        by_name["r:fill"]["args"]["system_service"] == "DramToTcm", "spill/fill carry the seed's System Service names"
+        by_name["r:fill"]["args"]["system_service"] == "DramToTcm", "spill/fill carry the documented System Service names"
     assert by_name["r:spill"]["args"]["dma_bytes"] == 128 * KB == by_name["r:fill"]["args"]["dma_bytes"], \
         "spill/fill bytes come from the blocks they copy"
     assert by_name["mul"]["args"]["overlap_with"] == ["r:spill"] and \
@@ -609,7 +609,7 @@ def test_text_listing_of_a_bare_document(tmp_path, capsys):
     assert out.count("(cycles):") == len(parallel_plan().steps), "one linting entry per step"
     assert "      convLeft (cycles): 6000  cycles\n            Wait (Scheduler) time: 0  cycles\n" \
            "            Overlap time: 3000  cycles\n               subRight\n               divRight\n" in out, \
-        "the seed's linting layout"
+        "the documentation's linting layout"
     assert "Resources: HVX, HMX" in out
 
 
@@ -675,7 +675,7 @@ def test_qhas_html_structure():
     assert not page.external, f"self-contained: no external resources ({page.external})"
     assert page.scripts == 1, "one inline script"
     assert {"g0-overall", "g0-types", "g0-htpops", "g0-dominant", "g0-passes", "g1-overall"} <= set(page.details), \
-        "the seed's collapsible sections per graph"
+        "the documentation's collapsible sections per graph"
     types = page.tables["g0-optypes"]
     assert [h.rstrip("⇅◔") for h in types["headers"]][:3] == ["QNN Op Type", "Steps", "Cycles"]
     expected = {}
@@ -692,7 +692,7 @@ def test_qhas_html_structure():
     ops = page.tables["g0-ops"]
     assert [r[1] for r in ops["rows"]] == [s.name for s in sorted(plan.steps, key=lambda s: s.start_cycle)], \
         "HTP Ops lists every step in start order"
-    assert [h.rstrip("⇅◔") for h in ops["headers"]][1:3] == ["HTP Op", "QNN Op"], "the seed's filterable columns"
+    assert [h.rstrip("⇅◔") for h in ops["headers"]][1:3] == ["HTP Op", "QNN Op"], "the documented filterable columns"
     path = page.tables["g0-path"]
     assert sum(_num(r[-1]) for r in path["rows"]) == sum(seg["cycles"] for seg in chrometrace.dominant_path(doc))
     s = qhas.summarize(doc)["overall"]

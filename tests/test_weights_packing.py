@@ -1,7 +1,8 @@
-"""QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING in context binaries (seed 002, graph custom configs:
-"8-bit weights that are in the 4-bit range [are] stored in the context binary as packed 4-bit";
-qnnemu/core/binary.py ``PACKINGS`` / ``packing_of`` / ``pack_codes`` / ``unpack_codes``;
-docs/context-binary.md "Packed weights" and "Versions and compatibility").
+"""QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING in context binaries (QNN HTP backend documentation,
+"QNN HTP Graph Config Options": "8-bit weights that are in the 4-bit range [are] stored in the
+context binary as packed 4-bit"; qnnemu/core/binary.py ``PACKINGS`` / ``packing_of`` /
+``pack_codes`` / ``unpack_codes``; docs/context-binary.md "Packed weights" and "Versions and
+compatibility").
 
 A packing graph's STATIC 8-bit tensors whose codes lie in the 4-bit range are stored as nibbles
 and unpacked on load to the exact original bytes: the binary shrinks by the layout's exact

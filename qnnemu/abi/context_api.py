@@ -1,7 +1,7 @@
 """QnnContext.h context-binary entries: contextGetBinarySize / contextGetBinary, incremental
 binaries, contextFinalize, contextCreateFromBinary (and its WithSignal, WithCallback and
-ListAsync variants) and contextValidateBinary; seed 002 sections "Context Binary Management",
-"QnnContext_createFromBinaryListAsync API", "Init Cancellation" and
+ListAsync variants) and contextValidateBinary; QNN HTP backend documentation, sections "Context
+Binary Management", "QnnContext_createFromBinaryListAsync API", "Init Cancellation" and
 "QnnContext_createFromBinaryWithCallback API". The format and the loader are
 qnnemu/core/binary.py (docs/context-binary.md, which also documents what each entry does here).
 
@@ -312,7 +312,8 @@ class _DmaProvider:
         if configs.get("deferGraphInit"):
             fail(Location(func).path("config"), "QNNEMU-contextCreateFromBinaryWithCallback-defer",
                  "QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT cannot be combined with "
-                 "the data provider callbacks (seed 002)", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
+                 "the data provider callbacks (QNN HTP backend documentation, "
+                 "'QnnContext_createFromBinaryWithCallback API')", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
         # Copies: the client's callback struct need not outlive the call.
         self.func = func
         self.provide = dma.v1.dataProvide
@@ -398,7 +399,8 @@ def _list_entries(func: str, contextParams, list_configs: dict, model=None) -> l
             if v.callback != ffi.NULL:
                 fail(Location(func).path(f"{path}.callback"), "QNNEMU-contextCreateFromBinaryListAsync-callback",
                      "data provider callbacks are not supported with "
-                     "contextCreateFromBinaryListAsync (seed 002); pass NULL",
+                     "contextCreateFromBinaryListAsync (QNN HTP backend documentation, "
+                     "'QnnContext_createFromBinaryWithCallback API'); pass NULL",
                      code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
         else:
             fail(Location(func).path(f"{path}.version"), "QNNEMU-contextCreateFromBinaryListAsync-params",

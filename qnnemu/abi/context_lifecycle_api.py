@@ -45,9 +45,9 @@ def _context_configs(config, func: str, model=None) -> dict:
     (ENABLE_GRAPHS, BINARY_COMPATIBILITY, PERSISTENT_BINARY, DEFER_GRAPH_INIT) are applied by
     the contextCreateFromBinary* entries (context_api.py); MEMORY_LIMIT_HINT, the async queue
     depth and the graph retention order (graph switching) are recorded only.  HTP custom
-    configs follow the seed's table and rules (qnnemu/htp/settings.py ``check_context_option``,
-    groups: qnnemu/htp/groups.py) against ``model``, the context's device (default device
-    without one)."""
+    configs follow the documentation's table and rules (qnnemu/htp/settings.py
+    ``check_context_option``, groups: qnnemu/htp/groups.py) against ``model``, the context's device
+    (default device without one)."""
     model = model if model is not None else DeviceModel()
     out: dict = {}
     for i, c in enumerate(_configs(config, "QnnContext_Config_t", Location(func).field("config"))):
@@ -118,7 +118,8 @@ def contextCreate(backend, device, config, context):
 @entry
 def contextSetConfig(context, config):
     """Updates the context's configs; PRIORITY also sets the priority of every graph of the
-    context (seed 002 "Graph Priority"), except in a concurrent sharing group."""
+    context (QNN HTP backend documentation, "Graph Priority"), except in a concurrent sharing
+    group."""
     func = "contextSetConfig"
     ctx = _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
     new = _context_configs(config, func, ctx.device.model if ctx.device is not None else None)

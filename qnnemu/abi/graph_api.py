@@ -26,7 +26,7 @@ from .marshal import c_str, read_htp_custom as _htp_custom, read_op_config, requ
 
 def _graph_configs(config, func: str, *, context=None, graph=None) -> dict:
     """QnnGraph_Config_t options -> the graph's configs dict (layout: qnnemu/htp/settings.py).
-    HTP custom configs are checked against the seed's table and the context's device; with
+    HTP custom configs are checked against the documentation's table and the context's device; with
     ``graph`` (graphSetConfig) also when each option may still change."""
     ctx: Any = context if context is not None else getattr(graph, "context", None)
     model = ctx.device.model if getattr(ctx, "device", None) is not None else DeviceModel()
@@ -84,7 +84,8 @@ def graphCreate(contextHandle, graphName, config, graphHandle):
     ctx = _get(contextHandle, Context, Q.QNN_GRAPH_ERROR_INVALID_CONTEXT, "contextHandle")
     require(graphHandle, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphCreate", "graphHandle")
     configs = _graph_configs(config, "graphCreate", context=ctx)
-    # A graph without its own priority takes its context's (seed 002 "Graph Priority").
+    # A graph without its own priority takes its context's (QNN HTP backend documentation, "Graph
+    # Priority").
     if "priority" not in configs and "priority" in ctx.configs:
         configs["priority"] = int(ctx.configs["priority"])
     handle = ctx.create_graph(c_str(graphName) if graphName != ffi.NULL else "")
@@ -167,9 +168,10 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
     if (n_in and inputs == ffi.NULL) or (n_out and outputs == ffi.NULL):
         fail(Location(func), "QNNEMU-graphExecute-null",
              "inputs/outputs is NULL with a non-zero count", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
-    # Variable batch (seed 002 "QNN HTP Variable Batch"): every argument's dimensions are the
-    # prepared [b, ...] or [n*b, ...] with one n for all inputs and outputs (Graph.batch_multiple);
-    # an argument with a NULL dimensions pointer counts as the prepared dimensions (n = 1).
+    # Variable batch (QNN HTP backend documentation, "QNN HTP Variable Batch"): every argument's
+    # dimensions are the prepared [b, ...] or [n*b, ...] with one n for all inputs and outputs
+    # (Graph.batch_multiple); an argument with a NULL dimensions pointer counts as the prepared
+    # dimensions (n = 1).
     batch, batch_from = 1, None
 
     def batch_of(t, v, dims_path):

@@ -1,6 +1,6 @@
 """QnnProfile.h: the seven profile entries of the function table, and the profile argument of
-graphFinalize / graphExecute / contextCreateFromBinary* / contextFree (seed 002 "QNN HTP
-Profiling").
+graphFinalize / graphExecute / contextCreateFromBinary* / contextFree (QNN HTP backend
+documentation, "QNN HTP Profiling").
 
 The profile objects and what every event means live in qnnemu/core/profile.py.  Here:
 

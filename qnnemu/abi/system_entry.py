@@ -303,8 +303,8 @@ def systemProfileFreeSerializationTarget(serializationTarget):
 BINARY_INFO_VERSIONS = (1, 2, 3)
 DEFAULT_BINARY_INFO_VERSION = 3
 # GraphBlobInfo values for graphs that did not configure them: offline prepare writes 4 HVX
-# threads when none is configured (seed 002, "NUM_HVX_THREADS"); O2 is the HTP's default
-# finalize optimization level.
+# threads when none is configured (QNN HTP backend documentation, "QNN HTP Graph Config Options",
+# NUM_HVX_THREADS); O2 is the HTP's default finalize optimization level.
 DEFAULT_HVX_THREADS = 4
 DEFAULT_OPTIMIZATION_LEVEL = 2
 # QnnHtpSystemContext.h numbers its V1 info blobs 0.0.1 (hwInfoBlobVersion of BinaryInfo v1/v2).
@@ -547,8 +547,9 @@ def _graph_blob_info(arena: _Arena, graph, header):
 
 def _hw_blob_info(arena: _Arena, graphs):
     """QnnHtpSystemContext_HwBlobInfo_t (V1) of BinaryInfo v1/v2: the graph needing the largest
-    spill-fill buffer and that size (seed 002: "the index to the graph and respective spill fill
-    buffer size"), as ``void *``."""
+    spill-fill buffer and that size (QNN HTP backend documentation, "QNN HTP Context Config
+    Options", REGISTER_MULTI_CONTEXTS: "the index to the graph and respective spill fill buffer
+    size"), as ``void *``."""
     f = _htp()
     blob = arena.new("QnnHtpSystemContext_HwBlobInfo_t *", f=f)
     blob.version = Q.QNN_SYSTEM_CONTEXT_HTP_HW_INFO_BLOB_VERSION_V1

@@ -437,7 +437,7 @@ class Graph:
         for node in self.nodes:
             op_support.check_finalize(node.op_type, node.params, node.input_specs, node.output_specs, arch,
                                       func, f"graph '{self.name}': node '{node.name}' ({node.op_type})")
-        # Native KV cache tensors: the seed's graph-level rules; the plan converts their layout.
+        # Native KV cache tensors: the documented graph-level rules; the plan converts their layout.
         self.native_kv = kvcache.check_graph(self, arch)
         self.plan = compile_plan(self)   # float16 or float32 math: plan.float_math
         # The HTP device model's view of the graph: runlist, VTCM blocks and offsets, spill/fill.
@@ -543,9 +543,10 @@ class Graph:
         return t
 
     def batch_multiple(self, t: Tensor, rank: int, dims: list[int] | None, func: str, path: str) -> int:
-        """Variable batch (seed 002 "QNN HTP Variable Batch"): the n of an execute argument whose
-        dimensions are ``[n*b, ...]`` for tensor ``t`` prepared as ``[b, ...]``.  ``dims`` is None
-        when ``rank`` differs from the prepared rank (the caller then does not read them)."""
+        """Variable batch (QNN HTP backend documentation, "QNN HTP Variable Batch"): the n of an
+        execute argument whose dimensions are ``[n*b, ...]`` for tensor ``t`` prepared as
+        ``[b, ...]``.  ``dims`` is None when ``rank`` differs from the prepared rank (the caller
+        then does not read them)."""
         if dims is not None and tuple(dims) == t.dims:
             return 1
         prepared = list(t.dims)
@@ -564,11 +565,11 @@ class Graph:
 
         ``observer(step, seconds)``, when given, is called after each node (profiling).
 
-        Variable batch (seed 002 "QNN HTP Variable Batch"): with ``batch`` = n > 1 every feed is
-        ``[n*b, ...]`` for its declared ``[b, ...]`` (the ABI layer checked that all inputs and
-        outputs share n); the plan runs once per batch on the k-th ``b`` rows (contiguous views,
-        no copies) and each output is the concatenation of the n results -- what n separate
-        executes return."""
+        Variable batch (QNN HTP backend documentation, "QNN HTP Variable Batch"): with ``batch`` =
+        n > 1 every feed is ``[n*b, ...]`` for its declared ``[b, ...]`` (the ABI layer checked that
+        all inputs and outputs share n); the plan runs once per batch on the k-th ``b`` rows
+        (contiguous views, no copies) and each output is the concatenation of the n results -- what
+        n separate executes return."""
         if not self.finalized:
             fail(Location("graphExecute"), "QNNEMU-graphExecute-not-finalized",
                  f"graph '{self.name}' is not finalized (call graphFinalize first)",

@@ -1,6 +1,6 @@
 """QnnProfile.h + HTP/QnnHtpProfile.h: profile objects, their events and what each value means
-(seed 002 "QNN HTP Profiling": basic profiling, detailed and linting profiling, optrace, DSP heap
-profiling).
+(QNN HTP backend documentation, "QNN HTP Profiling": basic profiling, detailed and linting
+profiling, optrace, DSP heap profiling).
 
 A ``Profile`` (``profileCreate``) collects the events of the profiled API calls it is passed
 to (``graphFinalize``, ``graphExecute``, ``contextCreateFromBinary*``, ``contextFree``).  As
@@ -28,7 +28,8 @@ on the host, so two runs of a graph report the same accelerator numbers.
 Levels: QNN_PROFILE_LEVEL_BASIC, QNN_PROFILE_LEVEL_DETAILED and the HTP level
 QNN_HTP_PROFILE_LEVEL_LINTING (DETAILED plus the per-op linting report).
 
-Events (type, unit, identifier -- the identifiers are the ones of the seed's showcase outputs):
+Events (type, unit, identifier -- the identifiers are the ones of the documentation's showcase
+outputs):
 
 graphFinalize (every level)
   FINALIZE (300)  us  "QNN (finalize) time"   wall time of the whole graphFinalize call
@@ -46,7 +47,7 @@ graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
   GRAPH_EXECUTE_RESOURCE_POWER_UP_TIME (3011) us  "Time for HVX + HMX power on and acquire"
       the model's resource acquisition (``RESOURCE_ACQUIRE_US``): a graph acquires VTCM and
       powers its HVX (and HMX, when a step of its plan uses HMX) at its first execution; later
-      executions keep them (0 us), as in the seed's showcase averages
+      executions keep them (0 us), as in the documentation's showcase averages
   GRAPH_EXECUTE_CRITICAL_ACCEL_TIME_CYCLE (6001) cycles
                           "Accelerator (critical path execute) time (cycles)"
       ``htp_plan.critical_path_cycles``
@@ -144,7 +145,8 @@ class EventKind:
     identifier: str
 
 
-# The graphExecute events, in the order they are reported (seed 002 "Execute Stats").
+# The graphExecute events, in the order they are reported (QNN HTP backend documentation, "QNN HTP
+# Profiling", "Execute Stats").
 EXECUTE_EVENT_TABLE = (
     EventKind("hvx_threads", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_NUMBER_OF_HVX_THREADS, COUNT,
               "Number of HVX threads used"),
@@ -166,7 +168,8 @@ EXECUTE_EVENT_TABLE = (
 )
 OPTRACE_EVENT = EventKind("optrace", Q.QNN_PROFILE_EVENTTYPE_TRACE, OBJECT, "Optrace")
 
-# The linting sub-events of one step (seed 002 "Detailed and Linting Profiling").
+# The linting sub-events of one step (QNN HTP backend documentation, "Detailed and Linting
+# Profiling").
 LINTING_EVENT_TABLE = (
     EventKind("wait", Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_WAIT, CYCLES, "Wait (Scheduler) time"),
     EventKind("overlap", Q.QNN_HTP_PROFILE_EVENTTYPE_NODE_OVERLAP, CYCLES, "Overlap time"),
@@ -383,7 +386,8 @@ def step_resources(step) -> list[str]:
 
 @dataclass
 class StepLint:
-    """The linting numbers of one plan step (seed 002 "Detailed and Linting Profiling")."""
+    """The linting numbers of one plan step (QNN HTP backend documentation, "Detailed and Linting
+    Profiling")."""
     label: str
     op_id: int
     cycles: int
@@ -400,7 +404,7 @@ def lint_plan(plan, n_nodes: int) -> list[StepLint]:
     own cycles, the cycles it was ready but waited for the scheduler, and the cycles (and the
     steps) of background activity while it ran and while it waited -- all computed by the
     re-scheduler (qnnemu/htp/prepare.py); the wait window starts when the step's inputs were
-    ready, so the steps it waits on are no part of it, as the seed says."""
+    ready, so the steps it waits on are no part of it, as the documentation says."""
     out = []
     for s in plan.steps:
         label, k = step_label(s, n_nodes)

@@ -1,8 +1,9 @@
 """QnnTensor.h tensor updates and QnnContext.h binary sections of UPDATABLE tensors (the LoRA
 adapter path): ``QnnTensor_updateGraphTensors`` / ``QnnTensor_updateContextTensors``,
 ``QnnContext_getBinarySectionSize`` / ``getBinarySection`` / ``applyBinarySection``,
-``QnnContext_getBinarySectionUpdate``; seed 002 "QNN_HTP_CONTEXT_CONFIG_OPTION_SKIP_VALIDATION_ON_
-BINARY_SECTION".  The format and the rules are documented in docs/binary-sections.md.
+``QnnContext_getBinarySectionUpdate``; QNN HTP backend documentation, "QNN HTP Context Config
+Options", QNN_HTP_CONTEXT_CONFIG_OPTION_SKIP_VALIDATION_ON_BINARY_SECTION.  The format and the rules
+are documented in docs/binary-sections.md.
 
 Tensor updates
   ``resolve_desc`` (an app's Qnn_Tensor_t) and ``resolve_entry`` (a section's tensor) check one

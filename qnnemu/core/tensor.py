@@ -242,9 +242,9 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
     return quant, static
 
 
-# Native KV cache (seed 002 "LLM native KVcache"): the creation-time constraints; the graph-level
-# ones (ScatterElements pattern, tile sizes, all-or-nothing, arch) are checked at finalize by
-# qnnemu/htp/kvcache.py.
+# Native KV cache (QNN HTP backend documentation, "LLM native KVcache"): the creation-time
+# constraints; the graph-level ones (ScatterElements pattern, tile sizes, all-or-nothing, arch) are
+# checked at finalize by qnnemu/htp/kvcache.py.
 NATIVE_KV_TYPES = APP_INPUT_TYPES + APP_OUTPUT_TYPES
 NATIVE_KV_SYMMETRIC_OFFSET = -128   # uint8 symmetric: zero point 128, QNN offset -128
 

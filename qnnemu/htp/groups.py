@@ -1,4 +1,5 @@
-"""Context groups that share one spill-fill buffer (seed 002, QnnHtpContext_CustomConfig_t
+"""Context groups that share one spill-fill buffer (QNN HTP backend documentation, "QNN HTP Context
+Config Options": QnnHtpContext_CustomConfig_t
 ``QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS`` and
 ``..._REGISTER_CONCURRENT_RESOURCE_SHARING``, struct QnnHtpContext_GroupRegistration_t).
 

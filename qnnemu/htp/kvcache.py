@@ -1,4 +1,5 @@
-"""Native KV cache tensors (seed 002 "LLM native KVcache", "HMX_WEIGHT_LAYOUT explanation").
+"""Native KV cache tensors (QNN HTP backend documentation, "LLM native KVcache", "HMX_WEIGHT_LAYOUT
+explanation").
 
 A graph input/output tensor created with ``dataFormat = QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT``
 holds a KV cache in the HMX weight layout instead of the flat (row-major) one, so the HTP does
@@ -18,14 +19,14 @@ i.e. flat element ``(din, dout)`` goes to tile ``dout // T``; inside the tile, `
 ``[din//32, t//32, din%32//4, t%32, din%4]``: 1024-element HMX blocks of 32 x 32, four ``din``
 values innermost.
 
-Which matrix is which (the seed's ``[DIN, DOUT]`` is the HMX "weight" operand of the attention
-MatMul): the K cache is ``[head_dim, context]`` (Q @ K^T contracts head_dim) and is tiled along the
-context by ``K_TILE_SIZE = 256``; the V cache is ``[context, head_dim]`` (attn @ V contracts the
-context) and is tiled along head_dim by ``V_TILE_SIZE = 64``.  The emulator tells K from V by the
-axis the cache is updated along: the seed requires the ScatterElements update pattern, whose
-``axis`` is the context axis (the last axis: K; the second to last: V).
+Which matrix is which (the documentation's ``[DIN, DOUT]`` is the HMX "weight" operand of the
+attention MatMul): the K cache is ``[head_dim, context]`` (Q @ K^T contracts head_dim) and is tiled
+along the context by ``K_TILE_SIZE = 256``; the V cache is ``[context, head_dim]`` (attn @ V
+contracts the context) and is tiled along head_dim by ``V_TILE_SIZE = 64``.  The emulator tells K
+from V by the axis the cache is updated along: the documentation requires the ScatterElements update
+pattern, whose ``axis`` is the context axis (the last axis: K; the second to last: V).
 
-The seed's constraints, with the rule that enforces each (rules at tensor creation in
+The documented constraints, with the rule that enforces each (rules at tensor creation in
 qnnemu/core/tensor.py, at finalize in ``check_graph``):
 
 - KV cache tensors only: graph inputs/outputs (APP_* types) -- ``QNNEMU-tensor-native-kv-type``;
@@ -59,7 +60,7 @@ from ..rules import fail
 from ..spec.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
 
 NATIVE_FORMAT = Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT
-# The seed: "KV_TILE_SIZE is fixed in this SDK version. K_TILE_SIZE=256, V_TILE_SIZE=64".
+# The documentation: "KV_TILE_SIZE is fixed in this SDK version. K_TILE_SIZE=256, V_TILE_SIZE=64".
 K_TILE_SIZE = 256
 V_TILE_SIZE = 64
 KV_TILE_SIZES = {"key": K_TILE_SIZE, "value": V_TILE_SIZE}
@@ -69,7 +70,7 @@ BLOCK_T = 32
 BLOCK_DIN_INNER = 4
 DIN_GROUP = BLOCK_DIN_OUTER * BLOCK_DIN_INNER   # 32 DIN values per block
 BLOCK_ELEMENTS = BLOCK_DIN_OUTER * BLOCK_T * BLOCK_DIN_INNER   # 1024
-# Seed constraints on the cache itself.
+# Documented constraints on the cache itself.
 CONTEXT_MULTIPLE = 256
 HEAD_DIM_MULTIPLE = 64
 UPDATE_TOKEN_MULTIPLE = 32      # "ARN where N is multiple of 32" may use a native KV output
@@ -147,7 +148,8 @@ def native_to_flat(native: np.ndarray, kind: str) -> np.ndarray:
 
 def native_index(din: int, dout: int, kind: str) -> tuple[int, int, int]:
     """Where flat element ``(din, dout)`` of one head lands in the native ``[DOUT/T, DIN*T/1024,
-    1024]`` array (the seed's formula written out; tests compare it with ``flat_to_native``)."""
+    1024]`` array (the documentation's formula written out; tests compare it with
+    ``flat_to_native``)."""
     t = tile_size(kind)
     tile, col = divmod(dout, t)
     row = (din // DIN_GROUP) * (t // BLOCK_T) + col // BLOCK_T
@@ -185,7 +187,7 @@ def _scatter_axis(node, rank: int) -> int:
 
 
 def _kv_link(graph, t, is_input: bool):
-    """(ScatterElements node, role) linking ``t`` to the seed's KV update pattern, or None."""
+    """(ScatterElements node, role) linking ``t`` to the documented KV update pattern, or None."""
     by_name = {n.name: n for n in graph.nodes}
     if is_input:
         for name in t.consumers:
@@ -228,7 +230,7 @@ def check_graph(graph, arch: int) -> dict[int, NativeKv]:
                      "the output of a ScatterElements or its updates input (in[2])")
             fail(Location("graphFinalize"), "QNNEMU-graphFinalize-native-kv-pattern",
                  f"{_tensor(graph, t)}: "
-                 f"a native KV {'input' if is_input else 'output'} must be {where}: the seed's KV "
+                 f"a native KV {'input' if is_input else 'output'} must be {where}: the documented KV "
                  f"update pattern uses ScatterElements (not Concat); consumers "
                  f"{t.consumers or 'none'}, producer {t.producer or 'none'}", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         node, role = link

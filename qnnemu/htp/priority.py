@@ -1,19 +1,20 @@
-"""Graph priority -> HTP thread priorities (seed 002 "Graph Priority"; seed 001 "HTP Yielding and
-Pre-Emption", table "QNN HTP Priority Mapping").
+"""Graph priority -> HTP thread priorities (QNN HTP backend documentation, "Graph Priority"; QNN
+"HTP Yielding and Pre-Emption", table "QNN HTP Priority Mapping").
 
 A graph runs with a ``Qnn_Priority_t``: ``QNN_GRAPH_CONFIG_OPTION_PRIORITY`` at graphCreate /
 graphSetConfig, or ``QNN_CONTEXT_CONFIG_OPTION_PRIORITY`` of its context (contextCreate; at
 contextSetConfig "all graph priorities in this context are updated"), ``QNN_PRIORITY_DEFAULT``
-when neither is given.  The seed maps a priority level X to an HTP thread priority Y: the HMX
-thread(s) get Y, the HVX thread(s) Y + 1 (a higher number is a lower execution priority).  Y is
-also the Hexagon OS thread priority the graph acquires VTCM with (seed 001; on Windows all levels
-map to 0xc0 under MCDM -- the emulator models the Hexagon OS mapping).
+when neither is given.  The documentation maps a priority level X to an HTP thread priority Y: the
+HMX thread(s) get Y, the HVX thread(s) Y + 1 (a higher number is a lower execution priority).  Y is
+also the Hexagon OS thread priority the graph acquires VTCM with (QNN "HTP Yielding and
+Pre-Emption"; on Windows all levels map to 0xc0 under MCDM -- the emulator models the Hexagon OS
+mapping).
 
 ``thread_priorities(graph) -> (hmx, hvx)`` is the observable result; Graph.finalize and
 Graph.execute log it at INFO.  Scheduling among graphs by these priorities (yielding,
 pre-emption) is not modelled here.
 
-The seed restricts ``QNN_PRIORITY_NORMAL_HIGH`` and ``QNN_PRIORITY_HIGH`` "from general
+The documentation restricts ``QNN_PRIORITY_NORMAL_HIGH`` and ``QNN_PRIORITY_HIGH`` "from general
 developers"; the emulator has no notion of privileged clients, so it accepts them and says so in
 the log (``PriorityLevel.restricted``).
 """
@@ -32,13 +33,14 @@ HVX_PRIORITY_OFFSET = 1   # "HVX thread(s) are assigned priority Y + 1"
 class PriorityLevel:
     name: str                 # Qnn_Priority_t enumerator (QNN_PRIORITY_DEFAULT is NORMAL's alias)
     value: int                # Qnn_Priority_t value
-    hexagon_os_priority: int  # seed 001 "QNN HTP Priority Mapping"
-    hmx_thread_priority: int  # seed 002 "QNN to HTP Thread Priority Mapping"
-    hvx_thread_priority: int  # seed 002, same table
+    hexagon_os_priority: int  # QNN "HTP Yielding and Pre-Emption", "QNN HTP Priority Mapping"
+    # The next two: QNN HTP backend documentation, "QNN to HTP Thread Priority Mapping".
+    hmx_thread_priority: int
+    hvx_thread_priority: int
     restricted: bool          # "restricted from general developers"
 
 
-# Qnn_Priority_t -> the seed tables' row.
+# Qnn_Priority_t -> the row of the two priority tables.
 PRIORITY_TABLE: dict[int, PriorityLevel] = {
     Q.QNN_PRIORITY_LOW: PriorityLevel("QNN_PRIORITY_LOW", Q.QNN_PRIORITY_LOW, 0xC5, 0xC5, 0xC6, False),
     Q.QNN_PRIORITY_NORMAL: PriorityLevel("QNN_PRIORITY_NORMAL", Q.QNN_PRIORITY_NORMAL, 0xC0, 0xC0, 0xC1, False),
@@ -51,7 +53,7 @@ DEFAULT_PRIORITY = Q.QNN_PRIORITY_DEFAULT   # "set to QNN_PRIORITY_DEFAULT by de
 
 # The vendor's backend takes any Qnn_Priority_t in 0..500 (QNN 2.50 adds LOWEST 0, NORMAL_LOW 50,
 # HIGH_PLUS 300, CRITICAL 400, CRITICAL_PLUS/HIGHEST 500) and refuses the rest ("Valid range:
-# 0-500"); the seed's mapping table has four rows.
+# 0-500"); the documentation's mapping table has four rows.
 MAX_PRIORITY = 500
 
 

@@ -24,14 +24,14 @@ context binary keeps it):
 - ``"htp_optimization"``: QnnHtpGraph_OptimizationType_t name (without prefix) -> floatValue,
   one entry per type (several OPTIMIZATION configs accumulate);
 - ``"htp_vtcm"``: the last VTCM request ``{"option", "bytes"}`` (bytes 0 = the SoC's maximum;
-  MB and byte requests are equal: the last one wins, seed "Byte-Granularity VTCM");
+  MB and byte requests are equal: the last one wins, "Byte-Granularity VTCM");
 - ``"htp_finalize_config"``: FINALIZE_CONFIG key -> value;
 - ``"htp_slc_runtime_off"``: the SLC allocator forced off after finalize;
 - ``"priority"``: QNN_GRAPH_CONFIG_OPTION_PRIORITY (LAYOUT maps it, qnnemu/htp/priority.py).
 
-Defaults (the seed's table): VTCM 4 MiB (capped at the SoC's), HVX threads = the SoC's maximum
-(online prepare: "max supported value for that SoC is used"), precision FLOAT32 (float graphs
-run in float16 math on the HTP anyway), optimization level 2, DLBC / DLBC weights / SLC
+Defaults (the documentation's tables): VTCM 4 MiB (capped at the SoC's), HVX threads = the SoC's
+maximum (online prepare: "max supported value for that SoC is used"), precision FLOAT32 (float
+graphs run in float16 math on the HTP anyway), optimization level 2, DLBC / DLBC weights / SLC
 allocator / weights packing off, relu folded into conv, short-depth conv on HMX, one core,
 priority QNN_PRIORITY_DEFAULT.
 """
@@ -51,9 +51,9 @@ from .device_model import DeviceModel
 MIB = 1 << 20
 KIB = 1 << 10
 VTCM_GRANULE = 64 * KIB             # byte-granularity requests: multiples of 64 KiB (seed)
-DEFAULT_VTCM_BYTES = 4 * MIB        # the seed's default VTCM_SIZE_IN_MB: 4
+DEFAULT_VTCM_BYTES = 4 * MIB        # the documented default VTCM_SIZE_IN_MB: 4
 DEFAULT_OPTIMIZATION_LEVEL = 2
-DLBC_GRAPH_LIMIT_ONE = 32           # graphs with input OR weight compression (seed "Limitations")
+DLBC_GRAPH_LIMIT_ONE = 32           # graphs with input OR weight compression (DLBC "Limitations")
 DLBC_GRAPH_LIMIT_BOTH = 16          # graphs with input AND weight compression
 BUFFER_START_ALIGNMENT = 64         # bytes: the least alignment of a buffer the backend hands out
 
@@ -162,7 +162,7 @@ def on_off(value) -> bool:
 
 @dataclass(frozen=True)
 class ContextOption:
-    """One row of the seed's QnnHtpContext_CustomConfig_t table."""
+    """One row of the documentation's QnnHtpContext_CustomConfig_t table."""
     name: str            # QNN_HTP_CONTEXT_CONFIG_OPTION_* without the prefix
     member: str
     default: str
@@ -255,7 +255,7 @@ def _opt_type_name(value) -> str | None:
 
 
 def check_graph_when(name: str, value: Any, graph, func: str, path: str) -> None:
-    """graphSetConfig: the option may still change (seed: NUM_HVX_THREADS until the first
+    """graphSetConfig: the option may still change (documentation: NUM_HVX_THREADS until the first
     execute; the SLC allocator also during inference; every other option before finalize)."""
     if graph is None or not graph.finalized:
         return
@@ -469,8 +469,8 @@ def prepare_only(context) -> bool:
 
 
 def check_execute_allowed(graph, func: str = "graphExecute") -> None:
-    """A graph of a PREPARE_ONLY context cannot execute (seed: "With this flag enabled, graph
-    execution cannot be called").  graphExecute calls it before reading any buffer."""
+    """A graph of a PREPARE_ONLY context cannot execute (documentation: "With this flag enabled,
+    graph execution cannot be called").  graphExecute calls it before reading any buffer."""
     if prepare_only(getattr(graph, "context", None)):
         fail(Location(func).path("graphHandle"), "QNNEMU-graphExecute-prepare-only",
              f"graph '{graph.name}' belongs to a context created with "
@@ -480,7 +480,8 @@ def check_execute_allowed(graph, func: str = "graphExecute") -> None:
 
 def file_read_chunk_bytes(configs: dict, file_size: int) -> int:
     """FILE_READ_MEMORY_BUDGET: the bytes read at a time, min(file size, budget); 0 = the
-    feature is off (the whole file at once) -- seed 002."""
+    feature is off (the whole file at once) -- QNN HTP backend documentation, "QNN HTP Context
+    Config Options", FILE_READ_MEMORY_BUDGET."""
     v = (configs.get("htp") or {}).get("QNN_HTP_CONTEXT_CONFIG_OPTION_FILE_READ_MEMORY_BUDGET")
     mb = int(v.get("fileReadMemoryBudgetInMb", 0) if isinstance(v, dict) else (v or 0))
     return min(int(file_size), mb * MIB) if mb else 0
@@ -616,8 +617,8 @@ def graph_settings(graph) -> GraphSettings:
 # ---------------------------------------------------------------------------- properties
 def packed_weight_bytes(tensor, packing: bool) -> int:
     """Stored size of static ``tensor``: with WEIGHTS_PACKING, 8-bit weights whose values all
-    lie in the 4-bit range are stored two per byte (seed: "stored ... as packed 4-bit") -- the
-    context binary's own rule (qnnemu/htp/packing.py), so the property and the binary agree."""
+    lie in the 4-bit range are stored two per byte (documentation: "stored ... as packed 4-bit") --
+    the context binary's own rule (qnnemu/htp/packing.py), so the property and the binary agree."""
     if weights_packing.packing_of(tensor, packing) is not None:
         return (tensor.data.size + 1) // 2
     return int(tensor.data.nbytes)
@@ -776,7 +777,8 @@ def check_context_options(out: dict, *, func: str, model: DeviceModel) -> None:
 
 
 def check_priority_change(context, func: str, path: str) -> None:
-    """Priorities of a concurrent sharing group cannot change on the fly (seed 002)."""
+    """Priorities of a concurrent sharing group cannot change on the fly (QNN HTP backend
+    documentation, "QNN HTP Context Config Options", REGISTER_CONCURRENT_RESOURCE_SHARING)."""
     group = groups.group_of(context)
     if group is not None and group.kind == groups.CONCURRENT:
         fail(Location(func).field(path), "QNNEMU-priority-concurrent-group",

@@ -1,20 +1,20 @@
-"""QNN HTP Analysis Summary (seed 002 "QNN HTP Analysis Summary (QHAS)"): an analysis of optrace
-documents and its self-contained HTML report.
+"""QNN HTP Analysis Summary (QNN HTP backend documentation, "QNN HTP Analysis Summary (QHAS)"): an
+analysis of optrace documents and its self-contained HTML report.
 
 ``summarize(doc)`` is the analysis (plain data: tests and the HTML read it); ``render_html``
-writes one page for one or more documents with, per graph, collapsible sections as the seed's
-report has them:
+writes one page for one or more documents with, per graph, collapsible sections as the
+documentation's report has them:
 
 - "HTP Overall Summary" (open): graph, SoC / arch, VTCM budget and peak, spill / fill bytes,
   spill-fill buffer, total and critical-path cycles and their microseconds at the document's
   core clock, steps, runs and the host execute times;
 - "QNN Op Types": per op type its steps, cycles, share of all step cycles, wait and overlap
-  cycles and microseconds; spill / fill steps appear under the seed's System Service names
+  cycles and microseconds; spill / fill steps appear under the documentation's System Service names
   (TcmToDram / DramToTcm); a pie chart (inline SVG) of the cycles per op type;
 - "HTP Ops": every runlist step (name, QNN op type, kind, resource, thread, start, cycles,
   wait, overlap, VTCM bytes) with a filter box per text column;
 - "Dominant Path": the timeline of the highest-priority step (priority HMX op, HVX op, DMA
-  read, DMA write, launch/wait, CPU, as the seed lists it);
+  read, DMA write, launch/wait, CPU, as the documentation lists it);
 - "Prepare Passes": what each prepare pass did.
 
 Every table sorts on a column by its header's sort button (numbers numerically) and every
