@@ -22,6 +22,7 @@ import abi
 import numpy as np
 import pytest
 from abi import NULL, ffi, vp
+from helpers.graph_env import Env
 
 import qnnemu
 from qnnemu.headers import Q
@@ -29,130 +30,10 @@ from qnnemu.headers import Q
 pytestmark = pytest.mark.usefixtures("qnn_abi")
 
 F32 = Q.QNN_DATATYPE_FLOAT_32
-RULE_RE = re.compile(r"\[(QNNEMU-[A-Za-z0-9_-]+)\]")
 BOGUS = 0x7654321  # an option/enum value no header defines
 
 
 # ------------------------------------------------------------------------------ environment
-class Env:
-    """logger (DEBUG, recording) -> backend -> device -> context -> graph 'g', freed afterwards.
-
-    The logger is the newest live one, so messages of handle-less failures reach it too."""
-
-    def __init__(self):
-        self.rec = abi.LogRecorder()
-        self.keep: list = []
-        code, self.log = abi.create("logCreate", self.rec.callback, Q.QNN_LOG_LEVEL_DEBUG)
-        assert code == Q.QNN_SUCCESS, "setup: logCreate"
-        code, self.be = abi.create("backendCreate", vp(self.log), NULL)
-        assert code == Q.QNN_SUCCESS, "setup: backendCreate"
-        code, self.dev = abi.create("deviceCreate", vp(self.log), NULL)
-        assert code == Q.QNN_SUCCESS, "setup: deviceCreate"
-        code, self.ctx = abi.create("contextCreate", vp(self.be), vp(self.dev), NULL)
-        assert code == Q.QNN_SUCCESS, "setup: contextCreate"
-        self.g = self.graph("g")
-        self.rec.clear()
-
-    def close(self):
-        assert abi.call("contextFree", vp(self.ctx), NULL) == Q.QNN_SUCCESS, "teardown: contextFree"
-        assert abi.call("deviceFree", vp(self.dev)) == Q.QNN_SUCCESS, "teardown: deviceFree"
-        assert abi.call("backendFree", vp(self.be)) == Q.QNN_SUCCESS, "teardown: backendFree"
-        assert abi.call("logFree", vp(self.log)) == Q.QNN_SUCCESS, "teardown: logFree"
-
-    # ---- building blocks (each asserts success) -----------------------------------------
-    def graph(self, name: str) -> int:
-        code, g = abi.create("graphCreate", vp(self.ctx), abi.cstr(name, self.keep), NULL)
-        assert code == Q.QNN_SUCCESS, f"setup: graphCreate('{name}') returned {code}"
-        return g
-
-    def tensor(self, name: str, dims=(2, 3), type_=Q.QNN_TENSOR_TYPE_APP_WRITE, g: int | None = None,
-               **kw) -> abi.Struct:
-        t = abi.tensor(name, dims, kw.pop("dtype", F32), type_, **kw)
-        code = abi.call("tensorCreateGraphTensor", vp(self.g if g is None else g), t.ptr)
-        assert code == Q.QNN_SUCCESS, f"setup: tensorCreateGraphTensor('{name}') returned {code}"
-        self.keep.append(t)
-        return t
-
-    def relu(self, g: int | None = None) -> tuple[abi.Struct, abi.Struct]:
-        """x (APP_WRITE) -> Relu 'r' -> y (APP_READ) in graph g; returns (x, y)."""
-        x = self.tensor("x", g=g)
-        y = self.tensor("y", type_=Q.QNN_TENSOR_TYPE_APP_READ, g=g)
-        code = abi.call("graphAddNode", vp(self.g if g is None else g), abi.op_config("r", "Relu", [x], [y]))
-        assert code == Q.QNN_SUCCESS, f"setup: graphAddNode(Relu) returned {code}"
-        return x, y
-
-    def finalized_relu(self) -> tuple[abi.Struct, abi.Struct]:
-        x, y = self.relu()
-        assert abi.call("graphFinalize", vp(self.g), NULL, NULL) == Q.QNN_SUCCESS, "setup: graphFinalize"
-        self.rec.clear()
-        return x, y
-
-    def execute(self, inputs, outputs, n_in=None, n_out=None, profile=NULL) -> int:
-        return abi.call("graphExecute", vp(self.g), abi.tensor_array(inputs, self.keep) if inputs else NULL,
-                        len(inputs) if n_in is None else n_in,
-                        abi.tensor_array(outputs, self.keep) if outputs else NULL,
-                        len(outputs) if n_out is None else n_out, profile, NULL)
-
-    def io(self, t: abi.Struct, array: np.ndarray | None = None, **fields) -> abi.Struct:
-        """A copy of created tensor ``t`` for graphExecute, with its buffer and fields set."""
-        c = abi.Struct(ffi.new("Qnn_Tensor_t *", t.ptr[0]), [t])
-        if "version" in fields:
-            c.ptr.version = fields.pop("version")
-        for k, v in fields.items():
-            setattr(c.v, k, v)
-        abi.set_buffer(c, np.zeros((2, 3), np.float32) if array is None else array)
-        return c
-
-    def add_node(self, op: abi.Struct, g: int | None = None) -> int:
-        self.keep.append(op)
-        return abi.call("graphAddNode", vp(self.g if g is None else g), op)
-
-    def create_tensor(self, t: abi.Struct, g: int | None = None) -> int:
-        self.keep.append(t)
-        return abi.call("tensorCreateGraphTensor", vp(self.g if g is None else g), t.ptr)
-
-    def configs(self, ctype: str, **fields) -> object:
-        """A one-entry NULL-terminated ``const ctype **`` list."""
-        c = ffi.new(f"{ctype} *")
-        for k, v in fields.items():
-            setattr(c, k, v)
-        self.keep.append(c)
-        return abi.null_terminated(ctype, [c], self.keep)
-
-    def htp_device_config(self, option: int, **fields):
-        cc = ffi.new("QnnHtpDevice_CustomConfig_t *")
-        cc.option = option
-        for k, v in fields.items():
-            if k == "arch":
-                cc.arch.arch = v
-                cc.arch.deviceId = 0
-            else:
-                setattr(cc, k, v)
-        self.keep.append(cc)
-        return self.configs("QnnDevice_Config_t", option=Q.QNN_DEVICE_CONFIG_OPTION_CUSTOM, customConfig=cc)
-
-    def own(self, cdata):
-        self.keep.append(cdata)
-        return cdata
-
-    def guard_device(self, result) -> int:
-        """deviceCreate must fail here; should it succeed, the device is freed again."""
-        code, h = result
-        if code == Q.QNN_SUCCESS:
-            abi.call("deviceFree", vp(h))
-        return code
-
-    def perf(self):
-        out = ffi.new("QnnHtpDevice_Infrastructure_t **")
-        assert abi.call("deviceGetInfrastructure", out) == Q.QNN_SUCCESS, "setup: deviceGetInfrastructure"
-        return out[0].perfInfra
-
-    # ---- checking ------------------------------------------------------------------------
-    def messages_for(self, rule: str) -> list[str]:
-        return [m for _, m in self.rec.records if f"[{rule}]" in m]
-
-    def rules_logged(self) -> set[str]:
-        return {r for _, m in self.rec.records for r in RULE_RE.findall(m)}
 
 
 @pytest.fixture
