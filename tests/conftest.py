@@ -57,3 +57,31 @@ def _emulator_environment(request, monkeypatch):
             monkeypatch.setenv(variable, marker.args[0])
         else:
             monkeypatch.delenv(variable, raising=False)
+
+
+# ---- one Backend per module for each library, default device (tests that need another device
+# or options define their own fixture of the same name)
+@pytest.fixture(scope="module")
+def our_backend():
+    """qnnemu's libQnnHtpEmu.so through the real C ABI (qnnemu.client.Backend)."""
+    from vendor import our_library
+
+    from qnnemu.client import Backend
+    lib = our_library()
+    if lib is None:
+        pytest.skip("our libQnnHtpEmu.so is not built")
+    with Backend(str(lib), log_level="error") as be:
+        yield be
+
+
+@pytest.fixture(scope="module")
+def vendor_backend():
+    """The vendor's libQnnHtp.so through the same client; skips when onnxruntime-qnn is absent."""
+    from vendor import vendor_library
+
+    from qnnemu.client import Backend
+    lib = vendor_library()
+    if lib is None:
+        pytest.skip("onnxruntime_qnn (vendor libQnnHtp.so) not installed")
+    with Backend(str(lib), log_level="error") as be:
+        yield be

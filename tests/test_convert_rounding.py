@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vendor import our_library, vendor_library
 
 from qnnemu.client import Backend
 from qnnemu.headers import Q
@@ -123,24 +122,6 @@ def run_case(backend: Backend, op, din, qin, values, dout, qout) -> list[float]:
         return g.execute({"x": x})["y"].astype(np.float64).ravel().tolist()
     finally:
         ctx.free()
-
-
-@pytest.fixture(scope="module")
-def our_backend():
-    lib = our_library()
-    if lib is None:
-        pytest.skip("our libQnnHtpEmu.so is not built")
-    with Backend(str(lib), log_level="error") as be:
-        yield be
-
-
-@pytest.fixture(scope="module")
-def vendor_backend():
-    lib = vendor_library()
-    if lib is None:
-        pytest.skip("onnxruntime_qnn (vendor libQnnHtp.so) not installed")
-    with Backend(str(lib), log_level="error") as be:
-        yield be
 
 
 @pytest.mark.parametrize("op,din,qin,values,dout,qout,want", CASES, ids=IDS)

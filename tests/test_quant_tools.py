@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
-from vendor import our_library, vendor_library
 
 from qnnemu.client import Backend
 from qnnemu.headers import Q
@@ -62,24 +61,6 @@ def run_quantize(backend: Backend, op: str, x: np.ndarray, dtype: int, scale: fl
         return g.execute({"x": x})["y"].astype(np.int64)
     finally:
         ctx.free()
-
-
-@pytest.fixture(scope="module")
-def our_backend():
-    lib = our_library()
-    if lib is None:
-        pytest.skip("our libQnnHtpEmu.so is not built")
-    with Backend(str(lib), log_level="error") as be:
-        yield be
-
-
-@pytest.fixture(scope="module")
-def vendor_backend():
-    lib = vendor_library()
-    if lib is None:
-        pytest.skip("onnxruntime_qnn (vendor libQnnHtp.so) not installed")
-    with Backend(str(lib), log_level="error") as be:
-        yield be
 
 
 @pytest.mark.parametrize("dtype,offset", sorted(VENDOR_NEAR_TIES))

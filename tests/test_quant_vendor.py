@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from vendor import our_library, vendor_library
+from vendor import vendor_library
 
 from qnnemu.client import Backend
 from qnnemu.headers import Q
@@ -420,23 +420,6 @@ def run_case(backend: Backend, name: str):
 def ideal_codes(ref, s, o, dtype):
     lo, hi = RANGE[dtype]
     return np.clip(ref / s - o, lo, hi)
-
-
-@pytest.fixture(scope="module")
-def our_backend():
-    lib = our_library()
-    if lib is None:
-        pytest.skip("our libQnnHtpEmu.so is not built")
-    with Backend(str(lib), log_level="error") as be:
-        yield be
-
-
-@pytest.fixture(scope="module")
-def vendor_backend():
-    if HTP is None:
-        pytest.skip("onnxruntime_qnn (vendor libQnnHtp.so) not installed")
-    with Backend(str(HTP), log_level="error") as be:
-        yield be
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
