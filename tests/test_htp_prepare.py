@@ -2,13 +2,15 @@
 documentation, "Scheduling and Allocation"; docs/htp-prepare.md): each pass's inspectable result,
 spill/fill under small VTCM budgets (monotone in the budget), launch/wait pairs, VTCM offsets with
 no live overlap, a valid parallel schedule, the working-set failure, unchanged numerics, and
-properties over random DAGs (spill bytes, tiles and tile bytes monotone in the budget).
+properties over random DAGs (spill bytes never grow with the budget; at equal spill, fill bytes;
+at equal spill and fill, tiles and tile bytes).
 
 Graphs are built on the core objects (as the ABI layer hands them over), through the C ABI with
 qnnemu.client (VTCM_SIZE config), or as light stand-ins (tests/helpers/fake_graph.py FakeGraph) for
 hypothesis."""
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 
@@ -522,11 +524,29 @@ def _prepared(g: FakeGraph, budget: int):
     return prepare.prepare_graph(g)
 
 
+def check_monotone_in_vtcm(seen) -> None:
+    """What the ladder search guarantees as VTCM grows (``seen``: (budget, spill bytes, fill
+    bytes, planning budget, tiles, tile bytes), budgets ascending).  The kept plan is the best by
+    (spill bytes, fill bytes, largest planning budget) of a candidate set that only grows with
+    VTCM, so: spill bytes never grow; at equal spill bytes fill bytes never grow; at equal spill
+    and fill bytes the planning budget never shrinks, so tiles and tile bytes never grow.  Tiles
+    alone may grow when the larger VTCM admits a plan that moves fewer bytes by tiling more
+    (test_more_vtcm_may_tile_more_to_move_less)."""
+    for a, b in itertools.pairwise(seen):
+        assert a[1] >= b[1], f"spill bytes never grow with VTCM: {a[0]} -> {b[0]} B in {seen}"
+        if a[1] == b[1]:
+            assert a[2] >= b[2], f"fill bytes never grow with VTCM at equal spill: {a[0]} -> {b[0]} B in {seen}"
+        if a[1:3] == b[1:3]:
+            assert a[3] <= b[3], f"planning budget never shrinks at equal spill and fill: {a[0]} -> {b[0]} B in {seen}"
+            assert a[4] >= b[4] and a[5] >= b[5], \
+                f"tiles and tile bytes never grow at equal spill and fill: {a[0]} -> {b[0]} B in {seen}"
+
+
 @settings(max_examples=60, deadline=None)
 @given(random_dags(), st.data())
 def test_random_dags(g, data):
     """From the least budget the graph finalizes at to above its live peak: valid plans,
-    deterministic; spill bytes, tiles and tile bytes never grow with VTCM."""
+    deterministic, monotone in VTCM as check_monotone_in_vtcm states."""
     base = prepare._Analysis(g, prepare.device_model(g), prepare.graph_settings(g))
     least = base.floor()
     top = max(prepare.live_peak(base, list(range(len(g.nodes)))), max(n.working_set for n in base.nodes)) + 4096
@@ -540,9 +560,113 @@ def test_random_dags(g, data):
         for t in plan.tilings:
             assert t.working_set_bytes <= plan.planning_budget_bytes < t.untiled_working_set_bytes, \
                 f"{t.node}: tiled because it does not fit whole, its tiles fit"
-        seen.append((units * 2048, plan.spill_bytes, plan.tiles, plan.tile_fill_bytes + plan.tile_spill_bytes))
-    for k, what in ((1, "spill bytes"), (2, "tiles"), (3, "tile bytes")):
-        assert all(a[k] >= b[k] for a, b in zip(seen, seen[1:])), f"{what} never grow with VTCM: {seen}"
+        seen.append((units * 2048, plan.spill_bytes, plan.fill_bytes, plan.planning_budget_bytes, plan.tiles,
+                     plan.tile_fill_bytes + plan.tile_spill_bytes))
+    check_monotone_in_vtcm(seen)
+
+
+# A random DAG hypothesis found (uint8 activations, x a graph input, t11 the graph output):
+# (op, node, inputs, (output, shape)) in graph order.
+MORE_TILES_DAG = (
+    ("Reshape", "op0", ("x",), ("t0", (3, 3584))), ("Relu", "op1", ("t0",), ("t1", (9, 4096))),
+    ("Relu", "op2", ("t1",), ("t2", (12, 7168))), ("Reshape", "op3", ("t2",), ("t3", (12, 7168))),
+    ("Relu", "op4_t1", ("t1",), ("t4_t1", (12, 9216))), ("Relu", "op4_t2", ("t2",), ("t4_t2", (12, 9216))),
+    ("ElementWiseAdd", "op4", ("t4_t1", "t4_t2"), ("t4", (12, 9216))), ("Relu", "op5", ("t3",), ("t5", (12, 1024))),
+    ("Relu", "op6", ("t5",), ("t6", (3, 1024))), ("Reshape", "op7", ("x",), ("t7", (3, 3584))),
+    ("Reshape", "op8", ("t6",), ("t8", (3, 1024))), ("Relu", "op9_t1", ("t1",), ("t9_t1", (12, 4096))),
+    ("Relu", "op9_t5", ("t5",), ("t9_t5", (12, 4096))),
+    ("ElementWiseAdd", "op9", ("t9_t1", "t9_t5"), ("t9", (12, 4096))), ("Relu", "op10", ("x",), ("t10", (3, 1024))),
+    ("Relu", "op11", ("x",), ("t11", (12, 9216))))
+
+
+def _dag(spec, x=(3, 3584)) -> FakeGraph:
+    """A random_dags graph from its table: uint8, ``x`` the graph input, the last output the
+    graph output, the others NATIVE."""
+    g = FakeGraph("dag")
+    tensors = {"x": g.add_tensor("x", x, U8, APP_WRITE)}
+    for k, (op, name, ins, (out, dims)) in enumerate(spec):
+        tensors[out] = g.add_tensor(out, dims, U8, APP_READ if k == len(spec) - 1 else NATIVE)
+        g.add_node(op, name, [tensors[t] for t in ins], [tensors[out]])
+    return g
+
+
+def test_more_vtcm_may_tile_more_to_move_less():
+    """Pinned hypothesis counterexample to "tiles never grow with VTCM" (at equal spill bytes):
+    why it is not a property of a planner that minimizes DMA bytes.
+
+    Both budgets plan below 256 KiB on the same ladder (64 KiB multiples above 64 KiB, 2 KiB
+    steps from the floor).  The 196608 B rung runs op4_t2 whole: t2 (86016 B) in and t4_t2
+    (110592 B) out take all of it, so t1 (36864 B) is evicted and filled back a second time.
+    The 194560 B rung tiles op4_t2 (3 double-buffered tiles, 131072 B): t2 streams from its DDR
+    copy and t4_t2 to DDR (op4, itself tiled, reads it there anyway -- the same spill bytes), and
+    t1 stays resident: 36864 fill bytes fewer.  That plan never holds more than its 194560 B of
+    live blocks, but its blocks' lifetimes only pack into 221184 B of addresses: it cannot be
+    placed in 215040 B and can in 245760 B.  So more VTCM admits the plan that moves fewer
+    bytes (and is modelled faster), with 3 more tiles; keeping the 4-tile plan instead would
+    make the larger VTCM move more bytes."""
+    g = _dag(MORE_TILES_DAG)
+    small, big = _prepared(g, 215040), _prepared(g, 245760)
+    for plan in (small, big):
+        check_plan(plan, len(g.nodes))
+
+    def tiled(plan):
+        return {t.node: t.tiles for t in plan.tilings}
+
+    def t1_fills(plan):
+        return [s.outputs for s in plan.steps if s.kind == "fill" and s.inputs == ["t1#spill"]]
+
+    assert tiled(small) == {"op4": 4} and tiled(big) == {"op4_t2": 3, "op4": 4}, \
+        f"op4_t2 runs whole at 215040 B and tiled at 245760 B: {tiled(small)}, {tiled(big)}"
+    assert small.spill_bytes == big.spill_bytes == 454656, \
+        f"the same spill bytes at both budgets: {small.spill_bytes}, {big.spill_bytes}"
+    assert big.fill_bytes == small.fill_bytes - 36864, \
+        f"tiling op4_t2 saves t1's second fill (36864 B): {small.fill_bytes} -> {big.fill_bytes}"
+    assert len(t1_fills(small)) == 2 and len(t1_fills(big)) == 1, \
+        f"t1 filled twice with op4_t2 whole, once with it tiled: {t1_fills(small)}, {t1_fills(big)}"
+    op4_t2 = next(t for t in big.tilings if t.node == "op4_t2")
+    assert big.planning_budget_bytes == 194560 < op4_t2.untiled_working_set_bytes == 196608 == \
+        small.planning_budget_bytes, "op4_t2 (196608 B whole) fits the 196608 B rung, not the 194560 B one"
+    live = max(s.vtcm_bytes for s in big.steps)
+    assert live <= big.planning_budget_bytes < 215040 < big.peak_vtcm_bytes <= 245760, \
+        f"the 194560 B plan holds {live} B live but needs {big.peak_vtcm_bytes} B of addresses: " \
+        "placed in 245760 B, not in 215040 B"
+    assert big.total_cycles < small.total_cycles, \
+        f"the plan moving fewer bytes is modelled faster: {small.total_cycles} -> {big.total_cycles} cycles"
+    check_monotone_in_vtcm([(v, p.spill_bytes, p.fill_bytes, p.planning_budget_bytes, p.tiles,
+                             p.tile_fill_bytes + p.tile_spill_bytes) for v, p in ((215040, small), (245760, big))])
+
+
+# A random DAG hypothesis found: x [2, 2560] the graph input, t9 the graph output.
+SAME_ENTRIES_DAG = (
+    ("Relu", "op0", ("x",), ("t0", (2, 9216))), ("Relu", "op1_x", ("x",), ("t1_x", (2, 10240))),
+    ("Relu", "op1_t0", ("t0",), ("t1_t0", (2, 10240))),
+    ("ElementWiseAdd", "op1", ("t1_x", "t1_t0"), ("t1", (2, 10240))),
+    ("Relu", "op2_x", ("x",), ("t2_x", (2, 4096))), ("Relu", "op2_t0", ("t0",), ("t2_t0", (2, 4096))),
+    ("ElementWiseAdd", "op2", ("t2_x", "t2_t0"), ("t2", (2, 4096))), ("Reshape", "op3", ("x",), ("t3", (2, 2560))),
+    ("Reshape", "op4", ("x",), ("t4", (2, 2560))), ("Reshape", "op5", ("x",), ("t5", (2, 2560))),
+    ("Relu", "op6_x", ("x",), ("t6_x", (2, 1024))), ("Relu", "op6_t0", ("t0",), ("t6_t0", (2, 1024))),
+    ("ElementWiseAdd", "op6", ("t6_x", "t6_t0"), ("t6", (2, 1024))), ("Relu", "op7_t2", ("t2",), ("t7_t2", (2, 5120))),
+    ("Relu", "op7_x", ("x",), ("t7_x", (2, 5120))), ("ElementWiseAdd", "op7", ("t7_t2", "t7_x"), ("t7", (2, 5120))),
+    ("Reshape", "op8", ("x",), ("t8", (2, 2560))), ("Relu", "op9_t1", ("t1",), ("t9_t1", (2, 11264))),
+    ("Relu", "op9_t3", ("t3",), ("t9_t3", (2, 11264))),
+    ("ElementWiseAdd", "op9", ("t9_t1", "t9_t3"), ("t9", (2, 11264))))
+
+
+def test_rungs_with_the_same_plan_are_each_placed_within_their_own_budget():
+    """Pinned hypothesis counterexample to "spill bytes never grow with VTCM": the 71680 B and
+    69632 B rungs plan the same spills and tiles, but placed within 71680 B the blocks fragment
+    to 77824 B (packed lowest-first 75776 B) while within 69632 B they fit exactly.  The search
+    once skipped a rung whose entries an earlier rung had tried, so 71680 B fell back to a
+    59392 B plan with 43008 more spill bytes than 69632 B's."""
+    g = _dag(SAME_ENTRIES_DAG, x=(2, 2560))
+    small, big = _prepared(g, 69632), _prepared(g, 71680)
+    for plan in (small, big):
+        check_plan(plan, len(g.nodes))
+    assert small.planning_budget_bytes == big.planning_budget_bytes == 69632 == small.peak_vtcm_bytes, \
+        f"both keep the 69632 B rung, placed within it: {small.planning_budget_bytes}, " \
+        f"{big.planning_budget_bytes} B, peak {small.peak_vtcm_bytes} B"
+    assert (big.spill_bytes, big.fill_bytes, big.tiles) == (small.spill_bytes, small.fill_bytes, small.tiles) == \
+        (63488, 63488, 2), f"the same plan at both budgets: {small.passes[2]} / {big.passes[2]}"
 
 
 # ------------------------------------------------------------------------------- scale

@@ -19,8 +19,9 @@ result in the plan (qnnemu/htp/plan_types.py) and one line in ``plan.passes``:
    tiles of the largest size that fits): its inputs are read from DDR copies and its outputs
    written to DDR copies, tile by tile; only an op whose smallest tile cannot fit fails
    finalize (rule QNNEMU-prepare-working-set).  The pass runs over a ladder of budgets and
-   keeps the fewest spill bytes, so spill bytes, tiles and tile bytes never grow with the
-   VTCM budget;
+   keeps the fewest spill bytes, then fill bytes, so spill bytes never grow with the VTCM
+   budget, nor fill bytes at equal spill bytes, nor tiles and tile bytes at equal spill and
+   fill bytes (tiles alone may: docs/htp-prepare.md "Monotone in the budget");
 4. launch/wait split: DMA copies (spill, fill, and each tile's fill and spill) and HMX ops become
    a launch step on their background resource and a wait step their consumers depend on;
 5. offset allocation: TCM blocks get VTCM offsets (greedy by size, blocks not live together may
@@ -452,8 +453,9 @@ class _SpillResult:
 
     def key(self) -> tuple:
         """Plans are ranked by spill bytes, then fill bytes, then the largest budget (then a
-        ladder plan before the flush plan): a total order, so keeping the best of a nested
-        family of plans is monotone in the budget."""
+        ladder plan before the flush plan): a total order, so the best of a family of plans
+        that grows with VTCM never ranks worse with more VTCM.  Tiles are not ranked: a lower
+        rung's plan tiles more but may move fewer bytes (docs/htp-prepare.md)."""
         return (self.spill_bytes, self.fill_bytes, -self.budget, self.flush)
 
 
@@ -1087,17 +1089,31 @@ def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int
     """Passes 3-5 for the graph's VTCM ``budget``: the spill pass (tiling the ops that do not fit)
     and the flush plan at each budget of the ladder; the best by ``_SpillResult.key`` whose
     allocation fits is kept.  The candidates of a smaller budget are among those of a larger
-    one and the key is a total order, so spill bytes never grow with the budget, and the kept
-    plan's own budget never shrinks (its tiles never multiply)."""
+    one and the key is a total order, so spill bytes never grow with the budget, nor fill bytes
+    at equal spill bytes; at equal spill and fill bytes the kept plan's own budget never shrinks
+    (its tiles never multiply)."""
     floor = a.floor()
     ladder = budget_ladder(budget, floor, plan.runlist_peak_bytes) or [budget]
 
+    built: dict[tuple, _Steps] = {}
+    packed_too_big: set[tuple] = set()     # steps whose lowest-first packing exceeds the budget
+
     def attempt(r: _SpillResult):
-        st = build_steps(a, plan, r)
+        # Rungs often plan identical entries; their steps are shared, but each is placed within
+        # its own budget (a lower limit can pack where a higher one fragments), so none is
+        # skipped; the lowest-first packing ignores the limit and is tried once per steps.
+        key = (tuple(r.entries), tuple(sorted(r.tilings.items())), r.flush)
+        st = built.get(key)
+        if st is None:
+            st = built[key] = build_steps(a, plan, r)
         for compact in (False, True):
+            if compact and key in packed_too_big:
+                continue
             peak, constraints, buffer = allocate(st, r.budget, compact)
             if peak <= budget:
                 return r, st, peak, constraints, buffer
+            if compact:
+                packed_too_big.add(key)
         return None
     first = spill_pass(a, order, ladder[0])
     if not first.spill_bytes and not first.fill_bytes:
@@ -1110,12 +1126,7 @@ def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int
         [spill_pass(a, order, b, flush=True) for b in ladder]
     # Whether a plan fits depends on the plan only (offsets are placed within the plan's own
     # budget, or packed lowest-first), so a plan that fits a budget fits every larger one.
-    tried: set[tuple] = set()
     for r in sorted(results, key=_SpillResult.key):
-        key = (tuple(r.entries), tuple(sorted(r.tilings.items())), r.flush)
-        if key in tried:
-            continue
-        tried.add(key)
         got = attempt(r)
         if got is not None:
             return got

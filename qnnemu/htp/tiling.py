@@ -28,8 +28,10 @@ box of that space touches:
 and a tile extent along it; one index per tile along the tileable axes before it, whole after
 it; single- or double-buffered) with its VTCM need, and ``best(budget)`` picks the tiling with
 the fewest tiles whose working set fits (then double-buffered: tile i+1 fills while tile i
-computes; then the fewest bytes moved).  A larger budget can only offer more tilings, so the
-tile count never rises with VTCM.  docs/htp-prepare.md "Tiling" documents the rules.
+computes; then the fewest bytes moved).  A larger budget can only offer more tilings, so an
+op's tile count never rises with the budget it is tiled for (prepare's ladder may still tile
+more ops with more VTCM when that moves fewer bytes).  docs/htp-prepare.md "Tiling" documents
+the rules.
 """
 from __future__ import annotations
 
