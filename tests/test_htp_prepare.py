@@ -16,10 +16,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from helpers.fake_graph import APP_READ, APP_WRITE, F32, NATIVE, S8, SM8550, STATIC, U8, FakeGraph
+from hypothesis import given, settings, strategies as st
+
 from qnnemu.core.backend import Backend
 from qnnemu.core.context import Context
 from qnnemu.core.device import Device, DeviceModel

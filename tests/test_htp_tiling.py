@@ -30,15 +30,15 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from helpers.ort import pin_our_library
+from vendor import vendor_env, vendor_library
 
 import qnnemu
-from helpers.ort import pin_our_library
 from qnnemu.client import Backend, ffi, htp_device_config, htp_graph_config
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.htp import prepare, tiling
 from qnnemu.ops.base import TensorSpec
-from vendor import vendor_env, vendor_library
 
 KIB, MIB = 1024, 1 << 20
 SOC = 43                     # SM8550 (v73, 8 MiB VTCM): every test names its SoC
@@ -387,11 +387,10 @@ def test_vtcm_sweep_1_to_8_mib():
 
 # ----------------------------------------------------------------------- ONNX Runtime
 try:   # the ONNX Runtime tests skip without the test extras (fixture ``ep``); the rest still run
+    import models
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
-
-    import models
 except ImportError:
     onnx = ort = None
 import qnnemu.onnxruntime as qort  # noqa: E402
@@ -562,7 +561,7 @@ def finalizes(ep, path: Path, vtcm_mb: int) -> tuple[bool, str]:
     """Whether qnnemu finalizes the model's graph at ``vtcm_mb`` (ORT session creation)."""
     try:
         sess = session(ep, path, vtcm_mb)
-    except Exception as e:  # noqa: BLE001 - the EP's error carries the backend's
+    except Exception as e:
         return False, str(e)
     del sess
     return True, ""
