@@ -26,7 +26,7 @@ from test_saver_replay import cnn_model
 def session(path: str, backend: str | None) -> ort.InferenceSession:
     if backend is None:
         return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    dev = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"][0]
+    dev = next(d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider")
     so = ort.SessionOptions()
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     so.add_provider_for_devices([dev], {"backend_path": backend})

@@ -41,7 +41,7 @@ def qnn_device():
     except Exception as e:  # already registered
         if "already" not in str(e).lower():
             raise
-    return [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"][0]
+    return next(d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider")
 
 
 def session(path: Path, backend: str | None, device, options: dict) -> ort.InferenceSession:
@@ -138,10 +138,9 @@ def main() -> int:
                 ok &= speedup >= FLOOR
             elif vendor is not None:
                 ok = False
-            if "qnnemu" in outs:
-                if kind == "float" and "cpu_ep" in outs:
-                    d = float(np.max(np.abs(outs["qnnemu"] - outs["cpu_ep"])))
-                    print(f"max |qnnemu - cpu_ep| = {d:.3g} (max |cpu_ep| {np.max(np.abs(outs['cpu_ep'])):.3g})")
+            if "qnnemu" in outs and kind == "float" and "cpu_ep" in outs:
+                d = float(np.max(np.abs(outs["qnnemu"] - outs["cpu_ep"])))
+                print(f"max |qnnemu - cpu_ep| = {d:.3g} (max |cpu_ep| {np.max(np.abs(outs['cpu_ep'])):.3g})")
             if kind == "qdq" and scale:
                 for a, b in (("qnnemu", "vendor_htp"), ("qnnemu", "cpu_ep"), ("cpu_ep", "vendor_htp")):
                     if a in outs and b in outs:

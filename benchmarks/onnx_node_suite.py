@@ -348,7 +348,7 @@ class _Runner:
         except Exception as e:
             if "already" not in str(e).lower():
                 raise
-        self.device = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"][0]
+        self.device = next(d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider")
         self.options = {**options, "backend_path": backend_path}
 
     def _session(self, model: bytes, severity: int):
@@ -734,7 +734,8 @@ def failure_rows(ours: dict[str, dict], vendor: dict[str, str], known: dict[str,
     return rows
 
 
-def agreement(ours: dict[str, dict], vendor: dict[str, dict], ours_dir: Path, vendor_dir_: Path) -> dict[str, str | None]:
+def agreement(ours: dict[str, dict], vendor: dict[str, dict], ours_dir: Path,
+              vendor_dir_: Path) -> dict[str, str | None]:
     """For each case that ran on both backends: None when qnnemu's outputs match the vendor's
     (the same criterion, the vendor's outputs taking onnx's place), else the first mismatch."""
     out: dict[str, str | None] = {}

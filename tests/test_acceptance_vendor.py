@@ -274,11 +274,12 @@ CONTEXT_ROWS = {
     "IO_MEM_ESTIMATION": (dict(ioMemEstimation=True), Divergence(CREATE_ONLY, (True,) * 7), None),
     "PREPARE_ONLY": (dict(isPrepareOnly=False), SAME, None),
     "INIT_ACCELERATION": (dict(initAcceleration=True), Divergence(CREATE_ONLY, (True,) * 7), None),
-    "SKIP_VALIDATION_ON_BINARY_SECTION": (dict(skipValidationOnBinarySection=True), Divergence(CREATE_ONLY, (True,) * 7),
-                                          None),
+    "SKIP_VALIDATION_ON_BINARY_SECTION": (dict(skipValidationOnBinarySection=True),
+                                          Divergence(CREATE_ONLY, (True,) * 7), None),
     "SHARE_RESOURCES_OPTIMIZATION_TYPE": (dict(shareResOptType=1), Divergence(CREATE_ONLY, (True,) * 7), None),
     "USE_EXTENDED_UDMA": (dict(useExtendedUdma=True), Divergence(X86_EXEC.format("Create"), (True,) * 7), None),
-    "REGISTER_CONCURRENT_RESOURCE_SHARING": (dict(concurrentGroupRegistration={"maxSpillFillBuffer": 4096}), SAME, None),
+    "REGISTER_CONCURRENT_RESOURCE_SHARING": (dict(concurrentGroupRegistration={"maxSpillFillBuffer": 4096}), SAME,
+                                             None),
     "LORA_WEIGHT_SHARING_ENABLED": (dict(loraWeightSharingEnabled=True), Divergence(X86_EXEC.format("Execute"),
                                                                                     (True,) * 7), None),
     "LORA_WEIGHT_SHARING_RAM_PRELOAD_ENABLED": (dict(loraWeightSharingRamPreloadEnabled=True), SAME, None),
@@ -584,12 +585,12 @@ prow("ReduceMean axes as a UINT_32 scalar", op_row("ReduceMean", [scalar("axes",
 prow("ReduceMean axes 0 as a scalar", op_row("ReduceMean", [scalar("axes", U32, 0)], y_shape=(3,)), warn=AS_TENSOR)
 prow("LayerNorm axes as a scalar", op_row("LayerNorm", [scalar("axes", U32, 1)], inputs=(X23, np.ones(3, np.float32))),
      warn=AS_TENSOR)
-prow("ReluMinMax max_value as a tensor [1]", op_row("ReluMinMax", [MIN, tparam("max_value", np.array([2.0], np.float32))]),
-     warn=AS_SCALAR)
+prow("ReluMinMax max_value as a tensor [1]",
+     op_row("ReluMinMax", [MIN, tparam("max_value", np.array([2.0], np.float32))]), warn=AS_SCALAR)
 prow("ReluMinMax max_value as a UINT_32 tensor [1]",
      op_row("ReluMinMax", [MIN, tparam("max_value", np.array([2], np.uint32))]), warn=AS_SCALAR)
-prow("Softmax beta as a tensor [2]: its first value", op_row("Softmax", [tparam("beta", np.array([2.0, 3.0], np.float32))]),
-     warn=AS_SCALAR)
+prow("Softmax beta as a tensor [2]: its first value",
+     op_row("Softmax", [tparam("beta", np.array([2.0, 3.0], np.float32))]), warn=AS_SCALAR)
 prow("Elu alpha as a tensor [1]", op_row("Elu", [tparam("alpha", np.array([2.0], np.float32))]), warn=AS_SCALAR)
 prow("Concat axis as a rank-0 tensor", op_row("Concat", [tparam("axis", np.array(1, np.uint32))], inputs=(X23, B23),
                                               y_shape=(2, 6)), warn=AS_SCALAR)

@@ -44,7 +44,8 @@ def bool_members():
             name = prefix + OPTION_OF.get(member, _snake(member))
             if name not in options:
                 continue
-            yield pytest.param(struct, member, name, options[name], id=f"{struct.split('_')[0].removeprefix('QnnHtp')}.{member}")
+            yield pytest.param(struct, member, name, options[name],
+                               id=f"{struct.split('_')[0].removeprefix('QnnHtp')}.{member}")
 
 
 def _create(struct: str, member: str, name: str, option: int, byte: int, session):

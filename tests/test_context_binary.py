@@ -62,7 +62,9 @@ CONTEXT_CODES = set(Q.enum("QNN_CONTEXT_ERROR_")) - {Q.QNN_CONTEXT_ERROR_UNDEFIN
 
 # ---------------------------------------------------------------------------- blob headers
 def header_fields(blob: bytes) -> dict:
-    names = ["magic", "version", "header_size", "total_size", "flags", "payload_crc", "c0", "c1", "c2", "b0", "b1", "b2", "soc", "arch", "vtcm", "meta_off", "meta_size", "data_off", "data_size", "build", "graph_count", "meta_crc", "reserved", "header_crc"]
+    names = ["magic", "version", "header_size", "total_size", "flags", "payload_crc", "c0", "c1", "c2", "b0", "b1",
+             "b2", "soc", "arch", "vtcm", "meta_off", "meta_size", "data_off", "data_size", "build", "graph_count",
+             "meta_crc", "reserved", "header_crc"]
     return dict(zip(names, struct.unpack_from("<8sIIQII3H3HIIIQQQQ32sII28sI", blob, 0)))
 
 

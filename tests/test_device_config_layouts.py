@@ -431,7 +431,7 @@ def test_codes_match_the_vendor(vendor_codes, ours, case):
 def test_onnxruntime_ep_soc_and_arch_reach_the_device(qnn_abi, tmp_path):
     """The EP (built with new headers) writes its soc_model/htp_arch options in the 2.50 layout."""
     pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
-    onnx = pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
+    pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
     from onnx import TensorProto, helper
 
     import qnnemu.onnxruntime as qort

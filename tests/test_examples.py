@@ -188,7 +188,7 @@ def test_example_optrace_flow(example_run):
     out = work / "examples" / "out"
     log = json.loads((out / "profiled" / "qnn-profiling-data.json").read_text())
     assert log["optrace"] is True and log["profiling_level"] == "detailed", \
-        f"the profiling log records the optrace option: {dict((k, log[k]) for k in ('optrace', 'profiling_level'))}"
+        f"the profiling log records the optrace option: { {k: log[k] for k in ('optrace', 'profiling_level')} }"
     trace = json.loads((out / "trace.json").read_text())
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     assert len(events) > 0, "the chrometrace has events"
@@ -217,7 +217,8 @@ def test_readme_tools_commands_run(tmp_path, scripts_on_path):
     lines = blocks[0]
     scripts = {line.split()[0] for line in lines}
     assert scripts == {"qnnemu-context-binary-generator", "qnnemu-context-binary-utility", "qnnemu-net-run",
-                       "qnnemu-profile-viewer", "qnnemu-sdk-root"}, f"the block shows all five console scripts: {scripts}"
+                       "qnnemu-profile-viewer", "qnnemu-sdk-root"}, \
+        f"the block shows all five console scripts: {scripts}"
     if vendor_library() is None:
         lines = [line for line in lines if VENDOR_FLAG not in line]
     work = copy_examples(tmp_path)

@@ -48,7 +48,7 @@ def handle_parameters():
     for name, _ftype, sig in interface_entries():
         params = [p.strip() for p in sig[sig.index("(") + 1:-1].split(",")]
         handles = [(i, m.group(1), m.group(2)) for i, p in enumerate(params) if (m := HANDLE_PARAM.match(p))]
-        for index, htype, pname in handles:
+        for index, _htype, pname in handles:
             yield pytest.param(name, params, index, pname, id=f"{name}.{pname}")
 
 
@@ -62,7 +62,8 @@ def live():
     _, ctx = abi.create("contextCreate", vp(be), vp(dev), NULL)
     keep: list = []
     _, graph = abi.create("graphCreate", vp(ctx), abi.cstr("audit", keep), NULL)
-    x, y = abi.tensor("x", [1, 4], type_=Q.QNN_TENSOR_TYPE_APP_WRITE), abi.tensor("y", [1, 4], type_=Q.QNN_TENSOR_TYPE_APP_READ)
+    x = abi.tensor("x", [1, 4], type_=Q.QNN_TENSOR_TYPE_APP_WRITE)
+    y = abi.tensor("y", [1, 4], type_=Q.QNN_TENSOR_TYPE_APP_READ)
     for t in (x, y):
         assert abi.call("tensorCreateGraphTensor", vp(graph), t.ptr) == Q.QNN_SUCCESS, "tensorCreateGraphTensor"
     assert abi.call("graphAddNode", vp(graph), abi.op_config("relu", "Relu", [x], [y])) == Q.QNN_SUCCESS, "graphAddNode"

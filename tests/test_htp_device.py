@@ -167,7 +167,8 @@ def test_default_device_is_sm8350(env):
         "the platform info of the default device"
 
 
-@pytest.mark.parametrize("value", ["SM8550", "sm8650", "QNN_SOC_MODEL_SM8750", str(int(Q.QNN_SOC_MODEL_SM8850)), " 57 "])
+@pytest.mark.parametrize("value", ["SM8550", "sm8650", "QNN_SOC_MODEL_SM8750", str(int(Q.QNN_SOC_MODEL_SM8850)),
+                                   " 57 "])
 def test_soc_model_environment_selects_the_default(env, monkeypatch, value):
     """QNNEMU_SOC_MODEL (a QNN_SOC_MODEL_* number or name) makes another SoC the default device:
     deviceCreate without configs, deviceGetPlatformInfo without a device; a SOC config still wins."""
@@ -176,12 +177,14 @@ def test_soc_model_environment_selects_the_default(env, monkeypatch, value):
     assert want is not None and want.soc_model != socs.DEFAULT_SOC, f"{value!r} names a SoC other than the default"
     dev = _create(env)
     try:
-        assert _info("deviceGetInfo", vp(dev)) == _expected(want), f"QNNEMU_SOC_MODEL={value!r}: the device is {want.name}"
+        assert _info("deviceGetInfo", vp(dev)) == _expected(want), \
+            f"QNNEMU_SOC_MODEL={value!r}: the device is {want.name}"
     finally:
         abi.call("deviceFree", vp(dev))
     dev = _create(env, _custom(env, Q.QNN_HTP_DEVICE_CONFIG_OPTION_SOC, socModel=Q.QNN_SOC_MODEL_SM8450))
     try:
-        assert _info("deviceGetInfo", vp(dev))[0]["socModel"] == Q.QNN_SOC_MODEL_SM8450, "a SOC config wins over the variable"
+        assert _info("deviceGetInfo", vp(dev))[0]["socModel"] == Q.QNN_SOC_MODEL_SM8450, \
+            "a SOC config wins over the variable"
     finally:
         abi.call("deviceFree", vp(dev))
 

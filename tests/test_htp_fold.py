@@ -46,7 +46,7 @@ def fold_off_config():
 def enc(lo: float, hi: float, bits: int = 8) -> tuple[float, int]:
     """(scale, offset) putting real ``lo`` at code 0 and ``hi`` at the top code."""
     scale = float(np.float32((hi - lo) / ((1 << bits) - 1)))
-    return scale, int(round(lo / scale))
+    return scale, round(lo / scale)
 
 
 # -- the differential cases ----------------------------------------------------------------------
@@ -198,7 +198,8 @@ def test_vendor_fold_differential(ours, vendor, name):
         except QnnCallError as e:
             pytest.skip(f"the vendor backend refuses this graph: {e}")
         folds_seen = []
-        mine = [run(ours, case, fold_off, seed, inspect=lambda gr: folds_seen.append(dict(gr.plan.folds)))
+        mine = [run(ours, case, fold_off, seed,
+                    inspect=lambda gr, folds_seen=folds_seen: folds_seen.append(dict(gr.plan.folds)))
                 for seed in (1, 2)]
         results[fold_off] = theirs
         expect_fold = case.vendor_folds and not fold_off
@@ -311,8 +312,8 @@ def test_folded_vs_unfolded_codes(ours):
         f"default: the Relu (node 1) is folded into the Conv2d (node 0); plan folds {plan_on.folds}"
     assert plan_off.folds == {} and not plan_off.fold_relu, f"{FOLD_OFF}: no fold, plan folds {plan_off.folds}"
     assert np.array_equal(folded, expected_codes(real, True)), (
-        f"folded codes = real result rounded into the Relu encoding; {int(np.sum(folded != expected_codes(real, True)))}"
-        " differ")
+        "folded codes = real result rounded into the Relu encoding; "
+        f"{int(np.sum(folded != expected_codes(real, True)))} differ")
     assert np.array_equal(unfolded, expected_codes(real, False)), (
         f"unfolded codes = conv codes then Relu; {int(np.sum(unfolded != expected_codes(real, False)))} differ")
     unclipped = real > CONV_Q[0] * (255 + CONV_Q[1])

@@ -201,7 +201,8 @@ def test_python_exception_in_an_entry_is_not_success():
         print("rc", t.backendCreate(log[0], ffi.NULL, be))
         print("logged", any("backendCreate: internal error" in s and "injected failure" in s for s in seen))
     """)
-    assert f"rc {Q.QNN_COMMON_ERROR_GENERAL}" in r.stdout, f"exception -> QNN_COMMON_ERROR_GENERAL: {r.stdout} {r.stderr}"
+    assert f"rc {Q.QNN_COMMON_ERROR_GENERAL}" in r.stdout, \
+        f"exception -> QNN_COMMON_ERROR_GENERAL: {r.stdout} {r.stderr}"
     assert "logged True" in r.stdout, f"the exception was logged through the app's QnnLog callback: {r.stdout}"
 
 
@@ -236,7 +237,8 @@ def test_built_files_hold_nothing_of_the_build_machine():
         runpath = re.findall(r"\(RUNPATH\)\s+Library runpath: \[(.*)\]", dyn)
         assert runpath in ([], ["$ORIGIN"]), f"{f.name}: RUNPATH is $ORIGIN at most, got {runpath}"
         needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dyn))
-        assert needed <= allowed_needed, f"{f.name}: DT_NEEDED only libc's family (no libpython, no libcdsprpc): {needed}"
+        assert needed <= allowed_needed, \
+            f"{f.name}: DT_NEEDED only libc's family (no libpython, no libcdsprpc): {needed}"
         strings = subprocess.run(["strings", "-n", "4", str(f)], capture_output=True, text=True, check=True).stdout
         baked = sorted(p for p in machine if p in strings)
         assert not baked, f"{f.name}: no path of the build machine baked in: {baked}"
@@ -446,6 +448,7 @@ def test_backend_and_system_library_started_at_once(tmp_path):
     for attempt in range(5):
         r = subprocess.run([str(exe), str(LIB), qnnemu.system_library_path()], capture_output=True, text=True,
                            env=clean_env(), timeout=120)
-        assert r.returncode == 0, f"attempt {attempt}: both libraries start (exit {r.returncode}): {r.stdout} {r.stderr}"
+        assert r.returncode == 0, \
+            f"attempt {attempt}: both libraries start (exit {r.returncode}): {r.stdout} {r.stderr}"
         assert "QnnInterface_getProviders rc 0 n 1" in r.stdout and \
             "QnnSystemInterface_getProviders rc 0 n 1" in r.stdout, f"attempt {attempt}: {r.stdout}"

@@ -468,7 +468,8 @@ case("QNNEMU-op-param-missing", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfi
 case("QNNEMU-op-param-value", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.params[transpose_in1]")(
     lambda e: e.add_node(_relu_op(e, type_name="MatMul", inputs=[e.tensor("a"), e.tensor("b", (3, 2))],
                                   outputs=[e.tensor("y", (2, 2), type_=Q.QNN_TENSOR_TYPE_APP_READ)],
-                                  params=[abi.scalar_param("transpose_in1", Q.QNN_DATATYPE_UINT_32, "uint32Value", 2)])))
+                                  params=[abi.scalar_param("transpose_in1", Q.QNN_DATATYPE_UINT_32, "uint32Value",
+                                                           2)])))
 case("QNNEMU-op-param-type", Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, A, "opConfig.v1.params[max_value]")(
     lambda e: e.add_node(_param_op(e, _f32("min_value", 0.0),
                                    abi.scalar_param("max_value", Q.QNN_DATATYPE_BOOL_8, "bool8Value", 1))))
@@ -769,7 +770,8 @@ NOT_SUPPORTED = {
     "backendRegisterOpPackage": Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
     # backendRegisterOpPackageFromBinary, contextAddToDlc check their handles first (as the
     # vendor's library does): tests/test_qnn250_entries.py
-    **dict.fromkeys(("graphCreateSubgraph", "graphExecuteAsync", "graphPrepareExecutionEnvironment", "graphReleaseExecutionEnvironment"), Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE),
+    **dict.fromkeys(("graphCreateSubgraph", "graphExecuteAsync", "graphPrepareExecutionEnvironment",
+                     "graphReleaseExecutionEnvironment"), Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE),
 }
 
 

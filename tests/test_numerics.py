@@ -63,7 +63,8 @@ def test_htp_fp16_round_matches_the_independent_model():
 def test_htp_fp16_static_is_ieee_with_inf_and_nan_as_numbers():
     x = np.array([1 + 2 ** -11, 1 + 3 * 2 ** -11, 65519, 65520, 1e30, np.inf, -np.inf, np.nan, 2 ** -25], F32)
     want = [1.0, 1 + 2 ** -9, 65504, 65536, 65536, 65536, -65536, 98304, 0.0]
-    assert htp_fp16_static(x).tolist() == want, "IEEE rounding; the 0x7C00 / 0x7E00 patterns read as 2**16 / 1.5 * 2**16"
+    assert htp_fp16_static(x).tolist() == want, \
+        "IEEE rounding; the 0x7C00 / 0x7E00 patterns read as 2**16 / 1.5 * 2**16"
 
 
 def test_htp_fp16_to_fp32_adds_one_ulp():

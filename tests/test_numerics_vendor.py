@@ -233,7 +233,8 @@ def _cnn(g, rng):
                                          "pad_amount": np.zeros((2, 2), np.uint32)},
                outputs=[("p", (1, 6, 6, 16), F32)])
     m = g.node("ReduceMean", [p], params={"axes": u32(1, 2), "keep_dims": False}, outputs=[("m", (1, 16), F32)])
-    g.node("FullyConnected", [m, g.static("fw", randn(rng, 10, 16, scale=0.25)), g.static("fb", randn(rng, 10, scale=0.1))],
+    g.node("FullyConnected",
+           [m, g.static("fw", randn(rng, 10, 16, scale=0.25)), g.static("fb", randn(rng, 10, scale=0.1))],
            outputs=[("y", (1, 10), F32)], app_read=True)
     return {"x": x}
 
@@ -308,7 +309,7 @@ def test_differential(soc, monkeypatch):
         exact = {n: run_case(be, n) for n in names}
     rows, bad = [], []
     for n in names:
-        for out, v in theirs[n].items():
+        for out, _v in theirs[n].items():
             v64, o64, r64 = (np.asarray(d[n][out], np.float64) for d in (theirs, ours, exact))
             vendor_err = float(np.abs(v64 - r64).max())
             ours_err = float(np.abs(o64 - v64).max())
@@ -552,7 +553,7 @@ def _qparams(lo_real: float, hi_real: float, bits: int) -> tuple[float, int]:
     top = (1 << bits) - 1
     lo_real, hi_real = min(lo_real, 0.0), max(hi_real, 0.0)
     scale = float(np.float32((hi_real - lo_real) / top))
-    return scale, -int(round(-lo_real / scale))
+    return scale, -round(-lo_real / scale)
 
 
 def quant_case(op: str, out_bits: int):
@@ -565,7 +566,8 @@ def quant_case(op: str, out_bits: int):
         elif op == "FullyConnected":
             x_shape, w_shape, out_shape = (8, 64), (24, 64), (8, 24)
         else:
-            x_shape, w_shape, out_shape = (1, 6, 6, 16), ((3, 3, 1, 16) if op == "DepthWiseConv2d" else (3, 3, 16, 24)), None
+            x_shape = (1, 6, 6, 16)
+            w_shape = (3, 3, 1, 16) if op == "DepthWiseConv2d" else (3, 3, 16, 24)
             out_shape = (1, 6, 6, w_shape[3])
         qx = rng.integers(0, 65536, x_shape, dtype=np.uint16)
         wr = rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[:-1]) if op != "FullyConnected" else 64)

@@ -29,7 +29,7 @@ from onnx import TensorProto, helper  # noqa: E402
 from vendor import vendor_library  # noqa: E402
 
 import qnnemu.onnxruntime as qort  # noqa: E402
-from qnnemu.core import (
+from qnnemu.core import (  # noqa: E402
     backend as core_backend,
     binary,
 )
@@ -133,7 +133,8 @@ def test_ep_context_model_reloads_with_identical_outputs(tmp_path, monkeypatch, 
     assert spy.created == 0, f"loading an EPContext model prepared nothing (contextCreate calls: {spy.created})"
     assert spy.loaded == 1, f"one contextCreateFromBinary for the shared context (got {spy.loaded})"
     assert np.array_equal(got, want), \
-        f"outputs of the EPContext model equal the original session's bit for bit (max diff {np.max(np.abs(got - want))})"
+        "outputs of the EPContext model equal the original session's bit for bit " \
+        f"(max diff {np.max(np.abs(got - want))})"
     maps = Path("/proc/self/maps").read_text()
     assert os.path.join(qnnemu.library_dir(), "libQnnSystem.so") in maps, \
         "the EP read the binary through our libQnnSystem.so"

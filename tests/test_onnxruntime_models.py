@@ -171,7 +171,7 @@ def run_ours(path: Path, device, feeds, what: str) -> list[np.ndarray]:
     with qnnemu_log() as records:
         try:
             return run_qnn(path, qnnemu.backend_library_path(), device, feeds)
-        except Exception as e:  # noqa: BLE001 - reported with our log
+        except Exception as e:  # reported with our log
             error = str(e).strip()
     pytest.fail(f"{what}: the QNN EP on qnnemu failed: {error[:600]}\n"
                 f"qnnemu log:\n{describe_log(records)}", pytrace=False)

@@ -138,7 +138,8 @@ def test_qnnemu_refuses_what_the_vendor_refused(arch, sample):
     lenient = [m for m in res["mismatches"] if m["ours"] and m["lenient"]]
     assert all(m["stage"] == "graph" for m in lenient) and len(lenient) <= max(20, n_cases // 200), \
         f"v{arch}: graphFinalize takes {len(lenient)} configurations validation takes and the vendor's one-node " \
-        f"graph failed at one rank only (docs/op-support.md): {[(m['entry'], m['sig'], m['rank']) for m in lenient][:10]}"
+        "graph failed at one rank only (docs/op-support.md): " \
+        f"{[(m['entry'], m['sig'], m['rank']) for m in lenient][:10]}"
     ours = [(m["stage"], m["entry"], m["sig"], m["rank"], m["why"]) for m in res["mismatches"]
             if not m["ours"] and "[QNNEMU-htp-" in (m.get("why") or "")]
     assert not ours, f"v{arch}: op-support rules refuse {len(ours)} configurations the vendor took: {ours[:10]}"
@@ -303,10 +304,11 @@ def test_vendor_still_gives_the_recorded_verdicts(arch):
     cases = probe.sample_cases(sorted(ops.REGISTRY), 60, seed=100 + arch)
     env = vendor_env()
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    recs = probe.run_cases(str(vendor_library()), probe.arch_soc(arch), cases, env, f"test-v{arch}", log=lambda *_: None)
+    recs = probe.run_cases(str(vendor_library()), probe.arch_soc(arch), cases, env, f"test-v{arch}",
+                           log=lambda *_: None)
     doc = op_support.data()
     compared, differ = 0, []
-    for c, r in zip(cases, recs):
+    for _c, r in zip(cases, recs):
         if "crash" in r:
             continue
         v, g = probe.vendor_verdicts(doc, arch, r["entry"], r["sig"], r["rank"])

@@ -676,7 +676,7 @@ ONNX_CASES = [
 
 @pytest.mark.parametrize("case", ONNX_CASES, ids=[f"{c[0]}-{c[3]}" for c in ONNX_CASES])
 def test_against_onnx_reference(case):
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator
     op, attrs, opset, qnn_op, qnn_params, n, maker = case

@@ -653,7 +653,8 @@ def test_lstm_null_inputs_and_trailing_trim_agree():
     for a, b_, name in zip(full, packed, ("out[0]", "out[1]", "out[2]")):
         assert np.array_equal(a, b_), f"present-only arrays are put back at their positions " \
                                       f"({name})"
-    quant = dict.fromkeys(("input_gate_qscale", "forget_gate_qscale", "cell_gate_qscale", "output_gate_qscale", "hidden_state_qscale"), 0.25)
+    quant = dict.fromkeys(("input_gate_qscale", "forget_gate_qscale", "cell_gate_qscale", "output_gate_qscale",
+                           "hidden_state_qscale"), 0.25)
     with_q = run_op("Lstm", trim(q), lstm_params(**quant, hidden_state_offset=3.0))
     assert np.array_equal(with_q[0], full[0]), "quantization params do not change real results"
 

@@ -6,8 +6,8 @@ Devices: the vendor's default (SM8350, v68), where it runs IsNan and NonZero in 
 SM8350 device where both refuse Gru, RotaryEmbedding and GroupQueryAttention at graphFinalize
 (v68 has no float kernel for them; qnnemu: QNNEMU-htp-op-finalize, qnnemu/htp/op_support.py;
 qnnemu's default device is v73, hence the explicit SoC), and an SM8650 (v75) device for Gru,
-RotaryEmbedding and the random ops.  On v69+ the vendor computes float32 graphs in float16, so float results are compared
-within float16 rounding: |ours - vendor| <= F16_TOL * max(1, max|vendor|).
+RotaryEmbedding and the random ops.  On v69+ the vendor computes float32 graphs in float16, so float results are
+compared within float16 rounding: |ours - vendor| <= F16_TOL * max(1, max|vendor|).
 
 The vendor's device configuration is process-wide (a device made later with another SoC
 changes what earlier ones compute, even once freed), so each device's graphs run in a

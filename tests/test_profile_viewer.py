@@ -165,7 +165,8 @@ def test_checker_rejects_broken_traces():
         "thread unnamed": lambda ev: ev[first_x].update(tid=4242),
         "process unnamed": lambda ev: ev[first_x].update(pid=77),
         "bad metadata": lambda ev: ev[0]["args"].pop("name"),
-        "overlap without nesting": lambda ev: ev.append(dict(ev[first_x], ts=ev[first_x]["ts"] + ev[first_x]["dur"] / 2 + 1e-3,
+        "overlap without nesting": lambda ev: ev.append(dict(ev[first_x],
+                                                             ts=ev[first_x]["ts"] + ev[first_x]["dur"] / 2 + 1e-3,
                                                              dur=ev[first_x]["dur"] * 10)),
     }
     for what, mutate in cases.items():
@@ -252,7 +253,7 @@ def test_parallel_branches_lanes_and_dominant_path():
     assert sum(seg["cycles"] for seg in path) == covered == 7900, "the dominant path covers every busy cycle"
     assert [seg["name"] for seg in path][:2] == ["convLeft:launch", "convLeft"], \
         "HVX launch first, then the HMX op dominates while it runs"
-    dom = [e for e in x_events(trace, cat="dominant")]
+    dom = list(x_events(trace, cat="dominant"))
     assert [e["name"] for e in dom] == [seg["name"] for seg in path], "the Dominant path lane shows the segments"
 
 
@@ -589,7 +590,7 @@ def test_real_plan_under_a_small_vtcm_budget(vtcm_mb):
     trace = chrometrace.build_trace([doc])
     assert_valid(trace)
     for kind in ("spill", "fill"):
-        spans = [e for e in x_events(trace, cat=kind)]
+        spans = list(x_events(trace, cat=kind))
         assert len(spans) == sum(1 for s in plan.steps if s.kind == kind), f"every {kind} step is drawn"
     spill = counter_series(trace, "DMA bandwidth", "DRAM write (spill) MB/s")
     fill = counter_series(trace, "DMA bandwidth", "DRAM read (fill) MB/s")

@@ -86,7 +86,7 @@ def test_backend_and_tools_quantize_agree(our_backend, dtype, scale, offset_frac
     """Any per-tensor encoding: the tools' quantize and our backend's Quantize node give the same
     codes, for random values and values on/next to every kind of half-LSB threshold."""
     lo, hi = CODE_RANGE[dtype]
-    offset = -int(round(lo + offset_frac * (hi - lo)))  # zero point anywhere in the code range
+    offset = -round(lo + offset_frac * (hi - lo))  # zero point anywhere in the code range
     rng = np.random.default_rng(seed)
     codes = rng.integers(lo + offset - 2, hi + offset + 2, 64) + rng.choice([0.0, 0.5, 0.25], 64)
     ties = (codes * np.float64(np.float32(scale))).astype(np.float32)
@@ -136,4 +136,5 @@ def test_vendor_quantizes_like_the_tools(vendor_backend, op, dtype, scale, offse
     differ = np.flatnonzero(vendor != tools)
     assert differ.size == 0, (f"vendor {op} ({dtype:#x}, scale {scale}, offset {offset}) differs from "
                               f"tools.quantize on {differ.size} of {x.size}: x={x.ravel()[differ[:5]].tolist()} "
-                              f"vendor {vendor.ravel()[differ[:5]].tolist()} tools {tools.ravel()[differ[:5]].tolist()}")
+                              f"vendor {vendor.ravel()[differ[:5]].tolist()} "
+                              f"tools {tools.ravel()[differ[:5]].tolist()}")

@@ -61,7 +61,7 @@ def qparams(real_min: float, real_max: float, dtype: int) -> tuple[float, int]:
     lo, hi = RANGE[dtype]
     real_min, real_max = min(real_min, 0.0), max(real_max, 0.0)
     scale = (real_max - real_min) / (hi - lo) or 1.0
-    zero_point = int(round(lo - real_min / scale))
+    zero_point = round(float(lo - real_min / scale))  # numpy scalars in, an int out
     return float(np.float32(scale)), -zero_point
 
 

@@ -487,7 +487,8 @@ def test_default_version_is_3(monkeypatch, sysctx, small_blob):
     assert graph.version == 3 and graph.graphInfoV3.graphBlobInfo != ffi.NULL, "graph info v3 with an HTP blob"
     g = read_graph(graph, 3)
     assert g["blob"] == {"version": 1, "spillFill": spill(binary.inspect(small_blob).graphs[0]), "vtcm": 4,
-                         "optLevel": 2, "dlbc": 0, "hvx": 4}, "default HTP graph blob of the default device (SM8350: 4 MiB)"
+                         "optLevel": 2, "dlbc": 0, "hvx": 4}, \
+        "default HTP graph blob of the default device (SM8350: 4 MiB)"
     assert read_platform(a.info.contextBinaryInfoV3.platformInfo)["socModel"] == Q.QNN_SOC_MODEL_SM8350, \
         "default device: SM8350 (the HTP documentation's default socModel)"
     assert a.info.contextBinaryInfoV3.socModel == Q.QNN_SOC_MODEL_SM8350 and \
@@ -590,7 +591,7 @@ def test_updateable_tensors(monkeypatch, sysctx):
         b.node("ElementWiseMultiply", "mul", [h, scale], [y])
         b.graph.finalize()
         blob = binary.serialize(ctx)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         pytest.skip(f"UPDATEABLE_STATIC tensors cannot be serialized yet: {e}")
     finally:
         ctx.free()

@@ -229,7 +229,7 @@ def test_num_inferences_keep_outputs_and_profiling(workdir, our_binary, tmp_path
     calls = [c["call"] for c in prof["calls"]]
     assert calls.count("graphExecute") == 5 and calls[0] == "contextCreateFromBinary", \
         f"one profile record per profiled call, got {calls}"
-    execute = [c for c in prof["calls"] if c["call"] == "graphExecute"][0]
+    execute = next(c for c in prof["calls"] if c["call"] == "graphExecute")
     assert execute["events"] and all({"identifier", "value", "unit"} <= set(e) for e in execute["events"]), \
         "graphExecute events carry identifier/value/unit"
     assert any(e.get("sub_events") for e in execute["events"]), "detailed level: per-node sub-events"
@@ -318,7 +318,8 @@ def test_vendor_and_ours_agree(workdir, vendor_binary, our_binary, tmp_path, cap
         argv = ["--retrieve_context", binary, "--output_dir", tmp_path / name, "--input_list", lists,
                 "--native_input_tensor_names", "a,c", "--log_level", "error"]
         assert call(net_run.main, argv + (["--backend", backend] if backend else []), capsys)[0] == 0
-    ours, theirs = raw(tmp_path / "ours/conv_fc/Result_1/fc_out_0.raw"), raw(tmp_path / "vendor/conv_fc/Result_1/fc_out_0.raw")
+    ours = raw(tmp_path / "ours/conv_fc/Result_1/fc_out_0.raw")
+    theirs = raw(tmp_path / "vendor/conv_fc/Result_1/fc_out_0.raw")
     assert np.max(np.abs(ours - theirs)) <= 1e-4 * np.max(np.abs(theirs)), "float graph agrees across backends"
     diff = np.abs(raw(tmp_path / "ours/qadd/Result_0/s.raw") - raw(tmp_path / "vendor/qadd/Result_0/s.raw"))
     assert np.max(diff) <= QUANT_S[0] * 1.001, "quantized add within one output step"
@@ -444,7 +445,7 @@ def test_backend_and_system_library_resolution(tmp_path, capsys):
         assert Path(resolve_system_library(None, str(vendor_library()))) == vendor_library("libQnnSystem.so"), \
             "the System library next to the backend"
     assert resolve_system_library(None, None) == qnnemu.system_library_path(), "else ours"
-    with pytest.raises(ToolError, match="libNoSuchBackend.so"):
+    with pytest.raises(ToolError, match=r"libNoSuchBackend.so"):
         resolve_backend("libNoSuchBackend.so")
     # A library that is not a QNN backend / System library: a clear error, exit status 1.
     not_qnn = os.path.join(qnnemu.library_dir(), "libcdsprpc.so")
@@ -479,7 +480,8 @@ def test_generator_and_utility_bad_arguments(workdir, tmp_path, capsys):
     (lambda g: g["nodes"][0].update(colour="red"), "unknown keys ['colour']"),
     (lambda g: g["tensors"].append({"name": "q", "dtype": "UFIXED_POINT_8", "dims": [1]}), "needs a quant"),
     (lambda g: g["tensors"][2].update(data=[1.0, 2.0]), "2 inline values, dims [4] need 4"),
-    (lambda g: g["nodes"][1].update(outputs=["conv"]), "graphs[0].nodes[1].outputs[0]: tensor 'conv' is already produced by node 'conv'"),
+    (lambda g: g["nodes"][1].update(outputs=["conv"]),
+     "graphs[0].nodes[1].outputs[0]: tensor 'conv' is already produced by node 'conv'"),
     (lambda g: g["tensors"].append({"name": "w", "dtype": "FLOAT_32", "dims": [1]}),
      "graphs[0].tensors[8].name: tensor 'w' is declared twice (first at graphs[0].tensors[1])"),
 ])
@@ -734,7 +736,8 @@ def test_success_summaries(workdir, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a relative --json_file is shown as given
     assert utility.main(["--context_binary", str(tmp_path / "out" / "m.bin"), "--json_file", "m.json"]) == 0
     out = capsys.readouterr().out
-    assert out == f"qnnemu-context-binary-utility: wrote m.json (2 graphs of {tmp_path / 'out' / 'm.bin'}, {size} bytes)\n", \
+    assert out == ("qnnemu-context-binary-utility: wrote m.json "
+                   f"(2 graphs of {tmp_path / 'out' / 'm.bin'}, {size} bytes)\n"), \
         f"the utility's one-line summary: {out!r}"
 
 

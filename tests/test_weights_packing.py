@@ -226,7 +226,8 @@ def test_packed_binary_is_smaller_by_the_layout_amount_and_runs_bit_identically(
     # Metadata: a ',"packing":"int4"' and a ',"packing":"uint4"' key, "true" instead of "false",
     # and the blob sizes / CRC-32s (same number of digits here: 27 -> 14, 540 -> 270).
     marker_bytes = len(',"packing":"int4"') + len(',"packing":"uint4"') + len("true") - len("false")
-    crc_digits = sum(len(str(b["crc32"])) for b in meta_on["blobs"]) - sum(len(str(b["crc32"])) for b in meta_off["blobs"])
+    crc_digits = (sum(len(str(b["crc32"])) for b in meta_on["blobs"])
+                  - sum(len(str(b["crc32"])) for b in meta_off["blobs"]))
     assert h_on.metadata_size - h_off.metadata_size == marker_bytes + crc_digits, "metadata grows by the markers"
     # Data section: 724 bytes unpacked (qw@0, qb@64, fw@128, fb@704), 468 packed (fb@448).
     assert (h_off.data_size, h_on.data_size) == (724, 468), "data sections"
@@ -315,7 +316,8 @@ def test_determinism_and_reserialization():
 
 
 def test_weight_sharing_shares_packed_blobs():
-    sharing = {"htp": {"QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED": {"option": 1, "weightSharingEnabled": True}}}
+    sharing = {"htp": {"QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED": {"option": 1,
+                                                                              "weightSharingEnabled": True}}}
     ctx = new_context(sharing)
     quant_graph(ctx, "a")
     quant_graph(ctx, "b")
@@ -357,7 +359,8 @@ def test_version_1_binaries_still_load():
         ctx.free()
     with pytest.raises(QnnError) as e:
         load(old, compatibility="strict")
-    assert (e.value.code, e.value.rule) == (Q.QNN_CONTEXT_ERROR_BINARY_SUBOPTIMAL, "QNNEMU-binary-suboptimal-version"), \
+    assert (e.value.code, e.value.rule) == (Q.QNN_CONTEXT_ERROR_BINARY_SUBOPTIMAL,
+                                            "QNNEMU-binary-suboptimal-version"), \
         "STRICT: a format-1 binary is older than the current version (suboptimal)"
 
 

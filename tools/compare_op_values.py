@@ -212,7 +212,8 @@ def compare(arch: int, cases: list[dict], wide: bool = False) -> list[dict]:
     rows = []
     for c, v, o in zip(cases, theirs, ours):
         if "error" in v or "error" in o:
-            ok, why = ("error" in v) == ("error" in o), f"vendor {v.get('error', 'ran')}, qnnemu {o.get('error', 'ran')}"
+            ok = ("error" in v) == ("error" in o)
+            why = f"vendor {v.get('error', 'ran')}, qnnemu {o.get('error', 'ran')}"
         else:
             ok, why = agree(o["outputs"], v["outputs"])
         rows.append({"case": c, "vendor": v, "ours": o, "agree": ok, "why": why})

@@ -250,7 +250,6 @@ class Generator:
 
     def header(self, header: str) -> str:
         m = self.m
-        mine = [n for n, h in self.home.items() if h == header]
         guard = "QNNEMU_" + re.sub(r"\W", "_", header).upper()
         consts = [n for n in m["constants"] if self.home[n] == header]
         strings = [n for n in m["strings"] if self.home[n] == header]

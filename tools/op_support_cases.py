@@ -730,5 +730,5 @@ def canonical_rank(op: str) -> int:
     return 4 if 4 in ranks else next(r for r in ranks if r > 0)
 
 
-__all__ = ["DTYPES", "TEMPLATES", "PAIR_OPS", "VARIANTS", "VARIANT_DTYPES", "ALT", "ALT_BASE_DIMS", "Template", "In", "Config", "Tensor", "resolve", "canonical_rank",
-           "qnn_dtype", "params_of", "infer_shapes", "FIXED", "FLOATS"]
+__all__ = ["DTYPES", "TEMPLATES", "PAIR_OPS", "VARIANTS", "VARIANT_DTYPES", "ALT", "ALT_BASE_DIMS", "Template", "In",
+           "Config", "Tensor", "resolve", "canonical_rank", "qnn_dtype", "params_of", "infer_shapes", "FIXED", "FLOATS"]

@@ -555,7 +555,7 @@ def measure_arch(library: str, arch: int, ops: list[str], env: dict, raw: list, 
                 listed[e].append(s)
     # Graph failures in ranks some configuration finalized at: again in the alternative shapes.
     finalized_ranks = collections.defaultdict(set)
-    for c, e, r in zip(cases, entries, recs):
+    for _c, e, r in zip(cases, entries, recs):
         if "stage" not in r and "graph" not in r and "crash" not in r:
             finalized_ranks[e].add(r["rank"])
     alt_of = [(c, e, r) for c, e, r in zip(cases, entries, recs)
@@ -840,7 +840,8 @@ def check_ours_main(a) -> int:
                 return 2
             res = json.loads(out.read_text())
         results.append(res)
-        by = collections.Counter((m["stage"], "qnnemu accepts" if m["ours"] else "qnnemu refuses") for m in res["mismatches"])
+        by = collections.Counter((m["stage"], "qnnemu accepts" if m["ours"] else "qnnemu refuses")
+                                 for m in res["mismatches"])
         print(f"v{arch}: {res['cases']} cases, {res['compared']} verdicts compared, {len(res['mismatches'])} differ "
               f"{dict(by)}")
         refused = [m for m in res["mismatches"] if not m["ours"]]

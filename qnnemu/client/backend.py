@@ -135,7 +135,7 @@ class Backend:
         try:
             if fn(code, out) != Q.QNN_SUCCESS or out[0] == ffi.NULL:
                 return None
-        except Exception:
+        except Exception:  # noqa: BLE001 - the probed library's errorGetMessage failed: no message
             return None
         return ffi.string(out[0]).decode("utf-8", "replace")
 

@@ -52,7 +52,7 @@ def make_log_callback(the_ffi, libc, logger: logging.Logger):
             libc.vsnprintf(buf, 4096, fmt, args)
             logger.log(_PY_LEVELS.get(level, logging.DEBUG), "%s",
                        the_ffi.string(buf).decode("utf-8", "replace").rstrip("\n"))
-        except Exception:  # an exception must never cross back into C
+        except Exception:  # noqa: BLE001 - an exception must never cross back into C
             pass
     return callback
 

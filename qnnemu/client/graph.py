@@ -133,7 +133,7 @@ class Graph:
     def _outputs(self, outputs: Sequence[Any], app_read: bool | Iterable[str]) -> list[Tensor]:
         """The node's output tensors from ``(name, shape, dtype[, quant])`` tuples: NATIVE, or
         APP_READ graph outputs when ``app_read`` is True or names them."""
-        read = (set(o[0] for o in outputs) if app_read is True
+        read = ({o[0] for o in outputs} if app_read is True
                 else set() if app_read is False else set(app_read))
         out_tensors = []
         for spec in outputs:

@@ -75,7 +75,7 @@ def check_axes(op: str, value, rank: int, name: str = "axes") -> tuple[int, ...]
         raise OpCheckError(f"QNNEMU-{op}-axes", f"params[{name}]",
                            f"every axis must be in [0, {rank - 1}] for input rank {rank}, "
                            f"got {a.tolist()}")
-    return tuple(sorted(set(int(v) for v in a)))
+    return tuple(sorted({int(v) for v in a}))
 
 
 def check_axis(op: str, axis: int, rank: int, name: str = "axis") -> int:

@@ -29,6 +29,7 @@ Kernels: "reference" reduces numpy sliding windows; "fast" runs the 2-D ops in C
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -115,10 +116,8 @@ class _Pool(Op, register=False):
         super().__init__(params, inputs, outputs)
         self._geom = None
         if self.input_specs:
-            try:
+            with contextlib.suppress(OpCheckError):
                 self._geom = self.geometry(self.input_specs[0].shape, params)
-            except OpCheckError:
-                pass
 
     def zero_padding(self) -> bool:
         """Max pooling counts cells outside the input as zeros (float32 data on v68) rather than
@@ -210,7 +209,7 @@ def pool_separable(kind: str, x: np.ndarray, k, s, pad, out, count_pad=False) ->
     for i in range(S):
         ax = 1 + i
 
-        def tap(t, ax=ax, i=i):
+        def tap(t, ax=ax, i=i, y=y):
             sl = [slice(None)] * y.ndim
             sl[ax] = slice(t, t + (out[i] - 1) * s[i] + 1, s[i])
             return y[tuple(sl)]

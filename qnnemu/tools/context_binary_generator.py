@@ -537,7 +537,7 @@ def generate_from_onnx(model: str, backend: str, config: BackendConfig,
         options = {**_onnx_provider_options(config), "backend_path": backend}
         try:
             qort.session(model, provider_options=options, session_options=so)
-        except Exception as e:  # ONNX Runtime raises its own exception types
+        except Exception as e:  # noqa: BLE001 - ONNX Runtime raises its own exception types
             raise ToolError(f"--model {model}: ONNX Runtime could not prepare the model on "
                             f"{backend}: {e}") from None
         if not os.path.isfile(dumped):

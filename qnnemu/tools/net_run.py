@@ -157,7 +157,7 @@ def _input_lists(args, graphs) -> list[str | None]:
 
 
 def _run_graph(args, graph, inferences, out_dir: str, profiler: _ProfileLog) -> int:
-    native = set(n for n in (args.native_input_tensor_names or "").split(",") if n)
+    native = {n for n in (args.native_input_tensor_names or "").split(",") if n}
     unknown = native - {t.name for t in graph.inputs}
     if unknown and args.native_input_tensor_names:
         log.warning("--native_input_tensor_names: %s are not inputs of graph %r",

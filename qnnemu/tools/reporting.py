@@ -95,7 +95,7 @@ class _Reporter(logging.Handler):
                 ready, self.held = self.held[:cut], self.held[cut:]
                 for m in ready:
                     self._write(m)
-        except Exception:  # logging must never break a tool
+        except Exception:  # noqa: BLE001 - logging must never break a tool
             self.handleError(record)
 
     def flush_held(self) -> None:

@@ -120,8 +120,8 @@ def pie_svg(values: list[tuple[str, float]], title: str, svg_id: str) -> str:
     total = sum(v for _, v in slices)
     r, cx, cy = 90, 100, 100
     height = max(210, 24 + 18 * len(slices))
-    parts = [f'<svg id="{svg_id}" class="pie" xmlns="http://www.w3.org/2000/svg" width="520" '
-             f'height="{height}" viewBox="0 0 520 {height}" role="img" aria-label="{html.escape(title)}">',
+    parts = [(f'<svg id="{svg_id}" class="pie" xmlns="http://www.w3.org/2000/svg" width="520" '
+              f'height="{height}" viewBox="0 0 520 {height}" role="img" aria-label="{html.escape(title)}">'),
              f"<title>{html.escape(title)}</title>"]
     if total <= 0:
         parts.append('<text x="10" y="20">no data</text></svg>')
@@ -223,7 +223,8 @@ function chartColumn(table, col){
     else { var end = angle + 2 * Math.PI * frac;
       el = document.createElementNS(ns, 'path');
       el.setAttribute('d', 'M100,100 L' + (100 + 90 * Math.cos(angle)) + ',' + (100 + 90 * Math.sin(angle)) +
-        ' A90,90 0 ' + (frac > 0.5 ? 1 : 0) + ' 1 ' + (100 + 90 * Math.cos(end)) + ',' + (100 + 90 * Math.sin(end)) + ' Z');
+        ' A90,90 0 ' + (frac > 0.5 ? 1 : 0) + ' 1 ' +
+        (100 + 90 * Math.cos(end)) + ',' + (100 + 90 * Math.sin(end)) + ' Z');
       angle = end; }
     el.setAttribute('class', 'slice'); el.setAttribute('fill', colour); el.setAttribute('data-label', d[0]);
     svg.appendChild(el);
@@ -283,7 +284,7 @@ def _table(table_id: str, columns: list[tuple[str, str, str]], rows: list[dict],
     """columns: (key, header, "num" | "text" | "filter") -- "filter" text columns get a filter
     box; "num" columns a chart button and a ``data-value`` per cell for sorting/charting."""
     out = [f'<table class="qhas" id="{table_id}" data-label-col="{label_col}"><thead><tr>']
-    for i, (key, header, kind) in enumerate(columns):
+    for i, (_key, header, kind) in enumerate(columns):
         chart = (f'<button class="chart" data-col="{i}" title="pie chart of this column">'
                  f'&#9684;</button>') if kind == "num" else ""
         out.append(f'<th data-name="{html.escape(header)}" data-kind="{kind}">{html.escape(header)}'
@@ -291,14 +292,14 @@ def _table(table_id: str, columns: list[tuple[str, str, str]], rows: list[dict],
     out.append("</tr>")
     if any(kind == "filter" for _, _, kind in columns):
         out.append('<tr class="filters">')
-        for i, (key, header, kind) in enumerate(columns):
+        for i, (_key, header, kind) in enumerate(columns):
             out.append(f'<th><input class="filter" data-col="{i}" placeholder="filter" '
                        f'aria-label="filter {html.escape(header)}"></th>' if kind == "filter" else "<th></th>")
         out.append("</tr>")
     out.append("</thead><tbody>")
     for row in rows:
         out.append("<tr>")
-        for key, header, kind in columns:
+        for key, _header, kind in columns:
             value = row.get(key)
             if kind == "num" and isinstance(value, (int, float)) and not isinstance(value, bool):
                 out.append(f'<td class="num" data-value="{value!r}">{html.escape(_fmt(value))}</td>')
@@ -312,8 +313,8 @@ def _table(table_id: str, columns: list[tuple[str, str, str]], rows: list[dict],
 def _overall_table(overall: dict) -> str:
     rows = [("Graph", overall["graph"]), ("SoC", f"{overall['soc']} ({overall['soc_model']})"),
             ("HTP arch", overall["arch"]),
-            ("Core clock", f"{overall['clocks']['core_mhz']:g} MHz ({overall['clocks'].get('corner', '')}, "
-                           f"{overall['clocks']['source']})"),
+            ("Core clock", (f"{overall['clocks']['core_mhz']:g} MHz ({overall['clocks'].get('corner', '')}, "
+                            f"{overall['clocks']['source']})")),
             ("VTCM budget (bytes)", overall["vtcm_budget_bytes"]),
             ("Peak VTCM (bytes)", overall["peak_vtcm_bytes"]),
             ("Spill bytes", overall["spill_bytes"]), ("Fill bytes", overall["fill_bytes"]),
