@@ -193,7 +193,8 @@ def test_spilling_graph_trace():
             e["args"]["wait_cycles"] == s.wait_cycles and e["args"]["overlap_cycles"] == s.overlap_cycles, \
             f"{s.name}: the step's numbers are in args"
     assert by_name["r:spill"]["args"]["system_service"] == "TcmToDram" and \
-        by_name["r:fill"]["args"]["system_service"] == "DramToTcm", "spill/fill carry the documented System Service names"
+        by_name["r:fill"]["args"]["system_service"] == "DramToTcm", \
+        "spill/fill carry the documented System Service names"
     assert by_name["r:spill"]["args"]["dma_bytes"] == 128 * KB == by_name["r:fill"]["args"]["dma_bytes"], \
         "spill/fill bytes come from the blocks they copy"
     assert by_name["mul"]["args"]["overlap_with"] == ["r:spill"] and \

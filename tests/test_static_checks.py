@@ -19,15 +19,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# ruff is clean on these.
+# ruff is clean on all of these: every Python path of the repository.
 RUFF_CLEAN = ["qnnemu/errors.py", "qnnemu/location.py", "qnnemu/rules.py", "qnnemu/headers.py",
               "qnnemu/_version.py", "qnnemu/spec", "qnnemu/htp", "qnnemu/core", "qnnemu/abi",
               "qnnemu/__init__.py", "qnnemu/onnxruntime.py", "qnnemu/system_client.py", "qnnemu/ops",
-              "qnnemu/client", "qnnemu/tools", "benchmarks", "tools", "setup.py", "csrc", "examples"]
-# Not fixed yet: tests/test_htp_prepare.py and tests/test_htp_tiling.py (import order, a stale
-# noqa) wait for the branch editing them to merge.  Remove the entry (and with it the xfail
-# test) once `ruff check tests` passes.
-RUFF_PENDING = ["tests"]
+              "qnnemu/client", "qnnemu/tools", "benchmarks", "tools", "setup.py", "csrc", "examples",
+              "tests"]
 
 
 def _tool(module: str) -> list[str]:
@@ -54,25 +51,17 @@ def test_ruff_clean_layers():
     assert r.returncode == 0, f"ruff check {' '.join(RUFF_CLEAN)} found problems:\n{r.stdout}{r.stderr}"
 
 
-@pytest.mark.xfail(reason="tests/test_htp_prepare.py and tests/test_htp_tiling.py wait for the branch "
-                          "editing them to merge (issue 12 item 8)", strict=False)
-def test_ruff_pending_paths():
-    present = [p for p in RUFF_PENDING if (ROOT / p).exists()]
-    r = _ruff(present)
-    assert r.returncode == 0, f"ruff check {' '.join(present)} found problems:\n{r.stdout}{r.stderr}"
-
-
 def test_ruff_configuration_covers_the_repository():
-    """Every Python path of the repository is checked by one of the two ruff tests (a new
-    top-level module or directory must be added to RUFF_CLEAN, or while unfixed RUFF_PENDING)."""
-    listed = {Path(p) for p in RUFF_CLEAN + RUFF_PENDING}
+    """Every Python path of the repository is checked by the ruff test (a new top-level module or
+    directory must be added to RUFF_CLEAN)."""
+    listed = {Path(p) for p in RUFF_CLEAN}
     r = _run([*_tool("ruff"), "check", "--no-cache", "--show-files", "."])
     assert r.returncode == 0, f"ruff --show-files failed:\n{r.stdout}{r.stderr}"
     files = [Path(line.strip()).resolve().relative_to(ROOT) for line in r.stdout.splitlines()
              if line.strip().endswith((".py", ".pyi"))]
     assert files, "ruff --show-files listed no file: the configuration excludes everything"
     unlisted = sorted(str(f) for f in files if not any(f == p or p in f.parents for p in listed))
-    assert not unlisted, f"files ruff checks that neither RUFF_CLEAN nor RUFF_PENDING names: {unlisted}"
+    assert not unlisted, f"files ruff checks that RUFF_CLEAN does not name: {unlisted}"
 
 
 def test_mypy_clean():
