@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from vendor import our_library, vendor_library
+from vendor import vendor_library
 
 from qnnemu.client import Backend, QnnCallError, _null_terminated, ffi, htp_graph_config
 from qnnemu.core.handles import HANDLES
@@ -169,20 +169,13 @@ def run(backend: Backend, case: FoldCase, fold_off: bool, seed: int = 1, inspect
 
 
 @pytest.fixture(scope="module")
-def ours():
-    lib = our_library()
-    if lib is None:
-        pytest.skip("our libQnnHtpEmu.so is not built")
-    with Backend(str(lib), log_level="error") as be:
-        yield be
+def ours(our_backend):
+    return our_backend      # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
-def vendor():
-    if HTP is None:
-        pytest.skip("onnxruntime_qnn (vendor libQnnHtp.so) not installed")
-    with Backend(str(HTP), log_level="error") as be:
-        yield be
+def vendor(vendor_backend):
+    return vendor_backend   # tests/conftest.py
 
 
 REPORT: dict[tuple[str, str], tuple[float, float, int]] = {}
