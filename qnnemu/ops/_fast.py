@@ -21,7 +21,7 @@ as one OpenBLAS thread): splitting them gains at most a fraction of a millisecon
 loaded machine a second thread that waits for a core costs a scheduler time slice (several ms)
 per call -- BERT-size FullyConnected / MatMul steps went from 0.3 ms to 15-60 ms each when
 another process kept one of 2 cores busy (docs/gemm-threads.md).
-Environment overrides: ``QNNEMU_GEMM=c|blas``, and ``QNNEMU_NUM_THREADS``: the threads of the
+Environment overrides: ``QNNEMU_GEMM=c|blas``, ``QNNEMU_GEMM_SINGLE_THREAD_FMAS`` (the limit above), and ``QNNEMU_NUM_THREADS``: the threads of the
 C GEMM and of the memory-bound C kernels (default: OpenBLAS's thread count, else the CPUs
 this process may run on; threads are started per call for large enough work only).
 
@@ -216,7 +216,8 @@ C_BATCH_MIN_FMAS = 1 << 22
 
 # Products with fewer multiply-adds than this run on the calling thread only (module docstring):
 # 2**26 take ~3 ms on one AVX-512 core (the FFN FullyConnected of the benchmark BERT is 2**25).
-SINGLE_THREAD_MAX_FMAS = 1 << 26
+# QNNEMU_GEMM_SINGLE_THREAD_FMAS overrides it (0: every product may be split, as before).
+SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_GEMM_SINGLE_THREAD_FMAS", "") or (1 << 26))
 
 
 def _small(fmas: int) -> bool:
