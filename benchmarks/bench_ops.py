@@ -215,7 +215,7 @@ def bert_threads(runs: int) -> None:
                     ms = []
                     for limit in (0, default):
                         _fast.SINGLE_THREAD_MAX_FMAS = limit
-                        ms.append(_median_ms(lambda: g.execute(feeds), runs))
+                        ms.append(_median_ms(lambda g=g, feeds=feeds: g.execute(feeds), runs))
                     _fast.SINGLE_THREAD_MAX_FMAS = default
                     tot = [tot[0] + ms[0], tot[1] + ms[1]]
                     print(f"  {label:50s} {load:8s} {ms[0]:8.3f} {ms[1]:9.3f} {ms[0] / ms[1]:7.1f}x")

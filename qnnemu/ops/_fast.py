@@ -14,14 +14,16 @@ itself, but half as fast when it runs AVX2 ones on an AVX-512 CPU (``OPENBLAS_CO
 Haswell``, or an OpenBLAS too old for the CPU).  So the C GEMM is used when the CPU has
 AVX-512 and OpenBLAS reports a non-AVX-512 core; BLAS otherwise (and whenever the BLAS is not
 an OpenBLAS that says which core it runs).  Even then, products with fewer than
-``C_GEMM_MIN_ROWS`` rows and batches of small GEMMs (attention heads) stay in BLAS.
-Products of fewer than ``SINGLE_THREAD_MAX_FMAS`` multiply-adds run on the calling thread
-alone, in the C GEMM whichever backend is chosen when it has its AVX-512 micro-kernel (as fast
+``C_GEMM_MIN_ROWS`` rows stay in BLAS, and so do batches of small GEMMs (attention heads)
+unless the rule below takes them.
+
+Products of fewer than ``SINGLE_THREAD_MAX_FMAS`` multiply-adds run on the calling thread alone, in the C GEMM whichever backend is chosen when it has its AVX-512 micro-kernel (as fast
 as one OpenBLAS thread): splitting them gains at most a fraction of a millisecond, but on a
 loaded machine a second thread that waits for a core costs a scheduler time slice (several ms)
-per call -- BERT-size FullyConnected / MatMul steps went from 0.3 ms to 15-60 ms each when
-another process kept one of 2 cores busy (docs/gemm-threads.md).
-Environment overrides: ``QNNEMU_GEMM=c|blas``, ``QNNEMU_GEMM_SINGLE_THREAD_FMAS`` (the limit above), and ``QNNEMU_NUM_THREADS``: the threads of the
+per call -- BERT-size FullyConnected / MatMul steps took 15-60 ms instead of 0.3-1 ms each
+while other processes loaded the 2 cores (docs/gemm-threads.md).
+Environment overrides: ``QNNEMU_GEMM=c|blas``, ``QNNEMU_GEMM_SINGLE_THREAD_FMAS`` (the limit
+above), and ``QNNEMU_NUM_THREADS``: the threads of the
 C GEMM and of the memory-bound C kernels (default: OpenBLAS's thread count, else the CPUs
 this process may run on; threads are started per call for large enough work only).
 
@@ -462,6 +464,7 @@ def pool2d(kind: str, x: np.ndarray, k, stride, pad, out_hw, count_pad: bool = F
 
 
 __all__ = ["available", "fast", "enabled", "isa", "blas_core", "threads", "set_threads",
-           "gemm_backend", "use_c_gemm", "single_thread_c", "SINGLE_THREAD_MAX_FMAS", "PackedB", "pack_operand", "gemm", "c_gemm",
+           "gemm_backend", "use_c_gemm", "single_thread_c", "SINGLE_THREAD_MAX_FMAS", "PackedB",
+           "pack_operand", "gemm", "c_gemm",
            "matmul", "im2col2d",
            "col2im2d", "depthwise2d", "pool2d"]
