@@ -17,8 +17,9 @@ an OpenBLAS that says which core it runs).  Even then, products with fewer than
 ``C_GEMM_MIN_ROWS`` rows stay in BLAS, and so do batches of small GEMMs (attention heads)
 unless the rule below takes them.
 
-Products of fewer than ``SINGLE_THREAD_MAX_FMAS`` multiply-adds run on the calling thread alone, in the C GEMM whichever backend is chosen when it has its AVX-512 micro-kernel (as fast
-as one OpenBLAS thread): splitting them gains at most a fraction of a millisecond, but on a
+Products of fewer than ``SINGLE_THREAD_MAX_FMAS`` multiply-adds run on the calling thread
+alone, in the C GEMM whichever backend is chosen when it has its AVX-512 micro-kernel (as
+fast as one OpenBLAS thread): splitting them gains at most a fraction of a millisecond, but on a
 loaded machine a second thread that waits for a core costs a scheduler time slice (several ms)
 per call -- BERT-size FullyConnected / MatMul steps took 15-60 ms instead of 0.3-1 ms each
 while other processes loaded the 2 cores (docs/gemm-threads.md).
