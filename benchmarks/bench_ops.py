@@ -8,6 +8,8 @@ them at creation) and called through ``Op.run`` on float32 NHWC arrays.
     python benchmarks/bench_ops.py --quick       # fewer repetitions, no reference column
     python benchmarks/bench_ops.py --no-ref      # no reference column
     python benchmarks/bench_ops.py --only resnet18
+    python benchmarks/bench_ops.py --only bert-threads   # small GEMMs: 1 thread vs split,
+                                                         # quiet and beside one busy process
 
 The headline is the sum of the 20 convolutions of ResNet-18 (batch 1, 224x224, float32).
 Times are the best of ``--runs`` calls (after one warm-up), in milliseconds.  The GEMM backend
@@ -137,6 +139,102 @@ def other_cases():
     return cases
 
 
+def _median_ms(fn, runs: int) -> float:
+    fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e3
+
+
+def _bert_graphs(be):
+    """One-node graphs (qnnemu.client) with the FullyConnected / MatMul shapes of the benchmark
+    BERT encoder: uint8 and uint16 activations, asymmetric per-tensor uint8 weights, int32 bias,
+    as ONNX Runtime's QNN quantizer makes them.  Yields (label, graph, feeds)."""
+    rng = np.random.default_rng(0)
+    for act in (np.uint8, np.uint16):
+        bits = np.dtype(act).itemsize * 8
+        xs, off = 4.0 / (2**bits - 1), -(2**bits // 2)
+        for n_in, n_out, what in ((256, 1024, "FFN in"), (1024, 256, "FFN out"), (256, 256, "Q/K/V")):
+            ctx = be.context()
+            g = ctx.graph("g")
+            x = g.input("x", (128, n_in), act, quant=(xs, off))
+            wr = rng.standard_normal((n_out, n_in)) * 0.05 + 0.01
+            ws = float((wr.max() - wr.min()) / 255)
+            wo = int(np.round(wr.min() / ws))
+            w = g.static("w", np.clip(np.round(wr / ws) - wo, 0, 255).astype(np.uint8), np.uint8,
+                         quant=(ws, wo))
+            bs = float(np.float32(xs) * np.float32(ws))
+            b = g.static("b", (rng.standard_normal(n_out) * 0.1 / bs).astype(np.int32),
+                         Q.QNN_DATATYPE_SFIXED_POINT_32, quant=(bs, 0))
+            g.node("FullyConnected", [x, w, b], outputs=[("y", (128, n_out), act, (8.0 / (2**bits - 1), off))],
+                   app_read=True)
+            g.finalize()
+            yield (f"{np.dtype(act).name} FC [128,{n_in}] x [{n_in},{n_out}] ({what})", (ctx, g),
+                   {"x": rng.integers(0, 2**bits, (128, n_in)).astype(act)})
+        ctx = be.context()
+        g = ctx.graph("g")
+        a = g.input("a", (1, 4, 128, 64), act, quant=(xs, off))
+        k = g.input("k", (1, 4, 64, 128), act, quant=(xs, off))
+        g.node("MatMul", [a, k], outputs=[("y", (1, 4, 128, 128), act, (16.0 / (2**bits - 1), off))],
+               app_read=True)
+        g.finalize()
+        yield (f"{np.dtype(act).name} MatMul [1,4,128,64] x [1,4,64,128]", (ctx, g),
+               {"a": rng.integers(0, 2**bits, (1, 4, 128, 64)).astype(act),
+                "k": rng.integers(0, 2**bits, (1, 4, 64, 128)).astype(act)})
+
+
+def bert_threads(runs: int) -> None:
+    """The FullyConnected and attention MatMul steps of the benchmark BERT encoder
+    (benchmarks/model_set.py ``bert``), as one-node graphs executed through the C ABI
+    (qnnemu.client): "split" is the behaviour before ``_fast.SINGLE_THREAD_MAX_FMAS`` (every
+    GEMM split over the GEMM's threads), "1 thread" the current one.  Each is timed on the
+    machine as it is and beside one busy process started here (median of ``runs`` executes;
+    both columns in one run, so the ratio compares like with like).  A graph executes numpy
+    work between its GEMMs, so BLAS's worker threads go to sleep and must be woken per GEMM --
+    which a busy core delays; a bare GEMM loop keeps them awake and does not show it."""
+    import subprocess
+
+    from qnnemu.client import Backend
+    print(f"\nBERT FullyConnected / MatMul graphs, {_fast.gemm_backend()} backend, "
+          f"{_fast.threads()} GEMM threads: median ms of {runs} executes")
+    print(f"  {'graph':50s} {'':8s} {'split':>8s} {'1 thread':>9s} {'split/1':>8s}")
+    default = _fast.SINGLE_THREAD_MAX_FMAS
+    with Backend(None) as be:
+        graphs = list(_bert_graphs(be))
+        for load in ("as is", "+1 busy"):
+            busy = None
+            if load != "as is":
+                busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                time.sleep(0.3)
+            try:
+                tot = [0.0, 0.0]
+                for label, (_, g), feeds in graphs:
+                    ms = []
+                    for limit in (0, default):
+                        _fast.SINGLE_THREAD_MAX_FMAS = limit
+                        ms.append(_median_ms(lambda g=g, feeds=feeds: g.execute(feeds), runs))
+                    _fast.SINGLE_THREAD_MAX_FMAS = default
+                    tot = [tot[0] + ms[0], tot[1] + ms[1]]
+                    print(f"  {label:50s} {load:8s} {ms[0]:8.3f} {ms[1]:9.3f} {ms[0] / ms[1]:7.1f}x")
+                print(f"  {'sum':50s} {load:8s} {tot[0]:8.3f} {tot[1]:9.3f} {tot[0] / tot[1]:7.1f}x")
+                # all graphs in turn, as a model's steps follow each other
+                ms = []
+                for limit in (0, default):
+                    _fast.SINGLE_THREAD_MAX_FMAS = limit
+                    ms.append(_median_ms(lambda: [g.execute(f) for _, (_, g), f in graphs], runs))
+                _fast.SINGLE_THREAD_MAX_FMAS = default
+                print(f"  {'all in turn (one pass)':50s} {load:8s} {ms[0]:8.3f} {ms[1]:9.3f} "
+                      f"{ms[0] / ms[1]:7.1f}x")
+            finally:
+                _fast.SINGLE_THREAD_MAX_FMAS = default
+                if busy is not None:
+                    busy.kill()
+                    busy.wait()
+
+
 def run_group(title, cases, runs, reference, static=(1, 2)):
     print(f"\n{title}")
     print(f"  {'op':58s} {'fast ms':>9s} {'ref ms':>9s} {'speed-up':>8s}")
@@ -159,7 +257,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="3 runs, no reference timings")
     ap.add_argument("--no-ref", action="store_true", help="no reference timings")
-    ap.add_argument("--only", choices=["resnet18", "mobilenet", "other"])
+    ap.add_argument("--only", choices=["resnet18", "mobilenet", "other", "bert-threads"])
     args = ap.parse_args(argv)
     runs = 3 if args.quick else args.runs
     reference = not (args.quick or args.no_ref)
@@ -177,6 +275,8 @@ def main(argv=None) -> int:
     if args.only in (None, "other"):
         run_group("Pooling, FullyConnected, TransposeConv2d, Conv3d, transformer MatMuls",
                   other_cases(), runs, reference)
+    if args.only in (None, "bert-threads"):
+        bert_threads(max(runs, 20))
     return 0
 
 

@@ -55,10 +55,12 @@ def test_gemm_transposed_and_strided_views(gemm_backend):
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("m,n,k", [(517, 67, 400), (37, 1031, 350), (600, 600, 40)])
-def test_c_gemm_thread_splits_and_packed_operand(threads, m, n, k):
+def test_c_gemm_thread_splits_and_packed_operand(threads, m, n, k, monkeypatch):
     """Large enough (>= 3 * 2**22 multiply-adds) to be split over up to 3 threads: by rows
     when m >= n, by columns otherwise; with B as given and pre-packed, with and without
-    bias."""
+    bias.  (Products this small run on one thread by default: SINGLE_THREAD_MAX_FMAS 0 lets
+    them split.)"""
+    monkeypatch.setattr(_fast, "SINGLE_THREAD_MAX_FMAS", 0)
     old = _fast.threads()
     _fast.set_threads(threads)
     try:
@@ -84,7 +86,8 @@ def test_c_gemm_thread_splits_and_packed_operand(threads, m, n, k):
         _fast.set_threads(old)
 
 
-def test_c_gemm_batched_threads():
+def test_c_gemm_batched_threads(monkeypatch):
+    monkeypatch.setattr(_fast, "SINGLE_THREAD_MAX_FMAS", 0)   # split even these small batches
     old = _fast.threads()
     _fast.set_threads(2)
     try:
@@ -98,6 +101,76 @@ def test_c_gemm_batched_threads():
                      "batched C GEMM on swapped-axes views")
     finally:
         _fast.set_threads(old)
+
+
+class _OneThreadSpy:
+    """Counts the blocks ``_fast`` runs limited to the calling thread."""
+
+    entered = 0
+
+    def __init__(self):
+        self.inner = _real_one_thread()
+
+    def __enter__(self):
+        type(self).entered += 1
+        self.limit_before = int(_fast._lib.qe_call_threads())
+        self.inner.__enter__()
+        assert int(_fast._lib.qe_call_threads()) == 1, "inside the block the C kernels use 1 thread"
+
+    def __exit__(self, *exc):
+        self.inner.__exit__(*exc)
+        assert int(_fast._lib.qe_call_threads()) == self.limit_before, \
+            "the calling thread's own limit is restored after the block"
+
+
+_real_one_thread = _fast._OneThread
+
+
+@pytest.mark.parametrize("shape", [(128, 256, 1024), (128, 1024, 256)])
+def test_small_products_run_on_the_calling_thread(shape, gemm_backend, monkeypatch):
+    """BERT-size FullyConnected GEMMs (below SINGLE_THREAD_MAX_FMAS) run in the C GEMM on the
+    calling thread with either backend: a second thread waiting for a busy core cost 15-60 ms
+    per step on a loaded machine (docs/gemm-threads.md).  Integer-valued operands, as the
+    8/16-bit integer pipeline passes them, give the exact products (bitwise equal to float64)."""
+    if not _fast.single_thread_c():
+        pytest.skip("the C GEMM has no AVX-512 micro-kernel here: small products stay in BLAS")
+    m, k, n = shape
+    assert m * k * n < _fast.SINGLE_THREAD_MAX_FMAS, f"{shape} is a small product"
+    monkeypatch.setattr(_OneThreadSpy, "entered", 0)
+    monkeypatch.setattr(_fast, "_OneThread", _OneThreadSpy)
+    calls = []
+    real_c_gemm = _fast.c_gemm
+    monkeypatch.setattr(_fast, "c_gemm", lambda *a, **kw: calls.append(1) or real_c_gemm(*a, **kw))
+    rng = np.random.default_rng(1)
+    x = rng.integers(-255, 256, (m, k)).astype(np.float32)     # codes + offset
+    w = rng.integers(-128, 128, (n, k)).astype(np.float32)     # int8 weights
+    lib = _fast._lib
+    lib.qe_set_call_threads(3)   # a limit of the caller's own (qnnemu/core/threads.py)
+    try:
+        y = _fast.gemm(x, w.T)
+        assert int(lib.qe_call_threads()) == 3, "the caller's limit is back after the GEMM"
+    finally:
+        lib.qe_set_call_threads(0)
+    assert calls, f"{shape} ran in the C GEMM with the {gemm_backend} backend"
+    assert _OneThreadSpy.entered == 1, f"{shape} ran limited to the calling thread once"
+    assert np.array_equal(y.astype(np.float64), x.astype(np.float64) @ w.T.astype(np.float64)), \
+        f"integer-valued {shape} product is exact"
+
+
+def test_small_batched_matmul_runs_on_the_calling_thread(gemm_backend, monkeypatch):
+    """The attention MatMuls of the benchmark BERT ([1,4,128,64] x [1,4,64,128]) take the
+    batched C GEMM on the calling thread, exactly."""
+    if not _fast.single_thread_c():
+        pytest.skip("the C GEMM has no AVX-512 micro-kernel here: small products stay in BLAS")
+    monkeypatch.setattr(_OneThreadSpy, "entered", 0)
+    monkeypatch.setattr(_fast, "_OneThread", _OneThreadSpy)
+    rng = np.random.default_rng(2)
+    a = rng.integers(-255, 256, (1, 4, 128, 64)).astype(np.float32)
+    b = rng.integers(-128, 128, (1, 4, 64, 128)).astype(np.float32)
+    y = _fast.matmul(a, b)
+    assert _OneThreadSpy.entered == 1, "the batch ran limited to the calling thread"
+    assert np.array_equal(y.astype(np.float64), np.matmul(a.astype(np.float64), b.astype(np.float64))), \
+        "integer-valued batched product is exact"
 
 
 def test_gemm_backend_choice_is_reported():

@@ -14,8 +14,17 @@ itself, but half as fast when it runs AVX2 ones on an AVX-512 CPU (``OPENBLAS_CO
 Haswell``, or an OpenBLAS too old for the CPU).  So the C GEMM is used when the CPU has
 AVX-512 and OpenBLAS reports a non-AVX-512 core; BLAS otherwise (and whenever the BLAS is not
 an OpenBLAS that says which core it runs).  Even then, products with fewer than
-``C_GEMM_MIN_ROWS`` rows and batches of small GEMMs (attention heads) stay in BLAS.
-Environment overrides: ``QNNEMU_GEMM=c|blas``, and ``QNNEMU_NUM_THREADS``: the threads of the
+``C_GEMM_MIN_ROWS`` rows stay in BLAS, and so do batches of small GEMMs (attention heads)
+unless the rule below takes them.
+
+Products of fewer than ``SINGLE_THREAD_MAX_FMAS`` multiply-adds run on the calling thread
+alone, in the C GEMM whichever backend is chosen when it has its AVX-512 micro-kernel (as
+fast as one OpenBLAS thread): splitting them gains at most a fraction of a millisecond, but on a
+loaded machine a second thread that waits for a core costs a scheduler time slice (several ms)
+per call -- BERT-size FullyConnected / MatMul steps took 15-60 ms instead of 0.3-1 ms each
+while other processes loaded the 2 cores (docs/gemm-threads.md).
+Environment overrides: ``QNNEMU_GEMM=c|blas``, ``QNNEMU_GEMM_SINGLE_THREAD_FMAS`` (the limit
+above), and ``QNNEMU_NUM_THREADS``: the threads of the
 C GEMM and of the memory-bound C kernels (default: OpenBLAS's thread count, else the CPUs
 this process may run on; threads are started per call for large enough work only).
 
@@ -208,6 +217,34 @@ C_GEMM_MIN_ROWS = 8
 C_BATCH_MIN_FMAS = 1 << 22
 
 
+# Products with fewer multiply-adds than this run on the calling thread only (module docstring):
+# 2**26 take ~3 ms on one AVX-512 core (the FFN FullyConnected of the benchmark BERT is 2**25).
+# QNNEMU_GEMM_SINGLE_THREAD_FMAS overrides it (0: every product may be split, as before).
+SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_GEMM_SINGLE_THREAD_FMAS", "") or (1 << 26))
+
+
+def _small(fmas: int) -> bool:
+    return fmas < SINGLE_THREAD_MAX_FMAS
+
+
+def single_thread_c() -> bool:
+    """True if small products should run in the C GEMM on the calling thread: the C kernels
+    are on and their GEMM has the AVX-512 micro-kernel (else small products stay in BLAS)."""
+    return enabled() and bool(_lib.qe_gemm_avx512())
+
+
+class _OneThread:
+    """The C kernels limited to the calling thread for a block (the thread-local limit of
+    ``qe_set_call_threads``, restored on exit: qnnemu/core/threads.py keeps its own)."""
+
+    def __enter__(self):
+        self.prev = int(_lib.qe_call_threads())
+        _lib.qe_set_call_threads(1)
+
+    def __exit__(self, *exc):
+        _lib.qe_set_call_threads(self.prev)
+
+
 class PackedB:
     """A static right-hand GEMM operand [K, N] packed once into the C GEMM's panel layout
     (``pack_operand``); ``matrix`` keeps the plain float32 operand for the BLAS path."""
@@ -247,6 +284,18 @@ def c_gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
         y = np.empty((m, n), np.float32)
     else:
         y = out
+    if _small(m * n * k):
+        with _OneThread():
+            _c_gemm_call(m, n, k, abuf, rsa, csa, b, y, bias)
+    else:
+        _c_gemm_call(m, n, k, abuf, rsa, csa, b, y, bias)
+    if out is not None and y is not out:
+        out[...] = y
+        return out
+    return y
+
+
+def _c_gemm_call(m, n, k, abuf, rsa, csa, b, y, bias) -> None:
     if isinstance(b, PackedB):
         _check(_lib.qe_sgemm_packed(m, n, k, _ptr(abuf), rsa, csa, _ptr(b.buf), _ptr(y), n,
                                     _ptr(bias)))
@@ -254,10 +303,6 @@ def c_gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
         bbuf, rsb, csb = _matrix(b)
         _check(_lib.qe_sgemm(m, n, k, _ptr(abuf), rsa, csa, _ptr(bbuf), rsb, csb, _ptr(y), n,
                              _ptr(bias)))
-    if out is not None and y is not out:
-        out[...] = y
-        return out
-    return y
 
 
 def gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
@@ -267,7 +312,8 @@ def gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
     be a ``PackedB`` (``pack_operand``)."""
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"gemm: inner dimensions differ ({a.shape} @ {b.shape})")
-    if a.shape[0] >= C_GEMM_MIN_ROWS and use_c_gemm():
+    if a.shape[0] >= C_GEMM_MIN_ROWS and (use_c_gemm() or (
+            _small(a.shape[0] * a.shape[1] * b.shape[1]) and single_thread_c())):
         return c_gemm(a, b, bias, out)
     if isinstance(b, PackedB):
         b = b.matrix
@@ -308,6 +354,13 @@ def _c_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         idx = np.broadcast_to(idx.reshape(v.shape[:-2]), batch).reshape(-1)
         return np.ascontiguousarray(idx * (v.shape[-2] * v.shape[-1]))
     a_off, b_off = offsets(abuf), offsets(bbuf)
+    if _small(nb * m * n * k):
+        with _OneThread():
+            _check(_lib.qe_sgemm_batched(nb, _ffi.cast("int64_t *", _ffi.from_buffer(a_off)),
+                                         _ffi.cast("int64_t *", _ffi.from_buffer(b_off)), m, n, k,
+                                         _ptr(abuf), rsa, csa, _ptr(bbuf), rsb, csb, _ptr(out), n,
+                                         _ffi.NULL))
+        return out
     _check(_lib.qe_sgemm_batched(nb, _ffi.cast("int64_t *", _ffi.from_buffer(a_off)),
                                  _ffi.cast("int64_t *", _ffi.from_buffer(b_off)), m, n, k,
                                  _ptr(abuf), rsa, csa, _ptr(bbuf), rsb, csb, _ptr(out), n,
@@ -338,6 +391,11 @@ def matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool = False,
         return gemm(a, b)
     m, k = a.shape[-2:]
     if m >= C_GEMM_MIN_ROWS and m * k * b.shape[-1] >= C_BATCH_MIN_FMAS and use_c_gemm():
+        return _c_matmul(a, b)
+    # a small batch (attention heads): on the calling thread only (module docstring)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if m >= C_GEMM_MIN_ROWS and _small(int(np.prod(batch, dtype=np.int64)) * m * k * b.shape[-1]) \
+            and single_thread_c():
         return _c_matmul(a, b)
     return np.matmul(a, b)
 
@@ -407,6 +465,7 @@ def pool2d(kind: str, x: np.ndarray, k, stride, pad, out_hw, count_pad: bool = F
 
 
 __all__ = ["available", "fast", "enabled", "isa", "blas_core", "threads", "set_threads",
-           "gemm_backend", "use_c_gemm", "PackedB", "pack_operand", "gemm", "c_gemm",
+           "gemm_backend", "use_c_gemm", "single_thread_c", "SINGLE_THREAD_MAX_FMAS", "PackedB",
+           "pack_operand", "gemm", "c_gemm",
            "matmul", "im2col2d",
            "col2im2d", "depthwise2d", "pool2d"]
