@@ -36,7 +36,20 @@ def kernels_cdef(header: Path = KERNELS_H) -> str:
     return text[begin + len("/* cdef begin */"):end].strip() + "\n"
 
 
-CDEF = kernels_cdef()
+# The C execution engine (csrc/engine.c) and its kernel families (csrc/eng_<family>.c, each with
+# its csrc/eng_<family>.h): compiled into the same module, declared from their headers.
+ENGINE_H = HERE / "engine.h"
+FAMILY_HEADERS = sorted(HERE.glob("eng_*.h"))
+FAMILY_SOURCES = sorted(HERE.glob("eng_*.c"))
+HEADERS = [KERNELS_H, ENGINE_H, *FAMILY_HEADERS]
+SOURCES = [HERE / "kernels.c", HERE / "engine.c", *FAMILY_SOURCES]
+
+CDEF = "".join(kernels_cdef(h) for h in HEADERS)
+
+
+def _path(p: Path) -> str:
+    return os.path.relpath(p) if __name__ != "__main__" else str(p)
+
 
 ffibuilder = cffi.FFI()
 ffibuilder.cdef(CDEF)
@@ -44,14 +57,15 @@ ffibuilder.cdef(CDEF)
 # and target attributes stay out of cffi's generated wrapper.
 ffibuilder.set_source(
     "qnnemu._kernels",
-    '#include "kernels.h"\n',
-    sources=[os.path.relpath(HERE / "kernels.c")] if __name__ != "__main__"
-    else [str(HERE / "kernels.c")],
-    include_dirs=[os.path.relpath(HERE) if __name__ != "__main__" else str(HERE)],
-    depends=[os.path.relpath(KERNELS_H)] if __name__ != "__main__" else [str(KERNELS_H)],
-    extra_compile_args=["-O3", "-march=x86-64-v2", "-std=gnu11", "-pthread",
+    "".join(f'#include "{h.name}"\n' for h in HEADERS),
+    sources=[_path(p) for p in SOURCES],
+    include_dirs=[_path(HERE)],
+    depends=[_path(h) for h in HEADERS],
+    # -ffp-contract=off: no fused multiply-adds the source does not spell out -- the engine's
+    # kernels reproduce numpy's float arithmetic bit for bit, and numpy never fuses.
+    extra_compile_args=["-O3", "-march=x86-64-v2", "-std=gnu11", "-pthread", "-ffp-contract=off",
                         "-Wall", "-Wno-unused-function", "-Wno-psabi"],
-    extra_link_args=["-pthread"],
+    extra_link_args=["-pthread", "-lm"],
 )
 
 

@@ -22,6 +22,7 @@ from ..location import Location
 from ..ops.base import Op, OpWarning, Param, TensorSpec, is_real_dtype
 from ..rules import error, fail
 from ..spec import dtypes
+from .engine import build_engine
 from .log import NULL_LOGGER, Logger
 from .plan import Plan, compile_plan, nodes_touching, refresh_plan
 from .tensor import (
@@ -440,6 +441,7 @@ class Graph:
         # Native KV cache tensors: the documented graph-level rules; the plan converts their layout.
         self.native_kv = kvcache.check_graph(self, arch)
         self.plan = compile_plan(self)   # float16 or float32 math: plan.float_math
+        self.plan.engine = build_engine(self.plan, self)   # its C program (qnnemu/core/engine)
         # The HTP device model's view of the graph: runlist, VTCM blocks and offsets, spill/fill.
         self.htp_plan = htp_prepare.prepare_graph(self)
         self.spill_fill_bytes = self.htp_plan.spill_fill_buffer_bytes
@@ -494,6 +496,7 @@ class Graph:
                 for k, (ins, outs) in specs.items():
                     self.nodes[k].input_specs, self.nodes[k].output_specs = ins, outs
                 plan = refresh_plan(self.plan, self, tensor_ids)
+                plan.engine = build_engine(plan, self)
             finally:
                 for k, (ins, outs) in before.items():
                     self.nodes[k].input_specs, self.nodes[k].output_specs = ins, outs

@@ -604,18 +604,36 @@ class Plan:
     folds: dict[int, int] = field(default_factory=dict)
     # float32 math with the device's kernels and their float16 islands (v68's LayerNorm)
     float16_islands: bool = False
+    # the C program compiled from these steps (qnnemu/core/engine, set by the graph after
+    # compile_plan / refresh_plan; None: the steps run here)
+    engine: Any = None
 
     @routed_fp_errors
     def run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
         # Executes running at once share the cores (qnnemu/core/threads.py).
         threads.enter()
         try:
+            if self.engine is not None:
+                out = self.engine.run(feeds, wanted, observer)
+                if out is not None:    # None: fed arrays the program was not built for
+                    return out
             return self._run(feeds, wanted, observer)
         finally:
             threads.leave()
 
-    def _run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer) -> dict[int, np.ndarray]:
+    @routed_fp_errors
+    def run_env(self, feeds: dict[int, np.ndarray]) -> list[Any]:
+        """Every slot's value after running the Python steps (the engine's bit-identity check)."""
+        env: list[Any] = []
+        self._run(feeds, [], None, env)
+        return env
+
+    def _run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer,
+             keep: list[Any] | None = None) -> dict[int, np.ndarray]:
         env: list[Any] = [None] * self.n_slots
+        if keep is not None:
+            keep[:] = env
+            env = keep
         for slot, value in self.statics.items():
             env[slot] = value
         slots = self.slots
@@ -875,8 +893,9 @@ def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | No
             output_conv[kv.tensor_id] = kv.to_native
         notes.append(f"native KV {kv.kind} cache '{kv.name}' converted "
                      f"{'HMX weight layout -> flat' if kv.is_input else 'flat -> HMX weight layout'}")
-    return Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes, output_conv,
+    plan = Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes, output_conv,
                 fold_relu, folds, islands)
+    return plan
 
 
 def nodes_touching(graph, tensor_ids) -> list[int]:
@@ -920,8 +939,9 @@ def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
     for k in sorted(touched):
         steps[k] = _compile_node(graph, k, slot_of, statics, plan.fp16, folds, layout, _arch(graph),
                                  plan.float16_islands)
-    return Plan(slot_of.slots, statics, steps, plan.input_conv, len(slot_of.slots), plan.fp16, list(plan.notes),
-                plan.output_conv, plan.fold_relu, folds, plan.float16_islands)
+    new = Plan(slot_of.slots, statics, steps, plan.input_conv, len(slot_of.slots), plan.fp16, list(plan.notes),
+               plan.output_conv, plan.fold_relu, folds, plan.float16_islands)
+    return new
 
 
 def _cast_to(dtype: int):

@@ -81,6 +81,12 @@ def available() -> bool:
     return _load()
 
 
+def library():
+    """(lib, ffi) of the built ``qnnemu._kernels`` (the C execution engine's kernels too), or
+    (None, None) when it is not built."""
+    return (_lib, _ffi) if _load() else (None, None)
+
+
 def fast() -> bool:
     """True if ops should take their fast paths (BLAS GEMMs, static weights packed once)."""
     return config.kernels == "fast"

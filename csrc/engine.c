@@ -1,0 +1,304 @@
+/* The program runner of qnnemu's C execution engine and the converter kernels around ops
+ * (issue 13; the Python side, which compiles programs, is qnnemu/core/engine).
+ *
+ * A program is four int64/float64 tables the compiler filled at graphFinalize:
+ * - steps[k] = {kernel function address, first buffer reference, count, first int parameter,
+ *   count, first float parameter, count} (QE_STEP_* columns);
+ * - pbuf: buffer ids, the references of all steps one after the other;
+ * - ints, dbls: the parameters;
+ * - bufs[b] = {kind, value}: an absolute address (statics, constants), an arena offset, or an
+ *   index into the io table (the graph inputs of this execute).
+ * qe_run resolves each step's buffer ids to pointers and calls its kernel; it needs no
+ * interpreter, and cffi releases the GIL around it.
+ *
+ * The converters reproduce, bit for bit, the Python plan's (qnnemu/spec/quant.py Dequantizer
+ * and Requantize, qnnemu/ops/base.py htp_fp16_round and htp_fp16_to_fp32): the same float32 /
+ * float64 operations in the same order.  The build turns FMA contraction off
+ * (-ffp-contract=off), as numpy never fuses.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine.h"
+
+long qe_run(const int64_t *steps, long first, long last, const int64_t *pbuf,
+            const int64_t *ints, const double *dbls, const int64_t *bufs, char *arena,
+            void *const *io)
+{
+    void *ptrs[QE_MAX_STEP_BUFFERS];
+    for (long k = first; k < last; k++) {
+        const int64_t *s = steps + k * QE_STEP_COLS;
+        int np = (int)s[QE_STEP_NP];
+        if (np > QE_MAX_STEP_BUFFERS) return (k << 8) | 0xfe;
+        const int64_t *ids = pbuf + s[QE_STEP_POFF];
+        for (int j = 0; j < np; j++) {
+            const int64_t *b = bufs + 2 * ids[j];
+            switch (b[0]) {
+            case QE_BUF_ABSOLUTE: ptrs[j] = (void *)(intptr_t)b[1]; break;
+            case QE_BUF_ARENA: ptrs[j] = arena + b[1]; break;
+            default: ptrs[j] = io[b[1]]; break;
+            }
+        }
+        qe_args a = {ptrs, ints + s[QE_STEP_IOFF], dbls + s[QE_STEP_DOFF], np,
+                     (int32_t)s[QE_STEP_NI], (int32_t)s[QE_STEP_ND]};
+        qe_kernel_fn fn = (qe_kernel_fn)(intptr_t)s[QE_STEP_FN];
+        int rc = fn(&a);
+        if (rc != 0) return (k << 8) | (rc & 0xff);
+    }
+    return -1;   /* every step ran */
+}
+
+/* p[0] -> p[1], i[0] bytes. */
+int qe_k_copy(const qe_args *a)
+{
+    memcpy(a->p[1], a->p[0], (size_t)a->i[0]);
+    return 0;
+}
+
+/* Element i of a buffer of type code t, as a double (exact for every code type but 64-bit
+ * integers beyond 2**53, which no converter reads). */
+static inline double load_as_double(const void *p, int t, int64_t i)
+{
+    switch (t) {
+    case QE_U8: case QE_BOOL: return ((const uint8_t *)p)[i];
+    case QE_I8: return ((const int8_t *)p)[i];
+    case QE_U16: return ((const uint16_t *)p)[i];
+    case QE_I16: return ((const int16_t *)p)[i];
+    case QE_U32: return ((const uint32_t *)p)[i];
+    case QE_I32: return ((const int32_t *)p)[i];
+    case QE_F32: return ((const float *)p)[i];
+    case QE_F64: return ((const double *)p)[i];
+    case QE_I64: return (double)((const int64_t *)p)[i];
+    case QE_U64: return (double)((const uint64_t *)p)[i];
+    default: return 0.0;
+    }
+}
+
+/* Dequantizer (per tensor): y = ((float)q + offset) * scale in float32.
+ * p: codes, float32 out; i: n, code type; d: scale, offset (float32 values). */
+int qe_k_dequant(const qe_args *a)
+{
+    int64_t n = a->i[0];
+    int t = (int)a->i[1];
+    const float scale = (float)a->d[0], offset = (float)a->d[1];
+    float *y = a->p[1];
+    const void *q = a->p[0];
+    switch (t) {
+    case QE_U8: { const uint8_t *s = q; for (int64_t k = 0; k < n; k++) { float v = (float)s[k]; v += offset; y[k] = v * scale; } break; }
+    case QE_I8: { const int8_t *s = q; for (int64_t k = 0; k < n; k++) { float v = (float)s[k]; v += offset; y[k] = v * scale; } break; }
+    case QE_U16: { const uint16_t *s = q; for (int64_t k = 0; k < n; k++) { float v = (float)s[k]; v += offset; y[k] = v * scale; } break; }
+    case QE_I16: { const int16_t *s = q; for (int64_t k = 0; k < n; k++) { float v = (float)s[k]; v += offset; y[k] = v * scale; } break; }
+    case QE_I32: { const int32_t *s = q; for (int64_t k = 0; k < n; k++) { float v = (float)s[k]; v += offset; y[k] = v * scale; } break; }
+    case QE_U32: { const uint32_t *s = q; for (int64_t k = 0; k < n; k++) { float v = (float)s[k]; v += offset; y[k] = v * scale; } break; }
+    default: return 2;
+    }
+    return 0;
+}
+
+/* IEEE float32 -> float16 -> float32, round half to even (numpy's astype(float16)); finite
+ * inputs of magnitude <= 65504 only (the caller clipped). */
+static inline float f16_rne(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    uint32_t sign = b & 0x80000000u, m = b & 0x7fffffffu;
+    if (m >= 0x38800000u) {                       /* a normal float16 */
+        uint32_t odd = (m >> 13) & 1u;
+        m = (m + 0x0fffu + odd) & 0xffffe000u;
+    } else {                                      /* subnormal: multiples of 2**-24 */
+        float am;
+        memcpy(&am, &m, 4);
+        double q = nearbyint((double)am * 16777216.0);
+        float r = (float)(q / 16777216.0);
+        memcpy(&m, &r, 4);
+    }
+    m |= sign;
+    float out;
+    memcpy(&out, &m, 4);
+    return out;
+}
+
+static inline float store_round(float y, int mode)
+{
+    switch (mode) {
+    case 0: return rintf(y);
+    case 1: return floorf(y + 0.5f);
+    case 3:
+        if (y < -65504.0f) y = -65504.0f;
+        else if (y > 65504.0f) y = 65504.0f;
+        if (y == y) y = f16_rne(y);
+        /* fall through: half away from zero */
+    default: return truncf(y + copysignf(0.5f, y));
+    }
+}
+
+
+/* Requantize (per tensor, codes of at most 16 bits): float32 x -> codes.
+ * p: float32 x, codes out; i: n, code type, mode (0 half_even, 1 half_up,
+ * 2 half_away_from_zero, 3 fp16_half_away_from_zero, 4 exact_half_away_from_zero), lo, hi;
+ * d: inv (float32 1/scale), offset (float32).  Works in blocks through a float buffer. */
+int qe_k_requant(const qe_args *a)
+{
+    int64_t n_all = a->i[0];
+    int t = (int)a->i[1], mode = (int)a->i[2];
+    const float lo = (float)a->i[3], hi = (float)a->i[4];
+    const float inv = (float)a->d[0], offset = (float)a->d[1];
+    const double lo64 = (double)a->i[3], hi64 = (double)a->i[4];
+    const float *x = a->p[0];
+    float codes[1024];
+    for (int64_t base = 0; base < n_all; base += 1024) {
+        int64_t n = n_all - base < 1024 ? n_all - base : 1024;
+        const float *xb = x + base;
+        if (mode == 4) {
+            for (int64_t k = 0; k < n; k++) {
+                double y = (double)xb[k] * (double)inv;
+                y = trunc(y + copysign(0.5, y));
+                y -= (double)offset;
+                y = fmin(y, hi64);          /* NaN -> hi */
+                y = y < lo64 ? lo64 : y;
+                codes[k] = (float)y;         /* an integer below 2**17: exact */
+            }
+        } else {
+            for (int64_t k = 0; k < n; k++) {
+                float y = xb[k] * inv;
+                y = store_round(y, mode);
+                y -= offset;
+                y = fminf(y, hi);
+                y = y < lo ? lo : y;
+                codes[k] = y;
+            }
+        }
+        switch (t) {
+        case QE_U8: { uint8_t *o = (uint8_t *)a->p[1] + base; for (int64_t k = 0; k < n; k++) o[k] = (uint8_t)codes[k]; break; }
+        case QE_I8: { int8_t *o = (int8_t *)a->p[1] + base; for (int64_t k = 0; k < n; k++) o[k] = (int8_t)codes[k]; break; }
+        case QE_U16: { uint16_t *o = (uint16_t *)a->p[1] + base; for (int64_t k = 0; k < n; k++) o[k] = (uint16_t)codes[k]; break; }
+        case QE_I16: { int16_t *o = (int16_t *)a->p[1] + base; for (int64_t k = 0; k < n; k++) o[k] = (int16_t)codes[k]; break; }
+        default: return 2;
+        }
+    }
+    return 0;
+}
+
+#define HTP_FP16_MAX 131008.0f
+#define FP16_MIN_NORMAL (1.0f / 16384.0f)
+
+/* htp_fp16_round: float32 -> the HTP's float16 grid, as float32.
+ * p: x, y (float32; may be the same buffer); i: n, ties (0 away, 1 even). */
+int qe_k_fp16_round(const qe_args *a)
+{
+    int64_t n = a->i[0];
+    int even = (int)a->i[1];
+    const float *x = a->p[0];
+    float *y = a->p[1];
+    for (int64_t k = 0; k < n; k++) {
+        float v = x[k];
+        float av = fabsf(v);
+        uint32_t bits;
+        memcpy(&bits, &av, 4);
+        uint32_t rb = even ? ((bits + 0x0fffu + ((bits >> 13) & 1u)) & 0xffffe000u)
+                           : ((bits + 0x1000u) & 0xffffe000u);
+        float r;
+        memcpy(&r, &rb, 4);
+        if (av < FP16_MIN_NORMAL) {
+            double q = (double)av * 16777216.0;
+            q = even ? nearbyint(q) : floor(q + 0.5);
+            r = (float)(q * (1.0 / 16777216.0));
+        }
+        if (av != av) r = HTP_FP16_MAX;
+        else if (r > HTP_FP16_MAX || r != r) r = HTP_FP16_MAX;
+        y[k] = copysignf(r, v);
+    }
+    return 0;
+}
+
+/* htp_fp16_to_fp32: a float16-math result delivered as float32 (one float32 ulp of the value's
+ * binade away from zero; zeros stay zeros).  p: x, y; i: n. */
+int qe_k_fp16_to_fp32(const qe_args *a)
+{
+    int64_t n = a->i[0];
+    const float *x = a->p[0];
+    float *y = a->p[1];
+    for (int64_t k = 0; k < n; k++) {
+        float v = x[k];
+        double av = fabs((double)v);
+        double m = av != av ? av : (av > (double)FP16_MIN_NORMAL ? av : (double)FP16_MIN_NORMAL);
+        int e;
+        frexp(m, &e);
+        float up = (float)(av + ldexp(1.0, e - 24));
+        if (av == 0.0) up = 0.0f;
+        y[k] = copysignf(up, v);
+    }
+    return 0;
+}
+
+/* numpy astype between the float types and from float32 to float16 (round half to even) or
+ * integer-to-integer/float widening: p: x, y; i: n, from type, to type.  Only the casts the
+ * lowering proved exact/defined are emitted (no float -> integer). */
+int qe_k_cast(const qe_args *a)
+{
+    int64_t n = a->i[0];
+    int from = (int)a->i[1], to = (int)a->i[2];
+    const void *x = a->p[0];
+    void *y = a->p[1];
+    if (from == QE_F32 && to == QE_F16) {
+        _Float16 *o = y;
+        const float *s = x;
+        for (int64_t k = 0; k < n; k++) o[k] = (_Float16)s[k];
+        return 0;
+    }
+    if (from == QE_F16 && to == QE_F32) {
+        const _Float16 *s = x;
+        float *o = y;
+        for (int64_t k = 0; k < n; k++) o[k] = (float)s[k];
+        return 0;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        double v = load_as_double(x, from, k);
+        switch (to) {
+        case QE_F32: ((float *)y)[k] = (float)v; break;
+        case QE_F64: ((double *)y)[k] = v; break;
+        case QE_I32: ((int32_t *)y)[k] = (int32_t)v; break;
+        case QE_I64: ((int64_t *)y)[k] = (int64_t)v; break;
+        case QE_U8: case QE_BOOL: ((uint8_t *)y)[k] = (uint8_t)v; break;
+        case QE_I8: ((int8_t *)y)[k] = (int8_t)v; break;
+        case QE_U16: ((uint16_t *)y)[k] = (uint16_t)v; break;
+        case QE_I16: ((int16_t *)y)[k] = (int16_t)v; break;
+        case QE_U32: ((uint32_t *)y)[k] = (uint32_t)v; break;
+        default: return 2;
+        }
+    }
+    return 0;
+}
+
+/* numpy.nan_to_num of float32 (NaN -> 0, +-inf -> +-FLT_MAX): p: x, y; i: n. */
+int qe_k_nan_to_num(const qe_args *a)
+{
+    int64_t n = a->i[0];
+    const float *x = a->p[0];
+    float *y = a->p[1];
+    for (int64_t k = 0; k < n; k++) {
+        float v = x[k];
+        if (v != v) v = 0.0f;
+        else if (v == INFINITY) v = 3.40282346638528859812e+38f;
+        else if (v == -INFINITY) v = -3.40282346638528859812e+38f;
+        y[k] = v;
+    }
+    return 0;
+}
+
+/* quant.dequantize: (float)(scale * ((double)q + offset)) in float64, per tensor or per axis.
+ * p: codes, float32 out; i: n, code type, channels, inner (index = (k / inner) % channels);
+ * d: scale[channels], offset[channels]. */
+int qe_k_dequant64(const qe_args *a)
+{
+    int64_t n = a->i[0], ch = a->i[2], inner = a->i[3];
+    int t = (int)a->i[1];
+    const double *scale = a->d, *offset = a->d + ch;
+    float *y = a->p[1];
+    for (int64_t k = 0; k < n; k++) {
+        int64_t c = ch == 1 ? 0 : (k / inner) % ch;
+        y[k] = (float)(scale[c] * (load_as_double(a->p[0], t, k) + offset[c]));
+    }
+    return 0;
+}

@@ -1,0 +1,336 @@
+"""The C execution engine of finalized graphs (QnnGraph_finalize / QnnGraph_execute; issue 13).
+
+graphFinalize compiles the Python plan (qnnemu/core/plan.py, which stays the reference
+implementation) into a flat program of C steps (program.py): each node is lowered by the
+lowering of its op family (lowering.py, lower_*.py) into C steps with pre-resolved buffers,
+shapes, quantization parameters and packed weights, or, when no lowering reproduces it bit for
+bit, kept as a Python fallback step.  graphExecute fills the io table with the fed arrays, runs
+each maximal run of C nodes in one ``qe_run`` call (cffi releases the GIL around it, so graphs
+in other threads run at the same time), runs the fallback steps in Python on numpy views of the
+arena, and copies the outputs out.
+
+``QNNEMU_ENGINE`` selects, at finalize: ``c`` (the default), ``python`` (the Python plan only)
+or ``check`` (every execute runs both and raises ``EngineMismatch`` at the first value whose
+bytes differ: the bit-identity test runs the op test-suites this way).  Fallbacks are counted
+(``Engine.fallbacks``: node name, op type, reason) and logged on the ``qnnemu.engine`` logger at
+DEBUG when the program is built.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from ...headers import Q
+from .. import plan as plan_mod
+from .lowering import F32, LowerCtx, Unsupported, load_lowerings
+from .program import Builder, NodeCode, Program, aligned_empty
+
+ENGINE_ENV = "QNNEMU_ENGINE"
+MODES = ("c", "python", "check")
+_log = logging.getLogger("qnnemu.engine")
+
+
+class EngineMismatch(AssertionError):
+    """QNNEMU_ENGINE=check: the C program and the Python plan computed different bytes."""
+
+
+def engine_mode() -> str:
+    mode = os.environ.get(ENGINE_ENV, "c").strip().lower() or "c"
+    return mode if mode in MODES else "c"
+
+
+def _lower_node(builder: Builder, k: int, step) -> None:
+    """Emits node k's C steps; raises Unsupported when it stays in Python."""
+    impl, n_out, tee = step.impl, None, 0
+    if type(impl) is plan_mod.FoldedActivation:
+        ctx = LowerCtx(builder, k, step)
+        n = int(np.prod(ctx.out_shape(0), dtype=np.int64)) * ctx.out_dtype(0).itemsize
+        if ctx.in_dtype(0) != ctx.out_dtype(0) or ctx.in_shape(0) != ctx.out_shape(0):
+            raise Unsupported("a folded activation whose codes change type")
+        ctx.emit("qe_k_copy", (ctx.input_raw(0), ctx.output_raw(0)), (n,))
+        return
+    if type(impl) is plan_mod._Tee:
+        tee = impl.n
+        impl, n_out = impl.impl, len(step.writes) - impl.n
+    lower = load_lowerings().get(step.node.op_type)
+    if lower is None:
+        raise Unsupported(f"no C lowering for {step.node.op_type}")
+    ctx = LowerCtx(builder, k, step, impl, n_out)
+    if tee:
+        _lower_tee(ctx, lower, tee)
+    else:
+        lower(ctx)
+        ctx.finish()
+    if ctx.emitted == 0:
+        raise Unsupported("the lowering emitted no step")
+
+
+def _lower_tee(ctx: LowerCtx, lower, tee: int) -> None:
+    """A float-path producer with folded activations: its float32 result converted once into
+    its own output (unless discarded) and once into each folded activation's codes."""
+    own = len(ctx.step.writes) - tee
+    if own != 1:
+        raise Unsupported("a folding producer with several outputs")
+    slot = ctx.step.writes[0]
+    n = int(np.prod(ctx.b.slot_shape(slot), dtype=np.int64))
+    result = ctx.scratch(4 * n)
+    real_output_f32 = ctx.output_f32
+    ctx.output_f32 = lambda k: result if k == 0 else real_output_f32(k)  # type: ignore[method-assign]
+    lower(ctx)
+    for k in range(len(ctx.step.writes)):
+        conv = ctx.step.out_conv[k]
+        if conv is plan_mod._discard:
+            continue
+        if conv is None:
+            raise Unsupported("a folded output without a converter")
+        s = ctx.step.writes[k]
+        ctx.b.convert(conv, result, F32, ctx.b.slot_buffer(s, ctx.index), ctx.b.slot_dtype(s),
+                      int(np.prod(ctx.b.slot_shape(s), dtype=np.int64)), ctx.index, "out")
+
+
+def build_engine(plan, graph) -> Engine | None:
+    """The C program of ``plan`` (None with QNNEMU_ENGINE=python or without the C kernels)."""
+    mode = engine_mode()
+    builder = None
+    if mode != "python":
+        try:
+            builder = Builder(plan, graph)
+        except Exception as exc:   # noqa: BLE001 - no engine is a supported configuration
+            _log.debug("graph '%s': no C engine (%s)", graph.name, exc)
+            return None
+        if builder.lib is None:
+            return None
+    if builder is None:
+        return None
+    nodes: list[NodeCode] = []
+    for k, step in enumerate(plan.steps):
+        m = builder.mark()
+        first = len(builder.steps)
+        try:
+            _lower_node(builder, k, step)
+            nodes.append(NodeCode(first, len(builder.steps)))
+        except Unsupported as why:
+            builder.rollback(m)
+            nodes.append(NodeCode(first, first, str(why) or "unsupported"))
+            for slot in [*step.reads, *step.writes]:
+                if slot >= 0:
+                    with contextlib.suppress(Unsupported):
+                        builder.slot_buffer(slot, k)
+    end = len(plan.steps)
+    outputs = [plan.slots[t.id] for t in graph.app_outputs() if t.id in plan.slots]
+    builder.extend_outputs(outputs, end)
+    arena_bytes = builder.plan_arena(end)
+    program = builder.program(nodes, arena_bytes)
+    engine = Engine(plan, graph, builder, program, check=mode == "check")
+    if engine.fallbacks and _log.isEnabledFor(logging.DEBUG):
+        _log.debug("graph '%s': %d of %d nodes run as Python fallback steps: %s", graph.name,
+                   len(engine.fallbacks), len(plan.steps),
+                   "; ".join(f"{name} ({op}): {why}" for name, op, why in engine.fallbacks))
+    return engine
+
+
+class Engine:
+    """A compiled program and what its executes need (see the module docstring)."""
+
+    def __init__(self, plan, graph, builder: Builder, program: Program, check: bool = False):
+        self.plan, self.program, self.check = plan, program, check
+        self.lib, self.ffi = builder.lib, builder.ffi
+        self.graph_name = graph.name
+        self.fallbacks = [(step.node.name, step.node.op_type, code.fallback)
+                          for step, code in zip(plan.steps, program.nodes) if code.fallback]
+        self.c_nodes = len(plan.steps) - len(self.fallbacks)
+        self.c_steps = len(program.steps)
+        self.arena_bytes = program.arena_bytes
+        self.io_of_tid = dict(builder.io_of_tid)
+        self.io_index = {tid: int(builder.bufs[buf][1]) for tid, buf in builder.io_of_tid.items()}
+        self._slot_buf = dict(builder.slot_buf)
+        self._bufs = program.bufs
+        self._dtypes = {slot: builder._info(slot) for slot in builder.slot_buf}
+        # segments: ("c", first C step, last C step, first node, last node) or ("py", node)
+        segments: list[tuple] = []
+        for k, code in enumerate(program.nodes):
+            if code.fallback:
+                segments.append(("py", k))
+            elif segments and segments[-1][0] == "c":
+                kind, first, _, n0, _ = segments[-1]
+                segments[-1] = ("c", first, code.last, n0, k + 1)
+            else:
+                segments.append(("c", code.first, code.last, k, k + 1))
+        self.segments = segments
+        self.written = {slot for step in plan.steps for slot in step.writes}
+        self._arena = aligned_empty(max(program.arena_bytes, 1))
+        self._arena_lock = threading.Lock()
+        p = program
+        ffi = self.ffi
+        self._cargs = (ffi.cast("int64_t *", p.steps.ctypes.data), ffi.cast("int64_t *", p.pbuf.ctypes.data),
+                       ffi.cast("int64_t *", p.ints.ctypes.data), ffi.cast("double *", p.dbls.ctypes.data),
+                       ffi.cast("int64_t *", p.bufs.ctypes.data))
+        self.n_io = len(self.io_index)
+
+    def summary(self) -> dict[str, Any]:
+        reasons = Counter(op for _, op, _ in self.fallbacks)
+        return {"nodes": len(self.plan.steps), "c_nodes": self.c_nodes, "c_steps": self.c_steps,
+                "fallbacks": len(self.fallbacks), "fallback_ops": dict(reasons),
+                "arena_bytes": self.arena_bytes}
+
+    # -- views -----------------------------------------------------------------------------
+    def _view(self, slot: int, arena: np.ndarray, feeds_by_io: list):
+        if slot < 0:
+            return None
+        buf = self._slot_buf.get(slot)
+        if buf is None:
+            return self.plan.statics.get(slot)
+        kind, value = int(self._bufs[buf][0]), int(self._bufs[buf][1])
+        if kind == 0:
+            return self.plan.statics[slot]
+        if kind == 2:
+            return feeds_by_io[value]
+        if slot not in self.written:
+            return None
+        shape, dtype = self._dtypes[slot]
+        return np.ndarray(shape, dtype, buffer=arena, offset=value)
+
+    # -- execute ---------------------------------------------------------------------------
+    def run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None):
+        """The outputs ``wanted``; None when the fed arrays do not have the types and sizes the
+        program was built for (the caller then runs the Python steps)."""
+        if self.check:
+            return self._run_checked(feeds, wanted, observer)
+        if self._arena_lock.acquire(blocking=False):
+            try:
+                return self._run(feeds, wanted, observer, self._arena)
+            finally:
+                self._arena_lock.release()
+        return self._run(feeds, wanted, observer, aligned_empty(max(self.arena_bytes, 1)))
+
+    def _run(self, feeds, wanted, observer, arena, after_node=None):
+        plan = self.plan
+        slots = plan.slots
+        io = [None] * self.n_io
+        ptrs = self.ffi.new("void *[]", max(self.n_io, 1))
+        for tid, arr in feeds.items():
+            conv = plan.input_conv.get(tid)
+            if conv is not None:
+                arr = conv(arr)
+            idx = self.io_index.get(tid)
+            if idx is None:
+                continue
+            shape, dtype = self._dtypes[slots[tid]]
+            a = np.ascontiguousarray(arr)
+            if a.dtype != dtype or a.shape != shape:
+                if a.dtype != dtype or a.size != int(np.prod(shape)):
+                    return None    # not what the program was built for: the Python steps run
+                a = a.reshape(shape)
+            io[idx] = a
+            ptrs[idx] = self.ffi.cast("void *", a.ctypes.data)
+        arena_ptr = self.ffi.cast("char *", arena.ctypes.data)
+        steps, pbuf, ints, dbls, bufs = self._cargs
+        run = self.lib.qe_run
+        by_node = observer is not None or after_node is not None
+        for seg in self.segments:
+            if seg[0] == "c":
+                if by_node:
+                    for k in range(seg[3], seg[4]):
+                        code = self.program.nodes[k]
+                        t0 = _clock()
+                        rc = run(steps, code.first, code.last, pbuf, ints, dbls, bufs, arena_ptr, ptrs)
+                        self._check_rc(rc)
+                        if observer is not None:
+                            observer(plan.steps[k], _clock() - t0)
+                        if after_node is not None:
+                            after_node(k, arena, io)
+                else:
+                    self._check_rc(run(steps, seg[1], seg[2], pbuf, ints, dbls, bufs, arena_ptr, ptrs))
+            else:
+                self._fallback(plan.steps[seg[1]], arena, io, observer)
+                if after_node is not None:
+                    after_node(seg[1], arena, io)
+        out = {}
+        out_conv = plan.output_conv
+        for tid in wanted:
+            v = self._view(slots[tid], arena, io)
+            v = np.array(v, copy=True) if v is not None else None
+            out[tid] = out_conv[tid](v) if tid in out_conv else v
+        return out
+
+    def _check_rc(self, rc: int) -> None:
+        if rc != -1:
+            k, code = rc >> 8, rc & 0xff
+            raise RuntimeError(f"graph '{self.graph_name}': C step {k} failed with code {code}")
+
+    def _fallback(self, step, arena, io, observer) -> None:
+        args = []
+        for slot, conv in zip(step.reads, step.in_conv):
+            if slot < 0:
+                args.append(None)
+                continue
+            v = self._view(slot, arena, io)
+            args.append(conv(v) if conv is not None else v)
+        t0 = _clock() if observer is not None else 0.0
+        results = step.impl.run(*args)
+        if observer is not None:
+            observer(step, _clock() - t0)
+        for slot, conv, value in zip(step.writes, step.out_conv, results):
+            value = conv(value) if conv is not None else value
+            if value is None:
+                continue
+            dst = self._view(slot, arena, io)
+            value = np.asarray(value)
+            if dst is None or dst.shape != value.shape or dst.dtype != value.dtype:
+                raise EngineMismatch(
+                    f"graph '{self.graph_name}': node '{step.node.name}' ({step.node.op_type}) wrote "
+                    f"{value.dtype}{value.shape} into a slot stored as "
+                    f"{None if dst is None else (dst.dtype, dst.shape)}")
+            np.copyto(dst, value)
+
+    def _run_checked(self, feeds, wanted, observer):
+        """Runs the program node by node and compares every value a node writes, right after
+        it (the arena reuses bytes later), with the Python plan's."""
+        env = self.plan.run_env(feeds)
+
+        def compare(k, arena, io):
+            step = self.plan.steps[k]
+            for slot in step.writes:
+                ref = env[slot]
+                got = self._view(slot, arena, io)
+                if ref is None or got is None:
+                    continue
+                ref = np.asarray(ref)
+                if got.dtype != ref.dtype or got.shape != ref.shape or got.tobytes() != ref.tobytes():
+                    where = "Python fallback" if self.program.nodes[k].fallback else "C"
+                    bad = "" if got.shape != ref.shape or got.dtype != ref.dtype else \
+                        f"; {int(np.count_nonzero(got.view(np.uint8) != ref.view(np.uint8)))} bytes differ"
+                    raise EngineMismatch(
+                        f"graph '{self.graph_name}': node {k} '{step.node.name}' ({step.node.op_type}, {where}) "
+                        f"slot {slot}: engine {got.dtype}{got.shape} vs plan {ref.dtype}{ref.shape}{bad}")
+
+        return self._run(feeds, wanted, observer, aligned_empty(max(self.arena_bytes, 1)), compare)
+
+
+def _clock() -> float:
+    import time
+    return time.perf_counter()
+
+
+def check_plan(plan, feeds: dict[int, np.ndarray]) -> None:
+    """Runs ``plan``'s engine and its Python steps on ``feeds``; raises EngineMismatch at the
+    first value whose bytes differ (tests)."""
+    engine = plan.engine
+    if engine is None:
+        raise EngineMismatch("the plan has no C engine")
+    saved = engine.check
+    engine.check = True
+    try:
+        engine.run(feeds, [])
+    finally:
+        engine.check = saved
+
+
+__all__ = ["Engine", "EngineMismatch", "Unsupported", "build_engine", "check_plan", "engine_mode",
+           "ENGINE_ENV", "Q"]

@@ -1,0 +1,56 @@
+"""C lowering of the conversion ops Quantize and Dequantize (QNN op definitions "Quantize",
+"Dequantize"; qnnemu/ops/cast.py), float32 <-> 8/16-bit fixed point, per tensor (Dequantize also
+per axis).  Their kernels are the engine's converters (csrc/engine.c)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...headers import Q
+from ...ops.cast import Dequantize, Quantize
+from ...spec.quant import Requantize, rounding_for
+from .lowering import F32, Unsupported, emit_converter, lowers, type_code
+
+
+@lowers("Quantize")
+def quantize(ctx) -> None:
+    op = ctx.impl
+    if type(op) is not Quantize or op._plain_pair() is not None or ctx.n_out != 1:
+        raise Unsupported("Quantize between plain types or a wrapped op")
+    if ctx.in_dtype(0) != F32 or not op.input_specs or op.input_specs[0].dtype != Q.QNN_DATATYPE_FLOAT_32:
+        raise Unsupported("Quantize of a non-float32 input")
+    out_dtype = op._out_dtype()
+    quant = op.output_specs[0].quant if op.output_specs else None
+    if quant is None:
+        raise Unsupported("Quantize without an output encoding")
+    conv = Requantize(quant, out_dtype, rounding_for(op.op_type))
+    n = int(np.prod(ctx.in_shape(0), dtype=np.int64))
+    clean = ctx.scratch(4 * n)
+    ctx.emit("qe_k_nan_to_num", (ctx.input_raw(0), clean), (n,))
+    emit_converter(ctx.b, conv, clean, F32, ctx.output_raw(0), ctx.out_dtype(0), n)
+    ctx.emitted += 1
+
+
+@lowers("Dequantize")
+def dequantize(ctx) -> None:
+    op = ctx.impl
+    if type(op) is not Dequantize or ctx.n_out != 1 or ctx.out_dtype(0) != F32:
+        raise Unsupported("Dequantize to a non-float32 output or a wrapped op")
+    in_dtype = ctx.in_dtype(0)
+    if in_dtype.kind not in "iu" or in_dtype.itemsize > 4 or not op.input_specs:
+        raise Unsupported(f"Dequantize of {in_dtype}")
+    quant = op.input_specs[0].quant
+    if quant is None or quant.block_scales is not None:
+        raise Unsupported("Dequantize without a per-tensor or per-axis encoding")
+    shape = ctx.in_shape(0)
+    n = int(np.prod(shape, dtype=np.int64))
+    if quant.axis is None:
+        channels, inner = 1, 1
+        scales, offsets = [float(quant.scale)], [float(quant.offset)]
+    else:
+        axis = quant.axis % len(shape)
+        channels = shape[axis]
+        inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+        scales = [float(v) for v in np.broadcast_to(np.asarray(quant.scale, np.float64), (channels,))]
+        offsets = [float(v) for v in np.broadcast_to(np.asarray(quant.offset, np.float64), (channels,))]
+    ctx.emit("qe_k_dequant64", (ctx.input_raw(0), ctx.output_raw(0)),
+             (n, type_code(in_dtype), channels, inner), scales + offsets)
