@@ -209,18 +209,26 @@ def test_one_shim_body():
             f"csrc/{shim} holds only what differs (no copy of the body)"
 
 
-def test_kernels_h_is_the_only_copy_of_the_prototypes():
+def test_kernel_headers_are_the_only_copy_of_the_prototypes():
+    """kernels.h, engine.h and every eng_<family>.h declare exactly what their .c defines, and
+    the module's cdef is read from them (no hand-copied prototypes)."""
     sys.path.insert(0, str(CSRC))
     try:
         import build_kernels
     finally:
         sys.path.remove(str(CSRC))
-    header = (CSRC / "kernels.h").read_text()
-    source = (CSRC / "kernels.c").read_text()
-    assert '#include "kernels.h"' in source, "kernels.c includes kernels.h (the compiler checks they agree)"
-    declared = set(re.findall(r"\b(qe_\w+)\(", build_kernels.CDEF))
-    defined = set(re.findall(r"^(?:int|long|void) (qe_\w+)\(", source, re.M))
-    assert declared == defined, f"kernels.h declares exactly the exported kernels: only declared " \
-                                f"{sorted(declared - defined)}, only defined {sorted(defined - declared)}"
-    assert build_kernels.CDEF.strip() in header, "build_kernels.py reads its cdef from kernels.h"
+    assert [h.name for h in build_kernels.HEADERS[:2]] == ["kernels.h", "engine.h"], "the core headers first"
+    for header_path in build_kernels.HEADERS:
+        header = header_path.read_text()
+        source_path = header_path.with_suffix(".c")
+        source = source_path.read_text()
+        cdef = build_kernels.kernels_cdef(header_path)
+        assert f'#include "{header_path.name}"' in source, \
+            f"{source_path.name} includes {header_path.name} (the compiler checks they agree)"
+        declared = set(re.findall(r"\b(qe_\w+)\(", cdef))
+        defined = set(re.findall(r"^(?:int|long|void) (qe_\w+)\(", source, re.M))
+        assert declared == defined, f"{header_path.name} declares exactly the kernels {source_path.name} " \
+                                    f"exports: only declared {sorted(declared - defined)}, only defined " \
+                                    f"{sorted(defined - declared)}"
+        assert cdef.strip() in build_kernels.CDEF, f"build_kernels.py reads its cdef from {header_path.name}"
     assert "qe_sgemm(" not in (CSRC / "build_kernels.py").read_text(), "no hand-copied prototype in build_kernels.py"
