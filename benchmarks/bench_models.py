@@ -169,6 +169,29 @@ class StepTimer:
                              for t, (s, c) in sorted(by_type.items(), key=lambda kv: -kv[1][0])]}
 
 
+def engine_summary() -> dict:
+    """The C engine's programs of the qnnemu graphs this process finalized (qnnemu/core/engine):
+    nodes, nodes in C, Python fallback steps by op type and why, arena bytes."""
+    from qnnemu.core.graph import Graph
+    from qnnemu.core.handles import HANDLES
+    total: dict = {"graphs": 0, "nodes": 0, "c_nodes": 0, "fallbacks": 0, "fallback_ops": {},
+                   "reasons": [], "arena_mib": 0.0, "no_engine": 0}
+    for graph in HANDLES.live(Graph):
+        engine = getattr(getattr(graph, "plan", None), "engine", None)
+        if engine is None:
+            total["no_engine"] += 1
+            continue
+        summary = engine.summary()
+        total["graphs"] += 1
+        for key in ("nodes", "c_nodes", "fallbacks"):
+            total[key] += summary[key]
+        for op, n in summary["fallback_ops"].items():
+            total["fallback_ops"][op] = total["fallback_ops"].get(op, 0) + n
+        total["reasons"] += [f"{name} ({op}): {why}" for name, op, why in engine.fallbacks][:50]
+        total["arena_mib"] += summary["arena_bytes"] / 2**20
+    return total
+
+
 def measure(path: str, backend: str, budget: float, min_runs: int, max_runs: int, top_ops: int) -> dict:
     """One backend on one model, in this process: see the module docstring."""
     import onnx
@@ -195,6 +218,8 @@ def measure(path: str, backend: str, budget: float, min_runs: int, max_runs: int
             sess = _qnn_session(path, backend, fallback=True, profile_prefix=prefix)
             profiled = True
     res["create_s"] = time.perf_counter() - t0
+    if backend == "qnnemu":
+        res["engine"] = engine_summary()
     t1 = time.perf_counter()
     sess.run(None, feeds)
     res["first_run_s"] = time.perf_counter() - t1
@@ -333,11 +358,22 @@ def _coverage(r: dict | None) -> str:
     return f"{c['qnn_nodes']}/{c['qnn_nodes'] + c['cpu_nodes']}, {c['partitions']} parts"
 
 
+def _fallbacks(r: dict | None) -> str:
+    """The qnnemu worker's Python fallback steps: "0", "n (op k, ...)", or "-" (no engine)."""
+    e = (r or {}).get("engine")
+    if not e or not e.get("graphs"):
+        return "-"
+    if not e["fallbacks"]:
+        return "0"
+    ops = sorted(e["fallback_ops"].items(), key=lambda kv: -kv[1])
+    return f"{e['fallbacks']} ({', '.join(f'{op} {n}' for op, n in ops[:4])}{', ...' if len(ops) > 4 else ''})"
+
+
 def table_rows(rows: list[dict]) -> list[list[str]]:
     """rows: {"model", "variant", "results": {backend: result}} -> the printed table's cells."""
     head = ["model", "variant", "CPU ms", "qnnemu ms", "vendor ms", "qnnemu/CPU", "vendor/qnnemu",
             "qnnemu create s", "vendor create s", "peak RSS MiB cpu/qnnemu/vendor", "QNN nodes qnnemu",
-            "QNN nodes vendor", "runs cpu/qnnemu/vendor"]
+            "QNN nodes vendor", "runs cpu/qnnemu/vendor", "qnnemu fallbacks"]
     out = [head]
     for row in rows:
         r = row["results"]
@@ -356,7 +392,8 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
                     cell(ours, "create_s", ".2f"), cell(ven, "create_s", ".2f"),
                     "/".join(_fmt(x.get("rss_peak_mib"), ".0f") for x in (cpu, ours, ven)),
                     _coverage(ours), _coverage(ven),
-                    "/".join(str(x.get("runs", "-")) for x in (cpu, ours, ven))])
+                    "/".join(str(x.get("runs", "-")) for x in (cpu, ours, ven)),
+                    _fallbacks(ours)])
     return out
 
 
@@ -369,6 +406,9 @@ def format_table(rows: list[dict], markdown: bool = False) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
     return "\n".join("  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
                      for r in cells)
+
+
+FALLBACK_DETAILS = False   # --fallbacks
 
 
 def format_details(rows: list[dict]) -> str:
@@ -384,6 +424,10 @@ def format_details(rows: list[dict]) -> str:
             cov = r.get("coverage") or {}
             if cov.get("cpu_ops"):
                 lines.append(f"{tag}: on the CPU EP: {', '.join(cov['cpu_ops'])}")
+            eng = r.get("engine") or {}
+            if eng.get("reasons") and FALLBACK_DETAILS:
+                lines.append(f"{tag}: {eng['fallbacks']} Python fallback steps:")
+                lines += [f"    {why}" for why in eng["reasons"]]
             top = r.get("top_ops")
             if top and "error" in top:
                 lines.append(f"{tag}: top ops: {top['error']}")
@@ -429,6 +473,8 @@ def main(argv=None) -> int:
     ap.add_argument("--vendor-timeout", type=float, default=300.0, help="limit per vendor worker, s")
     ap.add_argument("--no-vendor", action="store_true")
     ap.add_argument("--no-overheads", action="store_true")
+    ap.add_argument("--fallbacks", action="store_true",
+                    help="list qnnemu's Python fallback steps (node, op type, why) per model")
     ap.add_argument("--top-ops", type=int, default=0, metavar="N", help="print qnnemu's N slowest ops per model")
     ap.add_argument("--qnn-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a QNN EP provider option for both QNN backends, e.g. soc_model=43 "
@@ -443,6 +489,8 @@ def main(argv=None) -> int:
     ap.add_argument("--worker-overhead", choices=("qnnemu", "vendor"), help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    global FALLBACK_DETAILS
+    FALLBACK_DETAILS = args.fallbacks
 
     if args.worker or args.worker_overhead:
         if args.worker_overhead:

@@ -57,10 +57,15 @@ class AbiModule:
     preamble_includes: tuple    # headers the generated C source includes
     # Functions handed out by an entry rather than table slots: (header, struct tag, prefix).
     extra_tables: tuple = field(default_factory=tuple)
+    # Table slots served by a C front that calls the Python entry only when it cannot answer
+    # itself: (field name, front symbol) -- graphExecute's fast path (csrc/fast_execute.h).
+    fronts: tuple = field(default_factory=tuple)
+    # C helpers the shim defines and Python calls (declarations, one per line).
+    extra_cdef: str = ""
 
     def helpers_cdef(self) -> str:
         return (f"void {self.log_emit}(void *callback, QnnLog_Level_t level, uint64_t timestamp, "
-                f"const char *message);\n")
+                f"const char *message);\n") + self.extra_cdef
 
     def embed_api(self) -> str:
         return f"int {self.init_symbol}(const char *baked_version, uint32_t *api_version);\n"
@@ -117,8 +122,11 @@ def write_entries_header(mod: AbiModule, build_dir: Path) -> Path:
     lines += [f'#define QNNEMU_PACKAGE_VERSION "{__version__}"',
               f"#define {mod.macro_prefix}_NUM_ENTRIES {len(table)}"]
     lines += [f"{sig};" for _, _, sig in table + extra_entries(mod)]
+    fronts = dict(mod.fronts)
+    lines += [f"{sig.replace(mod.entry_prefix + fname + '(', fronts[fname] + '(', 1)};"
+              for fname, _, sig in table if fname in fronts]
     lines.append(f"#define {mod.macro_prefix}_TABLE_INITIALIZER {{ \\")
-    lines += [f"  ({ftype}){mod.entry_prefix}{fname}, \\" for fname, ftype, _ in table]
+    lines += [f"  ({ftype}){fronts.get(fname, mod.entry_prefix + fname)}, \\" for fname, ftype, _ in table]
     lines += ["}", "#endif", ""]
     return write_if_changed(Path(build_dir) / mod.entries_header, "\n".join(lines))
 
@@ -132,6 +140,7 @@ def portable_compile_args(root: Path = ROOT) -> list[str]:
 def build_inputs() -> list[str]:
     """Files every library here is built from (besides its own sources): a change rebuilds it."""
     inputs = [HERE / name for name in ("embed_python.h", "log_forward.h", "fork_python.h", "abi_shim.h",
+                                       "fast_execute.h",
                                        "loader.c", "shim.c", "system_shim.c", "exports.map",
                                        "system_exports.map", "htp_module.map", "system_module.map",
                                        "build_abi.py", "build_backend.py", "build_system.py")]

@@ -61,6 +61,11 @@ HTP_MODULE = build_abi.AbiModule(
                        "HTP/QnnHtpMem.h", "HTP/QnnHtpProperty.h", "QnnOpDef.h"),
     # The HTP performance infrastructure functions handed out by deviceGetInfrastructure.
     extra_tables=(("HTP/QnnHtpDevice.h", "_QnnHtpDevice_PerfInfrastructure_t", "qnnemu_perf_"),),
+    # graphExecute's C fast path for graphs compiled entirely to C (csrc/fast_execute.h).
+    fronts=(("graphExecute", "qnnemu_fast_graphExecute"),),
+    extra_cdef=("int qnnemu_fast_register(uint64_t handle, const int64_t *desc);\n"
+                "void qnnemu_fast_clear(void);\n"
+                "int qnnemu_fast_count(void);\n"),
 )
 MODULE_NAME = HTP_MODULE.module_name
 ENTRY_PREFIX = HTP_MODULE.entry_prefix

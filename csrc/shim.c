@@ -35,4 +35,5 @@ static void abi_describe_provider(QnnInterface_t *iface, const uint32_t version[
   iface->apiVersion.backendApiVersion.patch = QNN_HTP_API_VERSION_PATCH;
 }
 
+#include "fast_execute.h"
 #include "abi_shim.h"

@@ -219,7 +219,6 @@ def test_kernel_headers_are_the_only_copy_of_the_prototypes():
         sys.path.remove(str(CSRC))
     assert [h.name for h in build_kernels.HEADERS[:2]] == ["kernels.h", "engine.h"], "the core headers first"
     for header_path in build_kernels.HEADERS:
-        header = header_path.read_text()
         source_path = header_path.with_suffix(".c")
         source = source_path.read_text()
         cdef = build_kernels.kernels_cdef(header_path)

@@ -3,23 +3,18 @@ graphFinalize, the arena planned by liveness, Python fallback steps, the check m
 converter kernels every lowering shares -- each bit-identical to the Python plan's converter."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from helpers.binary_builders import APP_READ, APP_WRITE, U8, GraphBuilder, new_context
 from hypothesis import given, strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent / "helpers"))
-from binary_builders import APP_READ, APP_WRITE, U8, GraphBuilder, new_context  # noqa: E402
-
-from qnnemu.core import engine as engine_mod  # noqa: E402
-from qnnemu.core.engine import EngineMismatch, check_plan  # noqa: E402
-from qnnemu.core.engine.lowering import LOWERINGS, load_lowerings  # noqa: E402
-from qnnemu.headers import Q  # noqa: E402
-from qnnemu.ops import _fast  # noqa: E402
-from qnnemu.ops.base import QuantSpec, htp_fp16_round, htp_fp16_to_fp32  # noqa: E402
-from qnnemu.spec.quant import Dequantizer, Requantize  # noqa: E402
+from qnnemu.core import engine as engine_mod
+from qnnemu.core.engine import EngineMismatch, check_plan
+from qnnemu.core.engine.lowering import LOWERINGS, load_lowerings
+from qnnemu.headers import Q
+from qnnemu.ops import _fast
+from qnnemu.ops.base import QuantSpec, htp_fp16_round, htp_fp16_to_fp32
+from qnnemu.spec.quant import Dequantizer, Requantize
 
 pytestmark = pytest.mark.skipif(not _fast.available(), reason="qnnemu._kernels is not built")
 

@@ -15,6 +15,7 @@ from . import (
     context_lifecycle_api,
     device_api,
     error_api,
+    fast_execute,
     graph_api,
     log_api,
     marshal,
@@ -27,7 +28,7 @@ from . import (
     tensor_api,
     validate_api,
 )
-from .library import LIBRARY
+from .library import LIBRARY, PERF_PREFIX
 
 # The components, in the order of QnnInterface.h's table (import order is irrelevant: each
 # module registers the slots it implements).
@@ -50,3 +51,11 @@ def install(the_ffi, the_lib, expected: tuple[str, ...] = ()) -> None:
     """
     marshal.ffi = the_ffi
     LIBRARY.install(the_ffi, the_lib, expected, core_backend.core_api_version)
+    # graphExecute's C fast path is withdrawn before every call that may change what it runs:
+    # all but graphExecute itself, the read-only queries and the perf votes (which change the
+    # modelled timing, not the results).
+    LIBRARY.before_entry = fast_execute.clear
+    LIBRARY.hook_exempt = frozenset({"graphExecute", "errorGetMessage", "errorGetVerboseMessage",
+                                     "errorFreeVerboseMessage", "backendGetApiVersion", "backendGetBuildId",
+                                     "propertyHasCapability", "logSetLogLevel",
+                                     *LIBRARY.extra.get(PERF_PREFIX, {})})

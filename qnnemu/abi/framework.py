@@ -166,6 +166,10 @@ class Library:
         self.lock = threading.Lock()
         self.messages: dict[int, tuple[str, str]] = {}  # code -> (function, last message)
         self.init_failure: str | None = None            # why embed_init refused (the shim prints it)
+        # Called before every entry whose name is not in ``hook_exempt`` (the HTP library:
+        # graphExecute's C fast path is withdrawn before any other call, qnnemu/abi/fast_execute.py).
+        self.before_entry: Callable[[], None] | None = None
+        self.hook_exempt: frozenset[str] = frozenset()
 
     # ---- failures
     def record(self, code: int, func: str, text: str) -> None:
@@ -205,8 +209,11 @@ class Library:
         + name when ``prefix`` is given: functions handed out by an entry, not table slots)."""
         name = fn.__name__
         call_logger = self.call_logger
+        library = self
 
         def wrapper(*args):
+            if library.before_entry is not None and name not in library.hook_exempt:
+                library.before_entry()
             # Warning rules raised during the call go to the app logger of its handles (found
             # only when one is raised: the execute hot path pays a context-variable set only).
             token = rules._CURRENT.set(_CallLogger(call_logger, args)) if call_logger else None

@@ -19,7 +19,7 @@ from ..htp import settings as htp_settings
 from ..location import Location
 from ..rules import fail
 from ..spec import dtypes
-from . import marshal, mem_api, profile_api, signal_api
+from . import fast_execute, marshal, mem_api, profile_api, signal_api
 from .library import configs as _configs, entry, ffi, get as _get, no_properties, not_supported
 from .marshal import c_str, read_htp_custom as _htp_custom, read_op_config, require
 
@@ -243,6 +243,8 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
         arr = np.ascontiguousarray(results[t.id])
         ffi.memmove(dst, ffi.from_buffer(arr), nbytes)
     profile_api.commit(rec, "execute")
+    # The next executes of a graph compiled entirely to C may skip this entry (C fast path).
+    fast_execute.offer(int(ffi.cast("uintptr_t", graphHandle)), g)
 
 
 not_supported("graphCreateSubgraph", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "subgraphs are not emulated yet")

@@ -123,6 +123,10 @@ def build_engine(plan, graph) -> Engine | None:
                     with contextlib.suppress(Unsupported):
                         builder.slot_buffer(slot, k)
     end = len(plan.steps)
+    for t in graph.app_inputs():   # every graph input has its place, read or not
+        if t.id in plan.slots:
+            with contextlib.suppress(Unsupported):
+                builder.slot_buffer(plan.slots[t.id], 0)
     outputs = [plan.slots[t.id] for t in graph.app_outputs() if t.id in plan.slots]
     builder.extend_outputs(outputs, end)
     arena_bytes = builder.plan_arena(end)
@@ -147,8 +151,8 @@ class Engine:
         self.c_nodes = len(plan.steps) - len(self.fallbacks)
         self.c_steps = len(program.steps)
         self.arena_bytes = program.arena_bytes
-        self.io_of_tid = dict(builder.io_of_tid)
-        self.io_index = {tid: int(builder.bufs[buf][1]) for tid, buf in builder.io_of_tid.items()}
+        # graph input tensor id -> its arena offset (each execute copies the fed array there)
+        self.input_offsets = {tid: int(builder.bufs[buf][1]) for tid, buf in builder.io_of_tid.items()}
         self._slot_buf = dict(builder.slot_buf)
         self._bufs = program.bufs
         self._dtypes = {slot: builder._info(slot) for slot in builder.slot_buf}
@@ -164,6 +168,7 @@ class Engine:
                 segments.append(("c", code.first, code.last, k, k + 1))
         self.segments = segments
         self.written = {slot for step in plan.steps for slot in step.writes}
+        self._input_slots = {plan.slots[tid] for tid in builder.io_of_tid}
         self._arena = aligned_empty(max(program.arena_bytes, 1))
         self._arena_lock = threading.Lock()
         p = program
@@ -171,7 +176,44 @@ class Engine:
         self._cargs = (ffi.cast("int64_t *", p.steps.ctypes.data), ffi.cast("int64_t *", p.pbuf.ctypes.data),
                        ffi.cast("int64_t *", p.ints.ctypes.data), ffi.cast("double *", p.dbls.ctypes.data),
                        ffi.cast("int64_t *", p.bufs.ctypes.data))
-        self.n_io = len(self.io_index)
+        self._no_io = self.ffi.new("void *[]", 1)
+
+    def fast_descriptor(self, graph) -> np.ndarray | None:
+        """The descriptor of graphExecute's C fast path (csrc/fast_execute.h) for this program,
+        or None when an execute needs Python: a fallback step, converters at the graph boundary
+        (float16 outputs, native KV caches), the check mode, an input or output outside the
+        arena.  It points into this engine (program tables, a private arena): keep it and the
+        engine alive while it is registered."""
+        plan = self.plan
+        if self.fallbacks or self.check or plan.output_conv or any(c is not None for c in plan.input_conv.values()):
+            return None
+        ins, outs = list(graph.app_inputs()), list(graph.app_outputs())
+        if len(ins) > 64 or len(outs) > 64:
+            return None
+        records = []
+        keep = []
+        for t in ins + outs:
+            slot = plan.slots.get(t.id)
+            buf = self._slot_buf.get(slot) if slot is not None else None
+            if buf is None or int(self._bufs[buf][0]) != 1:
+                return None
+            shape, dtype = self._dtypes[slot]
+            dims = np.asarray(shape, dtype=np.uint32)
+            keep.append(dims)
+            records.append([t.id, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, len(shape),
+                            dims.ctypes.data, int(self._bufs[buf][1]), 0])
+        arena = aligned_empty(max(self.arena_bytes, 1))
+        keep.append(arena)
+        p, ffi, lib = self.program, self.ffi, self.lib
+
+        def address(name: str) -> int:
+            return int(ffi.cast("intptr_t", ffi.addressof(lib, name)))
+        header = [1, address("qe_run"), p.steps.ctypes.data, len(p.steps), p.pbuf.ctypes.data, p.ints.ctypes.data,
+                  p.dbls.ctypes.data, p.bufs.ctypes.data, arena.ctypes.data, len(ins), len(outs),
+                  address("qe_set_call_threads"), address("qe_threads"), 0, 0, 0]
+        desc = np.asarray(header + [v for r in records for v in r], dtype=np.int64)
+        self._fast_keep = keep   # the dimension arrays and the arena the descriptor points into
+        return desc
 
     def summary(self) -> dict[str, Any]:
         reasons = Counter(op for _, op, _ in self.fallbacks)
@@ -191,7 +233,7 @@ class Engine:
             return self.plan.statics[slot]
         if kind == 2:
             return feeds_by_io[value]
-        if slot not in self.written:
+        if slot not in self.written and slot not in self._input_slots:
             return None
         shape, dtype = self._dtypes[slot]
         return np.ndarray(shape, dtype, buffer=arena, offset=value)
@@ -212,23 +254,19 @@ class Engine:
     def _run(self, feeds, wanted, observer, arena, after_node=None):
         plan = self.plan
         slots = plan.slots
-        io = [None] * self.n_io
-        ptrs = self.ffi.new("void *[]", max(self.n_io, 1))
+        io: list = []
+        ptrs = self._no_io
         for tid, arr in feeds.items():
             conv = plan.input_conv.get(tid)
             if conv is not None:
                 arr = conv(arr)
-            idx = self.io_index.get(tid)
-            if idx is None:
+            if tid not in self.input_offsets:
                 continue
-            shape, dtype = self._dtypes[slots[tid]]
-            a = np.ascontiguousarray(arr)
-            if a.dtype != dtype or a.shape != shape:
-                if a.dtype != dtype or a.size != int(np.prod(shape)):
-                    return None    # not what the program was built for: the Python steps run
-                a = a.reshape(shape)
-            io[idx] = a
-            ptrs[idx] = self.ffi.cast("void *", a.ctypes.data)
+            dst = self._view(slots[tid], arena, io)
+            a = np.asarray(arr)
+            if a.dtype != dst.dtype or a.size != dst.size:
+                return None    # not what the program was built for: the Python steps run
+            np.copyto(dst, a.reshape(dst.shape))
         arena_ptr = self.ffi.cast("char *", arena.ctypes.data)
         steps, pbuf, ints, dbls, bufs = self._cargs
         run = self.lib.qe_run
@@ -265,7 +303,7 @@ class Engine:
             raise RuntimeError(f"graph '{self.graph_name}': C step {k} failed with code {code}")
 
     def _fallback(self, step, arena, io, observer) -> None:
-        args = []
+        args: list[Any] = []
         for slot, conv in zip(step.reads, step.in_conv):
             if slot < 0:
                 args.append(None)

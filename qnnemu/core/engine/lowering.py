@@ -192,13 +192,13 @@ def emit_converter(builder, conv, src: int, src_dtype, dst: int, dst_dtype, n: i
     ``conv`` does; Unsupported for a converter without a C twin."""
     src_dtype, dst_dtype = np.dtype(src_dtype), np.dtype(dst_dtype)
     if type(conv) is Dequantizer:
-        if conv.scale is None or dst_dtype != F32:
+        if conv.scale is None or conv.offset is None or dst_dtype != F32:
             raise Unsupported("a per-axis or blockwise dequantization")
         builder.emit("qe_k_dequant", (src, dst), (n, type_code(src_dtype)),
                      (float(conv.scale), float(conv.offset)))
         return
     if type(conv) is Requantize:
-        if conv.inv is None or src_dtype != F32 or dst_dtype != conv.np_dtype \
+        if conv.inv is None or conv.offset is None or src_dtype != F32 or dst_dtype != conv.np_dtype \
                 or dst_dtype.itemsize > 2 or conv.mode not in _REQUANT_MODES:
             raise Unsupported("a per-axis, 32-bit or unusual requantization")
         builder.emit("qe_k_requant", (src, dst),

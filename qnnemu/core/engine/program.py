@@ -3,8 +3,8 @@
 ``Builder`` turns the Python plan (qnnemu/core/plan.py) into the tables csrc/engine.c runs:
 
 - every slot becomes a buffer: a static value -> its numpy array (absolute address, kept
-  alive by the program); a graph input -> an io index, filled per execute with the fed array;
-  every other value -> an offset in one arena;
+  alive by the program); every other value, graph inputs included (each execute copies them
+  in) -> an offset in one arena;
 - each node is lowered (lowering.py) into C steps, or kept as a Python fallback step;
 - the arena is planned by liveness: a value lives from the node that writes it to the last node
   that reads it (graph outputs to the end), a scratch region for one node only; regions whose
@@ -120,7 +120,10 @@ class Builder:
             if slot in self.plan.statics:
                 buf = self._absolute(self.static_value(slot))
             elif isinstance(key, int) and key in self.inputs:
-                buf = self._new_buf(IO, len(self.io_of_tid))
+                # a graph input: copied into the arena by each execute (aligned, contiguous; the
+                # client's buffer may be neither), live from the start
+                shape, dtype = self.slot_shape(slot), self.slot_dtype(slot)
+                buf = self._region(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 0)
                 self.io_of_tid[key] = buf
             else:
                 shape, dtype = self.slot_shape(slot), self.slot_dtype(slot)
