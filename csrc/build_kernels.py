@@ -42,7 +42,8 @@ ENGINE_H = HERE / "engine.h"
 FAMILY_HEADERS = sorted(HERE.glob("eng_*.h"))
 FAMILY_SOURCES = sorted(HERE.glob("eng_*.c"))
 HEADERS = [KERNELS_H, ENGINE_H, *FAMILY_HEADERS]
-SOURCES = [HERE / "kernels.c", HERE / "engine.c", *FAMILY_SOURCES]
+# pool.c: the intra-op thread pool every kernel file may use (pool.h; not declared to cffi)
+SOURCES = [HERE / "kernels.c", HERE / "engine.c", HERE / "pool.c", *FAMILY_SOURCES]
 
 CDEF = "".join(kernels_cdef(h) for h in HEADERS)
 
@@ -60,7 +61,7 @@ ffibuilder.set_source(
     "".join(f'#include "{h.name}"\n' for h in HEADERS),
     sources=[_path(p) for p in SOURCES],
     include_dirs=[_path(HERE)],
-    depends=[_path(h) for h in HEADERS],
+    depends=[_path(h) for h in [*HEADERS, HERE / "pool.h"]],
     # -ffp-contract=off: no fused multiply-adds the source does not spell out -- the engine's
     # kernels reproduce numpy's float arithmetic bit for bit, and numpy never fuses.
     extra_compile_args=["-O3", "-march=x86-64-v2", "-std=gnu11", "-pthread", "-ffp-contract=off",

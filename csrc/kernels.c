@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "pool.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -447,28 +448,20 @@ static int gemm_run(const struct gemm_job *j)
     return 0;
 }
 
-static void *gemm_thread(void *arg)
+static void gemm_item(void *arg)
 {
     struct gemm_job *j = arg;
     j->rc = gemm_run(j);
-    return NULL;
 }
 
-/* Runs jobs[0..n) on up to n threads (the caller runs job 0); returns 0 or -1 (OOM). */
+/* Runs jobs[0..n) on up to n threads of the pool (the caller runs job 0); returns 0 or -1
+ * (OOM). */
 static int run_jobs(struct gemm_job *jobs, int n)
 {
-    pthread_t tid[64];
-    int started[64] = {0};
-    for (int t = 1; t < n; t++)
-        started[t] = pthread_create(&tid[t], NULL, gemm_thread, &jobs[t]) == 0;
-    for (int t = 1; t < n; t++)
-        if (!started[t]) jobs[t].rc = gemm_run(&jobs[t]);  /* no thread: run it here */
-    jobs[0].rc = gemm_run(&jobs[0]);
-    int rc = jobs[0].rc;
-    for (int t = 1; t < n; t++) {
-        if (started[t]) pthread_join(tid[t], NULL);
+    qe_pool_run(gemm_item, jobs, sizeof jobs[0], n);
+    int rc = 0;
+    for (int t = 0; t < n; t++)
         if (jobs[t].rc) rc = jobs[t].rc;
-    }
     return rc;
 }
 
@@ -495,11 +488,10 @@ typedef void (*range_fn)(const void *ctx, long p0, long p1);
 
 struct range_job { range_fn fn; const void *ctx; long p0, p1; };
 
-static void *range_thread(void *arg)
+static void range_item(void *arg)
 {
     struct range_job *j = arg;
     j->fn(j->ctx, j->p0, j->p1);
-    return NULL;
 }
 
 /* fn(ctx, p0, p1) over [0, n) in up to qe_threads() contiguous pieces, by the estimated
@@ -515,18 +507,11 @@ static void parallel_for(range_fn fn, const void *ctx, long n, double ns_per_ite
         return;
     }
     struct range_job jobs[64];
-    pthread_t tid[64];
-    int started[64] = {0}, cnt = 0;
+    int cnt = 0;
     long step = (n + T - 1) / T;
     for (long p = 0; p < n && cnt < 64; p += step)
         jobs[cnt++] = (struct range_job){fn, ctx, p, p + step < n ? p + step : n};
-    for (int i = 1; i < cnt; i++)
-        started[i] = pthread_create(&tid[i], NULL, range_thread, &jobs[i]) == 0;
-    for (int i = 1; i < cnt; i++)
-        if (!started[i]) fn(ctx, jobs[i].p0, jobs[i].p1);
-    fn(ctx, jobs[0].p0, jobs[0].p1);
-    for (int i = 1; i < cnt; i++)
-        if (started[i]) pthread_join(tid[i], NULL);
+    qe_pool_run(range_item, jobs, sizeof jobs[0], cnt);
 }
 
 /* Geometry and buffers of the 2-D kernels below (each uses the fields it needs). */
@@ -619,9 +604,9 @@ struct batch_ctx {
     int rc;
 };
 
-static void *batch_worker(void *arg)
+static void batch_item(void *arg)
 {
-    struct batch_ctx *c = arg;
+    struct batch_ctx *c = *(struct batch_ctx **)arg;
     for (;;) {
         pthread_mutex_lock(&c->lock);
         int b = c->next++;
@@ -637,7 +622,7 @@ static void *batch_worker(void *arg)
             pthread_mutex_unlock(&c->lock);
         }
     }
-    return NULL;
+    return;
 }
 
 /* Batched GEMM: for b < batch, C_b = A_b * B_b (+ bias), A_b = A + a_off[b] (elements),
@@ -658,13 +643,9 @@ int qe_sgemm_batched(int batch, const int64_t *a_off, const int64_t *b_off, long
     }
     struct batch_ctx c = {batch, 0, a_off, b_off, M, N, K, A, rsa, csa, B, rsb, csb, C, ldc,
                           bias, PTHREAD_MUTEX_INITIALIZER, 0};
-    pthread_t tid[64];
-    int started[64] = {0};
-    for (int t = 1; t < T; t++)
-        started[t] = pthread_create(&tid[t], NULL, batch_worker, &c) == 0;
-    batch_worker(&c);
-    for (int t = 1; t < T; t++)
-        if (started[t]) pthread_join(tid[t], NULL);
+    struct batch_ctx *same[64];
+    for (int t = 0; t < T && t < 64; t++) same[t] = &c;
+    qe_pool_run(batch_item, same, sizeof same[0], T < 64 ? T : 64);
     return c.rc;
 }
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...headers import Q
+from ...ops.base import htp_fp16_to_fp32
 from .. import plan as plan_mod
 from .lowering import F32, LowerCtx, Unsupported, load_lowerings
 from .program import Builder, NodeCode, Program, aligned_empty
@@ -94,6 +95,26 @@ def _lower_tee(ctx: LowerCtx, lower, tee: int) -> None:
                       int(np.prod(ctx.b.slot_shape(s), dtype=np.int64)), ctx.index, "out")
 
 
+def _lower_output_conversions(builder: Builder, plan, graph, end: int):
+    """Float16-math results leave as float32 through the HTP's conversion (the plan's
+    ``output_conv``, htp_fp16_to_fp32): C steps after the last node write each converted output
+    into a region of its own.  Returns ((first, last) C steps, {tensor id: buffer})."""
+    first = len(builder.steps)
+    converted: dict[int, int] = {}
+    for t in graph.app_outputs():
+        conv = plan.output_conv.get(t.id)
+        slot = plan.slots.get(t.id)
+        if conv is not htp_fp16_to_fp32 or slot is None or slot not in builder.slot_buf:
+            continue
+        if builder.slot_dtype(slot) != F32:
+            continue
+        n = int(np.prod(builder.slot_shape(slot), dtype=np.int64))
+        dst = builder.scratch_buffer(4 * n, end)
+        builder.emit("qe_k_fp16_to_fp32", (builder.slot_buffer(slot, end), dst), (n,))
+        converted[t.id] = dst
+    return (first, len(builder.steps)), converted
+
+
 def build_engine(plan, graph) -> Engine | None:
     """The C program of ``plan`` (None with QNNEMU_ENGINE=python or without the C kernels)."""
     mode = engine_mode()
@@ -129,9 +150,11 @@ def build_engine(plan, graph) -> Engine | None:
                 builder.slot_buffer(plan.slots[t.id], 0)
     outputs = [plan.slots[t.id] for t in graph.app_outputs() if t.id in plan.slots]
     builder.extend_outputs(outputs, end)
-    arena_bytes = builder.plan_arena(end)
+    epilogue, converted = _lower_output_conversions(builder, plan, graph, end)
+    arena_bytes = builder.plan_arena(end + 1)
     program = builder.program(nodes, arena_bytes)
-    engine = Engine(plan, graph, builder, program, check=mode == "check")
+    engine = Engine(plan, graph, builder, program, check=mode == "check", epilogue=epilogue,
+                    converted_outputs=converted)
     if engine.fallbacks and _log.isEnabledFor(logging.DEBUG):
         _log.debug("graph '%s': %d of %d nodes run as Python fallback steps: %s", graph.name,
                    len(engine.fallbacks), len(plan.steps),
@@ -142,7 +165,8 @@ def build_engine(plan, graph) -> Engine | None:
 class Engine:
     """A compiled program and what its executes need (see the module docstring)."""
 
-    def __init__(self, plan, graph, builder: Builder, program: Program, check: bool = False):
+    def __init__(self, plan, graph, builder: Builder, program: Program, check: bool = False,
+                 epilogue: tuple[int, int] = (0, 0), converted_outputs: dict[int, int] | None = None):
         self.plan, self.program, self.check = plan, program, check
         self.lib, self.ffi = builder.lib, builder.ffi
         self.graph_name = graph.name
@@ -167,6 +191,10 @@ class Engine:
             else:
                 segments.append(("c", code.first, code.last, k, k + 1))
         self.segments = segments
+        # C steps after the last node (outputs' float16 -> float32 conversions) and the buffers
+        # holding those converted outputs
+        self.epilogue = epilogue
+        self.converted = {tid: (buf, int(program.bufs[buf][1])) for tid, buf in (converted_outputs or {}).items()}
         self.written = {slot for step in plan.steps for slot in step.writes}
         self._input_slots = {plan.slots[tid] for tid in builder.io_of_tid}
         self._arena = aligned_empty(max(program.arena_bytes, 1))
@@ -185,7 +213,8 @@ class Engine:
         arena.  It points into this engine (program tables, a private arena): keep it and the
         engine alive while it is registered."""
         plan = self.plan
-        if self.fallbacks or self.check or plan.output_conv or any(c is not None for c in plan.input_conv.values()):
+        if self.fallbacks or self.check or any(c is not None for c in plan.input_conv.values()) \
+                or set(plan.output_conv) - set(self.converted):
             return None
         ins, outs = list(graph.app_inputs()), list(graph.app_outputs())
         if len(ins) > 64 or len(outs) > 64:
@@ -200,8 +229,9 @@ class Engine:
             shape, dtype = self._dtypes[slot]
             dims = np.asarray(shape, dtype=np.uint32)
             keep.append(dims)
+            offset = self.converted[t.id][1] if t.id in self.converted else int(self._bufs[buf][1])
             records.append([t.id, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, len(shape),
-                            dims.ctypes.data, int(self._bufs[buf][1]), 0])
+                            dims.ctypes.data, offset, 0])
         arena = aligned_empty(max(self.arena_bytes, 1))
         keep.append(arena)
         p, ffi, lib = self.program, self.ffi, self.lib
@@ -289,9 +319,15 @@ class Engine:
                 self._fallback(plan.steps[seg[1]], arena, io, observer)
                 if after_node is not None:
                     after_node(seg[1], arena, io)
+        if self.epilogue[1] > self.epilogue[0]:
+            self._check_rc(run(steps, self.epilogue[0], self.epilogue[1], pbuf, ints, dbls, bufs, arena_ptr, ptrs))
         out = {}
         out_conv = plan.output_conv
         for tid in wanted:
+            if tid in self.converted:
+                shape, _ = self._dtypes[slots[tid]]
+                out[tid] = np.ndarray(shape, np.float32, buffer=arena, offset=self.converted[tid][1]).copy()
+                continue
             v = self._view(slots[tid], arena, io)
             v = np.array(v, copy=True) if v is not None else None
             out[tid] = out_conv[tid](v) if tid in out_conv else v
