@@ -321,7 +321,7 @@ class Engine:
                     after_node(seg[1], arena, io)
         if self.epilogue[1] > self.epilogue[0]:
             self._check_rc(run(steps, self.epilogue[0], self.epilogue[1], pbuf, ints, dbls, bufs, arena_ptr, ptrs))
-        out = {}
+        out: dict[int, Any] = {}
         out_conv = plan.output_conv
         for tid in wanted:
             if tid in self.converted:
