@@ -306,9 +306,18 @@ def _int8_requant(w: np.ndarray, hi: np.ndarray, lo: np.ndarray):
     f = np.maximum(hi / 127.0, -lo / 128.0)
     fq = np.rint(f * 2048.0) / 2048.0
     recip = np.rint(65536.0 / fq)
-    scaled = w * recip / 65536.0
-    requant = np.trunc(scaled + np.copysign(0.5, scaled))
-    return np.where(over, requant, w), np.where(over, fq, 1.0)
+    # w * recip is an exact integer (below 2**26) and 2**-16 an exact scaling, so one product
+    # with recip * 2**-16 is the same value; then half away from zero, in place (finalize time:
+    # the weights of a whole quantized model pass through here).
+    a = w * np.where(over, recip * (1.0 / 65536.0), 1.0)
+    negative = np.signbit(a)
+    np.abs(a, out=a)
+    a += 0.5
+    np.floor(a, out=a)
+    np.negative(a, out=a, where=negative)
+    if not np.all(over):
+        a = np.where(over, a, w)
+    return a, np.where(over, fq, 1.0)
 
 
 def htp_int8_operand(w: np.ndarray, reduce_axis: int) -> tuple[np.ndarray, np.ndarray]:
