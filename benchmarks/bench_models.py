@@ -461,6 +461,16 @@ def format_overheads(over: dict, rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def precompile_qnnemu() -> None:
+    """Byte-compiles the qnnemu package once, as installing a wheel does: a session's creation
+    time should not include compiling qnnemu's sources, which an environment with
+    PYTHONDONTWRITEBYTECODE=1 (this project's machines) otherwise repeats in every worker."""
+    import compileall
+
+    import qnnemu
+    compileall.compile_dir(str(Path(qnnemu.__file__).parent), quiet=2)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="all", help="comma-separated model names (default: all)")
@@ -514,6 +524,7 @@ def main(argv=None) -> int:
         return 0
 
     backends = [b for b in BACKENDS if not (b == "vendor" and args.no_vendor)]
+    precompile_qnnemu()
     extra = dict(o.split("=", 1) for o in args.qnn_option)
     os.environ["QNNEMU_BENCH_QNN_OPTIONS"] = json.dumps(extra)  # inherited by the workers
     suffix = "".join(f" {k}={v}" for k, v in extra.items())
