@@ -189,6 +189,11 @@ def engine_summary() -> dict:
             total["fallback_ops"][op] = total["fallback_ops"].get(op, 0) + n
         total["reasons"] += [f"{name} ({op}): {why}" for name, op, why in engine.fallbacks][:50]
         total["arena_mib"] += summary["arena_bytes"] / 2**20
+    try:   # graphs graphExecute's C fast path serves (after their first execute)
+        from qnnemu.abi import fast_execute
+        total["fast_path_graphs"] = fast_execute.registered()
+    except Exception:   # noqa: BLE001 - the backend library is not loaded in this process
+        total["fast_path_graphs"] = None
     return total
 
 
@@ -218,8 +223,6 @@ def measure(path: str, backend: str, budget: float, min_runs: int, max_runs: int
             sess = _qnn_session(path, backend, fallback=True, profile_prefix=prefix)
             profiled = True
     res["create_s"] = time.perf_counter() - t0
-    if backend == "qnnemu":
-        res["engine"] = engine_summary()
     t1 = time.perf_counter()
     sess.run(None, feeds)
     res["first_run_s"] = time.perf_counter() - t1
@@ -238,6 +241,8 @@ def measure(path: str, backend: str, budget: float, min_runs: int, max_runs: int
         if len(times) >= 1 and times[0] > budget:  # one run alone exceeds the budget
             break
     res["runs"] = len(times)
+    if backend == "qnnemu":
+        res["engine"] = engine_summary()
     res["median_ms"] = 1e3 * statistics.median(times)
     res["min_ms"] = 1e3 * min(times)
     if backend == "qnnemu" and top_ops > 0:
@@ -364,7 +369,7 @@ def _fallbacks(r: dict | None) -> str:
     if not e or not e.get("graphs"):
         return "-"
     if not e["fallbacks"]:
-        return "0"
+        return "0, C fast path" if e.get("fast_path_graphs") else "0"
     ops = sorted(e["fallback_ops"].items(), key=lambda kv: -kv[1])
     return f"{e['fallbacks']} ({', '.join(f'{op} {n}' for op, n in ops[:4])}{', ...' if len(ops) > 4 else ''})"
 
