@@ -80,6 +80,7 @@ from .. import rules
 from ..errors import QnnError
 from ..headers import Q
 from ..htp.settings import device_model, graph_settings
+from ..ops import _fast_qgemm
 from ..ops.base import htp_fp16_round, htp_fp16_static, htp_fp16_to_fp32
 from ..spec import dtypes
 from ..spec.quant import (
@@ -210,6 +211,12 @@ class IntegerAccumulation:
                                   out.quant.offset, bias, self.wide, lo, hi, *self._mode(out.dtype))
         self.np_dtype = dtypes.numpy_dtype(out.dtype)
         self._fold_args = (x.quant.scale, x.quant.offset, ws, factor, bias)
+        # The exact C accumulator (csrc/eng_qgemm.c, shared with the C engine's step): used
+        # whenever the C kernels are enabled; the float32 formula of ``_acc`` otherwise.
+        self.out_shape = tuple(int(d) for d in out.dims)
+        self.cacc = _fast_qgemm.prepare(node.op_type, node.params, x.dims, dtypes.numpy_dtype(x.dtype),
+                                        self.x_offset, w_int, self.out_shape, self.transpose_in1) \
+            if self.w_static else None
         # Folded activations (``fold_into``): further outputs requantized from the same
         # accumulator straight into each folded Relu's encoding; ``keep_own`` False skips the
         # op's own codes when nothing but those activations reads them.
@@ -262,12 +269,10 @@ class IntegerAccumulation:
             weight *= base
 
     def run(self, x, w, b=None):
-        # codes + offset are integers below 2**17: exact in float32, the GEMM's operand type
-        x_int = x.astype(np.float32)
-        x_int += np.float32(self.x_offset)
         if self.w_static:
             w_f, wl1, wsum = self.w_int, self.wl1, self.wsum
             requant = self.requant
+            acc = self.cacc(x) if self.cacc is not None else None
         else:
             # a dynamic in1: columns outside int8 are requantized now (htp_int8_operand)
             k_axis = -1 if self.transpose_in1 else -2
@@ -277,7 +282,12 @@ class IntegerAccumulation:
             wsum = np.expand_dims(w_int.sum(axis=k_axis), -2)
             factor = np.expand_dims(np.squeeze(factor, axis=k_axis), -2)   # [..., 1, n]
             requant = self.requant if np.all(factor == 1.0) else self._dynamic_requant(factor)
-        acc = self._acc(x_int, w_f, wl1)
+            acc = _fast_qgemm.dynamic_matmul(x, self.x_offset, w_int, self.transpose_in1, self.out_shape)
+        if acc is None:
+            # codes + offset are integers below 2**17: exact in float32, the GEMM's operand type
+            x_int = x.astype(np.float32)
+            x_int += np.float32(self.x_offset)
+            acc = self._acc(x_int, w_f, wl1)
         if not self.folded:
             return (requant(acc, wsum).astype(self.np_dtype),)
         # AccRequant works in place on a float64 accumulator: every requantization but the

@@ -1,0 +1,619 @@
+/* The HTP's exact integer pipeline of quantized accumulating ops and of ElementWiseAdd (QNN op
+ * definitions "Conv2d", "DepthWiseConv2d", "FullyConnected", "MatMul", "ElementWiseAdd";
+ * docs/numerics.md "Accumulating ops" and "ElementWiseAdd"), for the C engine (issue 13) and for
+ * the Python plan's IntegerAccumulation, which calls qe_qacc / qe_qacc_dw so both paths share one
+ * accumulator.
+ *
+ * - The GEMM: acc[m, n] = sum_k (code[m, k] + x_offset) * w[k, n], exact.  Activation codes
+ *   (uint8/int8/uint16/int16) are mapped to unsigned u (int8: +128, int16: +32768), 16-bit ones
+ *   split into two bytes u = 256 * hi + lo; each byte plane times the int8 weights accumulates in
+ *   int32 (|sum| < 255 * 128 * K: exact for K <= QG_MAX_K), and
+ *   acc = C_lo + 256 * C_hi + (x_offset - u shift) * wsum[n] in int64, exact in float64.
+ *   Kernels: AVX-512 VNNI (vpdpbusd, 4 rows x 64 columns), AVX2 (vpmaddwd on bytes widened to
+ *   int16) and scalar, chosen at run time (qe_qgemm_isa; QNNEMU_KERNELS_ISA=sse / avx2 caps it).
+ *   Weights are packed once (qe_qgemm_pack: blocks of 16 columns, k in groups of 4 bytes).
+ * - Convolutions gather each output pixel's receptive field of codes (im2col) with padded
+ *   positions set to the input's zero point, so they contribute exactly 0 as the Python path's
+ *   zero padding of code + offset does; grouped convolutions run one GEMM per group.
+ * - DepthWiseConv2d: direct, in float64 (products and sums of integers below 2**53: exact).
+ * - AccRequant (qnnemu/spec/quant.py) in float64 with numpy's operation order (the build turns
+ *   FMA contraction off), per output channel, for the op's own output and each folded Relu's.
+ * - ElementWiseAdd (IntegerAdd): y = floor(a * m_a + b * m_b + (const + 0.5)), clipped.
+ * Row blocks are split over qe_threads() pool threads; results do not depend on the split.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_qgemm.h"
+#include "engine.h"
+#include "kernels.h"
+#include "pool.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define NB 16            /* columns per packed block */
+#define MC 64            /* rows per job chunk */
+#define QG_MAX_K 65536   /* int32 accumulation stays exact: 255 * 128 * 65536 < 2**31 */
+
+/* -- ISA choice ------------------------------------------------------------------------- */
+static int g_qisa = -1;
+
+/* 2: AVX-512 VNNI, 1: AVX2, 0: scalar. */
+int qe_qgemm_isa(void)
+{
+    if (g_qisa < 0) {
+        __builtin_cpu_init();
+        int isa = 0;
+        if (__builtin_cpu_supports("avx2"))
+            isa = 1;
+        if (isa && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+            && __builtin_cpu_supports("avx512vnni"))
+            isa = 2;
+        const char *force = getenv("QNNEMU_KERNELS_ISA");
+        if (force && strcmp(force, "sse") == 0) isa = 0;
+        if (force && strcmp(force, "avx2") == 0 && isa > 1) isa = 1;
+        g_qisa = isa;
+    }
+    return g_qisa;
+}
+
+static int threads_for(double macs, long chunks)
+{
+    int t = qe_threads();
+    int c = qe_call_threads();
+    if (c > 0 && c < t) t = c;
+    /* below ~2M multiply-adds a second thread costs more than it saves */
+    long want = (long)(macs / 2e6) + 1;
+    if (want < t) t = (int)want;
+    if (t > chunks) t = (int)chunks;
+    if (t > 64) t = 64;
+    return t < 1 ? 1 : t;
+}
+
+/* -- packing ---------------------------------------------------------------------------- */
+static long kpad(long K) { return (K + 3) & ~3L; }
+static long nblocks(long N) { return (N + NB - 1) / NB; }
+
+long qe_qgemm_packed_size(long K, long N) { return kpad(K) * nblocks(N) * NB; }
+
+/* Bp[block][k / 4][column in block][k % 4]; zero beyond K and N.  wsum[n] = sum_k B[k, n]. */
+int qe_qgemm_pack(long K, long N, const int8_t *B, long rsb, long csb, int8_t *Bp,
+                  int32_t *wsum)
+{
+    long Kp = kpad(K), nbk = nblocks(N);
+    memset(Bp, 0, (size_t)(Kp * nbk * NB));
+    for (long n = 0; n < N; n++) {
+        int32_t s = 0;
+        int8_t *blk = Bp + (n / NB) * Kp * NB + (n % NB) * 4;
+        for (long k = 0; k < K; k++) {
+            int8_t v = B[k * rsb + n * csb];
+            s += v;
+            blk[(k / 4) * NB * 4 + (k % 4)] = v;
+        }
+        if (wsum) wsum[n] = s;
+    }
+    return 0;
+}
+
+/* -- micro-kernels: C[rows, 16 * nbk columns] (int32) = A (u8, lda Kp) x Bp ---------------- */
+ALWAYS_INLINE void store_cols(int32_t *dst, const int32_t *v, long ncols)
+{
+    memcpy(dst, v, (size_t)ncols * 4);
+}
+
+static void kern_scalar(long rows, long nbk, long Kp, const uint8_t *A, const int8_t *Bp,
+                        int32_t *C, long ldc, long N)
+{
+    for (long m = 0; m < rows; m++)
+        for (long b = 0; b < nbk; b++) {
+            int32_t acc[NB] = {0};
+            const int8_t *blk = Bp + b * Kp * NB;
+            const uint8_t *a = A + m * Kp;
+            for (long kg = 0; kg < Kp / 4; kg++)
+                for (int j = 0; j < NB; j++)
+                    for (int q = 0; q < 4; q++)
+                        acc[j] += (int32_t)a[kg * 4 + q] * blk[(kg * NB + j) * 4 + q];
+            long c0 = b * NB, nc = N - c0 < NB ? N - c0 : NB;
+            store_cols(C + m * ldc + c0, acc, nc);
+        }
+}
+
+#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+VNNI_TARGET ALWAYS_INLINE void vnni_tile(int MR, int NR, long Kp, const uint8_t *A,
+                                         const int8_t *Bp, int32_t *C, long ldc, long c0, long N)
+{
+    __m512i acc[4][4];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++)
+            acc[i][j] = _mm512_setzero_si512();
+    const long bstride = Kp * NB;
+    for (long kg = 0; kg < Kp / 4; kg++) {
+        __m512i b[4];
+        for (int j = 0; j < NR; j++)
+            b[j] = _mm512_loadu_si512((const void *)(Bp + j * bstride + kg * 64));
+        for (int i = 0; i < MR; i++) {
+            int32_t a4;
+            memcpy(&a4, A + i * Kp + kg * 4, 4);
+            __m512i a = _mm512_set1_epi32(a4);
+            for (int j = 0; j < NR; j++)
+                acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], a, b[j]);
+        }
+    }
+    for (int j = 0; j < NR; j++) {
+        long c = c0 + j * NB;
+        long nc = N - c < NB ? N - c : NB;
+        __mmask16 mask = (__mmask16)((1u << nc) - 1u);
+        for (int i = 0; i < MR; i++)
+            _mm512_mask_storeu_epi32(C + i * ldc + c, mask, acc[i][j]);
+    }
+}
+
+VNNI_TARGET static void kern_vnni(long rows, long nbk, long Kp, const uint8_t *A,
+                                  const int8_t *Bp, int32_t *C, long ldc, long N)
+{
+    const long bstride = Kp * NB;
+    long b = 0;
+    for (; b + 4 <= nbk; b += 4) {
+        long m = 0;
+        for (; m + 4 <= rows; m += 4)
+            vnni_tile(4, 4, Kp, A + m * Kp, Bp + b * bstride, C + m * ldc, ldc, b * NB, N);
+        for (; m < rows; m++)
+            vnni_tile(1, 4, Kp, A + m * Kp, Bp + b * bstride, C + m * ldc, ldc, b * NB, N);
+    }
+    for (; b < nbk; b++) {
+        long m = 0;
+        for (; m + 4 <= rows; m += 4)
+            vnni_tile(4, 1, Kp, A + m * Kp, Bp + b * bstride, C + m * ldc, ldc, b * NB, N);
+        for (; m < rows; m++)
+            vnni_tile(1, 1, Kp, A + m * Kp, Bp + b * bstride, C + m * ldc, ldc, b * NB, N);
+    }
+}
+
+#define AVX2_TARGET __attribute__((target("avx2")))
+
+/* One 16-column block, MR rows: bytes widened to int16, vpmaddwd gives per column two partial
+ * sums (k0 + k1, k2 + k3) per 4-byte group; a final horizontal add pairs them. */
+AVX2_TARGET ALWAYS_INLINE void avx2_tile(int MR, long Kp, const uint8_t *A, const int8_t *Bp,
+                                         int32_t *C, long ldc, long c0, long N)
+{
+    __m256i acc[4][4];   /* [row][column quarter: 4 columns each] */
+    for (int i = 0; i < MR; i++)
+        for (int q = 0; q < 4; q++)
+            acc[i][q] = _mm256_setzero_si256();
+    for (long kg = 0; kg < Kp / 4; kg++) {
+        const int8_t *blk = Bp + kg * 64;
+        __m256i b[4];
+        for (int q = 0; q < 4; q++)
+            b[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + q * 16)));
+        for (int i = 0; i < MR; i++) {
+            uint32_t a4;
+            memcpy(&a4, A + i * Kp + kg * 4, 4);
+            __m256i a = _mm256_cvtepu8_epi16(_mm_set1_epi32((int)a4));
+            for (int q = 0; q < 4; q++)
+                acc[i][q] = _mm256_add_epi32(acc[i][q], _mm256_madd_epi16(a, b[q]));
+        }
+    }
+    long nc = N - c0 < NB ? N - c0 : NB;
+    for (int i = 0; i < MR; i++) {
+        int32_t out[NB];
+        for (int q = 0; q < 4; q += 2) {
+            /* hadd within 128-bit lanes: [q lo pairs, q+1 lo pairs, q hi pairs, q+1 hi pairs] */
+            __m256i h = _mm256_hadd_epi32(acc[i][q], acc[i][q + 1]);
+            h = _mm256_permute4x64_epi64(h, 0xD8);
+            _mm256_storeu_si256((__m256i *)(out + q * 4), h);
+        }
+        store_cols(C + i * ldc + c0, out, nc);
+    }
+}
+
+AVX2_TARGET static void kern_avx2(long rows, long nbk, long Kp, const uint8_t *A,
+                                  const int8_t *Bp, int32_t *C, long ldc, long N)
+{
+    const long bstride = Kp * NB;
+    for (long b = 0; b < nbk; b++) {
+        long m = 0;
+        for (; m + 4 <= rows; m += 4)
+            avx2_tile(4, Kp, A + m * Kp, Bp + b * bstride, C + m * ldc, ldc, b * NB, N);
+        for (; m < rows; m++)
+            avx2_tile(1, Kp, A + m * Kp, Bp + b * bstride, C + m * ldc, ldc, b * NB, N);
+    }
+}
+
+static void gemm_u8s8(long rows, long N, long Kp, const uint8_t *A, const int8_t *Bp,
+                      int32_t *C, long ldc)
+{
+    long nbk = nblocks(N);
+    switch (qe_qgemm_isa()) {
+    case 2: kern_vnni(rows, nbk, Kp, A, Bp, C, ldc, N); break;
+    case 1: kern_avx2(rows, nbk, Kp, A, Bp, C, ldc, N); break;
+    default: kern_scalar(rows, nbk, Kp, A, Bp, C, ldc, N); break;
+    }
+}
+
+/* -- gathering rows of activation codes as unsigned byte planes ------------------------------ */
+ALWAYS_INLINE uint32_t to_unsigned(int type, const void *x, long i)
+{
+    switch (type) {
+    case QE_U8: return ((const uint8_t *)x)[i];
+    case QE_I8: return (uint32_t)(((const int8_t *)x)[i] + 128);
+    case QE_U16: return ((const uint16_t *)x)[i];
+    default: return (uint32_t)(((const int16_t *)x)[i] + 32768);
+    }
+}
+
+static int wide_type(int type) { return type == QE_U16 || type == QE_I16; }
+
+static double u_shift(int type)
+{
+    return type == QE_I8 ? 128.0 : type == QE_I16 ? 32768.0 : 0.0;
+}
+
+/* Rows [p0, p1) of group g into lo (and hi for 16-bit codes), Kp bytes each, zero beyond K. */
+static void gather(const int64_t *geo, const void *x, long g, long p0, long p1, uint8_t *lo,
+                   uint8_t *hi)
+{
+    int type = (int)geo[QG_TYPE];
+    long K = geo[QG_K], Kp = kpad(K);
+    int wide = wide_type(type);
+    for (long p = p0; p < p1; p++) {
+        uint8_t *l = lo + (p - p0) * Kp, *h = wide ? hi + (p - p0) * Kp : NULL;
+        if (geo[QG_KIND] == 0) {
+            long base = p * geo[QG_LDA];
+            for (long k = 0; k < K; k++) {
+                uint32_t u = to_unsigned(type, x, base + k);
+                l[k] = (uint8_t)u;
+                if (wide) h[k] = (uint8_t)(u >> 8);
+            }
+        } else {
+            long ow = geo[QG_OW], oh = geo[QG_OH], w = geo[QG_W], hh = geo[QG_H];
+            long cin = geo[QG_CIN], cig = K / (geo[QG_FH] * geo[QG_FW]);
+            long n = p / (oh * ow), r = p % (oh * ow), oy = r / ow, ox = r % ow;
+            uint32_t pad = (uint32_t)geo[QG_PAD_CODE];
+            long k = 0;
+            for (long ky = 0; ky < geo[QG_FH]; ky++) {
+                long iy = oy * geo[QG_SH] - geo[QG_PT] + ky * geo[QG_DH];
+                for (long kx = 0; kx < geo[QG_FW]; kx++, k += cig) {
+                    long ix = ox * geo[QG_SW] - geo[QG_PL] + kx * geo[QG_DW];
+                    if (iy < 0 || iy >= hh || ix < 0 || ix >= w) {
+                        memset(l + k, (int)(pad & 255), (size_t)cig);
+                        if (wide) memset(h + k, (int)(pad >> 8), (size_t)cig);
+                        continue;
+                    }
+                    long base = ((n * hh + iy) * w + ix) * cin + g * cig;
+                    if (type == QE_U8) {
+                        memcpy(l + k, (const uint8_t *)x + base, (size_t)cig);
+                        continue;
+                    }
+                    for (long c = 0; c < cig; c++) {
+                        uint32_t u = to_unsigned(type, x, base + c);
+                        l[k + c] = (uint8_t)u;
+                        if (wide) h[k + c] = (uint8_t)(u >> 8);
+                    }
+                }
+            }
+        }
+        memset(l + K, 0, (size_t)(Kp - K));
+        if (wide) memset(h + K, 0, (size_t)(Kp - K));
+    }
+}
+
+/* -- AccRequant (qnnemu/spec/quant.py), one output's parameters ------------------------------ */
+typedef struct requant {
+    const double *cst, *inv_shift, *scale, *dead;   /* per channel (N total) */
+    const double *wsum;                             /* per channel, the 16-bit path's */
+    int wide, type, has_dead;
+    double lo, hi, dead_code, zp_x;
+    void *out;
+} requant;
+
+ALWAYS_INLINE double requant_one(const requant *q, long n, double acc)
+{
+    double y;
+    if (q->wide) {
+        double zw = q->zp_x * q->wsum[n];
+        double data = acc + zw;
+        double a = floor(data / 256.0) - floor(zw / 256.0 + 0.5);
+        a = a + q->cst[n];
+        y = a * q->scale[n];
+        y = floor(y + 0.5);
+    } else {
+        double a = acc + q->cst[n];
+        a = a * q->inv_shift[n];
+        a = floor(a);
+        a = a * q->scale[n];
+        a = a + 0.5;
+        y = floor(a);
+    }
+    y = y < q->lo ? q->lo : y;          /* np.clip: maximum(lo) then minimum(hi) */
+    y = y > q->hi ? q->hi : y;
+    if (q->has_dead && q->dead[n] != 0.0) y = q->dead_code;
+    return y;
+}
+
+ALWAYS_INLINE void store_code(const requant *q, long i, double y)
+{
+    switch (q->type) {
+    case QE_U8: ((uint8_t *)q->out)[i] = (uint8_t)y; break;
+    case QE_I8: ((int8_t *)q->out)[i] = (int8_t)(int)y; break;
+    case QE_U16: ((uint16_t *)q->out)[i] = (uint16_t)y; break;
+    default: ((int16_t *)q->out)[i] = (int16_t)(int)y; break;
+    }
+}
+
+/* What a job does with the exact accumulator of output row p, columns [n0, n0 + cnt). */
+typedef struct sink {
+    double *acc;               /* float64 accumulators (the Python path), or NULL */
+    const requant *rq;         /* else these R requantizations */
+    int R;
+    long ldo;
+} sink;
+
+ALWAYS_INLINE void emit_acc(const sink *s, long p, long n, double acc)
+{
+    long i = p * s->ldo + n;
+    if (s->acc) {
+        s->acc[i] = acc;
+        return;
+    }
+    for (int r = 0; r < s->R; r++)
+        store_code(&s->rq[r], i, requant_one(&s->rq[r], n, acc));
+}
+
+/* -- the GEMM pipeline ---------------------------------------------------------------------- */
+typedef struct qjob {
+    const int64_t *geo;
+    const void *x;
+    const int8_t *Bp;
+    const int32_t *wsum;
+    double xoff;               /* x_offset - the unsigned shift of the code type */
+    const sink *out;
+    long c0, c1;               /* row chunks [c0, c1) */
+    int err;
+} qjob;
+
+static void qjob_run(void *arg)
+{
+    qjob *j = arg;
+    const int64_t *geo = j->geo;
+    long M = geo[QG_M], K = geo[QG_K], N = geo[QG_N], G = geo[QG_GROUP], Kp = kpad(K);
+    int wide = wide_type((int)geo[QG_TYPE]);
+    size_t abytes = (size_t)(MC * Kp), cbytes = (size_t)MC * (size_t)N * 4;
+    uint8_t *lo = malloc(abytes * (wide ? 2 : 1) + cbytes * (wide ? 2 : 1) + 64);
+    if (!lo) {
+        j->err = 3;
+        return;
+    }
+    uint8_t *hi = wide ? lo + abytes : NULL;
+    int32_t *clo = (int32_t *)(((uintptr_t)(lo + abytes * (wide ? 2 : 1)) + 63) & ~(uintptr_t)63);
+    int32_t *chi = wide ? clo + (size_t)MC * N : NULL;
+    long pb_size = qe_qgemm_packed_size(K, N);
+    for (long c = j->c0; c < j->c1; c++) {
+        long p0 = c * MC, p1 = p0 + MC < M ? p0 + MC : M, rows = p1 - p0;
+        for (long g = 0; g < G; g++) {
+            const int8_t *Bp = j->Bp + g * pb_size;
+            const int32_t *ws = j->wsum + g * N;
+            gather(geo, j->x, g, p0, p1, lo, hi);
+            gemm_u8s8(rows, N, Kp, lo, Bp, clo, N);
+            if (wide) gemm_u8s8(rows, N, Kp, hi, Bp, chi, N);
+            for (long r = 0; r < rows; r++)
+                for (long n = 0; n < N; n++) {
+                    int64_t v = clo[r * N + n];
+                    if (wide) v += (int64_t)chi[r * N + n] * 256;
+                    double acc = (double)v + j->xoff * (double)ws[n];
+                    emit_acc(j->out, p0 + r, g * N + n, acc);
+                }
+        }
+    }
+    free(lo);
+}
+
+static int qgemm_run(const int64_t *geo, const void *x, const int8_t *Bp, const int32_t *wsum,
+                     double x_offset, const sink *out)
+{
+    long M = geo[QG_M], K = geo[QG_K];
+    if (K > QG_MAX_K || K < 0 || M < 0 || geo[QG_N] < 0 || geo[QG_GROUP] < 1)
+        return 2;
+    if (M == 0 || geo[QG_N] == 0)
+        return 0;
+    double xoff = x_offset - u_shift((int)geo[QG_TYPE]);
+    long chunks = (M + MC - 1) / MC;
+    double macs = (double)M * (double)K * (double)geo[QG_N] * (double)geo[QG_GROUP];
+    int T = threads_for(macs * (wide_type((int)geo[QG_TYPE]) ? 2 : 1), chunks);
+    qjob jobs[64];
+    long per = (chunks + T - 1) / T;
+    int cnt = 0;
+    for (long c = 0; c < chunks; c += per)
+        jobs[cnt++] = (qjob){geo, x, Bp, wsum, xoff, out, c, c + per < chunks ? c + per : chunks, 0};
+    if (cnt == 1)
+        qjob_run(&jobs[0]);
+    else
+        qe_pool_run(qjob_run, jobs, sizeof jobs[0], cnt);
+    for (int i = 0; i < cnt; i++)
+        if (jobs[i].err) return jobs[i].err;
+    return 0;
+}
+
+int qe_qacc(const int64_t *geo, const void *x, const int8_t *Bp, const int32_t *wsum,
+            double x_offset, double *acc)
+{
+    sink s = {acc, NULL, 0, geo[QG_LDO]};
+    return qgemm_run(geo, x, Bp, wsum, x_offset, &s);
+}
+
+/* -- depthwise ------------------------------------------------------------------------------ */
+typedef struct dwjob {
+    const int64_t *geo;
+    const void *x;
+    const double *w;      /* [fh * fw, c_out] */
+    double x_offset;
+    const sink *out;
+    long p0, p1;
+} dwjob;
+
+ALWAYS_INLINE double code_value(int type, const void *x, long i)
+{
+    switch (type) {
+    case QE_U8: return ((const uint8_t *)x)[i];
+    case QE_I8: return ((const int8_t *)x)[i];
+    case QE_U16: return ((const uint16_t *)x)[i];
+    default: return ((const int16_t *)x)[i];
+    }
+}
+
+static void dwjob_run(void *arg)
+{
+    dwjob *j = arg;
+    const int64_t *geo = j->geo;
+    int type = (int)geo[QG_TYPE];
+    long cout = geo[QG_N], cin = geo[QG_CIN], mult = cout / cin;
+    long ow = geo[QG_OW], oh = geo[QG_OH], w = geo[QG_W], hh = geo[QG_H];
+    double *acc = malloc((size_t)cout * sizeof(double));
+    double *xv = malloc((size_t)cin * sizeof(double));
+    if (!acc || !xv) {
+        free(acc);
+        free(xv);
+        return;
+    }
+    for (long p = j->p0; p < j->p1; p++) {
+        long n = p / (oh * ow), r = p % (oh * ow), oy = r / ow, ox = r % ow;
+        for (long c = 0; c < cout; c++) acc[c] = 0.0;
+        for (long ky = 0; ky < geo[QG_FH]; ky++) {
+            long iy = oy * geo[QG_SH] - geo[QG_PT] + ky * geo[QG_DH];
+            if (iy < 0 || iy >= hh) continue;
+            for (long kx = 0; kx < geo[QG_FW]; kx++) {
+                long ix = ox * geo[QG_SW] - geo[QG_PL] + kx * geo[QG_DW];
+                if (ix < 0 || ix >= w) continue;
+                long base = ((n * hh + iy) * w + ix) * cin;
+                const double *wt = j->w + (ky * geo[QG_FW] + kx) * cout;
+                for (long c = 0; c < cin; c++)
+                    xv[c] = code_value(type, j->x, base + c) + j->x_offset;
+                if (mult == 1)
+                    for (long c = 0; c < cout; c++) acc[c] += xv[c] * wt[c];
+                else
+                    for (long c = 0; c < cout; c++) acc[c] += xv[c / mult] * wt[c];
+            }
+        }
+        for (long c = 0; c < cout; c++) emit_acc(j->out, p, c, acc[c]);
+    }
+    free(acc);
+    free(xv);
+}
+
+static int dw_run(const int64_t *geo, const void *x, const double *w, double x_offset,
+                  const sink *out)
+{
+    long M = geo[QG_M], cout = geo[QG_N], cin = geo[QG_CIN];
+    if (M < 0 || cin < 1 || cout % cin != 0)
+        return 2;
+    if (M == 0 || cout == 0)
+        return 0;
+    double work = (double)M * (double)cout * (double)(geo[QG_FH] * geo[QG_FW]);
+    long chunks = (M + 15) / 16;
+    int T = threads_for(work * 4, chunks);
+    dwjob jobs[64];
+    long per = (M + T - 1) / T;
+    int cnt = 0;
+    for (long p = 0; p < M; p += per)
+        jobs[cnt++] = (dwjob){geo, x, w, x_offset, out, p, p + per < M ? p + per : M};
+    if (cnt == 1)
+        dwjob_run(&jobs[0]);
+    else
+        qe_pool_run(dwjob_run, jobs, sizeof jobs[0], cnt);
+    return 0;
+}
+
+int qe_qacc_dw(const int64_t *geo, const void *x, const double *w, double x_offset, double *acc)
+{
+    sink s = {acc, NULL, 0, geo[QG_LDO]};
+    return dw_run(geo, x, w, x_offset, &s);
+}
+
+/* -- engine steps ------------------------------------------------------------------------- */
+/* ints: geo[QG_LEN], R, then per output (wide, lo, hi, type, has_dead);
+ * dbls: x_offset, then per output (dead_code, zp_x);
+ * params (float64, per output 4 * N total): const, inv_shift, scale, dead. */
+static int requants(const qe_args *a, int first_out, const double *params, const double *wsum,
+                    requant *rq, sink *s)
+{
+    const int64_t *geo = a->i;
+    int R = (int)a->i[QG_LEN];
+    if (R < 1 || R > 8 || a->ni < QG_LEN + 1 + 5 * R || a->nd < 1 + 2 * R
+        || a->np < first_out + R)
+        return 2;
+    long ntot = geo[QG_N] * geo[QG_GROUP];
+    for (int r = 0; r < R; r++) {
+        const int64_t *oi = a->i + QG_LEN + 1 + 5 * r;
+        const double *pr = params + 4 * ntot * r;
+        rq[r] = (requant){pr, pr + ntot, pr + 2 * ntot, pr + 3 * ntot, wsum, (int)oi[0],
+                          (int)oi[3], (int)oi[4], (double)oi[1], (double)oi[2],
+                          a->d[1 + 2 * r], a->d[2 + 2 * r], a->p[first_out + r]};
+    }
+    *s = (sink){NULL, rq, R, geo[QG_LDO]};
+    return 0;
+}
+
+/* p: x, packed weights, wsum (int32), wsum (float64), requant params, outputs... */
+int qe_k_qgemm(const qe_args *a)
+{
+    requant rq[8];
+    sink s;
+    if (a->ni < QG_LEN + 1 || a->np < 6) return 2;
+    int rc = requants(a, 5, a->p[4], a->p[3], rq, &s);
+    if (rc) return rc;
+    return qgemm_run(a->i, a->p[0], a->p[1], a->p[2], a->d[0], &s);
+}
+
+/* p: x, weights (float64 [taps, c_out]), wsum (float64), requant params, outputs... */
+int qe_k_qdw(const qe_args *a)
+{
+    requant rq[8];
+    sink s;
+    if (a->ni < QG_LEN + 1 || a->np < 5) return 2;
+    int rc = requants(a, 4, a->p[3], a->p[2], rq, &s);
+    if (rc) return rc;
+    return dw_run(a->i, a->p[0], a->p[1], a->d[0], &s);
+}
+
+/* -- ElementWiseAdd ------------------------------------------------------------------------ */
+/* p: a, b, out; ints: a_type, b_type, out_type, lo, hi, rank, dims[rank], a_strides[rank],
+ * b_strides[rank] (elements; 0 on broadcast axes); dbls: m_a, m_b, const + 0.5. */
+int qe_k_qadd(const qe_args *a)
+{
+    if (a->np < 3 || a->ni < 6 || a->nd < 3) return 2;
+    int ta = (int)a->i[0], tb = (int)a->i[1];
+    requant q = {0};
+    q.type = (int)a->i[2];
+    q.out = a->p[2];
+    double lo = (double)a->i[3], hi = (double)a->i[4];
+    int rank = (int)a->i[5];
+    if (rank < 1 || rank > 8 || a->ni < 6 + 3 * rank) return 2;
+    const int64_t *dims = a->i + 6, *sa = dims + rank, *sb = sa + rank;
+    double ma = a->d[0], mb = a->d[1], c05 = a->d[2];
+    long inner = dims[rank - 1], outer = 1;
+    for (int d = 0; d < rank - 1; d++) outer *= dims[d];
+    long idx[8] = {0};
+    long o = 0;
+    for (long r = 0; r < outer; r++) {
+        long ia = 0, ib = 0;
+        for (int d = 0; d < rank - 1; d++) {
+            ia += idx[d] * sa[d];
+            ib += idx[d] * sb[d];
+        }
+        for (long k = 0; k < inner; k++, o++) {
+            double acc = code_value(ta, a->p[0], ia + k * sa[rank - 1]) * ma;
+            acc = acc + code_value(tb, a->p[1], ib + k * sb[rank - 1]) * mb;
+            double y = floor(acc + c05);
+            y = y < lo ? lo : y;
+            y = y > hi ? hi : y;
+            store_code(&q, o, y);
+        }
+        for (int d = rank - 2; d >= 0; d--) {
+            if (++idx[d] < dims[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
