@@ -29,7 +29,7 @@ import numpy as np
 from ...headers import Q
 from ...ops.base import htp_fp16_to_fp32
 from .. import plan as plan_mod
-from .lowering import F32, LowerCtx, Unsupported, load_lowerings
+from .lowering import F32, IMPL_LOWERINGS, LowerCtx, Unsupported, load_lowerings
 from .program import Builder, NodeCode, Program, aligned_empty
 
 ENGINE_ENV = "QNNEMU_ENGINE"
@@ -59,7 +59,8 @@ def _lower_node(builder: Builder, k: int, step) -> None:
     if type(impl) is plan_mod._Tee:
         tee = impl.n
         impl, n_out = impl.impl, len(step.writes) - impl.n
-    lower = load_lowerings().get(step.node.op_type)
+    by_op = load_lowerings()    # (imports the lower_* modules, which fill IMPL_LOWERINGS too)
+    lower = IMPL_LOWERINGS.get(type(impl)) or by_op.get(step.node.op_type)
     if lower is None:
         raise Unsupported(f"no C lowering for {step.node.op_type}")
     ctx = LowerCtx(builder, k, step, impl, n_out)

@@ -31,6 +31,21 @@ class Unsupported(Exception):
     """A step the C engine does not reproduce (yet): it runs as a Python fallback step."""
 
 
+# Lowerings of a plan wrapper type that several op types share (the integer pipeline's
+# plan.IntegerAccumulation and plan.IntegerAdd): tried before the op type's own lowering.
+IMPL_LOWERINGS: dict[type, Callable[[LowerCtx], None]] = {}
+
+
+def lowers_impl(*impl_types: type):
+    """Registers the decorated function as the lowering of steps whose ``impl`` is exactly one
+    of ``impl_types`` (whatever their op type)."""
+    def register(fn):
+        for t in impl_types:
+            IMPL_LOWERINGS[t] = fn
+        return fn
+    return register
+
+
 def lowers(*op_types: str):
     """Registers the decorated function as the lowering of ``op_types``."""
     def register(fn):
@@ -231,5 +246,5 @@ def emit_converter(builder, conv, src: int, src_dtype, dst: int, dst_dtype, n: i
     raise Unsupported(f"converter {_name(conv)}")
 
 
-__all__ = ["LOWERINGS", "LowerCtx", "Unsupported", "lowers", "load_lowerings", "type_code",
+__all__ = ["LOWERINGS", "IMPL_LOWERINGS", "LowerCtx", "Unsupported", "lowers", "lowers_impl", "load_lowerings", "type_code",
            "emit_converter", "TYPE_CODES"]

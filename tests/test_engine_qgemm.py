@@ -1,0 +1,280 @@
+"""The C engine's integer pipeline (qnnemu/core/engine/lower_qgemm.py, csrc/eng_qgemm.c; issue
+13): quantized Conv2d / DepthWiseConv2d / FullyConnected / MatMul (IntegerAccumulation) and
+ElementWiseAdd (IntegerAdd) lower to C steps whose codes are bit-identical to the Python plan's,
+over activation and output widths, per-channel and requantized weights, dead channels, folded
+Relus and SoC archs; the shared C accumulator is exact where the float32 formula was not."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from helpers.binary_builders import APP_READ, APP_WRITE, NATIVE, STATIC, GraphBuilder, new_context
+from hypothesis import given, settings, strategies as st
+
+from qnnemu.core.engine import check_plan
+from qnnemu.headers import Q
+from qnnemu.htp.device_model import DeviceModel
+from qnnemu.ops import _fast, _fast_qgemm
+from qnnemu.spec.quant import AccRequant, code_range
+
+pytestmark = pytest.mark.skipif(not _fast.available(), reason="qnnemu._kernels is not built")
+
+U8, S8 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8
+U16, S16 = Q.QNN_DATATYPE_UFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_16
+S32 = Q.QNN_DATATYPE_SFIXED_POINT_32
+NP = {U8: np.uint8, S8: np.int8, U16: np.uint16, S16: np.int16}
+ACT = [U8, S8, U16, S16]
+SOCS = {"v68": None, "v73": Q.QNN_SOC_MODEL_SM8550}
+
+
+def codes(rng, dtype, shape):
+    lo, hi = code_range(dtype)
+    return rng.integers(lo, hi + 1, shape).astype(NP[dtype])
+
+
+def act_quant(rng, dtype):
+    """A per-tensor activation encoding with a zero point inside the code range."""
+    lo, hi = code_range(dtype)
+    zp = int(rng.integers(lo, hi + 1)) if rng.random() < 0.7 else (lo + hi + 1) // 2
+    return (float(rng.uniform(0.001, 0.1)), -zp)
+
+
+def weight(rng, b: GraphBuilder, name, shape, axis, per_channel: bool, unsigned: bool, dead: bool):
+    """Static 8-bit weights: int8 symmetric or uint8 with an offset (channels leaving int8 get
+    requantized by the plan, htp_int8_weights); per-channel scales, one of them so small that
+    the multiplier underflows to 0 (a dead channel) when ``dead``."""
+    n = shape[axis]
+    if unsigned:
+        data = rng.integers(0, 256, shape).astype(np.uint8)
+        offsets = rng.integers(-255, 0, n) if per_channel else [int(rng.integers(-255, 0))]
+    else:
+        data = rng.integers(-128, 128, shape).astype(np.int8)
+        offsets = np.zeros(n if per_channel else 1, np.int64)
+    scales = rng.uniform(0.001, 0.05, n if per_channel else 1).astype(np.float32)
+    if dead and per_channel:
+        scales[int(rng.integers(0, n))] = np.float32(1e-45)   # xs * ws underflows: multiplier 0
+    quant = {"axis": axis, "scales": scales, "offsets": np.asarray(offsets)} if per_channel \
+        else (float(scales[0]), int(offsets[0]))
+    t = b.tensor(name, shape, U8 if unsigned else S8, STATIC, data, quant)
+    return t, scales
+
+
+def bias(rng, b, n, unit):
+    data = rng.integers(-20000, 20000, n).astype(np.int32)
+    return b.tensor("bias", (n,), S32, STATIC, data, {"axis": 0, "scales": np.full(n, unit, np.float32)})
+
+
+def finish(b: GraphBuilder, feeds: dict, expect_fallbacks=()):
+    """Finalizes, checks the fallbacks and runs check_plan (engine vs Python plan, every slot)."""
+    b.graph.finalize()
+    engine = b.graph.plan.engine
+    assert engine is not None, "the graph has a C program"
+    got = sorted(op for _, op, _ in engine.fallbacks)
+    assert got == sorted(expect_fallbacks), f"fallbacks {engine.fallbacks}, expected {list(expect_fallbacks)}"
+    ids = {t.name: t.id for t in b.graph.tensors.values()}
+    check_plan(b.graph.plan, {ids[k]: v for k, v in feeds.items()})
+    return b.graph
+
+
+def graph_builder(soc):
+    model = DeviceModel(soc_model=SOCS[soc]) if SOCS[soc] is not None else None
+    return GraphBuilder(new_context(model=model), "qgemm")
+
+
+# -- Conv2d -------------------------------------------------------------------------------------
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**31), x_dtype=st.sampled_from(ACT), y_dtype=st.sampled_from(ACT),
+       soc=st.sampled_from(sorted(SOCS)), per_channel=st.booleans(), unsigned_w=st.booleans(),
+       dead=st.booleans(), with_bias=st.booleans(), k=st.integers(1, 3), stride=st.integers(1, 2),
+       pad=st.integers(0, 2), dilation=st.integers(1, 2), group=st.sampled_from([1, 1, 2, 3]))
+def test_conv2d_lowers_bit_identical(seed, x_dtype, y_dtype, soc, per_channel, unsigned_w, dead, with_bias,
+                                     k, stride, pad, dilation, group):
+    rng = np.random.default_rng(seed)
+    n, h, w = int(rng.integers(1, 3)), int(rng.integers(k * dilation, 9)), int(rng.integers(k * dilation, 9))
+    cin, cout = group * int(rng.integers(1, 4)), group * int(rng.integers(1, 5))
+    b = graph_builder(soc)
+    xq = act_quant(rng, x_dtype)
+    x = b.tensor("x", (n, h, w, cin), x_dtype, APP_WRITE, quant=xq)
+    wt, scales = weight(rng, b, "w", (k, k, cin // group, cout), 3, per_channel, unsigned_w, dead)
+    ins = [x, wt] + ([bias(rng, b, cout, float(np.float32(xq[0]) * np.float32(0.02)))] if with_bias else [])
+    oh = (h + 2 * pad - (k - 1) * dilation - 1) // stride + 1
+    ow = (w + 2 * pad - (k - 1) * dilation - 1) // stride + 1
+    y = b.tensor("y", (n, oh, ow, cout), y_dtype, APP_READ, quant=act_quant(rng, y_dtype))
+    b.node("Conv2d", "conv", ins, [y], stride=[stride, stride], pad_amount=[[pad, pad], [pad, pad]],
+           dilation=[dilation, dilation], group=group)
+    finish(b, {"x": codes(rng, x_dtype, (n, h, w, cin))})
+
+
+# -- DepthWiseConv2d (stride 1: shifted multiplier; strided: the fine path) -----------------------
+
+@settings(max_examples=30)
+@given(seed=st.integers(0, 2**31), x_dtype=st.sampled_from(ACT), y_dtype=st.sampled_from(ACT),
+       soc=st.sampled_from(sorted(SOCS)), per_channel=st.booleans(), unsigned_w=st.booleans(),
+       dead=st.booleans(), k=st.integers(1, 3), stride=st.integers(1, 2), pad=st.integers(0, 1),
+       mult=st.integers(1, 2))
+def test_depthwise_lowers_bit_identical(seed, x_dtype, y_dtype, soc, per_channel, unsigned_w, dead, k, stride,
+                                        pad, mult):
+    rng = np.random.default_rng(seed)
+    h, w, cin = int(rng.integers(k, 8)), int(rng.integers(k, 8)), int(rng.integers(1, 6))
+    b = graph_builder(soc)
+    x = b.tensor("x", (1, h, w, cin), x_dtype, APP_WRITE, quant=act_quant(rng, x_dtype))
+    wt, _ = weight(rng, b, "w", (k, k, 1, cin * mult), 3, per_channel, unsigned_w, dead)
+    oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    y = b.tensor("y", (1, oh, ow, cin * mult), y_dtype, APP_READ, quant=act_quant(rng, y_dtype))
+    b.node("DepthWiseConv2d", "dw", [x, wt], [y], stride=[stride, stride], pad_amount=[[pad, pad], [pad, pad]])
+    finish(b, {"x": codes(rng, x_dtype, (1, h, w, cin))})
+
+
+# -- FullyConnected and MatMul ------------------------------------------------------------------
+
+@settings(max_examples=30)
+@given(seed=st.integers(0, 2**31), x_dtype=st.sampled_from(ACT), y_dtype=st.sampled_from(ACT),
+       soc=st.sampled_from(sorted(SOCS)), per_channel=st.booleans(), unsigned_w=st.booleans(),
+       dead=st.booleans(), with_bias=st.booleans(), m=st.integers(1, 70), kdim=st.integers(1, 200),
+       n=st.integers(1, 80))
+def test_fully_connected_lowers_bit_identical(seed, x_dtype, y_dtype, soc, per_channel, unsigned_w, dead,
+                                              with_bias, m, kdim, n):
+    rng = np.random.default_rng(seed)
+    b = graph_builder(soc)
+    xq = act_quant(rng, x_dtype)
+    x = b.tensor("x", (m, kdim), x_dtype, APP_WRITE, quant=xq)
+    wt, scales = weight(rng, b, "w", (n, kdim), 0, per_channel, unsigned_w, dead)
+    ins = [x, wt] + ([bias(rng, b, n, float(np.float32(xq[0]) * np.float32(0.02)))] if with_bias else [])
+    y = b.tensor("y", (m, n), y_dtype, APP_READ, quant=act_quant(rng, y_dtype))
+    b.node("FullyConnected", "fc", ins, [y])
+    finish(b, {"x": codes(rng, x_dtype, (m, kdim))})
+
+
+@settings(max_examples=25)
+@given(seed=st.integers(0, 2**31), x_dtype=st.sampled_from(ACT), y_dtype=st.sampled_from(ACT),
+       transpose_in1=st.booleans(), per_channel=st.booleans(), unsigned_w=st.booleans(),
+       batch=st.integers(1, 3), m=st.integers(1, 20), kdim=st.integers(1, 70), n=st.integers(1, 40))
+def test_matmul_static_in1_lowers_bit_identical(seed, x_dtype, y_dtype, transpose_in1, per_channel, unsigned_w,
+                                                batch, m, kdim, n):
+    rng = np.random.default_rng(seed)
+    b = graph_builder("v68")
+    x = b.tensor("x", (batch, m, kdim), x_dtype, APP_WRITE, quant=act_quant(rng, x_dtype))
+    shape = (n, kdim) if transpose_in1 else (kdim, n)
+    wt, _ = weight(rng, b, "w", shape, 0 if transpose_in1 else 1, per_channel, unsigned_w, False)
+    y = b.tensor("y", (batch, m, n), y_dtype, APP_READ, quant=act_quant(rng, y_dtype))
+    b.node("MatMul", "mm", [x, wt], [y], transpose_in1=transpose_in1)
+    finish(b, {"x": codes(rng, x_dtype, (batch, m, kdim))})
+
+
+def test_matmul_dynamic_in1_runs_in_python_with_the_exact_c_accumulator():
+    """A dynamic in1 stays a (counted) Python step; its accumulator is the C one, exact where
+    one float32 GEMM is not (16-bit codes times 127 over K = 4096 pass 2**24)."""
+    rng = np.random.default_rng(5)
+    b = graph_builder("v68")
+    a = b.tensor("a", (2, 3, 4096), U16, APP_WRITE, quant=(0.001, 0))
+    w = b.tensor("w", (2, 4096, 5), S8, APP_WRITE, quant=(0.01, 0))
+    y = b.tensor("y", (2, 3, 5), U16, APP_READ, quant=(200.0, -30000))
+    b.node("MatMul", "mm", [a, w], [y])
+    av = rng.integers(60000, 65536, (2, 3, 4096)).astype(np.uint16)
+    wv = rng.integers(100, 128, (2, 4096, 5)).astype(np.int8)
+    graph = finish(b, {"a": av, "w": wv}, expect_fallbacks=["MatMul"])
+    ids = {t.name: t.id for t in graph.tensors.values()}
+    out = graph.plan._run({ids["a"]: av, ids["w"]: wv}, [ids["y"]], None)[ids["y"]]
+    exact = np.matmul(av.astype(np.int64), wv.astype(np.int64)).astype(np.float64)
+    assert exact.max() > 2**24, "the sums leave float32's exact range"
+    impl = graph.plan.steps[0].impl
+    ref = impl.requant(exact, np.expand_dims(wv.astype(np.float64).sum(axis=-2), -2)).astype(np.uint16)
+    assert np.array_equal(out, ref), "the Python plan's codes come from the exact accumulator"
+
+
+def test_large_sums_are_exact_in_both_paths():
+    """FullyConnected with 16-bit codes near the top and K = 3000: the accumulator (~2.4e10)
+    is far beyond 2**24; engine and plan agree and equal AccRequant of the exact int64 sum."""
+    rng = np.random.default_rng(7)
+    b = graph_builder("v68")
+    x = b.tensor("x", (4, 3000), U16, APP_WRITE, quant=(0.0001, 0))
+    wd = rng.integers(120, 128, (6, 3000)).astype(np.int8)
+    w = b.tensor("w", (6, 3000), S8, STATIC, wd, (0.001, 0))
+    y = b.tensor("y", (4, 6), U16, APP_READ, quant=(40.0, 0))
+    b.node("FullyConnected", "fc", [x, w], [y])
+    xv = rng.integers(65000, 65536, (4, 3000)).astype(np.uint16)
+    graph = finish(b, {"x": xv})
+    ids = {t.name: t.id for t in graph.tensors.values()}
+    got = graph.execute({ids["x"]: xv}, [ids["y"]])[ids["y"]]
+    exact = (xv.astype(np.int64) @ wd.astype(np.int64).T).astype(np.float64)
+    impl = graph.plan.steps[0].impl
+    assert isinstance(impl.requant, AccRequant)
+    ref = impl.requant(exact, impl.wsum).astype(np.uint16)
+    assert np.array_equal(got, ref), "engine codes equal AccRequant of the exact integer sum"
+
+
+# -- folded Relus ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("own_read", [False, True])
+@pytest.mark.parametrize("x_dtype", [U8, U16])
+def test_conv_with_folded_relu_writes_every_output_in_c(own_read, x_dtype):
+    """Conv2d -> Relu (its output's zero point at the bottom: folded): the C step writes the
+    Relu's codes from the accumulator, and the conv's own codes only when something reads them."""
+    rng = np.random.default_rng(11)
+    b = graph_builder("v68")
+    x = b.tensor("x", (1, 6, 6, 4), x_dtype, APP_WRITE, quant=act_quant(rng, x_dtype))
+    wt, _ = weight(rng, b, "w", (3, 3, 4, 8), 3, True, False, False)
+    c = b.tensor("c", (1, 6, 6, 8), x_dtype, APP_READ if own_read else NATIVE, quant=(0.05, -100))
+    b.node("Conv2d", "conv", [x, wt], [c], pad_amount=[[1, 1], [1, 1]])
+    r = b.tensor("r", (1, 6, 6, 8), x_dtype, APP_READ, quant=(0.03, 0))
+    b.node("Relu", "relu", [c], [r])
+    graph = finish(b, {"x": codes(rng, x_dtype, (1, 6, 6, 4))})
+    assert graph.plan.folds, "the relu was folded into the conv"
+    impl = graph.plan.steps[0].impl
+    assert impl.keep_own == own_read and len(impl.folded) == 1, "the conv writes its own codes only when read"
+
+
+# -- ElementWiseAdd -------------------------------------------------------------------------------
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**31), wide=st.booleans(), signed=st.booleans(),
+       shapes=st.sampled_from([((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((1, 3, 1), (2, 1, 5)),
+                               ((5,), (1,)), ((1,), (3, 2))]))
+def test_elementwise_add_lowers_bit_identical(seed, wide, signed, shapes):
+    rng = np.random.default_rng(seed)
+    dtype = (S16 if signed else U16) if wide else (S8 if signed else U8)
+    b = graph_builder("v68")
+    sa, sb = shapes
+    a = b.tensor("a", sa, dtype, APP_WRITE, quant=act_quant(rng, dtype))
+    bb = b.tensor("b", sb, dtype, APP_WRITE, quant=act_quant(rng, dtype))
+    y = b.tensor("y", np.broadcast_shapes(sa, sb), dtype, APP_READ, quant=act_quant(rng, dtype))
+    b.node("ElementWiseAdd", "add", [a, bb], [y])
+    finish(b, {"a": codes(rng, dtype, sa), "b": codes(rng, dtype, sb)})
+
+
+# -- the GEMM's ISA paths -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("isa", ["sse", "avx2", "native"])
+def test_every_isa_path_computes_the_exact_accumulator(isa):
+    """qe_qacc on each instruction-set path (QNNEMU_KERNELS_ISA caps it; a fresh process each)
+    equals numpy's int64 product for every code type, odd K and N, and an im2col with padding."""
+    script = textwrap.dedent("""
+        import numpy as np
+        from qnnemu.ops import _fast_qgemm as q
+        rng = np.random.default_rng(3)
+        bad = []
+        for dt, off in [(np.uint8, -128), (np.int8, 3), (np.uint16, -30000), (np.int16, 5)]:
+            info = np.iinfo(dt)
+            for M, K, N in [(1, 1, 1), (5, 7, 19), (67, 301, 70)]:
+                x = rng.integers(info.min, info.max + 1, (M, K)).astype(dt)
+                w = rng.integers(-128, 128, (N, K)).astype(np.float64)
+                acc = q.prepare("FullyConnected", {}, x.shape, dt, off, w, (M, N))(x)
+                if not np.array_equal(acc, (x.astype(np.float64) + off) @ w.T):
+                    bad.append((str(dt), M, K, N))
+        print(q.isa(), bad)
+    """)
+    import os
+    env = dict(os.environ)
+    env.pop("QNNEMU_KERNELS_ISA", None)
+    if isa != "native":
+        env["QNNEMU_KERNELS_ISA"] = isa
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    name, bad = out.stdout.split(" ", 1)
+    if isa == "sse":
+        assert name == "scalar", f"QNNEMU_KERNELS_ISA=sse selects the scalar path, got {name}"
+    assert bad.strip() == "[]", f"the {name} path computes exact accumulators; wrong: {bad}"
