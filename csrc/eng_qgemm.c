@@ -36,6 +36,9 @@
 #define NB 16            /* columns per packed block */
 #define MC 64            /* rows per job chunk */
 #define QG_MAX_K 65536   /* int32 accumulation stays exact: 255 * 128 * 65536 < 2**31 */
+/* Wider vectors for the float64 loops where the CPU has them (same results: IEEE operations,
+ * no contraction); the ifunc resolver picks one at load time. */
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 /* -- ISA choice ------------------------------------------------------------------------- */
 static int g_qisa = -1;
@@ -309,41 +312,59 @@ typedef struct requant {
     void *out;
 } requant;
 
-ALWAYS_INLINE double requant_one(const requant *q, long n, double acc)
+/* y[i] = AccRequant of acc[i] for channels n0 + i (numpy's operation order, float64). */
+CLONES static void requant_row(const requant *q, long n0, const double *acc, double *y, long cnt)
 {
-    double y;
+    const double *cst = q->cst + n0, *sc = q->scale + n0;
     if (q->wide) {
-        double zw = q->zp_x * q->wsum[n];
-        double data = acc + zw;
-        double a = floor(data / 256.0) - floor(zw / 256.0 + 0.5);
-        a = a + q->cst[n];
-        y = a * q->scale[n];
-        y = floor(y + 0.5);
+        const double *ws = q->wsum + n0;
+        double zp = q->zp_x;
+        for (long i = 0; i < cnt; i++) {
+            double zw = zp * ws[i];
+            double data = acc[i] + zw;
+            double a = floor(data / 256.0) - floor(zw / 256.0 + 0.5);
+            a = a + cst[i];
+            y[i] = floor(a * sc[i] + 0.5);
+        }
     } else {
-        double a = acc + q->cst[n];
-        a = a * q->inv_shift[n];
-        a = floor(a);
-        a = a * q->scale[n];
-        a = a + 0.5;
-        y = floor(a);
+        const double *inv = q->inv_shift + n0;
+        for (long i = 0; i < cnt; i++) {
+            double a = acc[i] + cst[i];
+            a = a * inv[i];
+            a = floor(a);
+            a = a * sc[i];
+            a = a + 0.5;
+            y[i] = floor(a);
+        }
     }
-    y = y < q->lo ? q->lo : y;          /* np.clip: maximum(lo) then minimum(hi) */
-    y = y > q->hi ? q->hi : y;
-    if (q->has_dead && q->dead[n] != 0.0) y = q->dead_code;
-    return y;
+    double lo = q->lo, hi = q->hi;
+    for (long i = 0; i < cnt; i++) {       /* np.clip: maximum(lo), then minimum(hi) */
+        double v = y[i] < lo ? lo : y[i];
+        y[i] = v > hi ? hi : v;
+    }
+    if (q->has_dead) {
+        const double *dead = q->dead + n0;
+        for (long i = 0; i < cnt; i++)
+            if (dead[i] != 0.0) y[i] = q->dead_code;
+    }
+}
+
+static void store_codes(int type, void *out, long i0, const double *y, long cnt)
+{
+    switch (type) {
+    case QE_U8: { uint8_t *o = (uint8_t *)out + i0; for (long i = 0; i < cnt; i++) o[i] = (uint8_t)(int)y[i]; break; }
+    case QE_I8: { int8_t *o = (int8_t *)out + i0; for (long i = 0; i < cnt; i++) o[i] = (int8_t)(int)y[i]; break; }
+    case QE_U16: { uint16_t *o = (uint16_t *)out + i0; for (long i = 0; i < cnt; i++) o[i] = (uint16_t)(int)y[i]; break; }
+    default: { int16_t *o = (int16_t *)out + i0; for (long i = 0; i < cnt; i++) o[i] = (int16_t)(int)y[i]; break; }
+    }
 }
 
 ALWAYS_INLINE void store_code(const requant *q, long i, double y)
 {
-    switch (q->type) {
-    case QE_U8: ((uint8_t *)q->out)[i] = (uint8_t)y; break;
-    case QE_I8: ((int8_t *)q->out)[i] = (int8_t)(int)y; break;
-    case QE_U16: ((uint16_t *)q->out)[i] = (uint16_t)y; break;
-    default: ((int16_t *)q->out)[i] = (int16_t)(int)y; break;
-    }
+    store_codes(q->type, q->out, i, &y, 1);
 }
 
-/* What a job does with the exact accumulator of output row p, columns [n0, n0 + cnt). */
+/* What a job does with the exact accumulators of output row p, columns [n0, n0 + cnt). */
 typedef struct sink {
     double *acc;               /* float64 accumulators (the Python path), or NULL */
     const requant *rq;         /* else these R requantizations */
@@ -351,15 +372,23 @@ typedef struct sink {
     long ldo;
 } sink;
 
-ALWAYS_INLINE void emit_acc(const sink *s, long p, long n, double acc)
+#define ROW_PIECE 256
+
+static void emit_row(const sink *s, long p, long n0, const double *acc, long cnt)
 {
-    long i = p * s->ldo + n;
+    long i0 = p * s->ldo + n0;
     if (s->acc) {
-        s->acc[i] = acc;
+        memcpy(s->acc + i0, acc, (size_t)cnt * sizeof(double));
         return;
     }
-    for (int r = 0; r < s->R; r++)
-        store_code(&s->rq[r], i, requant_one(&s->rq[r], n, acc));
+    double y[ROW_PIECE];
+    for (long c = 0; c < cnt; c += ROW_PIECE) {
+        long k = cnt - c < ROW_PIECE ? cnt - c : ROW_PIECE;
+        for (int r = 0; r < s->R; r++) {
+            requant_row(&s->rq[r], n0 + c, acc + c, y, k);
+            store_codes(s->rq[r].type, s->rq[r].out, i0 + c, y, k);
+        }
+    }
 }
 
 /* -- the GEMM pipeline ---------------------------------------------------------------------- */
@@ -390,23 +419,37 @@ static void qjob_run(void *arg)
     int32_t *clo = (int32_t *)(((uintptr_t)(lo + abytes * (wide ? 2 : 1)) + 63) & ~(uintptr_t)63);
     int32_t *chi = wide ? clo + (size_t)MC * N : NULL;
     long pb_size = qe_qgemm_packed_size(K, N);
+    double *accrow = malloc((size_t)N * 2 * sizeof(double));
+    if (!accrow) {
+        free(lo);
+        j->err = 3;
+        return;
+    }
+    double *xw = accrow + N;   /* (x_offset - shift) * wsum: exact (|.| < 2**17 * 2**31) */
     for (long c = j->c0; c < j->c1; c++) {
         long p0 = c * MC, p1 = p0 + MC < M ? p0 + MC : M, rows = p1 - p0;
         for (long g = 0; g < G; g++) {
             const int8_t *Bp = j->Bp + g * pb_size;
             const int32_t *ws = j->wsum + g * N;
+            for (long n = 0; n < N; n++) xw[n] = j->xoff * (double)ws[n];
             gather(geo, j->x, g, p0, p1, lo, hi);
             gemm_u8s8(rows, N, Kp, lo, Bp, clo, N);
             if (wide) gemm_u8s8(rows, N, Kp, hi, Bp, chi, N);
-            for (long r = 0; r < rows; r++)
-                for (long n = 0; n < N; n++) {
-                    int64_t v = clo[r * N + n];
-                    if (wide) v += (int64_t)chi[r * N + n] * 256;
-                    double acc = (double)v + j->xoff * (double)ws[n];
-                    emit_acc(j->out, p0 + r, g * N + n, acc);
+            for (long r = 0; r < rows; r++) {
+                const int32_t *cl = clo + r * N;
+                if (wide) {
+                    const int32_t *ch = chi + r * N;
+                    for (long n = 0; n < N; n++)
+                        accrow[n] = (double)((int64_t)cl[n] + (int64_t)ch[n] * 256) + xw[n];
+                } else {
+                    for (long n = 0; n < N; n++)
+                        accrow[n] = (double)cl[n] + xw[n];
                 }
+                emit_row(j->out, p0 + r, g * N, accrow, N);
+            }
         }
     }
+    free(accrow);
     free(lo);
 }
 
@@ -463,61 +506,74 @@ ALWAYS_INLINE double code_value(int type, const void *x, long i)
     }
 }
 
-static void dwjob_run(void *arg)
+/* acc[c] += (code[c / mult] + off) * w[c], c < cout (exact in float64). */
+#define DW_TAP(T)                                                                          \
+    do {                                                                                   \
+        const T *s = (const T *)src;                                                       \
+        if (mult == 1)                                                                     \
+            for (long c = 0; c < cout; c++) acc[c] += ((double)s[c] + off) * wt[c];        \
+        else                                                                               \
+            for (long c = 0; c < cout; c++) acc[c] += ((double)s[c / mult] + off) * wt[c]; \
+    } while (0)
+
+/* Output rows [p0, p1) (p = batch * oh + output row): taps outer, pixels and channels inner. */
+CLONES static void dwjob_run(void *arg)
 {
     dwjob *j = arg;
     const int64_t *geo = j->geo;
-    int type = (int)geo[QG_TYPE];
-    long cout = geo[QG_N], cin = geo[QG_CIN], mult = cout / cin;
-    long ow = geo[QG_OW], oh = geo[QG_OH], w = geo[QG_W], hh = geo[QG_H];
-    double *acc = malloc((size_t)cout * sizeof(double));
-    double *xv = malloc((size_t)cin * sizeof(double));
-    if (!acc || !xv) {
-        free(acc);
-        free(xv);
-        return;
-    }
+    const int type = (int)geo[QG_TYPE];
+    const long cout = geo[QG_N], cin = geo[QG_CIN], mult = cout / cin;
+    const long ow = geo[QG_OW], oh = geo[QG_OH], w = geo[QG_W], hh = geo[QG_H];
+    const long fh = geo[QG_FH], fw = geo[QG_FW], sh = geo[QG_SH], sw = geo[QG_SW];
+    const long pt = geo[QG_PT], pl = geo[QG_PL], dh = geo[QG_DH], dwd = geo[QG_DW];
+    const long esize = type == QE_U8 || type == QE_I8 ? 1 : 2;
+    const double off = j->x_offset;
+    double *row = malloc((size_t)(ow * cout) * sizeof(double));
+    if (!row) return;
     for (long p = j->p0; p < j->p1; p++) {
-        long n = p / (oh * ow), r = p % (oh * ow), oy = r / ow, ox = r % ow;
-        for (long c = 0; c < cout; c++) acc[c] = 0.0;
-        for (long ky = 0; ky < geo[QG_FH]; ky++) {
-            long iy = oy * geo[QG_SH] - geo[QG_PT] + ky * geo[QG_DH];
+        long n = p / oh, oy = p % oh;
+        memset(row, 0, (size_t)(ow * cout) * sizeof(double));
+        for (long ky = 0; ky < fh; ky++) {
+            long iy = oy * sh - pt + ky * dh;
             if (iy < 0 || iy >= hh) continue;
-            for (long kx = 0; kx < geo[QG_FW]; kx++) {
-                long ix = ox * geo[QG_SW] - geo[QG_PL] + kx * geo[QG_DW];
-                if (ix < 0 || ix >= w) continue;
-                long base = ((n * hh + iy) * w + ix) * cin;
-                const double *wt = j->w + (ky * geo[QG_FW] + kx) * cout;
-                for (long c = 0; c < cin; c++)
-                    xv[c] = code_value(type, j->x, base + c) + j->x_offset;
-                if (mult == 1)
-                    for (long c = 0; c < cout; c++) acc[c] += xv[c] * wt[c];
-                else
-                    for (long c = 0; c < cout; c++) acc[c] += xv[c / mult] * wt[c];
+            for (long kx = 0; kx < fw; kx++) {
+                const double *wt = j->w + (ky * fw + kx) * cout;
+                for (long ox = 0; ox < ow; ox++) {
+                    long ix = ox * sw - pl + kx * dwd;
+                    if (ix < 0 || ix >= w) continue;
+                    const char *src = (const char *)j->x + (((n * hh + iy) * w + ix) * cin) * esize;
+                    double *acc = row + ox * cout;
+                    switch (type) {
+                    case QE_U8: DW_TAP(uint8_t); break;
+                    case QE_I8: DW_TAP(int8_t); break;
+                    case QE_U16: DW_TAP(uint16_t); break;
+                    default: DW_TAP(int16_t); break;
+                    }
+                }
             }
         }
-        for (long c = 0; c < cout; c++) emit_acc(j->out, p, c, acc[c]);
+        for (long ox = 0; ox < ow; ox++)
+            emit_row(j->out, n * oh * ow + oy * ow + ox, 0, row + ox * cout, cout);
     }
-    free(acc);
-    free(xv);
+    free(row);
 }
 
 static int dw_run(const int64_t *geo, const void *x, const double *w, double x_offset,
                   const sink *out)
 {
     long M = geo[QG_M], cout = geo[QG_N], cin = geo[QG_CIN];
-    if (M < 0 || cin < 1 || cout % cin != 0)
-        return 2;
+    if (M < 0 || cin < 1 || cout % cin != 0 || geo[QG_OH] < 1 || geo[QG_OW] < 1)
+        return M == 0 ? 0 : 2;
     if (M == 0 || cout == 0)
         return 0;
+    long rows = geo[QG_BATCH] * geo[QG_OH];
     double work = (double)M * (double)cout * (double)(geo[QG_FH] * geo[QG_FW]);
-    long chunks = (M + 15) / 16;
-    int T = threads_for(work * 4, chunks);
+    int T = threads_for(work * 4, rows);
     dwjob jobs[64];
-    long per = (M + T - 1) / T;
+    long per = (rows + T - 1) / T;
     int cnt = 0;
-    for (long p = 0; p < M; p += per)
-        jobs[cnt++] = (dwjob){geo, x, w, x_offset, out, p, p + per < M ? p + per : M};
+    for (long p = 0; p < rows; p += per)
+        jobs[cnt++] = (dwjob){geo, x, w, x_offset, out, p, p + per < rows ? p + per : rows};
     if (cnt == 1)
         dwjob_run(&jobs[0]);
     else
