@@ -22,6 +22,7 @@
  * Row blocks are split over qe_threads() pool threads; results do not depend on the split.
  */
 #include <immintrin.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -631,6 +632,145 @@ int qe_k_qdw(const qe_args *a)
     int rc = requants(a, 4, a->p[3], a->p[2], rq, &s);
     if (rc) return rc;
     return dw_run(a->i, a->p[0], a->p[1], a->d[0], &s);
+}
+
+/* -- MatMul with a dynamic in1 -------------------------------------------------------------- */
+/* htp_int8_operand (qnnemu/spec/quant.py) of in1's columns: values code + w_offset; a column
+ * leaving [-128, 127] is requantized symmetrically (factor f rounded to 11 fractional bits,
+ * values round(w * round(2**16 / f) / 2**16) half away from zero).  b: int8 [K, N]. */
+static int int8_operand(long K, long N, int wtype, const void *w, long rs, long cs, double woff,
+                        int8_t *b, double *factor, double *wsum)
+{
+    for (long n = 0; n < N; n++) {
+        double hi = -INFINITY, lo = INFINITY;
+        for (long k = 0; k < K; k++) {
+            double v = code_value(wtype, w, k * rs + n * cs) + woff;
+            hi = v > hi ? v : hi;
+            lo = v < lo ? v : lo;
+        }
+        int over = hi > 127 || lo < -128;
+        double mul = 1.0, f = 1.0;
+        if (over) {
+            double a = hi / 127.0, c = -lo / 128.0;
+            f = rint((a > c ? a : c) * 2048.0) / 2048.0;
+            mul = rint(65536.0 / f) * (1.0 / 65536.0);
+        }
+        double sum = 0.0;
+        for (long k = 0; k < K; k++) {
+            double v = code_value(wtype, w, k * rs + n * cs) + woff;
+            if (over) {
+                double a = v * mul;
+                int negative = signbit(a);
+                a = floor(fabs(a) + 0.5);
+                v = negative ? -a : a;
+            }
+            if (v < -128 || v > 127) return 4;
+            b[k * N + n] = (int8_t)(int)v;
+            sum += v;
+        }
+        factor[n] = f;
+        wsum[n] = sum;
+    }
+    return 0;
+}
+
+static double round_significant(double m, int bits)
+{
+    int e;
+    double mant = frexp(m, &e);
+    return ldexp(rint(mant * (double)(1L << bits)) / (double)(1L << bits), e);
+}
+
+/* AccRequant's per-channel tables (qnnemu/spec/quant.py; no bias) for a weight scale factor. */
+static void accrequant_params(const double *d, int wide, int fine, int bits, double factor,
+                              double *cst, double *inv_shift, double *scale, double *dead)
+{
+    float xs = (float)d[2], ws = (float)d[3], ys = (float)d[4];
+    double zp_y = -d[5];
+    float m0 = (xs * ws) / ys;
+    float m = factor != 1.0 ? m0 * (float)factor : m0;
+    m = m > FLT_MAX ? FLT_MAX : m;
+    *dead = m == 0.0f ? 1.0 : 0.0;
+    if (m == 0.0f) m = 1.0f;
+    double mq = round_significant((double)m, bits ? bits : (fine ? 15 : 11));
+    double shift;
+    if (wide && !fine) {
+        shift = 256.0;
+        float k = 0.0f + (float)zp_y / m;
+        *cst = floor((double)k / 256.0);
+    } else {
+        int e;
+        frexp(mq, &e);
+        int sh = fine ? 0 : (-3 - e > 0 ? -3 - e : 0);
+        shift = exp2((double)sh);
+        *cst = rint(0.0 + zp_y / (double)m);
+    }
+    *scale = shift * mq;
+    *inv_shift = 1.0 / shift;
+}
+
+/* p: x codes, in1 codes, output codes.
+ * ints: x_type, w_type, batches, M, K, N, w batch stride (elements, 0: shared), transpose_in1,
+ *       out_type, lo, hi, wide (16-bit x), fine, multiplier bits (0: default);
+ * dbls: x_offset, w_offset, x scale, w scale, y scale, y_offset. */
+int qe_k_qmatmul_dyn(const qe_args *a)
+{
+    if (a->np < 3 || a->ni < 14 || a->nd < 6) return 2;
+    const int64_t *I = a->i;
+    int xtype = (int)I[0], wtype = (int)I[1], otype = (int)I[8];
+    long B = I[2], M = I[3], K = I[4], N = I[5], wbs = I[6];
+    int t1 = (int)I[7], wide = (int)I[11], fine = (int)I[12], bits = (int)I[13];
+    if (B < 0 || M < 0 || K < 0 || N < 0 || K > QG_MAX_K) return 2;
+    if (B == 0 || M == 0 || N == 0) return 0;
+    long esx = xtype == QE_U8 || xtype == QE_I8 ? 1 : 2;
+    long eso = otype == QE_U8 || otype == QE_I8 ? 1 : 2;
+    long esw = wtype == QE_U8 || wtype == QE_I8 ? 1 : 2;
+    size_t pk = (size_t)qe_qgemm_packed_size(K, N);
+    int8_t *bi8 = malloc((size_t)(K * N) + pk + 64);
+    double *tab = malloc((size_t)N * 7 * sizeof(double));
+    int32_t *wsum = malloc((size_t)N * sizeof(int32_t));
+    int rc = 0;
+    if (!bi8 || !tab || !wsum) {
+        rc = 3;
+        goto done;
+    }
+    int8_t *packed = (int8_t *)(((uintptr_t)(bi8 + K * N) + 63) & ~(uintptr_t)63);
+    double *cst = tab, *inv = tab + N, *scale = tab + 2 * N, *dead = tab + 3 * N;
+    double *wsum_d = tab + 4 * N, *factor = tab + 5 * N;
+    int64_t geo[QG_LEN] = {0};
+    geo[QG_KIND] = 0;
+    geo[QG_TYPE] = xtype;
+    geo[QG_M] = M;
+    geo[QG_K] = K;
+    geo[QG_N] = N;
+    geo[QG_GROUP] = 1;
+    geo[QG_LDA] = K;
+    geo[QG_LDO] = N;
+    for (long b = 0; b < B; b++) {
+        const char *w = (const char *)a->p[1] + b * wbs * esw;
+        rc = int8_operand(K, N, wtype, w, t1 ? 1 : N, t1 ? K : 1, a->d[1], bi8, factor, wsum_d);
+        if (rc) goto done;
+        int any_dead = 0;
+        for (long n = 0; n < N; n++) {
+            accrequant_params(a->d, wide, fine, bits, factor[n], cst + n, inv + n, scale + n,
+                              dead + n);
+            any_dead |= dead[n] != 0.0;
+        }
+        qe_qgemm_pack(K, N, bi8, N, 1, packed, wsum);
+        double yoff = a->d[5];
+        double ylo = (double)I[9], yhi = (double)I[10];
+        double dead_code = -yoff < ylo ? ylo : (-yoff > yhi ? yhi : -yoff);
+        requant rq = {cst, inv, scale, dead, wsum_d, wide && !fine, otype, any_dead, ylo, yhi,
+                      dead_code, -a->d[0], (char *)a->p[2] + b * M * N * eso};
+        sink s = {NULL, &rq, 1, N};
+        rc = qgemm_run(geo, (const char *)a->p[0] + b * M * K * esx, packed, wsum, a->d[0], &s);
+        if (rc) goto done;
+    }
+done:
+    free(bi8);
+    free(tab);
+    free(wsum);
+    return rc;
 }
 
 /* -- ElementWiseAdd ------------------------------------------------------------------------ */

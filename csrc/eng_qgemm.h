@@ -20,6 +20,7 @@ int qe_qacc_dw(const int64_t *geo, const void *x, const double *w, double x_offs
 int qe_k_qgemm(const qe_args *a);
 int qe_k_qdw(const qe_args *a);
 int qe_k_qadd(const qe_args *a);
+int qe_k_qmatmul_dyn(const qe_args *a);
 /* cdef end */
 
 /* Layout of the geometry array ``geo`` (int64) of qe_qacc / qe_k_qgemm / qe_qacc_dw / qe_k_qdw:

@@ -165,9 +165,29 @@ def test_matmul_static_in1_lowers_bit_identical(seed, x_dtype, y_dtype, transpos
     finish(b, {"x": codes(rng, x_dtype, (batch, m, kdim))})
 
 
-def test_matmul_dynamic_in1_runs_in_python_with_the_exact_c_accumulator():
-    """A dynamic in1 stays a (counted) Python step; its accumulator is the C one, exact where
-    one float32 GEMM is not (16-bit codes times 127 over K = 4096 pass 2**24)."""
+@settings(max_examples=30)
+@given(seed=st.integers(0, 2**31), x_dtype=st.sampled_from(ACT), y_dtype=st.sampled_from(ACT),
+       w_dtype=st.sampled_from([U8, S8]), soc=st.sampled_from(sorted(SOCS)), transpose_in1=st.booleans(),
+       shared=st.booleans(), batch=st.integers(1, 3), m=st.integers(1, 12), kdim=st.integers(1, 40),
+       n=st.integers(1, 20))
+def test_matmul_dynamic_in1_lowers_bit_identical(seed, x_dtype, y_dtype, w_dtype, soc, transpose_in1, shared, batch,
+                                                 m, kdim, n):
+    """A dynamic in1 (attention's Q x K^T, A x V): its columns requantized to int8 per execute
+    (uint8 in1 with an offset leaves int8: per-column factors, per-column multipliers)."""
+    rng = np.random.default_rng(seed)
+    b = graph_builder(soc)
+    x = b.tensor("x", (batch, m, kdim), x_dtype, APP_WRITE, quant=act_quant(rng, x_dtype))
+    wshape = ((1,) if shared else (batch,)) + ((n, kdim) if transpose_in1 else (kdim, n))
+    w_off = int(rng.integers(-255, 1)) if w_dtype == U8 else 0
+    w = b.tensor("w", wshape, w_dtype, APP_WRITE, quant=(float(rng.uniform(0.001, 0.05)), w_off))
+    y = b.tensor("y", (batch, m, n), y_dtype, APP_READ, quant=act_quant(rng, y_dtype))
+    b.node("MatMul", "mm", [x, w], [y], transpose_in1=transpose_in1)
+    finish(b, {"x": codes(rng, x_dtype, (batch, m, kdim)), "w": codes(rng, w_dtype, wshape)})
+
+
+def test_matmul_dynamic_in1_accumulator_is_exact():
+    """16-bit codes times 127 over K = 4096 pass 2**24 (one float32 GEMM would round): the
+    plan's codes and the engine's equal AccRequant of the exact int64 product."""
     rng = np.random.default_rng(5)
     b = graph_builder("v68")
     a = b.tensor("a", (2, 3, 4096), U16, APP_WRITE, quant=(0.001, 0))
@@ -176,7 +196,7 @@ def test_matmul_dynamic_in1_runs_in_python_with_the_exact_c_accumulator():
     b.node("MatMul", "mm", [a, w], [y])
     av = rng.integers(60000, 65536, (2, 3, 4096)).astype(np.uint16)
     wv = rng.integers(100, 128, (2, 4096, 5)).astype(np.int8)
-    graph = finish(b, {"a": av, "w": wv}, expect_fallbacks=["MatMul"])
+    graph = finish(b, {"a": av, "w": wv})
     ids = {t.name: t.id for t in graph.tensors.values()}
     out = graph.plan._run({ids["a"]: av, ids["w"]: wv}, [ids["y"]], None)[ids["y"]]
     exact = np.matmul(av.astype(np.int64), wv.astype(np.int64)).astype(np.float64)
@@ -184,6 +204,8 @@ def test_matmul_dynamic_in1_runs_in_python_with_the_exact_c_accumulator():
     impl = graph.plan.steps[0].impl
     ref = impl.requant(exact, np.expand_dims(wv.astype(np.float64).sum(axis=-2), -2)).astype(np.uint16)
     assert np.array_equal(out, ref), "the Python plan's codes come from the exact accumulator"
+    got = graph.execute({ids["a"]: av, ids["w"]: wv}, [ids["y"]])[ids["y"]]
+    assert np.array_equal(got, ref), "the engine's codes too"
 
 
 def test_large_sums_are_exact_in_both_paths():

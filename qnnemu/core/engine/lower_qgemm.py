@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops import _fast
+from ...ops import _fast, _fast_qgemm
 from ...ops._fast_qgemm import CODE_TYPES, QAcc
 from ...spec.quant import AccRequant
 from ..plan import IntegerAccumulation, IntegerAdd
@@ -47,7 +47,8 @@ def integer_accumulation(ctx) -> None:
     if not _fast.enabled():
         raise Unsupported("C kernels off: the plan keeps its float32 accumulation")
     if not impl.w_static:
-        raise Unsupported("a dynamic in1 (requantized per execute)")
+        _dynamic_matmul(ctx, impl)
+        return
     qa: QAcc | None = impl.cacc
     if qa is None:
         raise Unsupported("no C accumulator for this form (see _fast_qgemm.prepare)")
@@ -81,6 +82,50 @@ def integer_accumulation(ctx) -> None:
     else:
         ctx.emit("qe_k_qdw", [x, ctx.const(qa.weights), ctx.const(wsum64), ctx.const(params), *bufs],
                  head + ints, [qa.x_offset] + dbls)
+
+
+# |in1 code + offset| up to this keeps htp_int8_operand's requantized values inside int8 (the
+# rounding of round(2**16 / f) moves them by at most 0.04 then); larger offsets stay in Python.
+DYNAMIC_W_MAX = 1024
+
+
+def _dynamic_matmul(ctx, impl) -> None:
+    """MatMul with a dynamic in1: ``qe_k_qmatmul_dyn`` requantizes in1's columns
+    (htp_int8_operand), derives AccRequant's tables per column and runs the integer GEMM, as
+    IntegerAccumulation.run does with _fast_qgemm.dynamic_matmul."""
+    if ctx.node.op_type != "MatMul" or impl.folded or not impl.keep_own or ctx.n_out != 1:
+        raise Unsupported("a dynamic in1 outside MatMul")
+    if ctx.node.params.get("transpose_in0", False):
+        raise Unsupported("MatMul transpose_in0 with a dynamic in1")
+    xs, xo, ws, ys, yo, wide, lo, hi, fine, bits = impl.requant_args
+    ws = np.asarray(ws, dtype=np.float64).reshape(-1)
+    if ws.size != 1 or not float(xo).is_integer() or not float(impl.w_offset).is_integer():
+        raise Unsupported("a per-channel in1 or a fractional offset")
+    code_range = 255 if ctx.in_dtype(1).itemsize == 1 else 65535
+    if code_range + abs(impl.w_offset) > DYNAMIC_W_MAX:
+        raise Unsupported("in1 offset too large for int8 requantization in C")
+    xa, wa = ctx.in_shape(0), ctx.in_shape(1)
+    tx, tw, to = ctx.in_dtype(0), ctx.in_dtype(1), ctx.out_dtype(0)
+    if tx not in CODE_TYPES or tw not in CODE_TYPES or to not in CODE_TYPES or to != np.dtype(impl.np_dtype):
+        raise Unsupported(f"types {tx}, {tw} -> {to}")
+    if len(xa) < 2 or len(wa) < 2:
+        raise Unsupported("MatMul of vectors")
+    t1 = bool(impl.transpose_in1)
+    K, N = (wa[-1], wa[-2]) if t1 else (wa[-2], wa[-1])
+    if xa[-1] != K or K > _fast_qgemm.MAX_K:
+        raise Unsupported("inner dimensions")
+    if int(np.prod(wa[:-2], dtype=np.int64)) == 1:
+        batches, M, w_stride = 1, int(np.prod(xa[:-1], dtype=np.int64)), 0
+    elif tuple(xa[:-2]) == tuple(wa[:-2]):
+        batches, M, w_stride = int(np.prod(xa[:-2], dtype=np.int64)), xa[-2], K * N
+    else:
+        raise Unsupported("broadcast batch dimensions")
+    if int(np.prod(ctx.out_shape(0), dtype=np.int64)) != batches * M * N:
+        raise Unsupported("output size")
+    ctx.emit("qe_k_qmatmul_dyn", [ctx.input_raw(0), ctx.input_raw(1), ctx.output_raw(0)],
+             [CODE_TYPES[tx], CODE_TYPES[tw], batches, M, K, N, w_stride, int(t1), CODE_TYPES[to],
+              int(lo), int(hi), int(bool(wide)), int(bool(fine)), int(bits or 0)],
+             [float(xo), float(impl.w_offset), float(xs), float(ws[0]), float(ys), float(yo)])
 
 
 def _broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
