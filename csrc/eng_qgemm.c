@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "eng_qgemm.h"
 #include "engine.h"
@@ -44,7 +46,19 @@
 /* -- ISA choice ------------------------------------------------------------------------- */
 static int g_qisa = -1;
 
-/* 2: AVX-512 VNNI, 1: AVX2, 0: scalar. */
+/* AMX int8 tiles: the CPU has them (CPUID.7.0:EDX bits 24, 25) and Linux grants this process
+ * the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, once). */
+static int amx_usable(void)
+{
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+    if (!((d >> 24) & 1) || !((d >> 25) & 1))
+        return 0;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+}
+
+/* 3: AMX int8, 2: AVX-512 VNNI, 1: AVX2, 0: scalar.  QNNEMU_KERNELS_ISA=sse / avx2 / avx512
+ * caps it (avx512: VNNI without AMX). */
 int qe_qgemm_isa(void)
 {
     if (g_qisa < 0) {
@@ -58,6 +72,9 @@ int qe_qgemm_isa(void)
         const char *force = getenv("QNNEMU_KERNELS_ISA");
         if (force && strcmp(force, "sse") == 0) isa = 0;
         if (force && strcmp(force, "avx2") == 0 && isa > 1) isa = 1;
+        int cap_avx512 = force && strcmp(force, "avx512") == 0;
+        if (isa == 2 && !cap_avx512 && amx_usable())
+            isa = 3;
         g_qisa = isa;
     }
     return g_qisa;
@@ -77,7 +94,8 @@ static int threads_for(double macs, long chunks)
 }
 
 /* -- packing ---------------------------------------------------------------------------- */
-static long kpad(long K) { return (K + 3) & ~3L; }
+/* K padded for the packed layout: groups of 4 bytes; whole 64-byte tile rows for AMX. */
+static long kpad(long K) { return qe_qgemm_isa() == 3 ? (K + 63) & ~63L : (K + 3) & ~3L; }
 static long nblocks(long N) { return (N + NB - 1) / NB; }
 
 long qe_qgemm_packed_size(long K, long N) { return kpad(K) * nblocks(N) * NB; }
@@ -226,11 +244,81 @@ AVX2_TARGET static void kern_avx2(long rows, long nbk, long Kp, const uint8_t *A
     }
 }
 
+#define AMX_TARGET __attribute__((target("amx-tile,amx-int8")))
+
+struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+/* AMX: C tiles of 16 rows x 16 columns; A tiles 16 rows x 64 bytes (stride Kp), B tiles one
+ * packed block's 16 groups of 4 k (stride 64).  Rows are processed in whole tiles (A and C
+ * have room for them: up to MC rows, MC a multiple of 16); ldc covers whole blocks. */
+AMX_TARGET static void kern_amx(long rows, long nbk, long Kp, const uint8_t *A, const int8_t *Bp,
+                                int32_t *C, long ldc)
+{
+    struct tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+    }
+    _tile_loadconfig(&cfg);
+    const long bstride = Kp * NB;
+    for (long m = 0; m < rows; m += 32) {
+        int two_rows = m + 16 < rows;
+        long b = 0;
+        for (; b + 2 <= nbk; b += 2) {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (long kc = 0; kc < Kp; kc += 64) {
+                _tile_loadd(4, A + m * Kp + kc, Kp);
+                _tile_loadd(6, Bp + b * bstride + kc * NB, 64);
+                _tile_loadd(7, Bp + (b + 1) * bstride + kc * NB, 64);
+                _tile_dpbusd(0, 4, 6);
+                _tile_dpbusd(1, 4, 7);
+                if (two_rows) {
+                    _tile_loadd(5, A + (m + 16) * Kp + kc, Kp);
+                    _tile_dpbusd(2, 5, 6);
+                    _tile_dpbusd(3, 5, 7);
+                }
+            }
+            _tile_stored(0, C + m * ldc + b * NB, ldc * 4);
+            _tile_stored(1, C + m * ldc + (b + 1) * NB, ldc * 4);
+            if (two_rows) {
+                _tile_stored(2, C + (m + 16) * ldc + b * NB, ldc * 4);
+                _tile_stored(3, C + (m + 16) * ldc + (b + 1) * NB, ldc * 4);
+            }
+        }
+        for (; b < nbk; b++) {
+            _tile_zero(0);
+            _tile_zero(2);
+            for (long kc = 0; kc < Kp; kc += 64) {
+                _tile_loadd(4, A + m * Kp + kc, Kp);
+                _tile_loadd(6, Bp + b * bstride + kc * NB, 64);
+                _tile_dpbusd(0, 4, 6);
+                if (two_rows) {
+                    _tile_loadd(5, A + (m + 16) * Kp + kc, Kp);
+                    _tile_dpbusd(2, 5, 6);
+                }
+            }
+            _tile_stored(0, C + m * ldc + b * NB, ldc * 4);
+            if (two_rows) _tile_stored(2, C + (m + 16) * ldc + b * NB, ldc * 4);
+        }
+    }
+    _tile_release();
+}
+
 static void gemm_u8s8(long rows, long N, long Kp, const uint8_t *A, const int8_t *Bp,
                       int32_t *C, long ldc)
 {
     long nbk = nblocks(N);
     switch (qe_qgemm_isa()) {
+    case 3: kern_amx(rows, nbk, Kp, A, Bp, C, ldc); break;
     case 2: kern_vnni(rows, nbk, Kp, A, Bp, C, ldc, N); break;
     case 1: kern_avx2(rows, nbk, Kp, A, Bp, C, ldc, N); break;
     default: kern_scalar(rows, nbk, Kp, A, Bp, C, ldc, N); break;
@@ -238,21 +326,41 @@ static void gemm_u8s8(long rows, long N, long Kp, const uint8_t *A, const int8_t
 }
 
 /* -- gathering rows of activation codes as unsigned byte planes ------------------------------ */
-ALWAYS_INLINE uint32_t to_unsigned(int type, const void *x, long i)
-{
-    switch (type) {
-    case QE_U8: return ((const uint8_t *)x)[i];
-    case QE_I8: return (uint32_t)(((const int8_t *)x)[i] + 128);
-    case QE_U16: return ((const uint16_t *)x)[i];
-    default: return (uint32_t)(((const int16_t *)x)[i] + 32768);
-    }
-}
-
 static int wide_type(int type) { return type == QE_U16 || type == QE_I16; }
 
 static double u_shift(int type)
 {
     return type == QE_I8 ? 128.0 : type == QE_I16 ? 32768.0 : 0.0;
+}
+
+/* cnt codes from x[base] as unsigned byte planes (lo; hi for 16-bit codes). */
+static void to_planes(int type, const void *x, long base, long cnt, uint8_t *l, uint8_t *h)
+{
+    switch (type) {
+    case QE_U8: memcpy(l, (const uint8_t *)x + base, (size_t)cnt); break;
+    case QE_I8: {
+        const uint8_t *s = (const uint8_t *)x + base;
+        for (long c = 0; c < cnt; c++) l[c] = (uint8_t)(s[c] ^ 0x80u);   /* code + 128 */
+        break;
+    }
+    case QE_U16: {
+        const uint16_t *s = (const uint16_t *)x + base;
+        for (long c = 0; c < cnt; c++) {
+            l[c] = (uint8_t)s[c];
+            h[c] = (uint8_t)(s[c] >> 8);
+        }
+        break;
+    }
+    default: {
+        const uint16_t *s = (const uint16_t *)x + base;
+        for (long c = 0; c < cnt; c++) {
+            uint16_t u = (uint16_t)(s[c] ^ 0x8000u);                      /* code + 32768 */
+            l[c] = (uint8_t)u;
+            h[c] = (uint8_t)(u >> 8);
+        }
+        break;
+    }
+    }
 }
 
 /* Rows [p0, p1) of group g into lo (and hi for 16-bit codes), Kp bytes each, zero beyond K. */
@@ -265,37 +373,34 @@ static void gather(const int64_t *geo, const void *x, long g, long p0, long p1, 
     for (long p = p0; p < p1; p++) {
         uint8_t *l = lo + (p - p0) * Kp, *h = wide ? hi + (p - p0) * Kp : NULL;
         if (geo[QG_KIND] == 0) {
-            long base = p * geo[QG_LDA];
-            for (long k = 0; k < K; k++) {
-                uint32_t u = to_unsigned(type, x, base + k);
-                l[k] = (uint8_t)u;
-                if (wide) h[k] = (uint8_t)(u >> 8);
-            }
+            to_planes(type, x, p * geo[QG_LDA], K, l, h);
         } else {
             long ow = geo[QG_OW], oh = geo[QG_OH], w = geo[QG_W], hh = geo[QG_H];
             long cin = geo[QG_CIN], cig = K / (geo[QG_FH] * geo[QG_FW]);
             long n = p / (oh * ow), r = p % (oh * ow), oy = r / ow, ox = r % ow;
             uint32_t pad = (uint32_t)geo[QG_PAD_CODE];
             long k = 0;
+            long ix0 = ox * geo[QG_SW] - geo[QG_PL], fw = geo[QG_FW];
+            /* one group, no horizontal dilation, the filter row inside the image: a filter row
+             * of taps is one contiguous run of fw * c_in codes */
+            int whole_rows = cig == cin && geo[QG_DW] == 1 && ix0 >= 0 && ix0 + fw <= w;
             for (long ky = 0; ky < geo[QG_FH]; ky++) {
                 long iy = oy * geo[QG_SH] - geo[QG_PT] + ky * geo[QG_DH];
-                for (long kx = 0; kx < geo[QG_FW]; kx++, k += cig) {
+                if (whole_rows && iy >= 0 && iy < hh) {
+                    long cnt = fw * cin;
+                    to_planes(type, x, ((n * hh + iy) * w + ix0) * cin, cnt, l + k, wide ? h + k : NULL);
+                    k += cnt;
+                    continue;
+                }
+                for (long kx = 0; kx < fw; kx++, k += cig) {
                     long ix = ox * geo[QG_SW] - geo[QG_PL] + kx * geo[QG_DW];
                     if (iy < 0 || iy >= hh || ix < 0 || ix >= w) {
                         memset(l + k, (int)(pad & 255), (size_t)cig);
                         if (wide) memset(h + k, (int)(pad >> 8), (size_t)cig);
                         continue;
                     }
-                    long base = ((n * hh + iy) * w + ix) * cin + g * cig;
-                    if (type == QE_U8) {
-                        memcpy(l + k, (const uint8_t *)x + base, (size_t)cig);
-                        continue;
-                    }
-                    for (long c = 0; c < cig; c++) {
-                        uint32_t u = to_unsigned(type, x, base + c);
-                        l[k + c] = (uint8_t)u;
-                        if (wide) h[k + c] = (uint8_t)(u >> 8);
-                    }
+                    to_planes(type, x, ((n * hh + iy) * w + ix) * cin + g * cig, cig, l + k,
+                              wide ? h + k : NULL);
                 }
             }
         }
@@ -410,7 +515,8 @@ static void qjob_run(void *arg)
     const int64_t *geo = j->geo;
     long M = geo[QG_M], K = geo[QG_K], N = geo[QG_N], G = geo[QG_GROUP], Kp = kpad(K);
     int wide = wide_type((int)geo[QG_TYPE]);
-    size_t abytes = (size_t)(MC * Kp), cbytes = (size_t)MC * (size_t)N * 4;
+    long Np = nblocks(N) * NB;   /* C rows cover whole blocks (AMX stores 16 columns) */
+    size_t abytes = (size_t)(MC * Kp), cbytes = (size_t)MC * (size_t)Np * 4;
     uint8_t *lo = malloc(abytes * (wide ? 2 : 1) + cbytes * (wide ? 2 : 1) + 64);
     if (!lo) {
         j->err = 3;
@@ -418,7 +524,7 @@ static void qjob_run(void *arg)
     }
     uint8_t *hi = wide ? lo + abytes : NULL;
     int32_t *clo = (int32_t *)(((uintptr_t)(lo + abytes * (wide ? 2 : 1)) + 63) & ~(uintptr_t)63);
-    int32_t *chi = wide ? clo + (size_t)MC * N : NULL;
+    int32_t *chi = wide ? clo + (size_t)MC * Np : NULL;
     long pb_size = qe_qgemm_packed_size(K, N);
     double *accrow = malloc((size_t)N * 2 * sizeof(double));
     if (!accrow) {
@@ -434,12 +540,12 @@ static void qjob_run(void *arg)
             const int32_t *ws = j->wsum + g * N;
             for (long n = 0; n < N; n++) xw[n] = j->xoff * (double)ws[n];
             gather(geo, j->x, g, p0, p1, lo, hi);
-            gemm_u8s8(rows, N, Kp, lo, Bp, clo, N);
-            if (wide) gemm_u8s8(rows, N, Kp, hi, Bp, chi, N);
+            gemm_u8s8(rows, N, Kp, lo, Bp, clo, Np);
+            if (wide) gemm_u8s8(rows, N, Kp, hi, Bp, chi, Np);
             for (long r = 0; r < rows; r++) {
-                const int32_t *cl = clo + r * N;
+                const int32_t *cl = clo + r * Np;
                 if (wide) {
-                    const int32_t *ch = chi + r * N;
+                    const int32_t *ch = chi + r * Np;
                     for (long n = 0; n < N; n++)
                         accrow[n] = (double)((int64_t)cl[n] + (int64_t)ch[n] * 256) + xw[n];
                 } else {
