@@ -142,7 +142,8 @@ WIDE_OUTPUT_MULTIPLIER_BITS = 24
 # into digits and runs one float32 GEMM per digit (exact, as the HTP's int32 accumulator);
 # False runs one GEMM, whose float32 rounding can move the accumulator by a few units and so
 # an output code by one where it sits on a requantization boundary.  Environment:
-# QNNEMU_EXACT_ACCUMULATION=0/1.
+# QNNEMU_EXACT_ACCUMULATION=0/1.  Only for the float32 formula: with the C kernels on the
+# accumulator is the exact integer one of csrc/eng_qgemm.c (docs/engine-qgemm.md).
 EXACT_ACCUMULATION = os.environ.get("QNNEMU_EXACT_ACCUMULATION", "0") not in ("0", "")
 
 
@@ -153,9 +154,11 @@ def _per_tensor(q) -> bool:
 class IntegerAccumulation:
     """A quantized Conv2d / DepthWiseConv2d / FullyConnected / MatMul run on integer codes.
 
-    The wrapped op computes the exact accumulator sum((x_code + x_offset) * w) from
-    integer-valued float32 operands (split into base-2**d digits of the input when a single
-    float32 pass could exceed 2**24), and AccRequant turns it into output codes as the HTP does.
+    The accumulator sum((x_code + x_offset) * w) comes from the C integer GEMM (``cacc``,
+    exact, the one the C engine's step runs) when the C kernels are on, else from the wrapped
+    op run on integer-valued float32 operands (split into base-2**d digits of the input when a
+    single float32 pass could exceed 2**24); AccRequant turns it into output codes as the HTP
+    does.
     Static 8-bit weights are stored the HTP's way first (htp_int8_weights)."""
 
     def __init__(self, node, impl, ins, out, channel_axis: int, fine: bool = False, arch: int | None = None):
