@@ -880,42 +880,96 @@ done:
 }
 
 /* -- ElementWiseAdd ------------------------------------------------------------------------ */
+/* v[i] = code[base + i * stride], i < cnt, as float64. */
+CLONES static void load_codes(int type, const void *x, long base, long stride, long cnt, double *v)
+{
+#define LOAD_CODES(T)                                                                  \
+    do {                                                                               \
+        const T *s = (const T *)x + base;                                              \
+        if (stride == 1)                                                               \
+            for (long i = 0; i < cnt; i++) v[i] = (double)s[i];                        \
+        else                                                                           \
+            for (long i = 0; i < cnt; i++) v[i] = (double)s[i * stride];               \
+    } while (0)
+    switch (type) {
+    case QE_U8: LOAD_CODES(uint8_t); break;
+    case QE_I8: LOAD_CODES(int8_t); break;
+    case QE_U16: LOAD_CODES(uint16_t); break;
+    default: LOAD_CODES(int16_t); break;
+    }
+#undef LOAD_CODES
+}
+
+/* IntegerAdd.run: acc = a * m_a; acc = acc + b * m_b; y = clip(floor(acc + (const + 0.5))). */
+CLONES static void add_row(const double *va, const double *vb, long cnt, double ma, double mb,
+                           double c05, double lo, double hi, double *y)
+{
+    for (long i = 0; i < cnt; i++) {
+        double acc = va[i] * ma;
+        acc = acc + vb[i] * mb;
+        double v = floor(acc + c05);
+        v = v < lo ? lo : v;
+        y[i] = v > hi ? hi : v;
+    }
+}
+
+typedef struct addjob {
+    const qe_args *a;
+    long r0, r1;        /* outer rows */
+} addjob;
+
+static void addjob_run(void *arg)
+{
+    const addjob *j = arg;
+    const qe_args *a = j->a;
+    int ta = (int)a->i[0], tb = (int)a->i[1], to = (int)a->i[2];
+    double lo = (double)a->i[3], hi = (double)a->i[4];
+    int rank = (int)a->i[5];
+    const int64_t *dims = a->i + 6, *sa = dims + rank, *sb = sa + rank;
+    double ma = a->d[0], mb = a->d[1], c05 = a->d[2];
+    long inner = dims[rank - 1];
+    double va[ROW_PIECE], vb[ROW_PIECE], y[ROW_PIECE];
+    for (long r = j->r0; r < j->r1; r++) {
+        long ia = 0, ib = 0, rest = r;
+        for (int d = rank - 2; d >= 0; d--) {   /* r unravelled over dims[0 .. rank - 2] */
+            long i = rest % dims[d];
+            rest /= dims[d];
+            ia += i * sa[d];
+            ib += i * sb[d];
+        }
+        long o = r * inner;
+        for (long k0 = 0; k0 < inner; k0 += ROW_PIECE) {
+            long cnt = inner - k0 < ROW_PIECE ? inner - k0 : ROW_PIECE;
+            load_codes(ta, a->p[0], ia + k0 * sa[rank - 1], sa[rank - 1], cnt, va);
+            load_codes(tb, a->p[1], ib + k0 * sb[rank - 1], sb[rank - 1], cnt, vb);
+            add_row(va, vb, cnt, ma, mb, c05, lo, hi, y);
+            store_codes(to, a->p[2], o + k0, y, cnt);
+        }
+    }
+}
+
 /* p: a, b, out; ints: a_type, b_type, out_type, lo, hi, rank, dims[rank], a_strides[rank],
- * b_strides[rank] (elements; 0 on broadcast axes); dbls: m_a, m_b, const + 0.5. */
+ * b_strides[rank] (elements; 0 on broadcast axes); dbls: m_a, m_b, const + 0.5.
+ * Outer rows are split over the pool's threads for large tensors. */
 int qe_k_qadd(const qe_args *a)
 {
     if (a->np < 3 || a->ni < 6 || a->nd < 3) return 2;
-    int ta = (int)a->i[0], tb = (int)a->i[1];
-    requant q = {0};
-    q.type = (int)a->i[2];
-    q.out = a->p[2];
-    double lo = (double)a->i[3], hi = (double)a->i[4];
     int rank = (int)a->i[5];
     if (rank < 1 || rank > 8 || a->ni < 6 + 3 * rank) return 2;
-    const int64_t *dims = a->i + 6, *sa = dims + rank, *sb = sa + rank;
-    double ma = a->d[0], mb = a->d[1], c05 = a->d[2];
-    long inner = dims[rank - 1], outer = 1;
+    const int64_t *dims = a->i + 6;
+    long outer = 1;
     for (int d = 0; d < rank - 1; d++) outer *= dims[d];
-    long idx[8] = {0};
-    long o = 0;
-    for (long r = 0; r < outer; r++) {
-        long ia = 0, ib = 0;
-        for (int d = 0; d < rank - 1; d++) {
-            ia += idx[d] * sa[d];
-            ib += idx[d] * sb[d];
-        }
-        for (long k = 0; k < inner; k++, o++) {
-            double acc = code_value(ta, a->p[0], ia + k * sa[rank - 1]) * ma;
-            acc = acc + code_value(tb, a->p[1], ib + k * sb[rank - 1]) * mb;
-            double y = floor(acc + c05);
-            y = y < lo ? lo : y;
-            y = y > hi ? hi : y;
-            store_code(&q, o, y);
-        }
-        for (int d = rank - 2; d >= 0; d--) {
-            if (++idx[d] < dims[d]) break;
-            idx[d] = 0;
-        }
-    }
+    if (outer == 0 || dims[rank - 1] == 0) return 0;
+    /* ~1 ns per element: a second thread pays off from about 2**18 elements */
+    int T = threads_for((double)outer * (double)dims[rank - 1] * 8.0, outer);
+    addjob jobs[64];
+    long per = (outer + T - 1) / T;
+    int cnt = 0;
+    for (long r = 0; r < outer; r += per)
+        jobs[cnt++] = (addjob){a, r, r + per < outer ? r + per : outer};
+    if (cnt == 1)
+        addjob_run(&jobs[0]);
+    else
+        qe_pool_run(addjob_run, jobs, sizeof jobs[0], cnt);
     return 0;
 }

@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 from qnnemu.core.engine import check_plan
 from qnnemu.headers import Q
 from qnnemu.htp.device_model import DeviceModel
-from qnnemu.ops import _fast, _fast_qgemm
+from qnnemu.ops import _fast
 from qnnemu.spec.quant import AccRequant, code_range
 
 pytestmark = pytest.mark.skipif(not _fast.available(), reason="qnnemu._kernels is not built")

@@ -126,7 +126,7 @@ def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int
             if b is None or K > MAX_K or len(x_shape) < 1 or x_shape[-1] != K:
                 return None
             M = math.prod(x_shape) // K if K else 0
-            if M * N != math.prod(out_shape):
+            if math.prod(out_shape) != M * N:
                 return None
             packed, wsum = pack(b)
             return QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,
@@ -142,7 +142,7 @@ def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int
             if b is None or K > MAX_K or x_shape[-1] != K:
                 return None
             M = math.prod(x_shape[:-1])
-            if M * N != math.prod(out_shape):
+            if math.prod(out_shape) != M * N:
                 return None
             packed, wsum = pack(b)
             return QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,

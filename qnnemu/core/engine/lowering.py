@@ -246,5 +246,5 @@ def emit_converter(builder, conv, src: int, src_dtype, dst: int, dst_dtype, n: i
     raise Unsupported(f"converter {_name(conv)}")
 
 
-__all__ = ["LOWERINGS", "IMPL_LOWERINGS", "LowerCtx", "Unsupported", "lowers", "lowers_impl", "load_lowerings", "type_code",
-           "emit_converter", "TYPE_CODES"]
+__all__ = ["LOWERINGS", "IMPL_LOWERINGS", "LowerCtx", "Unsupported", "lowers", "lowers_impl", "load_lowerings",
+           "type_code", "emit_converter", "TYPE_CODES"]
