@@ -185,6 +185,28 @@ def test_matmul_dynamic_in1_lowers_bit_identical(seed, x_dtype, y_dtype, w_dtype
     finish(b, {"x": codes(rng, x_dtype, (batch, m, kdim)), "w": codes(rng, w_dtype, wshape)})
 
 
+@pytest.mark.parametrize("static_in1", [False, True])
+def test_matmul_transpose_in0_stays_in_python(static_in1):
+    """transpose_in0 has no C form: a counted fallback whose codes are AccRequant of the exact
+    product of the transposed in0 (square, so an ignored transpose would go unnoticed by shape)."""
+    rng = np.random.default_rng(9)
+    b = graph_builder("v68")
+    a = b.tensor("a", (8, 8), U8, APP_WRITE, quant=(0.01, -128))
+    wv = rng.integers(-128, 128, (8, 8)).astype(np.int8)
+    w = b.tensor("w", (8, 8), S8, STATIC if static_in1 else APP_WRITE, wv if static_in1 else None, (0.01, 0))
+    y = b.tensor("y", (8, 8), U8, APP_READ, quant=(0.05, -128))
+    b.node("MatMul", "mm", [a, w], [y], transpose_in0=True)
+    av = rng.integers(0, 256, (8, 8)).astype(np.uint8)
+    feeds = {"a": av} if static_in1 else {"a": av, "w": wv}
+    graph = finish(b, feeds, expect_fallbacks=["MatMul"])
+    ids = {t.name: t.id for t in graph.tensors.values()}
+    got = graph.execute({ids[k]: v for k, v in feeds.items()}, [ids["y"]])[ids["y"]]
+    exact = ((av.astype(np.float64) - 128).T @ wv.astype(np.float64))
+    impl = graph.plan.steps[0].impl
+    ref = impl.requant(exact, wv.astype(np.float64).sum(axis=0)).astype(np.uint8)
+    assert np.array_equal(got, ref), "the codes of the transposed product"
+
+
 def test_matmul_dynamic_in1_accumulator_is_exact():
     """16-bit codes times 127 over K = 4096 pass 2**24 (one float32 GEMM would round): the
     plan's codes and the engine's equal AccRequant of the exact int64 product."""

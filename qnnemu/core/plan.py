@@ -167,6 +167,7 @@ class IntegerAccumulation:
         self.x_offset = float(x.quant.offset)
         self.wide = x.dtype in _SIXTEEN_BIT
         self.w_static = is_static(w)
+        self.transpose_in0 = bool(node.params.get("transpose_in0", False))
         self.transpose_in1 = bool(node.params.get("transpose_in1", False))
         wq = w.quant
         rank = len(w.dims)
@@ -285,7 +286,8 @@ class IntegerAccumulation:
             wsum = np.expand_dims(w_int.sum(axis=k_axis), -2)
             factor = np.expand_dims(np.squeeze(factor, axis=k_axis), -2)   # [..., 1, n]
             requant = self.requant if np.all(factor == 1.0) else self._dynamic_requant(factor)
-            acc = _fast_qgemm.dynamic_matmul(x, self.x_offset, w_int, self.transpose_in1, self.out_shape)
+            acc = _fast_qgemm.dynamic_matmul(x, self.x_offset, w_int, self.transpose_in1, self.out_shape,
+                                             self.transpose_in0)
         if acc is None:
             # codes + offset are integers below 2**17: exact in float32, the GEMM's operand type
             x_int = x.astype(np.float32)

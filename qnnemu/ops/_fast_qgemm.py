@@ -193,11 +193,11 @@ def _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_sha
 
 
 def dynamic_matmul(x: np.ndarray, x_offset: float, w_int: np.ndarray, transpose_in1: bool,
-                   out_shape) -> np.ndarray | None:
+                   out_shape, transpose_in0: bool = False) -> np.ndarray | None:
     """The exact accumulator of a MatMul with a dynamic in1 (``w_int``: int8-range integers
-    from htp_int8_operand, in1's layout); None when the C kernels are off or the batch layout
-    is not the same on both sides (or in1 has none)."""
-    if not _fast.enabled() or x.ndim < 2 or w_int.ndim < 2:
+    from htp_int8_operand, in1's layout); None when the C kernels are off, in0 is transposed
+    or the batch layout is not the same on both sides (or in1 has none)."""
+    if not _fast.enabled() or transpose_in0 or x.ndim < 2 or w_int.ndim < 2:
         return None
     t = CODE_TYPES.get(x.dtype)
     if t is None or not float(x_offset).is_integer():
