@@ -9,8 +9,9 @@
  *   split into two bytes u = 256 * hi + lo; each byte plane times the int8 weights accumulates in
  *   int32 (|sum| < 255 * 128 * K: exact for K <= QG_MAX_K), and
  *   acc = C_lo + 256 * C_hi + (x_offset - u shift) * wsum[n] in int64, exact in float64.
- *   Kernels: AVX-512 VNNI (vpdpbusd, 4 rows x 64 columns), AVX2 (vpmaddwd on bytes widened to
- *   int16) and scalar, chosen at run time (qe_qgemm_isa; QNNEMU_KERNELS_ISA=sse / avx2 caps it).
+ *   Kernels: AMX int8 tiles (tdpbusd, 32 x 32 per step), AVX-512 VNNI (vpdpbusd, 4 rows x 64
+ *   columns), AVX-VNNI (256-bit vpdpbusd), AVX2 (vpmaddwd on bytes widened to int16) and
+ *   scalar, chosen at run time (qe_qgemm_isa; QNNEMU_KERNELS_ISA caps it).
  *   Weights are packed once (qe_qgemm_pack: blocks of 16 columns, k in groups of 4 bytes).
  * - Convolutions gather each output pixel's receptive field of codes (im2col) with padded
  *   positions set to the input's zero point, so they contribute exactly 0 as the Python path's
@@ -57,25 +58,34 @@ static int amx_usable(void)
     return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
 }
 
-/* 3: AMX int8, 2: AVX-512 VNNI, 1: AVX2, 0: scalar.  QNNEMU_KERNELS_ISA=sse / avx2 / avx512
- * caps it (avx512: VNNI without AMX). */
+/* The integer GEMM's kernel: QG_AMX (AMX int8 tiles), QG_VNNI512 (AVX-512 VNNI), QG_AVXVNNI
+ * (AVX-VNNI, 256-bit), QG_AVX2 (vpmaddwd), QG_SCALAR.  QNNEMU_KERNELS_ISA=sse / avx2 / avxvnni
+ * / avx512 caps it (avx512: VNNI without AMX). */
+enum { QG_SCALAR, QG_AVX2, QG_AVXVNNI, QG_VNNI512, QG_AMX };
+
 int qe_qgemm_isa(void)
 {
     if (g_qisa < 0) {
         __builtin_cpu_init();
-        int isa = 0;
+        int isa = QG_SCALAR;
         if (__builtin_cpu_supports("avx2"))
-            isa = 1;
+            isa = QG_AVX2;
+        if (isa && __builtin_cpu_supports("avxvnni"))
+            isa = QG_AVXVNNI;
         if (isa && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
             && __builtin_cpu_supports("avx512vnni"))
-            isa = 2;
+            isa = QG_VNNI512;
         const char *force = getenv("QNNEMU_KERNELS_ISA");
-        if (force && strcmp(force, "sse") == 0) isa = 0;
-        if (force && strcmp(force, "avx2") == 0 && isa > 1) isa = 1;
-        int cap_avx512 = force && strcmp(force, "avx512") == 0;
-        if (isa == 2 && !cap_avx512 && amx_usable())
-            isa = 3;
-        g_qisa = isa;
+        int cap = QG_AMX;
+        if (force && strcmp(force, "sse") == 0) cap = QG_SCALAR;
+        if (force && strcmp(force, "avx2") == 0) cap = QG_AVX2;
+        if (force && strcmp(force, "avxvnni") == 0) cap = QG_AVXVNNI;
+        if (force && strcmp(force, "avx512") == 0) cap = QG_VNNI512;
+        if (cap == QG_AVXVNNI && isa >= QG_AVXVNNI && !__builtin_cpu_supports("avxvnni"))
+            cap = QG_AVX2;   /* AVX-512 VNNI without AVX-VNNI */
+        if (isa == QG_VNNI512 && cap == QG_AMX && amx_usable())
+            isa = QG_AMX;
+        g_qisa = isa < cap ? isa : cap;
     }
     return g_qisa;
 }
@@ -95,7 +105,7 @@ static int threads_for(double macs, long chunks)
 
 /* -- packing ---------------------------------------------------------------------------- */
 /* K padded for the packed layout: groups of 4 bytes; whole 64-byte tile rows for AMX. */
-static long kpad(long K) { return qe_qgemm_isa() == 3 ? (K + 63) & ~63L : (K + 3) & ~3L; }
+static long kpad(long K) { return qe_qgemm_isa() == QG_AMX ? (K + 63) & ~63L : (K + 3) & ~3L; }
 static long nblocks(long N) { return (N + NB - 1) / NB; }
 
 long qe_qgemm_packed_size(long K, long N) { return kpad(K) * nblocks(N) * NB; }
@@ -191,6 +201,49 @@ VNNI_TARGET static void kern_vnni(long rows, long nbk, long Kp, const uint8_t *A
             vnni_tile(4, 1, Kp, A + m * Kp, Bp + b * bstride, C + m * ldc, ldc, b * NB, N);
         for (; m < rows; m++)
             vnni_tile(1, 1, Kp, A + m * Kp, Bp + b * bstride, C + m * ldc, ldc, b * NB, N);
+    }
+}
+
+#define AVXVNNI_TARGET __attribute__((target("avx2,avxvnni")))
+
+/* AVX-VNNI: one 16-column block as two 8-lane halves, MR rows. */
+AVXVNNI_TARGET ALWAYS_INLINE void avxvnni_tile(int MR, long Kp, const uint8_t *A,
+                                               const int8_t *Bp, int32_t *C, long ldc, long c0,
+                                               long N)
+{
+    __m256i acc[4][2];
+    for (int i = 0; i < MR; i++)
+        acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    for (long kg = 0; kg < Kp / 4; kg++) {
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)(Bp + kg * 64));
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(Bp + kg * 64 + 32));
+        for (int i = 0; i < MR; i++) {
+            int32_t a4;
+            memcpy(&a4, A + i * Kp + kg * 4, 4);
+            __m256i a = _mm256_set1_epi32(a4);
+            acc[i][0] = _mm256_dpbusd_avx_epi32(acc[i][0], a, b0);
+            acc[i][1] = _mm256_dpbusd_avx_epi32(acc[i][1], a, b1);
+        }
+    }
+    long nc = N - c0 < NB ? N - c0 : NB;
+    for (int i = 0; i < MR; i++) {
+        int32_t out[NB];
+        _mm256_storeu_si256((__m256i *)out, acc[i][0]);
+        _mm256_storeu_si256((__m256i *)(out + 8), acc[i][1]);
+        store_cols(C + i * ldc + c0, out, nc);
+    }
+}
+
+AVXVNNI_TARGET static void kern_avxvnni(long rows, long nbk, long Kp, const uint8_t *A,
+                                        const int8_t *Bp, int32_t *C, long ldc, long N)
+{
+    const long bstride = Kp * NB;
+    for (long b = 0; b < nbk; b++) {
+        long m = 0;
+        for (; m + 4 <= rows; m += 4)
+            avxvnni_tile(4, Kp, A + m * Kp, Bp + b * bstride, C + m * ldc, ldc, b * NB, N);
+        for (; m < rows; m++)
+            avxvnni_tile(1, Kp, A + m * Kp, Bp + b * bstride, C + m * ldc, ldc, b * NB, N);
     }
 }
 
@@ -318,9 +371,10 @@ static void gemm_u8s8(long rows, long N, long Kp, const uint8_t *A, const int8_t
 {
     long nbk = nblocks(N);
     switch (qe_qgemm_isa()) {
-    case 3: kern_amx(rows, nbk, Kp, A, Bp, C, ldc); break;
-    case 2: kern_vnni(rows, nbk, Kp, A, Bp, C, ldc, N); break;
-    case 1: kern_avx2(rows, nbk, Kp, A, Bp, C, ldc, N); break;
+    case QG_AMX: kern_amx(rows, nbk, Kp, A, Bp, C, ldc); break;
+    case QG_VNNI512: kern_vnni(rows, nbk, Kp, A, Bp, C, ldc, N); break;
+    case QG_AVXVNNI: kern_avxvnni(rows, nbk, Kp, A, Bp, C, ldc, N); break;
+    case QG_AVX2: kern_avx2(rows, nbk, Kp, A, Bp, C, ldc, N); break;
     default: kern_scalar(rows, nbk, Kp, A, Bp, C, ldc, N); break;
     }
 }

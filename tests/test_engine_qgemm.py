@@ -292,7 +292,7 @@ def test_elementwise_add_lowers_bit_identical(seed, wide, signed, shapes):
 
 # -- the GEMM's ISA paths -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("isa", ["sse", "avx2", "avx512", "native"])
+@pytest.mark.parametrize("isa", ["sse", "avx2", "avxvnni", "avx512", "native"])
 def test_every_isa_path_computes_the_exact_accumulator(isa):
     """qe_qacc on each instruction-set path (QNNEMU_KERNELS_ISA caps it; a fresh process each;
     native is AMX where the CPU and the kernel allow it)
@@ -322,6 +322,8 @@ def test_every_isa_path_computes_the_exact_accumulator(isa):
     name, bad = out.stdout.split(" ", 1)
     if isa == "sse":
         assert name == "scalar", f"QNNEMU_KERNELS_ISA=sse selects the scalar path, got {name}"
-    if isa in ("avx2", "avx512"):
+    if isa in ("avx2", "avxvnni", "avx512"):
         assert name != "amx-int8", f"QNNEMU_KERNELS_ISA={isa} keeps AMX off, got {name}"
+    if isa in ("avx2", "avxvnni"):
+        assert name not in ("avx512-vnni", "amx-int8"), f"QNNEMU_KERNELS_ISA={isa} keeps AVX-512 off, got {name}"
     assert bad.strip() == "[]", f"the {name} path computes exact accumulators; wrong: {bad}"

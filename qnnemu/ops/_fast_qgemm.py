@@ -26,7 +26,7 @@ _TOP = {0: 255, 1: 255, 2: 65535, 3: 65535}
 (QG_KIND, QG_TYPE, QG_M, QG_K, QG_N, QG_GROUP, QG_LDA, QG_BATCH, QG_H, QG_W, QG_CIN, QG_FH, QG_FW,
  QG_OH, QG_OW, QG_SH, QG_SW, QG_PT, QG_PL, QG_DH, QG_DW, QG_PAD_CODE, QG_LDO, QG_LEN) = range(24)
 MAX_K = 65536
-ISA_NAMES = {3: "amx-int8", 2: "avx512-vnni", 1: "avx2", 0: "scalar"}
+ISA_NAMES = {4: "amx-int8", 3: "avx512-vnni", 2: "avx-vnni", 1: "avx2", 0: "scalar"}
 
 
 def isa() -> str:
