@@ -530,6 +530,10 @@ def main(argv=None) -> int:
 
     backends = [b for b in BACKENDS if not (b == "vendor" and args.no_vendor)]
     precompile_qnnemu()
+    from qnnemu.core.engine import isa
+    machine = {"cpu_flags": isa.cpu_flags(), "isa_paths": isa.paths()}
+    print(f"# ISA paths: {', '.join(f'{k}: {v}' for k, v in machine['isa_paths'].items())} "
+          f"(CPU flags: {' '.join(machine['cpu_flags'])})", file=sys.stderr)
     extra = dict(o.split("=", 1) for o in args.qnn_option)
     os.environ["QNNEMU_BENCH_QNN_OPTIONS"] = json.dumps(extra)  # inherited by the workers
     suffix = "".join(f" {k}={v}" for k, v in extra.items())
@@ -549,7 +553,7 @@ def main(argv=None) -> int:
                               args.timeout, args.vendor_timeout)
             rows.append({"model": name, "variant": variant + suffix, "results": res})
             if args.json:  # kept up to date: a long run interrupted still leaves its rows
-                args.json.write_text(json.dumps({"rows": rows}, indent=1))
+                args.json.write_text(json.dumps({"rows": rows, "machine": machine}, indent=1))
     over = {}
     if not args.no_overheads:
         for backend in [b for b in backends if b != "cpu"]:
@@ -566,7 +570,7 @@ def main(argv=None) -> int:
         print()
         print(format_overheads(over, rows))
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "overheads": over}, indent=1))
+        args.json.write_text(json.dumps({"rows": rows, "overheads": over, "machine": machine}, indent=1))
     return 0
 
 
