@@ -11,7 +11,7 @@
  *   acc = C_lo + 256 * C_hi + (x_offset - u shift) * wsum[n] in int64, exact in float64.
  *   Kernels: AMX int8 tiles (tdpbusd, 32 x 32 per step), AVX-512 VNNI (vpdpbusd, 4 rows x 64
  *   columns), AVX-VNNI (256-bit vpdpbusd), AVX2 (vpmaddwd on bytes widened to int16) and
- *   scalar, chosen at run time (qe_qgemm_isa; QNNEMU_KERNELS_ISA caps it).
+ *   scalar, chosen at run time (qe_qgemm_isa_level; QNNEMU_KERNELS_ISA caps it).
  *   Weights are packed once (qe_qgemm_pack: blocks of 16 columns, k in groups of 4 bytes).
  * - Convolutions gather each output pixel's receptive field of codes (im2col) with padded
  *   positions set to the input's zero point, so they contribute exactly 0 as the Python path's
@@ -26,6 +26,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -63,7 +64,7 @@ static int amx_usable(void)
  * / avx512 caps it (avx512: VNNI without AMX). */
 enum { QG_SCALAR, QG_AVX2, QG_AVXVNNI, QG_VNNI512, QG_AMX };
 
-int qe_qgemm_isa(void)
+int qe_qgemm_isa_level(void)
 {
     if (g_qisa < 0) {
         __builtin_cpu_init();
@@ -90,6 +91,16 @@ int qe_qgemm_isa(void)
     return g_qisa;
 }
 
+/* The path's name (qnnemu/core/engine/isa.py asks every family's qe_<family>_isa). */
+int qe_qgemm_isa(char *buf, int n)
+{
+    static const char *const names[] = {"scalar", "avx2", "avx-vnni", "avx512-vnni",
+                                        "amx-int8"};
+    if (!buf || n < 1) return -1;
+    snprintf(buf, (size_t)n, "%s", names[qe_qgemm_isa_level()]);
+    return 0;
+}
+
 static int threads_for(double macs, long chunks)
 {
     int t = qe_threads();
@@ -105,7 +116,7 @@ static int threads_for(double macs, long chunks)
 
 /* -- packing ---------------------------------------------------------------------------- */
 /* K padded for the packed layout: groups of 4 bytes; whole 64-byte tile rows for AMX. */
-static long kpad(long K) { return qe_qgemm_isa() == QG_AMX ? (K + 63) & ~63L : (K + 3) & ~3L; }
+static long kpad(long K) { return qe_qgemm_isa_level() == QG_AMX ? (K + 63) & ~63L : (K + 3) & ~3L; }
 static long nblocks(long N) { return (N + NB - 1) / NB; }
 
 long qe_qgemm_packed_size(long K, long N) { return kpad(K) * nblocks(N) * NB; }
@@ -370,7 +381,7 @@ static void gemm_u8s8(long rows, long N, long Kp, const uint8_t *A, const int8_t
                       int32_t *C, long ldc)
 {
     long nbk = nblocks(N);
-    switch (qe_qgemm_isa()) {
+    switch (qe_qgemm_isa_level()) {
     case QG_AMX: kern_amx(rows, nbk, Kp, A, Bp, C, ldc); break;
     case QG_VNNI512: kern_vnni(rows, nbk, Kp, A, Bp, C, ldc, N); break;
     case QG_AVXVNNI: kern_avxvnni(rows, nbk, Kp, A, Bp, C, ldc, N); break;

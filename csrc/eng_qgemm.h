@@ -9,7 +9,8 @@
 #include "engine.h"
 
 /* cdef begin */
-int qe_qgemm_isa(void);
+int qe_qgemm_isa_level(void);
+int qe_qgemm_isa(char *buf, int n);
 long qe_qgemm_packed_size(long K, long N);
 int qe_qgemm_pack(long K, long N, const int8_t *B, long rsb, long csb, int8_t *Bp,
                   int32_t *wsum);

@@ -30,9 +30,9 @@ ISA_NAMES = {4: "amx-int8", 3: "avx512-vnni", 2: "avx-vnni", 1: "avx2", 0: "scal
 
 
 def isa() -> str:
-    """The integer GEMM's instruction set on this machine (csrc/eng_qgemm.c qe_qgemm_isa)."""
+    """The integer GEMM's instruction set on this machine (csrc/eng_qgemm.c qe_qgemm_isa_level)."""
     lib, _ = _fast.library()
-    return ISA_NAMES[lib.qe_qgemm_isa()] if lib is not None else "none"
+    return ISA_NAMES[lib.qe_qgemm_isa_level()] if lib is not None else "none"
 
 
 def pack(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
