@@ -67,15 +67,21 @@ def bias(rng, b, n, unit):
     return b.tensor("bias", (n,), S32, STATIC, data, {"axis": 0, "scales": np.full(n, unit, np.float32)})
 
 
-def finish(b: GraphBuilder, feeds: dict, expect_fallbacks=()):
-    """Finalizes, checks the fallbacks and runs check_plan (engine vs Python plan, every slot)."""
+def finish(b: GraphBuilder, feeds: dict, expect_fallbacks=(), keep: bool = False):
+    """Finalizes, checks the fallbacks and runs check_plan (engine vs Python plan, every slot);
+    then frees the context unless ``keep`` (the caller frees it: live graphs would pile up in the
+    handle table over the examples)."""
     b.graph.finalize()
     engine = b.graph.plan.engine
     assert engine is not None, "the graph has a C program"
     got = sorted(op for _, op, _ in engine.fallbacks)
     assert got == sorted(expect_fallbacks), f"fallbacks {engine.fallbacks}, expected {list(expect_fallbacks)}"
     ids = {t.name: t.id for t in b.graph.tensors.values()}
-    check_plan(b.graph.plan, {ids[k]: v for k, v in feeds.items()})
+    try:
+        check_plan(b.graph.plan, {ids[k]: v for k, v in feeds.items()})
+    finally:
+        if not keep:
+            b.graph.context.free()
     return b.graph
 
 
@@ -198,13 +204,14 @@ def test_matmul_transpose_in0_stays_in_python(static_in1):
     b.node("MatMul", "mm", [a, w], [y], transpose_in0=True)
     av = rng.integers(0, 256, (8, 8)).astype(np.uint8)
     feeds = {"a": av} if static_in1 else {"a": av, "w": wv}
-    graph = finish(b, feeds, expect_fallbacks=["MatMul"])
+    graph = finish(b, feeds, expect_fallbacks=["MatMul"], keep=True)
     ids = {t.name: t.id for t in graph.tensors.values()}
     got = graph.execute({ids[k]: v for k, v in feeds.items()}, [ids["y"]])[ids["y"]]
     exact = ((av.astype(np.float64) - 128).T @ wv.astype(np.float64))
     impl = graph.plan.steps[0].impl
     ref = impl.requant(exact, wv.astype(np.float64).sum(axis=0)).astype(np.uint8)
     assert np.array_equal(got, ref), "the codes of the transposed product"
+    graph.context.free()
 
 
 def test_matmul_dynamic_in1_accumulator_is_exact():
@@ -218,7 +225,7 @@ def test_matmul_dynamic_in1_accumulator_is_exact():
     b.node("MatMul", "mm", [a, w], [y])
     av = rng.integers(60000, 65536, (2, 3, 4096)).astype(np.uint16)
     wv = rng.integers(100, 128, (2, 4096, 5)).astype(np.int8)
-    graph = finish(b, {"a": av, "w": wv})
+    graph = finish(b, {"a": av, "w": wv}, keep=True)
     ids = {t.name: t.id for t in graph.tensors.values()}
     out = graph.plan._run({ids["a"]: av, ids["w"]: wv}, [ids["y"]], None)[ids["y"]]
     exact = np.matmul(av.astype(np.int64), wv.astype(np.int64)).astype(np.float64)
@@ -228,6 +235,7 @@ def test_matmul_dynamic_in1_accumulator_is_exact():
     assert np.array_equal(out, ref), "the Python plan's codes come from the exact accumulator"
     got = graph.execute({ids["a"]: av, ids["w"]: wv}, [ids["y"]])[ids["y"]]
     assert np.array_equal(got, ref), "the engine's codes too"
+    graph.context.free()
 
 
 def test_large_sums_are_exact_in_both_paths():
@@ -241,14 +249,15 @@ def test_large_sums_are_exact_in_both_paths():
     y = b.tensor("y", (4, 6), U16, APP_READ, quant=(40.0, 0))
     b.node("FullyConnected", "fc", [x, w], [y])
     xv = rng.integers(65000, 65536, (4, 3000)).astype(np.uint16)
-    graph = finish(b, {"x": xv})
+    graph = finish(b, {"x": xv}, keep=True)
     ids = {t.name: t.id for t in graph.tensors.values()}
     got = graph.execute({ids["x"]: xv}, [ids["y"]])[ids["y"]]
     exact = (xv.astype(np.int64) @ wd.astype(np.int64).T).astype(np.float64)
     impl = graph.plan.steps[0].impl
-    assert isinstance(impl.requant, AccRequant)
+    assert isinstance(impl.requant, AccRequant), "FullyConnected u16 runs the integer pipeline"
     ref = impl.requant(exact, impl.wsum).astype(np.uint16)
     assert np.array_equal(got, ref), "engine codes equal AccRequant of the exact integer sum"
+    graph.context.free()
 
 
 # -- folded Relus ---------------------------------------------------------------------------------
@@ -266,10 +275,11 @@ def test_conv_with_folded_relu_writes_every_output_in_c(own_read, x_dtype):
     b.node("Conv2d", "conv", [x, wt], [c], pad_amount=[[1, 1], [1, 1]])
     r = b.tensor("r", (1, 6, 6, 8), x_dtype, APP_READ, quant=(0.03, 0))
     b.node("Relu", "relu", [c], [r])
-    graph = finish(b, {"x": codes(rng, x_dtype, (1, 6, 6, 4))})
+    graph = finish(b, {"x": codes(rng, x_dtype, (1, 6, 6, 4))}, keep=True)
     assert graph.plan.folds, "the relu was folded into the conv"
     impl = graph.plan.steps[0].impl
     assert impl.keep_own == own_read and len(impl.folded) == 1, "the conv writes its own codes only when read"
+    graph.context.free()
 
 
 # -- ElementWiseAdd -------------------------------------------------------------------------------
@@ -318,7 +328,7 @@ def test_every_isa_path_computes_the_exact_accumulator(isa):
     if isa != "native":
         env["QNNEMU_KERNELS_ISA"] = isa
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, f"the probe process on {isa} ran: {out.stderr[-2000:]}"
     name, bad = out.stdout.split(" ", 1)
     if isa == "sse":
         assert name == "scalar", f"QNNEMU_KERNELS_ISA=sse selects the scalar path, got {name}"
