@@ -171,12 +171,9 @@ def gemm_backend() -> str:
         choice = os.environ.get("QNNEMU_GEMM", "").lower()
         if not _load():
             _gemm_c = False
-        elif choice in ("c", "blas"):
-            _gemm_c = choice == "c"
         else:
-            core, _ = blas_core()
-            _gemm_c = bool(_lib.qe_gemm_avx512()) and core is not None and \
-                core.lower() not in _AVX512_CORES
+            # the C GEMM unless asked for BLAS: the C engine reproduces only the C GEMM
+            _gemm_c = choice != "blas"
     return "c" if _gemm_c else "blas"
 
 
@@ -318,8 +315,8 @@ def gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
     be a ``PackedB`` (``pack_operand``)."""
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"gemm: inner dimensions differ ({a.shape} @ {b.shape})")
-    if a.shape[0] >= C_GEMM_MIN_ROWS and (use_c_gemm() or (
-            _small(a.shape[0] * a.shape[1] * b.shape[1]) and single_thread_c())):
+    if use_c_gemm() or (a.shape[0] >= C_GEMM_MIN_ROWS and
+                        _small(a.shape[0] * a.shape[1] * b.shape[1]) and single_thread_c()):
         return c_gemm(a, b, bias, out)
     if isinstance(b, PackedB):
         b = b.matrix
@@ -396,7 +393,7 @@ def matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool = False,
     if a.ndim == 2 and b.ndim == 2:
         return gemm(a, b)
     m, k = a.shape[-2:]
-    if m >= C_GEMM_MIN_ROWS and m * k * b.shape[-1] >= C_BATCH_MIN_FMAS and use_c_gemm():
+    if use_c_gemm():
         return _c_matmul(a, b)
     # a small batch (attention heads): on the calling thread only (module docstring)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
