@@ -1,6 +1,6 @@
-/* Step kernels of the C engine's float GEMM family (issue 13): FullyConnected, MatMul, Conv1d /
- * Conv2d, DepthWiseConv1d / DepthWiseConv2d, TransposeConv1d / TransposeConv2d on float32
- * values (QNN op definitions of those ops; layouts: qnnemu/ops/conv.py, qnnemu/ops/matmul.py).
+/* Step kernels of the C engine's float GEMM family (issue 13): FullyConnected, MatMul, Conv2d,
+ * DepthWiseConv2d, TransposeConv2d on float32 values (QNN op definitions of those ops;
+ * layouts: qnnemu/ops/conv.py, qnnemu/ops/matmul.py).
  *
  * Bit identity with the Python plan holds by construction: each kernel makes the same calls of
  * csrc/kernels.c (qe_sgemm / qe_sgemm_packed / qe_sgemm_batched, qe_im2col2d, qe_col2im2d,
@@ -60,7 +60,7 @@ int qe_k_gemm_batched(const qe_args *a)
 
 static int small_product(double fmas, int64_t limit) { return fmas < (double)limit; }
 
-/* A convolution through im2col + GEMM: conv.conv_fast for 2-D (and lifted 1-D) geometry.
+/* A convolution through im2col + GEMM: conv.conv_fast for 2-D geometry.
  * p: x [n,h,w,c_in], W, y [n,oh,ow,c_out], scratch[, bias];
  * i: n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, c_out, group, mode, packed,
  *    has_bias, small_limit, chunk_rows, w_group_stride, w_rs.
@@ -144,7 +144,7 @@ int qe_k_depthwise2d(const qe_args *a)
     return 0;
 }
 
-/* Transposed convolution: conv.transpose_conv_fast (2-D and lifted 1-D).  One GEMM of the
+/* Transposed convolution: conv.transpose_conv_fast (2-D).  One GEMM of the
  * input pixels by W ([c_in, T*c_out], group 1; [group, cig, T*cog] otherwise) into the per-tap
  * products (scratch), then the output set to the bias (or 0) and the products scattered in.
  * p: x [n,h,w,c_in], W, y [n,oh,ow,c_out], scratch[, bias];

@@ -1,6 +1,7 @@
-"""C lowering of the float GEMM family (QNN op definitions "FullyConnected", "MatMul", "Conv1d",
-"Conv2d", "DepthWiseConv1d", "DepthWiseConv2d", "TransposeConv1d", "TransposeConv2d") on float32
-values (float16 math included: the plan's roundings around the op are the core's converters).
+"""C lowering of the float GEMM family (QNN op definitions "FullyConnected", "MatMul", "Conv2d",
+"DepthWiseConv2d", "TransposeConv2d") on float32 values (float16 math included: the plan's
+roundings around the op are the core's converters).  The 1-D convolutions are not lowered: the
+HTP implements them on no arch, so graphFinalize refuses them (docs/op-support.md).
 
 Kernels (csrc/eng_gemm.c): ``qe_k_gemm`` (FullyConnected, MatMul folded into one product, 1x1
 convolutions), ``qe_k_gemm_batched`` (MatMul with batches), ``qe_k_conv2d`` (im2col + GEMM),
@@ -25,11 +26,8 @@ import numpy as np
 from ...ops import _fast
 from ...ops.conv import (
     IM2COL_CHUNK,
-    Conv1d,
     Conv2d,
-    DepthWiseConv1d,
     DepthWiseConv2d,
-    TransposeConv1d,
     TransposeConv2d,
 )
 from ...ops.matmul import FullyConnected, MatMul
@@ -61,6 +59,12 @@ def _bias(ctx, i: int) -> tuple[tuple[int, ...], int]:
     return (ctx.input_f32(i),), 1
 
 
+def _static(ctx, i: int) -> np.ndarray | None:
+    """``ctx.static(i)``, None for a dynamic input (the core's raises KeyError for those)."""
+    slot = ctx.step.reads[i]
+    return ctx.static(i) if slot >= 0 and slot in ctx.plan.statics else None
+
+
 def _small() -> int:
     return int(_fast.SINGLE_THREAD_MAX_FMAS)
 
@@ -76,7 +80,7 @@ def fully_connected(ctx) -> None:
     m, k = ctx.in_shape(1)
     rows = math.prod(ctx.in_shape(0)) // k if k else 0
     x = ctx.input_f32(0)
-    w = ctx.static(1)
+    w = _static(ctx, 1)
     if w is not None and ctx.in_conv(1) is None and op._static_w.static:
         b_buf, packed = _operand_buffer(ctx, op._static_w.get(w))
         rsb, csb = m, 1
@@ -101,7 +105,7 @@ def matmul(ctx) -> None:
     t1 = bool(op.param_values.get("transpose_in1", False))
     a_shape, b_stored = ctx.in_shape(0), ctx.in_shape(1)
     a = ctx.input_f32(0)
-    static = ctx.static(1)
+    static = _static(ctx, 1)
     packed_buf = None
     if static is not None and ctx.in_conv(1) is None and op._static_b.static:
         prepared = op._static_b.get(static)     # transposed already when transpose_in1
@@ -147,21 +151,19 @@ def matmul(ctx) -> None:
 
 
 # ---- convolutions ----------------------------------------------------------------------------
-CONV_TYPES = {"Conv1d": Conv1d, "Conv2d": Conv2d, "DepthWiseConv1d": DepthWiseConv1d,
-              "DepthWiseConv2d": DepthWiseConv2d, "TransposeConv1d": TransposeConv1d,
-              "TransposeConv2d": TransposeConv2d}
+CONV_TYPES = {"Conv2d": Conv2d, "DepthWiseConv2d": DepthWiseConv2d, "TransposeConv2d": TransposeConv2d}
 
 
 def _conv_geometry(ctx, op):
     x_shape, f_shape = ctx.in_shape(0), ctx.in_shape(1)
     g = op._geom if op._geom is not None else op.geometry(x_shape, f_shape, op.param_values)
-    return (g.lift(), (1,) + tuple(x_shape[1:-1])) if op.nsp == 1 else (g, tuple(x_shape[1:-1]))
+    return g, tuple(x_shape[1:-1])
 
 
 def _filter(ctx, op, g):
     """(float32 filter buffer or None, GEMM operand buffer, packed flag, static) as the op's
     ``_packed`` prepares them for its Python step."""
-    f = ctx.static(1)
+    f = _static(ctx, 1)
     if f is None or ctx.in_conv(1) is not None or not op._static_filter:
         return None, None, 0, False
     fc, wmat = op._packed(f, op._geom if op._geom is not None else g)
