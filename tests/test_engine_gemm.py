@@ -1,7 +1,7 @@
 """The C engine's float GEMM family (qnnemu/core/engine/lower_gemm.py, csrc/eng_gemm.c; issue 13):
-FullyConnected, MatMul, Conv2d, DepthWiseConv2d, TransposeConv2d on float32 values (and in float16 math) lower to C steps without fallbacks, and
-their results equal the Python plan's byte for byte; the C GEMM's results do not depend on its
-thread count."""
+FullyConnected, MatMul, Conv2d, DepthWiseConv2d and TransposeConv2d on float32 values (and in
+float16 math) lower to C steps without fallbacks, and their results equal the Python plan's byte
+for byte; the C GEMM's results do not depend on its thread count."""
 from __future__ import annotations
 
 import numpy as np
