@@ -11,6 +11,7 @@ from hypothesis import given, strategies as st
 
 from qnnemu.core.device import model_from_configs
 from qnnemu.core.engine import check_plan
+from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.ops import _fast
 
@@ -35,11 +36,19 @@ def rand(rng, shape, zeros: bool = False) -> np.ndarray:
 def check(b: GraphBuilder, feeds: dict, what: str) -> None:
     """Finalizes ``b``: no fallback step, and the C program's every value equals the plan's
     (``feeds``: tensor id -> array)."""
-    b.graph.finalize()
-    engine = b.graph.plan.engine
-    assert engine is not None, f"{what}: the engine compiled a program"
-    assert engine.fallbacks == [], f"{what}: every step runs in C, fallbacks {engine.fallbacks}"
-    check_plan(b.graph.plan, feeds)
+    try:
+        b.graph.finalize()
+        engine = b.graph.plan.engine
+        assert engine is not None, f"{what}: the engine compiled a program"
+        assert engine.fallbacks == [], f"{what}: every step runs in C, fallbacks {engine.fallbacks}"
+        check_plan(b.graph.plan, feeds)
+    finally:
+        release(b)
+
+
+def release(b: GraphBuilder) -> None:
+    """Frees the graph's handle: hundreds of examples would otherwise stay in the handle table."""
+    HANDLES.release(b.handle)
 
 
 def operand(b, rng, name, shape, static, zeros=False):
@@ -239,6 +248,7 @@ def test_conv_relu_folded_runs_in_c():
     engine = b.graph.plan.engine
     assert all(op != "Conv2d" for _, op, _ in engine.fallbacks), f"Conv2d runs in C: {engine.fallbacks}"
     check_plan(b.graph.plan, {x.id: rand(rng, (1, 6, 6, 3))})
+    release(b)
 
 
 def test_blas_backend_declines(monkeypatch):
@@ -257,6 +267,7 @@ def test_blas_backend_declines(monkeypatch):
         f"FullyConnected falls back with BLAS GEMMs: {fallbacks}"
     assert "numpy" in fallbacks[0][2], f"the reason names the BLAS path: {fallbacks[0][2]}"
     check_plan(b.graph.plan, {x.id: rand(rng, (4, 8))})
+    release(b)
 
 
 # ---- the C GEMM itself -----------------------------------------------------------------------
