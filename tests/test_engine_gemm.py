@@ -294,3 +294,15 @@ def test_c_gemm_results_do_not_depend_on_the_thread_count(shape):
     for t, nob, got in results:
         ref = next(r for tt, nb, r in results if tt == 1 and nb == nob)
         assert got == ref, f"GEMM {shape} (bias: {not nob}) on {t} threads equals the 1-thread result"
+
+
+@pytest.mark.parametrize("k", [1, 77, 700])
+def test_few_row_products_equal_the_six_row_kernel(k):
+    """Products of 1 to 3 rows (FullyConnected on a batch of 1) run a micro-kernel of their own
+    rows: with a bias, their bytes equal the same rows of a 6-row product (the 6-row kernel)."""
+    rng = np.random.default_rng(23)
+    a, bm, bias = rand(rng, (6, k), zeros=True), rand(rng, (k, 75), zeros=True), rand(rng, (75,))
+    full = _fast.c_gemm(a, bm, bias)
+    for rows in (1, 2, 3):
+        got = _fast.c_gemm(np.ascontiguousarray(a[:rows]), bm, bias)
+        assert got.tobytes() == full[:rows].tobytes(), f"{rows} x {k} x 75 product equals the 6-row kernel's rows"
