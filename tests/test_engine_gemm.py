@@ -1,0 +1,308 @@
+"""The C engine's float GEMM family (qnnemu/core/engine/lower_gemm.py, csrc/eng_gemm.c; issue 13):
+FullyConnected, MatMul, Conv2d, DepthWiseConv2d and TransposeConv2d on float32 values (and in
+float16 math) lower to C steps without fallbacks, and their results equal the Python plan's byte
+for byte; the C GEMM's results do not depend on its thread count."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers.binary_builders import APP_READ, APP_WRITE, STATIC, GraphBuilder, new_context
+from hypothesis import given, strategies as st
+
+from qnnemu.core.device import model_from_configs
+from qnnemu.core.engine import check_plan
+from qnnemu.core.handles import HANDLES
+from qnnemu.headers import Q
+from qnnemu.ops import _fast
+
+pytestmark = pytest.mark.skipif(not _fast.available() or _fast.gemm_backend() != "c",
+                                reason="qnnemu._kernels is not built or QNNEMU_GEMM=blas")
+
+F16_SOC = Q.QNN_SOC_MODEL_SM8550   # float16 math (QNN HTP backend documentation, "QNN HTP Precision")
+
+
+def context(fp16: bool):
+    return new_context(model=model_from_configs(F16_SOC, None, None)) if fp16 else new_context()
+
+
+def rand(rng, shape, zeros: bool = False) -> np.ndarray:
+    a = rng.standard_normal(shape).astype(np.float32)
+    if zeros:   # exact zeros and negative zeros: the sign of a zero result must agree too
+        a[rng.random(shape) < 0.3] = 0.0
+        a[rng.random(shape) < 0.1] = -0.0
+    return a
+
+
+def check(b: GraphBuilder, feeds: dict, what: str) -> None:
+    """Finalizes ``b``: no fallback step, and the C program's every value equals the plan's
+    (``feeds``: tensor id -> array)."""
+    try:
+        b.graph.finalize()
+        engine = b.graph.plan.engine
+        assert engine is not None, f"{what}: the engine compiled a program"
+        assert engine.fallbacks == [], f"{what}: every step runs in C, fallbacks {engine.fallbacks}"
+        check_plan(b.graph.plan, feeds)
+    finally:
+        release(b)
+
+
+def release(b: GraphBuilder) -> None:
+    """Frees the graph's handle: hundreds of examples would otherwise stay in the handle table."""
+    HANDLES.release(b.handle)
+
+
+def operand(b, rng, name, shape, static, zeros=False):
+    """(tensor, feed or None): a static tensor with random data or an application input."""
+    data = rand(rng, shape, zeros)
+    if static:
+        return b.tensor(name, shape, type_=STATIC, data=data), None
+    return b.tensor(name, shape, type_=APP_WRITE), data
+
+
+# ---- FullyConnected --------------------------------------------------------------------------
+@given(rows=st.sampled_from([1, 2, 5, 7, 8, 13, 40]), k=st.integers(1, 80), m=st.integers(1, 70),
+       static_w=st.booleans(), bias=st.booleans(), keep_dims=st.booleans(), fp16=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_fully_connected_bit_identical(rows, k, m, static_w, bias, keep_dims, fp16, seed):
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(context(fp16), "fc")
+    x = b.tensor("x", (rows, k), type_=APP_WRITE)
+    feeds = {x.id: rand(rng, (rows, k), zeros=True)}
+    w, wv = operand(b, rng, "w", (m, k), static_w, zeros=True)
+    if wv is not None:
+        feeds[w.id] = wv
+    ins = [x, w]
+    if bias:
+        ins.append(b.tensor("b", (m,), type_=STATIC, data=rand(rng, (m,))))
+    y = b.tensor("y", (rows, m), type_=APP_READ)
+    b.node("FullyConnected", "fc", ins, [y], keep_dims=keep_dims)
+    check(b, feeds, f"FullyConnected x[{rows},{k}] w[{m},{k}] static={static_w} bias={bias} fp16={fp16}")
+
+
+def test_fully_connected_large_packed_weights_and_rank3_input():
+    rng = np.random.default_rng(3)
+    b = GraphBuilder(new_context(), "fc3")
+    x = b.tensor("x", (2, 3, 300), type_=APP_WRITE)
+    w = b.tensor("w", (130, 300), type_=STATIC, data=rand(rng, (130, 300)))   # packed (>= 4096)
+    bias = b.tensor("b", (130,), type_=STATIC, data=rand(rng, (130,)))
+    y = b.tensor("y", (2, 3, 130), type_=APP_READ)
+    b.node("FullyConnected", "fc", [x, w, bias], [y], keep_dims=True)
+    check(b, {x.id: rand(rng, (2, 3, 300))}, "FullyConnected with packed weights (K = 300, one K block)")
+
+
+# ---- MatMul ----------------------------------------------------------------------------------
+batch_shapes = st.sampled_from([(), (1,), (3,), (2, 1), (1, 3), (2, 3)])
+
+
+@given(m=st.integers(1, 20), k=st.integers(1, 40), n=st.integers(1, 40), a_batch=batch_shapes,
+       b_batch=batch_shapes, t0=st.booleans(), t1=st.booleans(), static_b=st.booleans(),
+       fp16=st.booleans(), seed=st.integers(0, 2**31))
+def test_matmul_bit_identical(m, k, n, a_batch, b_batch, t0, t1, static_b, fp16, seed):
+    try:
+        batch = np.broadcast_shapes(a_batch, b_batch)
+    except ValueError:
+        return
+    rng = np.random.default_rng(seed)
+    g = GraphBuilder(context(fp16), "mm")
+    a_shape = a_batch + ((k, m) if t0 else (m, k))
+    b_shape = b_batch + ((n, k) if t1 else (k, n))
+    a = g.tensor("a", a_shape, type_=APP_WRITE)
+    feeds = {a.id: rand(rng, a_shape, zeros=True)}
+    bt, bv = operand(g, rng, "b", b_shape, static_b, zeros=True)
+    if bv is not None:
+        feeds[bt.id] = bv
+    y = g.tensor("y", tuple(batch) + (m, n), type_=APP_READ)
+    g.node("MatMul", "mm", [a, bt], [y], transpose_in0=t0, transpose_in1=t1)
+    check(g, feeds, f"MatMul {a_shape} x {b_shape} t0={t0} t1={t1} static={static_b} fp16={fp16}")
+
+
+@pytest.mark.parametrize("t1", [False, True])
+def test_matmul_packed_static_operand_folded_and_transposed(t1):
+    rng = np.random.default_rng(5)
+    for t0 in (False, True):
+        g = GraphBuilder(new_context(), "mmp")
+        a_shape = (2, 64, 17) if t0 else (2, 17, 64)
+        a = g.tensor("a", a_shape, type_=APP_WRITE)
+        bs = (96, 64) if t1 else (64, 96)
+        bt = g.tensor("b", bs, type_=STATIC, data=rand(rng, bs))    # 6144 elements: packed
+        y = g.tensor("y", (2, 17, 96), type_=APP_READ)
+        g.node("MatMul", "mm", [a, bt], [y], transpose_in0=t0, transpose_in1=t1)
+        check(g, {a.id: rand(rng, a_shape)}, f"MatMul with a packed static in1, t0={t0} t1={t1}")
+
+
+# ---- convolutions ----------------------------------------------------------------------------
+@given(n=st.integers(1, 2), h=st.integers(1, 9), w=st.integers(1, 9), cig=st.integers(1, 5),
+       cog=st.integers(1, 6), group=st.sampled_from([1, 1, 2, 3]), fh=st.integers(1, 3),
+       fw=st.integers(1, 3), sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 2),
+       dw=st.integers(1, 2), pads=st.tuples(*[st.integers(0, 2)] * 4), static_f=st.booleans(),
+       bias=st.booleans(), fp16=st.booleans(), seed=st.integers(0, 2**31))
+def test_conv2d_bit_identical(n, h, w, cig, cog, group, fh, fw, sh, sw, dh, dw, pads, static_f,
+                              bias, fp16, seed):
+    pt, pb, pl, pr = pads
+    oh = (h + pt + pb - ((fh - 1) * dh + 1)) // sh + 1
+    ow = (w + pl + pr - ((fw - 1) * dw + 1)) // sw + 1
+    if h + pt + pb < (fh - 1) * dh + 1 or w + pl + pr < (fw - 1) * dw + 1:
+        return
+    rng = np.random.default_rng(seed)
+    c_in, c_out = cig * group, cog * group
+    b = GraphBuilder(context(fp16), "conv")
+    x = b.tensor("x", (n, h, w, c_in), type_=APP_WRITE)
+    feeds = {x.id: rand(rng, (n, h, w, c_in), zeros=True)}
+    f, fv = operand(b, rng, "f", (fh, fw, cig, c_out), static_f, zeros=True)
+    if fv is not None:
+        feeds[f.id] = fv
+    ins = [x, f]
+    if bias:
+        ins.append(b.tensor("b", (c_out,), type_=STATIC, data=rand(rng, (c_out,))))
+    y = b.tensor("y", (n, oh, ow, c_out), type_=APP_READ)
+    b.node("Conv2d", "conv", ins, [y], stride=[sh, sw], pad_amount=[[pt, pb], [pl, pr]],
+           dilation=[dh, dw], group=group)
+    check(b, feeds, f"Conv2d x{(n, h, w, c_in)} f{(fh, fw, cig, c_out)} group {group} stride "
+                    f"{(sh, sw)} dilation {(dh, dw)} pad {pads} static={static_f} fp16={fp16}")
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv2d_pointwise_and_im2col_chunks(stride, monkeypatch):
+    """1x1 convolutions (the input as GEMM operand, strided pixels gathered) and an im2col
+    matrix larger than one chunk (rows in several GEMMs), with packed static filters."""
+    from qnnemu.ops import conv as conv_mod
+    monkeypatch.setattr(conv_mod, "IM2COL_CHUNK", 4000)   # small chunks, on both paths
+    from qnnemu.core.engine import lower_gemm
+    monkeypatch.setattr(lower_gemm, "IM2COL_CHUNK", 4000)
+    rng = np.random.default_rng(7)
+    for k, c_out in ((1, 96), (3, 64)):
+        b = GraphBuilder(new_context(), "pw")
+        x = b.tensor("x", (1, 12, 11, 48), type_=APP_WRITE)
+        f = b.tensor("f", (k, k, 48, c_out), type_=STATIC, data=rand(rng, (k, k, 48, c_out)))
+        bias = b.tensor("b", (c_out,), type_=STATIC, data=rand(rng, (c_out,)))
+        o = (12 - k) // stride + 1, (11 - k) // stride + 1
+        y = b.tensor("y", (1,) + o + (c_out,), type_=APP_READ)
+        b.node("Conv2d", "conv", [x, f, bias], [y], stride=[stride, stride])
+        check(b, {x.id: rand(rng, (1, 12, 11, 48))}, f"Conv2d {k}x{k} stride {stride}")
+
+
+@given(h=st.integers(1, 8), w=st.integers(1, 8), c_in=st.integers(1, 6), mult=st.integers(1, 3),
+       fh=st.integers(1, 3), fw=st.integers(1, 3), s=st.integers(1, 2), d=st.integers(1, 2),
+       pad=st.integers(0, 2), static_f=st.booleans(), bias=st.booleans(), fp16=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_depthwise_conv2d_bit_identical(h, w, c_in, mult, fh, fw, s, d, pad, static_f, bias, fp16, seed):
+    if h + 2 * pad < (fh - 1) * d + 1 or w + 2 * pad < (fw - 1) * d + 1:
+        return
+    oh = (h + 2 * pad - ((fh - 1) * d + 1)) // s + 1
+    ow = (w + 2 * pad - ((fw - 1) * d + 1)) // s + 1
+    rng = np.random.default_rng(seed)
+    c_out = c_in * mult
+    b = GraphBuilder(context(fp16), "dw")
+    x = b.tensor("x", (1, h, w, c_in), type_=APP_WRITE)
+    feeds = {x.id: rand(rng, (1, h, w, c_in), zeros=True)}
+    f, fv = operand(b, rng, "f", (fh, fw, 1, c_out), static_f)
+    if fv is not None:
+        feeds[f.id] = fv
+    ins = [x, f]
+    if bias:
+        ins.append(b.tensor("b", (c_out,), type_=STATIC, data=rand(rng, (c_out,))))
+    y = b.tensor("y", (1, oh, ow, c_out), type_=APP_READ)
+    b.node("DepthWiseConv2d", "dw", ins, [y], stride=[s, s], pad_amount=[[pad, pad], [pad, pad]],
+           dilation=[d, d])
+    check(b, feeds, f"DepthWiseConv2d x{(1, h, w, c_in)} f{(fh, fw, 1, c_out)} s{s} d{d} p{pad}")
+
+
+@given(h=st.integers(1, 6), w=st.integers(1, 6), cig=st.integers(1, 4), cog=st.integers(1, 4),
+       group=st.sampled_from([1, 1, 2]), fh=st.integers(1, 3), fw=st.integers(1, 3),
+       s=st.integers(1, 3), pad=st.integers(0, 1), out_pad=st.integers(0, 1), bias=st.booleans(),
+       fp16=st.booleans(), seed=st.integers(0, 2**31))
+def test_transpose_conv2d_bit_identical(h, w, cig, cog, group, fh, fw, s, pad, out_pad, bias, fp16, seed):
+    if out_pad >= s:
+        return
+    oh = s * (h - 1) + fh - 2 * pad + out_pad
+    ow = s * (w - 1) + fw - 2 * pad + out_pad
+    if oh < 1 or ow < 1:
+        return
+    rng = np.random.default_rng(seed)
+    c_in, c_out = cig * group, cog * group
+    b = GraphBuilder(context(fp16), "tconv")
+    x = b.tensor("x", (1, h, w, c_in), type_=APP_WRITE)
+    f = b.tensor("f", (fh, fw, c_in, cog), type_=STATIC, data=rand(rng, (fh, fw, c_in, cog)))
+    ins = [x, f]
+    if bias:
+        ins.append(b.tensor("b", (c_out,), type_=STATIC, data=rand(rng, (c_out,))))
+    y = b.tensor("y", (1, oh, ow, c_out), type_=APP_READ)
+    b.node("TransposeConv2d", "tconv", ins, [y], stride=[s, s], pad_amount=[[pad, pad], [pad, pad]],
+           output_padding=[out_pad, out_pad], group=group)
+    check(b, {x.id: rand(rng, (1, h, w, c_in), zeros=True)},
+          f"TransposeConv2d x{(1, h, w, c_in)} f{(fh, fw, c_in, cog)} group {group} s{s} p{pad} op{out_pad}")
+
+
+def test_conv_relu_folded_runs_in_c():
+    """A Conv2d followed by Relu on the float path (the plan may fold the activation into the
+    producer): both run in C, bit identical."""
+    rng = np.random.default_rng(13)
+    b = GraphBuilder(new_context(), "convrelu")
+    x = b.tensor("x", (1, 6, 6, 3), type_=APP_WRITE)
+    f = b.tensor("f", (3, 3, 3, 8), type_=STATIC, data=rand(rng, (3, 3, 3, 8)))
+    c = b.tensor("c", (1, 6, 6, 8))
+    b.node("Conv2d", "conv", [x, f], [c], pad_amount=[[1, 1], [1, 1]])
+    y = b.tensor("y", (1, 6, 6, 8), type_=APP_READ)
+    b.node("Relu", "relu", [c], [y])
+    b.graph.finalize()
+    engine = b.graph.plan.engine
+    assert all(op != "Conv2d" for _, op, _ in engine.fallbacks), f"Conv2d runs in C: {engine.fallbacks}"
+    check_plan(b.graph.plan, {x.id: rand(rng, (1, 6, 6, 3))})
+    release(b)
+
+
+def test_blas_backend_declines(monkeypatch):
+    """With QNNEMU_GEMM=blas the Python steps multiply in numpy, which C cannot reproduce: the
+    GEMM steps fall back, saying why."""
+    monkeypatch.setattr(_fast, "_gemm_c", False)
+    rng = np.random.default_rng(17)
+    b = GraphBuilder(new_context(), "blas")
+    x = b.tensor("x", (4, 8), type_=APP_WRITE)
+    w = b.tensor("w", (5, 8), type_=STATIC, data=rand(rng, (5, 8)))
+    y = b.tensor("y", (4, 5), type_=APP_READ)
+    b.node("FullyConnected", "fc", [x, w], [y])
+    b.graph.finalize()
+    fallbacks = b.graph.plan.engine.fallbacks
+    assert [(name, op) for name, op, _ in fallbacks] == [("fc", "FullyConnected")], \
+        f"FullyConnected falls back with BLAS GEMMs: {fallbacks}"
+    assert "numpy" in fallbacks[0][2], f"the reason names the BLAS path: {fallbacks[0][2]}"
+    check_plan(b.graph.plan, {x.id: rand(rng, (4, 8))})
+    release(b)
+
+
+# ---- the C GEMM itself -----------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(200, 70, 300), (40, 700, 650), (7, 3000, 64)])
+def test_c_gemm_results_do_not_depend_on_the_thread_count(shape):
+    """Splits over 1, 2, 3 and 8 threads (by rows or by columns) give the same bytes: the engine
+    and the Python path may run one product with different thread limits."""
+    m, n, k = shape
+    rng = np.random.default_rng(19)
+    a, bm, bias = rand(rng, (m, k), zeros=True), rand(rng, (k, n), zeros=True), rand(rng, (n,))
+    lib = _fast._lib
+    prev = lib.qe_threads()
+    results = []
+    try:
+        for t in (1, 2, 3, 8):
+            lib.qe_set_threads(t)
+            for bb in (None, bias):
+                y = np.empty((m, n), np.float32)
+                assert lib.qe_sgemm(m, n, k, _fast._ptr(a), k, 1, _fast._ptr(bm), n, 1, _fast._ptr(y), n,
+                                    _fast._ptr(bb)) == 0, "qe_sgemm ran"
+                results.append((t, bb is None, y.tobytes()))
+    finally:
+        lib.qe_set_threads(prev)
+    for t, nob, got in results:
+        ref = next(r for tt, nb, r in results if tt == 1 and nb == nob)
+        assert got == ref, f"GEMM {shape} (bias: {not nob}) on {t} threads equals the 1-thread result"
+
+
+@pytest.mark.parametrize("k", [1, 77, 700])
+def test_few_row_products_equal_the_six_row_kernel(k):
+    """Products of 1 to 3 rows (FullyConnected on a batch of 1) run a micro-kernel of their own
+    rows: with a bias, their bytes equal the same rows of a 6-row product (the 6-row kernel)."""
+    rng = np.random.default_rng(23)
+    a, bm, bias = rand(rng, (6, k), zeros=True), rand(rng, (k, 75), zeros=True), rand(rng, (75,))
+    full = _fast.c_gemm(a, bm, bias)
+    for rows in (1, 2, 3):
+        got = _fast.c_gemm(np.ascontiguousarray(a[:rows]), bm, bias)
+        assert got.tobytes() == full[:rows].tobytes(), f"{rows} x {k} x 75 product equals the 6-row kernel's rows"
