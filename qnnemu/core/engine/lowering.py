@@ -125,7 +125,7 @@ class LowerCtx:
 
     def static(self, i: int) -> np.ndarray | None:
         slot = self.step.reads[i]
-        return self.b.static_value(slot) if slot >= 0 else None
+        return self.b.static_value(slot) if slot >= 0 and slot in self.b.plan.statics else None
 
     def in_conv(self, i: int):
         return self.step.in_conv[i]
