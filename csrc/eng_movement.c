@@ -102,7 +102,8 @@ int qe_k_fill(const qe_args *a)
     return 0;
 }
 
-/* out[o, j, :] = src[o, index[j], :]: p: src, dst, index table (int64, values in [0, dim)).
+/* out[o, j, :] = src[o, index[j], :]: p: src, dst, index table (int64, values in [0, dim)),
+ * and optionally a fill element: a negative index then fills its row with that element.
  * i: element size, outer, index count, dim (the source's size along the gathered axis),
  * inner (elements per row). */
 int qe_k_gather_rows(const qe_args *a)
@@ -113,6 +114,22 @@ int qe_k_gather_rows(const qe_args *a)
     char *dst = (char *)a->p[1];
     const int64_t *index = (const int64_t *)a->p[2];
     size_t row = (size_t)(inner * es);
+    if (a->np > 3) {
+        const char *fill = (const char *)a->p[3];
+        for (int64_t o = 0; o < outer; o++) {
+            const char *base = src + (size_t)o * dim * row;
+            char *out = dst + (size_t)o * m * row;
+            for (int64_t j = 0; j < m; j++) {
+                char *r = out + (size_t)j * row;
+                if (index[j] >= 0) {
+                    memcpy(r, base + (size_t)index[j] * row, row);
+                } else {
+                    for (int64_t e = 0; e < inner; e++) memcpy(r + e * es, fill, (size_t)es);
+                }
+            }
+        }
+        return 0;
+    }
     for (int64_t o = 0; o < outer; o++) {
         const char *base = src + (size_t)o * dim * row;
         char *out = dst + (size_t)o * m * row;

@@ -28,6 +28,7 @@ from ...ops import shape as shape_ops
 from .lowering import F32, Unsupported, lowers, type_code
 
 I64 = np.dtype(np.int64)
+MAX_INDEXED_ELEMENTS = 1 << 23   # the index run's int64 arrays stay below 64 MB at finalize
 MAX_RANK = 16               # qe_k_move's limit (csrc/eng_movement.c QE_MOVE_MAX_RANK)
 ELEMENT_SIZES = (1, 2, 4, 8)
 
@@ -83,6 +84,7 @@ class Program:
         self.fill = False
         self.moves: list[tuple] = []
         self.gathers: list[tuple] = []   # (input, index table, inner)
+        self.holes = False                # negative gather rows are filled
 
     def replay(self, inputs: list[np.ndarray]) -> np.ndarray:
         """The output this program computes from the flat arrays ``inputs`` (0 where it fills)."""
@@ -96,7 +98,8 @@ class Program:
             out[np.broadcast_to(dst_pos, shape).reshape(-1)] = \
                 inputs[i][np.broadcast_to(src_pos, shape).reshape(-1)]
         for i, table, inner in self.gathers:
-            rows = inputs[i].reshape(-1, inner)[table]
+            rows = inputs[i].reshape(-1, inner)[np.maximum(table, 0)]
+            rows[table < 0] = 0
             out[:rows.size] = rows.reshape(-1)
         return out
 
@@ -107,8 +110,8 @@ class Program:
             ctx.emit("qe_k_move", (srcs[i], dst),
                      (itemsize, len(shape), so, do, *shape, *ss, *ds))
         for i, table, inner in self.gathers:
-            ctx.emit("qe_k_gather_rows", (srcs[i], dst, ctx.const(table)),
-                     (itemsize, 1, table.size, table.size, inner))
+            bufs = (srcs[i], dst, ctx.const(table)) + ((fill_const,) if self.holes else ())
+            ctx.emit("qe_k_gather_rows", bufs, (itemsize, 1, table.size, 0, inner))
 
 
 def _affine(idx: np.ndarray) -> tuple[int, list[int]] | None:
@@ -128,14 +131,17 @@ def _affine(idx: np.ndarray) -> tuple[int, list[int]] | None:
     return (base, strides) if np.array_equal(np.broadcast_to(recon, idx.shape), idx) else None
 
 
-def _largest_row(idx: np.ndarray, size: int) -> int:
+def _largest_row(idx: np.ndarray, size: int, holes: bool = False) -> int:
     """The largest B dividing ``idx.size`` and ``size`` such that ``idx`` is made of whole
-    contiguous B-element rows of the source."""
+    contiguous B-element rows of the source (``holes``: or of rows all -1)."""
     flat = idx.reshape(-1)
     for b in sorted({b for b in range(1, flat.size + 1) if flat.size % b == 0 and size % b == 0},
                     reverse=True):
         rows = flat.reshape(-1, b)
-        if (rows[:, 0] % b == 0).all() and (rows == rows[:, :1] + np.arange(b)).all():
+        whole = (rows[:, 0] % b == 0) & (rows == rows[:, :1] + np.arange(b)).all(axis=1)
+        if holes:
+            whole |= (rows == -1).all(axis=1)
+        if whole.all():
             return b
     return 1
 
@@ -152,12 +158,15 @@ def plan_single(idx: np.ndarray, in_size: int, refinements=()) -> Program:
         if inside.size == 0:
             return prog
         box = _box(idx != 0)
-        if box is None:
-            raise Unsupported("filled positions do not surround a box")
+        found = _affine(idx[box] - 1) if box is not None else None
+        if found is None:     # not a strided box: a row gather whose negative rows are filled
+            prog.fill = False
+            b = _largest_row(flat - 1, in_size, holes=True)
+            starts = (flat - 1).reshape(-1, b)[:, 0]
+            prog.gathers.append((0, np.ascontiguousarray(np.where(starts < 0, -1, starts // b)), b))
+            prog.holes = True
+            return prog
         sub = idx[box]
-        found = _affine(sub - 1)
-        if found is None:
-            raise Unsupported("the copied region is not a strided view of the input")
         base, ss = found
         ds = _contiguous(idx.shape)
         off = int(sum(sl.start * t for sl, t in zip(box, ds)))
@@ -298,14 +307,12 @@ def indexed_move(ctx) -> None:
         raise Unsupported("a wrapped movement op")
     data = [0]
     if type(op) is gather_ops.Gather:
-        ind = ctx.static(1)
-        if ind is None:
-            raise Unsupported("Gather with dynamic indices (negative ones wrap with a warning)")
-        dim = ctx.in_shape(0)[int(op.param_values["axis"])]
-        if ind.size and (int(ind.min()) < 0 or int(ind.max()) >= dim):
-            raise Unsupported("Gather with negative or out-of-range static indices")
+        gather(ctx, op)
+        return
     srcs, dtype = _same_received(ctx, data)
     in_size = int(np.prod(ctx.in_shape(0), dtype=np.int64))
+    if in_size > MAX_INDEXED_ELEMENTS:
+        raise Unsupported(f"{in_size} elements: too many for the index run at finalize")
     fill = None
     if type(op) is shape_ops.Pad:
         scheme = op.param_values["scheme"]
@@ -329,6 +336,25 @@ def indexed_move(ctx) -> None:
     fill_buf = ctx.const(fill) if fill is not None else None
     for k, prog in enumerate(progs):
         prog.emit(ctx, srcs, result_buffer(ctx, k, dtype), dtype.itemsize, fill_buf)
+
+
+def gather(ctx, op) -> None:
+    """Gather with static indices in range: rows of the input along ``axis`` (negative static
+    indices wrap with a warning in the op: they stay in Python)."""
+    ind = ctx.static(1)
+    if ind is None:
+        raise Unsupported("Gather with dynamic indices (negative ones wrap with a warning)")
+    shape = ctx.in_shape(0)
+    axis = int(op.param_values["axis"])
+    dim = shape[axis]
+    if ind.dtype.kind not in "iu" or (ind.size and (int(ind.min()) < 0 or int(ind.max()) >= dim)):
+        raise Unsupported("Gather with negative or out-of-range static indices")
+    src, dtype = _same_received(ctx, [0])
+    table = np.ascontiguousarray(ind.reshape(-1).astype(np.int64))
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    ctx.emit("qe_k_gather_rows", (src[0], result_buffer(ctx, 0, dtype), ctx.const(table)),
+             (dtype.itemsize, outer, table.size, dim, inner))
 
 
 def _op_maps(ctx, op, data: list[int]) -> list[np.ndarray]:
