@@ -34,6 +34,15 @@ ELEMENT_SIZES = (1, 2, 4, 8)
 
 
 # -- what the op receives and returns ----------------------------------------------------------
+def static_input(ctx, i: int) -> np.ndarray | None:
+    """``ctx.static(i)``, None for a dynamic input (the core's static_value raises KeyError
+    for a slot that is not a static)."""
+    try:
+        return ctx.static(i)
+    except KeyError:
+        return None
+
+
 def received(ctx, i: int) -> tuple[int, np.dtype]:
     """(buffer, dtype) of input ``i`` as the Python op receives it: the stored codes or values,
     or the float32 its input converter makes."""
@@ -341,7 +350,7 @@ def indexed_move(ctx) -> None:
 def gather(ctx, op) -> None:
     """Gather with static indices in range: rows of the input along ``axis`` (negative static
     indices wrap with a warning in the op: they stay in Python)."""
-    ind = ctx.static(1)
+    ind = static_input(ctx, 1)
     if ind is None:
         raise Unsupported("Gather with dynamic indices (negative ones wrap with a warning)")
     shape = ctx.in_shape(0)
@@ -365,7 +374,7 @@ def _op_maps(ctx, op, data: list[int]) -> list[np.ndarray]:
         if i in data:
             args.append(arrays[data.index(i)])
         else:
-            v = ctx.static(i)
+            v = static_input(ctx, i)
             if v is None:
                 raise Unsupported(f"input {i} is dynamic")
             args.append(v)
