@@ -52,6 +52,57 @@ static void move_row(char *dst, const char *src, int64_t n, int64_t ss, int64_t 
     }
 }
 
+/* A 2-D block: dst[i * dn + j] = src[i + j * sm] for i < m, j < n, in 32 x 32 tiles (a
+ * transpose reads and writes whole cache lines of both sides). */
+#define TILE 32
+#define TRANSPOSE_2D(T)                                                                     \
+    do {                                                                                    \
+        const T *s_ = (const T *)src;                                                       \
+        T *d_ = (T *)dst;                                                                   \
+        for (int64_t i0 = 0; i0 < m; i0 += TILE) {                                          \
+            int64_t i1 = i0 + TILE < m ? i0 + TILE : m;                                     \
+            for (int64_t j0 = 0; j0 < n; j0 += TILE) {                                      \
+                int64_t j1 = j0 + TILE < n ? j0 + TILE : n;                                 \
+                for (int64_t i = i0; i < i1; i++)                                           \
+                    for (int64_t j = j0; j < j1; j++) d_[i * dn + j] = s_[i + j * sm];      \
+            }                                                                               \
+        }                                                                                   \
+    } while (0)
+
+static void transpose_2d(char *dst, const char *src, int64_t m, int64_t n, int64_t dn, int64_t sm,
+                         int es)
+{
+    switch (es) {
+    case 1: TRANSPOSE_2D(uint8_t); break;
+    case 2: TRANSPOSE_2D(uint16_t); break;
+    case 4: TRANSPOSE_2D(uint32_t); break;
+    default: TRANSPOSE_2D(uint64_t); break;
+    }
+}
+
+/* The copy of a view whose innermost destination dimension (stride 1) reads the source with a
+ * stride while another dimension k reads it contiguously: tiles over (k, last). */
+static int move_transposed(char *dst, const char *src, int r, int k, const int64_t *shape,
+                           const int64_t *ss, const int64_t *ds, int es)
+{
+    int64_t idx[QE_MOVE_MAX_RANK] = {0};
+    int64_t blocks = 1;
+    for (int j = 0; j < r - 1; j++)
+        if (j != k) blocks *= shape[j];
+    int64_t so = 0, dof = 0;
+    for (int64_t b = 0; b < blocks; b++) {
+        transpose_2d(dst + dof * es, src + so * es, shape[k], shape[r - 1], ds[k], ss[r - 1], es);
+        for (int j = r - 2; j >= 0; j--) {
+            if (j == k) continue;
+            so += ss[j]; dof += ds[j];
+            if (++idx[j] < shape[j]) break;
+            so -= ss[j] * shape[j]; dof -= ds[j] * shape[j];
+            idx[j] = 0;
+        }
+    }
+    return 0;
+}
+
 /* p: src, dst.  i: element size, rank r, source offset, destination offset (elements), then
  * shape[r], source strides[r], destination strides[r] (elements; any sign, 0 repeats). */
 int qe_k_move(const qe_args *a)
@@ -69,6 +120,10 @@ int qe_k_move(const qe_args *a)
     }
     int64_t n = shape[r - 1];
     if (n <= 0) return 0;
+    if (r >= 2 && ds[r - 1] == 1 && ss[r - 1] != 1 && n >= 2)
+        for (int k = r - 2; k >= 0; k--)
+            if (ss[k] == 1 && shape[k] >= 8)
+                return move_transposed(dst, src, r, k, shape, ss, ds, es);
     int64_t idx[QE_MOVE_MAX_RANK] = {0};
     int64_t so = 0, dof = 0;
     for (int64_t row = 0; row < rows; row++) {
@@ -184,6 +239,24 @@ int qe_reduce_f32(int kind, const float *x, float *y, double *acc, int64_t outer
     for (int64_t o = 0; o < outer; o++) {
         const float *xo = x + o * red * inner;
         float *yo = y + o * inner;
+        if (inner == 1) {    /* one contiguous run: the same order, without the row loop */
+            if (kind == QE_RED_SUM || kind == QE_RED_MEAN) {
+                double t = (double)xo[0];
+                for (int64_t r = 1; r < red; r++) t += (double)xo[r];
+                yo[0] = kind == QE_RED_MEAN ? (float)(t / (double)red) : (float)t;
+            } else if (kind == QE_RED_MAX || kind == QE_RED_MIN) {
+                float m = xo[0];
+                for (int64_t r = 1; r < red; r++) {
+                    float v = xo[r];
+                    if (kind == QE_RED_MAX) m = (m >= v || isnan(m)) ? m : v;
+                    else m = (m <= v || isnan(m)) ? m : v;
+                }
+                yo[0] = m;
+            } else {
+                return 2;
+            }
+            continue;
+        }
         if (kind == QE_RED_SUM || kind == QE_RED_MEAN) {
             for (int64_t i = 0; i < inner; i++) acc[i] = (double)xo[i];
             for (int64_t r = 1; r < red; r++) {
@@ -225,6 +298,13 @@ int qe_k_reduce_f32(const qe_args *a)
         for (int64_t o = 0; o < outer; o++) {                                               \
             const T *xo = (const T *)a->p[0] + o * red * inner;                             \
             T *yo = (T *)a->p[1] + o * inner;                                               \
+            if (inner == 1) {                                                               \
+                T m = xo[0];                                                                \
+                for (int64_t r = 1; r < red; r++)                                           \
+                    if (is_max ? xo[r] > m : xo[r] < m) m = xo[r];                          \
+                yo[0] = m;                                                                  \
+                continue;                                                                   \
+            }                                                                               \
             memcpy(yo, xo, (size_t)inner * sizeof(T));                                      \
             for (int64_t r = 1; r < red; r++) {                                             \
                 const T *row = xo + r * inner;                                              \

@@ -295,3 +295,13 @@ def test_global_average_pooling_is_one_c_step_per_form():
     assert kernels_of(g) == ["qe_k_reduce_f32"], "ReduceMean over H, W is one C reduction"
     g = run_one("PoolAvg2d", [(1, 7, 7, 64)], [(1, 1, 1, 64)], "f32", filter_size=[7, 7], stride=[1, 1])
     assert kernels_of(g) == ["qe_k_pool2d"], "global PoolAvg2d is one qe_pool2d step"
+
+
+@pytest.mark.parametrize("kind", ["f32", "u8", "u16"])
+@pytest.mark.parametrize("shape,perm", [((1, 37, 41, 20), [0, 3, 1, 2]), ((1, 20, 37, 41), [0, 2, 3, 1]),
+                                        ((3, 33, 9, 2), [0, 3, 2, 1]), ((1, 28, 28, 58, 2), [0, 1, 2, 4, 3])])
+def test_large_transposes_take_the_tiled_path(kind, shape, perm):
+    """Dimensions of 8 and more: the 32 x 32 tiled copy (csrc/eng_movement.c move_transposed),
+    partial tiles included."""
+    g = run_one("Transpose", [shape], [tuple(shape[p] for p in perm)], kind, perm=perm)
+    assert kernels_of(g).count("qe_k_move") == 1, "one strided copy"
