@@ -333,6 +333,43 @@ int qe_k_reduce_minmax(const qe_args *a)
     return 0;
 }
 
+/* Separable interpolation along one axis of x viewed as [outer, n_in, inner]:
+ * y[o, j, i] = sum_t w[j, t] * x[o, idx[j, t], i] in float32, the products rounded, added from
+ * t = 0 up (the order the Resize ops' fast path and the engine share; csrc-side twin of
+ * qnnemu/ops/resize.py apply_taps). */
+int qe_resize_taps(const float *x, float *y, int64_t outer, int64_t n_in, int64_t inner,
+                   int64_t n_out, int64_t k, const int64_t *idx, const float *w)
+{
+    if (k < 1) return 1;
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xo = x + o * n_in * inner;
+        for (int64_t j = 0; j < n_out; j++) {
+            float *yr = y + (o * n_out + j) * inner;
+            const int64_t *ij = idx + j * k;
+            const float *wj = w + j * k;
+            const float *xr = xo + ij[0] * inner;
+            float w0 = wj[0];
+            for (int64_t i = 0; i < inner; i++) yr[i] = xr[i] * w0;
+            for (int64_t t = 1; t < k; t++) {
+                const float *xt = xo + ij[t] * inner;
+                float wt = wj[t];
+                for (int64_t i = 0; i < inner; i++) {
+                    float prod = xt[i] * wt;
+                    yr[i] = yr[i] + prod;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* p: x, y, idx (int64 [n_out, k]), w (float32 [n_out, k]).  i: outer, n_in, inner, n_out, k. */
+int qe_k_resize_taps(const qe_args *a)
+{
+    return qe_resize_taps((const float *)a->p[0], (float *)a->p[1], a->i[0], a->i[1], a->i[2],
+                          a->i[3], a->i[4], (const int64_t *)a->p[2], (const float *)a->p[3]);
+}
+
 int qe_movement_isa(char *buf, int n)
 {
     const char *s = "memcpy + scalar strided copies (pooling: kernels.c's qe_pool2d)";

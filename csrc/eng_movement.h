@@ -15,6 +15,9 @@ int qe_k_reduce_f32(const qe_args *a);
 int qe_k_reduce_minmax(const qe_args *a);
 int qe_reduce_f32(int kind, const float *x, float *y, double *acc, int64_t outer, int64_t red,
                   int64_t inner);
+int qe_k_resize_taps(const qe_args *a);
+int qe_resize_taps(const float *x, float *y, int64_t outer, int64_t n_in, int64_t inner,
+                   int64_t n_out, int64_t k, const int64_t *idx, const float *w);
 int qe_movement_isa(char *buf, int n);
 /* cdef end */
 

@@ -13,9 +13,9 @@ from helpers.binary_builders import APP_READ, APP_WRITE, STATIC, U8, GraphBuilde
 from hypothesis import assume, given, strategies as st
 
 from qnnemu.core.engine import check_plan
+from qnnemu.core.engine.lower_movement import Program, plan_single
 from qnnemu.core.graph import OpConfigDesc, ParamDesc
 from qnnemu.errors import QnnError
-from qnnemu.core.engine.lower_movement import Program, plan_single
 from qnnemu.headers import Q
 from qnnemu.ops import _fast, _fast_movement
 from qnnemu.ops.reduce import ReduceMean
@@ -193,7 +193,7 @@ def test_strided_slice(shape, data, kind):
     shrink = data.draw(st.integers(0, 2 ** len(shape) - 1))
     begin_mask = data.draw(st.integers(0, 2 ** len(shape) - 1))
     end_mask = data.draw(st.integers(0, 2 ** len(shape) - 1))
-    for j, d in enumerate(shape):
+    for d in shape:
         s = data.draw(st.sampled_from([1, 2, 3, -1, -2]))
         ranges.append([data.draw(st.integers(-d - 1, d + 1)), data.draw(st.integers(-d - 1, d + 1)), s])
     from qnnemu.ops.shape import StridedSlice
@@ -305,3 +305,24 @@ def test_large_transposes_take_the_tiled_path(kind, shape, perm):
     partial tiles included."""
     g = run_one("Transpose", [shape], [tuple(shape[p] for p in perm)], kind, perm=perm)
     assert kernels_of(g).count("qe_k_move") == 1, "one strided copy"
+
+
+@given(data=st.data(), kind=st.sampled_from(["f32", "u8-requant", "u8"]),
+       op=st.sampled_from(["Resize", "ResizeBilinear", "ResizeNearestNeighbor"]))
+def test_resize(data, kind, op):
+    """Nearest (row gathers) and linear / cubic interpolation (qe_resize_taps) along H and W,
+    up and down, every transformation mode; channels 1 included (numpy would sum the taps in
+    another order there: both paths share the C function)."""
+    h, w, c = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6)), data.draw(st.integers(1, 3))
+    oh, ow = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9))
+    if op == "Resize":
+        params = dict(interpolation_mode=data.draw(st.sampled_from([0, 1, 2])),
+                      transformation_mode=data.draw(st.sampled_from([0, 1, 2, 3])),
+                      nearest_mode=data.draw(st.sampled_from([0, 1, 2, 3])),
+                      exclude_outside=data.draw(st.booleans()))
+    else:
+        flag = data.draw(st.sampled_from(["", "align_corners", "half_pixel_centers"]))
+        params = {flag: True} if flag else {}
+        if op == "ResizeBilinear" and data.draw(st.booleans()):
+            params["antialias"] = True
+    run_one(op, [(1, h, w, c)], [(1, oh, ow, c)], kind, **params)

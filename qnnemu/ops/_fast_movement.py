@@ -1,7 +1,10 @@
-"""The C float32 reduction shared by ReduceSum / ReduceMean / ReduceMax / ReduceMin's fast path
+"""The C kernels shared by the fast paths of qnnemu/ops and the C execution engine: the float32
+reduction of ReduceSum / ReduceMean / ReduceMax / ReduceMin's fast path
 (QnnOpDef.h QNN_OP_REDUCE_*; qnnemu/ops/reduce.py) and the C execution engine's step for them
 (csrc/eng_movement.c ``qe_reduce_f32``): numpy's pairwise float sums cannot be reproduced in C,
-so both paths sum in the same order by calling the same function."""
+so both paths sum in the same order by calling the same function; and Resize's separable
+interpolation (QNN_OP_RESIZE, QNN_OP_RESIZE_BILINEAR; qnnemu/ops/resize.py), whose float32 tap
+sums numpy orders differently by layout."""
 from __future__ import annotations
 
 import numpy as np
@@ -55,4 +58,24 @@ def reduce_f32(op_type: str, x: np.ndarray, axes, keep_dims: bool) -> np.ndarray
     return y.reshape(shape)
 
 
-__all__ = ["KINDS", "reduce_geometry", "reduce_f32"]
+def resize_taps(x: np.ndarray, axis: int, idx: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+    """Resize's separable interpolation of float32 ``x`` along ``axis`` in C (csrc/eng_movement.c
+    ``qe_resize_taps``, the C engine's step too): sum over taps t of w[o, t] * x[.., idx[o, t], ..]
+    with float32 products added from t = 0 up; None when it does not apply."""
+    if x.dtype != np.float32 or not _fast.enabled():
+        return None
+    lib, ffi = _fast.library()
+    x = np.ascontiguousarray(x)
+    n_out, k = idx.shape
+    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    idx = np.ascontiguousarray(idx, np.int64)
+    wf = np.ascontiguousarray(w, np.float32)
+    y = np.empty(x.shape[:axis] + (n_out,) + x.shape[axis + 1:], np.float32)
+    rc = lib.qe_resize_taps(ffi.cast("float *", ffi.from_buffer(x)), ffi.cast("float *", ffi.from_buffer(y)),
+                            outer, x.shape[axis], inner, n_out, k, ffi.cast("int64_t *", ffi.from_buffer(idx)),
+                            ffi.cast("float *", ffi.from_buffer(wf)))
+    return y if rc == 0 else None
+
+
+__all__ = ["KINDS", "reduce_geometry", "reduce_f32", "resize_taps"]

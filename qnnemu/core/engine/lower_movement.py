@@ -2,7 +2,8 @@
 "Identity", "ExpandDims", "Squeeze", "Transpose", "Concat", "Split", "StridedSlice", "Pad",
 "Pack", "UnPack", "Tile", "DepthToSpace", "SpaceToDepth", "ChannelShuffle", "BatchToSpace",
 "SpaceToBatch", "Gather" (static indices), "PoolMax2d", "PoolAvg2d", "ReduceMean",
-"ReduceSum", "ReduceMax", "ReduceMin"; qnnemu/ops/shape.py, gather.py, pool.py, reduce.py).
+"ReduceSum", "ReduceMax", "ReduceMin", "Resize", "ResizeBilinear", "ResizeNearestNeighbor";
+qnnemu/ops/shape.py, gather.py, pool.py, reduce.py, resize.py).
 Kernels: csrc/eng_movement.c.
 
 Data movement is lowered without re-deriving any op's index rules: at finalize the op itself
@@ -18,13 +19,22 @@ compares with the op's own map (a mismatch falls back to Python).
 Pooling calls kernels.c's ``qe_pool2d``, the function the op's fast path calls; float
 ReduceMean/ReduceSum/ReduceMax/ReduceMin run ``qe_reduce_f32``, which the ops' fast path calls
 too (numpy's pairwise summation cannot be reproduced in C), so both paths share one order.
+The Resize ops run their per-axis plan: nearest axes as row gathers, interpolated axes through
+``qe_resize_taps``, which their fast path calls as well.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...ops import _fast, _fast_movement, gather as gather_ops, pool as pool_ops, reduce as reduce_ops
-from ...ops import shape as shape_ops
+from ...ops import (
+    _fast,
+    _fast_movement,
+    gather as gather_ops,
+    pool as pool_ops,
+    reduce as reduce_ops,
+    resize as resize_ops,
+    shape as shape_ops,
+)
 from .lowering import F32, Unsupported, lowers, type_code
 
 I64 = np.dtype(np.int64)
@@ -467,3 +477,44 @@ def reduce(ctx) -> None:
                  (int(kind == 2), type_code(dtype), outer, red, inner))
         return
     raise Unsupported(f"a reduction of {dtype}")
+
+
+# -- resizing --------------------------------------------------------------------------------------
+@lowers("Resize", "ResizeBilinear", "ResizeNearestNeighbor")
+def resize(ctx) -> None:
+    """The op's per-axis plan: nearest axes as row gathers, interpolated axes as
+    qe_resize_taps (the function the op's fast path calls), one axis after the other."""
+    op = ctx.impl
+    if type(op) not in (resize_ops.Resize, resize_ops.ResizeBilinear, resize_ops.ResizeNearestNeighbor) \
+            or ctx.n_out != 1:
+        raise Unsupported("a wrapped resize op")
+    in_shape, out_shape = tuple(ctx.in_shape(0)), tuple(ctx.out_shape(0))
+    steps = op._plan(in_shape, out_shape, op.param_values)
+    src, dtype = received(ctx, 0)
+    if dtype.kind == "f" and dtype != F32:
+        raise Unsupported(f"resizing {dtype} (computed in float32 and cast back)")
+    if dtype.itemsize not in ELEMENT_SIZES:
+        raise Unsupported(f"element size {dtype.itemsize}")
+    interpolates = any(step[0] != "gather" for _, step in steps)
+    if interpolates and (dtype != F32 or not (_fast.fast() and _fast.enabled())):
+        raise Unsupported("interpolation of non-float32 values or with the numpy reference kernels")
+    dst = result_buffer(ctx, 0, dtype)
+    if not steps:
+        ctx.emit("qe_k_copy", (src, dst), (int(np.prod(in_shape, dtype=np.int64)) * dtype.itemsize,))
+        return
+    cur, shape = src, list(in_shape)
+    for n, (axis, step) in enumerate(steps):
+        new_shape = list(shape)
+        new_shape[axis] = out_shape[axis]
+        out = dst if n == len(steps) - 1 else ctx.scratch(int(np.prod(new_shape, dtype=np.int64)) * dtype.itemsize)
+        outer = int(np.prod(shape[:axis], dtype=np.int64))
+        inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+        idx = np.ascontiguousarray(np.asarray(step[1]), np.int64)
+        if step[0] == "gather":
+            ctx.emit("qe_k_gather_rows", (cur, out, ctx.const(idx.reshape(-1))),
+                     (dtype.itemsize, outer, idx.size, shape[axis], inner))
+        else:
+            w = np.ascontiguousarray(np.asarray(step[2]).astype(np.float32))
+            ctx.emit("qe_k_resize_taps", (cur, out, ctx.const(idx), ctx.const(w)),
+                     (outer, shape[axis], inner, idx.shape[0], idx.shape[1]))
+        cur, shape = out, new_shape
