@@ -182,7 +182,7 @@ def plan_single(idx: np.ndarray, in_size: int, refinements=()) -> Program:
             return prog
         box = _box(idx != 0)
         found = _affine(idx[box] - 1) if box is not None else None
-        if found is None:     # not a strided box: a row gather whose negative rows are filled
+        if box is None or found is None:     # not a strided box: a row gather filling negative rows
             prog.fill = False
             b = _largest_row(idx - 1, in_size, holes=True)
             starts = (flat - 1).reshape(-1, b)[:, 0]
@@ -248,7 +248,8 @@ def _same_received(ctx, data: list[int]) -> tuple[list[int], np.dtype]:
 def _fill_element(op, dtype: np.dtype, rank: int, value) -> np.ndarray:
     """The one element the op writes for constant ``value`` when it receives ``dtype``."""
     dummy = np.zeros((1,) * rank, dtype)
-    fill = np.asarray(shape_ops.fill_value(*op._specs(dummy), dummy, value))
+    spec, out_spec = op._specs(dummy)
+    fill = np.asarray(shape_ops.fill_value(spec, out_spec, dummy, value))
     if fill.size != 1:
         raise Unsupported("a per-axis fill value")
     return np.ascontiguousarray(fill.reshape(1).astype(dtype))
@@ -347,7 +348,7 @@ def indexed_move(ctx) -> None:
             maps = [np.pad(x, pads, constant_values=0)]
             fill = _fill_element(op, dtype, len(pads), op.param_values["pad_constant_value"])
         else:
-            maps = [np.pad(x, pads, mode=shape_ops._NP_MODE[scheme])]
+            maps = [np.pad(x, pads, mode=shape_ops._NP_MODE[scheme])]  # type: ignore[call-overload]
     else:
         maps = _op_maps(ctx, op, data)
         if type(op) is shape_ops.SpaceToBatch and any((m == 0).any() for m in maps):
