@@ -51,36 +51,40 @@ def kernels_of(graph) -> list[str]:
     return [names.get(int(row[0]), "?") for row in graph.plan.engine.program.steps]
 
 
-def run_one(op, in_shapes, out_shapes, kind="f32", statics=None, seed=0, **params):
-    """One node graph, finalized; asserts no fallback and bit identity; returns the graph."""
+def run_one(op, in_shapes, out_shapes, kind="f32", statics=None, seed=0, **params) -> list[str]:
+    """One node graph, finalized; asserts no fallback and bit identity; returns the names of
+    its C kernels.  The context is freed (live graphs would pile up in the handle table)."""
     dtype, qin, qout = KINDS[kind]
     b = GraphBuilder(new_context(), "g")
-    ins = [b.tensor(f"x{i}", s, dtype, APP_WRITE, quant=qin) for i, s in enumerate(in_shapes)]
-    for name, (arr, qdtype) in (statics or {}).items():
-        ins.append(b.tensor(name, arr.shape, qdtype, STATIC, data=arr))
-    outs = [b.tensor(f"y{k}", s, dtype, APP_READ, quant=qout) for k, s in enumerate(out_shapes)]
-    cfg = OpConfigDesc(1, "n", "qti.aisw", op,
-                       [v if isinstance(v, ParamDesc) else param(k, v) for k, v in params.items()],
-                       [_ref(t) for t in ins], [_ref(t) for t in outs])
-    b.graph.add_node(cfg)
     try:
-        b.graph.finalize()
-    except QnnError as exc:   # a configuration the HTP has no kernel for (docs/op-support.md)
-        if exc.rule != "QNNEMU-htp-op-finalize":
-            raise
-        assume(False)
-    graph = b.graph
-    assert graph.plan.engine.fallbacks == [], f"{op} ({kind}) lowers to C: {graph.plan.engine.fallbacks}"
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for t, s in zip(ins, in_shapes):
-        if dtype == F32:
-            feeds[t.id] = rng.standard_normal(s).astype(np.float32)
-        else:
-            feeds[t.id] = rng.integers(0, 256 if dtype == U8 else 65536, s).astype(
-                np.uint8 if dtype == U8 else np.uint16)
-    check_plan(graph.plan, feeds)   # raises EngineMismatch at the first differing byte
-    return graph
+        ins = [b.tensor(f"x{i}", s, dtype, APP_WRITE, quant=qin) for i, s in enumerate(in_shapes)]
+        for name, (arr, qdtype) in (statics or {}).items():
+            ins.append(b.tensor(name, arr.shape, qdtype, STATIC, data=arr))
+        outs = [b.tensor(f"y{k}", s, dtype, APP_READ, quant=qout) for k, s in enumerate(out_shapes)]
+        cfg = OpConfigDesc(1, "n", "qti.aisw", op,
+                           [v if isinstance(v, ParamDesc) else param(k, v) for k, v in params.items()],
+                           [_ref(t) for t in ins], [_ref(t) for t in outs])
+        b.graph.add_node(cfg)
+        try:
+            b.graph.finalize()
+        except QnnError as exc:   # a configuration the HTP has no kernel for (docs/op-support.md)
+            if exc.rule != "QNNEMU-htp-op-finalize":
+                raise
+            assume(False)
+        graph = b.graph
+        assert graph.plan.engine.fallbacks == [], f"{op} ({kind}) lowers to C: {graph.plan.engine.fallbacks}"
+        rng = np.random.default_rng(seed)
+        feeds = {}
+        for t, s in zip(ins, in_shapes):
+            if dtype == F32:
+                feeds[t.id] = rng.standard_normal(s).astype(np.float32)
+            else:
+                feeds[t.id] = rng.integers(0, 256 if dtype == U8 else 65536, s).astype(
+                    np.uint8 if dtype == U8 else np.uint16)
+        check_plan(graph.plan, feeds)   # raises EngineMismatch at the first differing byte
+        return kernels_of(graph)
+    finally:
+        b.graph.context.free()
 
 
 def _ref(t):
@@ -166,8 +170,8 @@ def test_reduction_keeps_the_first_nan_and_declines_split_axes():
 @given(shape=shapes(max_rank=6), data=st.data(), kind=kinds)
 def test_transpose(shape, data, kind):
     perm = data.draw(st.permutations(range(len(shape))))
-    g = run_one("Transpose", [shape], [tuple(shape[p] for p in perm)], kind, perm=list(perm))
-    assert "qe_k_move" in kernels_of(g), "a transpose is a strided copy"
+    names = run_one("Transpose", [shape], [tuple(shape[p] for p in perm)], kind, perm=list(perm))
+    assert "qe_k_move" in names, "a transpose is a strided copy"
 
 
 @given(shape=shapes(max_rank=4), data=st.data(), kind=kinds)
@@ -224,9 +228,9 @@ def test_pad(shape, data, kind, scheme):
 def test_depth_space_shuffle_tile_batch(data, kind, mode):
     n, h, w = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
     bh, bw, c = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
-    g = run_one("DepthToSpace", [(n, h, w, bh * bw * c)], [(n, h * bh, w * bw, c)], kind, block_size=[bh, bw],
+    names = run_one("DepthToSpace", [(n, h, w, bh * bw * c)], [(n, h * bh, w * bw, c)], kind, block_size=[bh, bw],
                 mode=mode)
-    assert "qe_k_gather_rows" not in kernels_of(g), "DepthToSpace is strided copies"
+    assert "qe_k_gather_rows" not in names, "DepthToSpace is strided copies"
     run_one("SpaceToDepth", [(n, h * bh, w * bw, c)], [(n, h, w, bh * bw * c)], kind, block_size=[bh, bw],
             mode=mode)
     groups = data.draw(st.integers(1, 3))
@@ -244,16 +248,16 @@ def test_depth_space_shuffle_tile_batch(data, kind, mode):
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_plain_copies(op, in_shape, out_shape, kind):
     params = {"axis": 1} if op == "ExpandDims" else {}
-    g = run_one(op, [in_shape], [out_shape], kind, **params)
-    assert "qe_k_copy" in kernels_of(g), f"{op} copies the bytes"
+    names = run_one(op, [in_shape], [out_shape], kind, **params)
+    assert "qe_k_copy" in names, f"{op} copies the bytes"
 
 
 @pytest.mark.parametrize("kind", ["u8", "u8-requant"])
 def test_gather_static_indices(kind):
     idx = np.array([[0, 4], [3, 3]], np.int32)
     for axis, shape, out in ((0, (6, 5), (2, 2, 5)), (1, (3, 6, 2), (3, 2, 2, 2))):
-        g = run_one("Gather", [shape], [out], kind, statics={"idx": (idx, I32)}, axis=np.int32(axis))
-        assert "qe_k_gather_rows" in kernels_of(g), "Gather of static indices is a row gather"
+        names = run_one("Gather", [shape], [out], kind, statics={"idx": (idx, I32)}, axis=np.int32(axis))
+        assert "qe_k_gather_rows" in names, "Gather of static indices is a row gather"
 
 
 @given(data=st.data(), kind=st.sampled_from(["f32", "u8-requant"]), op=st.sampled_from(["PoolMax2d", "PoolAvg2d"]))
@@ -271,8 +275,8 @@ def test_pool2d(data, kind, op):
     params = dict(filter_size=k, stride=s, pad_amount=pad, rounding_mode=int(ceil))
     if op == "PoolAvg2d":
         params["count_pad_for_edges"] = data.draw(st.booleans())
-    g = run_one(op, [(1, h, w, c)], [(1, out[0], out[1], c)], kind, **params)
-    assert "qe_k_pool2d" in kernels_of(g), f"{op} runs qe_pool2d"
+    names = run_one(op, [(1, h, w, c)], [(1, out[0], out[1], c)], kind, **params)
+    assert "qe_k_pool2d" in names, f"{op} runs qe_pool2d"
 
 
 @given(shape=shapes(max_rank=4, max_dim=6), data=st.data(), kind=kinds,
@@ -291,10 +295,10 @@ def test_reduce(shape, data, kind, op):
 
 def test_global_average_pooling_is_one_c_step_per_form():
     """MobileNet/ResNet/EfficientNet end with a global average: as PoolAvg2d or ReduceMean."""
-    g = run_one("ReduceMean", [(1, 7, 7, 64)], [(1, 1, 1, 64)], "f32", axes=[1, 2], keep_dims=True)
-    assert kernels_of(g) == ["qe_k_reduce_f32"], "ReduceMean over H, W is one C reduction"
-    g = run_one("PoolAvg2d", [(1, 7, 7, 64)], [(1, 1, 1, 64)], "f32", filter_size=[7, 7], stride=[1, 1])
-    assert kernels_of(g) == ["qe_k_pool2d"], "global PoolAvg2d is one qe_pool2d step"
+    names = run_one("ReduceMean", [(1, 7, 7, 64)], [(1, 1, 1, 64)], "f32", axes=[1, 2], keep_dims=True)
+    assert names == ["qe_k_reduce_f32"], "ReduceMean over H, W is one C reduction"
+    names = run_one("PoolAvg2d", [(1, 7, 7, 64)], [(1, 1, 1, 64)], "f32", filter_size=[7, 7], stride=[1, 1])
+    assert names == ["qe_k_pool2d"], "global PoolAvg2d is one qe_pool2d step"
 
 
 @pytest.mark.parametrize("kind", ["f32", "u8", "u16"])
@@ -303,8 +307,8 @@ def test_global_average_pooling_is_one_c_step_per_form():
 def test_large_transposes_take_the_tiled_path(kind, shape, perm):
     """Dimensions of 8 and more: the 32 x 32 tiled copy (csrc/eng_movement.c move_transposed),
     partial tiles included."""
-    g = run_one("Transpose", [shape], [tuple(shape[p] for p in perm)], kind, perm=perm)
-    assert kernels_of(g).count("qe_k_move") == 1, "one strided copy"
+    names = run_one("Transpose", [shape], [tuple(shape[p] for p in perm)], kind, perm=perm)
+    assert names.count("qe_k_move") == 1, "one strided copy"
 
 
 @given(data=st.data(), kind=st.sampled_from(["f32", "u8-requant", "u8"]),
