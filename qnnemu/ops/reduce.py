@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..headers import Q
+from . import _fast, _fast_movement
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, from_compute, same_spec
 from .norm import check_axes, check_axis, real_input
 
@@ -93,7 +94,10 @@ class _Reduce(Op, register=False):
 
     def _run(self, x, axes=None, keep_dims=False):
         ax = self._axes if self._axes is not None else check_axes(self.op_type, axes, x.ndim)
-        y = np.asarray(self.reduce(x, ax, bool(keep_dims)))
+        # fast path: float32 Sum/Mean/Max/Min in C, the very function the C engine runs
+        y = _fast_movement.reduce_f32(self.op_type, x, ax, bool(keep_dims)) if _fast.fast() else None
+        if y is None:
+            y = np.asarray(self.reduce(x, ax, bool(keep_dims)))
         if y.dtype != x.dtype:  # float64 accumulators
             with np.errstate(over="ignore"):
                 y = y.astype(x.dtype) if _is_float(x) else _saturate(y, x.dtype)

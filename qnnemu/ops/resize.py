@@ -31,12 +31,17 @@ resize_nearest_neighbor (``align_corners`` / ``half_pixel_centers``, at most one
   half_pixel_centers -> floor((x + 0.5) n_in / n_out); neither -> floor(x n_in / n_out);
   clamped into the input.  (These are ONNX ALIGN_CORNERS + ROUND_PREFER_CEIL, HALF_PIXEL +
   ROUND_PREFER_CEIL and ASYMMETRIC + FLOOR.)
+
+Kernels: "fast" adds the float32 products of the interpolation taps in C, from the first tap
+up (csrc/eng_movement.c ``qe_resize_taps``, the C engine's step as well); "reference" sums
+them with numpy, whose order depends on the layout.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..headers import Q
+from . import _fast, _fast_movement
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute, same_spec, to_compute
 
 NEAREST = Q.QNN_OP_RESIZE_INTERPOLATION_MODE_NEAREST
@@ -208,11 +213,14 @@ class _ResizeBase(Op, register=False):
         out_shape = self.output_specs[0].shape
         dtype = x.dtype
         y = to_compute(x)
+        fast = _fast.fast()
         for axis, step in self._plan(x.shape, out_shape, params):
             if step[0] == "gather":
                 y = apply_gather(y, axis, step[1])
             else:
-                y = apply_taps(y, axis, step[1], step[2])
+                # fast path: the C interpolation the C engine runs too (one summation order)
+                z = _fast_movement.resize_taps(y, axis, step[1], step[2]) if fast else None
+                y = z if z is not None else apply_taps(y, axis, step[1], step[2])
         return from_compute(np.ascontiguousarray(y), dtype)
 
 

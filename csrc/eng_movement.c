@@ -1,0 +1,381 @@
+/* Step kernels of the data-movement family of qnnemu's C execution engine (issue 13; the
+ * lowering that emits them is qnnemu/core/engine/lower_movement.py).
+ *
+ * QNN ops moving values without computing (QnnOpDef.h: Reshape, Transpose, Concat, Split,
+ * StridedSlice, Pad, Tile, DepthToSpace, ...) are all expressed as strided copies of elements of
+ * 1, 2, 4 or 8 bytes (qe_k_move), a constant fill (qe_k_fill) or a row gather through an index
+ * table (qe_k_gather_rows): the lowering derives the strides from the Python op itself, so
+ * this file knows no op.  Pooling (PoolMax2d / PoolAvg2d) calls kernels.c's qe_pool2d, the
+ * function the Python op's fast path calls.  Float reductions (ReduceSum / ReduceMean /
+ * ReduceMax / ReduceMin) run qe_reduce_f32, which the Python ops' fast path calls too (numpy's
+ * pairwise float sums cannot be reproduced in C), so both paths share one summation order.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine.h"
+#include "eng_movement.h"
+#include "kernels.h"
+
+#define QE_MOVE_MAX_RANK 16
+
+/* Copies one row of n elements of size es with element strides ss (source), ds (dest). */
+static void move_row(char *dst, const char *src, int64_t n, int64_t ss, int64_t ds, int es)
+{
+    if (ss == 1 && ds == 1) {
+        memcpy(dst, src, (size_t)(n * es));
+        return;
+    }
+    switch (es) {
+    case 1:
+        for (int64_t j = 0; j < n; j++) dst[j * ds] = src[j * ss];
+        break;
+    case 2: {
+        uint16_t *d = (uint16_t *)dst;
+        const uint16_t *s = (const uint16_t *)src;
+        for (int64_t j = 0; j < n; j++) d[j * ds] = s[j * ss];
+        break;
+    }
+    case 4: {
+        uint32_t *d = (uint32_t *)dst;
+        const uint32_t *s = (const uint32_t *)src;
+        for (int64_t j = 0; j < n; j++) d[j * ds] = s[j * ss];
+        break;
+    }
+    default: {
+        uint64_t *d = (uint64_t *)dst;
+        const uint64_t *s = (const uint64_t *)src;
+        for (int64_t j = 0; j < n; j++) d[j * ds] = s[j * ss];
+        break;
+    }
+    }
+}
+
+/* A 2-D block: dst[i * dn + j] = src[i + j * sm] for i < m, j < n, in 32 x 32 tiles (a
+ * transpose reads and writes whole cache lines of both sides). */
+#define TILE 32
+#define TRANSPOSE_2D(T)                                                                     \
+    do {                                                                                    \
+        const T *s_ = (const T *)src;                                                       \
+        T *d_ = (T *)dst;                                                                   \
+        for (int64_t i0 = 0; i0 < m; i0 += TILE) {                                          \
+            int64_t i1 = i0 + TILE < m ? i0 + TILE : m;                                     \
+            for (int64_t j0 = 0; j0 < n; j0 += TILE) {                                      \
+                int64_t j1 = j0 + TILE < n ? j0 + TILE : n;                                 \
+                for (int64_t i = i0; i < i1; i++)                                           \
+                    for (int64_t j = j0; j < j1; j++) d_[i * dn + j] = s_[i + j * sm];      \
+            }                                                                               \
+        }                                                                                   \
+    } while (0)
+
+static void transpose_2d(char *dst, const char *src, int64_t m, int64_t n, int64_t dn, int64_t sm,
+                         int es)
+{
+    switch (es) {
+    case 1: TRANSPOSE_2D(uint8_t); break;
+    case 2: TRANSPOSE_2D(uint16_t); break;
+    case 4: TRANSPOSE_2D(uint32_t); break;
+    default: TRANSPOSE_2D(uint64_t); break;
+    }
+}
+
+/* The copy of a view whose innermost destination dimension (stride 1) reads the source with a
+ * stride while another dimension k reads it contiguously: tiles over (k, last). */
+static int move_transposed(char *dst, const char *src, int r, int k, const int64_t *shape,
+                           const int64_t *ss, const int64_t *ds, int es)
+{
+    int64_t idx[QE_MOVE_MAX_RANK] = {0};
+    int64_t blocks = 1;
+    for (int j = 0; j < r - 1; j++)
+        if (j != k) blocks *= shape[j];
+    int64_t so = 0, dof = 0;
+    for (int64_t b = 0; b < blocks; b++) {
+        transpose_2d(dst + dof * es, src + so * es, shape[k], shape[r - 1], ds[k], ss[r - 1], es);
+        for (int j = r - 2; j >= 0; j--) {
+            if (j == k) continue;
+            so += ss[j]; dof += ds[j];
+            if (++idx[j] < shape[j]) break;
+            so -= ss[j] * shape[j]; dof -= ds[j] * shape[j];
+            idx[j] = 0;
+        }
+    }
+    return 0;
+}
+
+/* p: src, dst.  i: element size, rank r, source offset, destination offset (elements), then
+ * shape[r], source strides[r], destination strides[r] (elements; any sign, 0 repeats). */
+int qe_k_move(const qe_args *a)
+{
+    int es = (int)a->i[0], r = (int)a->i[1];
+    if (r < 1 || r > QE_MOVE_MAX_RANK || a->ni != 4 + 3 * r) return 1;
+    if (es != 1 && es != 2 && es != 4 && es != 8) return 2;
+    const int64_t *shape = a->i + 4, *ss = shape + r, *ds = ss + r;
+    const char *src = (const char *)a->p[0] + a->i[2] * es;
+    char *dst = (char *)a->p[1] + a->i[3] * es;
+    int64_t rows = 1;
+    for (int k = 0; k < r - 1; k++) {
+        if (shape[k] <= 0) return 0;
+        rows *= shape[k];
+    }
+    int64_t n = shape[r - 1];
+    if (n <= 0) return 0;
+    if (r >= 2 && ds[r - 1] == 1 && ss[r - 1] != 1 && n >= 2)
+        for (int k = r - 2; k >= 0; k--)
+            if (ss[k] == 1 && shape[k] >= 8)
+                return move_transposed(dst, src, r, k, shape, ss, ds, es);
+    int64_t idx[QE_MOVE_MAX_RANK] = {0};
+    int64_t so = 0, dof = 0;
+    for (int64_t row = 0; row < rows; row++) {
+        move_row(dst + dof * es, src + so * es, n, ss[r - 1], ds[r - 1], es);
+        /* next row: an odometer over the outer dimensions */
+        for (int k = r - 2; k >= 0; k--) {
+            so += ss[k]; dof += ds[k];
+            if (++idx[k] < shape[k]) break;
+            so -= ss[k] * shape[k]; dof -= ds[k] * shape[k];
+            idx[k] = 0;
+        }
+    }
+    return 0;
+}
+
+/* p: dst, one element holding the value.  i: element count, element size. */
+int qe_k_fill(const qe_args *a)
+{
+    int64_t n = a->i[0];
+    int es = (int)a->i[1];
+    char *dst = (char *)a->p[0];
+    const char *v = (const char *)a->p[1];
+    if (n <= 0) return 0;
+    memcpy(dst, v, (size_t)es);
+    int64_t done = 1;   /* doubling copies */
+    while (done < n) {
+        int64_t m = done < n - done ? done : n - done;
+        memcpy(dst + done * es, dst, (size_t)(m * es));
+        done += m;
+    }
+    return 0;
+}
+
+/* out[o, j, :] = src[o, index[j], :]: p: src, dst, index table (int64, values in [0, dim)),
+ * and optionally a fill element: a negative index then fills its row with that element.
+ * i: element size, outer, index count, dim (the source's size along the gathered axis),
+ * inner (elements per row). */
+int qe_k_gather_rows(const qe_args *a)
+{
+    int es = (int)a->i[0];
+    int64_t outer = a->i[1], m = a->i[2], dim = a->i[3], inner = a->i[4];
+    const char *src = (const char *)a->p[0];
+    char *dst = (char *)a->p[1];
+    const int64_t *index = (const int64_t *)a->p[2];
+    size_t row = (size_t)(inner * es);
+    if (a->np > 3) {
+        const char *fill = (const char *)a->p[3];
+        for (int64_t o = 0; o < outer; o++) {
+            const char *base = src + (size_t)o * dim * row;
+            char *out = dst + (size_t)o * m * row;
+            for (int64_t j = 0; j < m; j++) {
+                char *r = out + (size_t)j * row;
+                if (index[j] >= 0) {
+                    memcpy(r, base + (size_t)index[j] * row, row);
+                } else {
+                    for (int64_t e = 0; e < inner; e++) memcpy(r + e * es, fill, (size_t)es);
+                }
+            }
+        }
+        return 0;
+    }
+    for (int64_t o = 0; o < outer; o++) {
+        const char *base = src + (size_t)o * dim * row;
+        char *out = dst + (size_t)o * m * row;
+        if (row == (size_t)es) {
+            switch (es) {
+            case 1:
+                for (int64_t j = 0; j < m; j++) out[j] = base[index[j]];
+                break;
+            case 2:
+                for (int64_t j = 0; j < m; j++)
+                    ((uint16_t *)out)[j] = ((const uint16_t *)base)[index[j]];
+                break;
+            case 4:
+                for (int64_t j = 0; j < m; j++)
+                    ((uint32_t *)out)[j] = ((const uint32_t *)base)[index[j]];
+                break;
+            default:
+                for (int64_t j = 0; j < m; j++)
+                    ((uint64_t *)out)[j] = ((const uint64_t *)base)[index[j]];
+                break;
+            }
+            continue;
+        }
+        for (int64_t j = 0; j < m; j++)
+            memcpy(out + (size_t)j * row, base + (size_t)index[j] * row, row);
+    }
+    return 0;
+}
+
+/* p: x, y (float32 NHWC).  i: the 16 integer arguments of qe_pool2d after ``kind``'s
+ * position: kind, n, h, w, c, fh, fw, oh, ow, sh, sw, pt, pb, pl, pr, count_pad. */
+int qe_k_pool2d(const qe_args *a)
+{
+    const int64_t *v = a->i;
+    if (a->ni != 16) return 1;
+    return qe_pool2d((int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5],
+                     (int)v[6], (int)v[7], (int)v[8], (int)v[9], (int)v[10], (int)v[11],
+                     (int)v[12], (int)v[13], (int)v[14], (int)v[15], (const float *)a->p[0],
+                     (float *)a->p[1]);
+}
+
+enum { QE_RED_SUM = 0, QE_RED_MEAN = 1, QE_RED_MAX = 2, QE_RED_MIN = 3 };
+
+/* The float32 reduction of x viewed as [outer, red, inner] over its middle axis into y
+ * [outer, inner]; acc: ``inner`` doubles of scratch.  Sum and mean add the float64 values of
+ * x in index order (then mean divides by red in float64) and round once to float32; max / min
+ * keep the first NaN met (as numpy's scalar loop: in1 >= in2 || isnan(in1) ? in1 : in2). */
+int qe_reduce_f32(int kind, const float *x, float *y, double *acc, int64_t outer, int64_t red,
+                  int64_t inner)
+{
+    if (red < 1) return 1;
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xo = x + o * red * inner;
+        float *yo = y + o * inner;
+        if (inner == 1) {    /* one contiguous run: the same order, without the row loop */
+            if (kind == QE_RED_SUM || kind == QE_RED_MEAN) {
+                double t = (double)xo[0];
+                for (int64_t r = 1; r < red; r++) t += (double)xo[r];
+                yo[0] = kind == QE_RED_MEAN ? (float)(t / (double)red) : (float)t;
+            } else if (kind == QE_RED_MAX || kind == QE_RED_MIN) {
+                float m = xo[0];
+                for (int64_t r = 1; r < red; r++) {
+                    float v = xo[r];
+                    if (kind == QE_RED_MAX) m = (m >= v || isnan(m)) ? m : v;
+                    else m = (m <= v || isnan(m)) ? m : v;
+                }
+                yo[0] = m;
+            } else {
+                return 2;
+            }
+            continue;
+        }
+        if (kind == QE_RED_SUM || kind == QE_RED_MEAN) {
+            for (int64_t i = 0; i < inner; i++) acc[i] = (double)xo[i];
+            for (int64_t r = 1; r < red; r++) {
+                const float *row = xo + r * inner;
+                for (int64_t i = 0; i < inner; i++) acc[i] += (double)row[i];
+            }
+            if (kind == QE_RED_MEAN)
+                for (int64_t i = 0; i < inner; i++) yo[i] = (float)(acc[i] / (double)red);
+            else
+                for (int64_t i = 0; i < inner; i++) yo[i] = (float)acc[i];
+        } else if (kind == QE_RED_MAX || kind == QE_RED_MIN) {
+            memcpy(yo, xo, (size_t)inner * sizeof(float));
+            for (int64_t r = 1; r < red; r++) {
+                const float *row = xo + r * inner;
+                if (kind == QE_RED_MAX) {
+                    for (int64_t i = 0; i < inner; i++)
+                        yo[i] = (yo[i] >= row[i] || isnan(yo[i])) ? yo[i] : row[i];
+                } else {
+                    for (int64_t i = 0; i < inner; i++)
+                        yo[i] = (yo[i] <= row[i] || isnan(yo[i])) ? yo[i] : row[i];
+                }
+            }
+        } else {
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* p: x, y, scratch (inner doubles).  i: kind, outer, red, inner. */
+int qe_k_reduce_f32(const qe_args *a)
+{
+    return qe_reduce_f32((int)a->i[0], (const float *)a->p[0], (float *)a->p[1],
+                         (double *)a->p[2], a->i[1], a->i[2], a->i[3]);
+}
+
+#define MINMAX_INT(T)                                                                       \
+    do {                                                                                    \
+        for (int64_t o = 0; o < outer; o++) {                                               \
+            const T *xo = (const T *)a->p[0] + o * red * inner;                             \
+            T *yo = (T *)a->p[1] + o * inner;                                               \
+            if (inner == 1) {                                                               \
+                T m = xo[0];                                                                \
+                for (int64_t r = 1; r < red; r++)                                           \
+                    if (is_max ? xo[r] > m : xo[r] < m) m = xo[r];                          \
+                yo[0] = m;                                                                  \
+                continue;                                                                   \
+            }                                                                               \
+            memcpy(yo, xo, (size_t)inner * sizeof(T));                                      \
+            for (int64_t r = 1; r < red; r++) {                                             \
+                const T *row = xo + r * inner;                                              \
+                if (is_max) { for (int64_t i = 0; i < inner; i++) if (row[i] > yo[i]) yo[i] = row[i]; } \
+                else { for (int64_t i = 0; i < inner; i++) if (row[i] < yo[i]) yo[i] = row[i]; }        \
+            }                                                                               \
+        }                                                                                   \
+    } while (0)
+
+/* Max / min of integer codes (exact in any order).  p: x, y.  i: is_max, type code, outer,
+ * red, inner. */
+int qe_k_reduce_minmax(const qe_args *a)
+{
+    int is_max = (int)a->i[0], t = (int)a->i[1];
+    int64_t outer = a->i[2], red = a->i[3], inner = a->i[4];
+    if (red < 1) return 1;
+    switch (t) {
+    case QE_U8: MINMAX_INT(uint8_t); break;
+    case QE_I8: MINMAX_INT(int8_t); break;
+    case QE_U16: MINMAX_INT(uint16_t); break;
+    case QE_I16: MINMAX_INT(int16_t); break;
+    case QE_U32: MINMAX_INT(uint32_t); break;
+    case QE_I32: MINMAX_INT(int32_t); break;
+    default: return 2;
+    }
+    return 0;
+}
+
+/* Separable interpolation along one axis of x viewed as [outer, n_in, inner]:
+ * y[o, j, i] = sum_t w[j, t] * x[o, idx[j, t], i] in float32, the products rounded, added from
+ * t = 0 up (the order the Resize ops' fast path and the engine share; csrc-side twin of
+ * qnnemu/ops/resize.py apply_taps). */
+int qe_resize_taps(const float *x, float *y, int64_t outer, int64_t n_in, int64_t inner,
+                   int64_t n_out, int64_t k, const int64_t *idx, const float *w)
+{
+    if (k < 1) return 1;
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xo = x + o * n_in * inner;
+        for (int64_t j = 0; j < n_out; j++) {
+            float *yr = y + (o * n_out + j) * inner;
+            const int64_t *ij = idx + j * k;
+            const float *wj = w + j * k;
+            const float *xr = xo + ij[0] * inner;
+            float w0 = wj[0];
+            for (int64_t i = 0; i < inner; i++) yr[i] = xr[i] * w0;
+            for (int64_t t = 1; t < k; t++) {
+                const float *xt = xo + ij[t] * inner;
+                float wt = wj[t];
+                for (int64_t i = 0; i < inner; i++) {
+                    float prod = xt[i] * wt;
+                    yr[i] = yr[i] + prod;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* p: x, y, idx (int64 [n_out, k]), w (float32 [n_out, k]).  i: outer, n_in, inner, n_out, k. */
+int qe_k_resize_taps(const qe_args *a)
+{
+    return qe_resize_taps((const float *)a->p[0], (float *)a->p[1], a->i[0], a->i[1], a->i[2],
+                          a->i[3], a->i[4], (const int64_t *)a->p[2], (const float *)a->p[3]);
+}
+
+int qe_movement_isa(char *buf, int n)
+{
+    const char *s = "memcpy + scalar strided copies (pooling: kernels.c's qe_pool2d)";
+    if (n > 0) {
+        strncpy(buf, s, (size_t)n - 1);
+        buf[n - 1] = 0;
+    }
+    return 0;
+}

@@ -1,0 +1,332 @@
+"""The C engine's movement family (qnnemu/core/engine/lower_movement.py, csrc/eng_movement.c;
+issue 13): data-movement ops (QNN op definitions Reshape, Transpose, Concat, Split, Pack, UnPack,
+StridedSlice, Pad, Tile, DepthToSpace, SpaceToDepth, ChannelShuffle, BatchToSpace,
+SpaceToBatch, Gather), PoolMax2d / PoolAvg2d and ReduceSum / ReduceMean / ReduceMax /
+ReduceMin compile to C steps with no fallback, and their outputs equal the Python plan's byte
+for byte (``check_plan``), on float32 values and on 8/16-bit codes (passed through, or
+dequantized and requantized when the encodings differ)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers.binary_builders import APP_READ, APP_WRITE, STATIC, U8, GraphBuilder, desc, new_context, param
+from hypothesis import assume, given, strategies as st
+
+from qnnemu.core.engine import check_plan
+from qnnemu.core.engine.lower_movement import Program, plan_single
+from qnnemu.core.graph import OpConfigDesc, ParamDesc
+from qnnemu.errors import QnnError
+from qnnemu.headers import Q
+from qnnemu.ops import _fast, _fast_movement
+from qnnemu.ops.reduce import ReduceMean
+
+pytestmark = pytest.mark.skipif(not _fast.available(), reason="qnnemu._kernels is not built")
+
+F32 = Q.QNN_DATATYPE_FLOAT_32
+U16 = Q.QNN_DATATYPE_UFIXED_POINT_16
+I32 = Q.QNN_DATATYPE_INT_32
+lib, ffi = _fast.library()
+
+# element kinds: (QNN type, input encoding, output encoding); different encodings make the plan
+# dequantize before and requantize after the op
+KINDS = {
+    "f32": (F32, None, None),
+    "u8": (U8, (0.05, -100), (0.05, -100)),
+    "u16": (U16, (0.001, -30000), (0.001, -30000)),
+    "u8-requant": (U8, (0.05, -100), (0.07, -90)),
+}
+
+
+def int32_param(name, values) -> ParamDesc:
+    arr = np.asarray(values, np.int32)
+    return ParamDesc(name, "tensor", I32, tensor=desc(f"{name}.param", arr.shape, I32, STATIC, arr))
+
+
+def kernels_of(graph) -> list[str]:
+    """The C kernels of the graph's program, by name, in order."""
+    names = {}
+    for name in ("qe_k_move", "qe_k_fill", "qe_k_gather_rows", "qe_k_copy", "qe_k_pool2d", "qe_k_reduce_f32",
+                 "qe_k_reduce_minmax", "qe_k_dequant", "qe_k_requant"):
+        names[int(ffi.cast("intptr_t", ffi.addressof(lib, name)))] = name
+    return [names.get(int(row[0]), "?") for row in graph.plan.engine.program.steps]
+
+
+def run_one(op, in_shapes, out_shapes, kind="f32", statics=None, seed=0, **params) -> list[str]:
+    """One node graph, finalized; asserts no fallback and bit identity; returns the names of
+    its C kernels.  The context is freed (live graphs would pile up in the handle table)."""
+    dtype, qin, qout = KINDS[kind]
+    b = GraphBuilder(new_context(), "g")
+    try:
+        ins = [b.tensor(f"x{i}", s, dtype, APP_WRITE, quant=qin) for i, s in enumerate(in_shapes)]
+        for name, (arr, qdtype) in (statics or {}).items():
+            ins.append(b.tensor(name, arr.shape, qdtype, STATIC, data=arr))
+        outs = [b.tensor(f"y{k}", s, dtype, APP_READ, quant=qout) for k, s in enumerate(out_shapes)]
+        cfg = OpConfigDesc(1, "n", "qti.aisw", op,
+                           [v if isinstance(v, ParamDesc) else param(k, v) for k, v in params.items()],
+                           [_ref(t) for t in ins], [_ref(t) for t in outs])
+        b.graph.add_node(cfg)
+        try:
+            b.graph.finalize()
+        except QnnError as exc:   # a configuration the HTP has no kernel for (docs/op-support.md)
+            if exc.rule != "QNNEMU-htp-op-finalize":
+                raise
+            assume(False)
+        graph = b.graph
+        assert graph.plan.engine.fallbacks == [], f"{op} ({kind}) lowers to C: {graph.plan.engine.fallbacks}"
+        rng = np.random.default_rng(seed)
+        feeds = {}
+        for t, s in zip(ins, in_shapes):
+            if dtype == F32:
+                feeds[t.id] = rng.standard_normal(s).astype(np.float32)
+            else:
+                feeds[t.id] = rng.integers(0, 256 if dtype == U8 else 65536, s).astype(
+                    np.uint8 if dtype == U8 else np.uint16)
+        check_plan(graph.plan, feeds)   # raises EngineMismatch at the first differing byte
+        return kernels_of(graph)
+    finally:
+        b.graph.context.free()
+
+
+def _ref(t):
+    from helpers.binary_builders import ref
+    return ref(t)
+
+
+kinds = st.sampled_from(sorted(KINDS))
+
+
+@st.composite
+def shapes(draw, min_rank=1, max_rank=5, max_dim=5):
+    rank = draw(st.integers(min_rank, max_rank))
+    return tuple(draw(st.integers(1, max_dim)) for _ in range(rank))
+
+
+# -- the kernels against numpy ----------------------------------------------------------------------
+@given(es=st.sampled_from([1, 2, 4, 8]), shape=shapes(max_rank=4), data=st.data())
+def test_move_kernel_matches_numpy_strided_views(es, shape, data):
+    """qe_k_move copies any strided view (negative and zero strides too) for each element size."""
+    src_shape = tuple(d + data.draw(st.integers(0, 2)) for d in shape)
+    dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]
+    src = np.random.default_rng(len(shape)).integers(0, 2**31, src_shape).astype(dtype)
+    flips = [data.draw(st.booleans()) for _ in shape]
+    repeat = [data.draw(st.booleans()) and d == 1 for d in shape]
+    view = src[tuple(slice(d - 1, None, -1) if f else slice(None, d) for d, f in zip(shape, flips))]
+    view = np.broadcast_to(view, tuple(3 if r else d for d, r in zip(shape, repeat)))
+    steps = [s // es for s in view.strides]
+    off = (view.__array_interface__["data"][0] - src.ctypes.data) // es
+    dst = np.zeros(view.shape, dtype)
+    prog = Program(dst.size)
+    ptrs = ffi.new("void *[]", [ffi.cast("void *", src.ctypes.data), ffi.cast("void *", dst.ctypes.data)])
+    ints = [es, view.ndim, off, 0, *view.shape, *steps, *(s // es for s in dst.strides)]
+    ivals = ffi.new("int64_t[]", ints)
+    args = ffi.new("qe_args *", {"p": ptrs, "i": ivals, "d": ffi.NULL, "np": 2, "ni": len(ints), "nd": 0})
+    assert lib.qe_k_move(args) == 0, "qe_k_move accepts the view"
+    assert dst.tobytes() == np.ascontiguousarray(view).tobytes(), \
+        f"qe_k_move copies the {es}-byte view {view.shape} strides {steps} offset {off}"
+    assert prog.n == dst.size, "program size recorded"
+
+
+def test_index_map_planner_picks_copies_gathers_and_fills():
+    """Affine maps become one strided copy, non-affine ones a row gather, holes a fill."""
+    x = np.arange(1, 25, dtype=np.int64).reshape(2, 3, 4)
+    moved = plan_single(np.ascontiguousarray(x.transpose(2, 0, 1)), 24)
+    assert len(moved.moves) == 1 and not moved.gathers and not moved.fill, "a transpose is one strided copy"
+    rows = plan_single(np.ascontiguousarray(x[:, [2, 0, 2]]), 24)
+    assert rows.gathers and rows.gathers[0][2] == 4, "repeated rows of 4 become a gather of 4-element rows"
+    padded = plan_single(np.pad(x, ((0, 0), (1, 1), (0, 2))), 24)
+    assert padded.fill and len(padded.moves) == 1, "constant padding: a fill and one copy"
+    for prog, want in ((moved, x.transpose(2, 0, 1)), (rows, x[:, [2, 0, 2]]),
+                       (padded, np.pad(x, ((0, 0), (1, 1), (0, 2))))):
+        assert (prog.replay([x.reshape(-1)]) == want.reshape(-1)).all(), "the replay reproduces the map"
+
+
+@given(shape=shapes(max_rank=4, max_dim=6), data=st.data(),
+       kind=st.sampled_from(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]))
+def test_float_reduction_fast_path_is_the_c_kernel(shape, data, kind):
+    """The ops' fast path and the engine share qe_reduce_f32; its sums equal float64 sums of the
+    values (to the last bit: exact integers) and its max/min numpy's."""
+    rank = len(shape)
+    lo = data.draw(st.integers(0, rank - 1))
+    hi = data.draw(st.integers(lo, rank - 1))
+    axes = list(range(lo, hi + 1))
+    x = np.random.default_rng(rank).integers(-50, 50, shape).astype(np.float32)
+    y = _fast_movement.reduce_f32(kind, x, axes, True)
+    assert y is not None, "a run of axes reduces in C"
+    ref = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max, "ReduceMin": np.min}[kind](
+        x.astype(np.float64), axis=tuple(axes), keepdims=True).astype(np.float32)
+    assert y.shape == ref.shape and y.tobytes() == ref.tobytes(), f"{kind} over {axes} of {shape}"
+
+
+def test_reduction_keeps_the_first_nan_and_declines_split_axes():
+    x = np.array([[1.0, np.nan, 3.0], [np.inf, 2.0, -np.inf]], np.float32)
+    y = _fast_movement.reduce_f32("ReduceMax", x, [1], False)
+    assert np.isnan(y[0]) and y[1] == np.inf, "max propagates NaN and keeps infinities"
+    assert _fast_movement.reduce_f32("ReduceMean", np.ones((2, 3, 4), np.float32), [0, 2], False) is None, \
+        "axes that are not one run stay in numpy"
+    assert ReduceMean.op_type == "ReduceMean"
+
+
+# -- graphs: no fallback, bit-identical ------------------------------------------------------------
+@given(shape=shapes(max_rank=6), data=st.data(), kind=kinds)
+def test_transpose(shape, data, kind):
+    perm = data.draw(st.permutations(range(len(shape))))
+    names = run_one("Transpose", [shape], [tuple(shape[p] for p in perm)], kind, perm=list(perm))
+    assert "qe_k_move" in names, "a transpose is a strided copy"
+
+
+@given(shape=shapes(max_rank=4), data=st.data(), kind=kinds)
+def test_concat_split_pack_unpack(shape, data, kind):
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    n = data.draw(st.integers(1, 3))
+    parts = [tuple(data.draw(st.integers(1, 4)) if j == axis else d for j, d in enumerate(shape))
+             for _ in range(n)]
+    total = list(shape)
+    total[axis] = sum(p[axis] for p in parts)
+    run_one("Concat", parts, [tuple(total)], kind, axis=axis)
+    starts = np.cumsum([0] + [p[axis] for p in parts])[:-1]
+    run_one("Split", [tuple(total)], parts, kind, axis=axis, split_index=[int(s) for s in starts[1:]] or [0])
+    packed = shape[:axis] + (n,) + shape[axis:]
+    run_one("Pack", [shape] * n, [packed], kind, axis=axis)
+    run_one("UnPack", [packed], [shape] * n, kind, axis=axis)
+
+
+@given(shape=shapes(max_rank=4, max_dim=6), data=st.data(), kind=kinds)
+def test_strided_slice(shape, data, kind):
+    """Any begin/end/stride (negative strides too) and begin/end/shrink masks."""
+    ranges, out = [], []
+    shrink = data.draw(st.integers(0, 2 ** len(shape) - 1))
+    begin_mask = data.draw(st.integers(0, 2 ** len(shape) - 1))
+    end_mask = data.draw(st.integers(0, 2 ** len(shape) - 1))
+    for d in shape:
+        s = data.draw(st.sampled_from([1, 2, 3, -1, -2]))
+        ranges.append([data.draw(st.integers(-d - 1, d + 1)), data.draw(st.integers(-d - 1, d + 1)), s])
+    from qnnemu.ops.shape import StridedSlice
+    params = {"ranges": np.array(ranges), "begin_mask": begin_mask, "end_mask": end_mask,
+              "shrink_axes": shrink, "new_axes_mask": 0}
+    try:
+        _, out = StridedSlice.index(shape, params)
+    except Exception:    # an empty slice or a shrink index outside the dimension: the op refuses it
+        assume(False)
+    assume(len(out) >= 1)
+    run_one("StridedSlice", [shape], [out], kind, ranges=int32_param("ranges", ranges), begin_mask=begin_mask,
+            end_mask=end_mask, shrink_axes=shrink)
+
+
+@given(shape=shapes(max_rank=4, max_dim=5), data=st.data(), kind=kinds,
+       scheme=st.sampled_from([0, 1, 2, 3]))
+def test_pad(shape, data, kind, scheme):
+    assume(not (scheme == 3 and kind == "f32"))        # EDGE on float32: the vendor has no kernel
+    limit = {0: 3, 1: 0, 2: 1, 3: 3}[scheme]
+    pads = [[data.draw(st.integers(0, max(0, min(3, d - limit if scheme in (1, 2) else 3))))
+             for _ in range(2)] for d in shape]
+    out = tuple(d + a + b for d, (a, b) in zip(shape, pads))
+    value = data.draw(st.sampled_from([0, 1.5, -2.0, 3]))
+    run_one("Pad", [shape], [out], kind, scheme=scheme, pad_amount=pads, pad_constant_value=float(value))
+
+
+@given(data=st.data(), kind=kinds, mode=st.sampled_from([0, 1]))
+def test_depth_space_shuffle_tile_batch(data, kind, mode):
+    n, h, w = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    bh, bw, c = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    names = run_one("DepthToSpace", [(n, h, w, bh * bw * c)], [(n, h * bh, w * bw, c)], kind, block_size=[bh, bw],
+                mode=mode)
+    assert "qe_k_gather_rows" not in names, "DepthToSpace is strided copies"
+    run_one("SpaceToDepth", [(n, h * bh, w * bw, c)], [(n, h, w, bh * bw * c)], kind, block_size=[bh, bw],
+            mode=mode)
+    groups = data.draw(st.integers(1, 3))
+    run_one("ChannelShuffle", [(n, h, w, groups * c)], [(n, h, w, groups * c)], kind, num_groups=groups)
+    m = [data.draw(st.integers(1, 3)) for _ in range(3)]
+    run_one("Tile", [(h, w, c)], [(h * m[0], w * m[1], c * m[2])], kind, multiples=m)
+    run_one("BatchToSpace", [(n * bh * bw, h, w, c)], [(n, h * bh, w * bw, c)], kind, block_size=[bh, bw])
+    run_one("SpaceToBatch", [(n, h * bh, w * bw, c)], [(n * bh * bw, h, w, c)], kind, block_size=[bh, bw])
+    run_one("SpaceToBatch", [(n, h * bh - 1 + bh, w * bw, c)], [(n * bh * bw, h + 1, w, c)], kind,
+            block_size=[bh, bw], pad_amount=[[1, 0], [0, 0]])
+
+
+@pytest.mark.parametrize("op,in_shape,out_shape", [
+    ("Reshape", (2, 3, 4), (6, 4)), ("Squeeze", (2, 1, 4), (2, 4)), ("ExpandDims", (2, 4), (2, 1, 4))])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_plain_copies(op, in_shape, out_shape, kind):
+    params = {"axis": 1} if op == "ExpandDims" else {}
+    names = run_one(op, [in_shape], [out_shape], kind, **params)
+    assert "qe_k_copy" in names, f"{op} copies the bytes"
+
+
+@pytest.mark.parametrize("kind", ["u8", "u8-requant"])
+def test_gather_static_indices(kind):
+    idx = np.array([[0, 4], [3, 3]], np.int32)
+    for axis, shape, out in ((0, (6, 5), (2, 2, 5)), (1, (3, 6, 2), (3, 2, 2, 2))):
+        names = run_one("Gather", [shape], [out], kind, statics={"idx": (idx, I32)}, axis=np.int32(axis))
+        assert "qe_k_gather_rows" in names, "Gather of static indices is a row gather"
+
+
+@given(data=st.data(), kind=st.sampled_from(["f32", "u8-requant"]), op=st.sampled_from(["PoolMax2d", "PoolAvg2d"]))
+def test_pool2d(data, kind, op):
+    """Padding, strides, CEIL mode and count_pad_for_edges; max pooling of float32 counts the
+    padding as zeros on v68, of fixed point ignores it (the -inf fill path)."""
+    from qnnemu.ops.pool import pool_output_size
+    h, w, c = data.draw(st.integers(2, 9)), data.draw(st.integers(2, 9)), data.draw(st.integers(1, 5))
+    k = [data.draw(st.integers(1, min(4, h))), data.draw(st.integers(1, min(4, w)))]
+    s = [data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))]
+    pad = [[data.draw(st.integers(0, kk - 1)) for _ in range(2)] for kk in k]
+    ceil = data.draw(st.booleans())
+    out = [pool_output_size(n, p[0], p[1], kk, ss, ceil) for n, p, kk, ss in zip((h, w), pad, k, s)]
+    assume(min(out) >= 1)
+    params = dict(filter_size=k, stride=s, pad_amount=pad, rounding_mode=int(ceil))
+    if op == "PoolAvg2d":
+        params["count_pad_for_edges"] = data.draw(st.booleans())
+    names = run_one(op, [(1, h, w, c)], [(1, out[0], out[1], c)], kind, **params)
+    assert "qe_k_pool2d" in names, f"{op} runs qe_pool2d"
+
+
+@given(shape=shapes(max_rank=4, max_dim=6), data=st.data(), kind=kinds,
+       op=st.sampled_from(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]))
+def test_reduce(shape, data, kind, op):
+    rank = len(shape)
+    lo = data.draw(st.integers(0, rank - 1))
+    hi = data.draw(st.integers(lo, rank - 1))
+    axes = list(range(lo, hi + 1))
+    keep = data.draw(st.booleans())
+    out = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep else \
+        tuple(d for i, d in enumerate(shape) if i not in axes) or (1,)
+    assume(not (kind in ("u8", "u16") and op in ("ReduceSum", "ReduceMean")))  # codes: dequantized always
+    run_one(op, [shape], [out], kind, axes=axes, keep_dims=keep)
+
+
+def test_global_average_pooling_is_one_c_step_per_form():
+    """MobileNet/ResNet/EfficientNet end with a global average: as PoolAvg2d or ReduceMean."""
+    names = run_one("ReduceMean", [(1, 7, 7, 64)], [(1, 1, 1, 64)], "f32", axes=[1, 2], keep_dims=True)
+    assert names == ["qe_k_reduce_f32"], "ReduceMean over H, W is one C reduction"
+    names = run_one("PoolAvg2d", [(1, 7, 7, 64)], [(1, 1, 1, 64)], "f32", filter_size=[7, 7], stride=[1, 1])
+    assert names == ["qe_k_pool2d"], "global PoolAvg2d is one qe_pool2d step"
+
+
+@pytest.mark.parametrize("kind", ["f32", "u8", "u16"])
+@pytest.mark.parametrize("shape,perm", [((1, 37, 41, 20), [0, 3, 1, 2]), ((1, 20, 37, 41), [0, 2, 3, 1]),
+                                        ((3, 33, 9, 2), [0, 3, 2, 1]), ((1, 28, 28, 58, 2), [0, 1, 2, 4, 3])])
+def test_large_transposes_take_the_tiled_path(kind, shape, perm):
+    """Dimensions of 8 and more: the 32 x 32 tiled copy (csrc/eng_movement.c move_transposed),
+    partial tiles included."""
+    names = run_one("Transpose", [shape], [tuple(shape[p] for p in perm)], kind, perm=perm)
+    assert names.count("qe_k_move") == 1, "one strided copy"
+
+
+@given(data=st.data(), kind=st.sampled_from(["f32", "u8-requant", "u8"]),
+       op=st.sampled_from(["Resize", "ResizeBilinear", "ResizeNearestNeighbor"]))
+def test_resize(data, kind, op):
+    """Nearest (row gathers) and linear / cubic interpolation (qe_resize_taps) along H and W,
+    up and down, every transformation mode; channels 1 included (numpy would sum the taps in
+    another order there: both paths share the C function)."""
+    h, w, c = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6)), data.draw(st.integers(1, 3))
+    oh, ow = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9))
+    if op == "Resize":
+        params = dict(interpolation_mode=data.draw(st.sampled_from([0, 1, 2])),
+                      transformation_mode=data.draw(st.sampled_from([0, 1, 2, 3])),
+                      nearest_mode=data.draw(st.sampled_from([0, 1, 2, 3])),
+                      exclude_outside=data.draw(st.booleans()))
+    else:
+        flag = data.draw(st.sampled_from(["", "align_corners", "half_pixel_centers"]))
+        params = {flag: True} if flag else {}
+        if op == "ResizeBilinear" and data.draw(st.booleans()):
+            params["antialias"] = True
+    run_one(op, [(1, h, w, c)], [(1, oh, ow, c)], kind, **params)
