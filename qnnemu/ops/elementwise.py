@@ -48,6 +48,7 @@ import numpy as np
 from ..errors import OpUnsupportedError
 from ..headers import Q
 from ..spec import dtypes
+from . import _fast_eltwise
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_real, from_compute, same_spec, to_compute
 
 _F32, _F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
@@ -503,6 +504,7 @@ class _UnaryEW(Op, register=False):
     real = None
     integer = None
     logic = None
+    c_op: str | None = None  # the C kernel of the fast path (_fast_eltwise.UNARY)
 
     @classmethod
     def infer_as(cls, op: str, inputs: list[TensorSpec], declared_outputs=None) -> list[TensorSpec]:
@@ -529,7 +531,11 @@ class _UnaryEW(Op, register=False):
             if mode == "int":
                 fn = cls.integer if cls.integer is not None else cls.real
                 return np.asarray(fn(x)).astype(x.dtype, copy=False)
-            return from_compute(np.asarray(cls.real(to_compute(x))), x.dtype)
+            xc = to_compute(x)
+            y = _fast_eltwise.unary(cls.c_op, xc) if cls.c_op is not None else None
+            if y is None:
+                y = np.asarray(cls.real(xc))
+            return from_compute(y, x.dtype)
 
     def _run(self, x, **params):
         return type(self).run_as(self.input_specs, self.output_specs, x)
@@ -558,6 +564,7 @@ class ElementWiseCos(_UnaryEW):
 
 class ElementWiseExp(_UnaryEW):
     real = staticmethod(np.exp)
+    c_op = "exp"  # numpy's SIMD exp has no C twin: both paths use the engine's kernel
 
 
 class ElementWiseFloor(_UnaryEW):
@@ -566,6 +573,7 @@ class ElementWiseFloor(_UnaryEW):
 
 class ElementWiseLog(_UnaryEW):
     real = staticmethod(np.log)
+    c_op = "log"
 
 
 class ElementWiseNeg(_UnaryEW):

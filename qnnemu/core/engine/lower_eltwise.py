@@ -1,0 +1,295 @@
+"""C lowering of the element-wise ops and activations (QNN op definitions; qnnemu/ops/
+elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
+
+- ``qe_k_binary_f32``: ElementWiseAdd, Subtract, Multiply, Divide, Maximum, Minimum,
+  SquaredDifference, FloorDiv, Fmod, Mod, the comparisons Equal, NotEqual, Greater,
+  GreaterEqual, Less, LessEqual (BOOL_8 output), ElementWiseBinary with one of those
+  operations, and Prelu -- on real values (float32, or fixed point / float16 converted to float32
+  by the core), numpy broadcasting of any rank;
+- ``qe_k_unary_f32``: ElementWiseNeg, Abs, SquareRoot, Floor, Ceil, Round, Rsqrt, Sign, Exp, Log,
+  ElementWiseUnary with one of those (or RECIPROCAL), Relu, Relu1, Relu6, ReluMinMax, HardSwish,
+  Sigmoid, Tanh, Elu, Gelu, Erf, ThresholdedRelu, ElementWiseSoftplus, ElementWiseNeuron;
+- ``qe_k_softmax_f32``: Softmax, LogSoftmax (any axis, beta).
+
+The exact operations reproduce numpy's arithmetic; the transcendental ones are the C functions
+the ops' fast paths call too (qnnemu/ops/_fast_eltwise.py), so they are lowered only while those
+fast paths are on (``QNNEMU_KERNELS=reference`` keeps numpy there: the step falls back).
+Integer (INT_32 / UINT_32) and BOOL_8 computations, Power, the trigonometric functions, the
+float16-math kernel wrappers (float16.rules_for) and the fixed-point integer pipelines
+(plan.IntegerAdd ...) fall back to Python.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...headers import Q
+from ...ops import _fast
+from ...ops import activation as act
+from ...ops import elementwise as ew
+from ...ops._fast_eltwise import BINARY, UNARY, softmax_geometry, unary_params
+from ...spec import dtypes
+from .lowering import Unsupported, lowers, type_code
+
+# C-kernel unary ops whose Python fast path calls that kernel (not a numpy formula)
+_SHARED = {"exp", "log", "sigmoid", "tanh", "elu", "gelu", "softplus", "erf"}
+
+_BINARY_OF = {
+    ew.ElementWiseAdd: "add", ew.ElementWiseSubtract: "sub", ew.ElementWiseMultiply: "mul",
+    ew.ElementWiseDivide: "div", ew.ElementWiseMaximum: "max", ew.ElementWiseMinimum: "min",
+    ew.ElementWiseSquaredDifference: "sqdiff", ew.ElementWiseFloorDiv: "floordiv",
+    ew.ElementWiseFmod: "fmod", ew.ElementWiseMod: "mod",
+    ew.ElementWiseEqual: "eq", ew.ElementWiseNotEqual: "ne", ew.ElementWiseGreater: "gt",
+    ew.ElementWiseGreaterEqual: "ge", ew.ElementWiseLess: "lt", ew.ElementWiseLessEqual: "le",
+}
+_COMPARE = {"eq", "ne", "gt", "ge", "lt", "le"}
+
+_UNARY_EW_OF = {
+    ew.ElementWiseNeg: "neg", ew.ElementWiseAbs: "abs", ew.ElementWiseSquareRoot: "sqrt",
+    ew.ElementWiseFloor: "floor", ew.ElementWiseCeil: "ceil", ew.ElementWiseRound: "rint",
+    ew.ElementWiseRsqrt: "rsqrt", ew._Reciprocal: "recip", ew.ElementWiseSign: "sign",
+    ew.ElementWiseExp: "exp", ew.ElementWiseLog: "log",
+}
+
+
+def _real_mode(ctx, indices) -> None:
+    """The op computes on real values (not INT_32 / UINT_32 / BOOL_8)."""
+    specs = ctx.impl.input_specs
+    for i in indices:
+        spec = specs[i] if specs and i < len(specs) else None
+        if spec is None or spec.dtype == Q.QNN_DATATYPE_BOOL_8 or spec.dtype in dtypes.INT_TYPES:
+            raise Unsupported(f"input {i} is not real-valued")
+
+
+def _n(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+_F16 = np.dtype(np.float16)
+_CODE_F32, _CODE_F16 = type_code(np.float32), type_code(np.float16)
+
+
+def _input(ctx, i: int) -> int:
+    """Input i as float32: what the op computes on (``to_compute`` widens FLOAT_16 storage)."""
+    if ctx.in_dtype(i) == _F16 and ctx.in_conv(i) is None:
+        n = _n(ctx.in_shape(i))
+        tmp = ctx.scratch(4 * n)
+        ctx.emit("qe_k_cast", (ctx.input_raw(i), tmp), (n, _CODE_F16, _CODE_F32))
+        return tmp
+    return ctx.input_f32(i)
+
+
+def _output(ctx, k: int):
+    """(buffer the kernel writes float32 output k to, finish) -- FLOAT_16 storage gets the
+    float32 result rounded by a cast step (``from_compute``'s astype)."""
+    if ctx.out_dtype(k) == _F16 and ctx.out_conv(k) is None:
+        n = _n(ctx.out_shape(k))
+        tmp = ctx.scratch(4 * n)
+        dst = ctx.output_raw(k)
+        return tmp, lambda: ctx.emit("qe_k_cast", (tmp, dst), (n, _CODE_F32, _CODE_F16))
+    return ctx.output_f32(k), lambda: None
+
+
+def broadcast_layout(a_shape, b_shape, out_shape):
+    """(dims, a strides, b strides) in elements of the broadcast ``a op b -> out``, with unit
+    dimensions dropped and dimensions that stay contiguous for both inputs merged (rank >= 1)."""
+    rank = len(out_shape)
+    if len(a_shape) > rank or len(b_shape) > rank:
+        raise Unsupported("an input of higher rank than the output")
+
+    def strides(shape):
+        shape = (1,) * (rank - len(shape)) + tuple(shape)
+        st, acc = [0] * rank, 1
+        for k in range(rank - 1, -1, -1):
+            if shape[k] != 1 and shape[k] != out_shape[k]:
+                raise Unsupported(f"shape {shape} does not broadcast to {out_shape}")
+            st[k] = acc if shape[k] != 1 else 0
+            acc *= shape[k]
+        return st
+
+    sa, sb = strides(a_shape), strides(b_shape)
+    dims, xa, xb = [], [], []
+    for d, s1, s2 in zip(out_shape, sa, sb):
+        if d == 1:
+            continue
+        if dims and xa[-1] == s1 * d and xb[-1] == s2 * d:
+            dims[-1] *= d           # merge into the previous (outer) dimension
+            xa[-1], xb[-1] = s1, s2
+            continue
+        dims.append(int(d))
+        xa.append(s1)
+        xb.append(s2)
+    if not dims:
+        dims, xa, xb = [1], [0], [0]
+    if len(dims) > 8:
+        raise Unsupported(f"a broadcast of rank {len(dims)} (> 8 after merging)")
+    return dims, xa, xb
+
+
+def _emit_binary(ctx, op: str) -> None:
+    if ctx.n_in != 2 or ctx.n_out != 1:
+        raise Unsupported("a binary op without exactly two inputs and one output")
+    _real_mode(ctx, (0, 1))
+    dims, sa, sb = broadcast_layout(ctx.in_shape(0), ctx.in_shape(1), ctx.out_shape(0))
+    a, b = _input(ctx, 0), _input(ctx, 1)
+    if op in _COMPARE:
+        if ctx.out_dtype(0) != np.dtype(np.uint8):
+            raise Unsupported(f"a comparison stored as {ctx.out_dtype(0)}")
+        out, finish = ctx.output_raw(0), (lambda: None)
+    else:
+        out, finish = _output(ctx, 0)
+    ctx.emit("qe_k_binary_f32", (a, b, out), [BINARY[op], len(dims), *dims, *sa, *sb])
+    finish()
+
+
+@lowers("ElementWiseAdd", "ElementWiseSubtract", "ElementWiseMultiply", "ElementWiseDivide",
+        "ElementWiseMaximum", "ElementWiseMinimum", "ElementWiseSquaredDifference",
+        "ElementWiseFloorDiv", "ElementWiseFmod", "ElementWiseMod", "ElementWiseEqual",
+        "ElementWiseNotEqual", "ElementWiseGreater", "ElementWiseGreaterEqual", "ElementWiseLess",
+        "ElementWiseLessEqual", "ElementWiseBinary")
+def binary(ctx) -> None:
+    impl = ctx.impl
+    cls = type(impl)
+    if cls is ew.ElementWiseBinary:
+        cls = impl._impl
+    elif cls not in _BINARY_OF:
+        raise Unsupported(f"{type(impl).__name__} (a wrapper of the op)")
+    op = _BINARY_OF.get(cls)
+    if op is None:
+        raise Unsupported(f"binary operation {cls.__name__}")
+    _emit_binary(ctx, op)
+
+
+@lowers("Prelu")
+def prelu(ctx) -> None:
+    if type(ctx.impl) is not act.Prelu:
+        raise Unsupported(f"{type(ctx.impl).__name__} (a wrapper of the op)")
+    if tuple(ctx.in_shape(0)) != tuple(ctx.out_shape(0)):
+        raise Unsupported("a Prelu whose output is not in[0]'s shape")
+    _emit_binary(ctx, "prelu")
+
+
+def _emit_unary(ctx, op: str, prm=()) -> None:
+    if ctx.n_in < 1 or ctx.n_out != 1:
+        raise Unsupported("a unary op with several outputs")
+    if op in _SHARED and not _fast.enabled():
+        raise Unsupported("QNNEMU_KERNELS=reference: the op computes with numpy")
+    _real_mode(ctx, (0,))
+    if ctx.in_shape(0) != ctx.out_shape(0):
+        raise Unsupported("an output shape other than the input's")
+    x = _input(ctx, 0)
+    y, finish = _output(ctx, 0)
+    ctx.emit("qe_k_unary_f32", (x, y), (UNARY[op], _n(ctx.in_shape(0))), unary_params(op, prm))
+    finish()
+
+
+@lowers("ElementWiseNeg", "ElementWiseAbs", "ElementWiseSquareRoot", "ElementWiseFloor",
+        "ElementWiseCeil", "ElementWiseRound", "ElementWiseRsqrt", "ElementWiseSign",
+        "ElementWiseExp", "ElementWiseLog", "ElementWiseUnary")
+def unary_elementwise(ctx) -> None:
+    impl = ctx.impl
+    cls = type(impl)
+    if cls is ew.ElementWiseUnary:
+        cls = impl._impl
+    elif cls not in _UNARY_EW_OF:
+        raise Unsupported(f"{type(impl).__name__} (a wrapper of the op)")
+    op = _UNARY_EW_OF.get(cls)
+    if op is None:
+        raise Unsupported(f"unary operation {cls.__name__}")
+    _emit_unary(ctx, op)
+
+
+def _f32(v) -> float:
+    """A parameter as the op uses it in float32 arithmetic (x.dtype.type(v))."""
+    return float(np.float32(v))
+
+
+def _neuron(params: dict):
+    """(C op, parameters) of an ElementWiseNeuron, defaults as activation._neuron_fn."""
+    n = act._N
+    op = params["operation"]
+
+    def get(name, default):
+        return default if params.get(name) is None else params[name]
+
+    if op == n["ELU"]:
+        return "elu", (_f32(get("alpha", 1.0)),)
+    if op == n["GELU"]:
+        return "gelu", ()
+    if op == n["HARD_SIGMOID"]:
+        return "hard_sigmoid", (get("alpha", 0.2), get("beta", 0.5))
+    if op == n["HARD_SWISH"]:
+        return "hard_swish", (get("alpha", 1.0 / 6.0), get("beta", 0.5))
+    if op == n["RELU"]:
+        return "relu", ()
+    if op == n["RELU_MIN_MAX"]:
+        return "clip", (params["min_value"], params["max_value"])
+    if op == n["SIGMOID"]:
+        return "sigmoid", ()
+    if op == n["SOFTPLUS"]:
+        return "softplus", (get("beta", 1.0), get("threshold", 20.0))
+    if op == n["TANH"]:
+        return "tanh", ()
+    raise Unsupported(f"ElementWiseNeuron operation {op}")
+
+
+@lowers("Relu", "Relu1", "Relu6", "ReluMinMax", "HardSwish", "Sigmoid", "Tanh", "Elu", "Gelu",
+        "Erf", "ThresholdedRelu", "ElementWiseSoftplus", "ElementWiseNeuron")
+def activation(ctx) -> None:
+    impl = ctx.impl
+    cls = type(impl)
+    p = impl.param_values if hasattr(impl, "param_values") else {}
+    if cls is act.Relu:
+        op, prm = "relu", ()
+    elif cls is act.Relu1:
+        op, prm = "clip", (-1.0, 1.0)
+    elif cls is act.Relu6:
+        op, prm = "clip", (0.0, 6.0)
+    elif cls is act.ReluMinMax:
+        op, prm = "clip", (p["min_value"], p["max_value"])
+    elif cls is act.HardSwish:
+        op, prm = "hard_swish", (1.0 / 6.0, 0.5)
+    elif cls is act.Sigmoid:
+        op, prm = "sigmoid", ()
+    elif cls is act.Tanh:
+        op, prm = "tanh", ()
+    elif cls is act.Elu:
+        op, prm = "elu", (_f32(p["alpha"]),)
+    elif cls is act.Gelu:
+        op, prm = "gelu", ()
+    elif cls is act.Erf:
+        op, prm = "erf", ()
+    elif cls is act.ThresholdedRelu:
+        op, prm = "threshold", (p["alpha"],)
+    elif cls is act.ElementWiseSoftplus:
+        op, prm = "softplus", (p["beta"], p["threshold"])
+    elif cls is act.ElementWiseNeuron:
+        op, prm = _neuron(p)
+    else:
+        raise Unsupported(f"{cls.__name__} (a wrapper of the op)")
+    _emit_unary(ctx, op, prm)
+
+
+@lowers("Softmax", "LogSoftmax")
+def softmax(ctx) -> None:
+    impl = ctx.impl
+    if type(impl) not in (act.Softmax, act.LogSoftmax) or ctx.n_out != 1:
+        raise Unsupported(f"{type(impl).__name__} (a wrapper of the op)")
+    if not _fast.enabled():
+        raise Unsupported("QNNEMU_KERNELS=reference: the op computes with numpy")
+    _real_mode(ctx, (0,))
+    shape = ctx.in_shape(0)
+    if not shape or shape != ctx.out_shape(0):
+        raise Unsupported("a rank-0 input or an output shape other than the input's")
+    axis = impl.param_values.get("axis")
+    axis = len(shape) - 1 if axis is None else int(axis)
+    beta = float(impl.param_values.get("beta", 1.0))
+    outer, length, inner = softmax_geometry(shape, axis)
+    x = _input(ctx, 0)
+    y, finish = _output(ctx, 0)
+    scratch = ctx.scratch(8 * max(length, 1))
+    ctx.emit("qe_k_softmax_f32", (x, y, scratch),
+             (outer, length, inner, int(type(impl) is act.LogSoftmax)), (beta,))
+    finish()
+
+
+__all__ = ["broadcast_layout"]

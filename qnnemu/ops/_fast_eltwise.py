@@ -1,0 +1,78 @@
+"""The element-wise C kernels the activations' fast paths share with the C engine (issue 13):
+exp, log, sigmoid, tanh, elu, gelu, erf, softplus and Softmax / LogSoftmax (QNN op definitions
+ElementWiseExp, ElementWiseLog, Sigmoid, Tanh, Elu, Gelu, Erf, ElementWiseSoftplus,
+ElementWiseNeuron, Softmax, LogSoftmax), computed in float64 with the C library's functions and
+rounded once to float32 (csrc/eng_eltwise.c).
+
+numpy's SIMD transcendental functions cannot be reproduced in C, so with the fast kernels on
+(``_fast.enabled()``) the ops call these and the engine's steps (qnnemu/core/engine/
+lower_eltwise.py) call the very same C functions: both paths give the same bytes.  With
+``QNNEMU_KERNELS=reference`` the ops keep their numpy formulas.
+
+Every function takes a float32 array and returns a new float32 array, or None when the C
+kernels are not available (the caller then uses numpy).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _fast
+
+# csrc/eng_eltwise.h, enum QE_UN_*
+UNARY = {name: code for code, name in enumerate((
+    "neg", "abs", "sqrt", "floor", "ceil", "rint", "rsqrt", "recip", "sign", "relu", "clip",
+    "hard_sigmoid", "hard_swish", "threshold", "exp", "log", "sigmoid", "tanh", "elu", "gelu",
+    "softplus", "erf"))}
+# csrc/eng_eltwise.h, enum QE_BIN_*
+BINARY = {name: code for code, name in enumerate((
+    "add", "sub", "mul", "div", "max", "min", "sqdiff", "floordiv", "fmod", "mod", "prelu",
+    "eq", "ne", "gt", "ge", "lt", "le"))}
+
+
+def _check(rc: int) -> None:
+    if rc != 0:
+        raise RuntimeError(f"qnnemu._kernels: element-wise kernel failed (code {rc})")
+
+
+def unary_params(op: str, prm=()) -> list[float]:
+    """The float64 parameter vector of a unary op (at least two entries, as the kernel reads)."""
+    values = [float(v) for v in prm]
+    return values + [0.0] * max(0, 2 - len(values))
+
+
+def unary(op: str, x: np.ndarray, prm=()) -> np.ndarray | None:
+    """op(x) for a float32 array (see UNARY), or None without the C kernels."""
+    if not _fast.enabled() or x.dtype != np.float32:
+        return None
+    lib, ffi = _fast.library()
+    x = np.ascontiguousarray(x)
+    y = np.empty_like(x)
+    params = np.asarray(unary_params(op, prm), dtype=np.float64)
+    rc = lib.qe_ew_unary_f32(UNARY[op], _fast._ptr(x), _fast._ptr(y), x.size,
+                             ffi.cast("double *", params.ctypes.data))
+    _check(rc)
+    return y
+
+
+def softmax_geometry(shape, axis: int) -> tuple[int, int, int]:
+    """(outer, len, inner) of a row-major array normalized along ``axis``."""
+    shape = tuple(int(s) for s in shape)
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    return outer, shape[axis], inner
+
+
+def softmax(x: np.ndarray, axis: int, beta: float, log_form: bool) -> np.ndarray | None:
+    """Softmax (or LogSoftmax) of a float32 array along ``axis``, or None without the C kernels."""
+    if not _fast.enabled() or x.dtype != np.float32 or x.ndim == 0:
+        return None
+    lib, ffi = _fast.library()
+    x = np.ascontiguousarray(x)
+    y = np.empty_like(x)
+    outer, length, inner = softmax_geometry(x.shape, axis)
+    scratch = np.empty(max(length, 1), dtype=np.float64)
+    rc = lib.qe_ew_softmax_f32(_fast._ptr(x), _fast._ptr(y),
+                               ffi.cast("double *", scratch.ctypes.data), outer, length, inner,
+                               float(beta), int(log_form))
+    _check(rc)
+    return y
