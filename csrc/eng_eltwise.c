@@ -16,7 +16,12 @@
  *
  * Every loop is written once (ALWAYS_INLINE bodies) and compiled for the baseline and for
  * AVX2, chosen at run time (qe_isa()). */
+/* Value-preserving: no floating-point exception flags or errno to keep, so the compiler may
+ * vectorize loops with comparisons and sqrt (results are the same bits either way). */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
+
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,15 +159,121 @@ int qe_k_binary_f32(const qe_args *a)
     return 0;
 }
 
+/* ---- vectorizable float64 exp --------------------------------------------------------------- */
+/* exp(x) in float64 without branches or tables, so that the loops calling it vectorize: x
+ * clamped to [-700, 700] (beyond it every caller's float32 result is already 0 / inf / 1),
+ * x = k ln2 + r with |r| <= ln2 / 2 (Cody-Waite, two parts of ln2), e^r by its Taylor series to
+ * r^13 / 13! (truncation < 3e-17 relative), times 2^k built in the exponent bits.  Relative
+ * error ~3e-16: the float32 results are correctly rounded but for ties within that.  NaN stays
+ * NaN. */
+#define EXP_SHIFT 6755399441055744.0            /* 1.5 * 2^52: rounds to an integer */
+EW_INLINE double exp_d(double x)
+{
+    x = x < -700.0 ? -700.0 : x;
+    x = x > 700.0 ? 700.0 : x;
+    double kd = x * 1.4426950408889634074 + EXP_SHIFT;
+    double kf = kd - EXP_SHIFT;
+    double r = (x - kf * 6.93147180369123816490e-01) - kf * 1.90821492927058770002e-10;
+    double p = 1.0 / 6227020800.0;                           /* 1/13! */
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    int64_t kb, shift_bits;
+    double shift = EXP_SHIFT, scale;
+    memcpy(&kb, &kd, sizeof kb);
+    memcpy(&shift_bits, &shift, sizeof shift_bits);
+    int64_t sb = (kb - shift_bits + 1023) << 52;
+    memcpy(&scale, &sb, sizeof scale);
+    return p * scale;
+}
+
+/* tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)); below 2^-9 the odd series x - x^3/3 + 2x^5/15
+ * - 17x^7/315 (the other form cancels there). */
+EW_INLINE double tanh_d(double x)
+{
+    double a = fabs(x);
+    double big = 1.0 - 2.0 / (exp_d(2.0 * (a > 20.0 ? 20.0 : a)) + 1.0);
+    double a2 = a * a;
+    double small = a + a * a2 * (-1.0 / 3.0 + a2 * (2.0 / 15.0 + a2 * (-17.0 / 315.0)));
+    double t = a < 0x1p-9 ? small : big;
+    return x != x ? x : copysign(t, x);
+}
+
+/* erfc(z) for z >= 0 as exp(-z^2) erfcx(z), erfcx = exp(z^2) erfc(z) smooth on [0, 10]: tabulated
+ * with its derivative from the C library's erfc every 1/1024 and interpolated by cubic Hermite
+ * polynomials (the construction of qnnemu/ops/activation.py; relative error < 1e-11), one gather
+ * of four coefficients per element so the loops vectorize.  0 past z = 10 (erfc < 3e-45). */
+#define ERF_STEPS 1024
+#define ERF_ROWS (10 * ERF_STEPS + 1)
+static double erf_c0[ERF_ROWS], erf_c1[ERF_ROWS], erf_c2[ERF_ROWS], erf_c3[ERF_ROWS];
+static pthread_once_t erf_once = PTHREAD_ONCE_INIT;
+
+static void erf_table_init(void)
+{
+    const double h = 1.0 / ERF_STEPS, two_over_sqrt_pi = 1.12837916709551257390;
+    double f0 = 1.0, d0 = -two_over_sqrt_pi * h;   /* erfcx(0), erfcx'(0) h */
+    for (int j = 0; j < ERF_ROWS; j++) {
+        double z = (j + 1) * h;
+        double f1 = exp(z * z) * erfc(z);
+        double d1 = (2.0 * z * f1 - two_over_sqrt_pi) * h;
+        erf_c0[j] = f0;
+        erf_c1[j] = d0;
+        erf_c2[j] = 3.0 * (f1 - f0) - 2.0 * d0 - d1;
+        erf_c3[j] = 2.0 * (f0 - f1) + d0 + d1;
+        f0 = f1;
+        d0 = d1;
+    }
+}
+
+EW_INLINE double erfc_tab(double z)
+{
+    double u = z * ERF_STEPS;
+    u = u < (double)(ERF_ROWS - 1) ? u : (double)(ERF_ROWS - 1);
+    double jd = floor(u);   /* (u - (double)(int)u keeps gcc from vectorizing) */
+    int64_t j = (int64_t)jd;
+    u -= jd;
+    double p = ((erf_c3[j] * u + erf_c2[j]) * u + erf_c1[j]) * u + erf_c0[j];
+    double y = exp_d(-(z * z)) * p;
+    return z > 10.0 ? 0.0 : y;
+}
+
 /* ---- unary ops ------------------------------------------------------------------------------- */
-/* Gelu, exact (erf) form: 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2). */
+/* Gelu, exact (erf) form: 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2); gelu(-inf) = 0,
+ * NaN stays. */
 EW_INLINE double gelu_d(double x)
 {
-    if (x != x) return x;
-    if (isinf(x)) return x > 0 ? x : 0.0;
-    double t = erfc(fabs(x) * 0.70710678118654752440);
+    double a = fabs(x);
+    double z = (a < 20.0 ? a : 20.0) * 0.70710678118654752440;   /* NaN -> 20: fixed below */
+    double t = erfc_tab(z);
     double f = x >= 0 ? 2.0 - t : t;
-    return 0.5 * (x * f);
+    double y = 0.5 * (x * f);
+    y = x == -INFINITY ? 0.0 : y;
+    return x != x ? x : y;
+}
+
+/* Gelu's loop in functions of its own, written out in each: inside un_all's switch, or inlined
+ * from a helper, gcc does not vectorize it. */
+#define GELU_ROWS for (int64_t i = 0; i < n; i++) y[i] = (float)gelu_d((double)x[i])
+static void gelu_rows_base(const float *x, float *y, int64_t n) { GELU_ROWS; }
+__attribute__((target("avx2"))) static void gelu_rows_avx2(const float *x, float *y, int64_t n)
+{
+    GELU_ROWS;
+}
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static void gelu_rows_avx512(const float *x,
+                                                                                  float *y,
+                                                                                  int64_t n)
+{
+    GELU_ROWS;
 }
 
 #define UN_LOOP(EXPR)                                                                             \
@@ -204,16 +315,16 @@ EW_INLINE int un_all(int op, const float *x, float *y, int64_t n, const double *
         break;
     }
     /* float64 evaluations, rounded once to float32 */
-    case QE_UN_EXP: UN_LOOP((float)exp((double)v)); break;
+    case QE_UN_EXP: UN_LOOP((float)exp_d((double)v)); break;
     case QE_UN_LOG: UN_LOOP((float)log((double)v)); break;
-    case QE_UN_SIGMOID: UN_LOOP((float)(1.0 / (1.0 + exp(-(double)v)))); break;
-    case QE_UN_TANH: UN_LOOP((float)tanh((double)v)); break;
+    case QE_UN_SIGMOID: UN_LOOP((float)(1.0 / (1.0 + exp_d(-(double)v)))); break;
+    case QE_UN_TANH: UN_LOOP((float)tanh_d((double)v)); break;
     case QE_UN_ELU: {  /* max(x, 0) + alpha expm1(min(x, 0)); prm: alpha */
         double al = prm[0];
         UN_LOOP((float)((double)np_maxf(v, 0.0f) + al * expm1((double)np_minf(v, 0.0f))));
         break;
     }
-    case QE_UN_GELU: UN_LOOP((float)gelu_d((double)v)); break;
+    case QE_UN_GELU: return 3;   /* qe_ew_unary_f32 runs gelu_rows */
     case QE_UN_ERF: UN_LOOP((float)erf((double)v)); break;
     case QE_UN_SOFTPLUS: {  /* log(1 + exp(beta x)) / beta, x where beta x > threshold */
         double be = prm[0], th = prm[1];
@@ -240,12 +351,38 @@ __attribute__((target("avx2"))) static int un_all_avx2(int op, const float *x, f
     return un_all(op, x, y, n, prm);
 }
 
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static int un_all_avx512(int op, const float *x,
+                                                                              float *y, int64_t n,
+                                                                              const double *prm)
+{
+    return un_all(op, x, y, n, prm);
+}
+
+static int use_avx512(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        __builtin_cpu_init();
+        on = qe_isa() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
+             && __builtin_cpu_supports("avx512vl");
+    }
+    return on;
+}
+
 /* y[i] = op(x[i]) for i < n; prm: the op's parameters (see un_all). */
 int qe_ew_unary_f32(int op, const float *x, float *y, int64_t n, const double *prm)
 {
     static const double none[2] = {0.0, 0.0};
     if (op < 0 || op >= QE_UN_COUNT || n < 0) return 2;
     if (!prm) prm = none;
+    if (op == QE_UN_GELU) {
+        pthread_once(&erf_once, erf_table_init);
+        if (use_avx512()) gelu_rows_avx512(x, y, n);
+        else if (qe_isa()) gelu_rows_avx2(x, y, n);
+        else gelu_rows_base(x, y, n);
+        return 0;
+    }
+    if (use_avx512()) return un_all_avx512(op, x, y, n, prm);
     return qe_isa() ? un_all_avx2(op, x, y, n, prm) : un_all_base(op, x, y, n, prm);
 }
 
@@ -259,30 +396,48 @@ int qe_k_unary_f32(const qe_args *a)
 /* ---- Softmax / LogSoftmax ---------------------------------------------------------------------- */
 /* x viewed as [outer, len, inner], normalized along len: z = beta x (float64), m = max z,
  * e = exp(z - m), softmax e / sum(e), log-softmax (z - m) - log(sum(e)); NaN anywhere in a
- * row makes the row NaN (as numpy's max).  scratch: len doubles. */
+ * row makes the row NaN (as numpy's max).  scratch: 2 len doubles. */
+EW_INLINE void exp_rows(const double *z, double *e, int64_t len)
+{
+    for (int64_t k = 0; k < len; k++) e[k] = exp_d(z[k]);
+}
+
+static void exp_rows_base(const double *z, double *e, int64_t len) { exp_rows(z, e, len); }
+__attribute__((target("avx2"))) static void exp_rows_avx2(const double *z, double *e, int64_t len)
+{
+    exp_rows(z, e, len);
+}
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static void exp_rows_avx512(const double *z,
+                                                                                 double *e,
+                                                                                 int64_t len)
+{
+    exp_rows(z, e, len);
+}
+
 int qe_ew_softmax_f32(const float *x, float *y, double *e, int64_t outer, int64_t len,
                       int64_t inner, double beta, int log_form)
 {
     if (len <= 0) return 0;
+    void (*exps)(const double *, double *, int64_t) =
+        use_avx512() ? exp_rows_avx512 : (qe_isa() ? exp_rows_avx2 : exp_rows_base);
+    double *z = e + len;   /* scratch: 2 len doubles */
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t in = 0; in < inner; in++) {
             const float *xr = x + o * len * inner + in;
             float *yr = y + o * len * inner + in;
             double m = beta * (double)xr[0];
             for (int64_t k = 1; k < len; k++) {
-                double z = beta * (double)xr[k * inner];
-                if (z > m || z != z) m = z;
+                double v = beta * (double)xr[k * inner];
+                if (v > m || v != v) m = v;
                 if (m != m) break;
             }
+            for (int64_t k = 0; k < len; k++) z[k] = beta * (double)xr[k * inner] - m;
+            exps(z, e, len);
             double s = 0.0;
-            for (int64_t k = 0; k < len; k++) {
-                double z = beta * (double)xr[k * inner] - m;
-                e[k] = log_form ? z : exp(z);
-                s += log_form ? exp(z) : e[k];
-            }
+            for (int64_t k = 0; k < len; k++) s += e[k];
             if (log_form) {
                 double ls = log(s);
-                for (int64_t k = 0; k < len; k++) yr[k * inner] = (float)(e[k] - ls);
+                for (int64_t k = 0; k < len; k++) yr[k * inner] = (float)(z[k] - ls);
             } else {
                 for (int64_t k = 0; k < len; k++) yr[k * inner] = (float)(e[k] / s);
             }
@@ -291,7 +446,7 @@ int qe_ew_softmax_f32(const float *x, float *y, double *e, int64_t outer, int64_
     return 0;
 }
 
-/* p: x, y, scratch (len doubles); i: outer, len, inner, log_form; d: beta. */
+/* p: x, y, scratch (2 len doubles); i: outer, len, inner, log_form; d: beta. */
 int qe_k_softmax_f32(const qe_args *a)
 {
     if (a->np != 3 || a->ni != 4 || a->nd != 1) return 1;

@@ -70,7 +70,7 @@ def softmax(x: np.ndarray, axis: int, beta: float, log_form: bool) -> np.ndarray
     x = np.ascontiguousarray(x)
     y = np.empty_like(x)
     outer, length, inner = softmax_geometry(x.shape, axis)
-    scratch = np.empty(max(length, 1), dtype=np.float64)
+    scratch = np.empty(2 * max(length, 1), dtype=np.float64)
     rc = lib.qe_ew_softmax_f32(_fast._ptr(x), _fast._ptr(y),
                                ffi.cast("double *", scratch.ctypes.data), outer, length, inner,
                                float(beta), int(log_form))

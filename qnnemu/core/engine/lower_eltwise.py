@@ -286,7 +286,7 @@ def softmax(ctx) -> None:
     outer, length, inner = softmax_geometry(shape, axis)
     x = _input(ctx, 0)
     y, finish = _output(ctx, 0)
-    scratch = ctx.scratch(8 * max(length, 1))
+    scratch = ctx.scratch(16 * max(length, 1))
     ctx.emit("qe_k_softmax_f32", (x, y, scratch),
              (outer, length, inner, int(type(impl) is act.LogSoftmax)), (beta,))
     finish()
