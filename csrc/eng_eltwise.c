@@ -453,3 +453,62 @@ int qe_k_softmax_f32(const qe_args *a)
     return qe_ew_softmax_f32(a->p[0], a->p[1], a->p[2], a->i[0], a->i[1], a->i[2], a->d[0],
                              (int)a->i[3]);
 }
+
+/* ---- LayerNorm, RmsNorm, InstanceNorm, GroupNorm ------------------------------------------------ */
+/* x viewed as [nb, ns, ng, ncg]: statistics per (b, g) over (s, cg), in float64 -- the mean
+ * (center), then the mean of squared deviations (scale): v = x - mean, v / sqrt(ms + eps) --
+ * then * gamma[g ncg + cg] and + beta[g ncg + cg] (float64 vectors, NULL: none), rounded once to
+ * float32.  The layouts of qnnemu/ops/norm.py: LayerNorm / RmsNorm over the last axes
+ * [outer, 1, 1, n]; InstanceNorm across spatial [b, s, c, 1], across channel [b s, 1, 1, c],
+ * across all [b, s, 1, c]; GroupNorm [b, s, group, c / group]. */
+int qe_ew_norm_f32(const float *x, float *y, const double *gamma, const double *beta, int64_t nb,
+                   int64_t ns, int64_t ng, int64_t ncg, double eps, int center, int scale)
+{
+    int64_t count = ns * ncg;
+    if (count <= 0) return 0;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int64_t g = 0; g < ng; g++) {
+            const float *xb = x + b * ns * ng * ncg + g * ncg;
+            float *yb = y + b * ns * ng * ncg + g * ncg;
+            double mean = 0.0, inv = 1.0;
+            if (center) {
+                double sum = 0.0;
+                for (int64_t s_ = 0; s_ < ns; s_++)
+                    for (int64_t c = 0; c < ncg; c++) sum += (double)xb[s_ * ng * ncg + c];
+                mean = sum / (double)count;
+            }
+            if (scale) {
+                double sq = 0.0;
+                for (int64_t s_ = 0; s_ < ns; s_++)
+                    for (int64_t c = 0; c < ncg; c++) {
+                        double v = (double)xb[s_ * ng * ncg + c] - mean;
+                        sq += v * v;
+                    }
+                inv = 1.0 / sqrt(sq / (double)count + eps);
+            }
+            const double *gr = gamma ? gamma + g * ncg : NULL, *br = beta ? beta + g * ncg : NULL;
+            for (int64_t s_ = 0; s_ < ns; s_++) {
+                const float *xr = xb + s_ * ng * ncg;
+                float *yr = yb + s_ * ng * ncg;
+                for (int64_t c = 0; c < ncg; c++) {
+                    double v = ((double)xr[c] - mean) * inv;
+                    if (gr) v *= gr[c];
+                    if (br) v += br[c];
+                    yr[c] = (float)v;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* p: x, y, gamma (float64, or any buffer when flag bit 2 is clear), beta (likewise); i: nb, ns,
+ * ng, ncg, flags (1 center, 2 scale, 4 gamma, 8 beta); d: eps. */
+int qe_k_norm_f32(const qe_args *a)
+{
+    if (a->np != 4 || a->ni != 5 || a->nd != 1) return 1;
+    int64_t f = a->i[4];
+    return qe_ew_norm_f32(a->p[0], a->p[1], (f & 4) ? a->p[2] : NULL, (f & 8) ? a->p[3] : NULL,
+                          a->i[0], a->i[1], a->i[2], a->i[3], a->d[0], (int)(f & 1),
+                          (int)((f >> 1) & 1));
+}

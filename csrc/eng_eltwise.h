@@ -1,5 +1,6 @@
 /* Element-wise kernels of the C engine (issue 13): QNN op definitions ElementWise* binary and
- * unary ops, the activations (Relu ... Gelu, ElementWiseNeuron), Prelu, Softmax / LogSoftmax.
+ * unary ops, the activations (Relu ... Gelu, ElementWiseNeuron), Prelu, Softmax / LogSoftmax,
+ * LayerNorm, RmsNorm, InstanceNorm, GroupNorm.
  * Implemented in csrc/eng_eltwise.c; lowered by qnnemu/core/engine/lower_eltwise.py.  The
  * qe_ew_* functions are also what the ops' fast paths call (qnnemu/ops/_fast_eltwise.py), so
  * both paths share one implementation of the transcendental functions. */
@@ -12,7 +13,10 @@
 int qe_ew_unary_f32(int op, const float *x, float *y, int64_t n, const double *prm);
 int qe_ew_softmax_f32(const float *x, float *y, double *scratch, int64_t outer, int64_t len,
                       int64_t inner, double beta, int log_form);
+int qe_ew_norm_f32(const float *x, float *y, const double *gamma, const double *beta, int64_t nb,
+                   int64_t ns, int64_t ng, int64_t ncg, double eps, int center, int scale);
 int qe_k_binary_f32(const qe_args *a);
+int qe_k_norm_f32(const qe_args *a);
 int qe_k_unary_f32(const qe_args *a);
 int qe_k_softmax_f32(const qe_args *a);
 /* cdef end */

@@ -243,3 +243,67 @@ def test_shared_softmax_matches_float64_numpy(axis):
         want = z - np.log(total) if log_form else np.exp(z) / total
         assert np.allclose(got, want.astype(np.float32), rtol=3e-7, atol=1e-7), \
             f"{'LogSoftmax' if log_form else 'Softmax'} along axis {axis} agrees with float64 numpy"
+
+
+# -- normalizations ------------------------------------------------------------------------------
+
+def norm_graph(op: str, shape, statics, encoding: str, **params):
+    """x -> op(x, static gamma / beta ...) -> y, finalized; None when the HTP model refuses it."""
+    dtype, quant, oquant = ENCODINGS[encoding]
+    b = GraphBuilder(new_context(), "norm")
+    x = b.tensor("x", shape, dtype, type_=APP_WRITE, quant=quant)
+    ins = [x] + [b.tensor(f"s{i}", s.shape, F32, type_=Q.QNN_TENSOR_TYPE_STATIC, data=s)
+                 for i, s in enumerate(statics)]
+    y = b.tensor("y", shape, dtype, type_=APP_READ, quant=oquant)
+    b.node(op, "n", ins, [y], **params)
+    try:
+        b.graph.finalize()
+    except QnnError:
+        return None, [x]
+    return b.graph, [x]
+
+
+@given(op=st.sampled_from(["LayerNorm", "RmsNorm", "InstanceNorm", "GroupNorm", "Batchnorm"]),
+       encoding=st.sampled_from(["float32", "u8", "u16"]),
+       shape=st.tuples(st.integers(1, 2), st.integers(1, 4), st.integers(1, 5), st.sampled_from([4, 8, 12])),
+       region=st.sampled_from([0, 1, 2]), mode=st.sampled_from([0, 1]), with_beta=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_normalizations_run_in_c_bit_identical(op, encoding, shape, region, mode, with_beta, seed):
+    rng = np.random.default_rng(seed)
+    c = shape[-1]
+    gamma = rng.standard_normal(c).astype(np.float32)
+    beta = rng.standard_normal(c).astype(np.float32)
+    params = {}
+    if op in ("LayerNorm", "RmsNorm"):
+        params["axes"] = [len(shape) - 1]
+        statics = [gamma, beta] if with_beta else [gamma]
+    elif op == "InstanceNorm":
+        regions = [Q.QNN_OP_INSTANCE_NORM_REGION_ACROSS_SPATIAL, Q.QNN_OP_INSTANCE_NORM_REGION_ACROSS_CHANNEL,
+                   Q.QNN_OP_INSTANCE_NORM_REGION_ACROSS_ALL]
+        params.update(region=int(regions[region]), mode=int([Q.QNN_OP_INSTANCE_NORM_MODE_MU_SIGMA,
+                                                             Q.QNN_OP_INSTANCE_NORM_MODE_RMS][mode]))
+        statics = [gamma, beta]
+    elif op == "GroupNorm":
+        params["group"] = 4
+        statics = [gamma, beta] if with_beta else [gamma]
+    else:
+        statics = [gamma, beta] if with_beta else [gamma]
+    graph, ins = norm_graph(op, shape, statics, encoding, **params)
+    assume(graph is not None)
+    assert_lowered_and_identical(graph, ins, encoding, seed, f"{op} {encoding} {shape} {params}")
+
+
+def test_layer_norm_over_two_axes_and_dynamic_gamma():
+    rng = np.random.default_rng(4)
+    gamma = rng.standard_normal((6, 8)).astype(np.float32)
+    graph, ins = norm_graph("LayerNorm", (2, 6, 8), [gamma], "float32", axes=[1, 2])
+    assert graph is not None, "LayerNorm over the last two axes finalizes"
+    assert_lowered_and_identical(graph, ins, "float32", 4, "LayerNorm over axes [1, 2]")
+    b = GraphBuilder(new_context(), "dyn")
+    x = b.tensor("x", (2, 8), F32, type_=APP_WRITE)
+    g = b.tensor("g", (8,), F32, type_=APP_WRITE)
+    y = b.tensor("y", (2, 8), F32, type_=APP_READ)
+    b.node("LayerNorm", "n", [x, g], [y], axes=[1])
+    b.graph.finalize()
+    fb = b.graph.plan.engine.fallbacks
+    assert len(fb) == 1 and "dynamic gamma" in fb[0][2], f"a dynamic gamma stays in Python: {fb}"

@@ -1,8 +1,8 @@
 """The element-wise C kernels the activations' fast paths share with the C engine (issue 13):
 exp, log, sigmoid, tanh, elu, gelu, erf, softplus and Softmax / LogSoftmax (QNN op definitions
 ElementWiseExp, ElementWiseLog, Sigmoid, Tanh, Elu, Gelu, Erf, ElementWiseSoftplus,
-ElementWiseNeuron, Softmax, LogSoftmax), computed in float64 with the C library's functions and
-rounded once to float32 (csrc/eng_eltwise.c).
+ElementWiseNeuron, Softmax, LogSoftmax) and the normalizations LayerNorm, RmsNorm, InstanceNorm,
+GroupNorm, computed in float64 and rounded once to float32 (csrc/eng_eltwise.c).
 
 numpy's SIMD transcendental functions cannot be reproduced in C, so with the fast kernels on
 (``_fast.enabled()``) the ops call these and the engine's steps (qnnemu/core/engine/
@@ -74,5 +74,32 @@ def softmax(x: np.ndarray, axis: int, beta: float, log_form: bool) -> np.ndarray
     rc = lib.qe_ew_softmax_f32(_fast._ptr(x), _fast._ptr(y),
                                ffi.cast("double *", scratch.ctypes.data), outer, length, inner,
                                float(beta), int(log_form))
+    _check(rc)
+    return y
+
+
+def _f64(a: np.ndarray | None):
+    return None if a is None else np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
+
+
+def norm(x: np.ndarray, geometry, gamma, beta, eps: float, center: bool, scale: bool) -> np.ndarray | None:
+    """The normalization of a float32 array viewed as ``geometry`` = (nb, ns, ng, ncg): statistics
+    per (b, g) over (s, cg), then * gamma + beta (float64 vectors of ng * ncg, or None); None
+    without the C kernels."""
+    if not _fast.enabled() or x.dtype != np.float32:
+        return None
+    lib, ffi = _fast.library()
+    x = np.ascontiguousarray(x)
+    y = np.empty_like(x)
+    g, b = _f64(gamma), _f64(beta)
+    nb, ns, ng, ncg = (int(v) for v in geometry)
+    for v in (g, b):
+        if v is not None and v.size != ng * ncg:
+            return None
+    null = ffi.NULL
+    rc = lib.qe_ew_norm_f32(_fast._ptr(x), _fast._ptr(y),
+                            null if g is None else ffi.cast("double *", g.ctypes.data),
+                            null if b is None else ffi.cast("double *", b.ctypes.data),
+                            nb, ns, ng, ncg, float(eps), int(center), int(scale))
     _check(rc)
     return y

@@ -9,7 +9,11 @@ elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
 - ``qe_k_unary_f32``: ElementWiseNeg, Abs, SquareRoot, Floor, Ceil, Round, Rsqrt, Sign, Exp, Log,
   ElementWiseUnary with one of those (or RECIPROCAL), Relu, Relu1, Relu6, ReluMinMax, HardSwish,
   Sigmoid, Tanh, Elu, Gelu, Erf, ThresholdedRelu, ElementWiseSoftplus, ElementWiseNeuron;
-- ``qe_k_softmax_f32``: Softmax, LogSoftmax (any axis, beta).
+- ``qe_k_softmax_f32``: Softmax, LogSoftmax (any axis, beta);
+- ``qe_k_norm_f32``: LayerNorm and RmsNorm over trailing axes, InstanceNorm (every region and
+  mode), GroupNorm -- on float32 inputs (float16 ones are normalized in float64 and rounded once
+  by the Python op), with static gamma / beta;
+- ``qe_k_binary_f32`` twice: Batchnorm (x * weight, then + bias, as the op's float32 arithmetic).
 
 The exact operations reproduce numpy's arithmetic; the transcendental ones are the C functions
 the ops' fast paths call too (qnnemu/ops/_fast_eltwise.py), so they are lowered only while those
@@ -26,7 +30,9 @@ from ...headers import Q
 from ...ops import _fast
 from ...ops import activation as act
 from ...ops import elementwise as ew
-from ...ops._fast_eltwise import BINARY, UNARY, softmax_geometry, unary_params
+from ...ops import norm
+from ...ops._fast_eltwise import BINARY, UNARY, _f64, softmax_geometry, unary_params
+from ...ops.base import to_compute
 from ...spec import dtypes
 from .lowering import Unsupported, lowers, type_code
 
@@ -289,6 +295,100 @@ def softmax(ctx) -> None:
     scratch = ctx.scratch(16 * max(length, 1))
     ctx.emit("qe_k_softmax_f32", (x, y, scratch),
              (outer, length, inner, int(type(impl) is act.LogSoftmax)), (beta,))
+    finish()
+
+
+
+def _static_vector(ctx, i: int, what: str):
+    """Static input i as the op reads it (None when absent); Unsupported when dynamic."""
+    if i >= ctx.n_in or not ctx.present(i):
+        return None
+    if ctx.step.reads[i] not in ctx.plan.statics:   # (ctx.static raises KeyError for these)
+        raise Unsupported(f"a dynamic {what}")
+    return ctx.static(i)
+
+
+def _emit_norm(ctx, geometry, gamma, beta, eps: float, center: bool, scale: bool) -> None:
+    if not _fast.enabled():
+        raise Unsupported("QNNEMU_KERNELS=reference: the op computes with numpy")
+    if ctx.n_out != 1 or ctx.in_shape(0) != ctx.out_shape(0):
+        raise Unsupported("a normalization with another output shape")
+    if ctx.in_dtype(0) == _F16 and ctx.in_conv(0) is None:
+        raise Unsupported("a FLOAT_16 input (normalized in float64, rounded once to float16)")
+    nb, ns, ng, ncg = (int(v) for v in geometry)
+    g, b = _f64(gamma), _f64(beta)
+    for v in (g, b):
+        if v is not None and v.size != ng * ncg:
+            raise Unsupported("gamma / beta of another size than the normalized channels")
+    x = ctx.input_f32(0)
+    y = ctx.output_f32(0)
+    gbuf = ctx.const(g) if g is not None else x
+    bbuf = ctx.const(b) if b is not None else x
+    flags = int(center) | 2 * int(scale) | 4 * int(g is not None) | 8 * int(b is not None)
+    ctx.emit("qe_k_norm_f32", (x, y, gbuf, bbuf), (nb, ns, ng, ncg, flags), (float(eps),))
+
+
+@lowers("LayerNorm", "RmsNorm")
+def axes_norm(ctx) -> None:
+    impl = ctx.impl
+    if type(impl) not in (norm.LayerNorm, norm.RmsNorm):
+        raise Unsupported(f"{type(impl).__name__} (a wrapper of the op)")
+    _real_mode(ctx, (0,))
+    p = impl.param_values
+    shape = ctx.in_shape(0)
+    ax = impl._axes if impl._axes is not None else norm.check_axes(impl.op_type, p["axes"], len(shape))
+    gamma = _static_vector(ctx, 1, "gamma")
+    beta = impl.snapped_beta(_static_vector(ctx, 2, "beta")) if type(impl) is norm.LayerNorm else None
+    layout = impl.fast_layout(shape, ax, gamma, beta)
+    if layout is None:
+        raise Unsupported("normalized axes other than the trailing ones")
+    _emit_norm(ctx, layout[0], layout[1], layout[2], p["epsilon"], type(impl).center, True)
+
+
+@lowers("InstanceNorm")
+def instance_norm(ctx) -> None:
+    impl = ctx.impl
+    if type(impl) is not norm.InstanceNorm:
+        raise Unsupported(f"{type(impl).__name__} (a wrapper of the op)")
+    _real_mode(ctx, (0,))
+    p = impl.param_values
+    gamma, beta = _static_vector(ctx, 1, "gamma"), _static_vector(ctx, 2, "beta")
+    _emit_norm(ctx, impl.geometry(ctx.in_shape(0), p["region"]),
+               None if gamma is None else to_compute(gamma), None if beta is None else to_compute(beta),
+               p["epsilon"], p["mode"] == norm.MU_SIGMA, p["normalize_variance"])
+
+
+@lowers("GroupNorm")
+def group_norm(ctx) -> None:
+    impl = ctx.impl
+    if type(impl) is not norm.GroupNorm:
+        raise Unsupported(f"{type(impl).__name__} (a wrapper of the op)")
+    _real_mode(ctx, (0,))
+    p = impl.param_values
+    gamma, beta = _static_vector(ctx, 1, "gamma"), _static_vector(ctx, 2, "beta")
+    _emit_norm(ctx, impl.geometry(ctx.in_shape(0), p["group"]),
+               None if gamma is None else to_compute(gamma), None if beta is None else to_compute(beta),
+               p["epsilon"], True, True)
+
+
+@lowers("Batchnorm")
+def batchnorm(ctx) -> None:
+    """x * weight (+ bias): float32 products and sums as the op computes them."""
+    if type(ctx.impl) is not norm.Batchnorm or ctx.n_out != 1:
+        raise Unsupported(f"{type(ctx.impl).__name__} (a wrapper of the op)")
+    _real_mode(ctx, (0,))
+    shape = ctx.out_shape(0)
+    if ctx.in_shape(0) != shape:
+        raise Unsupported("an output shape other than the input's")
+    has_bias = ctx.n_in > 2 and ctx.present(2)
+    x, w = _input(ctx, 0), _input(ctx, 1)
+    bias = _input(ctx, 2) if has_bias else None
+    out, finish = _output(ctx, 0)
+    dims, sa, sb = broadcast_layout(shape, ctx.in_shape(1), shape)
+    ctx.emit("qe_k_binary_f32", (x, w, out), [BINARY["mul"], len(dims), *dims, *sa, *sb])
+    if bias is not None:
+        dims, sa, sb = broadcast_layout(shape, ctx.in_shape(2), shape)
+        ctx.emit("qe_k_binary_f32", (out, bias, out), [BINARY["add"], len(dims), *dims, *sa, *sb])
     finish()
 
 
