@@ -396,53 +396,70 @@ int qe_k_unary_f32(const qe_args *a)
 /* ---- Softmax / LogSoftmax ---------------------------------------------------------------------- */
 /* x viewed as [outer, len, inner], normalized along len: z = beta x (float64), m = max z,
  * e = exp(z - m), softmax e / sum(e), log-softmax (z - m) - log(sum(e)); NaN anywhere in a
- * row makes the row NaN (as numpy's max).  scratch: 2 len doubles. */
-EW_INLINE void exp_rows(const double *z, double *e, int64_t len)
+ * row makes the row NaN (as numpy's max); a row of -inf is NaN too (-inf - -inf).  scratch: 2 len doubles. */
+EW_INLINE void softmax_rows(const float *x, float *y, double *e, int64_t outer, int64_t len,
+                             int64_t inner, double beta, int log_form)
 {
-    for (int64_t k = 0; k < len; k++) e[k] = exp_d(z[k]);
+    double *z = e + len;   /* scratch: 2 len doubles */
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t in = 0; in < inner; in++) {
+            const float *xr = x + o * len * inner + in;
+            float *yr = y + o * len * inner + in;
+            double m = -INFINITY;
+            int nan = 0;
+            for (int64_t k = 0; k < len; k++) {
+                double v = beta * (double)xr[k * inner];
+                z[k] = v;
+                m = v > m ? v : m;
+                nan |= v != v;
+            }
+            if (nan) m = NAN;
+            for (int64_t k = 0; k < len; k++) {
+                z[k] -= m;
+                e[k] = exp_d(z[k]);
+            }
+            /* eight partial sums in a vector (e >= 0: no cancellation, any order is as exact) */
+            typedef double v8d __attribute__((vector_size(64)));
+            v8d acc = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            int64_t k = 0;
+            for (; k + 8 <= len; k += 8) {
+                v8d v;
+                memcpy(&v, e + k, sizeof v);
+                acc += v;
+            }
+            double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            for (; k < len; k++) s += e[k];
+            if (log_form) {
+                double ls = log(s);
+                for (int64_t k = 0; k < len; k++) yr[k * inner] = (float)(z[k] - ls);
+            } else {
+                double r = 1.0 / s;   /* (one division per row; the float32 result is unchanged
+                                         * but where e / s is within 2^-52 of a float32 tie) */
+                for (int64_t k = 0; k < len; k++) yr[k * inner] = (float)(e[k] * r);
+            }
+        }
+    }
 }
 
-static void exp_rows_base(const double *z, double *e, int64_t len) { exp_rows(z, e, len); }
-__attribute__((target("avx2"))) static void exp_rows_avx2(const double *z, double *e, int64_t len)
+#define SOFTMAX_ARGS const float *x, float *y, double *e, int64_t outer, int64_t len, \
+                     int64_t inner, double beta, int log_form
+static void softmax_base(SOFTMAX_ARGS) { softmax_rows(x, y, e, outer, len, inner, beta, log_form); }
+__attribute__((target("avx2"))) static void softmax_avx2(SOFTMAX_ARGS)
 {
-    exp_rows(z, e, len);
+    softmax_rows(x, y, e, outer, len, inner, beta, log_form);
 }
-__attribute__((target("avx512f,avx512dq,avx512vl"))) static void exp_rows_avx512(const double *z,
-                                                                                 double *e,
-                                                                                 int64_t len)
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static void softmax_avx512(SOFTMAX_ARGS)
 {
-    exp_rows(z, e, len);
+    softmax_rows(x, y, e, outer, len, inner, beta, log_form);
 }
 
 int qe_ew_softmax_f32(const float *x, float *y, double *e, int64_t outer, int64_t len,
                       int64_t inner, double beta, int log_form)
 {
     if (len <= 0) return 0;
-    void (*exps)(const double *, double *, int64_t) =
-        use_avx512() ? exp_rows_avx512 : (qe_isa() ? exp_rows_avx2 : exp_rows_base);
-    double *z = e + len;   /* scratch: 2 len doubles */
-    for (int64_t o = 0; o < outer; o++) {
-        for (int64_t in = 0; in < inner; in++) {
-            const float *xr = x + o * len * inner + in;
-            float *yr = y + o * len * inner + in;
-            double m = beta * (double)xr[0];
-            for (int64_t k = 1; k < len; k++) {
-                double v = beta * (double)xr[k * inner];
-                if (v > m || v != v) m = v;
-                if (m != m) break;
-            }
-            for (int64_t k = 0; k < len; k++) z[k] = beta * (double)xr[k * inner] - m;
-            exps(z, e, len);
-            double s = 0.0;
-            for (int64_t k = 0; k < len; k++) s += e[k];
-            if (log_form) {
-                double ls = log(s);
-                for (int64_t k = 0; k < len; k++) yr[k * inner] = (float)(z[k] - ls);
-            } else {
-                for (int64_t k = 0; k < len; k++) yr[k * inner] = (float)(e[k] / s);
-            }
-        }
-    }
+    if (use_avx512()) softmax_avx512(x, y, e, outer, len, inner, beta, log_form);
+    else if (qe_isa()) softmax_avx2(x, y, e, outer, len, inner, beta, log_form);
+    else softmax_base(x, y, e, outer, len, inner, beta, log_form);
     return 0;
 }
 
