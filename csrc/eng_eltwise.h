@@ -17,6 +17,7 @@ int qe_ew_norm_f32(const float *x, float *y, const double *gamma, const double *
                    int64_t ns, int64_t ng, int64_t ncg, double eps, int center, int scale);
 int qe_k_binary_f32(const qe_args *a);
 int qe_k_norm_f32(const qe_args *a);
+int qe_k_int_add(const qe_args *a);
 int qe_k_unary_f32(const qe_args *a);
 int qe_k_softmax_f32(const qe_args *a);
 /* cdef end */

@@ -109,8 +109,7 @@ def test_binary_ops_run_in_c_bit_identical(op, encoding, shapes, seed):
     out_dtype = BOOL if op in COMPARE else None
     graph, ins = one_node(op, [sa, sb], out, encoding, out_dtype)
     assume(graph is not None)
-    expect = ["ElementWiseAdd"] if op == "ElementWiseAdd" and encoding in ("u8", "u16") else []
-    assert_lowered_and_identical(graph, ins, encoding, seed, f"{op} {encoding} {sa} {sb}", expect)
+    assert_lowered_and_identical(graph, ins, encoding, seed, f"{op} {encoding} {sa} {sb}")
 
 
 def test_binary_op_rank_six_broadcast_and_operation_variant():
@@ -131,7 +130,35 @@ def test_signed_zeros_and_nan_follow_numpy():
         check_plan(graph.plan, {ins[0].id: a, ins[1].id: b})
 
 
-def test_integer_and_fixed_point_add_fall_back():
+@given(dtype=st.sampled_from([Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8,
+                              Q.QNN_DATATYPE_UFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_16]),
+       scales=st.tuples(*[st.floats(2.0**-12, 4.0, width=32)] * 3), offsets=st.tuples(*[st.integers(-200, 0)] * 3),
+       shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=4, max_side=5),
+       seed=st.integers(0, 2**31))
+def test_fixed_point_add_runs_the_integer_pipeline_in_c(dtype, scales, offsets, shapes, seed):
+    """plan.IntegerAdd (the HTP's ElementWiseAdd on codes) as one C step, same codes."""
+    (sa, sb), out = shapes.input_shapes, shapes.result_shape
+    code = {Q.QNN_DATATYPE_UFIXED_POINT_8: np.uint8, Q.QNN_DATATYPE_SFIXED_POINT_8: np.int8,
+            Q.QNN_DATATYPE_UFIXED_POINT_16: np.uint16, Q.QNN_DATATYPE_SFIXED_POINT_16: np.int16}[dtype]
+    b = GraphBuilder(new_context(), "iadd")
+    x = [b.tensor(f"x{i}", s, dtype, type_=APP_WRITE, quant=(float(scales[i]), offsets[i]))
+         for i, s in enumerate((sa, sb))]
+    y = b.tensor("y", out, dtype, type_=APP_READ, quant=(float(scales[2]), offsets[2]))
+    b.node("ElementWiseAdd", "n", x, [y])
+    try:
+        b.graph.finalize()
+    except QnnError:
+        assume(False)
+    plan = b.graph.plan
+    assert type(plan.steps[0].impl).__name__ == "IntegerAdd", "the plan adds codes (IntegerAdd)"
+    assert plan.engine.fallbacks == [], f"IntegerAdd lowers to C: {plan.engine.fallbacks}"
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(code)
+    feeds = {t.id: rng.integers(info.min, info.max + 1, tuple(int(d) for d in t.dims)).astype(code) for t in x}
+    check_plan(plan, feeds)
+
+
+def test_int32_arithmetic_falls_back():
     b = GraphBuilder(new_context(), "ints")
     x = [b.tensor(f"x{i}", (2, 3), Q.QNN_DATATYPE_INT_32, type_=APP_WRITE) for i in range(2)]
     y = b.tensor("y", (2, 3), Q.QNN_DATATYPE_INT_32, type_=APP_READ)

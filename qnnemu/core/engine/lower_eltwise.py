@@ -13,6 +13,8 @@ elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
 - ``qe_k_norm_f32``: LayerNorm and RmsNorm over trailing axes, InstanceNorm (every region and
   mode), GroupNorm -- on float32 inputs (float16 ones are normalized in float64 and rounded once
   by the Python op), with static gamma / beta;
+- ``qe_k_int_add``: ElementWiseAdd of 8-bit or 16-bit fixed point in the HTP's integer pipeline
+  (plan.IntegerAdd), on the codes;
 - ``qe_k_binary_f32`` twice: Batchnorm (x * weight, then + bias, as the op's float32 arithmetic).
 
 The exact operations reproduce numpy's arithmetic; the transcendental ones are the C functions
@@ -34,6 +36,7 @@ from ...ops import norm
 from ...ops._fast_eltwise import BINARY, UNARY, _f64, softmax_geometry, unary_params
 from ...ops.base import to_compute
 from ...spec import dtypes
+from .. import plan as plan_mod
 from .lowering import Unsupported, lowers, type_code
 
 # C-kernel unary ops whose Python fast path calls that kernel (not a numpy formula)
@@ -155,6 +158,9 @@ def _emit_binary(ctx, op: str) -> None:
 def binary(ctx) -> None:
     impl = ctx.impl
     cls = type(impl)
+    if cls is plan_mod.IntegerAdd:
+        _integer_add(ctx)
+        return
     if cls is ew.ElementWiseBinary:
         cls = impl._impl
     elif cls not in _BINARY_OF:
@@ -163,6 +169,24 @@ def binary(ctx) -> None:
     if op is None:
         raise Unsupported(f"binary operation {cls.__name__}")
     _emit_binary(ctx, op)
+
+
+_CODE_TYPES = {np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16)}
+
+
+def _integer_add(ctx) -> None:
+    """plan.IntegerAdd on the codes: clip(floor(a m_a + b m_b + (const + 0.5)), lo, hi)."""
+    impl = ctx.impl
+    if ctx.n_in != 2 or ctx.n_out != 1 or len(ctx.step.writes) != 1:
+        raise Unsupported("an IntegerAdd with folded outputs")
+    dtype = ctx.out_dtype(0)
+    if dtype not in _CODE_TYPES or ctx.in_dtype(0) != dtype or ctx.in_dtype(1) != dtype \
+            or np.dtype(impl.np_dtype) != dtype:
+        raise Unsupported("an IntegerAdd over different code types")
+    dims, sa, sb = broadcast_layout(ctx.in_shape(0), ctx.in_shape(1), ctx.out_shape(0))
+    ctx.emit("qe_k_int_add", (ctx.input_raw(0), ctx.input_raw(1), ctx.output_raw(0)),
+             [type_code(dtype), int(impl.lo), int(impl.hi), len(dims), *dims, *sa, *sb],
+             (float(impl.mult[0]), float(impl.mult[1]), float(impl.const + 0.5)))
 
 
 @lowers("Prelu")
