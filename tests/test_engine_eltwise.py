@@ -334,3 +334,25 @@ def test_layer_norm_over_two_axes_and_dynamic_gamma():
     b.graph.finalize()
     fb = b.graph.plan.engine.fallbacks
     assert len(fb) == 1 and "dynamic gamma" in fb[0][2], f"a dynamic gamma stays in Python: {fb}"
+
+
+@pytest.mark.parametrize("op,shapes", [("ElementWiseAdd", [(2, 3, 8), (2, 3, 8)]), ("ElementWiseMultiply", [(2, 3, 8), (8,)]),
+                                       ("Sigmoid", [(2, 3, 8)]), ("Softmax", [(2, 3, 8)]), ("HardSwish", [(2, 3, 8)]),
+                                       ("ElementWiseGreater", [(2, 3, 8), (1, 8)])])
+def test_float16_math_graphs_run_in_c_bit_identical(op, shapes, monkeypatch):
+    """Float32 graphs in the HTP's float16 math (v69+): the core's float16 roundings around the
+    same kernels."""
+    monkeypatch.setenv("QNNEMU_FLOAT_MATH", "float16")
+    out_dtype = BOOL if op in COMPARE else None
+    graph, ins = one_node(op, shapes, (2, 3, 8), "float32", out_dtype)
+    assert graph is not None and graph.plan.fp16, f"{op} finalizes in float16 math"
+    assert_lowered_and_identical(graph, ins, "float32", 21, f"{op} in float16 math")
+
+
+def test_float16_math_divide_keeps_its_reciprocal_kernel_in_python(monkeypatch):
+    monkeypatch.setenv("QNNEMU_FLOAT_MATH", "float16")
+    graph, ins = one_node("ElementWiseDivide", [(2, 8), (2, 8)], (2, 8), "float32")
+    fb = graph.plan.engine.fallbacks
+    assert len(fb) == 1 and "ReciprocalDivide" in fb[0][2], \
+        f"the float16 ReciprocalDivide kernel is not lowered (yet): {fb}"
+    check_plan(graph.plan, feeds_for(ins, "float32", np.random.default_rng(3)))
