@@ -276,6 +276,23 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) static void gelu_rows_avx51
     GELU_ROWS;
 }
 
+/* float16.ReciprocalDivide's r(b): 1 / |b| * bias in float32 (NaN -> 0), truncated toward zero
+ * to the HTP's float16 grid (htp_fp16_trunc: 10 mantissa bits, multiples of 2^-24 below 2^-14),
+ * saturated at 131008, with b's sign. */
+EW_INLINE float htp_recip(float b, float bias)
+{
+    float r = 1.0f / fabsf(b) * bias;
+    r = r != r ? 0.0f : r;
+    uint32_t bits;
+    memcpy(&bits, &r, 4);
+    bits &= 0xffffe000u;
+    float t;
+    memcpy(&t, &bits, 4);
+    if (r < 0x1p-14f) t = (float)(floor((double)r * 16777216.0) * (1.0 / 16777216.0));
+    t = t > 131008.0f ? 131008.0f : t;
+    return copysignf(t, b);
+}
+
 #define UN_LOOP(EXPR)                                                                             \
     do {                                                                                          \
         for (int64_t i = 0; i < n; i++) { float v = x[i]; y[i] = (EXPR); }                        \
@@ -326,6 +343,11 @@ EW_INLINE int un_all(int op, const float *x, float *y, int64_t n, const double *
     }
     case QE_UN_GELU: return 3;   /* qe_ew_unary_f32 runs gelu_rows */
     case QE_UN_ERF: UN_LOOP((float)erf((double)v)); break;
+    case QE_UN_HTP_RECIP: {  /* the float16 reciprocal of float16.ReciprocalDivide; prm: bias */
+        float bias = (float)prm[0];
+        UN_LOOP(htp_recip(v, bias));
+        break;
+    }
     case QE_UN_SOFTPLUS: {  /* log(1 + exp(beta x)) / beta, x where beta x > threshold */
         double be = prm[0], th = prm[1];
         for (int64_t i = 0; i < n; i++) {

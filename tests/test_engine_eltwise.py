@@ -349,10 +349,15 @@ def test_float16_math_graphs_run_in_c_bit_identical(op, shapes, monkeypatch):
     assert_lowered_and_identical(graph, ins, "float32", 21, f"{op} in float16 math")
 
 
-def test_float16_math_divide_keeps_its_reciprocal_kernel_in_python(monkeypatch):
-    monkeypatch.setenv("QNNEMU_FLOAT_MATH", "float16")
-    graph, ins = one_node("ElementWiseDivide", [(2, 8), (2, 8)], (2, 8), "float32")
-    fb = graph.plan.engine.fallbacks
-    assert len(fb) == 1 and "ReciprocalDivide" in fb[0][2], \
-        f"the float16 ReciprocalDivide kernel is not lowered (yet): {fb}"
-    check_plan(graph.plan, feeds_for(ins, "float32", np.random.default_rng(3)))
+@given(shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=3, max_side=4), seed=st.integers(0, 2**31))
+def test_float16_math_divide_runs_its_reciprocal_kernel_in_c(shapes, seed):
+    """float16.ReciprocalDivide (the vendor's float16 reciprocal, truncated, then a product)."""
+    import os
+    os.environ["QNNEMU_FLOAT_MATH"] = "float16"   # (hypothesis: no function-scoped monkeypatch)
+    try:
+        graph, ins = one_node("ElementWiseDivide", list(shapes.input_shapes), shapes.result_shape, "float32")
+    finally:
+        del os.environ["QNNEMU_FLOAT_MATH"]
+    assume(graph is not None)
+    assert type(graph.plan.steps[0].impl).__name__ == "ReciprocalDivide", "float16 math divides by r(b)"
+    assert_lowered_and_identical(graph, ins, "float32", seed, f"ReciprocalDivide {shapes}")

@@ -15,14 +15,15 @@ elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
   by the Python op), with static gamma / beta;
 - ``qe_k_int_add``: ElementWiseAdd of 8-bit or 16-bit fixed point in the HTP's integer pipeline
   (plan.IntegerAdd), on the codes;
-- ``qe_k_binary_f32`` twice: Batchnorm (x * weight, then + bias, as the op's float32 arithmetic).
+- ``qe_k_binary_f32`` twice: Batchnorm (x * weight, then + bias, as the op's float32 arithmetic);
+- ``qe_k_unary_f32`` (the float16 reciprocal) then ``qe_k_binary_f32``: ElementWiseDivide in
+  float16 math (float16.ReciprocalDivide).
 
 The exact operations reproduce numpy's arithmetic; the transcendental ones are the C functions
 the ops' fast paths call too (qnnemu/ops/_fast_eltwise.py), so they are lowered only while those
 fast paths are on (``QNNEMU_KERNELS=reference`` keeps numpy there: the step falls back).
-Integer (INT_32 / UINT_32) and BOOL_8 computations, Power, the trigonometric functions, the
-float16-math kernel wrappers (float16.rules_for) and the fixed-point integer pipelines
-(plan.IntegerAdd ...) fall back to Python.
+Integer (INT_32 / UINT_32) and BOOL_8 computations, Power, the trigonometric functions and
+float16.Float32BiasAdd (the float16-math bias add) fall back to Python.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from ...ops import norm
 from ...ops._fast_eltwise import BINARY, UNARY, _f64, softmax_geometry, unary_params
 from ...ops.base import to_compute
 from ...spec import dtypes
+from .. import float16
 from .. import plan as plan_mod
 from .lowering import Unsupported, lowers, type_code
 
@@ -62,7 +64,7 @@ _UNARY_EW_OF = {
 
 def _real_mode(ctx, indices) -> None:
     """The op computes on real values (not INT_32 / UINT_32 / BOOL_8)."""
-    specs = ctx.impl.input_specs
+    specs = ctx.node.input_specs
     for i in indices:
         spec = specs[i] if specs and i < len(specs) else None
         if spec is None or spec.dtype == Q.QNN_DATATYPE_BOOL_8 or spec.dtype in dtypes.INT_TYPES:
@@ -161,6 +163,9 @@ def binary(ctx) -> None:
     if cls is plan_mod.IntegerAdd:
         _integer_add(ctx)
         return
+    if cls is float16.ReciprocalDivide and ctx.node.op_type == "ElementWiseDivide":
+        _reciprocal_divide(ctx)
+        return
     if cls is ew.ElementWiseBinary:
         cls = impl._impl
     elif cls not in _BINARY_OF:
@@ -187,6 +192,24 @@ def _integer_add(ctx) -> None:
     ctx.emit("qe_k_int_add", (ctx.input_raw(0), ctx.input_raw(1), ctx.output_raw(0)),
              [type_code(dtype), int(impl.lo), int(impl.hi), len(dims), *dims, *sa, *sb],
              (float(impl.mult[0]), float(impl.mult[1]), float(impl.const + 0.5)))
+
+
+def _reciprocal_divide(ctx) -> None:
+    """float16.ReciprocalDivide: r = r(b) (its float16 reciprocal), then a * r in float32."""
+    if ctx.n_in != 2 or ctx.n_out != 1:
+        raise Unsupported("a divide without two inputs and one output")
+    _real_mode(ctx, (0, 1))
+    for i in (0, 1):
+        if ctx.in_dtype(i) != np.dtype(np.float32) and ctx.in_conv(i) is None:
+            raise Unsupported("a float16-math divide of non-float32 values")
+    a, b = ctx.input_f32(0), ctx.input_f32(1)
+    nb = _n(ctx.in_shape(1))
+    r = ctx.scratch(4 * nb)
+    ctx.emit("qe_k_unary_f32", (b, r), (UNARY["htp_recip"], nb),
+             unary_params("htp_recip", (float(np.float32(float16.RECIPROCAL_BIAS)),)))
+    out = ctx.output_f32(0)
+    dims, sa, sb = broadcast_layout(ctx.in_shape(0), ctx.in_shape(1), ctx.out_shape(0))
+    ctx.emit("qe_k_binary_f32", (a, r, out), [BINARY["mul"], len(dims), *dims, *sa, *sb])
 
 
 @lowers("Prelu")
