@@ -96,6 +96,8 @@ EW_INLINE void bin_row(int op, const float *a, const float *b, void *yv, int64_t
     case QE_BIN_MOD: BIN_ROW(float, np_modf(x0, x1)); break;
     /* Prelu: max(x, 0) + coeff * min(x, 0) (ops/activation.py) */
     case QE_BIN_PRELU: BIN_ROW(float, np_maxf(x0, 0.0f) + x1 * np_minf(x0, 0.0f)); break;
+    /* shared with ElementWisePower's fast path: float64 pow, one rounding */
+    case QE_BIN_POW: BIN_ROW(float, (float)pow((double)x0, (double)x1)); break;
     case QE_BIN_EQ: BIN_ROW(uint8_t, x0 == x1); break;
     case QE_BIN_NE: BIN_ROW(uint8_t, x0 != x1); break;
     case QE_BIN_GT: BIN_ROW(uint8_t, x0 > x1); break;
@@ -141,22 +143,30 @@ __attribute__((target("avx2"))) static void bin_all_avx2(int op, const float *a,
     bin_all(op, a, b, y, r, d, sa, sb, out_size);
 }
 
-/* p: in[0], in[1], out; i: op, rank r (1..8), out shape[r], in[0] strides[r], in[1] strides[r]
- * (elements; 0 where an input broadcasts). */
-int qe_k_binary_f32(const qe_args *a)
+/* y = a op b broadcast: rank r (1..8), out dims[r], element strides sa[r], sb[r] (0 where an
+ * input broadcasts); y float32, or uint8 0 / 1 for the comparisons. */
+int qe_ew_binary_f32(int op, const float *a, const float *b, void *y, int r, const int64_t *d,
+                     const int64_t *sa, const int64_t *sb)
 {
-    if (a->np != 3 || a->ni < 2) return 1;
-    int op = (int)a->i[0], r = (int)a->i[1];
-    if (op < 0 || op >= QE_BIN_COUNT || r < 1 || r > 8 || a->ni != 2 + 3 * r) return 2;
-    const int64_t *d = a->i + 2, *sa = d + r, *sb = sa + r;
+    if (op < 0 || op >= QE_BIN_COUNT || r < 1 || r > 8) return 2;
     for (int k = 0; k < r; k++)
         if (d[k] == 0) return 0;
     int out_size = op >= QE_BIN_FIRST_COMPARE ? 1 : 4;
     if (qe_isa())
-        bin_all_avx2(op, a->p[0], a->p[1], a->p[2], r, d, sa, sb, out_size);
+        bin_all_avx2(op, a, b, y, r, d, sa, sb, out_size);
     else
-        bin_all_base(op, a->p[0], a->p[1], a->p[2], r, d, sa, sb, out_size);
+        bin_all_base(op, a, b, y, r, d, sa, sb, out_size);
     return 0;
+}
+
+/* p: in[0], in[1], out; i: op, rank r, out shape[r], in[0] strides[r], in[1] strides[r]. */
+int qe_k_binary_f32(const qe_args *a)
+{
+    if (a->np != 3 || a->ni < 2) return 1;
+    int r = (int)a->i[1];
+    if (r < 1 || r > 8 || a->ni != 2 + 3 * r) return 2;
+    const int64_t *d = a->i + 2;
+    return qe_ew_binary_f32((int)a->i[0], a->p[0], a->p[1], a->p[2], r, d, d + r, d + 2 * r);
 }
 
 /* ---- vectorizable float64 exp --------------------------------------------------------------- */
@@ -343,6 +353,10 @@ EW_INLINE int un_all(int op, const float *x, float *y, int64_t n, const double *
     }
     case QE_UN_GELU: return 3;   /* qe_ew_unary_f32 runs gelu_rows */
     case QE_UN_ERF: UN_LOOP((float)erf((double)v)); break;
+    case QE_UN_SIN: UN_LOOP((float)sin((double)v)); break;
+    case QE_UN_COS: UN_LOOP((float)cos((double)v)); break;
+    case QE_UN_ASIN: UN_LOOP((float)asin((double)v)); break;
+    case QE_UN_ATAN: UN_LOOP((float)atan((double)v)); break;
     case QE_UN_HTP_RECIP: {  /* the float16 reciprocal of float16.ReciprocalDivide; prm: bias */
         float bias = (float)prm[0];
         UN_LOOP(htp_recip(v, bias));

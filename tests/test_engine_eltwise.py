@@ -31,12 +31,13 @@ ENCODINGS = {
     "u16": (U16, (0.001, -30000), (1.0 / 4096, -32768)),
 }
 BINARY = ["ElementWiseAdd", "ElementWiseSubtract", "ElementWiseMultiply", "ElementWiseDivide",
-          "ElementWiseMaximum", "ElementWiseMinimum", "ElementWiseSquaredDifference"]
+          "ElementWiseMaximum", "ElementWiseMinimum", "ElementWiseSquaredDifference", "ElementWisePower"]
 COMPARE = ["ElementWiseEqual", "ElementWiseNotEqual", "ElementWiseGreater", "ElementWiseGreaterEqual",
            "ElementWiseLess", "ElementWiseLessEqual"]
 UNARY = ["Relu", "Relu1", "Relu6", "Sigmoid", "Tanh", "HardSwish", "ElementWiseExp", "ElementWiseLog",
          "ElementWiseNeg", "ElementWiseAbs", "ElementWiseSquareRoot", "ElementWiseFloor", "ElementWiseCeil",
-         "ElementWiseRsqrt", "ElementWiseSign"]
+         "ElementWiseRsqrt", "ElementWiseSign", "ElementWiseSin", "ElementWiseCos", "ElementWiseAsin",
+         "ElementWiseAtan"]
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 3.0e38, -3.0e38, 0.5, -0.5,
                      1.5, 2.5, -3.0, 6.0], np.float32)
 
@@ -231,7 +232,7 @@ def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name,ref", [
-    ("exp", np.exp), ("log", np.log), ("tanh", np.tanh),
+    ("exp", np.exp), ("log", np.log), ("tanh", np.tanh), ("sin", np.sin), ("atan", np.arctan),
     ("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x))),
     ("erf", act.erf), ("gelu", lambda x: 0.5 * x * act.erfc(-x / np.sqrt(2.0))),
 ])
@@ -361,3 +362,13 @@ def test_float16_math_divide_runs_its_reciprocal_kernel_in_c(shapes, seed):
     assume(graph is not None)
     assert type(graph.plan.steps[0].impl).__name__ == "ReciprocalDivide", "float16 math divides by r(b)"
     assert_lowered_and_identical(graph, ins, "float32", seed, f"ReciprocalDivide {shapes}")
+
+
+def test_shared_power_kernel_follows_pow():
+    a = np.array([[2.0], [-8.0], [0.0], [np.inf], [-2.0]], np.float32)
+    b = np.array([0.5, 3.0, -1.0, 0.0], np.float32)
+    got = _fast_eltwise.binary("pow", a, b)
+    with np.errstate(all="ignore"):
+        want = np.power(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    assert got.shape == (5, 4) and same.all(), f"pow broadcasts and follows IEEE pow: {got} vs {want}"

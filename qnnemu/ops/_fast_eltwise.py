@@ -22,16 +22,78 @@ from . import _fast
 UNARY = {name: code for code, name in enumerate((
     "neg", "abs", "sqrt", "floor", "ceil", "rint", "rsqrt", "recip", "sign", "relu", "clip",
     "hard_sigmoid", "hard_swish", "threshold", "exp", "log", "sigmoid", "tanh", "elu", "gelu",
-    "softplus", "erf", "htp_recip"))}
+    "softplus", "erf", "htp_recip", "sin", "cos", "asin", "atan"))}
 # csrc/eng_eltwise.h, enum QE_BIN_*
 BINARY = {name: code for code, name in enumerate((
-    "add", "sub", "mul", "div", "max", "min", "sqdiff", "floordiv", "fmod", "mod", "prelu",
+    "add", "sub", "mul", "div", "max", "min", "sqdiff", "floordiv", "fmod", "mod", "prelu", "pow",
     "eq", "ne", "gt", "ge", "lt", "le"))}
+COMPARE = {"eq", "ne", "gt", "ge", "lt", "le"}
 
 
 def _check(rc: int) -> None:
     if rc != 0:
         raise RuntimeError(f"qnnemu._kernels: element-wise kernel failed (code {rc})")
+
+
+def broadcast_layout(a_shape, b_shape, out_shape):
+    """(dims, a strides, b strides) in elements of the broadcast ``a op b -> out``, with unit
+    dimensions dropped and dimensions that stay contiguous for both inputs merged (rank >= 1);
+    ValueError when the shapes do not broadcast to ``out_shape`` or need more than 8 dimensions."""
+    out_shape = tuple(int(d) for d in out_shape)
+    rank = len(out_shape)
+    if len(a_shape) > rank or len(b_shape) > rank:
+        raise ValueError("an input of higher rank than the output")
+
+    def strides(shape):
+        shape = (1,) * (rank - len(shape)) + tuple(int(d) for d in shape)
+        st, acc = [0] * rank, 1
+        for k in range(rank - 1, -1, -1):
+            if shape[k] != 1 and shape[k] != out_shape[k]:
+                raise ValueError(f"shape {shape} does not broadcast to {out_shape}")
+            st[k] = acc if shape[k] != 1 else 0
+            acc *= shape[k]
+        return st
+
+    sa, sb = strides(a_shape), strides(b_shape)
+    dims: list[int] = []
+    xa: list[int] = []
+    xb: list[int] = []
+    for d, s1, s2 in zip(out_shape, sa, sb):
+        if d == 1:
+            continue
+        if dims and xa[-1] == s1 * d and xb[-1] == s2 * d:
+            dims[-1] *= d           # merge into the previous (outer) dimension
+            xa[-1], xb[-1] = s1, s2
+            continue
+        dims.append(d)
+        xa.append(s1)
+        xb.append(s2)
+    if not dims:
+        dims, xa, xb = [1], [0], [0]
+    if len(dims) > 8:
+        raise ValueError(f"a broadcast of rank {len(dims)} (> 8 after merging)")
+    return dims, xa, xb
+
+
+def binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """a op b (see BINARY) of float32 arrays with numpy broadcasting: float32, or a bool array for
+    the comparisons; None without the C kernels."""
+    if not _fast.enabled() or a.dtype != np.float32 or b.dtype != np.float32:
+        return None
+    lib, ffi = _fast.library()
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    try:
+        dims, sa, sb = broadcast_layout(a.shape, b.shape, shape)
+    except ValueError:
+        return None
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    y = np.empty(shape, np.bool_ if op in COMPARE else np.float32)
+    ints = ffi.new("int64_t[]", dims + sa + sb)
+    r = len(dims)
+    rc = lib.qe_ew_binary_f32(BINARY[op], _fast._ptr(a), _fast._ptr(b), ffi.cast("void *", y.ctypes.data),
+                              r, ints, ints + r, ints + 2 * r)
+    _check(rc)
+    return y
 
 
 def unary_params(op: str, prm=()) -> list[float]:
@@ -45,13 +107,14 @@ def unary(op: str, x: np.ndarray, prm=()) -> np.ndarray | None:
     if not _fast.enabled() or x.dtype != np.float32:
         return None
     lib, ffi = _fast.library()
-    x = np.ascontiguousarray(x)
+    shape = x.shape
+    x = np.ascontiguousarray(x)   # (1-D for a 0-d x: its shape is restored below)
     y = np.empty_like(x)
     params = np.asarray(unary_params(op, prm), dtype=np.float64)
     rc = lib.qe_ew_unary_f32(UNARY[op], _fast._ptr(x), _fast._ptr(y), x.size,
                              ffi.cast("double *", params.ctypes.data))
     _check(rc)
-    return y
+    return y.reshape(shape)
 
 
 def softmax_geometry(shape, axis: int) -> tuple[int, int, int]:

@@ -268,6 +268,7 @@ class _Binary(Op, register=False):
     real = None
     integer = None
     logic = None
+    c_op: str | None = None  # the C kernel of the fast path (_fast_eltwise.BINARY)
 
     @classmethod
     def infer_as(cls, op: str, inputs: list[TensorSpec], declared_outputs=None) -> list[TensorSpec]:
@@ -297,7 +298,9 @@ class _Binary(Op, register=False):
                 y = fn(a, b)
                 return _bool8(y) if cls.to_bool else np.asarray(y).astype(a.dtype, copy=False)
             dtype = a.dtype
-            y = cls.real(to_compute(a), to_compute(b))
+            y = _fast_eltwise.binary(cls.c_op, to_compute(a), to_compute(b)) if cls.c_op is not None else None
+            if y is None:
+                y = cls.real(to_compute(a), to_compute(b))
             return _bool8(y) if cls.to_bool else from_compute(np.asarray(y), dtype)
 
     def _run(self, a, b, **params):
@@ -348,6 +351,7 @@ class ElementWisePower(_Binary):
     """in0 ** in1 (real only); a negative base with a non-integer exponent gives nan."""
 
     real = staticmethod(np.power)
+    c_op = "pow"  # numpy's SIMD power has no C twin: both paths use the engine's kernel
 
 
 class ElementWiseSquaredDifference(_Binary):
@@ -548,10 +552,12 @@ class ElementWiseAbs(_UnaryEW):
 
 class ElementWiseAsin(_UnaryEW):
     real = staticmethod(np.arcsin)
+    c_op = "asin"
 
 
 class ElementWiseAtan(_UnaryEW):
     real = staticmethod(np.arctan)
+    c_op = "atan"
 
 
 class ElementWiseCeil(_UnaryEW):
@@ -560,6 +566,7 @@ class ElementWiseCeil(_UnaryEW):
 
 class ElementWiseCos(_UnaryEW):
     real = staticmethod(np.cos)
+    c_op = "cos"
 
 
 class ElementWiseExp(_UnaryEW):
@@ -605,6 +612,7 @@ class ElementWiseSign(_UnaryEW):
 
 class ElementWiseSin(_UnaryEW):
     real = staticmethod(np.sin)
+    c_op = "sin"
 
 
 class ElementWiseSquareRoot(_UnaryEW):

@@ -2,11 +2,12 @@
 elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
 
 - ``qe_k_binary_f32``: ElementWiseAdd, Subtract, Multiply, Divide, Maximum, Minimum,
-  SquaredDifference, FloorDiv, Fmod, Mod, the comparisons Equal, NotEqual, Greater,
+  SquaredDifference, FloorDiv, Fmod, Mod, Power, the comparisons Equal, NotEqual, Greater,
   GreaterEqual, Less, LessEqual (BOOL_8 output), ElementWiseBinary with one of those
   operations, and Prelu -- on real values (float32, or fixed point / float16 converted to float32
   by the core), numpy broadcasting of any rank;
 - ``qe_k_unary_f32``: ElementWiseNeg, Abs, SquareRoot, Floor, Ceil, Round, Rsqrt, Sign, Exp, Log,
+  Sin, Cos, Asin, Atan,
   ElementWiseUnary with one of those (or RECIPROCAL), Relu, Relu1, Relu6, ReluMinMax, HardSwish,
   Sigmoid, Tanh, Elu, Gelu, Erf, ThresholdedRelu, ElementWiseSoftplus, ElementWiseNeuron;
 - ``qe_k_softmax_f32``: Softmax, LogSoftmax (any axis, beta);
@@ -22,8 +23,7 @@ elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
 The exact operations reproduce numpy's arithmetic; the transcendental ones are the C functions
 the ops' fast paths call too (qnnemu/ops/_fast_eltwise.py), so they are lowered only while those
 fast paths are on (``QNNEMU_KERNELS=reference`` keeps numpy there: the step falls back).
-Integer (INT_32 / UINT_32) and BOOL_8 computations, Power, the trigonometric functions and
-float16.Float32BiasAdd (the float16-math bias add) fall back to Python.
+Integer (INT_32 / UINT_32) and BOOL_8 computations and float16.Float32BiasAdd (the float16-math bias add) fall back to Python.
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from ...ops import activation as act
 from ...ops import elementwise as ew
 from ...ops import norm
 from ...ops._fast_eltwise import BINARY, UNARY, _f64, softmax_geometry, unary_params
+from ...ops._fast_eltwise import broadcast_layout as _broadcast_layout
 from ...ops.base import to_compute
 from ...spec import dtypes
 from .. import float16
@@ -42,13 +43,14 @@ from .. import plan as plan_mod
 from .lowering import Unsupported, lowers, type_code
 
 # C-kernel unary ops whose Python fast path calls that kernel (not a numpy formula)
-_SHARED = {"exp", "log", "sigmoid", "tanh", "elu", "gelu", "softplus", "erf"}
+_SHARED = {"exp", "log", "sigmoid", "tanh", "elu", "gelu", "softplus", "erf", "sin", "cos", "asin",
+           "atan", "pow"}
 
 _BINARY_OF = {
     ew.ElementWiseAdd: "add", ew.ElementWiseSubtract: "sub", ew.ElementWiseMultiply: "mul",
     ew.ElementWiseDivide: "div", ew.ElementWiseMaximum: "max", ew.ElementWiseMinimum: "min",
     ew.ElementWiseSquaredDifference: "sqdiff", ew.ElementWiseFloorDiv: "floordiv",
-    ew.ElementWiseFmod: "fmod", ew.ElementWiseMod: "mod",
+    ew.ElementWiseFmod: "fmod", ew.ElementWiseMod: "mod", ew.ElementWisePower: "pow",
     ew.ElementWiseEqual: "eq", ew.ElementWiseNotEqual: "ne", ew.ElementWiseGreater: "gt",
     ew.ElementWiseGreaterEqual: "ge", ew.ElementWiseLess: "lt", ew.ElementWiseLessEqual: "le",
 }
@@ -58,7 +60,8 @@ _UNARY_EW_OF = {
     ew.ElementWiseNeg: "neg", ew.ElementWiseAbs: "abs", ew.ElementWiseSquareRoot: "sqrt",
     ew.ElementWiseFloor: "floor", ew.ElementWiseCeil: "ceil", ew.ElementWiseRound: "rint",
     ew.ElementWiseRsqrt: "rsqrt", ew._Reciprocal: "recip", ew.ElementWiseSign: "sign",
-    ew.ElementWiseExp: "exp", ew.ElementWiseLog: "log",
+    ew.ElementWiseExp: "exp", ew.ElementWiseLog: "log", ew.ElementWiseSin: "sin",
+    ew.ElementWiseCos: "cos", ew.ElementWiseAsin: "asin", ew.ElementWiseAtan: "atan",
 }
 
 
@@ -101,44 +104,18 @@ def _output(ctx, k: int):
 
 
 def broadcast_layout(a_shape, b_shape, out_shape):
-    """(dims, a strides, b strides) in elements of the broadcast ``a op b -> out``, with unit
-    dimensions dropped and dimensions that stay contiguous for both inputs merged (rank >= 1)."""
-    rank = len(out_shape)
-    if len(a_shape) > rank or len(b_shape) > rank:
-        raise Unsupported("an input of higher rank than the output")
-
-    def strides(shape):
-        shape = (1,) * (rank - len(shape)) + tuple(shape)
-        st, acc = [0] * rank, 1
-        for k in range(rank - 1, -1, -1):
-            if shape[k] != 1 and shape[k] != out_shape[k]:
-                raise Unsupported(f"shape {shape} does not broadcast to {out_shape}")
-            st[k] = acc if shape[k] != 1 else 0
-            acc *= shape[k]
-        return st
-
-    sa, sb = strides(a_shape), strides(b_shape)
-    dims, xa, xb = [], [], []
-    for d, s1, s2 in zip(out_shape, sa, sb):
-        if d == 1:
-            continue
-        if dims and xa[-1] == s1 * d and xb[-1] == s2 * d:
-            dims[-1] *= d           # merge into the previous (outer) dimension
-            xa[-1], xb[-1] = s1, s2
-            continue
-        dims.append(int(d))
-        xa.append(s1)
-        xb.append(s2)
-    if not dims:
-        dims, xa, xb = [1], [0], [0]
-    if len(dims) > 8:
-        raise Unsupported(f"a broadcast of rank {len(dims)} (> 8 after merging)")
-    return dims, xa, xb
+    """_fast_eltwise.broadcast_layout; Unsupported where it has none."""
+    try:
+        return _broadcast_layout(a_shape, b_shape, out_shape)
+    except ValueError as why:
+        raise Unsupported(str(why)) from None
 
 
 def _emit_binary(ctx, op: str) -> None:
     if ctx.n_in != 2 or ctx.n_out != 1:
         raise Unsupported("a binary op without exactly two inputs and one output")
+    if op in _SHARED and not _fast.enabled():
+        raise Unsupported("QNNEMU_KERNELS=reference: the op computes with numpy")
     _real_mode(ctx, (0, 1))
     dims, sa, sb = broadcast_layout(ctx.in_shape(0), ctx.in_shape(1), ctx.out_shape(0))
     a, b = _input(ctx, 0), _input(ctx, 1)
@@ -153,7 +130,7 @@ def _emit_binary(ctx, op: str) -> None:
 
 
 @lowers("ElementWiseAdd", "ElementWiseSubtract", "ElementWiseMultiply", "ElementWiseDivide",
-        "ElementWiseMaximum", "ElementWiseMinimum", "ElementWiseSquaredDifference",
+        "ElementWiseMaximum", "ElementWiseMinimum", "ElementWiseSquaredDifference", "ElementWisePower",
         "ElementWiseFloorDiv", "ElementWiseFmod", "ElementWiseMod", "ElementWiseEqual",
         "ElementWiseNotEqual", "ElementWiseGreater", "ElementWiseGreaterEqual", "ElementWiseLess",
         "ElementWiseLessEqual", "ElementWiseBinary")
@@ -237,7 +214,8 @@ def _emit_unary(ctx, op: str, prm=()) -> None:
 
 @lowers("ElementWiseNeg", "ElementWiseAbs", "ElementWiseSquareRoot", "ElementWiseFloor",
         "ElementWiseCeil", "ElementWiseRound", "ElementWiseRsqrt", "ElementWiseSign",
-        "ElementWiseExp", "ElementWiseLog", "ElementWiseUnary")
+        "ElementWiseExp", "ElementWiseLog", "ElementWiseSin", "ElementWiseCos", "ElementWiseAsin",
+        "ElementWiseAtan", "ElementWiseUnary")
 def unary_elementwise(ctx) -> None:
     impl = ctx.impl
     cls = type(impl)
