@@ -626,3 +626,142 @@ int qe_k_int_add(const qe_args *a)
     }
     return 0;
 }
+
+/* ---- INT_32 / UINT_32 element-wise ops (numpy's integer arithmetic in qnnemu/ops/elementwise.py) -- */
+/* Wrapping like the C types (computed unsigned); division, floor division, fmod and mod by 0
+ * give 0; INT32_MIN / -1 wraps to INT32_MIN (numpy's floor_divide). */
+EW_INLINE int32_t i32_wrap(uint32_t v) { int32_t r; memcpy(&r, &v, 4); return r; }
+EW_INLINE int32_t i32_floordiv(int32_t a, int32_t b)
+{
+    if (b == 0) return 0;
+    if (b == -1) return i32_wrap(0u - (uint32_t)a);
+    int32_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+EW_INLINE int32_t i32_truncdiv(int32_t a, int32_t b)
+{
+    if (b == 0) return 0;
+    if (b == -1) return i32_wrap(0u - (uint32_t)a);
+    return a / b;
+}
+EW_INLINE int32_t i32_fmod(int32_t a, int32_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
+EW_INLINE int32_t i32_mod(int32_t a, int32_t b)
+{
+    if (b == 0 || b == -1) return 0;
+    int32_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+#define IBIN_ROW(TIN, TOUT, EXPR)                                                                 \
+    do {                                                                                          \
+        const TIN *a_ = (const TIN *)av, *b_ = (const TIN *)bv;                                   \
+        TOUT *y_ = (TOUT *)yv;                                                                    \
+        for (int64_t i = 0; i < n; i++) { TIN x0 = a_[i * sa], x1 = b_[i * sb]; y_[i] = (EXPR); } \
+    } while (0)
+
+EW_INLINE void ibin_row(int op, int is_signed, const void *av, const void *bv, void *yv, int64_t n,
+                        int64_t sa, int64_t sb)
+{
+    if (is_signed) {
+        switch (op) {
+        case QE_BIN_ADD: IBIN_ROW(int32_t, int32_t, i32_wrap((uint32_t)x0 + (uint32_t)x1)); break;
+        case QE_BIN_SUB: IBIN_ROW(int32_t, int32_t, i32_wrap((uint32_t)x0 - (uint32_t)x1)); break;
+        case QE_BIN_MUL: IBIN_ROW(int32_t, int32_t, i32_wrap((uint32_t)x0 * (uint32_t)x1)); break;
+        case QE_BIN_DIV: IBIN_ROW(int32_t, int32_t, i32_truncdiv(x0, x1)); break;
+        case QE_BIN_MAX: IBIN_ROW(int32_t, int32_t, x0 > x1 ? x0 : x1); break;
+        case QE_BIN_MIN: IBIN_ROW(int32_t, int32_t, x0 < x1 ? x0 : x1); break;
+        case QE_BIN_SQDIFF:
+            IBIN_ROW(int32_t, int32_t, i32_wrap(((uint32_t)x0 - (uint32_t)x1) * ((uint32_t)x0 - (uint32_t)x1)));
+            break;
+        case QE_BIN_FLOORDIV: IBIN_ROW(int32_t, int32_t, i32_floordiv(x0, x1)); break;
+        case QE_BIN_FMOD: IBIN_ROW(int32_t, int32_t, i32_fmod(x0, x1)); break;
+        case QE_BIN_MOD: IBIN_ROW(int32_t, int32_t, i32_mod(x0, x1)); break;
+        case QE_BIN_EQ: IBIN_ROW(int32_t, uint8_t, x0 == x1); break;
+        case QE_BIN_NE: IBIN_ROW(int32_t, uint8_t, x0 != x1); break;
+        case QE_BIN_GT: IBIN_ROW(int32_t, uint8_t, x0 > x1); break;
+        case QE_BIN_GE: IBIN_ROW(int32_t, uint8_t, x0 >= x1); break;
+        case QE_BIN_LT: IBIN_ROW(int32_t, uint8_t, x0 < x1); break;
+        case QE_BIN_LE: IBIN_ROW(int32_t, uint8_t, x0 <= x1); break;
+        default: break;
+        }
+    } else {
+        switch (op) {
+        case QE_BIN_ADD: IBIN_ROW(uint32_t, uint32_t, x0 + x1); break;
+        case QE_BIN_SUB: IBIN_ROW(uint32_t, uint32_t, x0 - x1); break;
+        case QE_BIN_MUL: IBIN_ROW(uint32_t, uint32_t, x0 * x1); break;
+        case QE_BIN_DIV: case QE_BIN_FLOORDIV: IBIN_ROW(uint32_t, uint32_t, x1 ? x0 / x1 : 0u); break;
+        case QE_BIN_MAX: IBIN_ROW(uint32_t, uint32_t, x0 > x1 ? x0 : x1); break;
+        case QE_BIN_MIN: IBIN_ROW(uint32_t, uint32_t, x0 < x1 ? x0 : x1); break;
+        case QE_BIN_SQDIFF: IBIN_ROW(uint32_t, uint32_t, (x0 - x1) * (x0 - x1)); break;
+        case QE_BIN_FMOD: case QE_BIN_MOD: IBIN_ROW(uint32_t, uint32_t, x1 ? x0 % x1 : 0u); break;
+        case QE_BIN_EQ: IBIN_ROW(uint32_t, uint8_t, x0 == x1); break;
+        case QE_BIN_NE: IBIN_ROW(uint32_t, uint8_t, x0 != x1); break;
+        case QE_BIN_GT: IBIN_ROW(uint32_t, uint8_t, x0 > x1); break;
+        case QE_BIN_GE: IBIN_ROW(uint32_t, uint8_t, x0 >= x1); break;
+        case QE_BIN_LT: IBIN_ROW(uint32_t, uint8_t, x0 < x1); break;
+        case QE_BIN_LE: IBIN_ROW(uint32_t, uint8_t, x0 <= x1); break;
+        default: break;
+        }
+    }
+}
+
+/* p: in[0], in[1], out; i: op, signed (1: INT_32, 0: UINT_32), rank r, out shape[r],
+ * in[0] strides[r], in[1] strides[r]. */
+int qe_k_binary_i32(const qe_args *a)
+{
+    if (a->np != 3 || a->ni < 3) return 1;
+    int op = (int)a->i[0], is_signed = (int)a->i[1], r = (int)a->i[2];
+    if (op < 0 || op >= QE_BIN_COUNT || op == QE_BIN_PRELU || op == QE_BIN_POW) return 2;
+    if (r < 1 || r > 8 || a->ni != 3 + 3 * r) return 2;
+    const int64_t *d = a->i + 3, *sa = d + r, *sb = sa + r;
+    for (int k = 0; k < r; k++)
+        if (d[k] == 0) return 0;
+    int out_size = op >= QE_BIN_FIRST_COMPARE ? 1 : 4;
+    const char *pa = a->p[0], *pb = a->p[1];
+    char *py = a->p[2];
+    int64_t idx[8] = {0}, rows = 1, n = d[r - 1], oa = 0, ob = 0;
+    for (int k = 0; k < r - 1; k++) rows *= d[k];
+    for (int64_t row = 0; row < rows; row++) {
+        ibin_row(op, is_signed, pa + oa * 4, pb + ob * 4, py + row * n * out_size, n, sa[r - 1],
+                 sb[r - 1]);
+        for (int k = r - 2; k >= 0; k--) {
+            oa += sa[k];
+            ob += sb[k];
+            if (++idx[k] < d[k]) break;
+            oa -= sa[k] * d[k];
+            ob -= sb[k] * d[k];
+            idx[k] = 0;
+        }
+    }
+    return 0;
+}
+
+/* p: x, y; i: op (QE_UN_NEG, QE_UN_ABS, QE_UN_SIGN), signed, n. */
+int qe_k_unary_i32(const qe_args *a)
+{
+    if (a->np != 2 || a->ni != 3) return 1;
+    int op = (int)a->i[0], is_signed = (int)a->i[1];
+    int64_t n = a->i[2];
+    if (is_signed) {
+        const int32_t *x = a->p[0];
+        int32_t *y = a->p[1];
+        switch (op) {
+        case QE_UN_NEG: for (int64_t i = 0; i < n; i++) y[i] = i32_wrap(0u - (uint32_t)x[i]); break;
+        case QE_UN_ABS:
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? i32_wrap(0u - (uint32_t)x[i]) : x[i];
+            break;
+        case QE_UN_SIGN: for (int64_t i = 0; i < n; i++) y[i] = (x[i] > 0) - (x[i] < 0); break;
+        default: return 2;
+        }
+    } else {
+        const uint32_t *x = a->p[0];
+        uint32_t *y = a->p[1];
+        switch (op) {
+        case QE_UN_NEG: for (int64_t i = 0; i < n; i++) y[i] = 0u - x[i]; break;
+        case QE_UN_ABS: for (int64_t i = 0; i < n; i++) y[i] = x[i]; break;
+        case QE_UN_SIGN: for (int64_t i = 0; i < n; i++) y[i] = x[i] != 0; break;
+        default: return 2;
+        }
+    }
+    return 0;
+}

@@ -20,6 +20,8 @@ int qe_ew_binary_f32(int op, const float *a, const float *b, void *y, int rank, 
 int qe_k_binary_f32(const qe_args *a);
 int qe_k_norm_f32(const qe_args *a);
 int qe_k_int_add(const qe_args *a);
+int qe_k_binary_i32(const qe_args *a);
+int qe_k_unary_i32(const qe_args *a);
 int qe_k_unary_f32(const qe_args *a);
 int qe_k_softmax_f32(const qe_args *a);
 /* cdef end */

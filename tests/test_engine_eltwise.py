@@ -159,14 +159,49 @@ def test_fixed_point_add_runs_the_integer_pipeline_in_c(dtype, scales, offsets, 
     check_plan(plan, feeds)
 
 
-def test_int32_arithmetic_falls_back():
+INT_EDGES = np.array([-2**31, 2**31 - 1, -1, 0, 1, 7, -7, 2], np.int64)
+
+
+@given(op=st.sampled_from(BINARY[:-1] + COMPARE + ["ElementWiseFloorDiv", "ElementWiseFmod", "ElementWiseMod"]),
+       dtype=st.sampled_from([Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32]),
+       shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=4),
+       seed=st.integers(0, 2**31))
+def test_int32_binary_ops_run_in_c_bit_identical(op, dtype, shapes, seed):
+    """INT_32 / UINT_32 arithmetic (wrapping, x / 0 = 0, INT32_MIN / -1) and comparisons."""
+    (sa, sb), out = shapes.input_shapes, shapes.result_shape
     b = GraphBuilder(new_context(), "ints")
-    x = [b.tensor(f"x{i}", (2, 3), Q.QNN_DATATYPE_INT_32, type_=APP_WRITE) for i in range(2)]
-    y = b.tensor("y", (2, 3), Q.QNN_DATATYPE_INT_32, type_=APP_READ)
-    b.node("ElementWiseMultiply", "n", x, [y])
-    b.graph.finalize()
-    fb = b.graph.plan.engine.fallbacks
-    assert len(fb) == 1 and "not real-valued" in fb[0][2], f"INT_32 arithmetic stays in Python: {fb}"
+    x = [b.tensor(f"x{i}", s, dtype, type_=APP_WRITE) for i, s in enumerate((sa, sb))]
+    y = b.tensor("y", out, BOOL if op in COMPARE else dtype, type_=APP_READ)
+    b.node(op, "n", x, [y])
+    try:
+        b.graph.finalize()
+    except QnnError:
+        assume(False)
+    assert b.graph.plan.engine.fallbacks == [], f"{op} on integers lowers to C: {b.graph.plan.engine.fallbacks}"
+    rng = np.random.default_rng(seed)
+    np_type = np.int32 if dtype == Q.QNN_DATATYPE_INT_32 else np.uint32
+    feeds = {}
+    for t in x:
+        shape = tuple(int(d) for d in t.dims)
+        v = rng.choice(INT_EDGES, shape) if rng.random() < 0.5 else rng.integers(-50, 50, shape)
+        feeds[t.id] = np.asarray(v).astype(np_type)
+    with np.errstate(all="ignore"):
+        check_plan(b.graph.plan, feeds)
+
+
+@pytest.mark.parametrize("op", ["ElementWiseNeg", "ElementWiseAbs", "ElementWiseSign"])
+@pytest.mark.parametrize("dtype,np_type", [(Q.QNN_DATATYPE_INT_32, np.int32), (Q.QNN_DATATYPE_UINT_32, np.uint32)])
+def test_int32_unary_ops_run_in_c_bit_identical(op, dtype, np_type):
+    b = GraphBuilder(new_context(), "ints")
+    x = b.tensor("x", (8,), dtype, type_=APP_WRITE)
+    y = b.tensor("y", (8,), dtype, type_=APP_READ)
+    b.node(op, "n", [x], [y])
+    try:
+        b.graph.finalize()
+    except QnnError:
+        pytest.skip(f"the HTP model refuses {op} on this type (as the vendor)")
+    assert b.graph.plan.engine.fallbacks == [], f"integer {op} lowers to C"
+    check_plan(b.graph.plan, {x.id: INT_EDGES.astype(np_type)})
 
 
 # -- unary ops and activations ------------------------------------------------------------------

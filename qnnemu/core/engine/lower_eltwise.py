@@ -14,6 +14,8 @@ elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
 - ``qe_k_norm_f32``: LayerNorm and RmsNorm over trailing axes, InstanceNorm (every region and
   mode), GroupNorm -- on float32 inputs (float16 ones are normalized in float64 and rounded once
   by the Python op), with static gamma / beta;
+- ``qe_k_binary_i32`` / ``qe_k_unary_i32``: the same binary ops (but Power) and Neg, Abs, Sign on
+  INT_32 / UINT_32 (numpy's wrapping integer arithmetic; division and remainders by 0 give 0);
 - ``qe_k_int_add``: ElementWiseAdd of 8-bit or 16-bit fixed point in the HTP's integer pipeline
   (plan.IntegerAdd), on the codes;
 - ``qe_k_binary_f32`` twice: Batchnorm (x * weight, then + bias, as the op's float32 arithmetic);
@@ -23,7 +25,7 @@ elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
 The exact operations reproduce numpy's arithmetic; the transcendental ones are the C functions
 the ops' fast paths call too (qnnemu/ops/_fast_eltwise.py), so they are lowered only while those
 fast paths are on (``QNNEMU_KERNELS=reference`` keeps numpy there: the step falls back).
-Integer (INT_32 / UINT_32) and BOOL_8 computations and float16.Float32BiasAdd (the float16-math bias add) fall back to Python.
+BOOL_8 computations (logic ops) and float16.Float32BiasAdd (the float16-math bias add) fall back to Python.
 """
 from __future__ import annotations
 
@@ -111,9 +113,43 @@ def broadcast_layout(a_shape, b_shape, out_shape):
         raise Unsupported(str(why)) from None
 
 
+_I32, _U32 = np.dtype(np.int32), np.dtype(np.uint32)
+_INT_BINARY = {"add", "sub", "mul", "div", "max", "min", "sqdiff", "floordiv", "fmod", "mod"} | _COMPARE
+
+
+def _int_class(ctx, indices) -> np.dtype | None:
+    """int32 / uint32 when the op's inputs ``indices`` are all INT_32 / all UINT_32 (numpy's
+    integer arithmetic), else None."""
+    specs = ctx.node.input_specs
+    want = {Q.QNN_DATATYPE_INT_32: _I32, Q.QNN_DATATYPE_UINT_32: _U32}
+    got = {want.get(specs[i].dtype) if specs and i < len(specs) and specs[i] is not None else None
+           for i in indices}
+    if len(got) != 1 or None in got:
+        return None
+    dtype = got.pop()
+    if any(ctx.in_dtype(i) != dtype for i in indices):
+        return None
+    return dtype
+
+
+def _emit_int_binary(ctx, op: str, dtype: np.dtype) -> None:
+    if op not in _INT_BINARY:
+        raise Unsupported(f"integer {op}")
+    want = np.dtype(np.uint8) if op in _COMPARE else dtype
+    if ctx.out_dtype(0) != want:
+        raise Unsupported(f"an integer {op} stored as {ctx.out_dtype(0)}")
+    dims, sa, sb = broadcast_layout(ctx.in_shape(0), ctx.in_shape(1), ctx.out_shape(0))
+    ctx.emit("qe_k_binary_i32", (ctx.input_raw(0), ctx.input_raw(1), ctx.output_raw(0)),
+             [BINARY[op], int(dtype == _I32), len(dims), *dims, *sa, *sb])
+
+
 def _emit_binary(ctx, op: str) -> None:
     if ctx.n_in != 2 or ctx.n_out != 1:
         raise Unsupported("a binary op without exactly two inputs and one output")
+    int_dtype = _int_class(ctx, (0, 1))
+    if int_dtype is not None:
+        _emit_int_binary(ctx, op, int_dtype)
+        return
     if op in _SHARED and not _fast.enabled():
         raise Unsupported("QNNEMU_KERNELS=reference: the op computes with numpy")
     _real_mode(ctx, (0, 1))
@@ -201,6 +237,13 @@ def prelu(ctx) -> None:
 def _emit_unary(ctx, op: str, prm=()) -> None:
     if ctx.n_in < 1 or ctx.n_out != 1:
         raise Unsupported("a unary op with several outputs")
+    int_dtype = _int_class(ctx, (0,))
+    if int_dtype is not None and op in ("neg", "abs", "sign"):
+        if ctx.out_dtype(0) != int_dtype or ctx.in_shape(0) != ctx.out_shape(0):
+            raise Unsupported(f"an integer {op} of another type or shape")
+        ctx.emit("qe_k_unary_i32", (ctx.input_raw(0), ctx.output_raw(0)),
+                 (UNARY[op], int(int_dtype == _I32), _n(ctx.in_shape(0))))
+        return
     if op in _SHARED and not _fast.enabled():
         raise Unsupported("QNNEMU_KERNELS=reference: the op computes with numpy")
     _real_mode(ctx, (0,))
