@@ -15,8 +15,7 @@ from qnnemu.core.engine import check_plan
 from qnnemu.core.engine.lower_eltwise import broadcast_layout
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
-from qnnemu.ops import _fast, _fast_eltwise
-from qnnemu.ops import activation as act
+from qnnemu.ops import _fast, _fast_eltwise, activation as act
 
 pytestmark = pytest.mark.skipif(not _fast.available(), reason="qnnemu._kernels is not built")
 
@@ -372,7 +371,8 @@ def test_layer_norm_over_two_axes_and_dynamic_gamma():
     assert len(fb) == 1 and "dynamic gamma" in fb[0][2], f"a dynamic gamma stays in Python: {fb}"
 
 
-@pytest.mark.parametrize("op,shapes", [("ElementWiseAdd", [(2, 3, 8), (2, 3, 8)]), ("ElementWiseMultiply", [(2, 3, 8), (8,)]),
+@pytest.mark.parametrize("op,shapes", [("ElementWiseAdd", [(2, 3, 8), (2, 3, 8)]),
+                                       ("ElementWiseMultiply", [(2, 3, 8), (8,)]),
                                        ("Sigmoid", [(2, 3, 8)]), ("Softmax", [(2, 3, 8)]), ("HardSwish", [(2, 3, 8)]),
                                        ("ElementWiseGreater", [(2, 3, 8), (1, 8)])])
 def test_float16_math_graphs_run_in_c_bit_identical(op, shapes, monkeypatch):
@@ -385,7 +385,8 @@ def test_float16_math_graphs_run_in_c_bit_identical(op, shapes, monkeypatch):
     assert_lowered_and_identical(graph, ins, "float32", 21, f"{op} in float16 math")
 
 
-@given(shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=3, max_side=4), seed=st.integers(0, 2**31))
+@given(shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=3, max_side=4),
+       seed=st.integers(0, 2**31))
 def test_float16_math_divide_runs_its_reciprocal_kernel_in_c(shapes, seed):
     """float16.ReciprocalDivide (the vendor's float16 reciprocal, truncated, then a product)."""
     import os

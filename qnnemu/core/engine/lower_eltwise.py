@@ -32,16 +32,18 @@ from __future__ import annotations
 import numpy as np
 
 from ...headers import Q
-from ...ops import _fast
-from ...ops import activation as act
-from ...ops import elementwise as ew
-from ...ops import norm
-from ...ops._fast_eltwise import BINARY, UNARY, _f64, softmax_geometry, unary_params
-from ...ops._fast_eltwise import broadcast_layout as _broadcast_layout
+from ...ops import _fast, activation as act, elementwise as ew, norm
+from ...ops._fast_eltwise import (
+    BINARY,
+    UNARY,
+    _f64,
+    broadcast_layout as _broadcast_layout,
+    softmax_geometry,
+    unary_params,
+)
 from ...ops.base import to_compute
 from ...spec import dtypes
-from .. import float16
-from .. import plan as plan_mod
+from .. import float16, plan as plan_mod
 from .lowering import Unsupported, lowers, type_code
 
 # C-kernel unary ops whose Python fast path calls that kernel (not a numpy formula)
@@ -312,6 +314,7 @@ def activation(ctx) -> None:
     impl = ctx.impl
     cls = type(impl)
     p = impl.param_values if hasattr(impl, "param_values") else {}
+    prm: tuple = ()
     if cls is act.Relu:
         op, prm = "relu", ()
     elif cls is act.Relu1:
