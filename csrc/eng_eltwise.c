@@ -23,6 +23,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -764,4 +765,12 @@ int qe_k_unary_i32(const qe_args *a)
         }
     }
     return 0;
+}
+
+/* The ISA paths this family takes here (qnnemu/core/engine/isa.py asks every qe_<family>_isa). */
+int qe_eltwise_isa(char *buf, int n)
+{
+    const char *unary = use_avx512() ? "avx512f+dq+vl" : (qe_isa() ? "avx2" : "sse4.2");
+    const char *binary = qe_isa() ? "avx2" : "sse4.2";
+    return snprintf(buf, (size_t)n, "unary/softmax/gelu %s, binary %s", unary, binary);
 }

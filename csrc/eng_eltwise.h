@@ -22,6 +22,7 @@ int qe_k_norm_f32(const qe_args *a);
 int qe_k_int_add(const qe_args *a);
 int qe_k_binary_i32(const qe_args *a);
 int qe_k_unary_i32(const qe_args *a);
+int qe_eltwise_isa(char *buf, int n);
 int qe_k_unary_f32(const qe_args *a);
 int qe_k_softmax_f32(const qe_args *a);
 /* cdef end */

@@ -41,11 +41,33 @@ SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 3.0e38, 
                      1.5, 2.5, -3.0, 6.0], np.float32)
 
 
+_CONTEXTS: list = []
+
+
+def tracked_context():
+    """A core Context freed after the example that made it (``free_contexts``): hundreds of live
+    contexts would grow the process's handle table for the tests that follow."""
+    ctx = new_context()
+    _CONTEXTS.append(ctx)
+    return ctx
+
+
+def free_contexts() -> None:
+    while _CONTEXTS:
+        _CONTEXTS.pop().free()
+
+
+@pytest.fixture(autouse=True)
+def _free_contexts_after_each_test():
+    yield
+    free_contexts()
+
+
 def one_node(op: str, in_shapes, out_shape, encoding: str, out_dtype=None, **params):
     """A finalized graph of one node (graph inputs x0.. -> op -> y); None if the HTP (model)
     refuses the combination at graphFinalize (as the vendor does)."""
     dtype, quant, oquant = ENCODINGS[encoding]
-    b = GraphBuilder(new_context(), "ew")
+    b = GraphBuilder(tracked_context(), "ew")
     ins = [b.tensor(f"x{i}", s, dtype, type_=APP_WRITE, quant=quant) for i, s in enumerate(in_shapes)]
     odt = dtype if out_dtype is None else out_dtype
     y = b.tensor("y", out_shape, odt, type_=APP_READ, quant=oquant if odt == dtype else None)
@@ -83,6 +105,7 @@ def assert_lowered_and_identical(graph, ins, encoding, seed, what: str, expect_f
     rng = np.random.default_rng(seed)
     with np.errstate(all="ignore"):
         check_plan(graph.plan, feeds_for(ins, encoding, rng))   # raises at the first differing byte
+    free_contexts()
 
 
 # -- broadcasting layout ------------------------------------------------------------------------
@@ -140,7 +163,7 @@ def test_fixed_point_add_runs_the_integer_pipeline_in_c(dtype, scales, offsets, 
     (sa, sb), out = shapes.input_shapes, shapes.result_shape
     code = {Q.QNN_DATATYPE_UFIXED_POINT_8: np.uint8, Q.QNN_DATATYPE_SFIXED_POINT_8: np.int8,
             Q.QNN_DATATYPE_UFIXED_POINT_16: np.uint16, Q.QNN_DATATYPE_SFIXED_POINT_16: np.int16}[dtype]
-    b = GraphBuilder(new_context(), "iadd")
+    b = GraphBuilder(tracked_context(), "iadd")
     x = [b.tensor(f"x{i}", s, dtype, type_=APP_WRITE, quant=(float(scales[i]), offsets[i]))
          for i, s in enumerate((sa, sb))]
     y = b.tensor("y", out, dtype, type_=APP_READ, quant=(float(scales[2]), offsets[2]))
@@ -168,7 +191,7 @@ INT_EDGES = np.array([-2**31, 2**31 - 1, -1, 0, 1, 7, -7, 2], np.int64)
 def test_int32_binary_ops_run_in_c_bit_identical(op, dtype, shapes, seed):
     """INT_32 / UINT_32 arithmetic (wrapping, x / 0 = 0, INT32_MIN / -1) and comparisons."""
     (sa, sb), out = shapes.input_shapes, shapes.result_shape
-    b = GraphBuilder(new_context(), "ints")
+    b = GraphBuilder(tracked_context(), "ints")
     x = [b.tensor(f"x{i}", s, dtype, type_=APP_WRITE) for i, s in enumerate((sa, sb))]
     y = b.tensor("y", out, BOOL if op in COMPARE else dtype, type_=APP_READ)
     b.node(op, "n", x, [y])
@@ -191,7 +214,7 @@ def test_int32_binary_ops_run_in_c_bit_identical(op, dtype, shapes, seed):
 @pytest.mark.parametrize("op", ["ElementWiseNeg", "ElementWiseAbs", "ElementWiseSign"])
 @pytest.mark.parametrize("dtype,np_type", [(Q.QNN_DATATYPE_INT_32, np.int32), (Q.QNN_DATATYPE_UINT_32, np.uint32)])
 def test_int32_unary_ops_run_in_c_bit_identical(op, dtype, np_type):
-    b = GraphBuilder(new_context(), "ints")
+    b = GraphBuilder(tracked_context(), "ints")
     x = b.tensor("x", (8,), dtype, type_=APP_WRITE)
     y = b.tensor("y", (8,), dtype, type_=APP_READ)
     b.node(op, "n", [x], [y])
@@ -312,7 +335,7 @@ def test_shared_softmax_matches_float64_numpy(axis):
 def norm_graph(op: str, shape, statics, encoding: str, **params):
     """x -> op(x, static gamma / beta ...) -> y, finalized; None when the HTP model refuses it."""
     dtype, quant, oquant = ENCODINGS[encoding]
-    b = GraphBuilder(new_context(), "norm")
+    b = GraphBuilder(tracked_context(), "norm")
     x = b.tensor("x", shape, dtype, type_=APP_WRITE, quant=quant)
     ins = [x] + [b.tensor(f"s{i}", s.shape, F32, type_=Q.QNN_TENSOR_TYPE_STATIC, data=s)
                  for i, s in enumerate(statics)]
@@ -361,7 +384,7 @@ def test_layer_norm_over_two_axes_and_dynamic_gamma():
     graph, ins = norm_graph("LayerNorm", (2, 6, 8), [gamma], "float32", axes=[1, 2])
     assert graph is not None, "LayerNorm over the last two axes finalizes"
     assert_lowered_and_identical(graph, ins, "float32", 4, "LayerNorm over axes [1, 2]")
-    b = GraphBuilder(new_context(), "dyn")
+    b = GraphBuilder(tracked_context(), "dyn")
     x = b.tensor("x", (2, 8), F32, type_=APP_WRITE)
     g = b.tensor("g", (8,), F32, type_=APP_WRITE)
     y = b.tensor("y", (2, 8), F32, type_=APP_READ)
