@@ -36,6 +36,7 @@ import math
 import numpy as np
 
 from ..headers import Q
+from . import _fast_eltwise
 from .base import Op, ParamSpec, TensorSpec, from_compute, same_spec, to_compute
 from .elementwise import broadcast_shape, check_operation, check_same_class, input_class, rule_error
 
@@ -133,21 +134,33 @@ def _clip(x, lo, hi):
 
 
 def _sigmoid(x):
+    y = _fast_eltwise.unary("sigmoid", x)  # the C engine's kernel (fast path)
+    if y is not None:
+        return y
     # float64 intermediate keeps float32 results within 1 ulp-ish of the exact value.
     return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(x.dtype)
 
 
 def _tanh(x):
+    y = _fast_eltwise.unary("tanh", x)
+    if y is not None:
+        return y
     return np.tanh(x)
 
 
 def _elu(x, alpha):
+    y = _fast_eltwise.unary("elu", x, (float(np.float32(alpha)),))
+    if y is not None:
+        return y
     zero = x.dtype.type(0)
     # max(x, 0) + alpha * expm1(min(x, 0)): one of the terms is 0 (branch-free, fast).
     return np.maximum(x, zero) + x.dtype.type(alpha) * np.expm1(np.minimum(x, zero))
 
 
 def _gelu(x):
+    y = _fast_eltwise.unary("gelu", x)
+    if y is not None:
+        return y
     x64 = x.astype(np.float64).reshape(-1)
     z = np.abs(x64) * (1.0 / math.sqrt(2.0))
     nan = ~np.isfinite(z)
@@ -180,6 +193,9 @@ def _hard_swish(x, alpha=1.0 / 6.0, beta=0.5):
 
 
 def _softplus(x, beta, threshold):
+    y = _fast_eltwise.unary("softplus", x, (beta, threshold))
+    if y is not None:
+        return y
     x64 = x.astype(np.float64)
     z = beta * x64
     with np.errstate(over="ignore"):
@@ -279,7 +295,8 @@ class Erf(_Unary):
     """
 
     def fn(self, x):
-        return erf(x).astype(x.dtype)
+        y = _fast_eltwise.unary("erf", x)
+        return y if y is not None else erf(x).astype(x.dtype)
 
 
 class ThresholdedRelu(_Unary):
@@ -398,6 +415,9 @@ class Softmax(_SoftmaxBase):
     """
 
     def fn(self, x, axis=None, beta=1.0):
+        y = _fast_eltwise.softmax(x, x.ndim - 1 if axis is None else axis, beta, log_form=False)
+        if y is not None:
+            return y
         z, axis = self.shifted(x, axis, beta)
         z = np.exp(z)
         return (z / z.sum(axis=axis, keepdims=True)).astype(x.dtype)
@@ -407,6 +427,9 @@ class LogSoftmax(_SoftmaxBase):
     """out = beta * x - max - log(sum(exp(beta * x - max))) along ``axis`` (default rank - 1)."""
 
     def fn(self, x, axis=None, beta=1.0):
+        y = _fast_eltwise.softmax(x, x.ndim - 1 if axis is None else axis, beta, log_form=True)
+        if y is not None:
+            return y
         z, axis = self.shifted(x, axis, beta)
         return (z - np.log(np.exp(z).sum(axis=axis, keepdims=True))).astype(x.dtype)
 

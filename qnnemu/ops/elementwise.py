@@ -48,6 +48,7 @@ import numpy as np
 from ..errors import OpUnsupportedError
 from ..headers import Q
 from ..spec import dtypes
+from . import _fast_eltwise
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_real, from_compute, same_spec, to_compute
 
 _F32, _F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
@@ -267,6 +268,7 @@ class _Binary(Op, register=False):
     real = None
     integer = None
     logic = None
+    c_op: str | None = None  # the C kernel of the fast path (_fast_eltwise.BINARY)
 
     @classmethod
     def infer_as(cls, op: str, inputs: list[TensorSpec], declared_outputs=None) -> list[TensorSpec]:
@@ -296,7 +298,9 @@ class _Binary(Op, register=False):
                 y = fn(a, b)
                 return _bool8(y) if cls.to_bool else np.asarray(y).astype(a.dtype, copy=False)
             dtype = a.dtype
-            y = cls.real(to_compute(a), to_compute(b))
+            y = _fast_eltwise.binary(cls.c_op, to_compute(a), to_compute(b)) if cls.c_op is not None else None
+            if y is None:
+                y = cls.real(to_compute(a), to_compute(b))
             return _bool8(y) if cls.to_bool else from_compute(np.asarray(y), dtype)
 
     def _run(self, a, b, **params):
@@ -347,6 +351,7 @@ class ElementWisePower(_Binary):
     """in0 ** in1 (real only); a negative base with a non-integer exponent gives nan."""
 
     real = staticmethod(np.power)
+    c_op = "pow"  # numpy's SIMD power has no C twin: both paths use the engine's kernel
 
 
 class ElementWiseSquaredDifference(_Binary):
@@ -503,6 +508,7 @@ class _UnaryEW(Op, register=False):
     real = None
     integer = None
     logic = None
+    c_op: str | None = None  # the C kernel of the fast path (_fast_eltwise.UNARY)
 
     @classmethod
     def infer_as(cls, op: str, inputs: list[TensorSpec], declared_outputs=None) -> list[TensorSpec]:
@@ -529,7 +535,11 @@ class _UnaryEW(Op, register=False):
             if mode == "int":
                 fn = cls.integer if cls.integer is not None else cls.real
                 return np.asarray(fn(x)).astype(x.dtype, copy=False)
-            return from_compute(np.asarray(cls.real(to_compute(x))), x.dtype)
+            xc = to_compute(x)
+            y = _fast_eltwise.unary(cls.c_op, xc) if cls.c_op is not None else None
+            if y is None:
+                y = np.asarray(cls.real(xc))
+            return from_compute(y, x.dtype)
 
     def _run(self, x, **params):
         return type(self).run_as(self.input_specs, self.output_specs, x)
@@ -542,10 +552,12 @@ class ElementWiseAbs(_UnaryEW):
 
 class ElementWiseAsin(_UnaryEW):
     real = staticmethod(np.arcsin)
+    c_op = "asin"
 
 
 class ElementWiseAtan(_UnaryEW):
     real = staticmethod(np.arctan)
+    c_op = "atan"
 
 
 class ElementWiseCeil(_UnaryEW):
@@ -554,10 +566,12 @@ class ElementWiseCeil(_UnaryEW):
 
 class ElementWiseCos(_UnaryEW):
     real = staticmethod(np.cos)
+    c_op = "cos"
 
 
 class ElementWiseExp(_UnaryEW):
     real = staticmethod(np.exp)
+    c_op = "exp"  # numpy's SIMD exp has no C twin: both paths use the engine's kernel
 
 
 class ElementWiseFloor(_UnaryEW):
@@ -566,6 +580,7 @@ class ElementWiseFloor(_UnaryEW):
 
 class ElementWiseLog(_UnaryEW):
     real = staticmethod(np.log)
+    c_op = "log"
 
 
 class ElementWiseNeg(_UnaryEW):
@@ -597,6 +612,7 @@ class ElementWiseSign(_UnaryEW):
 
 class ElementWiseSin(_UnaryEW):
     real = staticmethod(np.sin)
+    c_op = "sin"
 
 
 class ElementWiseSquareRoot(_UnaryEW):

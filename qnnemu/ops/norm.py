@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..headers import Q
+from . import _fast_eltwise
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_real, from_compute, same_spec, to_compute
 
 MU_SIGMA, RMS = Q.QNN_OP_INSTANCE_NORM_MODE_MU_SIGMA, Q.QNN_OP_INSTANCE_NORM_MODE_RMS
@@ -209,6 +210,17 @@ class InstanceNorm(Op):
         return [same_spec(x)]
 
     @staticmethod
+    def geometry(shape, region: int) -> tuple[int, int, int, int]:
+        """x as [nb, ns, ng, ncg] for _fast_eltwise.norm: statistics per (b, g) over (s, cg)."""
+        b, c = int(shape[0]), int(shape[-1])
+        s = int(np.prod(shape[1:-1], dtype=np.int64))
+        if region == ACROSS_SPATIAL:
+            return b, s, c, 1
+        if region == ACROSS_CHANNEL:
+            return b * s, 1, 1, c
+        return b, s, 1, c
+
+    @staticmethod
     def region_axes(rank: int, region: int) -> tuple[int, ...]:
         if region == ACROSS_SPATIAL:
             return tuple(range(1, rank - 1))
@@ -219,6 +231,10 @@ class InstanceNorm(Op):
     def _run(self, x, gamma, beta, epsilon=1e-12, mode=MU_SIGMA, normalize_variance=True,
              region=ACROSS_SPATIAL):
         dtype = _out_dtype(x)
+        y = _fast_eltwise.norm(x, self.geometry(x.shape, region), to_compute(gamma), to_compute(beta),
+                               epsilon, mode == MU_SIGMA, normalize_variance)   # the engine's kernel
+        if y is not None:
+            return y
         axes = self.region_axes(x.ndim, region)
         y = _standardize(x.astype(np.float64), axes, epsilon, center=(mode == MU_SIGMA),
                          scale=normalize_variance)
@@ -261,9 +277,25 @@ class _AxesNorm(Op, register=False):
         p = p.reshape(_drop_leading_ones(p.shape, len(norm_shape)))
         return np.broadcast_to(p, norm_shape).reshape(full)
 
+    def fast_layout(self, x_shape, ax, gamma, beta):
+        """(geometry, gamma, beta) of _fast_eltwise.norm for normalized trailing axes (the
+        affine vectors flattened over them), else None."""
+        r = len(x_shape)
+        if tuple(ax) != tuple(range(r - len(ax), r)):
+            return None
+        n = int(np.prod([x_shape[a] for a in ax], dtype=np.int64))
+        outer = int(np.prod(x_shape[:r - len(ax)], dtype=np.int64))
+        g, b = self._expand(gamma, x_shape, ax), self._expand(beta, x_shape, ax)
+        return (outer, 1, 1, n), g, b
+
     def _run(self, x, gamma=None, beta=None, epsilon=None, axes=None):
         dtype = _out_dtype(x)
         ax = self._axes if self._axes is not None else check_axes(self.op_type, axes, x.ndim)
+        layout = self.fast_layout(x.shape, ax, gamma, beta) if x.dtype == np.float32 else None
+        if layout is not None:
+            y = _fast_eltwise.norm(x, layout[0], layout[1], layout[2], epsilon, type(self).center, True)
+            if y is not None:
+                return y
         y = _standardize(x.astype(np.float64), ax, epsilon, center=type(self).center)
         return from_compute(_affine(y, self._expand(gamma, x.shape, ax),
                                     self._expand(beta, x.shape, ax)), dtype)
@@ -290,11 +322,15 @@ class LayerNorm(_AxesNorm):
         per_tensor = q is not None and q.axis is None and getattr(q, "block_scales", None) is None
         self._beta_grid = float(np.float32(q.scale)) if per_tensor else None
 
-    def _run(self, x, gamma=None, beta=None, epsilon=None, axes=None):
+    def snapped_beta(self, beta):
+        """beta on the output grid (fixed-point output), else as given."""
         if beta is not None and self._beta_grid is not None:
             step = self._beta_grid
             beta = (np.rint(np.asarray(beta, dtype=np.float64) / step) * step)
-        return super()._run(x, gamma, beta, epsilon=epsilon, axes=axes)
+        return beta
+
+    def _run(self, x, gamma=None, beta=None, epsilon=None, axes=None):
+        return super()._run(x, gamma, self.snapped_beta(beta), epsilon=epsilon, axes=axes)
 
 
 class RmsNorm(_AxesNorm):
@@ -316,6 +352,12 @@ class RmsNorm(_AxesNorm):
 class GroupNorm(Op):
     """Mean/variance per (batch, group of c/group contiguous channels) over all non-batch
     dimensions; then * gamma[c] + beta[c] (optional, ones/zeros)."""
+
+    @staticmethod
+    def geometry(shape, group: int) -> tuple[int, int, int, int]:
+        """x as [nb, ns, ng, ncg] for _fast_eltwise.norm."""
+        b, c = int(shape[0]), int(shape[-1])
+        return b, int(np.prod(shape[1:-1], dtype=np.int64)), int(group), c // int(group)
 
     inputs = ("in[0]", "in[1]?", "in[2]?")
     params = {
@@ -339,6 +381,10 @@ class GroupNorm(Op):
     def _run(self, x, gamma=None, beta=None, epsilon=1e-5, group=1):
         dtype = _out_dtype(x)
         b, c = x.shape[0], x.shape[-1]
+        y = _fast_eltwise.norm(x, self.geometry(x.shape, group), to_compute(gamma), to_compute(beta),
+                               epsilon, True, True)   # the engine's kernel
+        if y is not None:
+            return y
         xd = x.astype(np.float64).reshape(b, -1, group, c // group)
         y = _standardize(xd, (1, 3), epsilon, center=True).reshape(x.shape)
         return from_compute(_affine(y, to_compute(gamma), to_compute(beta)), dtype)

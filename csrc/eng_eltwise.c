@@ -1,0 +1,776 @@
+/* Element-wise kernels of the C engine (issue 13; QNN op definitions ElementWise*, Relu, Relu1,
+ * Relu6, ReluMinMax, HardSwish, Sigmoid, Tanh, Elu, Gelu, Erf, ThresholdedRelu, Prelu,
+ * ElementWiseNeuron, ElementWiseSoftplus, Softmax, LogSoftmax).
+ *
+ * Two kinds of operation:
+ * - exact ones (add ... divide, maximum, minimum, clip, the float64 formulas of HardSwish /
+ *   HardSigmoid, comparisons, floor / ceil / rint / sqrt ...): written in the same float
+ *   arithmetic, in the same order, as the numpy code of qnnemu/ops, with numpy's choices for
+ *   signed zeros and NaN (maximum(a, b) / minimum(a, b) return b when a == b and a when a is
+ *   NaN, as numpy's SIMD loops do; clip(x, lo, hi) keeps x when it equals a bound);
+ * - transcendental ones (exp, log, sigmoid, tanh, elu, gelu, erf, softplus, softmax): numpy's
+ *   SIMD code cannot be reproduced, so these are computed here in float64 with the C library's
+ *   functions (< 1 ulp of float64, so the float32 result is the correctly rounded one but for
+ *   rare ties) and the ops' fast paths call the same functions (qnnemu/ops/_fast_eltwise.py):
+ *   the Python plan and the engine share one implementation.
+ *
+ * Every loop is written once (ALWAYS_INLINE bodies) and compiled for the baseline and for
+ * AVX2, chosen at run time (qe_isa()). */
+/* Value-preserving: no floating-point exception flags or errno to keep, so the compiler may
+ * vectorize loops with comparisons and sqrt (results are the same bits either way). */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "eng_eltwise.h"
+#include "kernels.h"
+
+#define EW_INLINE static inline __attribute__((always_inline))
+
+/* numpy's float maximum / minimum (its SIMD loops: x86 max/min with NaN of a kept). */
+EW_INLINE float np_maxf(float a, float b) { return a != a ? a : (a > b ? a : b); }
+EW_INLINE float np_minf(float a, float b) { return a != a ? a : (a < b ? a : b); }
+/* numpy's clip: x unless it is beyond a bound (x itself when it equals one; NaN stays). */
+EW_INLINE float np_clipf(float x, float lo, float hi)
+{
+    float t = lo > x ? lo : x;
+    return hi < t ? hi : t;
+}
+EW_INLINE double np_clipd(double x, double lo, double hi)
+{
+    double t = lo > x ? lo : x;
+    return hi < t ? hi : t;
+}
+/* numpy's float32 remainder (npy_divmodf): the sign of the divisor. */
+EW_INLINE float np_modf(float a, float b)
+{
+    float mod = fmodf(a, b);
+    if (!b) return mod;
+    if (mod) {
+        if ((b < 0) != (mod < 0)) mod += b;
+    } else {
+        mod = copysignf(0.0f, b);
+    }
+    return mod;
+}
+
+/* ---- binary ops with broadcasting ------------------------------------------------------------ */
+/* One row: n elements, a and b at element strides sa / sb (0: broadcast). */
+#define BIN_ROW(TOUT, EXPR)                                                                       \
+    do {                                                                                          \
+        TOUT *y_ = (TOUT *)yv;                                                                    \
+        if (sa == 1 && sb == 1) {                                                                 \
+            for (int64_t i = 0; i < n; i++) { float x0 = a[i], x1 = b[i]; y_[i] = (EXPR); }       \
+        } else if (sa == 1 && sb == 0) {                                                          \
+            float x1 = b[0];                                                                      \
+            for (int64_t i = 0; i < n; i++) { float x0 = a[i]; y_[i] = (EXPR); }                  \
+        } else if (sa == 0 && sb == 1) {                                                          \
+            float x0 = a[0];                                                                      \
+            for (int64_t i = 0; i < n; i++) { float x1 = b[i]; y_[i] = (EXPR); }                  \
+        } else {                                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                                     \
+                float x0 = a[i * sa], x1 = b[i * sb];                                             \
+                y_[i] = (EXPR);                                                                   \
+            }                                                                                     \
+        }                                                                                         \
+    } while (0)
+
+EW_INLINE void bin_row(int op, const float *a, const float *b, void *yv, int64_t n, int64_t sa,
+                       int64_t sb)
+{
+    switch (op) {
+    case QE_BIN_ADD: BIN_ROW(float, x0 + x1); break;
+    case QE_BIN_SUB: BIN_ROW(float, x0 - x1); break;
+    case QE_BIN_MUL: BIN_ROW(float, x0 * x1); break;
+    case QE_BIN_DIV: BIN_ROW(float, x0 / x1); break;
+    case QE_BIN_MAX: BIN_ROW(float, np_maxf(x0, x1)); break;
+    case QE_BIN_MIN: BIN_ROW(float, np_minf(x0, x1)); break;
+    case QE_BIN_SQDIFF: BIN_ROW(float, (float)(((double)x0 - (double)x1) * ((double)x0 - (double)x1))); break;
+    case QE_BIN_FLOORDIV: BIN_ROW(float, floorf(x0 / x1)); break;
+    case QE_BIN_FMOD: BIN_ROW(float, fmodf(x0, x1)); break;
+    case QE_BIN_MOD: BIN_ROW(float, np_modf(x0, x1)); break;
+    /* Prelu: max(x, 0) + coeff * min(x, 0) (ops/activation.py) */
+    case QE_BIN_PRELU: BIN_ROW(float, np_maxf(x0, 0.0f) + x1 * np_minf(x0, 0.0f)); break;
+    /* shared with ElementWisePower's fast path: float64 pow, one rounding */
+    case QE_BIN_POW: BIN_ROW(float, (float)pow((double)x0, (double)x1)); break;
+    case QE_BIN_EQ: BIN_ROW(uint8_t, x0 == x1); break;
+    case QE_BIN_NE: BIN_ROW(uint8_t, x0 != x1); break;
+    case QE_BIN_GT: BIN_ROW(uint8_t, x0 > x1); break;
+    case QE_BIN_GE: BIN_ROW(uint8_t, x0 >= x1); break;
+    case QE_BIN_LT: BIN_ROW(uint8_t, x0 < x1); break;
+    case QE_BIN_LE: BIN_ROW(uint8_t, x0 <= x1); break;
+    default: break;
+    }
+}
+
+/* The rows of a broadcast: rank r (>= 1), out shape d[r], element strides sa[r], sb[r]. */
+EW_INLINE void bin_all(int op, const float *a, const float *b, char *y, int r, const int64_t *d,
+                       const int64_t *sa, const int64_t *sb, int out_size)
+{
+    int64_t idx[8] = {0};
+    int64_t rows = 1, n = d[r - 1];
+    for (int k = 0; k < r - 1; k++) rows *= d[k];
+    int64_t oa = 0, ob = 0;
+    for (int64_t row = 0; row < rows; row++) {
+        bin_row(op, a + oa, b + ob, y + row * n * out_size, n, sa[r - 1], sb[r - 1]);
+        for (int k = r - 2; k >= 0; k--) {   /* odometer over the outer dimensions */
+            oa += sa[k];
+            ob += sb[k];
+            if (++idx[k] < d[k]) break;
+            oa -= sa[k] * d[k];
+            ob -= sb[k] * d[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+static void bin_all_base(int op, const float *a, const float *b, char *y, int r, const int64_t *d,
+                         const int64_t *sa, const int64_t *sb, int out_size)
+{
+    bin_all(op, a, b, y, r, d, sa, sb, out_size);
+}
+
+__attribute__((target("avx2"))) static void bin_all_avx2(int op, const float *a, const float *b,
+                                                         char *y, int r, const int64_t *d,
+                                                         const int64_t *sa, const int64_t *sb,
+                                                         int out_size)
+{
+    bin_all(op, a, b, y, r, d, sa, sb, out_size);
+}
+
+/* y = a op b broadcast: rank r (1..8), out dims[r], element strides sa[r], sb[r] (0 where an
+ * input broadcasts); y float32, or uint8 0 / 1 for the comparisons. */
+int qe_ew_binary_f32(int op, const float *a, const float *b, void *y, int r, const int64_t *d,
+                     const int64_t *sa, const int64_t *sb)
+{
+    if (op < 0 || op >= QE_BIN_COUNT || r < 1 || r > 8) return 2;
+    for (int k = 0; k < r; k++)
+        if (d[k] == 0) return 0;
+    int out_size = op >= QE_BIN_FIRST_COMPARE ? 1 : 4;
+    if (qe_isa())
+        bin_all_avx2(op, a, b, y, r, d, sa, sb, out_size);
+    else
+        bin_all_base(op, a, b, y, r, d, sa, sb, out_size);
+    return 0;
+}
+
+/* p: in[0], in[1], out; i: op, rank r, out shape[r], in[0] strides[r], in[1] strides[r]. */
+int qe_k_binary_f32(const qe_args *a)
+{
+    if (a->np != 3 || a->ni < 2) return 1;
+    int r = (int)a->i[1];
+    if (r < 1 || r > 8 || a->ni != 2 + 3 * r) return 2;
+    const int64_t *d = a->i + 2;
+    return qe_ew_binary_f32((int)a->i[0], a->p[0], a->p[1], a->p[2], r, d, d + r, d + 2 * r);
+}
+
+/* ---- vectorizable float64 exp --------------------------------------------------------------- */
+/* exp(x) in float64 without branches or tables, so that the loops calling it vectorize: x
+ * clamped to [-700, 700] (beyond it every caller's float32 result is already 0 / inf / 1),
+ * x = k ln2 + r with |r| <= ln2 / 2 (Cody-Waite, two parts of ln2), e^r by its Taylor series to
+ * r^13 / 13! (truncation < 3e-17 relative), times 2^k built in the exponent bits.  Relative
+ * error ~3e-16: the float32 results are correctly rounded but for ties within that.  NaN stays
+ * NaN. */
+#define EXP_SHIFT 6755399441055744.0            /* 1.5 * 2^52: rounds to an integer */
+EW_INLINE double exp_d(double x)
+{
+    x = x < -700.0 ? -700.0 : x;
+    x = x > 700.0 ? 700.0 : x;
+    double kd = x * 1.4426950408889634074 + EXP_SHIFT;
+    double kf = kd - EXP_SHIFT;
+    double r = (x - kf * 6.93147180369123816490e-01) - kf * 1.90821492927058770002e-10;
+    double p = 1.0 / 6227020800.0;                           /* 1/13! */
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    int64_t kb, shift_bits;
+    double shift = EXP_SHIFT, scale;
+    memcpy(&kb, &kd, sizeof kb);
+    memcpy(&shift_bits, &shift, sizeof shift_bits);
+    int64_t sb = (kb - shift_bits + 1023) << 52;
+    memcpy(&scale, &sb, sizeof scale);
+    return p * scale;
+}
+
+/* tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)); below 2^-9 the odd series x - x^3/3 + 2x^5/15
+ * - 17x^7/315 (the other form cancels there). */
+EW_INLINE double tanh_d(double x)
+{
+    double a = fabs(x);
+    double big = 1.0 - 2.0 / (exp_d(2.0 * (a > 20.0 ? 20.0 : a)) + 1.0);
+    double a2 = a * a;
+    double small = a + a * a2 * (-1.0 / 3.0 + a2 * (2.0 / 15.0 + a2 * (-17.0 / 315.0)));
+    double t = a < 0x1p-9 ? small : big;
+    return x != x ? x : copysign(t, x);
+}
+
+/* erfc(z) for z >= 0 as exp(-z^2) erfcx(z), erfcx = exp(z^2) erfc(z) smooth on [0, 10]: tabulated
+ * with its derivative from the C library's erfc every 1/1024 and interpolated by cubic Hermite
+ * polynomials (the construction of qnnemu/ops/activation.py; relative error < 1e-11), one gather
+ * of four coefficients per element so the loops vectorize.  0 past z = 10 (erfc < 3e-45). */
+#define ERF_STEPS 1024
+#define ERF_ROWS (10 * ERF_STEPS + 1)
+static double erf_c0[ERF_ROWS], erf_c1[ERF_ROWS], erf_c2[ERF_ROWS], erf_c3[ERF_ROWS];
+static pthread_once_t erf_once = PTHREAD_ONCE_INIT;
+
+static void erf_table_init(void)
+{
+    const double h = 1.0 / ERF_STEPS, two_over_sqrt_pi = 1.12837916709551257390;
+    double f0 = 1.0, d0 = -two_over_sqrt_pi * h;   /* erfcx(0), erfcx'(0) h */
+    for (int j = 0; j < ERF_ROWS; j++) {
+        double z = (j + 1) * h;
+        double f1 = exp(z * z) * erfc(z);
+        double d1 = (2.0 * z * f1 - two_over_sqrt_pi) * h;
+        erf_c0[j] = f0;
+        erf_c1[j] = d0;
+        erf_c2[j] = 3.0 * (f1 - f0) - 2.0 * d0 - d1;
+        erf_c3[j] = 2.0 * (f0 - f1) + d0 + d1;
+        f0 = f1;
+        d0 = d1;
+    }
+}
+
+EW_INLINE double erfc_tab(double z)
+{
+    double u = z * ERF_STEPS;
+    u = u < (double)(ERF_ROWS - 1) ? u : (double)(ERF_ROWS - 1);
+    double jd = floor(u);   /* (u - (double)(int)u keeps gcc from vectorizing) */
+    int64_t j = (int64_t)jd;
+    u -= jd;
+    double p = ((erf_c3[j] * u + erf_c2[j]) * u + erf_c1[j]) * u + erf_c0[j];
+    double y = exp_d(-(z * z)) * p;
+    return z > 10.0 ? 0.0 : y;
+}
+
+/* ---- unary ops ------------------------------------------------------------------------------- */
+/* Gelu, exact (erf) form: 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2); gelu(-inf) = 0,
+ * NaN stays. */
+EW_INLINE double gelu_d(double x)
+{
+    double a = fabs(x);
+    double z = (a < 20.0 ? a : 20.0) * 0.70710678118654752440;   /* NaN -> 20: fixed below */
+    double t = erfc_tab(z);
+    double f = x >= 0 ? 2.0 - t : t;
+    double y = 0.5 * (x * f);
+    y = x == -INFINITY ? 0.0 : y;
+    return x != x ? x : y;
+}
+
+/* Gelu's loop in functions of its own, written out in each: inside un_all's switch, or inlined
+ * from a helper, gcc does not vectorize it. */
+#define GELU_ROWS for (int64_t i = 0; i < n; i++) y[i] = (float)gelu_d((double)x[i])
+static void gelu_rows_base(const float *x, float *y, int64_t n) { GELU_ROWS; }
+__attribute__((target("avx2"))) static void gelu_rows_avx2(const float *x, float *y, int64_t n)
+{
+    GELU_ROWS;
+}
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static void gelu_rows_avx512(const float *x,
+                                                                                  float *y,
+                                                                                  int64_t n)
+{
+    GELU_ROWS;
+}
+
+/* float16.ReciprocalDivide's r(b): 1 / |b| * bias in float32 (NaN -> 0), truncated toward zero
+ * to the HTP's float16 grid (htp_fp16_trunc: 10 mantissa bits, multiples of 2^-24 below 2^-14),
+ * saturated at 131008, with b's sign. */
+EW_INLINE float htp_recip(float b, float bias)
+{
+    float r = 1.0f / fabsf(b) * bias;
+    r = r != r ? 0.0f : r;
+    uint32_t bits;
+    memcpy(&bits, &r, 4);
+    bits &= 0xffffe000u;
+    float t;
+    memcpy(&t, &bits, 4);
+    if (r < 0x1p-14f) t = (float)(floor((double)r * 16777216.0) * (1.0 / 16777216.0));
+    t = t > 131008.0f ? 131008.0f : t;
+    return copysignf(t, b);
+}
+
+#define UN_LOOP(EXPR)                                                                             \
+    do {                                                                                          \
+        for (int64_t i = 0; i < n; i++) { float v = x[i]; y[i] = (EXPR); }                        \
+    } while (0)
+
+EW_INLINE int un_all(int op, const float *x, float *y, int64_t n, const double *prm)
+{
+    switch (op) {
+    case QE_UN_NEG: UN_LOOP(-v); break;
+    case QE_UN_ABS: UN_LOOP(fabsf(v)); break;
+    case QE_UN_SQRT: UN_LOOP(sqrtf(v)); break;
+    case QE_UN_FLOOR: UN_LOOP(floorf(v)); break;
+    case QE_UN_CEIL: UN_LOOP(ceilf(v)); break;
+    case QE_UN_RINT: UN_LOOP(rintf(v)); break;
+    case QE_UN_RSQRT: UN_LOOP(1.0f / sqrtf(v)); break;
+    case QE_UN_RECIP: UN_LOOP(1.0f / v); break;
+    case QE_UN_SIGN: UN_LOOP(v > 0 ? 1.0f : (v < 0 ? -1.0f : (v == 0 ? 0.0f : v))); break;
+    case QE_UN_RELU: UN_LOOP(np_maxf(v, 0.0f)); break;
+    case QE_UN_CLIP: {  /* prm: lo, hi (float32 values) */
+        float lo = (float)prm[0], hi = (float)prm[1];
+        UN_LOOP(np_clipf(v, lo, hi));
+        break;
+    }
+    case QE_UN_HARD_SIGMOID: {  /* clip(alpha x + beta, 0, 1) in float64 */
+        double al = prm[0], be = prm[1];
+        UN_LOOP((float)np_clipd(al * (double)v + be, 0.0, 1.0));
+        break;
+    }
+    case QE_UN_HARD_SWISH: {  /* x clip(alpha x + beta, 0, 1) in float64 */
+        double al = prm[0], be = prm[1];
+        UN_LOOP((float)((double)v * np_clipd(al * (double)v + be, 0.0, 1.0)));
+        break;
+    }
+    case QE_UN_THRESHOLD: {  /* x where x > alpha else 0 */
+        float al = (float)prm[0];
+        UN_LOOP(v > al ? v : 0.0f);
+        break;
+    }
+    /* float64 evaluations, rounded once to float32 */
+    case QE_UN_EXP: UN_LOOP((float)exp_d((double)v)); break;
+    case QE_UN_LOG: UN_LOOP((float)log((double)v)); break;
+    case QE_UN_SIGMOID: UN_LOOP((float)(1.0 / (1.0 + exp_d(-(double)v)))); break;
+    case QE_UN_TANH: UN_LOOP((float)tanh_d((double)v)); break;
+    case QE_UN_ELU: {  /* max(x, 0) + alpha expm1(min(x, 0)); prm: alpha */
+        double al = prm[0];
+        UN_LOOP((float)((double)np_maxf(v, 0.0f) + al * expm1((double)np_minf(v, 0.0f))));
+        break;
+    }
+    case QE_UN_GELU: return 3;   /* qe_ew_unary_f32 runs gelu_rows */
+    case QE_UN_ERF: UN_LOOP((float)erf((double)v)); break;
+    case QE_UN_SIN: UN_LOOP((float)sin((double)v)); break;
+    case QE_UN_COS: UN_LOOP((float)cos((double)v)); break;
+    case QE_UN_ASIN: UN_LOOP((float)asin((double)v)); break;
+    case QE_UN_ATAN: UN_LOOP((float)atan((double)v)); break;
+    case QE_UN_HTP_RECIP: {  /* the float16 reciprocal of float16.ReciprocalDivide; prm: bias */
+        float bias = (float)prm[0];
+        UN_LOOP(htp_recip(v, bias));
+        break;
+    }
+    case QE_UN_SOFTPLUS: {  /* log(1 + exp(beta x)) / beta, x where beta x > threshold */
+        double be = prm[0], th = prm[1];
+        for (int64_t i = 0; i < n; i++) {
+            double z = be * (double)x[i];
+            y[i] = z > th ? x[i] : (float)(log1p(exp(z != z || z < th ? z : th)) / be);
+        }
+        break;
+    }
+    default:
+        return 2;
+    }
+    return 0;
+}
+
+static int un_all_base(int op, const float *x, float *y, int64_t n, const double *prm)
+{
+    return un_all(op, x, y, n, prm);
+}
+
+__attribute__((target("avx2"))) static int un_all_avx2(int op, const float *x, float *y, int64_t n,
+                                                       const double *prm)
+{
+    return un_all(op, x, y, n, prm);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static int un_all_avx512(int op, const float *x,
+                                                                              float *y, int64_t n,
+                                                                              const double *prm)
+{
+    return un_all(op, x, y, n, prm);
+}
+
+static int use_avx512(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        __builtin_cpu_init();
+        on = qe_isa() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
+             && __builtin_cpu_supports("avx512vl");
+    }
+    return on;
+}
+
+/* y[i] = op(x[i]) for i < n; prm: the op's parameters (see un_all). */
+int qe_ew_unary_f32(int op, const float *x, float *y, int64_t n, const double *prm)
+{
+    static const double none[2] = {0.0, 0.0};
+    if (op < 0 || op >= QE_UN_COUNT || n < 0) return 2;
+    if (!prm) prm = none;
+    if (op == QE_UN_GELU) {
+        pthread_once(&erf_once, erf_table_init);
+        if (use_avx512()) gelu_rows_avx512(x, y, n);
+        else if (qe_isa()) gelu_rows_avx2(x, y, n);
+        else gelu_rows_base(x, y, n);
+        return 0;
+    }
+    if (use_avx512()) return un_all_avx512(op, x, y, n, prm);
+    return qe_isa() ? un_all_avx2(op, x, y, n, prm) : un_all_base(op, x, y, n, prm);
+}
+
+/* p: x, y; i: op, n; d: the op's parameters (2 of them at least). */
+int qe_k_unary_f32(const qe_args *a)
+{
+    if (a->np != 2 || a->ni != 2 || a->nd < 2) return 1;
+    return qe_ew_unary_f32((int)a->i[0], a->p[0], a->p[1], a->i[1], a->d);
+}
+
+/* ---- Softmax / LogSoftmax ---------------------------------------------------------------------- */
+/* x viewed as [outer, len, inner], normalized along len: z = beta x (float64), m = max z,
+ * e = exp(z - m), softmax e / sum(e), log-softmax (z - m) - log(sum(e)); NaN anywhere in a
+ * row makes the row NaN (as numpy's max); a row of -inf is NaN too (-inf - -inf).  scratch: 2 len doubles. */
+EW_INLINE void softmax_rows(const float *x, float *y, double *e, int64_t outer, int64_t len,
+                             int64_t inner, double beta, int log_form)
+{
+    double *z = e + len;   /* scratch: 2 len doubles */
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t in = 0; in < inner; in++) {
+            const float *xr = x + o * len * inner + in;
+            float *yr = y + o * len * inner + in;
+            double m = -INFINITY;
+            int nan = 0;
+            for (int64_t k = 0; k < len; k++) {
+                double v = beta * (double)xr[k * inner];
+                z[k] = v;
+                m = v > m ? v : m;
+                nan |= v != v;
+            }
+            if (nan) m = NAN;
+            for (int64_t k = 0; k < len; k++) {
+                z[k] -= m;
+                e[k] = exp_d(z[k]);
+            }
+            /* eight partial sums in a vector (e >= 0: no cancellation, any order is as exact) */
+            typedef double v8d __attribute__((vector_size(64)));
+            v8d acc = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            int64_t k = 0;
+            for (; k + 8 <= len; k += 8) {
+                v8d v;
+                memcpy(&v, e + k, sizeof v);
+                acc += v;
+            }
+            double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            for (; k < len; k++) s += e[k];
+            if (log_form) {
+                double ls = log(s);
+                for (int64_t k = 0; k < len; k++) yr[k * inner] = (float)(z[k] - ls);
+            } else {
+                double r = 1.0 / s;   /* (one division per row; the float32 result is unchanged
+                                         * but where e / s is within 2^-52 of a float32 tie) */
+                for (int64_t k = 0; k < len; k++) yr[k * inner] = (float)(e[k] * r);
+            }
+        }
+    }
+}
+
+#define SOFTMAX_ARGS const float *x, float *y, double *e, int64_t outer, int64_t len, \
+                     int64_t inner, double beta, int log_form
+static void softmax_base(SOFTMAX_ARGS) { softmax_rows(x, y, e, outer, len, inner, beta, log_form); }
+__attribute__((target("avx2"))) static void softmax_avx2(SOFTMAX_ARGS)
+{
+    softmax_rows(x, y, e, outer, len, inner, beta, log_form);
+}
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static void softmax_avx512(SOFTMAX_ARGS)
+{
+    softmax_rows(x, y, e, outer, len, inner, beta, log_form);
+}
+
+int qe_ew_softmax_f32(const float *x, float *y, double *e, int64_t outer, int64_t len,
+                      int64_t inner, double beta, int log_form)
+{
+    if (len <= 0) return 0;
+    if (use_avx512()) softmax_avx512(x, y, e, outer, len, inner, beta, log_form);
+    else if (qe_isa()) softmax_avx2(x, y, e, outer, len, inner, beta, log_form);
+    else softmax_base(x, y, e, outer, len, inner, beta, log_form);
+    return 0;
+}
+
+/* p: x, y, scratch (2 len doubles); i: outer, len, inner, log_form; d: beta. */
+int qe_k_softmax_f32(const qe_args *a)
+{
+    if (a->np != 3 || a->ni != 4 || a->nd != 1) return 1;
+    return qe_ew_softmax_f32(a->p[0], a->p[1], a->p[2], a->i[0], a->i[1], a->i[2], a->d[0],
+                             (int)a->i[3]);
+}
+
+/* ---- LayerNorm, RmsNorm, InstanceNorm, GroupNorm ------------------------------------------------ */
+/* x viewed as [nb, ns, ng, ncg]: statistics per (b, g) over (s, cg), in float64 -- the mean
+ * (center), then the mean of squared deviations (scale): v = x - mean, v / sqrt(ms + eps) --
+ * then * gamma[g ncg + cg] and + beta[g ncg + cg] (float64 vectors, NULL: none), rounded once to
+ * float32.  The layouts of qnnemu/ops/norm.py: LayerNorm / RmsNorm over the last axes
+ * [outer, 1, 1, n]; InstanceNorm across spatial [b, s, c, 1], across channel [b s, 1, 1, c],
+ * across all [b, s, 1, c]; GroupNorm [b, s, group, c / group]. */
+int qe_ew_norm_f32(const float *x, float *y, const double *gamma, const double *beta, int64_t nb,
+                   int64_t ns, int64_t ng, int64_t ncg, double eps, int center, int scale)
+{
+    int64_t count = ns * ncg;
+    if (count <= 0) return 0;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int64_t g = 0; g < ng; g++) {
+            const float *xb = x + b * ns * ng * ncg + g * ncg;
+            float *yb = y + b * ns * ng * ncg + g * ncg;
+            double mean = 0.0, inv = 1.0;
+            if (center) {
+                double sum = 0.0;
+                for (int64_t s_ = 0; s_ < ns; s_++)
+                    for (int64_t c = 0; c < ncg; c++) sum += (double)xb[s_ * ng * ncg + c];
+                mean = sum / (double)count;
+            }
+            if (scale) {
+                double sq = 0.0;
+                for (int64_t s_ = 0; s_ < ns; s_++)
+                    for (int64_t c = 0; c < ncg; c++) {
+                        double v = (double)xb[s_ * ng * ncg + c] - mean;
+                        sq += v * v;
+                    }
+                inv = 1.0 / sqrt(sq / (double)count + eps);
+            }
+            const double *gr = gamma ? gamma + g * ncg : NULL, *br = beta ? beta + g * ncg : NULL;
+            for (int64_t s_ = 0; s_ < ns; s_++) {
+                const float *xr = xb + s_ * ng * ncg;
+                float *yr = yb + s_ * ng * ncg;
+                for (int64_t c = 0; c < ncg; c++) {
+                    double v = ((double)xr[c] - mean) * inv;
+                    if (gr) v *= gr[c];
+                    if (br) v += br[c];
+                    yr[c] = (float)v;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* p: x, y, gamma (float64, or any buffer when flag bit 2 is clear), beta (likewise); i: nb, ns,
+ * ng, ncg, flags (1 center, 2 scale, 4 gamma, 8 beta); d: eps. */
+int qe_k_norm_f32(const qe_args *a)
+{
+    if (a->np != 4 || a->ni != 5 || a->nd != 1) return 1;
+    int64_t f = a->i[4];
+    return qe_ew_norm_f32(a->p[0], a->p[1], (f & 4) ? a->p[2] : NULL, (f & 8) ? a->p[3] : NULL,
+                          a->i[0], a->i[1], a->i[2], a->i[3], a->d[0], (int)(f & 1),
+                          (int)((f >> 1) & 1));
+}
+
+/* ---- ElementWiseAdd in the HTP's fixed point (qnnemu/core/plan.py IntegerAdd) --------------------- */
+/* y = clip(floor(a m_a + b m_b + c), lo, hi) on codes, in float64 in the plan's order (every
+ * product and sum exact for 8/16-bit codes and its multipliers); a, b and y of one code type. */
+#define IADD_ROW(T)                                                                               \
+    do {                                                                                          \
+        const T *a_ = (const T *)av, *b_ = (const T *)bv;                                         \
+        T *y_ = (T *)yv;                                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            double acc = (double)a_[i * sa] * ma;                                                 \
+            acc = acc + (double)b_[i * sb] * mb;                                                  \
+            double v = floor(acc + c);                                                            \
+            v = v < lo ? lo : (v > hi ? hi : v);                                                  \
+            y_[i] = (T)v;                                                                         \
+        }                                                                                         \
+    } while (0)
+
+EW_INLINE void iadd_row(int t, const void *av, const void *bv, void *yv, int64_t n, int64_t sa,
+                        int64_t sb, double ma, double mb, double c, double lo, double hi)
+{
+    switch (t) {
+    case QE_U8: IADD_ROW(uint8_t); break;
+    case QE_I8: IADD_ROW(int8_t); break;
+    case QE_U16: IADD_ROW(uint16_t); break;
+    case QE_I16: IADD_ROW(int16_t); break;
+    default: break;
+    }
+}
+
+/* p: a, b, y; i: code type, lo, hi, rank r, out shape[r], a strides[r], b strides[r];
+ * d: m_a, m_b, c (the plan's constant + 0.5). */
+int qe_k_int_add(const qe_args *a)
+{
+    if (a->np != 3 || a->ni < 4 || a->nd != 3) return 1;
+    int t = (int)a->i[0], r = (int)a->i[3];
+    if (r < 1 || r > 8 || a->ni != 4 + 3 * r) return 2;
+    if (t != QE_U8 && t != QE_I8 && t != QE_U16 && t != QE_I16) return 2;
+    int size = (t == QE_U8 || t == QE_I8) ? 1 : 2;
+    double lo = (double)a->i[1], hi = (double)a->i[2];
+    double ma = a->d[0], mb = a->d[1], c = a->d[2];
+    const int64_t *d = a->i + 4, *sa = d + r, *sb = sa + r;
+    for (int k = 0; k < r; k++)
+        if (d[k] == 0) return 0;
+    const char *pa = a->p[0], *pb = a->p[1];
+    char *py = a->p[2];
+    int64_t idx[8] = {0}, rows = 1, n = d[r - 1], oa = 0, ob = 0;
+    for (int k = 0; k < r - 1; k++) rows *= d[k];
+    for (int64_t row = 0; row < rows; row++) {
+        iadd_row(t, pa + oa * size, pb + ob * size, py + row * n * size, n, sa[r - 1], sb[r - 1],
+                 ma, mb, c, lo, hi);
+        for (int k = r - 2; k >= 0; k--) {
+            oa += sa[k];
+            ob += sb[k];
+            if (++idx[k] < d[k]) break;
+            oa -= sa[k] * d[k];
+            ob -= sb[k] * d[k];
+            idx[k] = 0;
+        }
+    }
+    return 0;
+}
+
+/* ---- INT_32 / UINT_32 element-wise ops (numpy's integer arithmetic in qnnemu/ops/elementwise.py) -- */
+/* Wrapping like the C types (computed unsigned); division, floor division, fmod and mod by 0
+ * give 0; INT32_MIN / -1 wraps to INT32_MIN (numpy's floor_divide). */
+EW_INLINE int32_t i32_wrap(uint32_t v) { int32_t r; memcpy(&r, &v, 4); return r; }
+EW_INLINE int32_t i32_floordiv(int32_t a, int32_t b)
+{
+    if (b == 0) return 0;
+    if (b == -1) return i32_wrap(0u - (uint32_t)a);
+    int32_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+EW_INLINE int32_t i32_truncdiv(int32_t a, int32_t b)
+{
+    if (b == 0) return 0;
+    if (b == -1) return i32_wrap(0u - (uint32_t)a);
+    return a / b;
+}
+EW_INLINE int32_t i32_fmod(int32_t a, int32_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
+EW_INLINE int32_t i32_mod(int32_t a, int32_t b)
+{
+    if (b == 0 || b == -1) return 0;
+    int32_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+#define IBIN_ROW(TIN, TOUT, EXPR)                                                                 \
+    do {                                                                                          \
+        const TIN *a_ = (const TIN *)av, *b_ = (const TIN *)bv;                                   \
+        TOUT *y_ = (TOUT *)yv;                                                                    \
+        for (int64_t i = 0; i < n; i++) { TIN x0 = a_[i * sa], x1 = b_[i * sb]; y_[i] = (EXPR); } \
+    } while (0)
+
+EW_INLINE void ibin_row(int op, int is_signed, const void *av, const void *bv, void *yv, int64_t n,
+                        int64_t sa, int64_t sb)
+{
+    if (is_signed) {
+        switch (op) {
+        case QE_BIN_ADD: IBIN_ROW(int32_t, int32_t, i32_wrap((uint32_t)x0 + (uint32_t)x1)); break;
+        case QE_BIN_SUB: IBIN_ROW(int32_t, int32_t, i32_wrap((uint32_t)x0 - (uint32_t)x1)); break;
+        case QE_BIN_MUL: IBIN_ROW(int32_t, int32_t, i32_wrap((uint32_t)x0 * (uint32_t)x1)); break;
+        case QE_BIN_DIV: IBIN_ROW(int32_t, int32_t, i32_truncdiv(x0, x1)); break;
+        case QE_BIN_MAX: IBIN_ROW(int32_t, int32_t, x0 > x1 ? x0 : x1); break;
+        case QE_BIN_MIN: IBIN_ROW(int32_t, int32_t, x0 < x1 ? x0 : x1); break;
+        case QE_BIN_SQDIFF:
+            IBIN_ROW(int32_t, int32_t, i32_wrap(((uint32_t)x0 - (uint32_t)x1) * ((uint32_t)x0 - (uint32_t)x1)));
+            break;
+        case QE_BIN_FLOORDIV: IBIN_ROW(int32_t, int32_t, i32_floordiv(x0, x1)); break;
+        case QE_BIN_FMOD: IBIN_ROW(int32_t, int32_t, i32_fmod(x0, x1)); break;
+        case QE_BIN_MOD: IBIN_ROW(int32_t, int32_t, i32_mod(x0, x1)); break;
+        case QE_BIN_EQ: IBIN_ROW(int32_t, uint8_t, x0 == x1); break;
+        case QE_BIN_NE: IBIN_ROW(int32_t, uint8_t, x0 != x1); break;
+        case QE_BIN_GT: IBIN_ROW(int32_t, uint8_t, x0 > x1); break;
+        case QE_BIN_GE: IBIN_ROW(int32_t, uint8_t, x0 >= x1); break;
+        case QE_BIN_LT: IBIN_ROW(int32_t, uint8_t, x0 < x1); break;
+        case QE_BIN_LE: IBIN_ROW(int32_t, uint8_t, x0 <= x1); break;
+        default: break;
+        }
+    } else {
+        switch (op) {
+        case QE_BIN_ADD: IBIN_ROW(uint32_t, uint32_t, x0 + x1); break;
+        case QE_BIN_SUB: IBIN_ROW(uint32_t, uint32_t, x0 - x1); break;
+        case QE_BIN_MUL: IBIN_ROW(uint32_t, uint32_t, x0 * x1); break;
+        case QE_BIN_DIV: case QE_BIN_FLOORDIV: IBIN_ROW(uint32_t, uint32_t, x1 ? x0 / x1 : 0u); break;
+        case QE_BIN_MAX: IBIN_ROW(uint32_t, uint32_t, x0 > x1 ? x0 : x1); break;
+        case QE_BIN_MIN: IBIN_ROW(uint32_t, uint32_t, x0 < x1 ? x0 : x1); break;
+        case QE_BIN_SQDIFF: IBIN_ROW(uint32_t, uint32_t, (x0 - x1) * (x0 - x1)); break;
+        case QE_BIN_FMOD: case QE_BIN_MOD: IBIN_ROW(uint32_t, uint32_t, x1 ? x0 % x1 : 0u); break;
+        case QE_BIN_EQ: IBIN_ROW(uint32_t, uint8_t, x0 == x1); break;
+        case QE_BIN_NE: IBIN_ROW(uint32_t, uint8_t, x0 != x1); break;
+        case QE_BIN_GT: IBIN_ROW(uint32_t, uint8_t, x0 > x1); break;
+        case QE_BIN_GE: IBIN_ROW(uint32_t, uint8_t, x0 >= x1); break;
+        case QE_BIN_LT: IBIN_ROW(uint32_t, uint8_t, x0 < x1); break;
+        case QE_BIN_LE: IBIN_ROW(uint32_t, uint8_t, x0 <= x1); break;
+        default: break;
+        }
+    }
+}
+
+/* p: in[0], in[1], out; i: op, signed (1: INT_32, 0: UINT_32), rank r, out shape[r],
+ * in[0] strides[r], in[1] strides[r]. */
+int qe_k_binary_i32(const qe_args *a)
+{
+    if (a->np != 3 || a->ni < 3) return 1;
+    int op = (int)a->i[0], is_signed = (int)a->i[1], r = (int)a->i[2];
+    if (op < 0 || op >= QE_BIN_COUNT || op == QE_BIN_PRELU || op == QE_BIN_POW) return 2;
+    if (r < 1 || r > 8 || a->ni != 3 + 3 * r) return 2;
+    const int64_t *d = a->i + 3, *sa = d + r, *sb = sa + r;
+    for (int k = 0; k < r; k++)
+        if (d[k] == 0) return 0;
+    int out_size = op >= QE_BIN_FIRST_COMPARE ? 1 : 4;
+    const char *pa = a->p[0], *pb = a->p[1];
+    char *py = a->p[2];
+    int64_t idx[8] = {0}, rows = 1, n = d[r - 1], oa = 0, ob = 0;
+    for (int k = 0; k < r - 1; k++) rows *= d[k];
+    for (int64_t row = 0; row < rows; row++) {
+        ibin_row(op, is_signed, pa + oa * 4, pb + ob * 4, py + row * n * out_size, n, sa[r - 1],
+                 sb[r - 1]);
+        for (int k = r - 2; k >= 0; k--) {
+            oa += sa[k];
+            ob += sb[k];
+            if (++idx[k] < d[k]) break;
+            oa -= sa[k] * d[k];
+            ob -= sb[k] * d[k];
+            idx[k] = 0;
+        }
+    }
+    return 0;
+}
+
+/* p: x, y; i: op (QE_UN_NEG, QE_UN_ABS, QE_UN_SIGN), signed, n. */
+int qe_k_unary_i32(const qe_args *a)
+{
+    if (a->np != 2 || a->ni != 3) return 1;
+    int op = (int)a->i[0], is_signed = (int)a->i[1];
+    int64_t n = a->i[2];
+    if (is_signed) {
+        const int32_t *x = a->p[0];
+        int32_t *y = a->p[1];
+        switch (op) {
+        case QE_UN_NEG: for (int64_t i = 0; i < n; i++) y[i] = i32_wrap(0u - (uint32_t)x[i]); break;
+        case QE_UN_ABS:
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? i32_wrap(0u - (uint32_t)x[i]) : x[i];
+            break;
+        case QE_UN_SIGN: for (int64_t i = 0; i < n; i++) y[i] = (x[i] > 0) - (x[i] < 0); break;
+        default: return 2;
+        }
+    } else {
+        const uint32_t *x = a->p[0];
+        uint32_t *y = a->p[1];
+        switch (op) {
+        case QE_UN_NEG: for (int64_t i = 0; i < n; i++) y[i] = 0u - x[i]; break;
+        case QE_UN_ABS: for (int64_t i = 0; i < n; i++) y[i] = x[i]; break;
+        case QE_UN_SIGN: for (int64_t i = 0; i < n; i++) y[i] = x[i] != 0; break;
+        default: return 2;
+        }
+    }
+    return 0;
+}
+
+/* The ISA paths this family takes here (qnnemu/core/engine/isa.py asks every qe_<family>_isa). */
+int qe_eltwise_isa(char *buf, int n)
+{
+    const char *unary = use_avx512() ? "avx512f+dq+vl" : (qe_isa() ? "avx2" : "sse4.2");
+    const char *binary = qe_isa() ? "avx2" : "sse4.2";
+    return snprintf(buf, (size_t)n, "unary/softmax/gelu %s, binary %s", unary, binary);
+}

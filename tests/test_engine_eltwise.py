@@ -1,0 +1,433 @@
+"""The C engine's element-wise family (qnnemu/core/engine/lower_eltwise.py, csrc/eng_eltwise.c;
+issue 13): binary ops with numpy broadcasting, unary ops, activations, Prelu, Softmax /
+LogSoftmax and ElementWiseNeuron run as C steps, byte for byte equal to the Python plan, on
+float32, float16 and 8/16-bit fixed-point tensors; the transcendental kernels are also what the
+ops' fast paths compute (shared), close to the float64 reference; reference kernels fall back."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers.binary_builders import APP_READ, APP_WRITE, GraphBuilder, new_context
+from hypothesis import assume, given, strategies as st
+from hypothesis.extra.numpy import mutually_broadcastable_shapes
+
+from qnnemu.core.engine import check_plan
+from qnnemu.core.engine.lower_eltwise import broadcast_layout
+from qnnemu.errors import QnnError
+from qnnemu.headers import Q
+from qnnemu.ops import _fast, _fast_eltwise, activation as act
+
+pytestmark = pytest.mark.skipif(not _fast.available(), reason="qnnemu._kernels is not built")
+
+F32, F16 = Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16
+U8, U16 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_16
+BOOL = Q.QNN_DATATYPE_BOOL_8
+# (storage dtype, input quantization, output quantization) per encoding
+ENCODINGS = {
+    "float32": (F32, None, None),
+    "float16": (F16, None, None),
+    "u8": (U8, (0.05, -128), (1.0 / 64, -100)),
+    "u16": (U16, (0.001, -30000), (1.0 / 4096, -32768)),
+}
+BINARY = ["ElementWiseAdd", "ElementWiseSubtract", "ElementWiseMultiply", "ElementWiseDivide",
+          "ElementWiseMaximum", "ElementWiseMinimum", "ElementWiseSquaredDifference", "ElementWisePower"]
+COMPARE = ["ElementWiseEqual", "ElementWiseNotEqual", "ElementWiseGreater", "ElementWiseGreaterEqual",
+           "ElementWiseLess", "ElementWiseLessEqual"]
+UNARY = ["Relu", "Relu1", "Relu6", "Sigmoid", "Tanh", "HardSwish", "ElementWiseExp", "ElementWiseLog",
+         "ElementWiseNeg", "ElementWiseAbs", "ElementWiseSquareRoot", "ElementWiseFloor", "ElementWiseCeil",
+         "ElementWiseRsqrt", "ElementWiseSign", "ElementWiseSin", "ElementWiseCos", "ElementWiseAsin",
+         "ElementWiseAtan"]
+SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 3.0e38, -3.0e38, 0.5, -0.5,
+                     1.5, 2.5, -3.0, 6.0], np.float32)
+
+
+_CONTEXTS: list = []
+
+
+def tracked_context():
+    """A core Context freed after the example that made it (``free_contexts``): hundreds of live
+    contexts would grow the process's handle table for the tests that follow."""
+    ctx = new_context()
+    _CONTEXTS.append(ctx)
+    return ctx
+
+
+def free_contexts() -> None:
+    while _CONTEXTS:
+        _CONTEXTS.pop().free()
+
+
+@pytest.fixture(autouse=True)
+def _free_contexts_after_each_test():
+    yield
+    free_contexts()
+
+
+def one_node(op: str, in_shapes, out_shape, encoding: str, out_dtype=None, **params):
+    """A finalized graph of one node (graph inputs x0.. -> op -> y); None if the HTP (model)
+    refuses the combination at graphFinalize (as the vendor does)."""
+    dtype, quant, oquant = ENCODINGS[encoding]
+    b = GraphBuilder(tracked_context(), "ew")
+    ins = [b.tensor(f"x{i}", s, dtype, type_=APP_WRITE, quant=quant) for i, s in enumerate(in_shapes)]
+    odt = dtype if out_dtype is None else out_dtype
+    y = b.tensor("y", out_shape, odt, type_=APP_READ, quant=oquant if odt == dtype else None)
+    b.node(op, "n", ins, [y], **params)
+    try:
+        b.graph.finalize()
+    except QnnError:
+        return None, ins
+    return b.graph, ins
+
+
+def feeds_for(ins, encoding: str, rng, specials: bool = True):
+    dtype = ENCODINGS[encoding][0]
+    feeds = {}
+    for t in ins:
+        shape = tuple(int(d) for d in t.dims)
+        if dtype in (F32, F16):
+            x = (rng.standard_normal(shape) * 3).astype(np.float32)
+            if specials and x.size:
+                flat = x.reshape(-1)
+                k = rng.integers(0, x.size, min(x.size, 4))
+                flat[k] = rng.choice(SPECIALS, k.size)
+            feeds[t.id] = x.astype(np.float16) if dtype == F16 else x
+        else:
+            hi = 255 if dtype == U8 else 65535
+            feeds[t.id] = rng.integers(0, hi + 1, shape).astype(np.uint8 if dtype == U8 else np.uint16)
+    return feeds
+
+
+def assert_lowered_and_identical(graph, ins, encoding, seed, what: str, expect_fallbacks=()):
+    engine = graph.plan.engine
+    assert engine is not None, f"{what}: the graph has a C program"
+    got = [op for _, op, _ in engine.fallbacks]
+    assert got == list(expect_fallbacks), f"{what}: runs as C steps (fallbacks: {engine.fallbacks})"
+    rng = np.random.default_rng(seed)
+    with np.errstate(all="ignore"):
+        check_plan(graph.plan, feeds_for(ins, encoding, rng))   # raises at the first differing byte
+    free_contexts()
+
+
+# -- broadcasting layout ------------------------------------------------------------------------
+
+def test_broadcast_layout_merges_contiguous_dimensions():
+    assert broadcast_layout((2, 3, 4), (2, 3, 4), (2, 3, 4)) == ([24], [1], [1]), \
+        "equal shapes collapse to one contiguous dimension"
+    assert broadcast_layout((2, 3, 4), (4,), (2, 3, 4)) == ([6, 4], [4, 1], [0, 1]), \
+        "a trailing vector broadcasts over the merged outer dimensions"
+    assert broadcast_layout((2, 1, 4), (3, 1), (2, 3, 4)) == ([2, 3, 4], [4, 0, 1], [0, 1, 0]), \
+        "both inputs broadcasting keep three dimensions"
+    assert broadcast_layout((), (), ()) == ([1], [0], [0]), "scalars are one element"
+
+
+# -- binary ops ---------------------------------------------------------------------------------
+
+@given(op=st.sampled_from(BINARY + COMPARE + ["Prelu"]), encoding=st.sampled_from(sorted(ENCODINGS)),
+       shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=5, max_side=4),
+       seed=st.integers(0, 2**31))
+def test_binary_ops_run_in_c_bit_identical(op, encoding, shapes, seed):
+    (sa, sb), out = shapes.input_shapes, shapes.result_shape
+    if op == "Prelu":
+        sa = out   # the coefficient broadcasts to in[0] without enlarging it
+    out_dtype = BOOL if op in COMPARE else None
+    graph, ins = one_node(op, [sa, sb], out, encoding, out_dtype)
+    assume(graph is not None)
+    assert_lowered_and_identical(graph, ins, encoding, seed, f"{op} {encoding} {sa} {sb}")
+
+
+def test_binary_op_rank_six_broadcast_and_operation_variant():
+    shapes = [(2, 1, 2, 1, 2, 3), (1, 2, 1, 2, 1, 3)]   # rank 6: the HTP's largest
+    out = (2, 2, 2, 2, 2, 3)
+    graph, ins = one_node("ElementWiseBinary", shapes, out, "float32",
+                          operation=int(Q.QNN_OP_ELEMENT_WISE_BINARY_OPERATION_MINIMUM))
+    assert graph is not None, "ElementWiseBinary MINIMUM of rank 6 finalizes"
+    assert_lowered_and_identical(graph, ins, "float32", 3, "ElementWiseBinary(MINIMUM) rank 6")
+
+
+def test_signed_zeros_and_nan_follow_numpy():
+    a = np.array([-0.0, 0.0, np.nan, 1.0, -np.nan, -0.0], np.float32)
+    b = np.array([0.0, -0.0, 1.0, np.nan, np.nan, -0.0], np.float32)
+    for op in ("ElementWiseMaximum", "ElementWiseMinimum", "Prelu"):
+        graph, ins = one_node(op, [(6,), (6,)], (6,), "float32")
+        assert graph is not None and graph.plan.engine.fallbacks == [], f"{op} lowers to C"
+        check_plan(graph.plan, {ins[0].id: a, ins[1].id: b})
+
+
+@given(dtype=st.sampled_from([Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8,
+                              Q.QNN_DATATYPE_UFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_16]),
+       scales=st.tuples(*[st.floats(2.0**-12, 4.0, width=32)] * 3), offsets=st.tuples(*[st.integers(-200, 0)] * 3),
+       shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=4, max_side=5),
+       seed=st.integers(0, 2**31))
+def test_fixed_point_add_runs_the_integer_pipeline_in_c(dtype, scales, offsets, shapes, seed):
+    """plan.IntegerAdd (the HTP's ElementWiseAdd on codes) as one C step, same codes."""
+    (sa, sb), out = shapes.input_shapes, shapes.result_shape
+    code = {Q.QNN_DATATYPE_UFIXED_POINT_8: np.uint8, Q.QNN_DATATYPE_SFIXED_POINT_8: np.int8,
+            Q.QNN_DATATYPE_UFIXED_POINT_16: np.uint16, Q.QNN_DATATYPE_SFIXED_POINT_16: np.int16}[dtype]
+    b = GraphBuilder(tracked_context(), "iadd")
+    x = [b.tensor(f"x{i}", s, dtype, type_=APP_WRITE, quant=(float(scales[i]), offsets[i]))
+         for i, s in enumerate((sa, sb))]
+    y = b.tensor("y", out, dtype, type_=APP_READ, quant=(float(scales[2]), offsets[2]))
+    b.node("ElementWiseAdd", "n", x, [y])
+    try:
+        b.graph.finalize()
+    except QnnError:
+        assume(False)
+    plan = b.graph.plan
+    assert type(plan.steps[0].impl).__name__ == "IntegerAdd", "the plan adds codes (IntegerAdd)"
+    assert plan.engine.fallbacks == [], f"IntegerAdd lowers to C: {plan.engine.fallbacks}"
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(code)
+    feeds = {t.id: rng.integers(info.min, info.max + 1, tuple(int(d) for d in t.dims)).astype(code) for t in x}
+    check_plan(plan, feeds)
+
+
+INT_EDGES = np.array([-2**31, 2**31 - 1, -1, 0, 1, 7, -7, 2], np.int64)
+
+
+@given(op=st.sampled_from(BINARY[:-1] + COMPARE + ["ElementWiseFloorDiv", "ElementWiseFmod", "ElementWiseMod"]),
+       dtype=st.sampled_from([Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_UINT_32]),
+       shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=4),
+       seed=st.integers(0, 2**31))
+def test_int32_binary_ops_run_in_c_bit_identical(op, dtype, shapes, seed):
+    """INT_32 / UINT_32 arithmetic (wrapping, x / 0 = 0, INT32_MIN / -1) and comparisons."""
+    (sa, sb), out = shapes.input_shapes, shapes.result_shape
+    b = GraphBuilder(tracked_context(), "ints")
+    x = [b.tensor(f"x{i}", s, dtype, type_=APP_WRITE) for i, s in enumerate((sa, sb))]
+    y = b.tensor("y", out, BOOL if op in COMPARE else dtype, type_=APP_READ)
+    b.node(op, "n", x, [y])
+    try:
+        b.graph.finalize()
+    except QnnError:
+        assume(False)
+    assert b.graph.plan.engine.fallbacks == [], f"{op} on integers lowers to C: {b.graph.plan.engine.fallbacks}"
+    rng = np.random.default_rng(seed)
+    np_type = np.int32 if dtype == Q.QNN_DATATYPE_INT_32 else np.uint32
+    feeds = {}
+    for t in x:
+        shape = tuple(int(d) for d in t.dims)
+        v = rng.choice(INT_EDGES, shape) if rng.random() < 0.5 else rng.integers(-50, 50, shape)
+        feeds[t.id] = np.asarray(v).astype(np_type)
+    with np.errstate(all="ignore"):
+        check_plan(b.graph.plan, feeds)
+
+
+@pytest.mark.parametrize("op", ["ElementWiseNeg", "ElementWiseAbs", "ElementWiseSign"])
+@pytest.mark.parametrize("dtype,np_type", [(Q.QNN_DATATYPE_INT_32, np.int32), (Q.QNN_DATATYPE_UINT_32, np.uint32)])
+def test_int32_unary_ops_run_in_c_bit_identical(op, dtype, np_type):
+    b = GraphBuilder(tracked_context(), "ints")
+    x = b.tensor("x", (8,), dtype, type_=APP_WRITE)
+    y = b.tensor("y", (8,), dtype, type_=APP_READ)
+    b.node(op, "n", [x], [y])
+    try:
+        b.graph.finalize()
+    except QnnError:
+        pytest.skip(f"the HTP model refuses {op} on this type (as the vendor)")
+    assert b.graph.plan.engine.fallbacks == [], f"integer {op} lowers to C"
+    check_plan(b.graph.plan, {x.id: INT_EDGES.astype(np_type)})
+
+
+# -- unary ops and activations ------------------------------------------------------------------
+
+@given(op=st.sampled_from(UNARY + ["Softmax", "LogSoftmax"]), encoding=st.sampled_from(sorted(ENCODINGS)),
+       shape=st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple), seed=st.integers(0, 2**31))
+def test_unary_ops_run_in_c_bit_identical(op, encoding, shape, seed):
+    graph, ins = one_node(op, [shape], shape, encoding)
+    assume(graph is not None)
+    assert_lowered_and_identical(graph, ins, encoding, seed, f"{op} {encoding} {shape}")
+
+
+@pytest.mark.parametrize("op,params", [
+    ("ReluMinMax", {"min_value": -0.5, "max_value": 2.25}),
+    ("Elu", {"alpha": 0.3}),
+    ("Gelu", {}),
+    ("Softmax", {"axis": 1, "beta": 0.7}),
+    ("LogSoftmax", {"axis": 0, "beta": -1.3}),
+    ("ElementWiseUnary", {"operation": int(Q.QNN_OP_ELEMENT_WISE_UNARY_OPERATION_RECIPROCAL)}),
+    ("ElementWiseUnary", {"operation": int(Q.QNN_OP_ELEMENT_WISE_UNARY_OPERATION_EXP)}),
+])
+@pytest.mark.parametrize("encoding", ["float32", "u8"])
+def test_parameterized_activations_run_in_c_bit_identical(op, params, encoding):
+    graph, ins = one_node(op, [(1, 3, 4, 5)], (1, 3, 4, 5), encoding, **params)
+    if graph is None:
+        pytest.skip(f"the HTP model refuses {op} on {encoding} (as the vendor)")
+    assert_lowered_and_identical(graph, ins, encoding, 7, f"{op} {params} {encoding}")
+
+
+@pytest.mark.parametrize("name", ["ELU", "GELU", "HARD_SIGMOID", "HARD_SWISH", "RELU", "RELU_MIN_MAX",
+                                  "SIGMOID", "SOFTPLUS", "TANH"])
+def test_element_wise_neuron_operations_run_in_c_bit_identical(name):
+    params = {"operation": int(act._N[name])}
+    if name == "RELU_MIN_MAX":
+        params.update(min_value=-1.5, max_value=0.75)
+    if name in ("ELU", "HARD_SIGMOID"):
+        params["alpha"] = 0.25
+    graph, ins = one_node("ElementWiseNeuron", [(2, 3, 7)], (2, 3, 7), "float32", **params)
+    if graph is None:
+        pytest.skip(f"the HTP model refuses ElementWiseNeuron {name}")
+    assert_lowered_and_identical(graph, ins, "float32", 11, f"ElementWiseNeuron {name}")
+
+
+def test_reference_kernels_keep_transcendental_ops_in_python(monkeypatch):
+    monkeypatch.setattr(_fast.config, "kernels", "reference")
+    graph, ins = one_node("Sigmoid", [(2, 8)], (2, 8), "float32")
+    fb = graph.plan.engine.fallbacks
+    assert [op for _, op, _ in fb] == ["Sigmoid"] and "reference" in fb[0][2], \
+        f"with QNNEMU_KERNELS=reference Sigmoid computes with numpy, so it stays in Python: {fb}"
+    check_plan(graph.plan, feeds_for(ins, "float32", np.random.default_rng(1)))
+    graph, ins = one_node("Relu6", [(2, 8)], (2, 8), "float32")
+    assert graph.plan.engine.fallbacks == [], "exact ops lower to C with the reference kernels too"
+    check_plan(graph.plan, feeds_for(ins, "float32", np.random.default_rng(2)))
+
+
+# -- the shared transcendental kernels: accuracy against float64 references ----------------------
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    ia, ib = a.view(np.int32).astype(np.int64), b.view(np.int32).astype(np.int64)
+    ia = np.where(ia < 0, -(ia & 0x7FFFFFFF), ia)
+    ib = np.where(ib < 0, -(ib & 0x7FFFFFFF), ib)
+    return np.abs(ia - ib)
+
+
+@pytest.mark.parametrize("name,ref", [
+    ("exp", np.exp), ("log", np.log), ("tanh", np.tanh), ("sin", np.sin), ("atan", np.arctan),
+    ("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x))),
+    ("erf", act.erf), ("gelu", lambda x: 0.5 * x * act.erfc(-x / np.sqrt(2.0))),
+])
+def test_shared_kernels_are_correctly_rounded_but_for_ties(name, ref):
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.standard_normal(20000) * 4, rng.uniform(0, 30, 2000),
+                        rng.uniform(-1e-3, 1e-3, 2000)]).astype(np.float32)
+    if name == "log":
+        x = np.abs(x) + np.float32(1e-30)
+    got = _fast_eltwise.unary(name, x)
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.float64)).astype(np.float32)
+    finite = np.isfinite(want) & (np.abs(want) > np.float32(1e-37))
+    assert _ulps(got[finite], want[finite]).max() <= 1, \
+        f"{name}: within 1 float32 ulp of the float64 reference (one rounding of a float64 value)"
+
+
+def test_shared_kernels_special_values():
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0], np.float32)
+    sig = _fast_eltwise.unary("sigmoid", x)
+    assert np.isnan(sig[0]) and sig[1] == 1.0 and sig[2] == 0.0 and sig[3] == 0.5, f"sigmoid: {sig}"
+    gelu = _fast_eltwise.unary("gelu", x)
+    assert np.isnan(gelu[0]) and gelu[1] == np.inf and gelu[2] == 0.0 and gelu[3] == 0.0, f"gelu: {gelu}"
+    sm = _fast_eltwise.softmax(np.array([[1.0, np.nan, 2.0], [1.0, 1.0, 1.0]], np.float32), 1, 1.0, False)
+    assert np.isnan(sm[0]).all() and np.allclose(sm[1], 1.0 / 3.0), f"softmax: NaN rows stay NaN: {sm}"
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_shared_softmax_matches_float64_numpy(axis):
+    x = (np.random.default_rng(axis).standard_normal((3, 5, 7)) * 5).astype(np.float32)
+    for log_form in (False, True):
+        got = _fast_eltwise.softmax(x, axis, 0.8, log_form)
+        z = 0.8 * x.astype(np.float64)
+        z -= z.max(axis=axis, keepdims=True)
+        total = np.exp(z).sum(axis=axis, keepdims=True)
+        want = z - np.log(total) if log_form else np.exp(z) / total
+        assert np.allclose(got, want.astype(np.float32), rtol=3e-7, atol=1e-7), \
+            f"{'LogSoftmax' if log_form else 'Softmax'} along axis {axis} agrees with float64 numpy"
+
+
+# -- normalizations ------------------------------------------------------------------------------
+
+def norm_graph(op: str, shape, statics, encoding: str, **params):
+    """x -> op(x, static gamma / beta ...) -> y, finalized; None when the HTP model refuses it."""
+    dtype, quant, oquant = ENCODINGS[encoding]
+    b = GraphBuilder(tracked_context(), "norm")
+    x = b.tensor("x", shape, dtype, type_=APP_WRITE, quant=quant)
+    ins = [x] + [b.tensor(f"s{i}", s.shape, F32, type_=Q.QNN_TENSOR_TYPE_STATIC, data=s)
+                 for i, s in enumerate(statics)]
+    y = b.tensor("y", shape, dtype, type_=APP_READ, quant=oquant)
+    b.node(op, "n", ins, [y], **params)
+    try:
+        b.graph.finalize()
+    except QnnError:
+        return None, [x]
+    return b.graph, [x]
+
+
+@given(op=st.sampled_from(["LayerNorm", "RmsNorm", "InstanceNorm", "GroupNorm", "Batchnorm"]),
+       encoding=st.sampled_from(["float32", "u8", "u16"]),
+       shape=st.tuples(st.integers(1, 2), st.integers(1, 4), st.integers(1, 5), st.sampled_from([4, 8, 12])),
+       region=st.sampled_from([0, 1, 2]), mode=st.sampled_from([0, 1]), with_beta=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_normalizations_run_in_c_bit_identical(op, encoding, shape, region, mode, with_beta, seed):
+    rng = np.random.default_rng(seed)
+    c = shape[-1]
+    gamma = rng.standard_normal(c).astype(np.float32)
+    beta = rng.standard_normal(c).astype(np.float32)
+    params = {}
+    if op in ("LayerNorm", "RmsNorm"):
+        params["axes"] = [len(shape) - 1]
+        statics = [gamma, beta] if with_beta else [gamma]
+    elif op == "InstanceNorm":
+        regions = [Q.QNN_OP_INSTANCE_NORM_REGION_ACROSS_SPATIAL, Q.QNN_OP_INSTANCE_NORM_REGION_ACROSS_CHANNEL,
+                   Q.QNN_OP_INSTANCE_NORM_REGION_ACROSS_ALL]
+        params.update(region=int(regions[region]), mode=int([Q.QNN_OP_INSTANCE_NORM_MODE_MU_SIGMA,
+                                                             Q.QNN_OP_INSTANCE_NORM_MODE_RMS][mode]))
+        statics = [gamma, beta]
+    elif op == "GroupNorm":
+        params["group"] = 4
+        statics = [gamma, beta] if with_beta else [gamma]
+    else:
+        statics = [gamma, beta] if with_beta else [gamma]
+    graph, ins = norm_graph(op, shape, statics, encoding, **params)
+    assume(graph is not None)
+    assert_lowered_and_identical(graph, ins, encoding, seed, f"{op} {encoding} {shape} {params}")
+
+
+def test_layer_norm_over_two_axes_and_dynamic_gamma():
+    rng = np.random.default_rng(4)
+    gamma = rng.standard_normal((6, 8)).astype(np.float32)
+    graph, ins = norm_graph("LayerNorm", (2, 6, 8), [gamma], "float32", axes=[1, 2])
+    assert graph is not None, "LayerNorm over the last two axes finalizes"
+    assert_lowered_and_identical(graph, ins, "float32", 4, "LayerNorm over axes [1, 2]")
+    b = GraphBuilder(tracked_context(), "dyn")
+    x = b.tensor("x", (2, 8), F32, type_=APP_WRITE)
+    g = b.tensor("g", (8,), F32, type_=APP_WRITE)
+    y = b.tensor("y", (2, 8), F32, type_=APP_READ)
+    b.node("LayerNorm", "n", [x, g], [y], axes=[1])
+    b.graph.finalize()
+    fb = b.graph.plan.engine.fallbacks
+    assert len(fb) == 1 and "dynamic gamma" in fb[0][2], f"a dynamic gamma stays in Python: {fb}"
+
+
+@pytest.mark.parametrize("op,shapes", [("ElementWiseAdd", [(2, 3, 8), (2, 3, 8)]),
+                                       ("ElementWiseMultiply", [(2, 3, 8), (8,)]),
+                                       ("Sigmoid", [(2, 3, 8)]), ("Softmax", [(2, 3, 8)]), ("HardSwish", [(2, 3, 8)]),
+                                       ("ElementWiseGreater", [(2, 3, 8), (1, 8)])])
+def test_float16_math_graphs_run_in_c_bit_identical(op, shapes, monkeypatch):
+    """Float32 graphs in the HTP's float16 math (v69+): the core's float16 roundings around the
+    same kernels."""
+    monkeypatch.setenv("QNNEMU_FLOAT_MATH", "float16")
+    out_dtype = BOOL if op in COMPARE else None
+    graph, ins = one_node(op, shapes, (2, 3, 8), "float32", out_dtype)
+    assert graph is not None and graph.plan.fp16, f"{op} finalizes in float16 math"
+    assert_lowered_and_identical(graph, ins, "float32", 21, f"{op} in float16 math")
+
+
+@given(shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=3, max_side=4),
+       seed=st.integers(0, 2**31))
+def test_float16_math_divide_runs_its_reciprocal_kernel_in_c(shapes, seed):
+    """float16.ReciprocalDivide (the vendor's float16 reciprocal, truncated, then a product)."""
+    import os
+    os.environ["QNNEMU_FLOAT_MATH"] = "float16"   # (hypothesis: no function-scoped monkeypatch)
+    try:
+        graph, ins = one_node("ElementWiseDivide", list(shapes.input_shapes), shapes.result_shape, "float32")
+    finally:
+        del os.environ["QNNEMU_FLOAT_MATH"]
+    assume(graph is not None)
+    assert type(graph.plan.steps[0].impl).__name__ == "ReciprocalDivide", "float16 math divides by r(b)"
+    assert_lowered_and_identical(graph, ins, "float32", seed, f"ReciprocalDivide {shapes}")
+
+
+def test_shared_power_kernel_follows_pow():
+    a = np.array([[2.0], [-8.0], [0.0], [np.inf], [-2.0]], np.float32)
+    b = np.array([0.5, 3.0, -1.0, 0.0], np.float32)
+    got = _fast_eltwise.binary("pow", a, b)
+    with np.errstate(all="ignore"):
+        want = np.power(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    assert got.shape == (5, 4) and same.all(), f"pow broadcasts and follows IEEE pow: {got} vs {want}"
