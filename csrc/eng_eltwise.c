@@ -567,67 +567,6 @@ int qe_k_norm_f32(const qe_args *a)
                           (int)((f >> 1) & 1));
 }
 
-/* ---- ElementWiseAdd in the HTP's fixed point (qnnemu/core/plan.py IntegerAdd) --------------------- */
-/* y = clip(floor(a m_a + b m_b + c), lo, hi) on codes, in float64 in the plan's order (every
- * product and sum exact for 8/16-bit codes and its multipliers); a, b and y of one code type. */
-#define IADD_ROW(T)                                                                               \
-    do {                                                                                          \
-        const T *a_ = (const T *)av, *b_ = (const T *)bv;                                         \
-        T *y_ = (T *)yv;                                                                          \
-        for (int64_t i = 0; i < n; i++) {                                                         \
-            double acc = (double)a_[i * sa] * ma;                                                 \
-            acc = acc + (double)b_[i * sb] * mb;                                                  \
-            double v = floor(acc + c);                                                            \
-            v = v < lo ? lo : (v > hi ? hi : v);                                                  \
-            y_[i] = (T)v;                                                                         \
-        }                                                                                         \
-    } while (0)
-
-EW_INLINE void iadd_row(int t, const void *av, const void *bv, void *yv, int64_t n, int64_t sa,
-                        int64_t sb, double ma, double mb, double c, double lo, double hi)
-{
-    switch (t) {
-    case QE_U8: IADD_ROW(uint8_t); break;
-    case QE_I8: IADD_ROW(int8_t); break;
-    case QE_U16: IADD_ROW(uint16_t); break;
-    case QE_I16: IADD_ROW(int16_t); break;
-    default: break;
-    }
-}
-
-/* p: a, b, y; i: code type, lo, hi, rank r, out shape[r], a strides[r], b strides[r];
- * d: m_a, m_b, c (the plan's constant + 0.5). */
-int qe_k_int_add(const qe_args *a)
-{
-    if (a->np != 3 || a->ni < 4 || a->nd != 3) return 1;
-    int t = (int)a->i[0], r = (int)a->i[3];
-    if (r < 1 || r > 8 || a->ni != 4 + 3 * r) return 2;
-    if (t != QE_U8 && t != QE_I8 && t != QE_U16 && t != QE_I16) return 2;
-    int size = (t == QE_U8 || t == QE_I8) ? 1 : 2;
-    double lo = (double)a->i[1], hi = (double)a->i[2];
-    double ma = a->d[0], mb = a->d[1], c = a->d[2];
-    const int64_t *d = a->i + 4, *sa = d + r, *sb = sa + r;
-    for (int k = 0; k < r; k++)
-        if (d[k] == 0) return 0;
-    const char *pa = a->p[0], *pb = a->p[1];
-    char *py = a->p[2];
-    int64_t idx[8] = {0}, rows = 1, n = d[r - 1], oa = 0, ob = 0;
-    for (int k = 0; k < r - 1; k++) rows *= d[k];
-    for (int64_t row = 0; row < rows; row++) {
-        iadd_row(t, pa + oa * size, pb + ob * size, py + row * n * size, n, sa[r - 1], sb[r - 1],
-                 ma, mb, c, lo, hi);
-        for (int k = r - 2; k >= 0; k--) {
-            oa += sa[k];
-            ob += sb[k];
-            if (++idx[k] < d[k]) break;
-            oa -= sa[k] * d[k];
-            ob -= sb[k] * d[k];
-            idx[k] = 0;
-        }
-    }
-    return 0;
-}
-
 /* ---- INT_32 / UINT_32 element-wise ops (numpy's integer arithmetic in qnnemu/ops/elementwise.py) -- */
 /* Wrapping like the C types (computed unsigned); division, floor division, fmod and mod by 0
  * give 0; INT32_MIN / -1 wraps to INT32_MIN (numpy's floor_divide). */

@@ -19,7 +19,6 @@ int qe_ew_binary_f32(int op, const float *a, const float *b, void *y, int rank, 
                      const int64_t *sa, const int64_t *sb);
 int qe_k_binary_f32(const qe_args *a);
 int qe_k_norm_f32(const qe_args *a);
-int qe_k_int_add(const qe_args *a);
 int qe_k_binary_i32(const qe_args *a);
 int qe_k_unary_i32(const qe_args *a);
 int qe_eltwise_isa(char *buf, int n);

@@ -16,8 +16,6 @@ elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
   by the Python op), with static gamma / beta;
 - ``qe_k_binary_i32`` / ``qe_k_unary_i32``: the same binary ops (but Power) and Neg, Abs, Sign on
   INT_32 / UINT_32 (numpy's wrapping integer arithmetic; division and remainders by 0 give 0);
-- ``qe_k_int_add``: ElementWiseAdd of 8-bit or 16-bit fixed point in the HTP's integer pipeline
-  (plan.IntegerAdd), on the codes;
 - ``qe_k_binary_f32`` twice: Batchnorm (x * weight, then + bias, as the op's float32 arithmetic);
 - ``qe_k_unary_f32`` (the float16 reciprocal) then ``qe_k_binary_f32``: ElementWiseDivide in
   float16 math (float16.ReciprocalDivide).
@@ -43,7 +41,7 @@ from ...ops._fast_eltwise import (
 )
 from ...ops.base import to_compute
 from ...spec import dtypes
-from .. import float16, plan as plan_mod
+from .. import float16
 from .lowering import Unsupported, lowers, type_code
 
 # C-kernel unary ops whose Python fast path calls that kernel (not a numpy formula)
@@ -175,9 +173,6 @@ def _emit_binary(ctx, op: str) -> None:
 def binary(ctx) -> None:
     impl = ctx.impl
     cls = type(impl)
-    if cls is plan_mod.IntegerAdd:
-        _integer_add(ctx)
-        return
     if cls is float16.ReciprocalDivide and ctx.node.op_type == "ElementWiseDivide":
         _reciprocal_divide(ctx)
         return
@@ -189,24 +184,6 @@ def binary(ctx) -> None:
     if op is None:
         raise Unsupported(f"binary operation {cls.__name__}")
     _emit_binary(ctx, op)
-
-
-_CODE_TYPES = {np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16)}
-
-
-def _integer_add(ctx) -> None:
-    """plan.IntegerAdd on the codes: clip(floor(a m_a + b m_b + (const + 0.5)), lo, hi)."""
-    impl = ctx.impl
-    if ctx.n_in != 2 or ctx.n_out != 1 or len(ctx.step.writes) != 1:
-        raise Unsupported("an IntegerAdd with folded outputs")
-    dtype = ctx.out_dtype(0)
-    if dtype not in _CODE_TYPES or ctx.in_dtype(0) != dtype or ctx.in_dtype(1) != dtype \
-            or np.dtype(impl.np_dtype) != dtype:
-        raise Unsupported("an IntegerAdd over different code types")
-    dims, sa, sb = broadcast_layout(ctx.in_shape(0), ctx.in_shape(1), ctx.out_shape(0))
-    ctx.emit("qe_k_int_add", (ctx.input_raw(0), ctx.input_raw(1), ctx.output_raw(0)),
-             [type_code(dtype), int(impl.lo), int(impl.hi), len(dims), *dims, *sa, *sb],
-             (float(impl.mult[0]), float(impl.mult[1]), float(impl.const + 0.5)))
 
 
 def _reciprocal_divide(ctx) -> None:
