@@ -160,7 +160,11 @@ class Builder:
     def fn_address(self, name: str) -> int:
         addr = self._fn_cache.get(name)
         if addr is None:
-            addr = int(self.ffi.cast("intptr_t", self.ffi.addressof(self.lib, name)))
+            try:
+                addr = int(self.ffi.cast("intptr_t", self.ffi.addressof(self.lib, name)))
+            except AttributeError:   # a stale qnnemu._kernels: the step stays in Python
+                from .lowering import Unsupported
+                raise Unsupported(f"kernel {name} is not in this build of qnnemu._kernels") from None
             self._fn_cache[name] = addr
         return addr
 
