@@ -134,6 +134,15 @@ class StepTimer:
 
     def install(self) -> None:
         from qnnemu.core import graph as core_graph
+        # Timed executes must reach Graph.execute: graphExecute's C fast path is withdrawn and
+        # not offered again while the timer is installed.
+        self._fast_env = os.environ.get("QNNEMU_FAST_EXECUTE")
+        os.environ["QNNEMU_FAST_EXECUTE"] = "0"
+        try:
+            from qnnemu.abi import fast_execute
+            fast_execute.clear()
+        except Exception:   # noqa: BLE001 - the backend library is not loaded in this process
+            pass
         orig = self._orig = core_graph.Graph.execute
         timer = self
 
@@ -153,6 +162,10 @@ class StepTimer:
         from qnnemu.core import graph as core_graph
         if self._orig is not None:
             core_graph.Graph.execute = self._orig
+        if getattr(self, "_fast_env", None) is None:
+            os.environ.pop("QNNEMU_FAST_EXECUTE", None)
+        else:
+            os.environ["QNNEMU_FAST_EXECUTE"] = self._fast_env
 
     def top(self, runs: int, n: int) -> dict:
         per_op = sorted(self.total.items(), key=lambda kv: -kv[1])

@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef long (*qnnemu_qe_run_fn)(const int64_t *, long, long, const int64_t *, const int64_t *,
                                  const double *, const int64_t *, char *, void *const *);
@@ -58,9 +59,17 @@ static void fast_after_fork_child(void) {
 static pthread_once_t g_fast_once = PTHREAD_ONCE_INIT;
 static void fast_install_fork_handler(void) { pthread_atfork(NULL, NULL, fast_after_fork_child); }
 
+/* The process the registry belongs to.  Besides the atfork handler, every entry checks it: a
+ * child forked while a fast execute held the lock (seen under load) must never wait for it. */
+static atomic_int g_fast_pid;
+
+static int fast_in_child(void) { return atomic_load(&g_fast_pid) != (int)getpid(); }
+
 int qnnemu_fast_register(uint64_t handle, const int64_t *desc) {
   if (!desc || desc[FD_VERSION] != FD_LAYOUT_VERSION) return -1;
   pthread_once(&g_fast_once, fast_install_fork_handler);
+  if (atomic_load(&g_fast_n) > 0 && fast_in_child()) fast_after_fork_child();
+  atomic_store(&g_fast_pid, (int)getpid());
   pthread_rwlock_wrlock(&g_fast_lock);
   int n = atomic_load(&g_fast_n), k;
   for (k = 0; k < n && g_fast[k].handle != handle; k++) {
@@ -80,6 +89,10 @@ int qnnemu_fast_register(uint64_t handle, const int64_t *desc) {
 
 void qnnemu_fast_clear(void) {
   if (atomic_load(&g_fast_n) == 0) return;
+  if (fast_in_child()) {   /* inherited from the parent: drop it without its lock */
+    fast_after_fork_child();
+    return;
+  }
   pthread_rwlock_wrlock(&g_fast_lock);
   atomic_store(&g_fast_n, 0);
   pthread_rwlock_unlock(&g_fast_lock);
@@ -181,7 +194,7 @@ Qnn_ErrorHandle_t qnnemu_fast_graphExecute(Qnn_GraphHandle_t graphHandle, const 
                                            uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs,
                                            Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle) {
   if (atomic_load_explicit(&g_fast_n, memory_order_relaxed) > 0 && !profileHandle && !signalHandle &&
-      pthread_rwlock_rdlock(&g_fast_lock) == 0) {
+      !fast_in_child() && pthread_rwlock_rdlock(&g_fast_lock) == 0) {
     int n = atomic_load(&g_fast_n), done = 1;
     for (int k = 0; k < n; k++) {
       if (g_fast[k].handle != (uint64_t)(uintptr_t)graphHandle) continue;

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "pool.h"
 
@@ -87,6 +88,10 @@ static void grow(int want)
     }
 }
 
+/* The process the workers belong to: besides the atfork handler, a child notices it has none
+ * (a fork while another thread held the pool's lock must not leave the child waiting). */
+static atomic_int g_pid;
+
 void qe_pool_run(void (*fn)(void *), void *base, size_t stride, int n)
 {
     char *items = base;
@@ -95,6 +100,10 @@ void qe_pool_run(void (*fn)(void *), void *base, size_t stride, int n)
         return;
     }
     pthread_once(&g_once, install_fork_handler);
+    if (atomic_load(&g_pid) != (int)getpid()) {
+        if (atomic_load(&g_pid) != 0) child_after_fork();
+        atomic_store(&g_pid, (int)getpid());
+    }
     struct pool_batch b;
     atomic_init(&b.pending, 0);
     pthread_mutex_init(&b.mu, NULL);

@@ -194,14 +194,19 @@ def test_freed_handles_cost_no_memory(qnn_abi):
     only_ours = [tracemalloc.Filter(True, "*qnnemu*")]
     tracemalloc.start()
     try:
-        before = tracemalloc.take_snapshot().filter_traces(only_ours)
-        for _ in range(n):
-            last = cycle()
-        after = tracemalloc.take_snapshot().filter_traces(only_ours)
+        # Two windows of n cycles: a leak grows in both; a one-off resize of the live-handle
+        # dict (its size depends on how many handles earlier tests keep) lands in one at most.
+        snaps = [tracemalloc.take_snapshot().filter_traces(only_ours)]
+        for _ in range(2):
+            for _ in range(n):
+                last = cycle()
+            snaps.append(tracemalloc.take_snapshot().filter_traces(only_ours))
     finally:
         tracemalloc.stop()
-    growth = sum(d.size_diff for d in after.compare_to(before, "filename"))
-    assert growth / n < 4, f"memory held by qnnemu grows {growth / n:.1f} bytes per create/free cycle ({growth} B)"
+    growths = [sum(d.size_diff for d in b.compare_to(a, "filename")) for a, b in zip(snaps, snaps[1:])]
+    growth = min(growths)
+    assert growth / n < 4, f"memory held by qnnemu grows {growth / n:.1f} bytes per create/free cycle in both " \
+                           f"windows of {n} cycles ({growths} B)"
     # ... and the freed handles are still recognised as freed (and as what they were).
     from qnnemu.core.handles import HANDLES
     assert HANDLES.freed_kind(last) == "Context", "a context freed 3000 cycles ago is still known as a freed Context"
