@@ -175,6 +175,11 @@ class Engine:
         self.c_nodes = len(plan.steps) - len(self.fallbacks)
         self.c_steps = len(program.steps)
         self.arena_bytes = program.arena_bytes
+        self.naive_arena_bytes = int(getattr(builder, "naive_bytes", program.arena_bytes))
+        # An arena the caller provides instead of the engine's own (a uint8 array of at least
+        # arena_bytes, ALIGN-aligned): the LPAI backend runs in the application's scratch
+        # buffer (qnnemu/lpai/memory.py).  The caller serializes executes on it.
+        self.external_arena: np.ndarray | None = None
         # graph input tensor id -> its arena offset (each execute copies the fed array there)
         self.input_offsets = {tid: int(builder.bufs[buf][1]) for tid, buf in builder.io_of_tid.items()}
         self._slot_buf = dict(builder.slot_buf)
@@ -213,6 +218,8 @@ class Engine:
         arena.  It points into this engine (program tables, a private arena): keep it and the
         engine alive while it is registered."""
         plan = self.plan
+        if self.external_arena is not None:   # the LPAI backend's executes need Python
+            return None
         if self.fallbacks or self.check or any(c is not None for c in plan.input_conv.values()) \
                 or set(plan.output_conv) - set(self.converted):
             return None
@@ -274,6 +281,8 @@ class Engine:
         program was built for (the caller then runs the Python steps)."""
         if self.check:
             return self._run_checked(feeds, wanted, observer)
+        if self.external_arena is not None:
+            return self._run(feeds, wanted, observer, self.external_arena)
         if self._arena_lock.acquire(blocking=False):
             try:
                 return self._run(feeds, wanted, observer, self._arena)
