@@ -40,41 +40,23 @@ static void abi_describe_provider(QnnInterface_t *iface, const uint32_t version[
   iface->apiVersion.backendApiVersion.patch = QNN_HTP_API_VERSION_PATCH;
 }
 
-#include "fast_execute.h"
-#include "abi_shim.h"
+/* libQnnLpaiEmu.so's provider, served by the same module (abi_shim.h ABI_VARIANT_*): backend id
+ * QNN_BACKEND_ID_LPAI, the LPAI provider name and backend API version of the headers, the same
+ * core API version. */
+#define ABI_VARIANT_PROVIDERS qnnemu_lpai_providers
+#define ABI_VARIANT_TABLE_INITIALIZER QNNEMU_LPAI_TABLE_INITIALIZER
 
-/* The LPAI backend's provider (libQnnLpaiEmu.so): backend id QNN_BACKEND_ID_LPAI, the LPAI
- * provider name and backend API version of the headers, the core API version the shared init
- * negotiated. */
-static AbiPaddedInterface g_lpai_provider;
-static const QnnInterface_t *g_lpai_provider_list[1];
-static pthread_once_t g_lpai_once = PTHREAD_ONCE_INIT;
-
-static void lpai_init_once(void) {
-  static const QNN_INTERFACE_VER_TYPE table = QNNEMU_LPAI_TABLE_INITIALIZER;
-  QnnInterface_t *iface = &g_lpai_provider.iface;
+static void abi_describe_variant(QnnInterface_t *iface, const uint32_t version[3]) {
   iface->backendId = QNN_BACKEND_ID_LPAI;
   iface->providerName = QNN_LPAI_INTERFACE_PROVIDER_NAME;
-  iface->apiVersion.coreApiVersion = g_provider.iface.apiVersion.coreApiVersion;
+  iface->apiVersion.coreApiVersion.major = version[0];
+  iface->apiVersion.coreApiVersion.minor = version[1];
+  iface->apiVersion.coreApiVersion.patch = version[2];
   iface->apiVersion.backendApiVersion.major = QNN_LPAI_API_VERSION_MAJOR;
   iface->apiVersion.backendApiVersion.minor = QNN_LPAI_API_VERSION_MINOR;
   iface->apiVersion.backendApiVersion.patch = QNN_LPAI_API_VERSION_PATCH;
-  iface->QNN_INTERFACE_VER_NAME = table;
-  for (int i = 0; i < ABI_EXTRA_SLOTS; i++) g_lpai_provider.extra[i] = (void *)&abi_unsupported_entry;
-  g_lpai_provider_list[0] = iface;
 }
 
-QNNEMU_EXPORT Qnn_ErrorHandle_t qnnemu_lpai_providers(const QnnInterface_t ***providerList,
-                                                      uint32_t *numProviders) {
-  if (!providerList || !numProviders) return ABI_INVALID_PARAMETER;
-  pthread_once(&g_once, init_once);   /* the shared embedded init (abi_shim.h) */
-  if (g_init_status != QNN_SUCCESS) {
-    *providerList = NULL;
-    *numProviders = 0;
-    return g_init_status;
-  }
-  pthread_once(&g_lpai_once, lpai_init_once);
-  *providerList = g_lpai_provider_list;
-  *numProviders = 1;
-  return QNN_SUCCESS;
-}
+#include "fast_execute.h"
+#include "abi_shim.h"
+

@@ -168,7 +168,6 @@ def test_shared_buffer_io_works_on_lpai(session):
     QNN_TENSORMEMTYPE_MEMHANDLE inputs and outputs, as on HTP ("Shared Buffers in the LPAI
     Backend")."""
     import cffi
-
     from abi import Struct, ffi, tensor_array
     g, x, y, _, _ = run_state_graph(session)
     rpc_ffi = cffi.FFI()

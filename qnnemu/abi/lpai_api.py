@@ -19,6 +19,8 @@ implementation unchanged; the slots below are LPAI's own:
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..core.backend import Backend
 from ..core.context import Context
 from ..core.graph import Graph
@@ -79,9 +81,11 @@ def _split(config, ctype: str, func: str, custom_option: int):
 
 
 def _graph_memory(g: Graph) -> memory.GraphMemory:
+    """The graph's LPAI state (created on first use: a graph from a context binary has none)."""
     mem = getattr(g, "lpai", None)
     if mem is None:
-        mem = g.lpai = memory.GraphMemory()
+        mem = memory.GraphMemory()
+        setattr(g, "lpai", mem)   # noqa: B010 - an attribute the LPAI backend adds to core graphs
     return mem
 
 
@@ -159,7 +163,7 @@ def backendGetSupportedOperations(backend, numOperations, operations):
     _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend")
     require(numOperations, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendGetSupportedOperations", "numOperations")
     require(operations, Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendGetSupportedOperations", "operations")
-    table = _keepalive.get("lpai_ops")
+    table: Any = _keepalive.get("lpai_ops")
     if table is None:
         from .. import ops
         names = sorted(device.OPS & set(ops.REGISTRY))
@@ -238,7 +242,7 @@ def _graph_custom(custom, func: str, g: Graph | None, mem: memory.GraphMemory) -
                     fail(loc.field("config"), "QNNEMU-lpai-graph-persistent-fixed",
                          "the persistent buffer cannot change after graphFinalize: it holds the graph's "
                          "state and must stay valid until QnnContext_free", code=Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED)
-            if finalized and mem.plan is not None:
+            if g is not None and finalized and mem.plan is not None:
                 # A replacement scratch buffer (allowed between executes) must hold the plan.
                 need = mem.plan.scratch_bytes
                 if buf.size < need:
@@ -273,7 +277,7 @@ def graphCreate(contextHandle, graphName, config, graphHandle):
     code = LIBRARY.raw["graphCreate"](contextHandle, graphName, rest, graphHandle)
     if code:
         return code
-    HANDLES.lookup(_hval(graphHandle[0])).lpai = mem
+    setattr(HANDLES.lookup(_hval(graphHandle[0])), "lpai", mem)   # noqa: B010 (see _graph_memory)
 
 
 @lpai_entry
@@ -317,15 +321,15 @@ def graphAddNode(graphHandle, opConfig):
     g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
     cfg = read_op_config(opConfig)
     if cfg.version == 1 and cfg.type_name is not None:
-        tensors = []
+        tensors: list[tuple[str, str, int]] = []
         for what, descs in (("inputTensors", cfg.inputs), ("outputTensors", cfg.outputs)):
             for k, d in enumerate(descs):
                 if d.type == Q.QNN_TENSOR_TYPE_NULL:
                     continue
                 known = g.tensors.get(d.id) if d.id else None
                 dtype = known.dtype if known is not None else d.dtype
-                tensors.append((f"opConfig.v1.{what}[{k}].v{d.version}.dataType",
-                                known.name if known is not None else d.name, dtype))
+                name = known.name if known is not None else d.name
+                tensors.append((f"opConfig.v1.{what}[{k}].v{d.version}.dataType", str(name), int(dtype)))
         settings.check_node(cfg.type_name, tensors, Location(func).field("opConfig").field("v1"))
     return LIBRARY.raw["graphAddNode"](graphHandle, opConfig)
 
@@ -344,11 +348,14 @@ def graphFinalize(graphHandle, profileHandle, signalHandle):
     plan = memory.prepare(g)
     for kind, need, buf in (("scratch", plan.scratch_bytes, mem.scratch),
                             ("persistent", plan.persistent_bytes, mem.persistent)):
-        if need and buf is None:
+        if not need:
+            continue
+        if buf is None:
             fail(Location(func), "QNNEMU-lpai-graph-mem-missing",
                  f"graph '{g.name}' has no {kind} buffer: pass {need} bytes with graphSetConfig "
-                 f"(QNN_LPAI_GRAPH_SET_CFG_{kind.upper()}_MEM) before graphFinalize", code=Q.QNN_GRAPH_ERROR_FINALIZE_FAILED)
-        if need and buf.size < need:
+                 f"(QNN_LPAI_GRAPH_SET_CFG_{kind.upper()}_MEM) before graphFinalize",
+                 code=Q.QNN_GRAPH_ERROR_FINALIZE_FAILED)
+        if buf.size < need:
             fail(Location(func).path(f"{kind} buffer.size"), "QNNEMU-lpai-graph-mem-too-small",
                  f"{buf.size} bytes; graph '{g.name}' needs {need} bytes of {kind} memory "
                  f"(QNN_LPAI_GRAPH_GET_PROP_{kind.upper()}_MEM_SIZE)", code=Q.QNN_GRAPH_ERROR_FINALIZE_FAILED)

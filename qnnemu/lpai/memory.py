@@ -136,20 +136,21 @@ def prepare(graph) -> MemoryPlan:
     """Compiles the graph (as graphFinalize does) if it changed since it was last planned, and
     plans its memory; an unfinalized graph is reopened (it takes nodes until graphFinalize)."""
     mem: GraphMemory = graph.lpai
-    if not mem.stale(graph):
+    if mem.plan is not None and not mem.stale(graph):
         return mem.plan
     if not graph.finalized:
         graph.finalize()
         graph.finalized = False
-    mem.plan = plan_memory(graph)
+    plan = mem.plan = plan_memory(graph)
     mem.planned_nodes = len(graph.nodes)
-    graph.log.info(f"LPAI graph '{graph.name}' planned: {mem.plan.summary()}")
-    return mem.plan
+    graph.log.info(f"LPAI graph '{graph.name}' planned: {plan.summary()}")
+    return plan
 
 
 def bind(graph) -> None:
     """graphFinalize: the state starts as zero bytes; executes run in the app's buffers."""
     mem: GraphMemory = graph.lpai
+    assert mem.plan is not None   # (graphFinalize planned it)
     if mem.persistent is not None and mem.plan.persistent_bytes:
         mem.persistent.array(mem.plan.persistent_bytes)[:] = 0
     graph.execute = types.MethodType(_execute, graph)
@@ -160,8 +161,12 @@ def _execute(graph, feeds, wanted, observer=None, batch: int = 1):
     engine's arena is the current scratch buffer."""
     mem: GraphMemory = graph.lpai
     plan = mem.plan
+    assert plan is not None and mem.scratch is not None   # (graphFinalize checked both)
     feeds = dict(feeds)
-    persistent = mem.persistent.array(plan.persistent_bytes) if plan.state else None
+    persistent = np.empty(0, np.uint8)
+    if plan.state:
+        assert mem.persistent is not None   # (graphFinalize checked it)
+        persistent = mem.persistent.array(plan.persistent_bytes)
     for s in plan.state:
         if s.tensor_id not in feeds:    # the app may pass a state tensor: it then sets the state
             feeds[s.tensor_id] = persistent[s.offset:s.offset + s.nbytes].view(s.dtype).reshape(s.shape).copy()

@@ -74,7 +74,9 @@ def check_graph_mem(kind: str, mem_type: int, size: int, addr: int, loc: Locatio
 
 
 def check_perf_cfg(fps: int, ftrt_ratio: int, client_type: int, loc: Location) -> dict:
-    if client_type not in (Q.QNN_LPAI_GRAPH_CLIENT_PERF_TYPE_REAL_TIME, Q.QNN_LPAI_GRAPH_CLIENT_PERF_TYPE_NON_REAL_TIME):
+    """PERF_CFG: a frame rate of at least 1 and a defined client type (ftrtRatio is recorded)."""
+    if client_type not in (Q.QNN_LPAI_GRAPH_CLIENT_PERF_TYPE_REAL_TIME,
+                           Q.QNN_LPAI_GRAPH_CLIENT_PERF_TYPE_NON_REAL_TIME):
         fail(loc.field("clientType"), "QNNEMU-lpai-perf-cfg",
              f"{client_type} is not REAL_TIME or NON_REAL_TIME", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
     if fps == 0:
@@ -84,6 +86,7 @@ def check_perf_cfg(fps: int, ftrt_ratio: int, client_type: int, loc: Location) -
 
 
 def check_core_affinity(affinity: int, selection: int, loc: Location) -> dict:
+    """CORE_AFFINITY: SOFT or HARD, a non-empty selection of the eNPU's cores."""
     if affinity not in (Q.QNN_LPAI_GRAPH_CORE_AFFINITY_SOFT, Q.QNN_LPAI_GRAPH_CORE_AFFINITY_HARD):
         fail(loc.field("affinity"), "QNNEMU-lpai-core-affinity", f"{affinity} is not SOFT or HARD",
              code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
