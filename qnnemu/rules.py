@@ -998,7 +998,7 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "QNNEMU-lpai-graph-mem-size-align":
         (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "a scratch or persistent buffer size off the size alignment"),
     "QNNEMU-lpai-graph-mem-missing":
-        (("QNN_GRAPH_ERROR_FINALIZE_FAILED",),
+        (("QNN_GRAPH_ERROR_FINALIZE_FAILED", "QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED"),
          "graphFinalize of an LPAI graph without its scratch or persistent buffer"),
     "QNNEMU-lpai-graph-mem-too-small":
         (("QNN_GRAPH_ERROR_FINALIZE_FAILED", "QNN_GRAPH_ERROR_INVALID_ARGUMENT"),

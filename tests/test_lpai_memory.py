@@ -234,3 +234,37 @@ def test_sample_lpai_memory_runs_the_recommended_workflow(tmp_path):
                       "5. set", "6. finalized", "7. user IO", "8. executed"):
         assert step_text in run.stdout, f"the sample reports step '{step_text}': {run.stdout}"
     assert "result ok" in run.stdout, f"the sample checked its outputs: {run.stdout}"
+
+
+def test_context_binary_round_trip_keeps_the_memory_model(session):
+    """A context prepared here (the x86 target) serializes; libQnnLpaiEmu.so loads it back; the
+    retrieved graph reports the same sizes, takes its buffers, is finalized again (binding them)
+    and keeps its state in the new persistent buffer.  Executing it before that is refused."""
+    from abi import ffi
+    g, x, y, _, _ = run_state_graph(session)
+    planned = sizes(session, g)
+    size = ffi.new("Qnn_ContextBinarySize_t *")
+    assert session.call("contextGetBinarySize", vp(session.ctx), size) == 0, f"{session.rec.errors()}"
+    blob = ffi.new("char[]", size[0])
+    written = ffi.new("Qnn_ContextBinarySize_t *")
+    assert session.call("contextGetBinary", vp(session.ctx), blob, size[0], written) == 0, \
+        f"contextGetBinary: {session.rec.errors()}"
+    ctx = ffi.new("Qnn_ContextHandle_t *")
+    assert session.call("contextCreateFromBinary", vp(session.be), vp(session.dev), ffi.NULL, blob, written[0],
+                        ctx, ffi.NULL) == 0, f"contextCreateFromBinary: {session.rec.errors()}"
+    session.contexts.append(int(ffi.cast("uintptr_t", ctx[0])))
+    g2 = ffi.new("Qnn_GraphHandle_t *")
+    assert session.call("graphRetrieve", ctx[0], b"rnn", g2) == 0, f"graphRetrieve: {session.rec.errors()}"
+    g2 = int(ffi.cast("uintptr_t", g2[0]))
+    assert sizes(session, g2) == planned, "the loaded graph plans the same scratch and persistent sizes"
+    session.rec.clear()
+    out = np.zeros((1, 8), np.uint8)
+    code = session.execute_aligned(g2, [(x, np.ones((1, 8), np.uint8))], [(y, out)])
+    session.rec.assert_rule(code, Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED, "QNNEMU-lpai-graph-mem-missing",
+                            "graphExecute", "no scratch buffer")
+    scratch, persistent = aligned_bytes(planned[0]), aligned_bytes(planned[1], fill=9)
+    assert session.set_graph(g2, session.mem("scratch", scratch), session.mem("persistent", persistent)) == 0, \
+        f"buffers of the loaded graph: {session.rec.errors()}"
+    assert session.finalize(g2) == 0, f"graphFinalize of the loaded graph: {session.rec.errors()}"
+    assert [step(session, g2, x, y, 2)[0, 0] for _ in range(2)] == [2, 4], "its state starts at zero and carries"
+    assert persistent[0] == 4, "in the new persistent buffer"

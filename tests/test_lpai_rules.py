@@ -286,3 +286,11 @@ def test_seed_snippet_queries_answer_before_finalize(s):
     assert code == 0 and scratch > 0 and scratch % 128 == 0, f"SCRATCH_MEM_SIZE {code} {scratch}"
     code, persistent = s.graph_property(g, Q.QNN_LPAI_GRAPH_GET_PROP_PERSISTENT_MEM_SIZE)
     assert code == 0 and persistent == 0, f"a stateless graph: PERSISTENT_MEM_SIZE {code} {persistent}"
+
+
+def test_sdk_root_names_it_libQnnLpai(tmp_path):
+    """qnnemu-sdk-root lays the LPAI backend out under the SDK's name."""
+    from abi import Library
+    root = qnnemu.sdk_root(tmp_path / "sdk")
+    lib = Library(str(root / "lib" / "x86_64-linux-clang" / "libQnnLpai.so"))
+    assert lib.interface.backendId == Q.QNN_BACKEND_ID_LPAI, "libQnnLpai.so is the LPAI provider"

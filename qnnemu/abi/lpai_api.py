@@ -235,16 +235,15 @@ def _graph_custom(custom, func: str, g: Graph | None, mem: memory.GraphMemory) -
             addr = int(ffi.cast("uintptr_t", m.addr))
             settings.check_graph_mem(kind, int(m.memType), int(m.size), addr, loc.field("config"))
             buf = memory.Buffer(addr, int(m.size), int(m.memType))
-            finalized = g is not None and g.finalized
-            if finalized and kind == "persistent":
+            if mem.bound and kind == "persistent":
                 old = mem.persistent
                 if old is None or (old.addr, old.size) != (buf.addr, buf.size):
                     fail(loc.field("config"), "QNNEMU-lpai-graph-persistent-fixed",
                          "the persistent buffer cannot change after graphFinalize: it holds the graph's "
                          "state and must stay valid until QnnContext_free", code=Q.QNN_GRAPH_ERROR_GRAPH_FINALIZED)
-            if g is not None and finalized and mem.plan is not None:
+            if g is not None and mem.bound and mem.plan is not None:
                 # A replacement scratch buffer (allowed between executes) must hold the plan.
-                need = mem.plan.scratch_bytes
+                need = mem.plan.scratch_bytes if kind == "scratch" else mem.plan.persistent_bytes
                 if buf.size < need:
                     fail(loc.field("config").field("size"), "QNNEMU-lpai-graph-mem-too-small",
                          f"{buf.size} bytes; graph '{g.name}' needs {need} bytes of {kind} memory "
@@ -288,6 +287,16 @@ def graphSetConfig(graphHandle, config):
     _graph_custom(custom, func, g, _graph_memory(g))
     if rest != ffi.NULL:
         return LIBRARY.raw["graphSetConfig"](graphHandle, rest)
+
+
+@lpai_entry
+def graphRetrieve(contextHandle, graphName, graphHandle):
+    """A graph of a context binary: finalized, but its buffers are still to be given (then
+    graphFinalize binds them, as for a built graph)."""
+    code = LIBRARY.raw["graphRetrieve"](contextHandle, graphName, graphHandle)
+    if code:
+        return code
+    _graph_memory(HANDLES.lookup(_hval(graphHandle[0])))
 
 
 @lpai_entry
@@ -340,10 +349,8 @@ def graphFinalize(graphHandle, profileHandle, signalHandle):
     finalize, each at least as large as planned."""
     func = "graphFinalize"
     g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
-    if g.finalized:
-        return LIBRARY.raw["graphFinalize"](graphHandle, profileHandle, signalHandle)
     mem = _graph_memory(g)
-    if not g.nodes:   # the HTP checks (empty graph, unproduced outputs) come first
+    if mem.bound or not g.nodes:   # finalized again; or the HTP checks (an empty graph) answer
         return LIBRARY.raw["graphFinalize"](graphHandle, profileHandle, signalHandle)
     plan = memory.prepare(g)
     for kind, need, buf in (("scratch", plan.scratch_bytes, mem.scratch),
@@ -383,7 +390,13 @@ def _check_io_alignment(tensors, count: int, what: str, func: str) -> None:
 @lpai_entry
 def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle):
     func = "graphExecute"
-    _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
+    g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
+    mem = _graph_memory(g)
+    if g.finalized and not mem.bound:
+        # A graph retrieved from a context binary runs once graphFinalize took its buffers.
+        fail(Location(func), "QNNEMU-lpai-graph-mem-missing",
+             f"graph '{g.name}' has no scratch buffer yet: set SCRATCH_MEM (and PERSISTENT_MEM) with "
+             f"graphSetConfig, then call graphFinalize before graphExecute", code=Q.QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED)
     if inputs != ffi.NULL:
         _check_io_alignment(inputs, int(numInputs), "inputs", func)
     if outputs != ffi.NULL:

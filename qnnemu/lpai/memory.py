@@ -86,6 +86,7 @@ class GraphMemory:
     plan: MemoryPlan | None = None
     planned_nodes: int = -1
     configs: dict = field(default_factory=dict)   # PERF_CFG, CORE_AFFINITY, PREPARE
+    bound: bool = False   # graphFinalize took the buffers: executes run in them
 
     def stale(self, graph) -> bool:
         return self.plan is None or self.planned_nodes != len(graph.nodes)
@@ -148,12 +149,14 @@ def prepare(graph) -> MemoryPlan:
 
 
 def bind(graph) -> None:
-    """graphFinalize: the state starts as zero bytes; executes run in the app's buffers."""
+    """graphFinalize (of a built graph, or of one retrieved from a context binary): the state
+    starts as zero bytes; executes run in the app's buffers."""
     mem: GraphMemory = graph.lpai
     assert mem.plan is not None   # (graphFinalize planned it)
     if mem.persistent is not None and mem.plan.persistent_bytes:
         mem.persistent.array(mem.plan.persistent_bytes)[:] = 0
     graph.execute = types.MethodType(_execute, graph)
+    mem.bound = True
 
 
 def _execute(graph, feeds, wanted, observer=None, batch: int = 1):
