@@ -18,11 +18,15 @@ import pytest
 from abi import LpaiSession, aligned_bytes, op_config, tensor, vp
 
 import qnnemu
+from qnnemu.core.engine import engine_mode
 from qnnemu.headers import Q
 
 pytestmark = pytest.mark.skipif(not os.path.isfile(qnnemu.lpai_library_path()),
                                 reason="libQnnLpaiEmu.so is not built")
 
+# Without the C engine the Python steps compute in their own memory and nothing is shared
+# (docs/lpai.md): the tests of packing and of execution in the app's scratch need the engine.
+needs_engine = pytest.mark.skipif(engine_mode() == "python", reason="QNNEMU_ENGINE=python: no C engine arena")
 U8 = Q.QNN_DATATYPE_UFIXED_POINT_8
 Q1 = (1.0, 0)          # scale 1, offset 0: codes are the real values
 SCRATCH = Q.QNN_LPAI_GRAPH_GET_PROP_SCRATCH_MEM_SIZE
@@ -88,6 +92,7 @@ def test_the_vendor_wheel_has_no_lpai_library():
     assert not [n for n in libs if "Lpai" in n], f"a vendor LPAI library appeared: {libs}; probe it"
 
 
+@needs_engine
 def test_planner_packs_intermediates_by_liveness(session):
     """Scratch holds every intermediate and the graph IO, packed by liveness: a chain of 6 Relus
     on 16 KiB tensors needs a few live tensors at a time, not all 7."""
@@ -129,6 +134,7 @@ def step(session, g, x, y, value: int) -> np.ndarray:
     return out
 
 
+@needs_engine
 def test_state_lives_in_persistent_memory_and_intermediates_in_scratch(session):
     g, x, y, scratch, persistent = run_state_graph(session, scratch_fill=0xAB)
     assert step(session, g, x, y, 1)[0, 0] == 1, "first execute: 1 + zero state"
@@ -141,6 +147,7 @@ def test_state_lives_in_persistent_memory_and_intermediates_in_scratch(session):
     assert step(session, g, x, y, 1)[0, 0] == 41, "the state is read from persistent memory"
 
 
+@needs_engine
 def test_scratch_can_be_replaced_between_executes(session):
     g, x, y, scratch, _ = run_state_graph(session)
     assert step(session, g, x, y, 2)[0, 0] == 2, "first execute"
@@ -151,6 +158,7 @@ def test_scratch_can_be_replaced_between_executes(session):
     assert (other != 0x77).any(), "the replacement scratch buffer is the one used"
 
 
+@needs_engine
 def test_sizes_are_planned_again_when_nodes_follow_the_query(session):
     """The workflow queries sizes before finalize; nodes added after a query re-plan."""
     g, _, y = chain_graph(session, 1, shape=(1, 16))
@@ -204,6 +212,7 @@ def test_shared_buffer_io_works_on_lpai(session):
             rpc.rpcmem_free(p)
 
 
+@needs_engine
 def test_planner_report_on_three_graphs(session):
     """The planner's scratch vs the naive sum (docs/lpai.md quotes these numbers)."""
     rows = []

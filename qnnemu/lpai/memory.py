@@ -122,7 +122,7 @@ def plan_memory(graph) -> MemoryPlan:
             buf = engine._slot_buf.get(slot) if slot is not None else None
             if buf is not None and int(engine._bufs[buf][0]) == 1:
                 io_offsets[t.name] = int(engine._bufs[buf][1])
-        in_scratch = not engine.check
+        in_scratch = True
     else:
         # No C engine: every non-static value once (nothing is shared).
         arena = naive = sum(device.align_up(int(np.prod(t.dims, dtype=np.int64))
@@ -175,14 +175,10 @@ def _execute(graph, feeds, wanted, observer=None, batch: int = 1):
             feeds[s.tensor_id] = persistent[s.offset:s.offset + s.nbytes].view(s.dtype).reshape(s.shape).copy()
     want = list(wanted) + [s.tensor_id for s in plan.state if s.tensor_id not in wanted]
     engine = getattr(graph.plan, "engine", None)
-    if engine is not None and not engine.check and engine.arena_bytes:
-        arena = engine.external_arena = mem.scratch.array(engine.arena_bytes)
-        # The engine copies fed graph inputs only; a state value is loaded into its place in
-        # scratch here, as the eNPU reads it from persistent memory.
-        for s in plan.state:
-            if s.arena_offset is not None:
-                arena[s.arena_offset:s.arena_offset + s.nbytes] = \
-                    np.ascontiguousarray(feeds[s.tensor_id]).view(np.uint8).reshape(-1)
+    if engine is not None and engine.arena_bytes:
+        # (the engine copies each state value fed here into its place in scratch, as it does
+        # graph inputs: Engine.carried_inputs)
+        engine.external_arena = mem.scratch.array(engine.arena_bytes)
     try:
         out = type(graph).execute(graph, feeds, want, observer=observer, batch=batch)
     finally:

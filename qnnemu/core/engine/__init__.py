@@ -202,6 +202,12 @@ class Engine:
         self.converted = {tid: (buf, int(program.bufs[buf][1])) for tid, buf in (converted_outputs or {}).items()}
         self.written = {slot for step in plan.steps for slot in step.writes}
         self._input_slots = {plan.slots[tid] for tid in builder.io_of_tid}
+        # Graph inputs a node also writes (an APP_READWRITE tensor carrying a value to the next
+        # execute): a fed value is copied into the arena too, where the nodes before its writer
+        # read it (the builder keeps them out of io_of_tid: they are written, not only fed).
+        self.carried_inputs = {t.id for t in graph.app_inputs()
+                               if plan.slots.get(t.id) in self.written and plan.slots[t.id] in self._slot_buf
+                               and int(program.bufs[self._slot_buf[plan.slots[t.id]]][0]) == 1}
         self._arena = aligned_empty(max(program.arena_bytes, 1))
         self._arena_lock = threading.Lock()
         p = program
@@ -299,7 +305,7 @@ class Engine:
             conv = plan.input_conv.get(tid)
             if conv is not None:
                 arr = conv(arr)
-            if tid not in self.input_offsets:
+            if tid not in self.input_offsets and tid not in self.carried_inputs:
                 continue
             dst = self._view(slots[tid], arena, io)
             a = np.asarray(arr)
@@ -393,7 +399,8 @@ class Engine:
                         f"graph '{self.graph_name}': node {k} '{step.node.name}' ({step.node.op_type}, {where}) "
                         f"slot {slot}: engine {got.dtype}{got.shape} vs plan {ref.dtype}{ref.shape}{bad}")
 
-        return self._run(feeds, wanted, observer, aligned_empty(max(self.arena_bytes, 1)), compare)
+        arena = self.external_arena if self.external_arena is not None else aligned_empty(max(self.arena_bytes, 1))
+        return self._run(feeds, wanted, observer, arena, compare)
 
 
 def _clock() -> float:
