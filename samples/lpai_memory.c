@@ -271,6 +271,7 @@ int main(int argc, char **argv) {
     printf("8. executed #%d: y[0] = %u\n", k, result[0]);
   }
   cleanup();
-  printf(ok ? "result ok\n" : "result WRONG: expected 1, 2, 3 (the state carried in persistent memory)\n");
+  printf(ok ? "result ok\nPASSED\n"
+            : "result WRONG: expected 1, 2, 3 (the state carried in persistent memory)\nFAILED\n");
   return ok ? 0 : 1;
 }

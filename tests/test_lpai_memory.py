@@ -242,7 +242,7 @@ def test_sample_lpai_memory_runs_the_recommended_workflow(tmp_path):
     for step_text in ("1. alignment", "2. scratch size", "3. persistent size", "4. allocated",
                       "5. set", "6. finalized", "7. user IO", "8. executed"):
         assert step_text in run.stdout, f"the sample reports step '{step_text}': {run.stdout}"
-    assert "result ok" in run.stdout, f"the sample checked its outputs: {run.stdout}"
+    assert run.stdout.rstrip().endswith("result ok\nPASSED"), f"the sample checked its outputs: {run.stdout}"
 
 
 def test_context_binary_round_trip_keeps_the_memory_model(session):
