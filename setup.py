@@ -2,8 +2,9 @@
 
 In qnnemu/lib (plain shared objects built as Extensions whose file names are forced, so editable
 and regular installs both produce them):
-- ``libQnnHtpEmu.so`` and ``libQnnSystem.so``: the loaders (csrc/loader.c), plain C exporting
-  the QNN entry points; they find the interpreter from their own location and load
+- ``libQnnHtpEmu.so``, ``libQnnLpaiEmu.so`` and ``libQnnSystem.so``: the loaders (csrc/loader.c), plain C exporting
+  the QNN entry points; they find the interpreter from their own location and load (the LPAI
+  loader asks the backend's module for its second provider, qnnemu_lpai_providers)
 - ``_qnnemu_htp_abi.so`` and ``_qnnemu_system_abi.so``: the cffi embedding modules holding the
   tables (csrc/build_backend.py, csrc/build_system.py);
 - ``libcdsprpc.so``: csrc/rpcmem.c, the FastRPC shared-memory API (rpcmem_alloc, rpcmem_to_fd...)
@@ -36,6 +37,7 @@ LIBRARY_EXTS = {
     "qnnemu.lib.libQnnHtpEmu": "libQnnHtpEmu.so",
     "qnnemu.lib._qnnemu_system_abi": "_qnnemu_system_abi.so",
     "qnnemu.lib.libQnnSystem": "libQnnSystem.so",
+    "qnnemu.lib.libQnnLpaiEmu": "libQnnLpaiEmu.so",
 }
 # Their hand-written sources (the generated ones are added at build time).
 LIBRARY_SOURCES = {
@@ -44,6 +46,7 @@ LIBRARY_SOURCES = {
     "qnnemu.lib.libQnnHtpEmu": ["csrc/loader.c"],
     "qnnemu.lib._qnnemu_system_abi": ["csrc/system_shim.c"],
     "qnnemu.lib.libQnnSystem": ["csrc/loader.c"],
+    "qnnemu.lib.libQnnLpaiEmu": ["csrc/loader.c"],
 }
 INPLACE_PYTHON_FILE = "inplace-python.txt"  # csrc/embed_python.h reads it
 
@@ -100,8 +103,9 @@ class BuildExt(build_ext):
             ffi.emit_c_code(str(c_file))  # rewritten only when its text changes
             kwargs = dict(kwargs, sources=[str(c_file)] + kwargs["sources"])
             self._configure(ext, kwargs)
-        elif name in ("libQnnHtpEmu.so", "libQnnSystem.so"):
-            self._configure(ext, build_backend.loader_kwargs(gen_dir, system=name == "libQnnSystem.so"))
+        elif name in ("libQnnHtpEmu.so", "libQnnSystem.so", "libQnnLpaiEmu.so"):
+            self._configure(ext, build_backend.loader_kwargs(gen_dir, system=name == "libQnnSystem.so",
+                                                             lpai=name == "libQnnLpaiEmu.so"))
         else:  # qnnemu._kernels (cffi_modules): only the portable flags
             ext.extra_compile_args = list(ext.extra_compile_args) + build_backend.portable_compile_args()
         # The flags live in these scripts: a change to them relinks, as a source change does.

@@ -20,7 +20,9 @@
  *   ABI_INVALID_PARAMETER                          NULL providerList / numProviders
  *   ABI_EMBED_INIT, ABI_LOG_EMIT, ABI_PROVIDERS    symbol names
  * and ``static void abi_describe_provider(ABI_INTERFACE_T *iface, const uint32_t version[3])``
- * filling the provider's id, name and API version.
+ * filling the provider's id, name and API version.  Optionally, a second provider of the same
+ * table type served by the same module (libQnnLpaiEmu.so): ABI_VARIANT_PROVIDERS (its exported
+ * symbol), ABI_VARIANT_TABLE_INITIALIZER and ``abi_describe_variant`` (same signature).
  */
 #ifndef QNNEMU_ABI_SHIM_H
 #define QNNEMU_ABI_SHIM_H
@@ -73,6 +75,11 @@ static void report_init_failure(const char *library, const char *module) {
   PyGILState_Release(gil);
 }
 
+#ifdef ABI_VARIANT_PROVIDERS
+static AbiPaddedInterface g_variant;
+static const ABI_INTERFACE_T *g_variant_list[1];
+#endif
+
 static void init_once(void) {
   uint32_t version[3] = {0, 0, 0};
   install_fork_handlers(); /* a fork during a call leaves a usable child (fork_python.h) */
@@ -95,12 +102,19 @@ static void init_once(void) {
   iface->ABI_TABLE_MEMBER = table;
   for (int i = 0; i < ABI_EXTRA_SLOTS; i++) g_provider.extra[i] = (void *)&abi_unsupported_entry;
   g_provider_list[0] = iface;
+#ifdef ABI_VARIANT_PROVIDERS
+  static const ABI_TABLE_T variant_table = ABI_VARIANT_TABLE_INITIALIZER;
+  abi_describe_variant(&g_variant.iface, version);
+  g_variant.iface.ABI_TABLE_MEMBER = variant_table;
+  for (int i = 0; i < ABI_EXTRA_SLOTS; i++) g_variant.extra[i] = (void *)&abi_unsupported_entry;
+  g_variant_list[0] = &g_variant.iface;
+#endif
   g_init_status = QNN_SUCCESS;
 }
 
-/* <Provider>_getProviders, reached through the loader (the only symbol this module exports). */
-QNNEMU_EXPORT Qnn_ErrorHandle_t ABI_PROVIDERS(const ABI_INTERFACE_T ***providerList,
-                                              uint32_t *numProviders) {
+/* Both providers' getProviders: one init, then the list of the provider asked for. */
+static Qnn_ErrorHandle_t abi_providers(const ABI_INTERFACE_T ***providerList, uint32_t *numProviders,
+                                       const ABI_INTERFACE_T **list) {
   if (!providerList || !numProviders) return ABI_INVALID_PARAMETER;
   pthread_once(&g_once, init_once);
   if (g_init_status != QNN_SUCCESS) {
@@ -108,9 +122,23 @@ QNNEMU_EXPORT Qnn_ErrorHandle_t ABI_PROVIDERS(const ABI_INTERFACE_T ***providerL
     *numProviders = 0;
     return g_init_status;
   }
-  *providerList = g_provider_list;
+  *providerList = list;
   *numProviders = 1;
   return QNN_SUCCESS;
 }
+
+/* <Provider>_getProviders, reached through the loader (the only symbol this module exports). */
+QNNEMU_EXPORT Qnn_ErrorHandle_t ABI_PROVIDERS(const ABI_INTERFACE_T ***providerList,
+                                              uint32_t *numProviders) {
+  return abi_providers(providerList, numProviders, g_provider_list);
+}
+
+#ifdef ABI_VARIANT_PROVIDERS
+/* The second provider's getProviders (the LPAI loader's). */
+QNNEMU_EXPORT Qnn_ErrorHandle_t ABI_VARIANT_PROVIDERS(const ABI_INTERFACE_T ***providerList,
+                                                      uint32_t *numProviders) {
+  return abi_providers(providerList, numProviders, g_variant_list);
+}
+#endif
 
 #endif /* QNNEMU_ABI_SHIM_H */

@@ -62,6 +62,10 @@ class AbiModule:
     fronts: tuple = field(default_factory=tuple)
     # C helpers the shim defines and Python calls (declarations, one per line).
     extra_cdef: str = ""
+    # Further tables of the same table struct served by the same module (one more provider on
+    # the same Python core): (entry prefix, macro prefix) -> ``extern "Python+C"`` entries
+    # <prefix><slot> and ``<macro prefix>_TABLE_INITIALIZER`` (libQnnLpaiEmu.so's table).
+    variant_tables: tuple = field(default_factory=tuple)
 
     def helpers_cdef(self) -> str:
         return (f"void {self.log_emit}(void *callback, QnnLog_Level_t level, uint64_t timestamp, "
@@ -101,7 +105,8 @@ def table_entries(mod: AbiModule) -> list[tuple[str, str, str]]:
 
 
 def extra_entries(mod: AbiModule) -> list[tuple[str, str, str]]:
-    return [e for header, tag, prefix in mod.extra_tables for e in entries(header, tag, prefix)]
+    out = [e for header, tag, prefix in mod.extra_tables for e in entries(header, tag, prefix)]
+    return out + [e for prefix, _ in mod.variant_tables for e in entries(mod.table_header, mod.table_tag, prefix)]
 
 
 def write_if_changed(path: Path, text: str) -> Path:
@@ -127,7 +132,12 @@ def write_entries_header(mod: AbiModule, build_dir: Path) -> Path:
               for fname, _, sig in table if fname in fronts]
     lines.append(f"#define {mod.macro_prefix}_TABLE_INITIALIZER {{ \\")
     lines += [f"  ({ftype}){fronts.get(fname, mod.entry_prefix + fname)}, \\" for fname, ftype, _ in table]
-    lines += ["}", "#endif", ""]
+    lines.append("}")
+    for prefix, macro in mod.variant_tables:
+        lines.append(f"#define {macro}_TABLE_INITIALIZER {{ \\")
+        lines += [f"  ({ftype}){prefix}{fname}, \\" for fname, ftype, _ in table]
+        lines.append("}")
+    lines += ["#endif", ""]
     return write_if_changed(Path(build_dir) / mod.entries_header, "\n".join(lines))
 
 

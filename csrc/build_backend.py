@@ -40,12 +40,18 @@ from build_abi import build_inputs, portable_compile_args, write_if_changed  # n
 from qnnemu._version import __version__  # noqa: E402
 from qnnemu.headers import INTERFACE_TABLE_TAG, qnn_dir  # noqa: E402
 
+# The LPAI headers the module knows (LPAI/QnnLpaiDevice.h is left out: it defines the same
+# struct tag, _QnnDevice_DeviceInfoExtension_t, as HTP/QnnHtpDevice.h).
+LPAI_HEADERS = ("LPAI/QnnLpaiCommon.h", "LPAI/QnnLpaiTypes.h", "LPAI/QnnLpaiMem.h", "LPAI/QnnLpaiBackend.h",
+                "LPAI/QnnLpaiContext.h", "LPAI/QnnLpaiGraph.h")
+LPAI_ENTRY_PREFIX = "qnnemu_lpai_"
+
 HTP_MODULE = build_abi.AbiModule(
     module_name="_qnnemu_htp_abi",
     entry_prefix="qnnemu_abi_",
     cdef_roots=("QnnInterface.h", "QnnOpDef.h", "HTP/QnnHtpCommon.h", "HTP/QnnHtpDevice.h",
                 "HTP/QnnHtpGraph.h", "HTP/QnnHtpContext.h", "HTP/QnnHtpPerfInfrastructure.h",
-                "HTP/QnnHtpProfile.h", "HTP/QnnHtpMem.h", "HTP/QnnHtpProperty.h"),
+                "HTP/QnnHtpProfile.h", "HTP/QnnHtpMem.h", "HTP/QnnHtpProperty.h") + LPAI_HEADERS,
     table_header="QnnInterface.h",
     table_tag=INTERFACE_TABLE_TAG,
     entries_header="qnnemu_entries.h",
@@ -58,11 +64,14 @@ HTP_MODULE = build_abi.AbiModule(
     module_map="htp_module.map",
     preamble_includes=("QnnInterface.h", "HTP/QnnHtpCommon.h", "HTP/QnnHtpDevice.h", "HTP/QnnHtpGraph.h",
                        "HTP/QnnHtpContext.h", "HTP/QnnHtpPerfInfrastructure.h", "HTP/QnnHtpProfile.h",
-                       "HTP/QnnHtpMem.h", "HTP/QnnHtpProperty.h", "QnnOpDef.h"),
+                       "HTP/QnnHtpMem.h", "HTP/QnnHtpProperty.h", "QnnOpDef.h") + LPAI_HEADERS,
     # The HTP performance infrastructure functions handed out by deviceGetInfrastructure.
     extra_tables=(("HTP/QnnHtpDevice.h", "_QnnHtpDevice_PerfInfrastructure_t", "qnnemu_perf_"),),
     # graphExecute's C fast path for graphs compiled entirely to C (csrc/fast_execute.h).
     fronts=(("graphExecute", "qnnemu_fast_graphExecute"),),
+    # libQnnLpaiEmu.so's table: the same slots as qnnemu_lpai_<slot> (qnnemu/abi/lpai_api.py),
+    # handed out by qnnemu_lpai_providers (csrc/shim.c) to the LPAI loader.
+    variant_tables=((LPAI_ENTRY_PREFIX, "QNNEMU_LPAI"),),
     extra_cdef=("int qnnemu_fast_register(uint64_t handle, const int64_t *desc);\n"
                 "void qnnemu_fast_clear(void);\n"
                 "int qnnemu_fast_count(void);\n"),
@@ -110,15 +119,17 @@ INNER_MODULE_FILE = MODULE_NAME + ".so"
 LOADER_SOURCES = [str(HERE / "loader.c")]
 
 
-def loader_kwargs(build_dir: str | os.PathLike, system: bool = False) -> dict:
-    """Extension arguments of a loader: libQnnHtpEmu.so, or libQnnSystem.so when ``system``."""
+def loader_kwargs(build_dir: str | os.PathLike, system: bool = False, lpai: bool = False) -> dict:
+    """Extension arguments of a loader: libQnnHtpEmu.so, libQnnSystem.so when ``system``,
+    libQnnLpaiEmu.so when ``lpai`` (the backend's loader asking the same module for the LPAI
+    provider)."""
     build_dir = Path(build_dir)
     header = write_loader_header(build_dir)
     exports = HERE / ("system_exports.map" if system else "exports.map")
     return dict(
         sources=LOADER_SOURCES,
         include_dirs=[str(qnn_dir()), str(build_dir), sysconfig.get_paths()["include"]],
-        define_macros=[("QNNEMU_LOADER_SYSTEM", "1")] if system else [],
+        define_macros=[("QNNEMU_LOADER_SYSTEM", "1")] if system else [("QNNEMU_LOADER_LPAI", "1")] if lpai else [],
         # Python.h is included for types and layouts only: every Python function is looked up
         # with dlsym after the loader has loaded libpython itself.
         extra_compile_args=["-O2", "-fvisibility=hidden", "-Wall"] + portable_compile_args(),

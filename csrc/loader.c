@@ -1,6 +1,7 @@
 /* The exported entry point of libQnnHtpEmu.so (QnnInterface.h: QnnInterface_getProviders) and,
  * built with -DQNNEMU_LOADER_SYSTEM, of libQnnSystem.so (System/QnnSystemInterface.h:
- * QnnSystemInterface_getProviders).
+ * QnnSystemInterface_getProviders) and, built with -DQNNEMU_LOADER_LPAI, of libQnnLpaiEmu.so (the
+ * LPAI backend: QnnInterface_getProviders answered by the backend module's LPAI provider).
  *
  * Plain C with no link to libpython or to anything but libc, so the file can be copied, renamed
  * (libQnnHtp.so, as apps load backends) or reached through a symlink.  On the first call it finds
@@ -43,7 +44,12 @@
 #define PROVIDER_TYPE QnnInterface_t
 #define INVALID_PARAMETER QNN_INTERFACE_ERROR_INVALID_PARAMETER
 #define INNER_FILE "_qnnemu_htp_abi.so"
+#ifdef QNNEMU_LOADER_LPAI
+/* libQnnLpaiEmu.so: the same module's second provider (QNN_BACKEND_ID_LPAI, csrc/shim.c). */
+#define INNER_ENTRY "qnnemu_lpai_providers"
+#else
 #define INNER_ENTRY "qnnemu_htp_providers"
+#endif
 #define ENTRY_MODULE "qnnemu.abi.entry"
 #define RPCMEM_SONAME "libcdsprpc.so"
 #endif

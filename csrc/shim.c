@@ -1,12 +1,17 @@
 /* The C side of the cffi module _qnnemu_htp_abi.so behind libQnnHtpEmu.so (QnnInterface.h:
  * QnnInterface_getProviders): the shared shim body (csrc/abi_shim.h) for the backend's table,
  * QnnInterface_ImplementationV2_39_t, implemented in qnnemu/abi (installed by qnnemu/abi/entry.py).
+ *
+ * The same module also serves libQnnLpaiEmu.so (LPAI/QnnLpaiCommon.h): a second provider,
+ * qnnemu_lpai_providers, whose table is the qnnemu_lpai_<slot> entries (qnnemu/abi/lpai_api.py)
+ * on the same Python core, initialised by the same embedded init.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include "QnnInterface.h"
 #include "HTP/QnnHtpCommon.h"
+#include "LPAI/QnnLpaiCommon.h"
 #include "qnnemu_entries.h"
 
 #define ABI_LIBRARY "libQnnHtpEmu.so"
@@ -35,5 +40,23 @@ static void abi_describe_provider(QnnInterface_t *iface, const uint32_t version[
   iface->apiVersion.backendApiVersion.patch = QNN_HTP_API_VERSION_PATCH;
 }
 
+/* libQnnLpaiEmu.so's provider, served by the same module (abi_shim.h ABI_VARIANT_*): backend id
+ * QNN_BACKEND_ID_LPAI, the LPAI provider name and backend API version of the headers, the same
+ * core API version. */
+#define ABI_VARIANT_PROVIDERS qnnemu_lpai_providers
+#define ABI_VARIANT_TABLE_INITIALIZER QNNEMU_LPAI_TABLE_INITIALIZER
+
+static void abi_describe_variant(QnnInterface_t *iface, const uint32_t version[3]) {
+  iface->backendId = QNN_BACKEND_ID_LPAI;
+  iface->providerName = QNN_LPAI_INTERFACE_PROVIDER_NAME;
+  iface->apiVersion.coreApiVersion.major = version[0];
+  iface->apiVersion.coreApiVersion.minor = version[1];
+  iface->apiVersion.coreApiVersion.patch = version[2];
+  iface->apiVersion.backendApiVersion.major = QNN_LPAI_API_VERSION_MAJOR;
+  iface->apiVersion.backendApiVersion.minor = QNN_LPAI_API_VERSION_MINOR;
+  iface->apiVersion.backendApiVersion.patch = QNN_LPAI_API_VERSION_PATCH;
+}
+
 #include "fast_execute.h"
 #include "abi_shim.h"
+

@@ -3,6 +3,7 @@
 Python entry points:
 - ``include_dir()``: the directory holding ``QNN/`` headers, for ``-I``;
 - ``backend_library_path()``: the path of ``libQnnHtpEmu.so``;
+- ``lpai_library_path()``: the path of ``libQnnLpaiEmu.so``, the LPAI backend (docs/lpai.md);
 - ``system_library_path()``: where ``libQnnSystem.so`` lives (next to the backend);
 - ``sdk_root(directory)``: a QNN-SDK-shaped tree (``include/QNN``,
   ``lib/x86_64-linux-clang/libQnnHtp.so`` ...) over this package, for ``QNN_SDK_ROOT`` builds
@@ -21,7 +22,7 @@ from ._version import __version__
 
 # The libraries' locations live in the base layer (qnnemu.headers): client and tools import them
 # from there, never from this facade, whose sdk_root() imports tools.
-from .headers import backend_library_path, include_dir, library_dir, system_library_path
+from .headers import backend_library_path, include_dir, library_dir, lpai_library_path, system_library_path
 
 
 def sdk_root(directory, copy: bool = False) -> Path:
@@ -31,4 +32,4 @@ def sdk_root(directory, copy: bool = False) -> Path:
 
 
 __all__ = ["__version__", "include_dir", "library_dir", "backend_library_path",
-           "system_library_path", "sdk_root"]
+           "lpai_library_path", "system_library_path", "sdk_root"]

@@ -43,6 +43,12 @@ def backend_library_path() -> str:
     return str(Path(library_dir()) / "libQnnHtpEmu.so")
 
 
+def lpai_library_path() -> str:
+    """Our LPAI backend, libQnnLpaiEmu.so (LPAI/QnnLpaiCommon.h: QNN_BACKEND_ID_LPAI), beside the
+    HTP backend: one more provider of the same Python core."""
+    return str(Path(library_dir()) / "libQnnLpaiEmu.so")
+
+
 def system_library_path() -> str:
     """Our System library's location: beside the backend, under the name clients look for."""
     return str(Path(library_dir()) / "libQnnSystem.so")
@@ -182,8 +188,11 @@ def cdef(roots: tuple[str, ...] = ("QnnInterface.h", "HTP/QnnHtpDevice.h", "HTP/
                                     "HTP/QnnHtpContext.h", "HTP/QnnHtpPerfInfrastructure.h",
                                     "HTP/QnnHtpProfile.h", "HTP/QnnHtpMem.h",
                                     "HTP/QnnHtpProperty.h", "HTP/QnnHtpCommon.h",
-                                    "QnnOpDef.h"), prototypes: bool = True) -> str:
-    """cffi declarations for the given headers and everything they include, in order."""
+                                    "QnnOpDef.h", "LPAI/QnnLpaiCommon.h", "LPAI/QnnLpaiTypes.h",
+                                    "LPAI/QnnLpaiMem.h", "LPAI/QnnLpaiBackend.h", "LPAI/QnnLpaiContext.h",
+                                    "LPAI/QnnLpaiGraph.h"), prototypes: bool = True) -> str:
+    """cffi declarations for the given headers and everything they include, in order (the LPAI
+    headers but LPAI/QnnLpaiDevice.h, whose struct tag HTP/QnnHtpDevice.h defines too)."""
     base = qnn_dir()
     seen: set[str] = set()
     chunks: list[str] = []

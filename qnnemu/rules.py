@@ -970,6 +970,54 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
         (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG", "QNN_BACKEND_ERROR_NOT_SUPPORTED"),
          "a RoiAlign node without its declared output"),
     # ---- op rules, one id per op type that raises it (qnnemu/ops)
+    # The LPAI backend, libQnnLpaiEmu.so (qnnemu/abi/lpai_api.py, qnnemu/lpai/; docs/lpai.md).
+    "QNNEMU-lpai-custom-null":
+        (("QNN_BACKEND_ERROR_INVALID_CONFIG", "QNN_BACKEND_ERROR_INVALID_ARGUMENT",
+          "QNN_CONTEXT_ERROR_INVALID_CONFIG", "QNN_GRAPH_ERROR_INVALID_ARGUMENT"),
+         "an LPAI custom config or property (or its payload pointer) that is NULL"),
+    "QNNEMU-lpai-backend-config-option":
+        (("QNN_BACKEND_ERROR_INVALID_CONFIG",), "an LPAI backend custom config option other than HW_INFO"),
+    "QNNEMU-lpai-hw-info":
+        (("QNN_BACKEND_ERROR_INVALID_CONFIG",),
+         "an HW_INFO target or hardware version the LPAI headers do not define"),
+    "QNNEMU-lpai-backend-property-option":
+        (("QNN_BACKEND_ERROR_NOT_SUPPORTED",), "a backend property the LPAI backend does not define"),
+    "QNNEMU-lpai-context-config-option":
+        (("QNN_CONTEXT_ERROR_INVALID_CONFIG",), "an LPAI context custom config option that is not defined"),
+    "QNNEMU-lpai-context-mem-type":
+        (("QNN_CONTEXT_ERROR_INVALID_CONFIG",),
+         "a model buffer memory type other than DDR (TCM: ADSP direct mode only)"),
+    "QNNEMU-lpai-graph-config-option":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "an LPAI graph custom config option that is not defined"),
+    "QNNEMU-lpai-graph-mem-type":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "scratch or persistent memory that is not DDR"),
+    "QNNEMU-lpai-graph-mem-null":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "a NULL scratch or persistent buffer"),
+    "QNNEMU-lpai-graph-mem-align":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "a scratch or persistent buffer address off the start alignment"),
+    "QNNEMU-lpai-graph-mem-size-align":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "a scratch or persistent buffer size off the size alignment"),
+    "QNNEMU-lpai-graph-mem-missing":
+        (("QNN_GRAPH_ERROR_FINALIZE_FAILED", "QNN_GRAPH_ERROR_GRAPH_NOT_FINALIZED"),
+         "graphFinalize of an LPAI graph without its scratch or persistent buffer"),
+    "QNNEMU-lpai-graph-mem-too-small":
+        (("QNN_GRAPH_ERROR_FINALIZE_FAILED", "QNN_GRAPH_ERROR_INVALID_ARGUMENT"),
+         "a scratch or persistent buffer smaller than the planned size"),
+    "QNNEMU-lpai-graph-persistent-fixed":
+        (("QNN_GRAPH_ERROR_GRAPH_FINALIZED",), "another persistent buffer after graphFinalize"),
+    "QNNEMU-lpai-perf-cfg":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "a PERF_CFG with a zero frame rate or an undefined client type"),
+    "QNNEMU-lpai-core-affinity":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",),
+         "a CORE_AFFINITY with an undefined type or no / a missing eNPU core"),
+    "QNNEMU-lpai-graph-property-option":
+        (("QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE",), "a graph property the LPAI backend does not define"),
+    "QNNEMU-lpai-op":
+        (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG",), "an op the emulated LPAI eNPU does not run"),
+    "QNNEMU-lpai-dtype":
+        (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG",), "a node tensor that is not fixed point on the LPAI eNPU"),
+    "QNNEMU-lpai-io-align":
+        (("QNN_GRAPH_ERROR_INVALID_TENSOR",), "a user-provided LPAI IO buffer off the start alignment"),
     "QNNEMU-{op}-align-corners-half-pixel":
         (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG", "QNN_BACKEND_ERROR_NOT_SUPPORTED"),
          "align_corners and half_pixel_centers both true"),

@@ -562,3 +562,89 @@ class Session:
             if codes[-1] == Q.QNN_SUCCESS:
                 assert np.allclose(out, np.maximum(a, 0), rtol=1e-2), f"{self.lib.name}: Relu computed {out}"
         return tuple(codes)
+
+
+# ------------------------------------------------------------------------------- LPAI
+def lpai_library() -> Library:
+    """libQnnLpaiEmu.so through the same raw calls (its table: qnnemu/abi/lpai_api.py)."""
+    return library(qnnemu.lpai_library_path())
+
+
+def aligned_bytes(nbytes: int, alignment: int = 128, fill: int = 0, misalign: int = 0) -> np.ndarray:
+    """A uint8 array of ``nbytes`` starting ``misalign`` bytes past an ``alignment`` boundary."""
+    raw = np.full(nbytes + alignment + misalign, fill, np.uint8)
+    start = (-raw.ctypes.data) % alignment + misalign
+    return raw[start:start + nbytes]
+
+
+def addr(array: np.ndarray):
+    """The ``void *`` of a numpy array's data."""
+    return ffi.cast("void *", array.ctypes.data)
+
+
+class LpaiSession(Session):
+    """A :class:`Session` on libQnnLpaiEmu.so with builders for the LPAI custom configs and
+    properties (LPAI/QnnLpai*.h)."""
+
+    def __init__(self, log_level: int = Q.QNN_LOG_LEVEL_DEBUG):
+        super().__init__(lpai_library(), log_level=log_level)
+
+    def lpai_custom(self, plain: str, custom: str, option: int, payload):
+        """A ``plain`` config (QnnGraph_Config_t ...) CUSTOM -> ``custom`` {option, config}."""
+        cc = self.own(ffi.new(f"{custom} *"))
+        cc.option, cc.config = option, payload
+        c = self.own(ffi.new(f"{plain} *"))
+        c.option, c.customConfig = getattr(Q, plain.replace("_Config_t", "").upper().replace("QNN", "QNN_", 1)
+                                           + "_CONFIG_OPTION_CUSTOM"), cc
+        return c
+
+    def graph_lpai(self, option: int, payload):
+        return self.lpai_custom("QnnGraph_Config_t", "QnnLpaiGraph_CustomConfig_t", option, payload)
+
+    def context_lpai(self, option: int, payload):
+        return self.lpai_custom("QnnContext_Config_t", "QnnLpaiContext_CustomConfig_t", option, payload)
+
+    def backend_lpai(self, option: int, payload):
+        return self.lpai_custom("QnnBackend_Config_t", "QnnLpaiBackend_CustomConfig_t", option, payload)
+
+    def mem(self, kind: str, array: np.ndarray | None, size: int | None = None,
+            mem_type: int = Q.QNN_LPAI_MEM_TYPE_DDR):
+        """A SCRATCH_MEM / PERSISTENT_MEM graph config for ``array`` (None: a NULL address)."""
+        m = self.own(ffi.new("QnnLpaiGraph_Mem_t *"))
+        m.memType = mem_type
+        m.size = (array.nbytes if array is not None else 0) if size is None else size
+        m.addr = addr(array) if array is not None else NULL
+        if array is not None:
+            self.keep.append(array)
+        option = Q.QNN_LPAI_GRAPH_SET_CFG_SCRATCH_MEM if kind == "scratch" else Q.QNN_LPAI_GRAPH_SET_CFG_PERSISTENT_MEM
+        return self.graph_lpai(option, m)
+
+    def graph_property(self, g: int, option: int) -> tuple[int, int]:
+        """graphGetProperty of one LPAI custom property: (code, the uint32 answered)."""
+        out = self.own(ffi.new("uint32_t *", 0xDEADBEEF))
+        cp = self.own(ffi.new("QnnLpaiGraph_CustomProperty_t *"))
+        cp.option, cp.property = option, out
+        p = self.own(ffi.new("QnnGraph_Property_t *"))
+        p.option, p.customProperty = Q.QNN_GRAPH_PROPERTY_OPTION_CUSTOM, cp
+        code = self.call("graphGetProperty", vp(g), self.list("QnnGraph_Property_t", p))
+        return code, int(out[0])
+
+    def backend_property(self, option: int, out) -> int:
+        cp = self.own(ffi.new("QnnLpaiBackend_CustomProperty_t *"))
+        cp.option, cp.property = option, out
+        p = self.own(ffi.new("QnnBackend_Property_t *"))
+        p.option, p.customProperty = Q.QNN_BACKEND_PROPERTY_OPTION_CUSTOM, cp
+        return self.call("backendGetProperty", vp(self.be), self.list("QnnBackend_Property_t", p))
+
+    def execute_aligned(self, g: int, inputs, outputs) -> int:
+        """graphExecute with every buffer copied into / out of 128-byte aligned memory."""
+        ins = []
+        for t, a in inputs:
+            buf = aligned_bytes(a.nbytes).view(a.dtype).reshape(a.shape)
+            buf[...] = a
+            ins.append((t, buf))
+        outs = [(t, aligned_bytes(a.nbytes).view(a.dtype).reshape(a.shape)) for t, a in outputs]
+        code = self.execute(g, ins, outs)
+        for (_, a), (_, buf) in zip(outputs, outs):
+            a[...] = buf
+        return code

@@ -1,7 +1,8 @@
 """The package's layering contract (docs/architecture.md "Layers"): every import points down.
 
 Layers, lowest first: base (errors, location, rules, headers, version) -> spec (dtypes,
-tensor/quant/param specs shared by ops and core) -> ops -> htp (device model, prepare, cost) ->
+tensor/quant/param specs shared by ops and core) -> ops -> htp (device model, prepare, cost; the
+LPAI device model and memory planner, qnnemu.lpai, is on the same level) ->
 core (object model: Backend, Device, Context owning Graph objects) -> abi (C marshalling, entry
 tables, handles) -> top (client, system_client, onnxruntime, tools, the package facade).
 
@@ -27,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
               "qnnemu._version")),
     ("spec", ("qnnemu.spec",)),
     ("ops", ("qnnemu.ops",)),
-    ("htp", ("qnnemu.htp",)),
+    ("htp", ("qnnemu.htp", "qnnemu.lpai")),
     ("core", ("qnnemu.core",)),
     ("abi", ("qnnemu.abi",)),
     ("top", ("qnnemu", "qnnemu.client", "qnnemu.system_client", "qnnemu.onnxruntime",

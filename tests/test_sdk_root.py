@@ -20,8 +20,9 @@ from qnnemu.tools import sdk_root as tool
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
-LIBS = ("libQnnHtp.so", "libQnnSystem.so", "libcdsprpc.so")
+LIBS = ("libQnnHtp.so", "libQnnLpai.so", "libQnnSystem.so", "libcdsprpc.so")
 OURS = {"libQnnHtp.so": qnnemu.backend_library_path(), "libQnnSystem.so": qnnemu.system_library_path(),
+        "libQnnLpai.so": qnnemu.lpai_library_path(),
         "libcdsprpc.so": os.path.join(qnnemu.library_dir(), "libcdsprpc.so")}
 
 pytestmark = pytest.mark.skipif(not Path(qnnemu.backend_library_path()).is_file(),

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # ruff is clean on all of these: every Python path of the repository.
 RUFF_CLEAN = ["qnnemu/errors.py", "qnnemu/location.py", "qnnemu/rules.py", "qnnemu/headers.py",
-              "qnnemu/_version.py", "qnnemu/spec", "qnnemu/htp", "qnnemu/core", "qnnemu/abi",
+              "qnnemu/_version.py", "qnnemu/spec", "qnnemu/htp", "qnnemu/lpai", "qnnemu/core", "qnnemu/abi",
               "qnnemu/__init__.py", "qnnemu/onnxruntime.py", "qnnemu/system_client.py", "qnnemu/ops",
               "qnnemu/client", "qnnemu/tools", "benchmarks", "tools", "setup.py", "csrc", "examples",
               "tests"]

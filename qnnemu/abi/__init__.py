@@ -25,6 +25,8 @@ QnnMem.h                               ``mem_api``
 QnnProfile.h                           ``profile_api``
 QnnSignal.h                            ``signal_api``
 QnnError.h                             ``error_api``
+LPAI/QnnLpai*.h (libQnnLpaiEmu.so's    ``lpai_api``
+table on the same core)
 QnnTypes.h structs (tensors, ops,      ``marshal``
 quantization, scalars, configs)
 =====================================  ===================================================

@@ -1,4 +1,5 @@
-"""QnnInterface.h: libQnnHtpEmu.so's table, QnnInterface_ImplementationV2_39_t (75 entries).
+"""QnnInterface.h: libQnnHtpEmu.so's table, QnnInterface_ImplementationV2_39_t (75 entries), and
+libQnnLpaiEmu.so's table on the same core (qnnemu/abi/lpai_api.py).
 
 The table assembly: every component module (qnnemu/abi/__init__.py lists them) registers its
 ``@entry`` implementations with the library object (qnnemu/abi/library.py) when imported here;
@@ -18,6 +19,7 @@ from . import (
     fast_execute,
     graph_api,
     log_api,
+    lpai_api,
     marshal,
     mem_api,
     op_package_api,
@@ -50,6 +52,7 @@ def install(the_ffi, the_lib, expected: tuple[str, ...] = ()) -> None:
     Python implementation would fail at call time, so it fails the load instead.
     """
     marshal.ffi = the_ffi
+    lpai_api.register_neutral_slots()   # libQnnLpaiEmu.so's table: the same slots, LPAI's own where needed
     LIBRARY.install(the_ffi, the_lib, expected, core_backend.core_api_version)
     # graphExecute's C fast path is withdrawn before every call that may change what it runs:
     # all but graphExecute itself, the read-only queries and the perf votes (which change the

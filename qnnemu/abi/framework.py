@@ -162,6 +162,7 @@ class Library:
         self.ffi = None
         self.lib = None
         self.entries: dict[str, Callable] = {}          # slot name -> wrapper
+        self.raw: dict[str, Callable] = {}              # slot name -> its implementation (unwrapped)
         self.extra: dict[str, dict[str, Callable]] = {}  # other symbol prefix -> name -> wrapper
         self.lock = threading.Lock()
         self.messages: dict[int, tuple[str, str]] = {}  # code -> (function, last message)
@@ -229,6 +230,7 @@ class Library:
         wrapper.__name__ = name
         if prefix is None:
             self.entries[name] = wrapper
+            self.raw[name] = fn
         else:
             self.extra.setdefault(prefix, {})[name] = wrapper
         return fn

@@ -149,7 +149,9 @@ class _Analysis:
             c = cost.op_cost(node, graph, model, settings)
             scratch = cost.scratch_bytes(node, settings, graph) + cost.stream_buffer_bytes(
                 cost.vtcm_streamed_bytes(node, graph, settings, c.resource), cost.stream_rows_bytes(node, graph))
-            preds = frozenset(self.tensors[t].producer for t in ins if self.tensors[t].producer is not None)
+            # A value a LATER node produces (an APP_READWRITE tensor carrying state to the next
+            # execute) is read as the previous execute left it: no dependency.
+            preds = frozenset(p for t in ins if (p := self.tensors[t].producer) is not None and p < k)
             tcm_in = tuple(dict.fromkeys(self.root(t) for t in ins if self.tensors[t].kind == TCM))
             tcm_out = tuple(t for t in outs if self.tensors[t].kind == TCM and self.tensors[t].alias_of is None)
             n = _Node(k, node.name, node.op_type, tcm_in, tcm_out,

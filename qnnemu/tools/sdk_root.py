@@ -5,6 +5,7 @@ libraries in ``${QNN_SDK_ROOT}/lib/x86_64-linux-clang``).
 Lays out
     DIR/include/QNN/...                              our QNN headers
     DIR/lib/x86_64-linux-clang/libQnnHtp.so         the backend (libQnnHtpEmu.so)
+    DIR/lib/x86_64-linux-clang/libQnnLpai.so        the LPAI backend (libQnnLpaiEmu.so, docs/lpai.md)
     DIR/lib/x86_64-linux-clang/libQnnSystem.so      the System library
     DIR/lib/x86_64-linux-clang/libcdsprpc.so        the FastRPC shared-memory library
 as symbolic links into the package (default): a backend reached through a link finds its
@@ -24,7 +25,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..headers import backend_library_path, include_dir, library_dir, system_library_path
+from ..headers import backend_library_path, include_dir, library_dir, lpai_library_path, system_library_path
 from .reporting import ToolError, tool_main
 
 PROG = "qnnemu-sdk-root"
@@ -32,6 +33,7 @@ LIB_SUBDIR = Path("lib") / "x86_64-linux-clang"
 # SDK file name -> our file.
 LIBRARIES = {
     "libQnnHtp.so": backend_library_path,
+    "libQnnLpai.so": lpai_library_path,
     "libQnnSystem.so": system_library_path,
     "libcdsprpc.so": lambda: os.path.join(library_dir(), "libcdsprpc.so"),
 }
@@ -86,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
         description="Lay out DIR as a QNN SDK root (include/QNN, lib/x86_64-linux-clang/"
-                    "{libQnnHtp.so,libQnnSystem.so,libcdsprpc.so}) over the installed qnnemu, "
+                    "{libQnnHtp.so,libQnnLpai.so,libQnnSystem.so,libcdsprpc.so}) over the installed qnnemu, "
                     "for projects configured with QNN_SDK_ROOT=DIR.")
     p.add_argument("directory", metavar="DIR", help="the SDK root to create or update")
     p.add_argument("--copy", action="store_true",

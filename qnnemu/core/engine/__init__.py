@@ -176,6 +176,11 @@ class Engine:
         self.c_nodes = len(plan.steps) - len(self.fallbacks)
         self.c_steps = len(program.steps)
         self.arena_bytes = program.arena_bytes
+        self.naive_arena_bytes = int(getattr(builder, "naive_bytes", program.arena_bytes))
+        # An arena the caller provides instead of the engine's own (a uint8 array of at least
+        # arena_bytes, ALIGN-aligned): the LPAI backend runs in the application's scratch
+        # buffer (qnnemu/lpai/memory.py).  The caller serializes executes on it.
+        self.external_arena: np.ndarray | None = None
         # graph input tensor id -> its arena offset (each execute copies the fed array there)
         self.input_offsets = {tid: int(builder.bufs[buf][1]) for tid, buf in builder.io_of_tid.items()}
         self._slot_buf = dict(builder.slot_buf)
@@ -198,6 +203,12 @@ class Engine:
         self.converted = {tid: (buf, int(program.bufs[buf][1])) for tid, buf in (converted_outputs or {}).items()}
         self.written = {slot for step in plan.steps for slot in step.writes}
         self._input_slots = {plan.slots[tid] for tid in builder.io_of_tid}
+        # Graph inputs a node also writes (an APP_READWRITE tensor carrying a value to the next
+        # execute): a fed value is copied into the arena too, where the nodes before its writer
+        # read it (the builder keeps them out of io_of_tid: they are written, not only fed).
+        self.carried_inputs = {t.id for t in graph.app_inputs()
+                               if plan.slots.get(t.id) in self.written and plan.slots[t.id] in self._slot_buf
+                               and int(program.bufs[self._slot_buf[plan.slots[t.id]]][0]) == 1}
         self._arena = aligned_empty(max(program.arena_bytes, 1))
         self._arena_lock = threading.Lock()
         p = program
@@ -214,6 +225,8 @@ class Engine:
         arena.  It points into this engine (program tables, a private arena): keep it and the
         engine alive while it is registered."""
         plan = self.plan
+        if self.external_arena is not None:   # the LPAI backend's executes need Python
+            return None
         if self.fallbacks or self.check or any(c is not None for c in plan.input_conv.values()) \
                 or set(plan.output_conv) - set(self.converted):
             return None
@@ -275,6 +288,8 @@ class Engine:
         program was built for (the caller then runs the Python steps)."""
         if self.check:
             return self._run_checked(feeds, wanted, observer)
+        if self.external_arena is not None:
+            return self._run(feeds, wanted, observer, self.external_arena)
         if self._arena_lock.acquire(blocking=False):
             try:
                 return self._run(feeds, wanted, observer, self._arena)
@@ -291,7 +306,7 @@ class Engine:
             conv = plan.input_conv.get(tid)
             if conv is not None:
                 arr = conv(arr)
-            if tid not in self.input_offsets:
+            if tid not in self.input_offsets and tid not in self.carried_inputs:
                 continue
             dst = self._view(slots[tid], arena, io)
             a = np.asarray(arr)
@@ -385,7 +400,8 @@ class Engine:
                         f"graph '{self.graph_name}': node {k} '{step.node.name}' ({step.node.op_type}, {where}) "
                         f"slot {slot}: engine {got.dtype}{got.shape} vs plan {ref.dtype}{ref.shape}{bad}")
 
-        return self._run(feeds, wanted, observer, aligned_empty(max(self.arena_bytes, 1)), compare)
+        arena = self.external_arena if self.external_arena is not None else aligned_empty(max(self.arena_bytes, 1))
+        return self._run(feeds, wanted, observer, arena, compare)
 
 
 def _clock() -> float:

@@ -215,6 +215,9 @@ class Builder:
             top = max(top, off + size)
         for buf, r in self.region_of_buf.items():
             self.bufs[buf][1] = offsets[r]
+        # What the regions would take without sharing bytes (the LPAI memory planner reports
+        # the arena against it: qnnemu/lpai/memory.py).
+        self.naive_bytes = sum(-(-size // ALIGN) * ALIGN for size, _, _ in self.regions)
         return top
 
     def extend_outputs(self, slots, end: int) -> None:
