@@ -58,6 +58,9 @@ SESSION_VA_ENV = "QNNEMU_SESSION_VA_BYTES"  # scales the session (tests run the 
 MAX_SESSIONS_PER_PROCESS = 4
 MAX_SESSIONS_ENV = "QNNEMU_MAX_SESSIONS"
 
+_RUNTIMES: dict[int, "HtpRuntime"] = {}
+_RUNTIMES_LOCK = threading.Lock()
+
 
 def vtcm_granule(arch: int) -> int:
     return VTCM_GRANULE_BYTE_API if arch >= BYTE_GRANULARITY_FROM_ARCH else VTCM_GRANULE_MB_API
@@ -310,6 +313,7 @@ class SessionPool:
         self.limit = max_sessions() if limit is None else limit
         self.sessions: list[Session] = []
         self.where: dict[object, int] = {}          # context key -> session index
+        self.io_owner: dict[object, tuple[object, int]] = {}   # io key -> (context key, bytes from its reserve)
         self._lock = threading.Lock()
 
     def place(self, key, nbytes: int, io_reserve: int = 0) -> int:
@@ -358,8 +362,7 @@ class SessionPool:
             if from_reserve:
                 session.io_reserved[context_key] = reserved - from_reserve
             session.io[io_key] = int(nbytes)
-            self._reserve_taken = getattr(self, "_reserve_taken", {})
-            self._reserve_taken[io_key] = (context_key, from_reserve)
+            self.io_owner[io_key] = (context_key, from_reserve)
             return index
 
     def unmap_io(self, io_key) -> None:
@@ -367,7 +370,7 @@ class SessionPool:
             for session in self.sessions:
                 if io_key in session.io:
                     del session.io[io_key]
-                    ctx, from_reserve = getattr(self, "_reserve_taken", {}).pop(io_key, (None, 0))
+                    ctx, from_reserve = self.io_owner.pop(io_key, (None, 0))
                     if from_reserve and ctx in session.contexts:
                         session.io_reserved[ctx] = session.io_reserved.get(ctx, 0) + from_reserve
                     return
@@ -376,8 +379,41 @@ class SessionPool:
         with self._lock:
             index = self.where.pop(key, None)
             if index is not None:
-                self.sessions[index].contexts.pop(key, None)
-                self.sessions[index].io_reserved.pop(key, None)
+                session = self.sessions[index]
+                session.contexts.pop(key, None)
+                session.io_reserved.pop(key, None)
+                for io_key in [k for k, (ctx, _) in self.io_owner.items() if ctx is key]:
+                    session.io.pop(io_key, None)
+                    del self.io_owner[io_key]
+
+    def describe(self) -> str:
+        return "; ".join(f"session #{s.index}: {s.used} of {s.usable} bytes used, {len(s.contexts)} "
+                         f"context(s)" for s in self.sessions) or "no session open"
+
+
+_PROCESS_SESSIONS: SessionPool | None = None
+
+
+def process_sessions() -> SessionPool:
+    """The cDSP sessions of this process (created at first use with QNNEMU_SESSION_VA_BYTES and
+    QNNEMU_MAX_SESSIONS; an invalid value falls back to the documented defaults)."""
+    global _PROCESS_SESSIONS
+    with _RUNTIMES_LOCK:
+        if _PROCESS_SESSIONS is None:
+            try:
+                _PROCESS_SESSIONS = SessionPool()
+            except ValueError:
+                _PROCESS_SESSIONS = SessionPool(SESSION_VA_BYTES, MAX_SESSIONS_PER_PROCESS)
+        return _PROCESS_SESSIONS
+
+
+def use_sessions(pool: SessionPool | None) -> SessionPool | None:
+    """Replaces the process's sessions for contexts created from now on (None: a fresh pool at
+    next use); returns the previous pool.  Contexts keep the pool they were placed in."""
+    global _PROCESS_SESSIONS
+    with _RUNTIMES_LOCK:
+        previous, _PROCESS_SESSIONS = _PROCESS_SESSIONS, pool
+        return previous
 
 
 # ------------------------------------------------------------------------- the online model
@@ -394,7 +430,7 @@ class HtpRuntime:
     def __init__(self, soc: SocInfo, sessions: SessionPool | None = None):
         self.soc = soc
         self.device = Device.of(soc)
-        self.sessions = sessions if sessions is not None else SessionPool()
+        self.sessions = sessions if sessions is not None else process_sessions()
         self.now = 0.0
         self.running: dict[str, Client] = {}
         self.waiting: dict[str, Client] = {}
@@ -460,8 +496,6 @@ class HtpRuntime:
             self.log.append((self.now, "ssr", "*"))
 
 
-_RUNTIMES: dict[int, HtpRuntime] = {}
-_RUNTIMES_LOCK = threading.Lock()
 
 
 def runtime_for(soc: SocInfo) -> HtpRuntime:
