@@ -234,7 +234,8 @@ def _enter_session(func: str, be: Backend, handle: int, ctx: Context, nbytes: in
         index = ctx.enter_session(nbytes, reserve)
     except htp_runtime.SessionError as exc:
         be.free_context(handle)
-        fail(Location(func), "QNNEMU-context-session-full", str(exc), code=Q.QNN_COMMON_ERROR_MEM_ALLOC)
+        fail(Location(func).field("binaryBufferSize"), "QNNEMU-context-session-full", str(exc),
+             code=Q.QNN_COMMON_ERROR_MEM_ALLOC)
     be.log.info(f"{func}: context deserialized into cDSP session #{index} ({nbytes} bytes, {reserve} "
                 f"reserved for I/O; {ctx.session_pool.describe()})")
 

@@ -52,7 +52,7 @@ def fault_hook(name: str, args) -> None:
                 obj = HANDLES.lookup(hval(a))
                 ctx = obj if isinstance(obj, Context) else getattr(obj, "context", None)
                 if isinstance(ctx, Context):
-                    faults.check_invalidated(name, ctx)
+                    faults.check_invalidated(name, ctx, "context" if obj is ctx else type(obj).__name__)
 
 
 LIBRARY = Library("libQnnHtpEmu.so", "QnnInterface_getProviders", "qnnemu_abi_", "qnnemu_embed_init", "table",

@@ -160,12 +160,13 @@ def check(entry: str, live_contexts: Callable[[], list]) -> None:
         _changed()
     elif hit.entry == "graphExecute" and not blocks_fast_path():
         _changed()
-    fail(Location(entry), rule, f"{what} ({FAULTS_ENV} {hit.kind}@{hit.entry}:{hit.nth})", code=code)
+    fail(Location(entry).field(FAULTS_ENV), rule, f"{hit.kind}@{hit.entry}:{hit.nth}: {what}", code=code)
 
 
-def check_invalidated(entry: str, context) -> None:
-    """A call naming a context invalidated by a SubSystem Restart answers 1007."""
+def check_invalidated(entry: str, context, what: str = "context") -> None:
+    """A call naming a context invalidated by a SubSystem Restart answers 1007 (``what``: the
+    handle argument that names it: the context, one of its graphs, its registered memory)."""
     if context is not None and invalidated(context):
-        fail(Location(entry), "QNNEMU-context-ssr-invalidated",
+        fail(Location(entry).field(what), "QNNEMU-context-ssr-invalidated",
              "the context was invalidated by a SubSystem Restart; free it and create a new context",
              code=Q.QNN_COMMON_ERROR_SYSTEM_COMMUNICATION)

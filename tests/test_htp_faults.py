@@ -1,0 +1,199 @@
+"""cDSP sessions of loaded contexts and injected faults through the real C ABI (QNN HTP backend
+documentation, "Model Loading Across Multiple Sessions", "I/O Buffer Registration Failure",
+"SubSystem Restart (SSR)"; qnnemu/htp/runtime.py, qnnemu/core/faults.py): the session a context
+lands in, a full process refusing a load, the QNNEMU_FAULTS kinds, a SubSystem Restart
+invalidating the contexts until they are re-created, and the C fast path of graphExecute staying
+withdrawn while a fault is armed on it."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import abi
+import numpy as np
+import pytest
+from abi import NULL, ffi, vp
+from helpers.context_env import OK, Env
+
+from qnnemu.core import faults
+from qnnemu.core.handles import HANDLES
+from qnnemu.headers import Q
+from qnnemu.htp import runtime as rt
+
+pytestmark = pytest.mark.skipif(not abi.library_available(), reason="libQnnHtpEmu.so not built")
+
+
+@pytest.fixture
+def env():
+    faults.clear()
+    previous = rt.use_sessions(None)
+    e = Env()
+    try:
+        yield e
+    finally:
+        faults.clear()
+        e.close()
+        rt.use_sessions(previous)
+
+
+@pytest.fixture
+def saved(env):
+    """A two-graph context's binary and its weights; the source context is freed."""
+    ctx, weights = env.saved_context(2)
+    blob = env.get_binary(ctx)
+    env.free_context(ctx)
+    env.rec.clear()
+    return blob, weights
+
+
+def dense(x, wb):
+    """The context helper's graph: FullyConnected(w, b) -> Relu."""
+    w, b = wb
+    return np.maximum(x @ w.T + b, 0)
+
+
+X = np.arange(4, dtype=np.float32).reshape(1, 4) / 4
+
+
+def test_contexts_fill_sessions_first_fit(env, saved):
+    blob, _ = saved
+    # sessions scaled so that two of these binaries fit one (usable = 15/16 of the VA)
+    rt.use_sessions(rt.SessionPool(va_bytes=(len(blob) * 2 + 100) * 16 // 15, limit=4))
+    handles = []
+    for _ in range(5):
+        code, ctx = env.load(blob)
+        assert code == OK, f"contextCreateFromBinary returned {code}"
+        handles.append(ctx)
+    assert [HANDLES.lookup(h).session for h in handles] == [0, 0, 1, 1, 2], \
+        "two binaries per session, the next opens a new session"
+    assert any("cDSP session #2" in m for _, m in env.rec.records), "the session is logged at load"
+    env.free_context(handles[1])
+    code, ctx = env.load(blob)
+    assert code == OK and HANDLES.lookup(ctx).session == 0, "a freed place in session #0 is taken first"
+    for h in [*handles[:1], *handles[2:], ctx]:
+        env.free_context(h)
+
+
+def test_context_session_full(env, saved):
+    blob, _ = saved
+    rt.use_sessions(rt.SessionPool(va_bytes=len(blob) * 16 // 15 + 16, limit=1))
+    code, first = env.load(blob)
+    assert code == OK, "the first context fits the only session"
+    env.rec.clear()
+    code, _ = env.load(blob)
+    env.rec.assert_rule(code, Q.QNN_COMMON_ERROR_MEM_ALLOC, "QNNEMU-context-session-full",
+                        "contextCreateFromBinary", "binaryBufferSize")
+    assert len(HANDLES.lookup(env.be).contexts) == 1, "the refused context was freed"
+    env.free_context(first)
+
+
+def test_io_mem_estimation_moves_context_to_next_session(env, saved):
+    blob, _ = saved
+    rt.use_sessions(rt.SessionPool(va_bytes=(len(blob) * 2 + 20) * 16 // 15, limit=4))
+    est = env.context_configs({"custom": {"option": Q.QNN_HTP_CONTEXT_CONFIG_OPTION_IO_MEM_ESTIMATION,
+                                          "ioMemEstimation": True}})
+    code, a = env.load(blob)
+    assert code == OK, "plain load"
+    code, b = env.load(blob, configs=est)
+    assert code == OK, "load with IO_MEM_ESTIMATION"
+    # two graphs x (1x4 + 1x3) float32 = 56 bytes of I/O reserved: no longer fits session #0
+    assert HANDLES.lookup(b).session == 1, "the reserved I/O space does not fit session #0"
+    assert rt.process_sessions().sessions[1].io_reserved[HANDLES.lookup(b)] == 56, "I/O of both graphs reserved"
+    env.free_context(a)
+    env.free_context(b)
+
+
+def test_ssr_invalidates_contexts_until_recreated(env, saved):
+    blob, weights = saved
+    code, ctx = env.load(blob)
+    assert code == OK, "load"
+    g = env.retrieve(ctx, "g0")
+    np.testing.assert_allclose(env.run(g, X), dense(X, weights["g0"]), rtol=1e-2, atol=1e-2)
+    faults.arm("ssr", "graphExecute", 1)
+    env.rec.clear()
+    y = np.zeros((1, 3), np.float32)
+    inp, out = abi.tensor("x", (1, 4)), abi.tensor("y", (1, 3), type_=Q.QNN_TENSOR_TYPE_APP_READ)
+    abi.set_buffer(inp, X.copy())
+    abi.set_buffer(out, y)
+    args = (vp(g), abi.tensor_array([inp], env.keep), 1, abi.tensor_array([out], env.keep), 1, NULL, NULL)
+    env.rec.assert_rule(abi.call("graphExecute", *args), Q.QNN_COMMON_ERROR_SYSTEM_COMMUNICATION,
+                        "QNNEMU-fault-ssr", "graphExecute", "QNNEMU_FAULTS")
+    assert faults.armed() == [], "the fault fired once and is gone"
+    env.rec.clear()
+    env.rec.assert_rule(abi.call("graphExecute", *args), Q.QNN_COMMON_ERROR_SYSTEM_COMMUNICATION,
+                        "QNNEMU-context-ssr-invalidated", "graphExecute", "Graph")
+    size = ffi.new("Qnn_ContextBinarySize_t *")
+    assert abi.call("contextGetBinarySize", vp(ctx), size) == Q.QNN_COMMON_ERROR_SYSTEM_COMMUNICATION, \
+        "the invalidated context answers 1007 too"
+    env.free_context(ctx)
+    code, fresh = env.load(blob)
+    assert code == OK, "a context created after the restart loads"
+    g = env.retrieve(fresh, "g1")
+    np.testing.assert_allclose(env.run(g, X), dense(X, weights["g1"]), rtol=1e-2, atol=1e-2,
+                               err_msg="...and computes")
+    env.free_context(fresh)
+
+
+def test_fault_session_exhausted(env, saved):
+    blob, _ = saved
+    faults.arm("session", "contextCreateFromBinary", 2)
+    code, first = env.load(blob)
+    assert code == OK, "the first load is not the armed call"
+    env.rec.clear()
+    code, _ = env.load(blob)
+    env.rec.assert_rule(code, Q.QNN_COMMON_ERROR_MEM_ALLOC, "QNNEMU-fault-session-exhausted",
+                        "contextCreateFromBinary", "QNNEMU_FAULTS")
+    env.free_context(first)
+
+
+def test_fault_vtcm_timeout_withdraws_fast_path(env, saved):
+    from qnnemu.abi import fast_execute
+    blob, weights = saved
+    code, ctx = env.load(blob)
+    g = env.retrieve(ctx, "g0")
+    env.run(g, X)
+    assert fast_execute.registered() >= 1 or not fast_execute.enabled(), "the graph got a C fast path"
+    faults.arm("vtcm", "graphExecute", 3)
+    assert fast_execute.registered() == 0, "arming a graphExecute fault withdraws the fast path"
+    for _ in range(2):
+        np.testing.assert_allclose(env.run(g, X), dense(X, weights["g0"]), rtol=1e-2, atol=1e-2)
+    assert fast_execute.registered() == 0, "no fast path while the fault is armed"
+    env.rec.clear()
+    with pytest.raises(AssertionError, match="graphExecute returned 1010"):
+        env.run(g, X)
+    assert env.rules() == {"QNNEMU-fault-vtcm-timeout"}, "the third execute got the injected timeout"
+    msg = env.messages_for("QNNEMU-fault-vtcm-timeout")[-1]
+    assert "graphExecute" in msg and "QNNEMU_FAULTS" in msg, f"function and control named: {msg}"
+    np.testing.assert_allclose(env.run(g, X), dense(X, weights["g0"]), rtol=1e-2, atol=1e-2,
+                               err_msg="the next execute works")
+    env.free_context(ctx)
+
+
+def test_fault_memregister(env):
+    faults.arm("memreg", "memRegister", 1)
+    ctx = env.context()
+    handles = ffi.new("Qnn_MemHandle_t[1]")
+    env.rec.clear()
+    env.rec.assert_rule(abi.call("memRegister", vp(ctx), NULL, 1, handles), Q.QNN_MEM_ERROR_MAPPING,
+                        "QNNEMU-fault-memregister", "memRegister", "QNNEMU_FAULTS")
+    env.free_context(ctx)
+
+
+@pytest.mark.parametrize("spec", ["ssr", "ssr@graphExecute", "boom@graphExecute:1", "ssr@graphExecute:0",
+                                  "ssr@graph Execute:1"])
+def test_fault_spec_errors(spec):
+    with pytest.raises(ValueError, match="kind@entry:n"):
+        faults.parse(spec)
+
+
+def test_faults_env_variable():
+    """QNNEMU_FAULTS arms faults when the library loads (a fresh process)."""
+    code = ("from qnnemu.client import Backend, QnnCallError\n"
+            "be = Backend(log_level='error')\n"
+            "be.context()\n"
+            "try:\n    be.context()\nexcept QnnCallError as e:\n    print(e.code, e.message)\n")
+    env = dict(os.environ, QNNEMU_FAULTS="session@contextCreate:2")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("1002 ") and "QNNEMU-fault-session-exhausted" in out.stdout, \
+        f"the second contextCreate got the injected fault: {out.stdout!r} {out.stderr[-500:]!r}"
