@@ -147,27 +147,38 @@ def test_fault_session_exhausted(env, saved):
     env.free_context(first)
 
 
-def test_fault_vtcm_timeout_withdraws_fast_path(env, saved):
+def test_fault_vtcm_timeout_withdraws_fast_path():
+    """A graph compiled wholly to C gets graphExecute's C fast path after one execute; arming a
+    fault on graphExecute withdraws it, every execute then runs the checked entry (counted)."""
     from qnnemu.abi import fast_execute
-    blob, weights = saved
-    code, ctx = env.load(blob)
-    g = env.retrieve(ctx, "g0")
-    env.run(g, X)
-    assert fast_execute.registered() >= 1 or not fast_execute.enabled(), "the graph got a C fast path"
-    faults.arm("vtcm", "graphExecute", 3)
-    assert fast_execute.registered() == 0, "arming a graphExecute fault withdraws the fast path"
-    for _ in range(2):
-        np.testing.assert_allclose(env.run(g, X), dense(X, weights["g0"]), rtol=1e-2, atol=1e-2)
-    assert fast_execute.registered() == 0, "no fast path while the fault is armed"
-    env.rec.clear()
-    with pytest.raises(AssertionError, match="graphExecute returned 1010"):
-        env.run(g, X)
-    assert env.rules() == {"QNNEMU-fault-vtcm-timeout"}, "the third execute got the injected timeout"
-    msg = env.messages_for("QNNEMU-fault-vtcm-timeout")[-1]
-    assert "graphExecute" in msg and "QNNEMU_FAULTS" in msg, f"function and control named: {msg}"
-    np.testing.assert_allclose(env.run(g, X), dense(X, weights["g0"]), rtol=1e-2, atol=1e-2,
-                               err_msg="the next execute works")
-    env.free_context(ctx)
+    from qnnemu.client import Backend, QnnCallError
+    faults.clear()
+    with Backend(None, log_level="error") as be:
+        g = be.context().graph("qd")
+        x = g.input("x", (2, 4), np.float32)
+        q = g.node("Quantize", [x], [("q", (2, 4), np.dtype("uint8"), (0.05, -128))])
+        g.node("Dequantize", [q], [("y", (2, 4), np.float32)], app_read=True)
+        g.finalize()
+        feed = np.linspace(-3, 3, 8, dtype=np.float32).reshape(2, 4)
+        ref = g.execute({"x": feed})["y"]
+        core = HANDLES.lookup(int(ffi.cast("uintptr_t", g.handle)))
+        assert fast_execute.registered() >= 1 or not fast_execute.enabled(), "the graph got a C fast path"
+        try:
+            faults.arm("vtcm", "graphExecute", 3)
+            assert fast_execute.registered() == 0, "arming a graphExecute fault withdraws the fast path"
+            before = core.executions
+            for _ in range(2):
+                np.testing.assert_array_equal(g.execute({"x": feed})["y"], ref, err_msg="results unchanged")
+            assert core.executions == before + 2 and fast_execute.registered() == 0, \
+                "both executes ran the checked entry; no fast path while the fault is armed"
+            with pytest.raises(QnnCallError) as err:
+                g.execute({"x": feed})
+            assert err.value.code == Q.QNN_COMMON_ERROR_RESOURCE_UNAVAILABLE, "the third execute: 1010"
+            assert "[QNNEMU-fault-vtcm-timeout] graphExecute: QNNEMU_FAULTS" in err.value.message, \
+                f"rule, function and control named: {err.value.message}"
+            np.testing.assert_array_equal(g.execute({"x": feed})["y"], ref, err_msg="the next execute works")
+        finally:
+            faults.clear()
 
 
 def test_fault_memregister(env):
