@@ -443,13 +443,13 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
     # ---- the shared HTP: cDSP sessions, injected faults, SubSystem Restart (qnnemu/htp/runtime.py,
     # qnnemu/core/faults.py)
     "QNNEMU-context-session-full":
-        (("QNN_COMMON_ERROR_MEM_ALLOC",), "a context binary no cDSP session of the process has virtual "
-         "address space for"),
+        (("QNN_COMMON_ERROR_MEM_ALLOC",), "a context binary no cDSP session of the process has room for"),
     "QNNEMU-memRegister-session-full":
         (("QNN_MEM_ERROR_MAPPING",), "a buffer the context's cDSP session has no virtual address space left for"),
     "QNNEMU-context-ssr-invalidated":
         (("QNN_COMMON_ERROR_SYSTEM_COMMUNICATION",), "a call naming a context invalidated by a SubSystem Restart"),
-    "QNNEMU-fault-ssr": (("QNN_COMMON_ERROR_SYSTEM_COMMUNICATION",), "an injected SubSystem Restart (QNNEMU_FAULTS ssr)"),
+    "QNNEMU-fault-ssr":
+        (("QNN_COMMON_ERROR_SYSTEM_COMMUNICATION",), "an injected SubSystem Restart (QNNEMU_FAULTS ssr)"),
     "QNNEMU-fault-session-exhausted":
         (("QNN_COMMON_ERROR_MEM_ALLOC",), "an injected cDSP session exhaustion (QNNEMU_FAULTS session)"),
     "QNNEMU-fault-vtcm-timeout":

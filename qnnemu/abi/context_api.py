@@ -22,8 +22,7 @@ from ..core.handles import HANDLES
 from ..core.signal import Signal, checker
 from ..errors import QnnError
 from ..headers import Q
-from ..htp import runtime as htp_runtime
-from ..htp import settings as htp_settings
+from ..htp import runtime as htp_runtime, settings as htp_settings
 from ..location import Location
 from ..rules import fail
 from . import profile_api, signal_api

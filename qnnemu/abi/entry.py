@@ -8,7 +8,7 @@ non-zero ``error=``, logged failures, errorGetMessage texts).  No component impo
 """
 from __future__ import annotations
 
-from ..core import backend as core_backend
+from ..core import backend as core_backend, faults
 from . import (
     backend_api,
     context_api,
@@ -28,7 +28,6 @@ from . import (
     tensor_api,
     validate_api,
 )
-from ..core import faults
 from .library import LIBRARY, PERF_PREFIX, fault_hook
 
 # The components, in the order of QnnInterface.h's table (import order is irrelevant: each

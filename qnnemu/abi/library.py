@@ -48,7 +48,8 @@ def fault_hook(name: str, args) -> None:
         faults.check(name, lambda: HANDLES.live(Context))
     if faults._invalidated and name not in SSR_CLEANUP_ENTRIES:
         for a in args:
-            if isinstance(a, framework._FFI.CData) and framework._FFI.typeof(a).kind == "pointer" and a != framework.NULL:
+            if isinstance(a, framework._FFI.CData) and framework._FFI.typeof(a).kind == "pointer" \
+                    and a != framework.NULL:
                 obj = HANDLES.lookup(hval(a))
                 ctx = obj if isinstance(obj, Context) else getattr(obj, "context", None)
                 if isinstance(ctx, Context):

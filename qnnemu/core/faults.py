@@ -44,8 +44,7 @@ FAULTS_ENV = "QNNEMU_FAULTS"
 # kind -> (error code, rule id, what happened)
 KINDS: dict[str, tuple[int, str, str]] = {
     "ssr": (Q.QNN_COMMON_ERROR_SYSTEM_COMMUNICATION, "QNNEMU-fault-ssr",
-            "injected SubSystem Restart: the cDSP restarted, every context of the device is invalidated "
-            "(re-create the contexts)"),
+            "injected SubSystem Restart: the cDSP restarted, every context is invalidated (re-create them)"),
     "session": (Q.QNN_COMMON_ERROR_MEM_ALLOC, "QNNEMU-fault-session-exhausted",
                 "injected cDSP session exhaustion: no session has virtual address space for the context"),
     "vtcm": (Q.QNN_COMMON_ERROR_RESOURCE_UNAVAILABLE, "QNNEMU-fault-vtcm-timeout",

@@ -58,7 +58,7 @@ SESSION_VA_ENV = "QNNEMU_SESSION_VA_BYTES"  # scales the session (tests run the 
 MAX_SESSIONS_PER_PROCESS = 4
 MAX_SESSIONS_ENV = "QNNEMU_MAX_SESSIONS"
 
-_RUNTIMES: dict[int, "HtpRuntime"] = {}
+_RUNTIMES: dict[int, HtpRuntime] = {}
 _RUNTIMES_LOCK = threading.Lock()
 
 
@@ -148,7 +148,7 @@ class Device:
     hmx_units: int = 1
 
     @classmethod
-    def of(cls, soc: SocInfo) -> "Device":
+    def of(cls, soc: SocInfo) -> Device:
         return cls(arch=soc.arch, vtcm_bytes=soc.vtcm_bytes, hvx_threads=soc.hvx_threads,
                    hmx_units=1 if soc.hmx else 0)
 

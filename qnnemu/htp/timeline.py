@@ -116,7 +116,8 @@ def _device(spec: dict) -> Device:
         base = Device(arch=75, vtcm_bytes=8 * MIB, hvx_threads=4)
     try:
         arch = int(spec.get("arch", base.arch))
-        vtcm = int(spec["vtcm_bytes"]) if "vtcm_bytes" in spec else int(spec.get("vtcm_mb", base.vtcm_bytes // MIB)) * MIB
+        vtcm = int(spec["vtcm_bytes"]) if "vtcm_bytes" in spec else \
+            int(spec.get("vtcm_mb", base.vtcm_bytes // MIB)) * MIB
         hvx = int(spec.get("hvx_threads", base.hvx_threads))
     except (TypeError, ValueError) as exc:
         raise ScenarioError(f"device: {exc}") from None
@@ -141,7 +142,8 @@ def load_clients(scenario: dict, device: Device) -> list[tuple[float, Client, st
             prio = os_priority(spec.get("priority", "NORMAL"))
             vtcm = int(spec["vtcm_bytes"]) if "vtcm_bytes" in spec else round(float(spec.get("vtcm_mb", 0)) * MIB)
             vtcm = round_vtcm(vtcm, device.arch)
-            hmx, hvx, pd = int(spec.get("hmx", 1 if kind == "qnn" else 0)), int(spec.get("hvx", 1)), int(spec.get("pd", 0))
+            hmx = int(spec.get("hmx", 1 if kind == "qnn" else 0))
+            hvx, pd = int(spec.get("hvx", 1)), int(spec.get("pd", 0))
             runs = spec["runs"]
         except ScenarioError:
             raise
