@@ -6,9 +6,11 @@ invalidating the contexts until they are re-created, and the C fast path of grap
 withdrawn while a fault is armed on it."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import abi
 import numpy as np
@@ -208,3 +210,71 @@ def test_faults_env_variable():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.startswith("1002 ") and "QNNEMU-fault-session-exhausted" in out.stdout, \
         f"the second contextCreate got the injected fault: {out.stdout!r} {out.stderr[-500:]!r}"
+
+
+ORT_SSR = textwrap.dedent("""
+    import json, sys, numpy as np, onnxruntime as ort
+    from onnx import TensorProto, helper
+    import qnnemu
+    from qnnemu.core import faults
+    from qnnemu.onnxruntime import qnn_device
+    dev = qnn_device()
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    x = np.linspace(-1, 1, 8, dtype=np.float32)[None]
+    ctx_model = sys.argv[1]
+
+    def session(model, generate=False):
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        if generate:
+            so.add_session_config_entry("ep.context_enable", "1")
+            so.add_session_config_entry("ep.context_file_path", ctx_model)
+        so.add_provider_for_devices([dev], {"backend_path": qnnemu.backend_library_path()})
+        s = ort.InferenceSession(model, so)
+        s.disable_fallback()
+        return s
+
+    def run(s):
+        try:
+            return "ok" if np.array_equal(s.run(None, {"x": x})[0], np.maximum(x, 0)) else "wrong"
+        except Exception as e:
+            return "error: " + str(e).strip().splitlines()[0]
+
+    out = {}
+    s = session(m.SerializeToString())           # compiled in memory: nothing to reload
+    faults.arm("ssr", "graphExecute", 2)
+    out["memory"] = [run(s), run(s), run(s)]
+    del s
+    out["new_session"] = run(session(m.SerializeToString()))
+    session(m.SerializeToString(), generate=True)  # writes the EP context model + context binary
+    s = session(ctx_model)
+    faults.arm("ssr", "graphExecute", 2)
+    out["from_binary"] = [run(s), run(s), run(s)]
+    out["armed_after"] = len(faults.armed())
+    print(json.dumps(out))
+""")
+
+
+def test_onnxruntime_through_injected_ssr(tmp_path):
+    """What ONNX Runtime's QNN EP does with a SubSystem Restart (1007 from graphExecute): a model
+    compiled in memory fails with DEVICE_RESET ("SSR detected. Recovery not supported (no context
+    binary on disk)") until a new session is made; a model loaded from an EP context binary is
+    recovered by the EP (it re-creates the context from the binary and the run succeeds)."""
+    pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
+    pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
+    r = subprocess.run([sys.executable, "-c", ORT_SSR, str(tmp_path / "m_ctx.onnx")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"the ORT script failed: {r.stderr[-1500:]}"
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    first, second, third = out["memory"]
+    assert first == "ok", f"the first run works: {first}"
+    assert "DEVICE_RESET" in second and "SSR detected" in second, f"the EP reports the SSR: {second}"
+    assert "DEVICE_RESET" in third, f"the invalidated context keeps failing: {third}"
+    assert out["new_session"] == "ok", "a new session (new context) works"
+    assert out["from_binary"] == ["ok", "ok", "ok"] and out["armed_after"] == 0, \
+        f"from an EP context binary the EP recovers from the SSR it got: {out}"
