@@ -1,4 +1,5 @@
-"""``qnnemu-htp-timeline SCENARIO.json``: the shared HTP's timeline of a scenario of QNN graphs and
+"""``python3 -m qnnemu.tools.htp_timeline SCENARIO.json`` (to become the console script
+``qnnemu-htp-timeline``): the shared HTP's timeline of a scenario of QNN graphs and
 non-QNN clients (QNN "HTP Yielding and Pre-Emption"; qnnemu/htp/timeline.py describes the
 scenario format).
 
