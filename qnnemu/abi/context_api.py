@@ -236,7 +236,7 @@ def _enter_session(func: str, be: Backend, handle: int, ctx: Context, nbytes: in
         fail(Location(func).field("binaryBufferSize"), "QNNEMU-context-session-full", str(exc),
              code=Q.QNN_COMMON_ERROR_MEM_ALLOC)
     be.log.info(f"{func}: context deserialized into cDSP session #{index} ({nbytes} bytes, {reserve} "
-                f"reserved for I/O; {ctx.session_pool.describe()})")
+                f"reserved for I/O; {htp_runtime.process_sessions().describe()})")
 
 
 def _model(dev):

@@ -53,7 +53,7 @@ class Context:
         """Deserializes into the first cDSP session of the process with room for ``nbytes`` plus
         ``io_reserve`` (IO_MEM_ESTIMATION); raises runtime.SessionError when none has.  Leaving
         it is part of ``free``."""
-        if self.session_pool is not None:
+        if self.session_pool is not None and self.session is not None:
             return self.session
         pool = htp_runtime.process_sessions()
         self.session = pool.place(self, nbytes, io_reserve)

@@ -193,7 +193,7 @@ def _fits(device: Device, chosen: list[tuple[Client, bool]], client: Client) -> 
     return True, holds_hmx
 
 
-def admit(device: Device, ready: list[Client], running: set[str], pinned: set[str] = frozenset()
+def admit(device: Device, ready: list[Client], running: set[str], pinned: frozenset[str] | set[str] = frozenset()
           ) -> list[tuple[Client, bool]]:
     """Which of ``ready`` run now, with their HMX flag (QNN "HTP Yielding and Pre-Emption").
 
