@@ -440,6 +440,21 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
         (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",),
          "graphFreeValidationResult of a result graphValidate did not return (or a second free)"),
     "QNNEMU-priority-value": (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "a Qnn_Priority_t outside 0..500"),
+    # ---- the shared HTP: cDSP sessions, injected faults, SubSystem Restart (qnnemu/htp/runtime.py,
+    # qnnemu/core/faults.py)
+    "QNNEMU-context-session-full":
+        (("QNN_COMMON_ERROR_MEM_ALLOC",), "a context binary no cDSP session of the process has room for"),
+    "QNNEMU-memRegister-session-full":
+        (("QNN_MEM_ERROR_MAPPING",), "a buffer the context's cDSP session has no virtual address space left for"),
+    "QNNEMU-context-ssr-invalidated":
+        (("QNN_COMMON_ERROR_SYSTEM_COMMUNICATION",), "a call naming a context invalidated by a SubSystem Restart"),
+    "QNNEMU-fault-ssr":
+        (("QNN_COMMON_ERROR_SYSTEM_COMMUNICATION",), "an injected SubSystem Restart (QNNEMU_FAULTS ssr)"),
+    "QNNEMU-fault-session-exhausted":
+        (("QNN_COMMON_ERROR_MEM_ALLOC",), "an injected cDSP session exhaustion (QNNEMU_FAULTS session)"),
+    "QNNEMU-fault-vtcm-timeout":
+        (("QNN_COMMON_ERROR_RESOURCE_UNAVAILABLE",), "an injected VTCM acquisition timeout (QNNEMU_FAULTS vtcm)"),
+    "QNNEMU-fault-memregister": (("QNN_MEM_ERROR_MAPPING",), "an injected memRegister failure (QNNEMU_FAULTS memreg)"),
     "QNNEMU-graph-priority-value":
         (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "a QNN_GRAPH_CONFIG_OPTION_PRIORITY outside 0..500"),
     "QNNEMU-context-priority-value":

@@ -470,6 +470,17 @@ def _(e):
     return e.register([e.shared(fd, 0, 4096), e.shared(e.fds[-1], 0, 4096)])[0]
 
 
+@case("QNNEMU-memRegister-session-full", R, "memDescriptors[0]")
+def _(e):
+    # the context's cDSP session, scaled down to 16 bytes (15 usable), has no room for 24 bytes
+    from qnnemu.htp import runtime as htp_runtime
+    previous = htp_runtime.use_sessions(htp_runtime.SessionPool(va_bytes=16, limit=1))
+    try:
+        return reg(e, e.ion(e.memfd()))
+    finally:
+        htp_runtime.use_sessions(previous)
+
+
 @case("QNNEMU-memRegister-mmap", R, "memDescriptors[0]")
 def _(e):
     import tempfile

@@ -22,6 +22,7 @@ from ..core.handles import HANDLES
 from ..core.signal import Signal, checker
 from ..errors import QnnError
 from ..headers import Q
+from ..htp import runtime as htp_runtime, settings as htp_settings
 from ..location import Location
 from ..rules import fail
 from . import profile_api, signal_api
@@ -214,7 +215,28 @@ def _load(func: str, be: Backend, dev, configs: dict, view, sig=None, *, data_so
         raise
     if not handles:  # a replaced deserialize (tests) may not call on_context
         handles.append(be.adopt_context(ctx))
+    _enter_session(func, be, handles[0], ctx, len(view), configs)
     return handles[0], ctx
+
+
+def _enter_session(func: str, be: Backend, handle: int, ctx: Context, nbytes: int, configs: dict) -> None:
+    """The loaded context goes into the first cDSP session with room for its binary (QNN HTP
+    backend documentation, "Model Loading Across Multiple Sessions": the deserialization takes
+    as much as the binary in the documentation's ideal case, which the emulator models), plus
+    its graphs' I/O when IO_MEM_ESTIMATION is set or the list API loads it; else the load fails
+    with QNN_COMMON_ERROR_MEM_ALLOC and the context is freed."""
+    reserve = 0
+    if htp_settings._context_flag(configs, "IO_MEM_ESTIMATION", "ioMemEstimation") or \
+            func == "contextCreateFromBinaryListAsync":
+        reserve = sum(t.nbytes for g in ctx.graphs.values() for t in (*g.app_inputs(), *g.app_outputs()))
+    try:
+        index = ctx.enter_session(nbytes, reserve)
+    except htp_runtime.SessionError as exc:
+        be.free_context(handle)
+        fail(Location(func).field("binaryBufferSize"), "QNNEMU-context-session-full", str(exc),
+             code=Q.QNN_COMMON_ERROR_MEM_ALLOC)
+    be.log.info(f"{func}: context deserialized into cDSP session #{index} ({nbytes} bytes, {reserve} "
+                f"reserved for I/O; {htp_runtime.process_sessions().describe()})")
 
 
 def _model(dev):

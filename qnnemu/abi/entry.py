@@ -9,7 +9,7 @@ non-zero ``error=``, logged failures, errorGetMessage texts).  No component impo
 """
 from __future__ import annotations
 
-from ..core import backend as core_backend
+from ..core import backend as core_backend, faults
 from . import (
     backend_api,
     context_api,
@@ -30,7 +30,7 @@ from . import (
     tensor_api,
     validate_api,
 )
-from .library import LIBRARY, PERF_PREFIX
+from .library import LIBRARY, PERF_PREFIX, fault_hook
 
 # The components, in the order of QnnInterface.h's table (import order is irrelevant: each
 # module registers the slots it implements).
@@ -58,6 +58,14 @@ def install(the_ffi, the_lib, expected: tuple[str, ...] = ()) -> None:
     # all but graphExecute itself, the read-only queries and the perf votes (which change the
     # modelled timing, not the results).
     LIBRARY.before_entry = fast_execute.clear
+    # injected faults and SubSystem Restart (qnnemu/core/faults.py): checked first in every entry;
+    # arming one on graphExecute (or a restart) withdraws the C fast path, which cannot fail calls
+    LIBRARY.fault_hook = fault_hook
+    faults.on_change.append(fast_execute.clear)
+    try:
+        faults.load_env()
+    except ValueError as exc:
+        LIBRARY.active_logger().error(str(exc))
     LIBRARY.hook_exempt = frozenset({"graphExecute", "errorGetMessage", "errorGetVerboseMessage",
                                      "errorFreeVerboseMessage", "backendGetApiVersion", "backendGetBuildId",
                                      "propertyHasCapability", "logSetLogLevel",

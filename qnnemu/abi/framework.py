@@ -171,6 +171,9 @@ class Library:
         # graphExecute's C fast path is withdrawn before any other call, qnnemu/abi/fast_execute.py).
         self.before_entry: Callable[[], None] | None = None
         self.hook_exempt: frozenset[str] = frozenset()
+        # Called first in every entry with (name, args) (the HTP library: injected faults and
+        # contexts invalidated by a SubSystem Restart, qnnemu/core/faults.py); raises QnnError.
+        self.fault_hook: Callable[[str, tuple], None] | None = None
 
     # ---- failures
     def record(self, code: int, func: str, text: str) -> None:
@@ -219,6 +222,8 @@ class Library:
             # only when one is raised: the execute hot path pays a context-variable set only).
             token = rules._CURRENT.set(_CallLogger(call_logger, args)) if call_logger else None
             try:
+                if library.fault_hook is not None:
+                    library.fault_hook(name, args)
                 code = fn(*args)
                 return Q.QNN_SUCCESS if code is None else code
             except QnnError as err:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import faults
 from ..core.context import Context
 from ..core.device import DeviceModel
 from ..core.graph import Graph
@@ -244,7 +245,8 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
         ffi.memmove(dst, ffi.from_buffer(arr), nbytes)
     profile_api.commit(rec, "execute")
     # The next executes of a graph compiled entirely to C may skip this entry (C fast path).
-    fast_execute.offer(int(ffi.cast("uintptr_t", graphHandle)), g)
+    if not faults.blocks_fast_path():   # an armed fault must see every call
+        fast_execute.offer(int(ffi.cast("uintptr_t", graphHandle)), g)
 
 
 not_supported("graphCreateSubgraph", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "subgraphs are not emulated yet")

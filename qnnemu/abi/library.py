@@ -7,6 +7,8 @@ implementations with ``@entry``; qnnemu/abi/entry.py imports them all and instal
 """
 from __future__ import annotations
 
+from ..core import faults
+from ..core.context import Context
 from ..core.handles import HANDLES
 from ..core.log import Logger
 from ..location import Location
@@ -32,6 +34,26 @@ def logger_for_args(args) -> Logger:
             if isinstance(log, Logger):
                 return log
     return active_logger()
+
+
+# entries an application calls on a context a SubSystem Restart invalidated, to get rid of it
+SSR_CLEANUP_ENTRIES = frozenset({"contextFree", "memDeRegister", "errorGetMessage", "errorGetVerboseMessage",
+                                 "errorFreeVerboseMessage", "logFree", "profileFree", "backendFree", "deviceFree"})
+
+
+def fault_hook(name: str, args) -> None:
+    """Injected faults (qnnemu/core/faults.py) and the answer of contexts a SubSystem Restart
+    invalidated: 1007 for any call naming one of them (its graphs, its registered memory)."""
+    if faults._armed:
+        faults.check(name, lambda: HANDLES.live(Context))
+    if faults._invalidated and name not in SSR_CLEANUP_ENTRIES:
+        for a in args:
+            if isinstance(a, framework._FFI.CData) and framework._FFI.typeof(a).kind == "pointer" \
+                    and a != framework.NULL:
+                obj = HANDLES.lookup(hval(a))
+                ctx = obj if isinstance(obj, Context) else getattr(obj, "context", None)
+                if isinstance(ctx, Context):
+                    faults.check_invalidated(name, ctx, "context" if obj is ctx else type(obj).__name__)
 
 
 LIBRARY = Library("libQnnHtpEmu.so", "QnnInterface_getProviders", "qnnemu_abi_", "qnnemu_embed_init", "table",

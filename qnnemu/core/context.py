@@ -7,6 +7,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from ..headers import Q
+from ..htp import runtime as htp_runtime
 from ..location import Location
 from ..rules import fail
 from .graph import Graph
@@ -43,6 +44,21 @@ class Context:
         # contextFinalize built them all (binary.deserialize sets it).
         self.deferred = None
         self.finalized = False
+        # The cDSP session it is deserialized into (qnnemu/htp/runtime.py SessionPool; QNN HTP
+        # backend documentation, "Model Loading Across Multiple Sessions"): set by enter_session.
+        self.session: int | None = None
+        self.session_pool = None
+
+    def enter_session(self, nbytes: int, io_reserve: int = 0) -> int:
+        """Deserializes into the first cDSP session of the process with room for ``nbytes`` plus
+        ``io_reserve`` (IO_MEM_ESTIMATION); raises runtime.SessionError when none has.  Leaving
+        it is part of ``free``."""
+        if self.session_pool is not None and self.session is not None:
+            return self.session
+        pool = htp_runtime.process_sessions()
+        self.session = pool.place(self, nbytes, io_reserve)
+        self.session_pool = pool
+        return self.session
 
     def touch(self) -> None:
         """The content changed in a way graph/tensor counts do not show (e.g. updated tensor
@@ -106,6 +122,8 @@ class Context:
         return t
 
     def free(self) -> None:
+        if self.session_pool is not None:   # its binary and every I/O mapping leave the session
+            self.session_pool.remove(self)
         for graph in list(self.graphs.values()):
             HANDLES.release(graph.handle)
         self.graphs.clear()

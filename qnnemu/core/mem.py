@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import QnnError
 from ..headers import Q, library_dir
+from ..htp import runtime as htp_runtime
 from ..location import Location
 from ..rules import error, fail
 from ..spec import dtypes
@@ -67,6 +68,7 @@ RULES = {
     "QNNEMU-memRegister-fd-range": Q.QNN_MEM_ERROR_INVALID_ARGUMENT,
     "QNNEMU-memRegister-already-registered": Q.QNN_MEM_ERROR_ALREADY_REGISTERED,
     "QNNEMU-memRegister-mmap": Q.QNN_MEM_ERROR_MAPPING,
+    "QNNEMU-memRegister-session-full": Q.QNN_MEM_ERROR_MAPPING,
     "QNNEMU-memDeRegister-handles-null": Q.QNN_MEM_ERROR_INVALID_ARGUMENT,
     "QNNEMU-memDeRegister-count": Q.QNN_MEM_ERROR_INVALID_ARGUMENT,
     "QNNEMU-memDeRegister-handle": Q.QNN_MEM_ERROR_INVALID_HANDLE,
@@ -310,13 +312,40 @@ def register(context, descs: list[MemDesc]) -> list[int]:
             for reg in regs:
                 reg.unmap()
             raise
+        _map_into_session(context, regs, checked)
         handles = [HANDLES.new(reg) for reg in regs]
         context.mem_handles.update(zip(handles, regs))
     return handles
 
 
+def _map_into_session(context, regs: list[MemRegistration], checked) -> None:
+    """Maps the buffers into the context's cDSP session (QNN HTP backend documentation, "I/O
+    Buffer Registration Failure": "the I/O buffers specific to a context need to be mapped to the
+    same session where that context is deserialized"); a context made by contextCreate enters
+    the first session with room when it first registers memory.  All or nothing."""
+    mapped: list[MemRegistration] = []
+    try:
+        context.enter_session(0)
+        for reg in regs:
+            context.session_pool.map_io(context, reg, reg.nbytes)
+            mapped.append(reg)
+    except htp_runtime.SessionError as exc:
+        for reg in mapped:
+            context.session_pool.unmap_io(reg)
+        for reg in regs:
+            reg.unmap()
+        path = checked[len(mapped)][0].path if len(mapped) < len(checked) else "memDescriptors"
+        fail(Location(FUNC).field(path), "QNNEMU-memRegister-session-full",
+             f"{exc} (QNN HTP backend documentation, 'I/O Buffer Registration Failure': load the "
+             f"context with QNN_HTP_CONTEXT_CONFIG_OPTION_IO_MEM_ESTIMATION, or register a dummy "
+             f"buffer before loading the next context so that it goes to a new session)",
+             code=Q.QNN_MEM_ERROR_MAPPING)
+
+
 def deregister(handles: list[tuple[int, MemRegistration]]) -> None:
     for handle, reg in handles:
+        if reg.context.session_pool is not None:
+            reg.context.session_pool.unmap_io(reg)
         with reg.context.lock:
             reg.context.mem_handles.pop(handle, None)
         HANDLES.release(handle)
