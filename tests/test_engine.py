@@ -200,3 +200,20 @@ def test_unexpected_feed_type_runs_the_python_steps():
     out = graph.execute({i["x"]: np.full((2, 5), 0.5, np.float64)}, [i["d0"]])
     assert out[i["d0"]].dtype == np.float32 and np.allclose(out[i["d0"]], 0.5), \
         "graph.execute still computes through the Python steps"
+
+
+@given(src=st.sampled_from(sorted(CODE_TYPES)), dst=st.sampled_from(sorted(CODE_TYPES)),
+       scales=st.tuples(st.floats(2.0**-12, 4.0, width=32), st.floats(2.0**-12, 4.0, width=32)),
+       offsets=st.tuples(st.integers(-200, 0), st.integers(-200, 0)), seed=st.integers(0, 2**31))
+def test_convert_between_encodings_runs_in_c_bit_identical(src, dst, scales, offsets, seed):
+    b = GraphBuilder(new_context(), "convert")
+    x = b.tensor("x", (3, 7), src, type_=APP_WRITE, quant=(float(scales[0]), offsets[0]))
+    y = b.tensor("y", (3, 7), dst, type_=APP_READ, quant=(float(scales[1]), offsets[1]))
+    b.node("Convert", "conv", [x], [y])
+    b.graph.finalize()
+    engine = b.graph.plan.engine
+    assert engine.fallbacks == [], f"Convert between fixed-point encodings lowers to C: {engine.fallbacks}"
+    np_dtype, _ = CODE_TYPES[src]
+    info = np.iinfo(np_dtype)
+    codes = np.random.default_rng(seed).integers(info.min, info.max + 1, (3, 7)).astype(np_dtype)
+    check_plan(b.graph.plan, {x.id: codes})

@@ -1,13 +1,14 @@
-"""C lowering of the conversion ops Quantize and Dequantize (QNN op definitions "Quantize",
-"Dequantize"; qnnemu/ops/cast.py), float32 <-> 8/16-bit fixed point, per tensor (Dequantize also
-per axis).  Their kernels are the engine's converters (csrc/engine.c)."""
+"""C lowering of the conversion ops Quantize, Dequantize and Convert (QNN op definitions
+"Quantize", "Dequantize", "Convert"; qnnemu/ops/cast.py): float32 <-> 8/16-bit fixed point, per
+tensor (Dequantize also per axis), and fixed point -> fixed point of another encoding (Convert:
+the real value re-encoded).  Their kernels are the engine's converters (csrc/engine.c)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...headers import Q
-from ...ops.cast import Dequantize, Quantize
-from ...spec.quant import Requantize, rounding_for
+from ...ops.cast import Convert, Dequantize, Quantize, convert_rounding
+from ...spec.quant import Dequantizer, Requantize, rounding_for
 from .lowering import F32, Unsupported, emit_converter, lowers, type_code
 
 
@@ -54,3 +55,29 @@ def dequantize(ctx) -> None:
         offsets = [float(v) for v in np.broadcast_to(np.asarray(quant.offset, np.float64), (channels,))]
     ctx.emit("qe_k_dequant64", (ctx.input_raw(0), ctx.output_raw(0)),
              (n, type_code(in_dtype), channels, inner), scales + offsets)
+
+
+@lowers("Convert")
+def convert(ctx) -> None:
+    """Convert between fixed-point encodings: the input dequantized as the op does (Dequantizer,
+    float32), NaN / inf cleaned as its ``_from_real`` does, requantized with the rounding the
+    vendor's Convert uses for that pair (``convert_rounding``)."""
+    op = ctx.impl
+    if type(op) is not Convert or op._plain_pair() is not None or ctx.n_out != 1:
+        raise Unsupported("Convert between plain types or a wrapped op")
+    if not op.input_specs or not op.output_specs:
+        raise Unsupported("Convert without tensor specs")
+    qin, qout = op.input_specs[0].quant, op.output_specs[0].quant
+    in_dtype, out_dtype = ctx.in_dtype(0), ctx.out_dtype(0)
+    if qin is None or qout is None or in_dtype.kind not in "iu" or in_dtype.itemsize > 2 \
+            or out_dtype.kind not in "iu" or out_dtype.itemsize > 2:
+        raise Unsupported("Convert other than 8/16-bit fixed point to 8/16-bit fixed point")
+    deq = Dequantizer(qin)
+    if deq.scale is None:
+        raise Unsupported("Convert of a per-axis encoding")
+    n = int(np.prod(ctx.in_shape(0), dtype=np.int64))
+    real = ctx.scratch(4 * n)
+    emit_converter(ctx.b, deq, ctx.input_raw(0), in_dtype, real, F32, n)
+    ctx.emit("qe_k_nan_to_num", (real, real), (n,))
+    mode = convert_rounding(op.input_specs[0].dtype, op._out_dtype())
+    emit_converter(ctx.b, Requantize(qout, op._out_dtype(), mode), real, F32, ctx.output_raw(0), out_dtype, n)
