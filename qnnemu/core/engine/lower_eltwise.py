@@ -176,14 +176,7 @@ def binary(ctx) -> None:
     if cls is float16.ReciprocalDivide and ctx.node.op_type == "ElementWiseDivide":
         _reciprocal_divide(ctx)
         return
-    if cls is ew.ElementWiseBinary:
-        cls = impl._impl
-    elif cls not in _BINARY_OF:
-        raise Unsupported(f"{type(impl).__name__} (a wrapper of the op)")
-    op = _BINARY_OF.get(cls)
-    if op is None:
-        raise Unsupported(f"binary operation {cls.__name__}")
-    _emit_binary(ctx, op)
+    _emit_binary(ctx, _kernel_op(impl, ew.ElementWiseBinary, _BINARY_OF, "binary"))
 
 
 def _reciprocal_divide(ctx) -> None:
@@ -239,16 +232,21 @@ def _emit_unary(ctx, op: str, prm=()) -> None:
         "ElementWiseExp", "ElementWiseLog", "ElementWiseSin", "ElementWiseCos", "ElementWiseAsin",
         "ElementWiseAtan", "ElementWiseUnary")
 def unary_elementwise(ctx) -> None:
-    impl = ctx.impl
+    _emit_unary(ctx, _kernel_op(ctx.impl, ew.ElementWiseUnary, _UNARY_EW_OF, "unary"))
+
+
+def _kernel_op(impl, generic: type, table: dict, kind: str) -> str:
+    """The kernel operation of ``impl``: an op class of ``table``, or the generic op
+    (ElementWiseBinary / ElementWiseUnary) resolved to the class it runs; else Unsupported."""
     cls = type(impl)
-    if cls is ew.ElementWiseUnary:
+    if cls is generic:
         cls = impl._impl
-    elif cls not in _UNARY_EW_OF:
+    elif cls not in table:
         raise Unsupported(f"{type(impl).__name__} (a wrapper of the op)")
-    op = _UNARY_EW_OF.get(cls)
+    op = table.get(cls)
     if op is None:
-        raise Unsupported(f"unary operation {cls.__name__}")
-    _emit_unary(ctx, op)
+        raise Unsupported(f"{kind} operation {cls.__name__}")
+    return op
 
 
 def _f32(v) -> float:
