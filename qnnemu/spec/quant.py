@@ -33,6 +33,7 @@ channel) outputs its zero point, bias included, as the vendor's does.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -297,6 +298,18 @@ def round_significant(m, bits: int = 11):
     return np.ldexp(np.rint(mant * (1 << bits)) / (1 << bits), exp)
 
 
+def _prepare_kernels():
+    """(lib, ffi) of the compiled kernels for finalize-time helpers (csrc/eng_prepare.c), or
+    None: not built, or QNNEMU_KERNELS=reference (the numpy formulas only)."""
+    if os.environ.get("QNNEMU_KERNELS", "").strip().lower() == "reference":
+        return None
+    try:
+        from .._kernels import ffi, lib
+    except ImportError:
+        return None
+    return lib, ffi
+
+
 def _int8_requant(w: np.ndarray, hi: np.ndarray, lo: np.ndarray):
     """The per-channel requantization of :func:`htp_int8_weights`, ``hi``/``lo`` broadcastable
     channel maxima/minima.  Returns (weights, factor broadcastable like ``hi``)."""
@@ -306,6 +319,19 @@ def _int8_requant(w: np.ndarray, hi: np.ndarray, lo: np.ndarray):
     f = np.maximum(hi / 127.0, -lo / 128.0)
     fq = np.rint(f * 2048.0) / 2048.0
     recip = np.rint(65536.0 / fq)
+    kernels = _prepare_kernels()
+    if kernels is not None and w.ndim == 2 and hi.shape == (w.shape[1],) and w.dtype == np.float64:
+        # the same formula in one C pass (finalize time: every weight of a quantized model)
+        lib, ffi = kernels
+        w = np.ascontiguousarray(w)
+        mult = np.ascontiguousarray(np.where(over, recip * (1.0 / 65536.0), 1.0), dtype=np.float64)
+        flags = np.ascontiguousarray(over, dtype=np.uint8)
+        a = np.empty_like(w)
+        rc = lib.qe_int8_requant(ffi.from_buffer("double[]", w), w.shape[0], w.shape[1],
+                                 ffi.from_buffer("double[]", mult), ffi.from_buffer("uint8_t[]", flags),
+                                 ffi.from_buffer("double[]", a))
+        if rc == 0:
+            return a, np.where(over, fq, 1.0)
     # w * recip is an exact integer (below 2**26) and 2**-16 an exact scaling, so one product
     # with recip * 2**-16 is the same value; then half away from zero, in place (finalize time:
     # the weights of a whole quantized model pass through here).
