@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from hypothesis import given, settings, strategies as st
 
 from qnnemu.core.backend import Backend
 from qnnemu.core.context import Context
-from qnnemu.core.device import Device, DeviceModel
+from qnnemu.core.device import Device, DeviceModel, model_for
 from qnnemu.core.graph import OpConfigDesc, ParamDesc
 from qnnemu.core.handles import HANDLES
 from qnnemu.core.log import NULL_LOGGER
@@ -30,6 +31,7 @@ from qnnemu.errors import QnnError
 from qnnemu.headers import Q
 from qnnemu.htp import prepare
 from qnnemu.htp.plan_types import PLAIN, TCM
+from qnnemu.htp.soc import SOCS
 
 KIB = 1024
 
@@ -732,3 +734,142 @@ def test_resnet18_sized_graph():
     small = prepare.prepare_graph(b.graph)
     check_plan(small, len(b.graph.nodes))
     assert small.spill_bytes >= plan.spill_bytes, "2 MiB spills at least as much as 4 MiB"
+
+
+def _at_level(level: int, model=SM8550, vtcm: int | None = None) -> Builder:
+    b = branchy_graph() if model is SM8550 and vtcm is None else None
+    if b is None:
+        b = Builder("branchy", model=model, vtcm=vtcm)
+        x = b.tensor("x", (1, 16, 16, 8), type_=APP_WRITE)
+        t = b.conv("stem", x, 8)
+        left, right = b.conv("left_narrow", b.conv("left_wide", t, 128), 8), \
+            b.conv("right_narrow", b.conv("right_wide", t, 128), 8)
+        b.node("ElementWiseAdd", "join", [left, right], [b.tensor("y", left.dims, type_=APP_READ)])
+    b.graph.configs["htp_optimization"] = {"FINALIZE_OPTIMIZATION_FLAG": float(level)}
+    b.graph.finalize()
+    return b
+
+
+def test_optimization_level_changes_the_plan():
+    """FINALIZE_OPTIMIZATION_FLAG (QNN HTP backend documentation, graph optimization options):
+    level 1 is the fast prepare (graph order, no budget search, runlist priority), 2 the default
+    searches, 3 with the SoC configured a deeper search that keeps the shorter schedule."""
+    plans = {level: _at_level(level).graph.htp_plan for level in (1, 2, 3)}
+    o1, o2, o3 = plans[1], plans[2], plans[3]
+    assert [p.optimization_level for p in (o1, o2, o3)] == [1, 2, 3], "the plan records its level"
+    assert o1.prescheduled_order == list(range(6)), f"O1 keeps graph order: {o1.prescheduled_order}"
+    assert "skipped at optimization level 1" in o1.passes[1], f"O1's pre-schedule line: {o1.passes[1]}"
+    assert o2.runlist_peak_bytes < o1.runlist_peak_bytes, \
+        f"O2's runlist peak {o2.runlist_peak_bytes} B below O1's graph order {o1.runlist_peak_bytes} B"
+    assert o1.schedule_policy == "runlist" and o2.schedule_policy == "critical-path", \
+        f"priority rules: O1 {o1.schedule_policy}, O2 {o2.schedule_policy}"
+    assert o3.total_cycles <= o2.total_cycles, f"O3 {o3.total_cycles} cycles never above O2's {o2.total_cycles}"
+    assert "both rules tried" in o3.passes[-1], f"O3 with the SoC configured: {o3.passes[-1]}"
+    for plan in plans.values():
+        check_plan(plan, 6)
+
+
+def test_optimization_level_3_without_a_soc_is_level_2():
+    """O3 "takes into account QNN_HTP_DEVICE_CONFIG_OPTION_SOC when possible": without a SoC
+    device config it plans as O2."""
+    from dataclasses import replace as dc_replace
+    unset = dc_replace(SM8550, soc_configured=False)
+    o2, o3 = (_at_level(level, model=unset).graph.htp_plan for level in (2, 3))
+    same = lambda d: {k: v for k, v in d.items() if k != "passes"}  # noqa: E731
+    assert same(o3.to_optrace()) == same(o2.to_optrace()), "O3 without the SoC configured gives O2's plan"
+    assert "both rules tried" not in o3.passes[-1], f"no extra search: {o3.passes[-1]}"
+
+
+def test_reschedule_runlist_policy_is_no_better_on_a_critical_path_graph():
+    """The runlist priority of O1 is never shorter here than the critical-path rule: the long
+    branch comes second in graph order."""
+    b = Builder("skewed")
+    x = b.tensor("x", (1, 32, 32, 32), type_=APP_WRITE)
+    short = b.conv("short", x, 32)
+    long_ = x
+    for i in range(6):
+        long_ = b.conv(f"long{i}", long_, 32)
+    b.node("ElementWiseAdd", "join", [short, long_], [b.tensor("y", short.dims, type_=APP_READ)])
+    b.graph.configs["htp_optimization"] = {"FINALIZE_OPTIMIZATION_FLAG": 1.0}
+    b.graph.finalize()
+    plan = b.graph.htp_plan
+    runlist_total = plan.total_cycles
+    cp_total, _ = prepare.reschedule(plan.steps, plan.constraints, plan.hvx_threads, plan.hmx, "critical-path")
+    assert cp_total <= runlist_total, f"critical path {cp_total} <= runlist {runlist_total} cycles"
+    with pytest.raises(ValueError, match="policy"):
+        prepare.reschedule(plan.steps, plan.constraints, plan.hvx_threads, plan.hmx, "random")
+
+
+SM8750 = model_for(SOCS[Q.QNN_SOC_MODEL_SM8750], soc_configured=True)   # v79: DLBC and SLC
+SA8797 = model_for(SOCS[Q.QNN_SOC_MODEL_SA8797], soc_configured=True)   # v81, 2 HTP cores
+
+
+def _skip_graph_on(model, configs: dict, vtcm: int | None = None) -> Builder:
+    b = Builder("skip", model=model, vtcm=vtcm)
+    b.graph.configs.update(configs)
+    x = b.tensor("x", (1, 48, 48, 64), type_=APP_WRITE)
+    a = b.conv("A", x, 64)
+    bb = b.conv("B", a, 64)
+    p3 = b.conv("P3", b.conv("P2", b.conv("P1", bb, 64), 64), 64)
+    for name, src in (("y1", a), ("y2", bb)):
+        b.node("ElementWiseAdd", f"add{name[1]}", [src, p3], [b.tensor(name, a.dims, type_=APP_READ)])
+    b.graph.finalize()
+    return b
+
+
+def test_dlbc_lowers_the_modelled_dma_of_inputs_and_weights():
+    """ENABLE_DLBC compresses graph inputs, ENABLE_DLBC_WEIGHTS static weights on the bus
+    (QNN HTP backend documentation, "Deep Learning Bandwidth Compression (DLBC)"): the first
+    conv's DMA bytes shrink by the model's ratios; a SoC without DLBC is unchanged."""
+    from qnnemu.htp import cost, settings as htp_settings
+
+    def first_conv_dma(model, opts):
+        b = _skip_graph_on(model, {"htp_optimization": opts} if opts else {})
+        node = b.graph.nodes[0]
+        c = cost.op_cost(node, b.graph, model, htp_settings.graph_settings(b.graph))
+        return c.dma_bytes, b.graph.htp_plan.total_cycles
+    x_bytes, w_bytes = 48 * 48 * 64 * 4, 64 * 64 * 4
+    plain, _ = first_conv_dma(SM8750, {})
+    assert plain == x_bytes + w_bytes, f"no compression: input + weights = {plain} B"
+    dlbc, _ = first_conv_dma(SM8750, {"ENABLE_DLBC": 1.0})
+    assert dlbc == int(np.ceil(x_bytes * cost.DLBC_INPUT_RATIO)) + w_bytes, f"inputs compressed: {dlbc} B"
+    both, _ = first_conv_dma(SM8750, {"ENABLE_DLBC": 1.0, "ENABLE_DLBC_WEIGHTS": 1.0})
+    assert both == int(np.ceil(x_bytes * cost.DLBC_INPUT_RATIO)) + int(np.ceil(w_bytes * cost.DLBC_WEIGHT_RATIO)), \
+        f"inputs and weights compressed: {both} B"
+    v73, _ = first_conv_dma(SM8550, {"ENABLE_DLBC": 1.0})
+    assert v73 == plain, "SM8550 has no DLBC: the option is recorded without effect"
+
+
+def test_slc_allocator_speeds_up_spill_and_fill_copies():
+    """ENABLE_SLC_ALLOCATOR ("Enabling the system level cache allocator"): spill/fill copies are
+    served by the SLC, modelled at SLC_BANDWIDTH_FACTOR times the DDR bandwidth."""
+    from qnnemu.htp import cost
+    off = _skip_graph_on(SM8750, {}, vtcm=1 << 20).graph.htp_plan
+    on = _skip_graph_on(SM8750, {"htp_optimization": {"ENABLE_SLC_ALLOCATOR": 1.0}}, vtcm=1 << 20).graph.htp_plan
+    spills_off = [s for s in off.steps if s.kind in ("spill", "fill")]
+    spills_on = [s for s in on.steps if s.kind in ("spill", "fill")]
+    assert spills_off and [s.bytes for s in spills_on] == [s.bytes for s in spills_off], \
+        "the same copies are planned with and without the SLC allocator"
+    for a_, b_ in zip(spills_off, spills_on):
+        assert b_.cycles == cost.spill_fill_cycles(a_.bytes, SimpleNamespace(slc_allocator=True)) < a_.cycles, \
+            f"{a_.name}: {b_.cycles} cycles through the SLC, {a_.cycles} through DDR"
+    assert on.total_cycles <= off.total_cycles, f"the schedule is no longer: {on.total_cycles} <= {off.total_cycles}"
+
+
+def test_num_cores_spreads_the_schedule():
+    """NUM_CORES on a two-core SoC (SA8797): each core brings its HVX threads, HMX and DMA queue,
+    so independent branches run side by side; on one core they share the HMX."""
+    def plan(cores):
+        b = Builder("two_branches", model=SA8797)
+        if cores:
+            b.graph.configs["htp"] = {"QNN_HTP_GRAPH_CONFIG_OPTION_NUM_CORES": {"numCores": cores}}
+        x = b.tensor("x", (1, 32, 32, 64), type_=APP_WRITE)
+        # (two ops whose outputs live together: the allocator gives them distinct addresses)
+        left, right = b.conv("l0", x, 64), b.conv("r0", x, 64)
+        b.node("ElementWiseAdd", "join", [left, right], [b.tensor("y", left.dims, type_=APP_READ)])
+        b.graph.finalize()
+        return b.graph.htp_plan
+    one, two = plan(0), plan(2)
+    assert one.cores == 1 and two.cores == 2, f"cores planned: {one.cores}, {two.cores}"
+    assert two.total_cycles < one.total_cycles, f"2 cores: {two.total_cycles} < 1 core: {one.total_cycles} cycles"
+    assert "on each of 2 cores" in two.passes[-1], f"the re-schedule line names the cores: {two.passes[-1]}"

@@ -53,6 +53,12 @@ THREAD_SLICE_CYCLES = 1024                 # an HVX op is split across threads i
 STREAM_CHUNK_BYTES = 64 * 1024             # DDR tensors are streamed through 2 chunks of VTCM
 SCRATCH_ALIGN = 2048
 WIDE_ELEMENT_BYTES = 2                     # "widen" ops (Softmax, norms) work on 16-bit data
+# Bandwidth options (QNN HTP backend documentation, "Deep Learning Bandwidth Compression (DLBC)"
+# and "Enabling the system level cache allocator"): the document gives no ratios; these are the
+# model's choices (docs/htp-prepare.md "Bandwidth options").
+DLBC_INPUT_RATIO = 0.6                     # ENABLE_DLBC: graph inputs cross the bus compressed
+DLBC_WEIGHT_RATIO = 0.75                   # ENABLE_DLBC_WEIGHTS: static weights compressed
+SLC_BANDWIDTH_FACTOR = 1.5                 # ENABLE_SLC_ALLOCATOR: spill/fill copies hit the SLC
 
 
 def dma_bytes_per_cycle() -> float:
@@ -63,6 +69,16 @@ def dma_bytes_per_cycle() -> float:
 def dma_copy_cycles(nbytes: int) -> int:
     """Reference cycles of one DMA transfer of ``nbytes`` (spill, fill, streaming)."""
     return DMA_SETUP_CYCLES + math.ceil(nbytes / dma_bytes_per_cycle()) if nbytes > 0 else 0
+
+
+def spill_fill_cycles(nbytes: int, settings=None) -> int:
+    """Reference cycles of one spill or fill copy of ``nbytes``: with the SLC allocator the
+    spill-fill traffic is served by the system level cache at ``SLC_BANDWIDTH_FACTOR`` times the
+    DDR bandwidth."""
+    if nbytes <= 0:
+        return 0
+    factor = SLC_BANDWIDTH_FACTOR if getattr(settings, "slc_allocator", False) else 1.0
+    return DMA_SETUP_CYCLES + math.ceil(nbytes / (dma_bytes_per_cycle() * factor))
 
 
 def cycles_to_us(cycles: float, clocks, resource: str = "HVX") -> float:
@@ -334,6 +350,26 @@ def streamed_bytes(node, graph, settings=None) -> tuple[int, int]:
     return read, written
 
 
+def bus_bytes(node, graph, settings, share: float = 1.0) -> int:
+    """Bytes the op's DMA moves over the bus: its streamed DDR bytes (``streamed_bytes``; a tile
+    streams the weights whole and its ``share`` of the rest), graph inputs compressed with
+    ENABLE_DLBC and static weights with ENABLE_DLBC_WEIGHTS (``DLBC_*_RATIO``)."""
+    dlbc_in = bool(getattr(settings, "dlbc", False))
+    dlbc_w = bool(getattr(settings, "dlbc_weights", False))
+    weights = inputs = 0
+    for t in _distinct_inputs(node, graph):
+        if not in_ddr(t):
+            continue
+        if t.type in STATIC_TYPES:
+            weights += _packed_bytes(t, settings)
+        else:
+            inputs += tensor_bytes(t)
+    rest = (math.ceil(inputs * DLBC_INPUT_RATIO) if dlbc_in else inputs) + streamed_bytes(node, graph, settings)[1]
+    if share < 1:
+        rest = math.ceil(rest * share)
+    return (math.ceil(weights * DLBC_WEIGHT_RATIO) if dlbc_w else weights) + rest
+
+
 def widened_element_bytes(node) -> int:
     """Bytes per element the op holds its activations in while it works: 2 for the "widen" ops
     (Softmax, norms: 8-bit data widened to 16 bits), 0 for the others (their own size)."""
@@ -434,11 +470,7 @@ def op_cost(node, graph, soc, settings, share: float = 1.0) -> OpCost:
     out_elems = sum(_prod(s.shape) for s in node.output_specs if s is not None)
     in_elems = sum(_prod(s.shape) for s in node.input_specs if s is not None and s.data is None)
     threads_max = max(1, int(getattr(settings, "hvx_threads", 4) or 4))
-    read, written = streamed_bytes(node, graph, settings)
-    dma_bytes = read + written
-    if share < 1:
-        weights = static_streamed_bytes(node, graph, settings)
-        dma_bytes = weights + math.ceil((dma_bytes - weights) * share)
+    dma_bytes = bus_bytes(node, graph, settings, share)
     dma_cycles = dma_copy_cycles(dma_bytes)
     macs = 0
     note = ""
@@ -500,9 +532,10 @@ def vtcm_streamed_bytes(node, graph, settings, resource: str, activations: bool 
     return (read + written - weights + kept) if activations else kept
 
 
-def tile_copy_cycles(slices) -> int:
-    """Reference cycles of one tile's DMA fill or spill: one transfer per tensor slice."""
-    return sum(dma_copy_cycles(int(n)) for n in slices if n > 0)
+def tile_copy_cycles(slices, settings=None) -> int:
+    """Reference cycles of one tile's DMA fill or spill: one transfer per tensor slice (through
+    the SLC with the SLC allocator, as every spill and fill)."""
+    return sum(spill_fill_cycles(int(n), settings) for n in slices if n > 0)
 
 
 def tiled_cycles(fills: list[int], computes: list[int], spills: list[int], buffers: int) -> int:

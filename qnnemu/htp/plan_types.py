@@ -136,6 +136,11 @@ class PreparedPlan:
     tiles: int = 0                       # tiles of all tiled ops
     tile_fill_bytes: int = 0             # bytes the tiles fill (part of fill_bytes)
     tile_spill_bytes: int = 0            # bytes the tiles spill (part of spill_bytes)
+    # FINALIZE_OPTIMIZATION_FLAG (1: graph order, first plan that fits, runlist priority;
+    # 2: the searches; 3 with the SoC configured: deeper search, both priority rules)
+    optimization_level: int = 2
+    schedule_policy: str = "critical-path"
+    cores: int = 1                       # NUM_CORES the schedule spreads over
 
     def tiling_of(self, node: str) -> Tiling | None:
         return next((t for t in self.tilings if t.node == node), None)

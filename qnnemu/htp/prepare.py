@@ -55,6 +55,7 @@ TCM_ALIGN = 2048             # VTCM blocks: size and alignment granule (one 2 Ki
 PLAIN_ALIGN = 256            # DDR blocks (graph I/O, weights, spilled copies)
 BUDGET_GRANULE = 64 * 1024   # VTCM requests are multiples of 64 KiB ("Byte-Granularity VTCM")
 PRESCHEDULE_STATE_LIMIT = 1000   # prefixes the exact ordering of one partition may explore
+O3_SEARCH_FACTOR = 4             # optimization level 3 with the SoC configured explores this much more
 RECENT_STEPS = 8             # allocator: sharing addresses with a block freed this recently costs parallelism
 WAIT_CYCLES = 0              # a wait step only synchronizes
 
@@ -316,7 +317,7 @@ def _crossing(a: _Analysis) -> list[int]:
     return out
 
 
-def _order_exactly(a: _Analysis, lo: int, hi: int) -> list[int] | None:
+def _order_exactly(a: _Analysis, lo: int, hi: int, limit: int = PRESCHEDULE_STATE_LIMIT) -> list[int] | None:
     """The order of graph-order ops lo..hi-1 with the least peak of live TCM (ties: least summed
     live bytes), searching the part's dependency-closed prefixes; None past the state limit.
     Only the order inside the part changes, so tensors crossing its ends are constant."""
@@ -377,7 +378,7 @@ def _order_exactly(a: _Analysis, lo: int, hi: int) -> list[int] | None:
                 key = (max(peak, run_peak), area + new_mem)
                 cur = nxt.get(ns)
                 if cur is None:
-                    if len(states) + len(nxt) >= PRESCHEDULE_STATE_LIMIT:
+                    if len(states) + len(nxt) >= limit:
                         return None
                     na = avail & ~low
                     for w in succ[k]:
@@ -397,7 +398,9 @@ def _order_exactly(a: _Analysis, lo: int, hi: int) -> list[int] | None:
     return order[::-1]
 
 
-def preschedule(a: _Analysis, plan: PreparedPlan) -> list[int]:
+def preschedule(a: _Analysis, plan: PreparedPlan, limit: int = PRESCHEDULE_STATE_LIMIT) -> list[int]:
+    """Pass 2; ``limit``: prefixes the exact ordering of one partition may explore (O3 with the
+    SoC known searches more)."""
     n = len(a.nodes)
     cross = _crossing(a)
     parts: list[tuple[int, int]] = []
@@ -405,7 +408,7 @@ def preschedule(a: _Analysis, plan: PreparedPlan) -> list[int]:
     orders: dict[tuple[int, int], list[int]] = {}
     while work:
         lo, hi = work.pop()
-        order = _order_exactly(a, lo, hi) if hi - lo <= PRESCHEDULE_STATE_LIMIT else None
+        order = _order_exactly(a, lo, hi, limit) if hi - lo <= limit else None
         if order is not None:
             orders[(lo, hi)] = order
             parts.append((lo, hi))
@@ -433,6 +436,19 @@ def preschedule(a: _Analysis, plan: PreparedPlan) -> list[int]:
         f"peak live TCM {plan.runlist_peak_bytes} B (graph order {plan.graph_order_peak_bytes} B); "
         f"{moved} op(s) moved from graph order")
     return runlist
+
+
+def graph_order(a: _Analysis, plan: PreparedPlan) -> list[int]:
+    """Pass 2 at optimization level 1 (FINALIZE_OPTIMIZATION_FLAG = 1, the fast prepare): no
+    search, the runlist is the graph order."""
+    order = list(range(len(a.nodes)))
+    plan.graph_order_peak_bytes = plan.runlist_peak_bytes = live_peak(a, order)
+    plan.prescheduled_order = order
+    plan.partitions = [order]
+    plan.passes.append(
+        f"pre-schedule: skipped at optimization level 1: runlist in graph order ({len(order)} ops); "
+        f"peak live TCM {plan.runlist_peak_bytes} B")
+    return order
 
 
 # ------------------------------------------------------------------ pass 3: spill and fill
@@ -724,7 +740,7 @@ def build_steps(a: _Analysis, plan: PreparedPlan, sp: _SpillResult) -> _Steps:
             copy = copy_block(x)
             src = current[x]
             i = add(Step(index=0, kind="spill", name=f"{info.name}:spill", resource="DMA",
-                         cycles=cost.dma_copy_cycles(info.size), resources=["DMA"], bytes=info.size,
+                         cycles=cost.spill_fill_cycles(info.size, a.settings), resources=["DMA"], bytes=info.size,
                          inputs=[src], outputs=[copy]), [src], [copy])
             writer[copy] = [add_wait(i, f"{info.name}:spill:wait")]
             dma += 1
@@ -735,7 +751,7 @@ def build_steps(a: _Analysis, plan: PreparedPlan, sp: _SpillResult) -> _Steps:
             blocks[name] = Block(name, TCM, info.size, TCM_ALIGN, tensor_id=x, role="fill")
             copy = copy_block(x)
             i = add(Step(index=0, kind="fill", name=f"{info.name}:fill", resource="DMA",
-                         cycles=cost.dma_copy_cycles(info.size), resources=["DMA"], bytes=info.size,
+                         cycles=cost.spill_fill_cycles(info.size, a.settings), resources=["DMA"], bytes=info.size,
                          inputs=[copy], outputs=[name]), [copy], [name])
             writer[name] = [add_wait(i, f"{info.name}:fill:wait")]
             current[x] = name
@@ -787,7 +803,7 @@ def _tile_steps(a: _Analysis, x: int, option: tiling.Option, steps, blocks, writ
         name = f"{n.name}#tile{tile.index}:in"
         blocks[name] = Block(name, TCM, option.in_bytes, TCM_ALIGN, role="tile")
         in_block[tile.index] = name
-        cycles = cost.tile_copy_cycles(tile.fills)
+        cycles = cost.tile_copy_cycles(tile.fills, a.settings)
         fill_cycles.append(cycles)
         i = add(Step(index=0, kind="fill", name=f"{node.name}:tile{tile.index}:fill", resource="DMA",
                      cycles=cycles, resources=["DMA"], bytes=sum(tile.fills), inputs=list(in_copies),
@@ -817,7 +833,7 @@ def _tile_steps(a: _Analysis, x: int, option: tiling.Option, steps, blocks, writ
             spill_cycles.append(0)
             return
         name = out_block[tile.index]
-        cycles = cost.tile_copy_cycles(tile.spills)
+        cycles = cost.tile_copy_cycles(tile.spills, a.settings)
         spill_cycles.append(cycles)
         i = add(Step(index=0, kind="spill", name=f"{node.name}:tile{tile.index}:spill", resource="DMA",
                      cycles=cycles, resources=["DMA"], bytes=sum(tile.spills), inputs=[name],
@@ -971,11 +987,18 @@ def overlapping_live_blocks(blocks) -> list[tuple[str, str]]:
 
 
 # ------------------------------------------------------------------- pass 6: re-schedule
+SCHEDULE_POLICIES = ("critical-path", "runlist")
+
+
 def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_threads: int,
-               hmx: bool) -> tuple[int, int]:
-    """List scheduling (highest remaining critical path first) over ``hvx_threads`` HVX threads,
-    one HMX unit and one DMA queue; wait steps take no resource.  Returns (total cycles,
-    critical-path cycles)."""
+               hmx: bool, policy: str = "critical-path", cores: int = 1) -> tuple[int, int]:
+    """List scheduling over ``hvx_threads`` HVX threads, one HMX unit and one DMA queue; wait
+    steps take no resource.  ``policy``: which ready step goes first -- "critical-path" (highest
+    remaining critical path) or "runlist" (the earliest in the runlist: the fast prepare of
+    optimization level 1).  ``cores``: NUM_CORES of a multi-core SoC, each core with its own
+    HVX threads, HMX unit and DMA queue.  Returns (total cycles, critical-path cycles)."""
+    if policy not in SCHEDULE_POLICIES:
+        raise ValueError(f"reschedule: policy {policy!r} is not one of {SCHEDULE_POLICIES}")
     n = len(steps)
     preds = [set(s.deps) for s in steps]
     for a_, b_ in constraints:
@@ -987,13 +1010,15 @@ def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_thread
     level = [0] * n
     for i in range(n - 1, -1, -1):
         level[i] = steps[i].cycles + max((level[s] for s in succs[i]), default=0)
+    rank = [-v for v in level] if policy == "critical-path" else list(range(n))
     # HMX steps only exist on SoCs with an HMX (the cost model sends their ops to HVX otherwise)
-    units = {"HVX": [0] * max(1, hvx_threads), "HMX": [0], "DMA": [0]}
+    cores = max(1, int(cores))
+    units = {"HVX": [0] * (max(1, hvx_threads) * cores), "HMX": [0] * cores, "DMA": [0] * cores}
     indeg = [len(p) for p in preds]
     ready = [0] * n
     waiting = [(0, i) for i in range(n) if indeg[i] == 0]     # (ready time, step): deps done
     heapq.heapify(waiting)
-    candidates: list[tuple[int, int]] = []                    # (-level, step): ready now
+    candidates: list[tuple[int, int]] = []                    # (rank, step): ready now
     running: list[tuple[int, int]] = []                       # (end, step)
     done = 0
     t = 0
@@ -1003,7 +1028,7 @@ def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_thread
             progressed = False
             while waiting and waiting[0][0] <= t:
                 _, i = heapq.heappop(waiting)
-                heapq.heappush(candidates, (-level[i], i))
+                heapq.heappush(candidates, (rank[i], i))
             blocked = []
             while candidates:
                 item = heapq.heappop(candidates)
@@ -1087,7 +1112,7 @@ def _overlaps(steps: list[Step]) -> None:
 
 
 # ------------------------------------------------------------------------------ the driver
-def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int):
+def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int, search: bool = True):
     """Passes 3-5 for the graph's VTCM ``budget``: the spill pass (tiling the ops that do not fit)
     and the flush plan at each budget of the ladder; the best by ``_SpillResult.key`` whose
     allocation fits is kept.  The candidates of a smaller budget are among those of a larger
@@ -1118,7 +1143,8 @@ def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int
                 packed_too_big.add(key)
         return None
     first = spill_pass(a, order, ladder[0])
-    if not first.spill_bytes and not first.fill_bytes:
+    if not search or (not first.spill_bytes and not first.fill_bytes):
+        # (optimization level 1 keeps the first plan that fits: no search over budgets)
         got = attempt(first)          # nothing to spill, fill or tile: nothing beats it
         if got is not None:
             return got
@@ -1144,11 +1170,18 @@ def prepare_graph(graph) -> PreparedPlan:
                         vtcm_budget_bytes=settings.vtcm_bytes, hvx_threads=settings.hvx_threads, hmx=hmx,
                         reference_clocks={"core_mhz": ref.core_mhz, "hmx_mhz": ref.hmx_mhz,
                                           "bus_mhz": ref.bus_mhz})
+    level = int(settings.optimization_level)
+    # O3 takes the SoC into account "when possible": with QNN_HTP_DEVICE_CONFIG_OPTION_SOC given
+    thorough = level >= 3 and bool(getattr(model, "soc_configured", False))
+    plan.optimization_level = level
     a = _Analysis(graph, model, settings)
     register_blocks(a, plan)                                      # 1
-    order = preschedule(a, plan)                                  # 2
+    if level <= 1:                                                # 2
+        order = graph_order(a, plan)
+    else:
+        order = preschedule(a, plan, PRESCHEDULE_STATE_LIMIT * (O3_SEARCH_FACTOR if thorough else 1))
     check_working_sets(a, settings.vtcm_bytes)                    # 3
-    sp, st, peak, constraints, buffer = _memory_plan(a, plan, order, settings.vtcm_bytes)
+    sp, st, peak, constraints, buffer = _memory_plan(a, plan, order, settings.vtcm_bytes, search=level >= 2)
     plan.planning_budget_bytes = sp.budget
     plan.spill_bytes, plan.fill_bytes = sp.spill_bytes, sp.fill_bytes
     plan.spill_fill_buffer_bytes = buffer
@@ -1185,11 +1218,23 @@ def prepare_graph(graph) -> PreparedPlan:
     plan.passes.append(
         f"allocate: {len(tcm_live)} TCM blocks at VTCM offsets, peak {peak} B of {settings.vtcm_bytes} B; "
         f"{len(constraints)} ordering constraint(s) from shared addresses")
-    plan.total_cycles, plan.critical_path_cycles = reschedule(   # 6
-        plan.steps, constraints, settings.hvx_threads, hmx)
+    policy = "runlist" if level <= 1 else "critical-path"           # 6
+    cores = int(getattr(settings, "num_cores", 1) or 1)
+    plan.total_cycles, plan.critical_path_cycles = reschedule(
+        plan.steps, constraints, settings.hvx_threads, hmx, policy, cores)
+    if thorough:   # O3: both priority rules, the shorter schedule kept
+        other = reschedule(plan.steps, constraints, settings.hvx_threads, hmx, "runlist", cores)
+        if other[0] < plan.total_cycles:
+            policy, (plan.total_cycles, plan.critical_path_cycles) = "runlist", other
+        else:
+            reschedule(plan.steps, constraints, settings.hvx_threads, hmx, policy, cores)
+    plan.schedule_policy, plan.cores = policy, cores
     plan.passes.append(
         f"re-schedule: {plan.total_cycles} cycles (critical path {plan.critical_path_cycles}) on "
-        f"{settings.hvx_threads} HVX thread(s){', 1 HMX' if hmx else ''}, 1 DMA queue")
+        f"{settings.hvx_threads} HVX thread(s){', 1 HMX' if hmx else ''}, 1 DMA queue"
+        f"{f' on each of {cores} cores' if cores > 1 else ''}; "
+        f"optimization level {level}: {policy} priority"
+        f"{' (both rules tried, the SoC configured)' if thorough else ''}")
     log = _log(graph)
     if log is not None:
         for line in plan.passes:
