@@ -273,7 +273,8 @@ def test_config_file_reaches_device_context_and_graphs(workdir, tmp_path, capsys
     status, err = call(generator.main, ["--model", d / "model.json", "--output_dir", tmp_path,
                                         "--config_file", outer], capsys)
     assert status == 0, err
-    assert "perf_profile ignored" in err, "keys without an emulated effect are named in a warning"
+    assert "perf_profile ignored: the context-binary generator executes no graph" in err, \
+        "the generator names the perf keys it does not use"
     info = SystemLibrary().binary_info((tmp_path / "model.bin").read_bytes())
     assert info["htp_arch"] == 79 and info["soc_model"] == Q.QNN_SOC_MODEL_SM8750, \
         "devices.dsp_arch reached deviceCreate (the binary records a v79 device)"
@@ -283,6 +284,36 @@ def test_config_file_reaches_device_context_and_graphs(workdir, tmp_path, capsys
     assert len(cfg.graph_configs("conv_fc")) == 3 and cfg.graph_configs("qadd") == [], \
         "graph options apply to the graphs named in graph_names only"
     assert [c[0] for c in cfg.context] == ["WEIGHT_SHARING_ENABLED"], "context keys map to HTP context options"
+
+
+@needs_ours
+def test_perf_profile_of_the_config_file_votes_around_each_inference(workdir, tmp_path, capsys):
+    """devices[0].cores[0].perf_profile reaches the perf votes ("QNN HTP Backend Extensions"):
+    net-run votes the profile through the perf infrastructure before each inference, so the
+    BASIC profile's accelerator microseconds follow the profile's clock (burst above
+    power_saver), while the cycles stay the plan's."""
+    from qnnemu.htp import perf
+    d = workdir["dir"]
+    accel = {}
+    before = perf.current_clocks()
+    for name in ("burst", "power_saver"):
+        cfg = tmp_path / f"{name}.json"
+        cfg.write_text(json.dumps({"devices": [{"cores": [{"perf_profile": name, "rpc_polling_time": 100}]}]}))
+        out = tmp_path / name
+        status, err = call(net_run.main, ["--model", d / "model.json", "--output_dir", out, "--config_file", cfg,
+                                          "--input_list", f"{d / 'conv_list.txt'},__", "--num_inferences", 2,
+                                          "--profiling_level", "basic"], capsys)
+        assert status == 0, err
+        doc = json.loads((out / "qnn-profiling-data.json").read_text())
+        runs = [c for c in doc["calls"] if c["call"] == "graphExecute"]
+        us = Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_MICROSEC
+        cyc = Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE
+        values = [{e["type"]: e["value"] for e in r["events"]} for r in runs]
+        accel[name] = (values[-1][us], values[-1][cyc])
+    assert accel["burst"][1] == accel["power_saver"][1], "the plan's cycles do not depend on the vote"
+    assert accel["burst"][0] < accel["power_saver"][0], \
+        f"burst's clock gives fewer accelerator microseconds than power_saver's: {accel}"
+    assert perf.current_clocks() == before, "net-run destroyed its power config id and its votes"
 
 
 # --------------------------------------------------------------------------- vendor backend

@@ -73,6 +73,9 @@ class BackendConfig:
     context: list[tuple[str, str, Any, str]] = field(default_factory=list)
     device: list[tuple[str, str, Any]] = field(default_factory=list)
     raw: dict = field(default_factory=dict)
+    # devices[0].cores[0]: perf_profile and the RPC / HMX overrides (qnnemu.htp.perf.profile_votes
+    # keywords); net-run votes them around each inference through the perf infrastructure
+    perf: dict = field(default_factory=dict)
 
     def graph_configs(self, graph_name: str) -> list:
         """HTP graph configs (client GraphConfig objects) for graph ``graph_name``: the
@@ -94,6 +97,28 @@ class BackendConfig:
     def device_configs(self) -> list:
         from ..client import htp_device_config
         return [htp_device_config(opt, **{member: value}) for opt, member, value in self.device]
+
+    def perf_session(self, backend):
+        """The perf profile of ``devices[0].cores[0]`` as a qnnemu.htp.perf.ProfileSession voting
+        through ``backend``'s perf infrastructure (C ABI), or None without one.  Its
+        ``infrastructure.close()`` destroys the power config id."""
+        if not self.perf:
+            return None
+        from ..client.perf import PerfInfrastructure
+        from ..htp import perf as htp_perf
+        infra = PerfInfrastructure(backend)
+        pid = infra.create_power_config_id()
+        overrides = {k: v for k, v in self.perf.items() if k != "perf_profile"}
+        session = htp_perf.ProfileSession(pid, str(self.perf.get("perf_profile", "high_performance")),
+                                          perf=infra, **overrides)
+        session.infrastructure = infra
+        return session
+
+    def warn_perf_unused(self, tool: str) -> None:
+        """The perf keys do nothing in a tool that executes nothing (the generator)."""
+        for key in self.perf:
+            log.warning("config file: devices[0].cores[0].%s ignored: %s executes no graph "
+                        "(qnnemu-net-run votes it)", key, tool)
 
     def warn_unused(self, when: str) -> None:
         """Warns about context options that do not apply to ``when`` ("prepare"/"load")."""
@@ -227,8 +252,13 @@ def _device_options(cfg: BackendConfig, data: dict) -> None:
                             raise ToolError(f"config file: {where}[{j}].perf_profile: "
                                             f"{json.dumps(cvalue)} is not one of "
                                             f"{', '.join(_PERF_PROFILES)}")
-                        log.warning("config file: %s[%d].%s ignored: performance votes do not "
-                                    "change emulated results", where, j, ckey)
+                        if j > 0:
+                            log.warning("config file: %s[%d].%s ignored: the emulated device has "
+                                        "one core", where, j, ckey)
+                            continue
+                        if ckey != "perf_profile":
+                            _expect(cvalue, int, f"{where}[{j}].{ckey}")
+                        cfg.perf[ckey] = cvalue
             else:
                 raise ToolError(f"config file: {where}: unknown device option (known: soc_model, "
                                 f"soc_id, dsp_arch, pd_session, cores, "

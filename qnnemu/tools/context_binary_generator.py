@@ -573,6 +573,7 @@ def generate_from_json(model: str, backend: str, config: BackendConfig, log_leve
     graphs = load_graph_description(model)
     loaded = [(name, load_adapter(path, graphs)) for name, path in adapters]
     config.warn_unused("prepare")
+    config.warn_perf_unused("the context-binary generator")
     with Backend(backend, log_level=log_level, device_configs=config.device_configs()) as be:
         ctx = be.context(config.context_configs("prepare"))
         built = build_graphs(ctx, graphs, config)

@@ -156,7 +156,10 @@ def _input_lists(args, graphs) -> list[str | None]:
     return [None if p == SKIP_GRAPH else p for p in lists]
 
 
-def _run_graph(args, graph, inferences, out_dir: str, profiler: _ProfileLog) -> int:
+def _run_graph(args, graph, inferences, out_dir: str, profiler: _ProfileLog, votes=None) -> int:
+    """Runs the inferences of one graph; ``votes`` (a qnnemu.htp.perf.ProfileSession) votes the
+    config file's perf profile before each inference and its idle state after it, as the SDK's
+    net-run extension does ("QNN HTP Backend Extensions")."""
     native = {n for n in (args.native_input_tensor_names or "").split(",") if n}
     unknown = native - {t.name for t in graph.inputs}
     if unknown and args.native_input_tensor_names:
@@ -179,7 +182,11 @@ def _run_graph(args, graph, inferences, out_dir: str, profiler: _ProfileLog) -> 
         elif count >= limit:
             break
         feeds = feeds_per_line[count % len(feeds_per_line)]
+        if votes is not None:
+            votes.before_stage()
         outputs = graph.execute(feeds, profile=profiler.profile)
+        if votes is not None:
+            votes.after_stage()
         profiler.record("graphExecute", graph=graph.name, inference=count)
         if keep is None or count < keep:
             result_dir = os.path.join(out_dir, f"Result_{count}")
@@ -270,11 +277,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             lists = _input_lists(args, graphs)
             plans = [(g, parse_input_list(lst, g)) for g, lst in zip(graphs, lists) if lst]
             ran = []
-            for graph, inferences in plans:
-                out_dir = (args.output_dir if len(graphs) == 1 else
-                           os.path.join(args.output_dir, output_file_name(graph.name)[:-4]))
-                count = _run_graph(args, graph, inferences, out_dir, profiler)
-                ran.append(_ran_text(graph, count, args.keep_num_outputs, out_dir))
+            votes = config.perf_session(be)    # devices[0].cores[0].perf_profile
+            try:
+                for graph, inferences in plans:
+                    out_dir = (args.output_dir if len(graphs) == 1 else
+                               os.path.join(args.output_dir, output_file_name(graph.name)[:-4]))
+                    count = _run_graph(args, graph, inferences, out_dir, profiler, votes)
+                    ran.append(_ran_text(graph, count, args.keep_num_outputs, out_dir))
+            finally:
+                if votes is not None:
+                    votes.infrastructure.close()
             profiler.write(args.output_dir)
         summary = "; ".join(ran)
         if profiler.profile is not None:
