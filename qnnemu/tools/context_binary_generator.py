@@ -615,8 +615,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     def body(args) -> int:
-        backend = resolve_backend(args.backend)
-        config = load_backend_config(args.config_file)
+        from . import lpai
+        backend = lpai.resolve(args.backend) or resolve_backend(args.backend)
+        if lpai.provides_lpai(backend):
+            # LPAI: each graph is prepared offline (PREPARE); the LPAI config file is not read here.
+            lpai.load_config(args.config_file)
+            config: BackendConfig = lpai.PrepareConfig(path=args.config_file)
+            if Path(args.model).suffix.lower() == ".onnx":
+                raise ToolError(f"--model {args.model}: the LPAI backend prepares JSON graph descriptions "
+                                f"(ONNX Runtime's QNN EP has no LPAI backend option)")
+        else:
+            config = load_backend_config(args.config_file)
         model = args.model
         if not os.path.isfile(model):
             raise ToolError(f"--model {model}: no such file")
