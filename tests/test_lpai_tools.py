@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import qnnemu
+from qnnemu.core.engine import engine_mode
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
 from qnnemu.lpai import tcm
@@ -344,3 +347,82 @@ def test_tcm_rule(rule):
     e = err.value
     assert (e.rule, e.code) == (rule, Q.QNN_COMMON_ERROR_MEM_ALLOC), f"{rule}: {e.rule} code {e.code}"
     assert f"[{rule}] {tcm.FUNC}: {path}:" in str(e), f"{rule}: function and parameter path named: {e}"
+
+
+# ------------------------------------------------------------------------------ issue 15 acceptance
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
+@pytest.mark.parametrize("info_version", ["1", "3"])
+def test_sample_runs_an_offline_binary_with_user_io(relu_binary, tmp_path, info_version):
+    """samples/lpai_binary_io.c: the "Querying IO Memory Requirements" and "Allocating and
+    Configuring IO Memory" snippets (System library listing, aligned user IO) on an offline
+    binary, with binary info v1 (what the snippet reads) and v3 (the default)."""
+    root = Path(__file__).resolve().parent.parent
+    exe = tmp_path / "lpai_binary_io"
+    build = subprocess.run(["make", "-s", "-C", str(root / "samples"), f"LPAI_IO_OUT={exe}", "lpai_binary_io"],
+                           capture_output=True, text=True, timeout=120)
+    assert build.returncode == 0, f"make lpai_binary_io failed: {build.stdout}{build.stderr}"
+    env = dict(os.environ, PYTHONPATH=str(root), QNNEMU_SYSTEM_BINARY_INFO_VERSION=info_version)
+    done = subprocess.run([str(exe), qnnemu.lpai_library_path(), qnnemu.system_library_path(), str(relu_binary)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, f"lpai_binary_io failed ({done.returncode}): {done.stdout}{done.stderr}"
+    assert f"1. binary info v{info_version}: backend id {Q.QNN_BACKEND_ID_LPAI}, graph relu" in done.stdout, \
+        f"the System library's listing: {done.stdout}"
+    assert "3. alignment start=128 size=128, scratch 256, persistent 0, finalized" in done.stdout, done.stdout
+    assert "output y: 0 1 2 3 4 5 6 7" in done.stdout, f"Relu of the input pattern (codes, offset 0): {done.stdout}"
+    assert done.stdout.rstrip().endswith("PASSED"), done.stdout
+
+
+def _state_session_graph(s, hidden: int = 8):
+    """An LSTM-like cell on uint8 codes (scale 1, offset 0) with two state tensors kept in
+    persistent memory: c' = Relu(c + x), h' = Relu(h + c') , y = h'."""
+    from abi import op_config, tensor
+    u8 = Q.QNN_DATATYPE_UFIXED_POINT_8
+    code, g = s.graph("lstm_like")
+    assert code == 0, f"graphCreate {code}"
+    shape = (1, hidden)
+    x = tensor("x", shape, u8, quant=(1.0, 0))
+    c = tensor("c", shape, u8, Q.QNN_TENSOR_TYPE_APP_READWRITE, quant=(1.0, 0))
+    h = tensor("h", shape, u8, Q.QNN_TENSOR_TYPE_APP_READWRITE, quant=(1.0, 0))
+    cx = tensor("cx", shape, u8, Q.QNN_TENSOR_TYPE_NATIVE, quant=(1.0, 0))
+    hc = tensor("hc", shape, u8, Q.QNN_TENSOR_TYPE_NATIVE, quant=(1.0, 0))
+    y = tensor("y", shape, u8, Q.QNN_TENSOR_TYPE_APP_READ, quant=(1.0, 0))
+    for t in (x, c, h, cx, hc, y):
+        assert s.tensor(g, t) == 0, f"tensorCreateGraphTensor: {s.rec.errors()}"
+    nodes = [("c_add", "ElementWiseAdd", [c, x], [cx]), ("c_next", "Relu", [cx], [c]),
+             ("h_add", "ElementWiseAdd", [h, c], [hc]), ("h_next", "Relu", [hc], [h]),
+             ("out", "Relu", [h], [y])]
+    for name, op, ins, outs in nodes:
+        assert s.node(g, op_config(name, op, ins, outs)) == 0, f"graphAddNode {name}: {s.rec.errors()}"
+    return g, x, y
+
+
+@pytest.mark.skipif(engine_mode() == "python", reason="QNNEMU_ENGINE=python: no C engine arena")
+def test_lstm_like_graph_keeps_two_states_in_persistent_memory():
+    """Both states (c and h) get their own aligned slots in the persistent pool and carry across
+    executes; scratch one alignment unit smaller than reported is refused at graphFinalize."""
+    from abi import LpaiSession, aligned_bytes
+    s = LpaiSession()
+    try:
+        g, x, y = _state_session_graph(s)
+        code, scratch = s.graph_property(g, Q.QNN_LPAI_GRAPH_GET_PROP_SCRATCH_MEM_SIZE)
+        assert code == 0 and scratch > 0, f"SCRATCH_MEM_SIZE {code} {scratch}"
+        code, persistent = s.graph_property(g, Q.QNN_LPAI_GRAPH_GET_PROP_PERSISTENT_MEM_SIZE)
+        assert code == 0 and persistent == 128, f"two 8-byte states at 64-byte offsets, size-aligned: {persistent}"
+        pbuf = aligned_bytes(persistent, fill=0xEE)
+        assert s.set_graph(g, s.mem("scratch", aligned_bytes(scratch - 128)), s.mem("persistent", pbuf)) == 0, \
+            f"a smaller (aligned) scratch buffer is accepted by graphSetConfig: {s.rec.errors()}"
+        s.rec.clear()
+        s.rec.assert_rule(s.finalize(g), Q.QNN_GRAPH_ERROR_FINALIZE_FAILED, "QNNEMU-lpai-graph-mem-too-small",
+                          "graphFinalize", "scratch buffer.size")
+        assert s.set_graph(g, s.mem("scratch", aligned_bytes(scratch))) == 0, f"{s.rec.errors()}"
+        assert s.finalize(g) == 0, f"graphFinalize with the reported size: {s.rec.errors()}"
+        ys = []
+        for _ in range(4):
+            out = np.zeros((1, 8), np.uint8)
+            assert s.execute_aligned(g, [(x, np.full((1, 8), 1, np.uint8))], [(y, out)]) == 0, s.rec.errors()
+            ys.append(int(out[0, 0]))
+        # c_t = t, h_t = h_{t-1} + c_t: 1, 3, 6, 10
+        assert ys == [1, 3, 6, 10], f"both states carried across executes: {ys}"
+        assert sorted({int(pbuf[0]), int(pbuf[64])}) == [4, 10], f"c and h in the persistent pool: {pbuf[::64]}"
+    finally:
+        s.close()
