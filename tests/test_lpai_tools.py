@@ -26,9 +26,7 @@ from qnnemu.errors import QnnError
 from qnnemu.headers import Q
 from qnnemu.lpai import tcm
 from qnnemu.system_client import SystemLibrary
-from qnnemu.tools import context_binary_generator as generator
-from qnnemu.tools import lpai as lpai_tools
-from qnnemu.tools import net_run
+from qnnemu.tools import context_binary_generator as generator, lpai as lpai_tools, net_run
 
 pytestmark = pytest.mark.skipif(not os.path.isfile(qnnemu.lpai_library_path()),
                                 reason="libQnnLpaiEmu.so is not built")

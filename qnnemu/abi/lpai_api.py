@@ -242,9 +242,8 @@ def contextSetConfig(context, config):
     func = "contextSetConfig"
     ctx = _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
     custom, rest, _keep = _split(config, "QnnContext_Config_t", func, Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM)
-    be = getattr(ctx, "backend", None)
-    lpai = _context_custom(custom, func, isinstance(getattr(be, "lpai", None), device.HwInfo)
-                           and be.lpai.target == Q.QNN_LPAI_BACKEND_TARGET_ADSP)
+    hw = getattr(getattr(ctx, "backend", None), "lpai", None)
+    lpai = _context_custom(custom, func, isinstance(hw, device.HwInfo) and hw.target == Q.QNN_LPAI_BACKEND_TARGET_ADSP)
     if rest != ffi.NULL:
         code = LIBRARY.raw["contextSetConfig"](context, rest)
         if code:
