@@ -179,6 +179,9 @@ WARNING_RULES: dict[str, str] = {
         "in[0] (the shape) does not describe the declared output: the output's dimensions decide",
     "QNNEMU-RandomNormalLike-shape-ignored":
         "in[0] (the shape) does not describe the declared output: the output's dimensions decide",
+    # LPAI part 2 (issue 15 items 3-5): offline binaries on libQnnLpaiEmu.so.
+    "QNNEMU-lpai-binary-persistent":
+        "QNN_CONTEXT_CONFIG_PERSISTENT_BINARY false on LPAI (REQUIRE_PERSISTENT_BINARY is 1): used as true",
 }
 
 # id -> (the QNN error codes it makes the API call return -- the one of the call its negative test

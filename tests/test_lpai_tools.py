@@ -424,3 +424,55 @@ def test_lstm_like_graph_keeps_two_states_in_persistent_memory():
         assert sorted({int(pbuf[0]), int(pbuf[64])}) == [4, 10], f"c and h in the persistent pool: {pbuf[::64]}"
     finally:
         s.close()
+
+
+def add_static_model(d: Path) -> Path:
+    """y = x + w, w a STATIC uint8 tensor whose bytes (17 .. 24) are findable in the binary."""
+    return write_model(d / "add_w.json", {"name": "add_w", "tensors": [
+        {"name": "x", "type": "APP_WRITE", "dims": [1, 8], **U8},
+        {"name": "w", "type": "STATIC", "dims": [1, 8], **U8, "data": list(range(17, 25))},
+        {"name": "y", "type": "APP_READ", "dims": [1, 8], **U8}],
+        "nodes": [{"name": "a", "type": "ElementWiseAdd", "inputs": ["x", "w"], "outputs": ["y"]}]})
+
+
+def test_binary_is_used_in_place(tmp_path, capsys):
+    """REQUIRE_PERSISTENT_BINARY is 1: libQnnLpaiEmu.so loads a binary as a persistent one (QNN
+    contextCreateFromBinary with PERSISTENT_BINARY), its weights are read from the application's
+    buffer -- so changing that buffer after the load changes the results."""
+    from qnnemu.client import Backend
+    binary = generate(add_static_model(tmp_path), tmp_path / "bin", capsys)
+    buf = np.frombuffer(binary.read_bytes(), np.uint8).copy()
+    at = bytes(buf).find(bytes(range(17, 25)))
+    assert at > 0, "the weights are stored in the binary"
+    allocator = tcm.Allocator(Q.QNN_LPAI_MEM_TYPE_DDR, False, logging.getLogger("t"))
+    info = SystemLibrary().binary_info(bytes(buf))["graphs"][0]
+    with Backend(qnnemu.lpai_library_path(), log_level=None) as be:
+        ctx = be.context_from_binary(buf)
+        graph = ctx.retrieve_graph(info["name"], info["inputs"], info["outputs"])
+        lpai_tools.set_buffers(graph)
+        graph.finalize()
+        io = lpai_tools.IoBuffers(graph, allocator)
+        x = np.ones((1, 8), np.uint8)
+        assert io.execute({"x": x})["y"].tolist() == [list(range(18, 26))], "y = x + w"
+        buf[at:at + 8] = 100
+        y = io.execute({"x": x})["y"]
+        assert y.tolist() == [[101] * 8], f"the weights are read from the application's binary buffer: {y}"
+
+
+def test_non_persistent_binary_is_used_as_persistent(relu_binary):
+    from abi import LpaiSession, ffi, vp
+    s = LpaiSession()
+    try:
+        blob = ffi.from_buffer(relu_binary.read_bytes())
+        cfg = s.own(ffi.new("QnnContext_Config_t *", {"option": Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY,
+                                                      "isPersistentBinary": 0}))
+        ctx = ffi.new("Qnn_ContextHandle_t *")
+        s.rec.clear()
+        code = s.call("contextCreateFromBinary", vp(s.be), vp(s.dev), s.list("QnnContext_Config_t", cfg), blob,
+                      len(blob), ctx, ffi.NULL)
+        if code == 0:
+            s.contexts.append(int(ffi.cast("uintptr_t", ctx[0])))
+        s.rec.assert_warning(code, "QNNEMU-lpai-binary-persistent", "contextCreateFromBinary",
+                             "config[0].isPersistentBinary")
+    finally:
+        s.close()

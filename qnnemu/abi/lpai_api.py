@@ -29,6 +29,7 @@ from ..core.graph import Graph
 from ..core.handles import HANDLES
 from ..headers import Q
 from ..location import Location
+from .. import rules
 from ..lpai import device, memory, settings
 from ..rules import fail
 from . import profile_api
@@ -219,6 +220,40 @@ def contextCreate(backend, device_, config, context):
     HANDLES.lookup(_hval(context[0])).configs.setdefault("lpai", {}).update(lpai)
 
 
+def _persistent_binary(config, func: str):
+    """The non-custom configs of contextCreateFromBinary with QNN_CONTEXT_CONFIG_PERSISTENT_BINARY
+    true: REQUIRE_PERSISTENT_BINARY is 1, so the LPAI backend always uses the binary in place
+    (static tensors are views of the application's buffer, read at every execute).  An explicit
+    false is tolerated with a warning rule and used as true.  Returns (the NULL-terminated list,
+    its keepalive)."""
+    keep: list = []
+    out = []
+    found = False
+    for i, c in enumerate(_configs(config, "QnnContext_Config_t", Location(func).field("config"))):
+        if int(c.option) == Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM:
+            continue   # the LPAI custom configs, taken by _context_custom
+        if int(c.option) == Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY:
+            found = True
+            if not c.isPersistentBinary:
+                rules.warn("QNNEMU-lpai-binary-persistent", func, f"config[{i}].isPersistentBinary",
+                           "0: the LPAI backend requires a persistent binary (REQUIRE_PERSISTENT_BINARY is 1); "
+                           "the buffer is used in place and must stay valid until contextFree")
+                c = ffi.new("QnnContext_Config_t *", {"option": Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY,
+                                                      "isPersistentBinary": 1})
+                keep.append(c)
+        out.append(c)
+    if not found:
+        c = ffi.new("QnnContext_Config_t *", {"option": Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY,
+                                              "isPersistentBinary": 1})
+        keep.append(c)
+        out.append(c)
+    arr = ffi.new("QnnContext_Config_t *[]", len(out) + 1)
+    for k, c in enumerate(out):
+        arr[k] = c
+    keep.append(arr)
+    return arr, keep
+
+
 @lpai_entry
 def contextCreateFromBinary(backend, device_, config, binaryBuffer, binaryBufferSize, context, profile):
     """A context binary prepared for LPAI (offline, on the x86 target): the LPAI custom context
@@ -230,6 +265,7 @@ def contextCreateFromBinary(backend, device_, config, binaryBuffer, binaryBuffer
     custom, rest, _keep = _split(config, "QnnContext_Config_t", func, Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM)
     _get(backend, Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
     lpai = _context_custom(custom, func, _direct_mode(backend))
+    rest, _keep2 = _persistent_binary(config, func)
     code = LIBRARY.raw["contextCreateFromBinary"](backend, device_, rest, binaryBuffer, binaryBufferSize, context,
                                                   profile)
     if code:
