@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .. import rules
 from ..core import profile as core_profile
 from ..core.backend import Backend
 from ..core.context import Context
@@ -29,7 +30,6 @@ from ..core.graph import Graph
 from ..core.handles import HANDLES
 from ..headers import Q
 from ..location import Location
-from .. import rules
 from ..lpai import device, memory, settings
 from ..rules import fail
 from . import profile_api
