@@ -458,21 +458,3 @@ def test_binary_is_used_in_place(tmp_path, capsys):
         y = io.execute({"x": x})["y"]
         assert y.tolist() == [[101] * 8], f"the weights are read from the application's binary buffer: {y}"
 
-
-def test_non_persistent_binary_is_used_as_persistent(relu_binary):
-    from abi import LpaiSession, ffi, vp
-    s = LpaiSession()
-    try:
-        blob = ffi.from_buffer(relu_binary.read_bytes())
-        cfg = s.own(ffi.new("QnnContext_Config_t *", {"option": Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY,
-                                                      "isPersistentBinary": 0}))
-        ctx = ffi.new("Qnn_ContextHandle_t *")
-        s.rec.clear()
-        code = s.call("contextCreateFromBinary", vp(s.be), vp(s.dev), s.list("QnnContext_Config_t", cfg), blob,
-                      len(blob), ctx, ffi.NULL)
-        if code == 0:
-            s.contexts.append(int(ffi.cast("uintptr_t", ctx[0])))
-        s.rec.assert_warning(code, "QNNEMU-lpai-binary-persistent", "contextCreateFromBinary",
-                             "config[0].isPersistentBinary")
-    finally:
-        s.close()
