@@ -11,6 +11,8 @@ libQnnHtpEmu.so; any QNN backend .so works, e.g. the vendor's libQnnHtp.so), ``-
   (contextCreate, graphCreate with the config file's graph configs, tensorCreateGraphTensor,
   graphAddNode, graphFinalize) and the context is serialized with contextGetBinarySize /
   contextGetBinary;
+  On an LPAI backend (``--backend lpai``) every graph gets the LPAI PREPARE config: it is
+  prepared offline, without scratch or persistent buffers (:mod:`qnnemu.tools.lpai`);
 - an ONNX model (``*.onnx``): ONNX Runtime's QNN execution provider prepares it on the backend
   with ``ep.context_enable=1`` and ``ep.context_embed_mode=1``, and the binary embedded in the
   EPContext node(s) of the model it dumps is written out.
@@ -598,7 +600,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True,
                    help="graph description (.json) or ONNX model (.onnx)")
     p.add_argument("--backend", help="QNN backend library: a path or a name "
-                   "(default: qnnemu's libQnnHtpEmu.so; 'htp' is the vendor's libQnnHtp.so)")
+                   "(default: qnnemu's libQnnHtpEmu.so; 'htp' is the vendor's libQnnHtp.so; "
+                   "'lpai' is qnnemu's libQnnLpaiEmu.so)")
     p.add_argument("--binary_file", help="name of the binary written to --output_dir "
                    "(.bin is appended; default: the model's file name)")
     p.add_argument("--output_dir", default="./output", help="directory for the binary (default ./output)")

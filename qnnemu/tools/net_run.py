@@ -222,7 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input_list", required=True, metavar="FILE",
                    help="input list file(s): one inference per line; comma-separated per graph")
     p.add_argument("--backend", help="QNN backend library: a path or a name "
-                   "(default: qnnemu's libQnnHtpEmu.so; 'htp' is the vendor's libQnnHtp.so)")
+                   "(default: qnnemu's libQnnHtpEmu.so; 'htp' is the vendor's libQnnHtp.so; "
+                   "'lpai' is qnnemu's libQnnLpaiEmu.so)")
     p.add_argument("--system_library", metavar="FILE", help="libQnnSystem.so reading the binary "
                    "(default: the one next to the backend, else qnnemu's)")
     p.add_argument("--output_dir", default="./output", help="output directory (default ./output)")
@@ -242,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profiling_option", choices=("optrace",),
                    help="optrace: one optrace document per execute (needs detailed or linting)")
     p.add_argument("--config_file", metavar="FILE",
-                   help="backend-extension JSON (HTP graphs/devices/context options)")
+                   help="backend-extension JSON (HTP graphs/devices/context options; LPAI: "
+                   "lpai_graph.execute.mem_type)")
     p.add_argument("--direct_mode", choices=("adsp",),
                    help="LPAI backend: ADSP direct mode (TCM memory becomes available)")
     p.add_argument("--log_level", choices=LOG_LEVELS, default="warn")
