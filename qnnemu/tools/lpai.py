@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,10 +238,25 @@ def _nbytes(t) -> int:
 
 
 # ------------------------------------------------------------------------------ net-run
-def net_run(args, backend_path: str) -> int:
+@dataclass(frozen=True)
+class RunHelpers:
+    """What qnnemu-net-run and the generator share with the LPAI run, passed in by net-run (this
+    module is imported by both tools and imports neither)."""
+
+    prog: str
+    profile_file: str
+    skip_graph: str
+    parse_input_list: Callable[..., list]
+    input_lists: Callable[..., list]
+    profile_log: Callable[..., Any]
+    ran_text: Callable[..., str]
+    load_graph_description: Callable[..., list]
+    build_graphs: Callable[..., list]
+
+
+def net_run(args, backend_path: str, nr: RunHelpers) -> int:
     """qnnemu-net-run on an LPAI backend (see the module docstring)."""
     from ..client import Backend
-    from . import net_run as nr
     from .raw_io import from_tensor, output_file_name, read_raw
     cfg = load_config(args.config_file)
     direct = args.direct_mode == "adsp"
@@ -249,23 +265,23 @@ def net_run(args, backend_path: str) -> int:
     except QnnError as e:
         raise ToolError(str(e)) from None
     for path in args.input_list.split(","):
-        if path.strip() != nr.SKIP_GRAPH and not os.path.isfile(path.strip()):
+        if path.strip() != nr.skip_graph and not os.path.isfile(path.strip()):
             raise ToolError(f"--input_list {path.strip()}: no such file")
     os.makedirs(args.output_dir, exist_ok=True)
     backend_configs = [hw_info_config(Q.QNN_LPAI_BACKEND_TARGET_ADSP)] if direct else []
     with Backend(backend_path, log_level=args.log_level, backend_configs=backend_configs) as be:
         if args.profiling_option == "optrace":
             raise ToolError("--profiling_option optrace: the LPAI backend has no optrace")
-        profiler = nr._ProfileLog(be, args.profiling_level, backend_path)
+        profiler = nr.profile_log(be, args.profiling_level, backend_path)
         try:
-            graphs = _load_graphs(args, be, cfg, allocator, profiler, backend_path)
+            graphs = _load_graphs(args, be, cfg, allocator, profiler, backend_path, nr)
             io = [IoBuffers(g, allocator) for g in graphs]
         except QnnError as e:
             raise ToolError(f"initialization failed: {e}") from None
         if allocator.pool is not None:
             log.info("TCM: %s, %d of %d bytes (I/O tensor buffers and the model binary)",
                      plural(allocator.pool.allocations, "allocation"), allocator.pool.used, allocator.pool.max_bytes)
-        lists = nr._input_lists(args, graphs)
+        lists = nr.input_lists(args, graphs)
         ran = []
         for graph, buffers, lst in zip(graphs, io, lists):
             if not lst:
@@ -290,16 +306,17 @@ def net_run(args, backend_path: str) -> int:
                         data = outputs[t.name] if args.use_native_output_files else from_tensor(outputs[t.name], t)
                         np.ascontiguousarray(data).tofile(os.path.join(result_dir, output_file_name(t.name)))
                 count += 1
-            ran.append(nr._ran_text(graph, count, args.keep_num_outputs, out_dir))
+            ran.append(nr.ran_text(graph, count, args.keep_num_outputs, out_dir))
         profiler.write(args.output_dir)
     summary = "; ".join(ran)
     if profiler.profile is not None:
-        summary += f"; profiling events in {os.path.normpath(os.path.join(args.output_dir, nr.PROFILE_FILE))}"
-    print(f"{nr.PROG}: {summary}")
+        summary += f"; profiling events in {os.path.normpath(os.path.join(args.output_dir, nr.profile_file))}"
+    print(f"{nr.prog}: {summary}")
     return 0
 
 
-def _load_graphs(args, be, cfg: LpaiConfig, allocator: tcm.Allocator, profiler, backend_path: str) -> list:
+def _load_graphs(args, be, cfg: LpaiConfig, allocator: tcm.Allocator, profiler, backend_path: str,
+                 nr: RunHelpers) -> list:
     """The graphs, finalized with their scratch and persistent buffers."""
     if args.retrieve_context:
         from ..system_client import SystemLibrary
@@ -325,9 +342,8 @@ def _load_graphs(args, be, cfg: LpaiConfig, allocator: tcm.Allocator, profiler, 
         profiler.record("contextCreateFromBinary")
         graphs = [ctx.retrieve_graph(g["name"], g["inputs"], g["outputs"]) for g in info["graphs"]]
     else:
-        from .context_binary_generator import build_graphs, load_graph_description
-        specs = load_graph_description(args.model)
-        graphs = build_graphs(be.context(), specs, None)
+        specs = nr.load_graph_description(args.model)
+        graphs = nr.build_graphs(be.context(), specs, None)
     for g in graphs:
         set_buffers(g)
         g.finalize(profile=profiler.profile)

@@ -265,7 +265,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import lpai
         backend_path = lpai.resolve(args.backend) or resolve_backend(args.backend)
         if lpai.provides_lpai(backend_path):
-            return lpai.net_run(args, backend_path)
+            from .context_binary_generator import build_graphs, load_graph_description
+            return lpai.net_run(args, backend_path, lpai.RunHelpers(
+                PROG, PROFILE_FILE, SKIP_GRAPH, parse_input_list, _input_lists, _ProfileLog, _ran_text,
+                load_graph_description, build_graphs))
         if args.direct_mode:
             raise ToolError(f"--direct_mode {args.direct_mode}: ADSP direct mode is the LPAI backend's; "
                             f"{backend_path} has no LPAI provider")
