@@ -179,6 +179,9 @@ WARNING_RULES: dict[str, str] = {
         "in[0] (the shape) does not describe the declared output: the output's dimensions decide",
     "QNNEMU-RandomNormalLike-shape-ignored":
         "in[0] (the shape) does not describe the declared output: the output's dimensions decide",
+    # LPAI part 2 (issue 15 items 3-5): offline binaries on libQnnLpaiEmu.so.
+    "QNNEMU-lpai-binary-persistent":
+        "QNN_CONTEXT_CONFIG_PERSISTENT_BINARY false on LPAI (REQUIRE_PERSISTENT_BINARY is 1): used as true",
 }
 
 # id -> (the QNN error codes it makes the API call return -- the one of the call its negative test
@@ -1033,6 +1036,15 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
         (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG",), "a node tensor that is not fixed point on the LPAI eNPU"),
     "QNNEMU-lpai-io-align":
         (("QNN_GRAPH_ERROR_INVALID_TENSOR",), "a user-provided LPAI IO buffer off the start alignment"),
+    # LPAI part 2 (issue 15 items 3-5): the TCM pool of ADSP direct mode (qnnemu/lpai/tcm.py).
+    "QNNEMU-lpai-tcm-direct-mode":
+        (("QNN_COMMON_ERROR_MEM_ALLOC",), "TCM memory outside ADSP direct mode (ARM or x86 simulation)"),
+    "QNNEMU-lpai-tcm-alloc-failure":
+        (("QNN_COMMON_ERROR_MEM_ALLOC",), "a TCM buffer that does not fit the 2,035,712-byte pool"),
+    "QNNEMU-lpai-tcm-alloc-count":
+        (("QNN_COMMON_ERROR_MEM_ALLOC",), "a 33rd TCM buffer (the TCM allocator supports 32)"),
+    "QNNEMU-lpai-tcm-mem-type":
+        (("QNN_COMMON_ERROR_MEM_ALLOC",), "an I/O or model buffer of an undefined memory type (not ddr or tcm)"),
     "QNNEMU-{op}-align-corners-half-pixel":
         (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG", "QNN_BACKEND_ERROR_NOT_SUPPORTED"),
          "align_corners and half_pixel_centers both true"),

@@ -30,7 +30,10 @@ BinaryInfo versions 1-3, graph info versions 1-3 and ``Qnn_Tensor_t`` versions 1
 read. ``soc_model`` is BinaryInfo v3's ``socModel`` (else the HTP platform info's, else None);
 ``htp_arch`` comes from the HTP device-info extension of the platform info (v2/v3) when the
 library provides one; ``spill_fill_bytes`` from graph info v3's
-``QnnHtpSystemContext_GraphBlobInfo_t`` (HTP/QnnHtpSystemContext.h), else None.
+``QnnHtpSystemContext_GraphBlobInfo_t`` (HTP/QnnHtpSystemContext.h), else None.  A binary of
+the LPAI backend (``backend_id`` QNN_BACKEND_ID_LPAI) has, per graph, ``lpai_memory``: the
+``scratch_mem_size``, ``persistent_mem_size``, ``io_size`` and ``naive_scratch_size`` of its
+memory plan (docs/lpai.md, "Context binaries").
 ``binary_info(blob, details=True)`` adds the remaining fields (sizes, blob versions,
 socVersion, per-graph VTCM/HVX/optimization info, updateable tensors, op index range) for
 ``qnnemu-context-binary-utility``.
@@ -164,6 +167,20 @@ def _graph_blob_info(ptr, size: int) -> dict | None:
             "htp_dlbc": int(v1.htpDlbc), "num_hvx_threads": int(v1.numHvxThreads)}
 
 
+LPAI_BLOB_FIELDS = ("scratch_mem_size", "persistent_mem_size", "io_size", "naive_scratch_size")
+
+
+def _lpai_blob_info(ptr, size: int) -> dict | None:
+    """The memory sizes of an LPAI graph behind graph info v3's graphBlobInfo (qnnemu's layout:
+    uint32_t[5], version 1 then the sizes; docs/lpai.md)."""
+    if ptr == ffi.NULL or size < 4:
+        return None
+    words = ffi.cast("uint32_t *", ptr)
+    if int(words[0]) != 1 or size < 4 * (1 + len(LPAI_BLOB_FIELDS)):
+        return {"version": int(words[0])}
+    return {"version": 1, **{k: int(words[1 + i]) for i, k in enumerate(LPAI_BLOB_FIELDS)}}
+
+
 def _versioned(struct, enum_prefix: str, member_prefix: str, what: str) -> tuple[int, Any]:
     """(version, the member of versions 1-3) of a versioned System struct; another version is a
     malformed reply."""
@@ -175,14 +192,18 @@ def _versioned(struct, enum_prefix: str, member_prefix: str, what: str) -> tuple
                           f"{what} version {version} is not 1, 2 or 3")
 
 
-def _graph(gi, details: bool) -> dict:
+def _graph(gi, details: bool, lpai: bool = False) -> dict:
     version, g = _versioned(gi, "QNN_SYSTEM_CONTEXT_GRAPH_INFO_VERSION_", "graphInfoV", "graph info")
     out = {"name": _str(g.graphName) or "",
            "inputs": _tensors(g.graphInputs, g.numGraphInputs, "graph input"),
            "outputs": _tensors(g.graphOutputs, g.numGraphOutputs, "graph output"),
            "spill_fill_bytes": None}
     blob_info = None
-    if version == Q.QNN_SYSTEM_CONTEXT_GRAPH_INFO_VERSION_3:
+    if version == Q.QNN_SYSTEM_CONTEXT_GRAPH_INFO_VERSION_3 and lpai:
+        blob_info = _lpai_blob_info(g.graphBlobInfo, int(g.graphBlobInfoSize))
+        if blob_info is not None and "scratch_mem_size" in blob_info:
+            out["lpai_memory"] = {k: blob_info[k] for k in LPAI_BLOB_FIELDS}
+    elif version == Q.QNN_SYSTEM_CONTEXT_GRAPH_INFO_VERSION_3:
         blob_info = _graph_blob_info(g.graphBlobInfo, int(g.graphBlobInfoSize))
         if blob_info is not None and "spill_fill_bytes" in blob_info:
             out["spill_fill_bytes"] = blob_info["spill_fill_bytes"]
@@ -205,7 +226,8 @@ def _binary_info(info, details: bool) -> dict:
     soc_model = (int(b.socModel) if version == Q.QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_3
                  else platform.get("soc_model"))
     n_graphs = _count(b.numGraphs, "graph")
-    graphs = ([_graph(b.graphs[i], details) for i in range(n_graphs)]
+    lpai = int(b.backendId) == Q.QNN_BACKEND_ID_LPAI
+    graphs = ([_graph(b.graphs[i], details, lpai) for i in range(n_graphs)]
               if b.graphs != ffi.NULL else [])
     out = {"binary_info_version": version, "backend_id": int(b.backendId),
            "build_id": _str(b.buildId) or "", "core_api": _version(b.coreApiVersion),

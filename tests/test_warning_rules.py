@@ -37,6 +37,7 @@ F32, F16, U32, I32, B8 = (Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16, Q.QN
                           Q.QNN_DATATYPE_INT_32, Q.QNN_DATATYPE_BOOL_8)
 OPT = "QNN_HTP_GRAPH_OPTIMIZATION_TYPE_"
 P0 = "config[0].customConfig"
+LPAI = -1   # a Case on libQnnLpaiEmu.so (abi.LpaiSession) instead of an HTP SoC
 _CALLBACKS: list = []   # C callbacks stay alive for the whole process
 
 
@@ -636,10 +637,38 @@ for _op in ("RandomUniformLike", "RandomNormalLike"):
               [("static", np.array([2, 3], np.uint32))], [((3, 2), Q.QNN_DATATYPE_SFIXED_POINT_8, (0.05, 0))])
 
 
+# LPAI (docs/lpai.md "Context binaries"): REQUIRE_PERSISTENT_BINARY is 1, an explicit
+# isPersistentBinary 0 is used as 1 (the binary is read in place: tests/test_lpai_tools.py)
+@case("QNNEMU-lpai-binary-persistent", LPAI, "contextCreateFromBinary", "config[0].isPersistentBinary")
+def _lpai_non_persistent_binary(s):
+    u8, q1 = Q.QNN_DATATYPE_UFIXED_POINT_8, (1.0, 0)
+    _, g = s.graph("relu")
+    x = abi.tensor("x", (1, 8), u8, quant=q1)
+    y = abi.tensor("y", (1, 8), u8, Q.QNN_TENSOR_TYPE_APP_READ, quant=q1)
+    _expect(s.tensor(g, x) == OK and s.tensor(g, y) == OK, "tensors")
+    _expect(s.node(g, abi.op_config("r", "Relu", [x], [y])) == OK, "Relu")
+    _expect(s.set_graph(g, s.mem("scratch", abi.aligned_bytes(1024))) == OK, "scratch buffer")
+    _expect(s.finalize(g) == OK, "graphFinalize")
+    size = abi.ffi.new("Qnn_ContextBinarySize_t *")
+    _expect(s.call("contextGetBinarySize", abi.vp(s.ctx), size) == OK, "contextGetBinarySize")
+    blob = s.own(abi.ffi.new("char[]", size[0]))
+    written = abi.ffi.new("Qnn_ContextBinarySize_t *")
+    _expect(s.call("contextGetBinary", abi.vp(s.ctx), blob, size[0], written) == OK, "contextGetBinary")
+    cfg = s.own(abi.ffi.new("QnnContext_Config_t *", {"option": Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY,
+                                                       "isPersistentBinary": 0}))
+    ctx = abi.ffi.new("Qnn_ContextHandle_t *")
+    s.rec.clear()
+    code = s.call("contextCreateFromBinary", abi.vp(s.be), abi.vp(s.dev), s.list("QnnContext_Config_t", cfg), blob,
+                  written[0], ctx, abi.ffi.NULL)
+    if code == OK:
+        s.contexts.append(int(abi.ffi.cast("uintptr_t", ctx[0])))
+    return code
+
+
 # ------------------------------------------------------------------------------- the contract
 @pytest.mark.parametrize("c", CASES)
 def test_warning_rule(c: Case):
-    s = abi.Session(soc=c.soc)
+    s = abi.LpaiSession() if c.soc == LPAI else abi.Session(soc=c.soc)
     s.cleanups = []
     try:
         code = c.trigger(s)

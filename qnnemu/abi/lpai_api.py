@@ -19,8 +19,11 @@ implementation unchanged; the slots below are LPAI's own:
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from .. import rules
+from ..core import profile as core_profile
 from ..core.backend import Backend
 from ..core.context import Context
 from ..core.graph import Graph
@@ -29,6 +32,7 @@ from ..headers import Q
 from ..location import Location
 from ..lpai import device, memory, settings
 from ..rules import fail
+from . import profile_api
 from .library import LIBRARY, configs as _configs, ffi, get as _get, hval as _hval, keepalive as _keepalive
 from .marshal import read_op_config, require
 
@@ -178,7 +182,14 @@ def backendGetSupportedOperations(backend, numOperations, operations):
 
 
 # ------------------------------------------------------------------------------ context
-def _context_custom(custom, func: str) -> dict:
+def _direct_mode(backend) -> bool:
+    """ADSP direct mode: the backend was created with HW_INFO target ADSP (qnnemu-net-run
+    --direct_mode adsp passes it); TCM exists there only."""
+    hw = getattr(HANDLES.lookup(_hval(backend)), "lpai", None) if backend != ffi.NULL else None
+    return isinstance(hw, device.HwInfo) and hw.target == Q.QNN_LPAI_BACKEND_TARGET_ADSP
+
+
+def _context_custom(custom, func: str, direct_mode: bool = False) -> dict:
     out: dict = {}
     for i, c in custom:
         loc = Location(func).index("config", i).field("customConfig")
@@ -187,7 +198,7 @@ def _context_custom(custom, func: str) -> dict:
         payload = _payload(cc.config, loc.field("config"), Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
         if opt == Q.QNN_LPAI_CONTEXT_SET_CFG_MODEL_BUFFER_MEM_TYPE:
             out["modelBufferMemType"] = settings.check_context_mem_type(
-                int(ffi.cast("QnnLpaiMem_MemType_t *", payload)[0]), loc.field("config"))
+                int(ffi.cast("QnnLpaiMem_MemType_t *", payload)[0]), loc.field("config"), direct_mode)
         elif opt == Q.QNN_LPAI_CONTEXT_SET_CFG_ENABLE_ISLAND:
             out["enableIsland"] = bool(ffi.cast("uint8_t *", payload)[0])   # recorded (no island model)
         else:
@@ -201,8 +212,62 @@ def _context_custom(custom, func: str) -> dict:
 def contextCreate(backend, device_, config, context):
     func = "contextCreate"
     custom, rest, _keep = _split(config, "QnnContext_Config_t", func, Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM)
-    lpai = _context_custom(custom, func)
+    _get(backend, Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
+    lpai = _context_custom(custom, func, _direct_mode(backend))
     code = LIBRARY.raw["contextCreate"](backend, device_, rest, context)
+    if code:
+        return code
+    HANDLES.lookup(_hval(context[0])).configs.setdefault("lpai", {}).update(lpai)
+
+
+def _persistent_binary(config, func: str):
+    """The non-custom configs of contextCreateFromBinary with QNN_CONTEXT_CONFIG_PERSISTENT_BINARY
+    true: REQUIRE_PERSISTENT_BINARY is 1, so the LPAI backend always uses the binary in place
+    (static tensors are views of the application's buffer, read at every execute).  An explicit
+    false is tolerated with a warning rule and used as true.  Returns (the NULL-terminated list,
+    its keepalive)."""
+    keep: list = []
+    out = []
+    found = False
+    for i, c in enumerate(_configs(config, "QnnContext_Config_t", Location(func).field("config"))):
+        if int(c.option) == Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM:
+            continue   # the LPAI custom configs, taken by _context_custom
+        if int(c.option) == Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY:
+            found = True
+            if not c.isPersistentBinary:
+                rules.warn("QNNEMU-lpai-binary-persistent", func, f"config[{i}].isPersistentBinary",
+                           "0: the LPAI backend requires a persistent binary (REQUIRE_PERSISTENT_BINARY is 1); "
+                           "the buffer is used in place and must stay valid until contextFree")
+                c = ffi.new("QnnContext_Config_t *", {"option": Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY,
+                                                      "isPersistentBinary": 1})
+                keep.append(c)
+        out.append(c)
+    if not found:
+        c = ffi.new("QnnContext_Config_t *", {"option": Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY,
+                                              "isPersistentBinary": 1})
+        keep.append(c)
+        out.append(c)
+    arr = ffi.new("QnnContext_Config_t *[]", len(out) + 1)
+    for k, c in enumerate(out):
+        arr[k] = c
+    keep.append(arr)
+    return arr, keep
+
+
+@lpai_entry
+def contextCreateFromBinary(backend, device_, config, binaryBuffer, binaryBufferSize, context, profile):
+    """A context binary prepared for LPAI (offline, on the x86 target): the LPAI custom context
+    configs (MODEL_BUFFER_MEM_TYPE: where the application put the binary; TCM in ADSP direct
+    mode only) are taken here, the rest goes to the shared loader.  REQUIRE_PERSISTENT_BINARY is
+    1: the application keeps the buffer valid until contextFree (qnnemu has read it whole by
+    then, so it cannot notice a buffer freed early)."""
+    func = "contextCreateFromBinary"
+    custom, rest, _keep = _split(config, "QnnContext_Config_t", func, Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM)
+    _get(backend, Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
+    lpai = _context_custom(custom, func, _direct_mode(backend))
+    rest, _keep2 = _persistent_binary(config, func)
+    code = LIBRARY.raw["contextCreateFromBinary"](backend, device_, rest, binaryBuffer, binaryBufferSize, context,
+                                                  profile)
     if code:
         return code
     HANDLES.lookup(_hval(context[0])).configs.setdefault("lpai", {}).update(lpai)
@@ -213,7 +278,8 @@ def contextSetConfig(context, config):
     func = "contextSetConfig"
     ctx = _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
     custom, rest, _keep = _split(config, "QnnContext_Config_t", func, Q.QNN_CONTEXT_CONFIG_OPTION_CUSTOM)
-    lpai = _context_custom(custom, func)
+    hw = getattr(getattr(ctx, "backend", None), "lpai", None)
+    lpai = _context_custom(custom, func, isinstance(hw, device.HwInfo) and hw.target == Q.QNN_LPAI_BACKEND_TARGET_ADSP)
     if rest != ffi.NULL:
         code = LIBRARY.raw["contextSetConfig"](context, rest)
         if code:
@@ -346,13 +412,24 @@ def graphAddNode(graphHandle, opConfig):
 @lpai_entry
 def graphFinalize(graphHandle, profileHandle, signalHandle):
     """The memory rules: scratch (and persistent, when the plan has state) set before
-    finalize, each at least as large as planned."""
+    finalize, each at least as large as planned.  A graph with the PREPARE config and no
+    buffers is prepared offline instead (the x86 target of qnnemu-context-binary-generator):
+    finalized and serializable, its executes wait for buffers and another graphFinalize."""
     func = "graphFinalize"
     g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
     mem = _graph_memory(g)
     if mem.bound or not g.nodes:   # finalized again; or the HTP checks (an empty graph) answer
         return LIBRARY.raw["graphFinalize"](graphHandle, profileHandle, signalHandle)
-    plan = memory.prepare(g)
+    call = profile_api.start(profileHandle, func, Q.QNN_GRAPH_ERROR_SET_PROFILE)
+    with profile_api.recording(call):
+        plan = memory.prepare(g)
+    offline = mem.configs.get("prepare") and mem.scratch is None and mem.persistent is None
+    if offline:
+        g.finalized = mem.offline = True
+        g.configs["lpai"] = plan.binary_record()
+        g.log.info(f"{func}: LPAI graph '{g.name}' prepared offline (PREPARE, no buffers yet): {plan.summary()}")
+        _profile_events(call, "QNN (finalize) time", Q.QNN_PROFILE_EVENTTYPE_FINALIZE, plan)
+        return None
     for kind, need, buf in (("scratch", plan.scratch_bytes, mem.scratch),
                             ("persistent", plan.persistent_bytes, mem.persistent)):
         if not need:
@@ -367,8 +444,35 @@ def graphFinalize(graphHandle, profileHandle, signalHandle):
                  f"{buf.size} bytes; graph '{g.name}' needs {need} bytes of {kind} memory "
                  f"(QNN_LPAI_GRAPH_GET_PROP_{kind.upper()}_MEM_SIZE)", code=Q.QNN_GRAPH_ERROR_FINALIZE_FAILED)
     g.finalized = True
+    g.configs["lpai"] = plan.binary_record()
     memory.bind(g)
     g.log.info(f"{func}: LPAI graph '{g.name}' finalized: {plan.summary()}")
+    _profile_events(call, "QNN (finalize) time", Q.QNN_PROFILE_EVENTTYPE_FINALIZE, plan)
+    return None
+
+
+# LPAI profiling (BASIC): the call's time, then the graph's memory sizes as BYTES events.  No
+# LPAI profile header exists, so these event types are qnnemu's, above QNN_PROFILE_EVENTTYPE_BACKEND
+# (docs/lpai.md, "Profiling").
+LPAI_PROFILE_EVENTS = (
+    ("scratch_bytes", Q.QNN_PROFILE_EVENTTYPE_BACKEND + 1, "Scratch memory size"),
+    ("persistent_bytes", Q.QNN_PROFILE_EVENTTYPE_BACKEND + 2, "Persistent memory size"),
+    ("io_bytes", Q.QNN_PROFILE_EVENTTYPE_BACKEND + 3, "IO memory size"),
+    ("naive_bytes", Q.QNN_PROFILE_EVENTTYPE_BACKEND + 4, "Scratch memory size without sharing"),
+)
+
+
+def _profile_events(call, identifier: str, event_type: int, plan: memory.MemoryPlan) -> None:
+    """Installs the LPAI events of one profiled call (``call`` from profile_api.start; None: no
+    profiling): its elapsed time, then the memory sizes."""
+    if call is None:
+        return
+    elapsed = max(0, time.perf_counter_ns() - call.start_ns) / 1e9
+    events = [core_profile.ProfileEvent(event_type, core_profile.US, core_profile.micros(elapsed), identifier,
+                                        call.start_us)]
+    events += [core_profile.ProfileEvent(kind, core_profile.BYTES, int(getattr(plan, key)), name, call.start_us)
+               for key, kind, name in LPAI_PROFILE_EVENTS]
+    call.profile.replace_events(events, call.func)
 
 
 def _check_io_alignment(tensors, count: int, what: str, func: str) -> None:
@@ -401,8 +505,18 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
         _check_io_alignment(inputs, int(numInputs), "inputs", func)
     if outputs != ffi.NULL:
         _check_io_alignment(outputs, int(numOutputs), "outputs", func)
-    return LIBRARY.raw["graphExecute"](graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle,
-                                       signalHandle)
+    call = profile_api.start(profileHandle, func, Q.QNN_GRAPH_ERROR_SET_PROFILE)
+    if call is None or mem.plan is None:
+        return LIBRARY.raw["graphExecute"](graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle,
+                                           signalHandle)
+    # LPAI BASIC profiling: the execute time and the memory sizes (not the HTP events).
+    with profile_api.recording(call):
+        code = LIBRARY.raw["graphExecute"](graphHandle, inputs, numInputs, outputs, numOutputs, ffi.NULL,
+                                           signalHandle)
+    if code:
+        return code
+    _profile_events(call, "QNN (execute) time", Q.QNN_PROFILE_EVENTTYPE_EXECUTE, mem.plan)
+    return None
 
 
 __all__ = ["LPAI_PREFIX", "register_neutral_slots"]

@@ -545,6 +545,24 @@ def _graph_blob_info(arena: _Arena, graph, header):
     return _Arena.foreign(blob, f), f.sizeof("QnnHtpSystemContext_GraphBlobInfo_t")
 
 
+# LPAI graphs (libQnnLpaiEmu.so, docs/lpai.md "Context binaries"): the graph's ``configs["lpai"]``
+# record of its memory plan.  No LPAI System header exists, so graphBlobInfo is qnnemu's layout:
+# uint32_t[5] = {version 1, scratch, persistent, IO, scratch without sharing} (bytes).
+LPAI_GRAPH_BLOB_FIELDS = ("scratch_mem_size", "persistent_mem_size", "io_size", "naive_scratch_size")
+
+
+def _lpai_record(graph) -> dict | None:
+    rec = graph.configs.get("lpai") if isinstance(graph.configs, dict) else None
+    return rec if isinstance(rec, dict) else None
+
+
+def _lpai_graph_blob_info(arena: _Arena, record: dict):
+    values = [1] + [int(record.get(k, 0)) & 0xFFFFFFFF if isinstance(record.get(k, 0), int) else 0
+                    for k in LPAI_GRAPH_BLOB_FIELDS]
+    blob = arena.new("uint32_t[]", values)
+    return ffi.cast("void *", blob), ffi.sizeof(blob)
+
+
 def _hw_blob_info(arena: _Arena, graphs):
     """QnnHtpSystemContext_HwBlobInfo_t (V1) of BinaryInfo v1/v2: the graph needing the largest
     spill-fill buffer and that size (QNN HTP backend documentation, "QNN HTP Context Config
@@ -620,7 +638,9 @@ def _graph_infos(arena: _Arena, info, version: int):
             v.numUpdateableTensors = len(updateable)
             v.updateableTensors = _tensor_array(arena, updateable, tensor_version)
         if version == 3:
-            v.graphBlobInfo, v.graphBlobInfoSize = _graph_blob_info(arena, g, info.header)
+            record = _lpai_record(g)
+            v.graphBlobInfo, v.graphBlobInfoSize = (_graph_blob_info(arena, g, info.header) if record is None
+                                                    else _lpai_graph_blob_info(arena, record))
             # qnnemu never splits a graph: it spans its own ops, first to last.
             v.startOpIndex, v.endOpIndex = 0, max(len(g.nodes) - 1, 0)
     return graphs
@@ -634,10 +654,13 @@ def build_binary_info(info, version: int) -> tuple[object, _Arena]:
     root = arena.new("QnnSystemContext_BinaryInfo_t *")
     root.version = version
     v = (root.contextBinaryInfoV1, root.contextBinaryInfoV2, root.contextBinaryInfoV3)[version - 1]
-    v.backendId = Q.QNN_BACKEND_ID_HTP  # what libQnnHtpEmu.so's provider reports
+    lpai = any(_lpai_record(g) is not None for g in info.graphs)
+    # what the provider that prepared it reports: libQnnHtpEmu.so's, or libQnnLpaiEmu.so's
+    v.backendId = Q.QNN_BACKEND_ID_LPAI if lpai else Q.QNN_BACKEND_ID_HTP
     v.buildId = arena.string(h.build_id)
     _set_version(v.coreApiVersion, h.core_api)
-    _set_version(v.backendApiVersion, h.backend_api)
+    _set_version(v.backendApiVersion, (Q.QNN_LPAI_API_VERSION_MAJOR, Q.QNN_LPAI_API_VERSION_MINOR,
+                                       Q.QNN_LPAI_API_VERSION_PATCH) if lpai else h.backend_api)
     v.socVersion = arena.string(f"V{h.htp_arch}")
     _set_version(v.contextBlobVersion, (h.format_version, 0, 0))
     v.contextBlobSize = h.total_size

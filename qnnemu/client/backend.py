@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..headers import Q, backend_library_path
 from . import cabi
 from .cabi import _LOG_LEVELS, ApiVersion, QnnCallError, _null_terminated, ffi, pick_provider
@@ -23,12 +25,13 @@ class Backend:
     choice). ``log_level`` is one of error/warn/info/verbose/debug, or None for no logger;
     messages go to the Python logger ``qnnemu.client``. ``device=False`` skips deviceCreate;
     ``device_configs`` (:func:`htp_device_config` objects or ``QnnDevice_Config_t *`` cdata)
-    are passed to it.
+    are passed to it; ``backend_configs`` (``QnnBackend_Config_t *`` cdata or config objects)
+    to backendCreate.
     """
 
     def __init__(self, path: str | None = None, log_level: str | None = "warn",
                  device: bool = True, backend_id: int | None = None,
-                 device_configs: Sequence[Any] = ()):
+                 device_configs: Sequence[Any] = (), backend_configs: Sequence[Any] = ()):
         if path is None:
             path = backend_library_path()
         self.path = str(path)
@@ -46,7 +49,10 @@ class Backend:
                 self.call("logCreate", cabi._log_callback, _LOG_LEVELS[log_level], out)
                 self._log = out[0]
             out = ffi.new("Qnn_BackendHandle_t *")
-            self.call("backendCreate", self._log or ffi.NULL, ffi.NULL, out)
+            bcfg = (_null_terminated(_config_ptrs(backend_configs, self._keep), "QnnBackend_Config_t")
+                    if backend_configs else ffi.NULL)
+            self._keep.append(bcfg)
+            self.call("backendCreate", self._log or ffi.NULL, bcfg, out)
             self._backend = out[0]
             if device and self._has_capability("propertyHasCapability",
                                                Q.QNN_PROPERTY_GROUP_DEVICE):
@@ -168,7 +174,7 @@ class Backend:
         self._contexts.append(ctx)
         return ctx
 
-    def context_from_binary(self, blob: bytes, configs: Sequence[Any] = (),
+    def context_from_binary(self, blob: bytes | np.ndarray, configs: Sequence[Any] = (),
                             profile: Profile | None = None) -> Context:
         """contextCreateFromBinary on this backend's device (as :meth:`context`); its graphs
         come from :meth:`Context.retrieve_graph`. ``profile`` collects the load's events."""
@@ -218,7 +224,7 @@ class Context:
     ``contextCreateFromBinary``; owns its graphs."""
 
     def __init__(self, backend: Backend, configs: Sequence[Any] = (), *,
-                 binary: bytes | None = None, profile: Profile | None = None):
+                 binary: bytes | np.ndarray | None = None, profile: Profile | None = None):
         self.backend = backend
         self._keep: list[Any] = []
         cfg = _null_terminated(_config_ptrs(configs, self._keep), "QnnContext_Config_t")
@@ -228,8 +234,9 @@ class Context:
         if binary is None:
             backend.call("contextCreate", backend.handle, device, cfg, out)
         else:
-            # Kept with the context: the API does not promise that the backend copied it.
-            blob = ffi.from_buffer(bytes(binary))
+            # Kept with the context: the API does not promise that the backend copied it.  A
+            # numpy buffer is passed as it is (the caller placed it: LPAI's TCM, for instance).
+            blob = ffi.from_buffer(binary if isinstance(binary, np.ndarray) else bytes(binary))
             self._keep.append(blob)
             backend.call("contextCreateFromBinary", backend.handle, device, cfg, blob,
                          len(blob), out, profile.handle if profile is not None else ffi.NULL)

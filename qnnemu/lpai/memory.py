@@ -57,6 +57,14 @@ class MemoryPlan:
     state: list[StateSlot] = field(default_factory=list)
     io_offsets: dict[str, int] = field(default_factory=dict)   # graph IO tensor name -> scratch offset
     in_scratch: bool = True   # False: no C engine, the Python steps compute elsewhere
+    io_bytes: int = 0         # the graph inputs' and outputs' bytes (IO memory)
+
+    def binary_record(self) -> dict:
+        """What a context binary keeps of the plan (the graph's ``configs["lpai"]``): the sizes the
+        graph properties report, read back by the System library without preparing the graph."""
+        return {"scratch_mem_size": self.scratch_bytes, "persistent_mem_size": self.persistent_bytes,
+                "naive_scratch_size": self.naive_bytes, "io_size": self.io_bytes,
+                "state_tensors": len(self.state)}
 
     def summary(self) -> str:
         saved = 100.0 * (1 - self.arena_bytes / self.naive_bytes) if self.naive_bytes else 0.0
@@ -87,6 +95,7 @@ class GraphMemory:
     planned_nodes: int = -1
     configs: dict = field(default_factory=dict)   # PERF_CFG, CORE_AFFINITY, PREPARE
     bound: bool = False   # graphFinalize took the buffers: executes run in them
+    offline: bool = False   # finalized by an offline prepare (PREPARE, no buffers): serializable only
 
     def stale(self, graph) -> bool:
         return self.plan is None or self.planned_nodes != len(graph.nodes)
@@ -130,7 +139,10 @@ def plan_memory(graph) -> MemoryPlan:
                             for t in graph.tensors.values()
                             if t.producer is not None or t.type in APP_INPUT_TYPES)
         in_scratch = False
-    return MemoryPlan(device.align_up(max(arena, 1)), arena, naive, persistent, state, io_offsets, in_scratch)
+    io_bytes = sum(int(np.prod(t.dims, dtype=np.int64)) * dtypes.numpy_dtype(t.dtype).itemsize
+                   for t in graph.tensors.values() if t.type in APP_INPUT_TYPES or t.type in APP_OUTPUT_TYPES)
+    return MemoryPlan(device.align_up(max(arena, 1)), arena, naive, persistent, state, io_offsets, in_scratch,
+                      io_bytes)
 
 
 def prepare(graph) -> MemoryPlan:

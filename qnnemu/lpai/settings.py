@@ -40,15 +40,16 @@ def check_hw_info(target: int, hw_version: int, loc: Location) -> device.HwInfo:
     return device.HwInfo(target, hw_version)
 
 
-def check_context_mem_type(value: int, loc: Location) -> int:
-    """MODEL_BUFFER_MEM_TYPE: where the model buffer lives.  DDR is emulated; TCM exists in
-    ADSP direct mode only (QNN LPAI Memory Management, "TCM Memory Support in
-    LPAIBackendExtensions (ADSP Direct Mode)": not on ARM or x86 simulation)."""
+def check_context_mem_type(value: int, loc: Location, direct_mode: bool = False) -> int:
+    """MODEL_BUFFER_MEM_TYPE: where the model buffer lives.  DDR everywhere; TCM in ADSP direct
+    mode only (the backend created with HW_INFO target ADSP; QNN LPAI Memory Management, "TCM
+    Memory Support in LPAIBackendExtensions (ADSP Direct Mode)": not on ARM or x86 simulation)."""
     value = int(value)
-    if value == Q.QNN_LPAI_MEM_TYPE_DDR:
+    if value == Q.QNN_LPAI_MEM_TYPE_DDR or (value == Q.QNN_LPAI_MEM_TYPE_TCM and direct_mode):
         return value
-    why = ("TCM is available in ADSP direct mode only, not on ARM or x86 simulation platforms"
-           if value == Q.QNN_LPAI_MEM_TYPE_TCM else "only QNN_LPAI_MEM_TYPE_DDR is emulated")
+    why = ("TCM is available in ADSP direct mode only (HW_INFO target ADSP), not on ARM or x86 "
+           "simulation platforms"
+           if value == Q.QNN_LPAI_MEM_TYPE_TCM else "only QNN_LPAI_MEM_TYPE_DDR and TCM are defined")
     fail(loc, "QNNEMU-lpai-context-mem-type", f"{mem_type_name(value)}: {why}",
          code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
 

@@ -20,7 +20,9 @@ What the tools share lives in named modules, re-exported here:
 - :mod:`.config`: the backend-extension config file (the SDK's ``--config_file``);
 - :mod:`.quantization`: float <-> fixed-point codes with the backend's quantizer;
 - :mod:`.raw_io`: raw input/output files <-> tensors;
-- :mod:`.viewer`: the profile viewer's renderers (chrometrace, QHAS report).
+- :mod:`.viewer`: the profile viewer's renderers (chrometrace, QHAS report);
+- :mod:`.lpai`: the LPAI backend in net-run and the generator (offline prepare, scratch and
+  persistent buffers, ADSP direct mode and TCM; docs/lpai.md).
 """
 from __future__ import annotations
 

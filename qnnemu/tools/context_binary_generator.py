@@ -11,6 +11,8 @@ libQnnHtpEmu.so; any QNN backend .so works, e.g. the vendor's libQnnHtp.so), ``-
   (contextCreate, graphCreate with the config file's graph configs, tensorCreateGraphTensor,
   graphAddNode, graphFinalize) and the context is serialized with contextGetBinarySize /
   contextGetBinary;
+  On an LPAI backend (``--backend lpai``) every graph gets the LPAI PREPARE config: it is
+  prepared offline, without scratch or persistent buffers (:mod:`qnnemu.tools.lpai`);
 - an ONNX model (``*.onnx``): ONNX Runtime's QNN execution provider prepares it on the backend
   with ``ep.context_enable=1`` and ``ep.context_embed_mode=1``, and the binary embedded in the
   EPContext node(s) of the model it dumps is written out.
@@ -599,7 +601,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True,
                    help="graph description (.json) or ONNX model (.onnx)")
     p.add_argument("--backend", help="QNN backend library: a path or a name "
-                   "(default: qnnemu's libQnnHtpEmu.so; 'htp' is the vendor's libQnnHtp.so)")
+                   "(default: qnnemu's libQnnHtpEmu.so; 'htp' is the vendor's libQnnHtp.so; "
+                   "'lpai' is qnnemu's libQnnLpaiEmu.so)")
     p.add_argument("--binary_file", help="name of the binary written to --output_dir "
                    "(.bin is appended; default: the model's file name)")
     p.add_argument("--output_dir", default="./output", help="directory for the binary (default ./output)")
@@ -616,8 +619,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     def body(args) -> int:
-        backend = resolve_backend(args.backend)
-        config = load_backend_config(args.config_file)
+        from . import lpai
+        backend = lpai.resolve(args.backend) or resolve_backend(args.backend)
+        if lpai.provides_lpai(backend):
+            # LPAI: each graph is prepared offline (PREPARE); the LPAI config file is not read here.
+            lpai.load_config(args.config_file)
+            config: BackendConfig = lpai.PrepareConfig(path=args.config_file)
+            if Path(args.model).suffix.lower() == ".onnx":
+                raise ToolError(f"--model {args.model}: the LPAI backend prepares JSON graph descriptions "
+                                f"(ONNX Runtime's QNN EP has no LPAI backend option)")
+        else:
+            config = load_backend_config(args.config_file)
         model = args.model
         if not os.path.isfile(model):
             raise ToolError(f"--model {model}: no such file")

@@ -26,7 +26,10 @@ vendor's libQnnHtp.so for comparison):
 - ``--config_file``: the backend-extension JSON (see :mod:`qnnemu.tools`): device options go
   to deviceCreate, context options to contextCreate[FromBinary], graph options to graphCreate
   (``--model`` only: a binary's graphs were configured when it was prepared);
-- ``--log_level``: the backend's QnnLog level and the tool's messages (stderr).
+- ``--log_level``: the backend's QnnLog level and the tool's messages (stderr);
+- an LPAI backend (``--backend lpai``: libQnnLpaiEmu.so, or any library with an LPAI provider)
+  runs through :mod:`qnnemu.tools.lpai`: scratch and persistent buffers, aligned I/O buffers,
+  ``--direct_mode adsp`` and the LPAI ``--config_file`` (``lpai_graph.execute.mem_type``).
 
 ``python -m qnnemu.tools.net_run`` runs it too.
 """
@@ -226,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input_list", required=True, metavar="FILE",
                    help="input list file(s): one inference per line; comma-separated per graph")
     p.add_argument("--backend", help="QNN backend library: a path or a name "
-                   "(default: qnnemu's libQnnHtpEmu.so; 'htp' is the vendor's libQnnHtp.so)")
+                   "(default: qnnemu's libQnnHtpEmu.so; 'htp' is the vendor's libQnnHtp.so; "
+                   "'lpai' is qnnemu's libQnnLpaiEmu.so)")
     p.add_argument("--system_library", metavar="FILE", help="libQnnSystem.so reading the binary "
                    "(default: the one next to the backend, else qnnemu's)")
     p.add_argument("--output_dir", default="./output", help="output directory (default ./output)")
@@ -246,7 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profiling_option", choices=("optrace",),
                    help="optrace: one optrace document per execute (needs detailed or linting)")
     p.add_argument("--config_file", metavar="FILE",
-                   help="backend-extension JSON (HTP graphs/devices/context options)")
+                   help="backend-extension JSON (HTP graphs/devices/context options; LPAI: "
+                   "lpai_graph.execute.mem_type)")
+    p.add_argument("--direct_mode", choices=("adsp",),
+                   help="LPAI backend: ADSP direct mode (TCM memory becomes available)")
     p.add_argument("--log_level", choices=LOG_LEVELS, default="warn")
     return p
 
@@ -262,7 +269,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.duration is not None and args.num_inferences is not None:
             raise ToolError("--duration and --num_inferences are exclusive")
         from ..client import Backend
-        backend_path = resolve_backend(args.backend)
+        from . import lpai
+        backend_path = lpai.resolve(args.backend) or resolve_backend(args.backend)
+        if lpai.provides_lpai(backend_path):
+            from .context_binary_generator import build_graphs, load_graph_description
+            return lpai.net_run(args, backend_path, lpai.RunHelpers(
+                PROG, PROFILE_FILE, SKIP_GRAPH, parse_input_list, _input_lists, _ProfileLog, _ran_text,
+                load_graph_description, build_graphs))
+        if args.direct_mode:
+            raise ToolError(f"--direct_mode {args.direct_mode}: ADSP direct mode is the LPAI backend's; "
+                            f"{backend_path} has no LPAI provider")
         config = load_backend_config(args.config_file)
         for path in args.input_list.split(","):
             if path.strip() != SKIP_GRAPH and not os.path.isfile(path.strip()):
