@@ -471,8 +471,7 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
          "a GRAPH_RETENTION_ORDER naming a graph that is not an enabled graph of the binary (low-memory mode)"),
     "QNNEMU-graphExecute-graph-switch-no-room":
         (("QNN_COMMON_ERROR_MEM_ALLOC",),
-         "graph switching cannot load the graph: its cDSP session lacks room even with the context's other "
-         "graphs unloaded"),
+         "graph switching cannot load the graph: no room in its cDSP session even with the other graphs unloaded"),
     "QNNEMU-graph-priority-value":
         (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "a QNN_GRAPH_CONFIG_OPTION_PRIORITY outside 0..500"),
     "QNNEMU-context-priority-value":

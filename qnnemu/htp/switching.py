@@ -39,6 +39,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from .. import rules
 from ..headers import Q
@@ -136,7 +137,7 @@ class GraphSwitcher:
         self.lock = threading.RLock()
         self.pool: SessionPool | None = None
         self.key: object = None
-        self.logger = None
+        self.logger: Any = None        # the context's QnnLog logger (info/debug)
 
     # ---- sizes -------------------------------------------------------------------------
     def footprint(self, loaded: list[str] | None = None) -> int:
