@@ -1,7 +1,9 @@
 """The backend-extension config file of the QNN SDK tools (``--config_file``): the HTP options
 ``graphs``, ``devices``, ``context``, ``groupContext``, ``memory`` as described in the QNN HTP
 backend documentation, "QNN HTP Backend Extensions", mapped to HTP graph, device and context
-configs of qnnemu.client.
+configs of qnnemu.client; and the outer form's ``context_configs`` ("Graph Switching (Beta)",
+"Multi-Graph Switching (Beta)": is_persistent_binary, memory_limit_hint, enable_graphs,
+graph_retention_order), core context configs of a context loaded from a binary.
 """
 from __future__ import annotations
 
