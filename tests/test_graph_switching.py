@@ -320,6 +320,19 @@ def test_switching_graphs_never_run_concurrently_nor_on_the_fast_path(env, monke
     env.free_context(ctx)
 
 
+def test_fast_path_is_offered_only_outside_low_memory_mode(env):
+    from qnnemu.abi import fast_execute
+    blob, _ = binary(env)
+    for cfg, want in ((NULL, 1), (configs(env), 0)):
+        code, ctx = env.load(blob, configs=cfg)
+        assert code == OK, "setup: load"
+        assert run(env, env.retrieve(ctx, "A"))[0] == OK, "graphExecute"
+        assert fast_execute.registered() == want, \
+            f"C fast path registered {fast_execute.registered()} (want {want}) after one execute, " \
+            f"{'in' if want == 0 else 'outside'} low-memory mode"
+        env.free_context(ctx)
+
+
 def test_a_context_without_low_memory_mode_keeps_every_graph(env):
     blob, weights = binary(env)
     ctx, core = load(env, blob, configs(env, hint=None))   # PERSISTENT_BINARY alone
