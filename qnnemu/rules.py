@@ -129,6 +129,16 @@ WARNING_RULES: dict[str, str] = {
     "QNNEMU-context-dma-release-failed":
         "the client's DMA buffer dataRelease callback returns an error: the buffer is not touched "
         "again, the call goes on",
+    # ---- graph switching and multi-graph retention (issue 14 item 5; qnnemu/htp/switching.py)
+    "QNNEMU-context-graph-switching-not-persistent":
+        "MEMORY_LIMIT_HINT above 0 without PERSISTENT_BINARY at contextCreateFromBinary: graph switching "
+        "stays off, every enabled graph is loaded",
+    "QNNEMU-context-retention-order-ignored":
+        "GRAPH_RETENTION_ORDER without low-memory mode (PERSISTENT_BINARY and MEMORY_LIMIT_HINT above 0): "
+        "the retention feature is disabled, every enabled graph is loaded",
+    "QNNEMU-context-retention-not-preloaded":
+        "retained graphs that do not fit one cDSP session together: the leading ones that fit are "
+        "preloaded, the others load when they execute",
     # ---- profiling (QnnProfile.h)
     "QNNEMU-profile-max-events-reached":
         "a call produces more events than the profile's MAX_EVENTS: the first ones that fit are kept",
@@ -458,6 +468,13 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "QNNEMU-fault-vtcm-timeout":
         (("QNN_COMMON_ERROR_RESOURCE_UNAVAILABLE",), "an injected VTCM acquisition timeout (QNNEMU_FAULTS vtcm)"),
     "QNNEMU-fault-memregister": (("QNN_MEM_ERROR_MAPPING",), "an injected memRegister failure (QNNEMU_FAULTS memreg)"),
+    # ---- graph switching and multi-graph retention (issue 14 item 5; qnnemu/htp/switching.py)
+    "QNNEMU-context-retention-order-graph":
+        (("QNN_CONTEXT_ERROR_INVALID_CONFIG",),
+         "a GRAPH_RETENTION_ORDER naming a graph that is not an enabled graph of the binary (low-memory mode)"),
+    "QNNEMU-graphExecute-graph-switch-no-room":
+        (("QNN_COMMON_ERROR_MEM_ALLOC",),
+         "graph switching cannot load the graph: no room in its cDSP session even with the other graphs unloaded"),
     "QNNEMU-graph-priority-value":
         (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "a QNN_GRAPH_CONFIG_OPTION_PRIORITY outside 0..500"),
     "QNNEMU-context-priority-value":

@@ -756,11 +756,11 @@ def test_error_verbose_message_round_trip(env):
     (Q.QNN_PROPERTY_CONTEXT_SUPPORT_CREATE_FROM_BINARY_LIST_ASYNC, Q.QNN_PROPERTY_SUPPORTED),
     (Q.QNN_PROPERTY_CONTEXT_SUPPORT_BINARY_SECTION_UPDATES, Q.QNN_PROPERTY_SUPPORTED),
     (Q.QNN_PROPERTY_SIGNAL_SUPPORT_TIMEOUT, Q.QNN_PROPERTY_SUPPORTED),
-    (Q.QNN_PROPERTY_CONTEXT_SUPPORT_CONFIG_MEMORY_LIMIT_HINT, Q.QNN_PROPERTY_NOT_SUPPORTED),
+    (Q.QNN_PROPERTY_CONTEXT_SUPPORT_CONFIG_MEMORY_LIMIT_HINT, Q.QNN_PROPERTY_SUPPORTED),
     (0xDEADBEE, Q.QNN_PROPERTY_ERROR_UNKNOWN_KEY),
 ], ids=["group-core", "group-device", "graph-execute", "unsupported-subgraph", "unsupported-async",
         "context-caching", "list-async", "binary-section-updates", "signal-timeout",
-        "memory-limit-hint-recorded-only", "unknown-key"])
+        "memory-limit-hint-graph-switching", "unknown-key"])
 def test_property_has_capability(key, want):
     assert abi.call("propertyHasCapability", key) == want, f"propertyHasCapability({key})"
 

@@ -431,6 +431,61 @@ def _(s):
     return s.call("contextFree", out[0], NULL)
 
 
+# ---- graph switching (issue 14 item 5; qnnemu/htp/switching.py) ------------------------------
+def _weighted_binary(s: abi.Session, names=("a", "b")) -> bytes:
+    """A binary of ElementWiseAdd graphs with a [2, 3] float32 weight each (64 bytes of own
+    weights once padded)."""
+    for name in names:
+        code, g = s.graph(name)
+        x, w, y = abi.tensor("x", (2, 3)), abi.static_tensor("w", np.full((2, 3), len(name), np.float32)), \
+            abi.tensor("y", (2, 3), type_=Q.QNN_TENSOR_TYPE_APP_READ)
+        codes = [code, s.tensor(g, x), s.tensor(g, w), s.tensor(g, y),
+                 s.node(g, abi.op_config("add", "ElementWiseAdd", [x, w], [y])), s.finalize(g)]
+        assert not any(codes), f"setup: graph {name} with a weight: {codes}"
+    return context_binary(s)
+
+
+def _names(s: abi.Session, items) -> object:
+    return abi.null_terminated("char", [abi.cstr(n, s.keep) for n in items], s.keep)
+
+
+def _switching_of(s: abi.Session):
+    return HANDLES.lookup(s.loaded).switching
+
+
+@case("QNNEMU-context-graph-switching-not-persistent", SM8550, "contextCreateFromBinary", "memoryLimitHint",
+      effect=lambda s: _expect(_switching_of(s) is None, "no graph switching: every graph stays loaded"))
+def _(s):
+    blob = _weighted_binary(s)
+    code, s.loaded = load(s, blob, s.context_plain(Q.QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT, memoryLimitHint=1))
+    return code
+
+
+@case("QNNEMU-context-retention-order-ignored", SM8550, "contextCreateFromBinary", "graphRetentionOrder",
+      effect=lambda s: _expect(_switching_of(s) is None, "no low-memory mode: the retention order is disabled"))
+def _(s):
+    blob = _weighted_binary(s)
+    code, s.loaded = load(s, blob, s.context_plain(Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY, isPersistentBinary=1),
+                          s.context_plain(Q.QNN_CONTEXT_CONFIG_GRAPH_RETENTION_ORDER,
+                                          graphRetentionOrder=_names(s, ["a"])))
+    return code
+
+
+@case("QNNEMU-context-retention-not-preloaded", SM8550, "contextCreateFromBinary", "graphRetentionOrder",
+      effect=lambda s: _expect(_switching_of(s).loaded == ["a"], "the retained graph that fits is preloaded"))
+def _(s):
+    from qnnemu.htp import runtime
+    blob = _weighted_binary(s)
+    # a session with room for the binary's resident part and one of its two graphs
+    previous = runtime.use_sessions(runtime.SessionPool(va_bytes=(len(blob) - 64 + 32) * 16 // 15 + 16, limit=4))
+    later(s, lambda: runtime.use_sessions(previous))
+    code, s.loaded = load(s, blob, s.context_plain(Q.QNN_CONTEXT_CONFIG_PERSISTENT_BINARY, isPersistentBinary=1),
+                          s.context_plain(Q.QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT, memoryLimitHint=1),
+                          s.context_plain(Q.QNN_CONTEXT_CONFIG_GRAPH_RETENTION_ORDER,
+                                          graphRetentionOrder=_names(s, ["a", "b"])))
+    return code
+
+
 # ---- profiling ---------------------------------------------------------------------------------
 @case("QNNEMU-profile-max-events-reached", SM8550, "graphExecute", "profile",
       effect=lambda s: _expect(s.events == 1, "one event kept"))

@@ -230,11 +230,14 @@ def _enter_session(func: str, be: Backend, handle: int, ctx: Context, nbytes: in
             func == "contextCreateFromBinaryListAsync":
         reserve = sum(t.nbytes for g in ctx.graphs.values() for t in (*g.app_inputs(), *g.app_outputs()))
     try:
-        index = ctx.enter_session(nbytes, reserve)
+        index = ctx.enter_session(nbytes, reserve, func)
     except htp_runtime.SessionError as exc:
         be.free_context(handle)
         fail(Location(func).field("binaryBufferSize"), "QNNEMU-context-session-full", str(exc),
              code=Q.QNN_COMMON_ERROR_MEM_ALLOC)
+    except QnnError:   # a graph switching config the loaded binary contradicts
+        be.free_context(handle)
+        raise
     be.log.info(f"{func}: context deserialized into cDSP session #{index} ({nbytes} bytes, {reserve} "
                 f"reserved for I/O; {htp_runtime.process_sessions().describe()})")
 

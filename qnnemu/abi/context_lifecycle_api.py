@@ -43,8 +43,9 @@ def _name_list(ptr, func: str, path: str) -> list[str]:
 def _context_configs(config, func: str, model=None) -> dict:
     """QnnContext_Config_t options, recorded in the context's configs dict. Load-time options
     (ENABLE_GRAPHS, BINARY_COMPATIBILITY, PERSISTENT_BINARY, DEFER_GRAPH_INIT) are applied by
-    the contextCreateFromBinary* entries (context_api.py); MEMORY_LIMIT_HINT, the async queue
-    depth and the graph retention order (graph switching) are recorded only.  HTP custom
+    the contextCreateFromBinary* entries (context_api.py), MEMORY_LIMIT_HINT and the graph
+    retention order by graph switching (qnnemu/htp/switching.py) when a binary is loaded; the
+    async queue depth is recorded only.  HTP custom
     configs follow the documentation's table and rules (qnnemu/htp/settings.py
     ``check_context_option``, groups: qnnemu/htp/groups.py) against ``model``, the context's device
     (default device without one)."""

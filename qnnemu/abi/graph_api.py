@@ -16,7 +16,7 @@ from ..core.graph import Graph
 from ..core.handles import HANDLES
 from ..core.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
 from ..headers import Q
-from ..htp import settings as htp_settings
+from ..htp import settings as htp_settings, switching as htp_switching
 from ..location import Location
 from ..rules import fail
 from ..spec import dtypes
@@ -227,7 +227,8 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
         targets.append((t, v.clientBuf.data, tb.nbytes))
     with (signal_api.use_signal(signalHandle, func, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, Q.QNN_GRAPH_ERROR_ABORTED,
                                 Q.QNN_GRAPH_ERROR_TIMED_OUT, Q.QNN_GRAPH_ERROR_SIGNAL_IN_USE) as sig,
-          profile_api.recording(prof_call, g) as rec):
+          profile_api.recording(prof_call, g) as rec,
+          htp_switching.resident(g, rec)):   # graph switching: loads the graph first if needed
         observer = rec and rec.on_step
         if sig is not None:
             sig.check()  # an abort/timeout between plan steps; the outputs are then not written
@@ -245,7 +246,8 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
         ffi.memmove(dst, ffi.from_buffer(arr), nbytes)
     profile_api.commit(rec, "execute")
     # The next executes of a graph compiled entirely to C may skip this entry (C fast path).
-    if not faults.blocks_fast_path():   # an armed fault must see every call
+    # (an armed fault must see every call; a switching context's graph must load and lock first)
+    if not faults.blocks_fast_path() and not htp_switching.runs_in_python(g):
         fast_execute.offer(int(ffi.cast("uintptr_t", graphHandle)), g)
 
 

@@ -56,6 +56,8 @@ SUPPORTED_PROPERTIES = frozenset({
     Q.QNN_PROPERTY_GRAPH_SUPPORT_EXECUTE_SIGNAL,
     # graphValidate / graphFreeValidationResult (QNN 2.50; abi/validate_api.py)
     Q.QNN_PROPERTY_GRAPH_SUPPORT_GRAPH_VALIDATION,
+    # graph switching's low-memory mode (htp/switching.py); the vendor's library answers SUPPORTED
+    Q.QNN_PROPERTY_CONTEXT_SUPPORT_CONFIG_MEMORY_LIMIT_HINT,
 })
 KNOWN_PROPERTIES = frozenset(
     v for k, v in constants().items()

@@ -7,7 +7,8 @@ import threading
 from typing import TYPE_CHECKING
 
 from ..headers import Q
-from ..htp import runtime as htp_runtime
+from ..htp import runtime as htp_runtime, switching as htp_switching
+from ..htp.device_model import DeviceModel
 from ..location import Location
 from ..rules import fail
 from .graph import Graph
@@ -48,15 +49,29 @@ class Context:
         # backend documentation, "Model Loading Across Multiple Sessions"): set by enter_session.
         self.session: int | None = None
         self.session_pool = None
+        # Graph switching (qnnemu/htp/switching.py; QNN HTP backend documentation, "Graph Switching
+        # (Beta)"): the loader records each graph's own bytes of the binary; a context loaded in
+        # low-memory mode gets its switcher in enter_session.
+        self.binary_graph_bytes: dict[str, int] | None = None
+        self.switching: htp_switching.GraphSwitcher | None = None
 
-    def enter_session(self, nbytes: int, io_reserve: int = 0) -> int:
+    def enter_session(self, nbytes: int, io_reserve: int = 0, func: str = "contextCreateFromBinary") -> int:
         """Deserializes into the first cDSP session of the process with room for ``nbytes`` plus
         ``io_reserve`` (IO_MEM_ESTIMATION); raises runtime.SessionError when none has.  Leaving
-        it is part of ``free``."""
+        it is part of ``free``.  In graph switching's low-memory mode only the graphs loaded at
+        deserialization take their room (qnnemu/htp/switching.py)."""
         if self.session_pool is not None and self.session is not None:
             return self.session
         pool = htp_runtime.process_sessions()
-        self.session = pool.place(self, nbytes, io_reserve)
+        model = self.device.model if self.device is not None else DeviceModel()
+        switcher = htp_switching.setup(self, nbytes, func, model.soc)
+        if switcher is not None:
+            switcher.logger = self.log
+            self.session = switcher.place(pool, self, io_reserve)
+            self.switching = switcher
+            htp_switching.warn_not_preloaded(switcher, func)
+        else:
+            self.session = pool.place(self, nbytes, io_reserve)
         self.session_pool = pool
         return self.session
 
@@ -122,6 +137,8 @@ class Context:
         return t
 
     def free(self) -> None:
+        if self.switching is not None:
+            self.switching.close()
         if self.session_pool is not None:   # its binary and every I/O mapping leave the session
             self.session_pool.remove(self)
         for graph in list(self.graphs.values()):

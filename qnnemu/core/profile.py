@@ -459,6 +459,7 @@ class CallRecorder:
         self.graph = graph
         self.backend = None
         self.contexts_before: dict[int, Any] = {}
+        self.extra_events: list[ProfileEvent] = []   # add_backend_event: reported after the call's own
 
     # ---- called by the ABI layer --------------------------------------------------------
     def begin_wait(self) -> None:
@@ -467,6 +468,11 @@ class CallRecorder:
 
     def end_wait(self) -> None:
         self.rpc_end_ns = time.perf_counter_ns()
+
+    def add_backend_event(self, identifier: str, value: int, unit: int = US) -> None:
+        """An extra QNN_PROFILE_EVENTTYPE_BACKEND event of this call, reported after its own
+        events (e.g. the load of a graph switch, qnnemu/htp/switching.py)."""
+        self.extra_events.append(ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_BACKEND, unit, value, identifier, _now_us()))
 
     def watch_contexts(self, backend) -> None:
         self.backend = backend
@@ -519,7 +525,7 @@ class CallRecorder:
         out = [events[k.key] for k in EXECUTE_EVENT_TABLE]
         if profile.optrace:
             out.append(self._optrace_event(plan, clocks, run_us, accel_us, vtcm_us, power_us, end_ns))
-        return out
+        return out + self.extra_events
 
     @staticmethod
     def _step_time(step, run_us: int, clocks) -> int:

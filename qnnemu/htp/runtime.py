@@ -59,7 +59,7 @@ MAX_SESSIONS_PER_PROCESS = 4
 MAX_SESSIONS_ENV = "QNNEMU_MAX_SESSIONS"
 
 _RUNTIMES: dict[int, HtpRuntime] = {}
-_RUNTIMES_LOCK = threading.Lock()
+_RUNTIMES_LOCK = threading.RLock()   # runtime_for creates an HtpRuntime, which calls process_sessions
 
 
 def vtcm_granule(arch: int) -> int:

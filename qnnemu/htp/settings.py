@@ -45,7 +45,7 @@ from .. import rules
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
-from . import groups, packing as weights_packing, priority
+from . import groups, packing as weights_packing, priority, switching
 from .device_model import DeviceModel
 
 MIB = 1 << 20
@@ -753,10 +753,10 @@ def check_context_options(out: dict, *, func: str, model: DeviceModel) -> None:
         t_cfg = htp.get("QNN_HTP_CONTEXT_CONFIG_OPTION_SHARE_RESOURCES_OPTIMIZATION_TYPE")
         t = int(t_cfg["shareResOptType"]) if isinstance(t_cfg, dict) else Q.SEQUENTIAL_WITH_VA_OPTIMIZATION
         out["shareResourcesType"] = t
-        if "graphRetentionOrder" in out:
+        if switching.requested(out):   # QNN HTP backend documentation, "Graph Switching (Beta)"
             fail(Location(func).path("config"), "QNNEMU-context-share-resources-graph-switching",
-                 "SHARE_RESOURCES cannot be used together with graph switching "
-                 "(QNN_CONTEXT_CONFIG_GRAPH_RETENTION_ORDER)", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
+                 "SHARE_RESOURCES cannot be used together with graph switching (PERSISTENT_BINARY with "
+                 "a MEMORY_LIMIT_HINT above 0, or a GRAPH_RETENTION_ORDER)", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
         if t == Q.SEQUENTIAL_WITH_VA_OPTIMIZATION and not model.soc.va_optimization:
             fail(Location(func).path("config"), "QNNEMU-context-share-resources-va-soc",
                  f"SEQUENTIAL_WITH_VA_OPTIMIZATION is not supported on {model.name} (v{model.arch}); "

@@ -1,7 +1,9 @@
 """The backend-extension config file of the QNN SDK tools (``--config_file``): the HTP options
 ``graphs``, ``devices``, ``context``, ``groupContext``, ``memory`` as described in the QNN HTP
 backend documentation, "QNN HTP Backend Extensions", mapped to HTP graph, device and context
-configs of qnnemu.client.
+configs of qnnemu.client; and the outer form's ``context_configs`` ("Graph Switching (Beta)",
+"Multi-Graph Switching (Beta)": is_persistent_binary, memory_limit_hint, enable_graphs,
+graph_retention_order), core context configs of a context loaded from a binary.
 """
 from __future__ import annotations
 
@@ -61,6 +63,19 @@ _DEVICE_IGNORED = {
     "use_client_context": "power contexts are not modelled",
     "profiling_level": "the extension's profiling_level is not read; pass --profiling_level basic|detailed|linting",
 }
+# The outer form's ``context_configs`` keys (QNN HTP backend documentation, "Graph Switching (Beta)",
+# "Multi-Graph Switching (Beta)") -> (QnnContext_Config_t option, union member, value kinds); they
+# apply when a context is loaded from a binary (qnnemu/htp/switching.py).
+_CONTEXT_CONFIGS_KEYS: dict[str, tuple[str, str, tuple[type, ...]]] = {
+    "is_persistent_binary": ("QNN_CONTEXT_CONFIG_PERSISTENT_BINARY", "isPersistentBinary", (bool,)),
+    "memory_limit_hint": ("QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT", "memoryLimitHint", (int,)),
+    "enable_graphs": ("QNN_CONTEXT_CONFIG_ENABLE_GRAPHS", "enableGraphs", (list,)),
+    "graph_retention_order": ("QNN_CONTEXT_CONFIG_GRAPH_RETENTION_ORDER", "graphRetentionOrder", (list,)),
+}
+_CONTEXT_CONFIGS_IGNORED = {
+    "spill_fill_buffer": "a spill-fill buffer shared with the client is not modelled",
+    "weights_buffer": "a weights buffer shared with the client is not modelled",
+}
 _CORE_KEYS = ("perf_profile", "rpc_control_latency", "rpc_polling_time", "hmx_timeout_us",
               "adaptive_polling_time")
 
@@ -72,10 +87,17 @@ class BackendConfig:
     graphs: list[tuple[list[str] | None, list[tuple[str, str, Any]]]] = field(default_factory=list)
     context: list[tuple[str, str, Any, str]] = field(default_factory=list)
     device: list[tuple[str, str, Any]] = field(default_factory=list)
+    # the outer form's context_configs: (QnnContext_Config_t option name, union member, value), at load
+    load_configs: list[tuple[str, str, Any]] = field(default_factory=list)
     raw: dict = field(default_factory=dict)
     # devices[0].cores[0]: perf_profile and the RPC / HMX overrides (qnnemu.htp.perf.profile_votes
     # keywords); net-run votes them around each inference through the perf infrastructure
     perf: dict = field(default_factory=dict)
+
+    @property
+    def enabled_graphs(self) -> list[str] | None:
+        """context_configs.enable_graphs: the graphs a loaded context has, in this order."""
+        return next((list(v) for opt, _, v in self.load_configs if opt == "QNN_CONTEXT_CONFIG_ENABLE_GRAPHS"), None)
 
     def graph_configs(self, graph_name: str) -> list:
         """HTP graph configs (client GraphConfig objects) for graph ``graph_name``: the
@@ -91,8 +113,11 @@ class BackendConfig:
         """HTP context configs for ``when`` = "prepare" (contextCreate) or "load"
         (contextCreateFromBinary)."""
         from ..client import htp_context_config
-        return [htp_context_config(opt, **{member: value})
-                for opt, member, value, used in self.context if used == when]
+        out = [htp_context_config(opt, **{member: value})
+               for opt, member, value, used in self.context if used == when]
+        if when == "load":
+            out += [_plain_context_config(opt, member, value) for opt, member, value in self.load_configs]
+        return out
 
     def device_configs(self) -> list:
         from ..client import htp_device_config
@@ -127,6 +152,26 @@ class BackendConfig:
                 log.warning("config file: context option %s applies when a context is %s; "
                             "ignored here", opt, "prepared" if used == "prepare" else
                             "loaded from a binary")
+        if when != "load":
+            for opt, _, _ in self.load_configs:
+                log.warning("config file: context_configs option %s applies when a context is loaded "
+                            "from a binary; ignored here", opt)
+
+
+def _plain_context_config(option: str, member: str, value: Any):
+    """A QnnContext_Config_t (client GraphConfig) of a core context option; a list of graph
+    names becomes the NULL-terminated string list the option points to."""
+    from ..client.cabi import ffi
+    from ..client.configs import GraphConfig
+    config = ffi.new("QnnContext_Config_t *")
+    config.option = getattr(Q, option)
+    keep: list[Any] = []
+    if isinstance(value, list):
+        keep = [ffi.new("char[]", str(n).encode()) for n in value]
+        value = ffi.new("char *[]", keep + [ffi.NULL])
+        keep.append(value)
+    setattr(config, member, value)
+    return GraphConfig(config, keep)
 
 
 def _expect(value, kinds, where: str):
@@ -167,7 +212,7 @@ def _inner_config(data: dict, path: str) -> dict:
     unknown = set(data) - {"backend_extensions", "context_configs", "graph_configs"}
     if unknown:
         raise ToolError(f"config file {path}: unknown top-level keys {sorted(unknown)}")
-    for key in set(data) - {"backend_extensions"}:
+    for key in set(data) - {"backend_extensions", "context_configs"}:
         log.warning("config file: %s is not supported by the qnnemu tools; ignored", key)
     if "shared_library_path" in outer:
         log.info("config file: backend_extensions.shared_library_path %s is not loaded; "
@@ -280,6 +325,28 @@ def _context_options(cfg: BackendConfig, data: dict) -> None:
                             f"{', '.join(list(_CONTEXT_KEYS) + list(_CONTEXT_IGNORED))})")
 
 
+def _context_configs_options(cfg: BackendConfig, context_configs: Any) -> None:
+    """The outer form's ``context_configs``: core context configs applied at load (graph
+    switching's low-memory mode, enabled graphs, retention order)."""
+    for key, value in _expect(context_configs, dict, "context_configs").items():
+        where = f"context_configs.{key}"
+        if key in _CONTEXT_CONFIGS_IGNORED:
+            log.warning("config file: %s ignored: %s", where, _CONTEXT_CONFIGS_IGNORED[key])
+            continue
+        if key not in _CONTEXT_CONFIGS_KEYS:
+            raise ToolError(f"config file: {where}: unknown option (known: "
+                            f"{', '.join(list(_CONTEXT_CONFIGS_KEYS) + list(_CONTEXT_CONFIGS_IGNORED))})")
+        option, member, kinds = _CONTEXT_CONFIGS_KEYS[key]
+        _expect(value, kinds, where)
+        if isinstance(value, list):
+            if not value or not all(isinstance(n, str) and n for n in value):
+                raise ToolError(f"config file: {where}: expected a non-empty list of graph names, "
+                                f"got {json.dumps(value)}")
+        elif isinstance(value, int) and not isinstance(value, bool) and not 0 <= value < 1 << 64:
+            raise ToolError(f"config file: {where}: {value} is not a uint64 value")
+        cfg.load_configs.append((option, member, value))
+
+
 def _refuse_unmodelled(data: dict) -> None:
     """``groupContext`` and ``memory``: accepted with a warning, or refused (shared buffers)."""
     group = _expect(data.get("groupContext", {}), dict, "groupContext")
@@ -309,7 +376,10 @@ def load_backend_config(path: str | None) -> BackendConfig:
         return cfg
     data = read_json(path, "--config_file")
     _expect(data, dict, "top level")
+    context_configs = data.get("context_configs") if "backend_extensions" in data else None
     data = _inner_config(data, path)
+    if context_configs is not None:
+        _context_configs_options(cfg, context_configs)
     cfg.raw = data
     unknown = set(data) - {"graphs", "devices", "context", "groupContext", "memory"}
     if unknown:

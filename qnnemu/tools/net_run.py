@@ -139,7 +139,10 @@ def _load_graphs(args, be, config, profiler: _ProfileLog, backend_path: str):
         profiler.record("contextCreateFromBinary")
         if not info["graphs"]:
             raise ToolError(f"--retrieve_context {args.retrieve_context}: the binary has no graphs")
-        return [ctx.retrieve_graph(g["name"], g["inputs"], g["outputs"]) for g in info["graphs"]]
+        graphs = {g["name"]: g for g in info["graphs"]}
+        enabled = config.enabled_graphs   # context_configs.enable_graphs: only those, in that order
+        chosen = [graphs[n] for n in enabled if n in graphs] if enabled is not None else info["graphs"]
+        return [ctx.retrieve_graph(g["name"], g["inputs"], g["outputs"]) for g in chosen]
     from .context_binary_generator import build_graphs, finalize_graphs, load_graph_description
     specs = load_graph_description(args.model)
     config.warn_unused("prepare")

@@ -18,6 +18,7 @@ from ... import rules
 from ...errors import QnnError
 from ...headers import Q
 from ...htp.packing import PACKINGS, unpack_codes
+from ...htp.switching import graph_own_bytes
 from ...location import Location
 from ...ops.base import QuantSpec
 from ...rules import error, fail
@@ -182,6 +183,7 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
         # New tensors get ids after every stored one (also those of graphs not enabled).
         next_id = 1 + max((t.id for t in itertools.chain(
             info.context_tensors, *(g.tensors for g in info.graphs))), default=0)
+        own_bytes = graph_own_bytes(info)   # every graph's, before ENABLE_GRAPHS filters (graph switching)
         if enable_graphs is not None:
             wanted = list(enable_graphs)
             missing = [n for n in wanted if info.graph(n) is None]
@@ -200,6 +202,7 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
             data = memoryview(section if isinstance(blob, bytes) or persistent else bytes(section))
         _abort(check_abort, func)
         ctx = Context(backend, device, log, _merge_configs(info.context_configs, configs))
+        ctx.binary_graph_bytes = own_bytes
         try:
             if on_context is not None:
                 on_context(ctx)
