@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "eng_sched.h"
 
 long qe_run(const int64_t *steps, long first, long last, const int64_t *pbuf,
             const int64_t *ints, const double *dbls, const int64_t *bufs, char *arena,
@@ -28,6 +29,8 @@ long qe_run(const int64_t *steps, long first, long last, const int64_t *pbuf,
 {
     void *ptrs[QE_MAX_STEP_BUFFERS];
     for (long k = first; k < last; k++) {
+        if (k > first)
+            qe_sched_point();   /* an op boundary: yield to a higher-priority execute if asked */
         const int64_t *s = steps + k * QE_STEP_COLS;
         int np = (int)s[QE_STEP_NP];
         if (np > QE_MAX_STEP_BUFFERS) return (k << 8) | 0xfe;

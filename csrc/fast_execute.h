@@ -28,12 +28,18 @@ typedef long (*qnnemu_qe_run_fn)(const int64_t *, long, long, const int64_t *, c
                                  const double *, const int64_t *, char *, void *const *);
 typedef void (*qnnemu_set_threads_fn)(int);
 typedef int (*qnnemu_threads_fn)(void);
+/* The HTP scheduler of qnnemu._kernels (csrc/eng_sched.h): the fast path's executes obey it too.
+ * Its exec record is opaque here; 128 bytes hold it (qe_sched_exec is 80). */
+typedef struct { _Alignas(16) char bytes[128]; } qnnemu_sched_exec;
+typedef int (*qnnemu_sched_begin_fn)(void *, int32_t, int32_t);
+typedef int (*qnnemu_sched_end_fn)(void *);
 
 /* Descriptor header (int64 each), then FD_REC int64 per input, then per output. */
 enum { FD_VERSION, FD_RUN, FD_STEPS, FD_NSTEPS, FD_PBUF, FD_INTS, FD_DBLS, FD_BUFS, FD_ARENA, FD_NIN,
-       FD_NOUT, FD_SET_CALL_THREADS, FD_THREADS, FD_HEADER = 16 };
+       FD_NOUT, FD_SET_CALL_THREADS, FD_THREADS, FD_SCHED_BEGIN, FD_SCHED_END, FD_SCHED_WHO,
+       FD_HEADER = 16 };
 enum { FR_ID, FR_NBYTES, FR_RANK, FR_DIMS, FR_OFFSET, FD_REC = 6 };
-#define FD_LAYOUT_VERSION 1
+#define FD_LAYOUT_VERSION 2
 #define FAST_SLOTS 256
 
 typedef struct {
@@ -178,10 +184,16 @@ static int fast_run(const int64_t *desc, const Qnn_Tensor_t *inputs, uint32_t n_
   }
   qnnemu_qe_run_fn run = (qnnemu_qe_run_fn)(intptr_t)desc[FD_RUN];
   void *no_io[1] = {NULL};
+  qnnemu_sched_begin_fn sched_begin = (qnnemu_sched_begin_fn)(intptr_t)desc[FD_SCHED_BEGIN];
+  qnnemu_sched_end_fn sched_end = (qnnemu_sched_end_fn)(intptr_t)desc[FD_SCHED_END];
+  qnnemu_sched_exec sched;
+  int scheduled = sched_begin && sched_end &&
+                  sched_begin(&sched, (int32_t)(desc[FD_SCHED_WHO] >> 16), (int32_t)(desc[FD_SCHED_WHO] & 0xffff)) == 0;
   long rc = run((const int64_t *)(intptr_t)desc[FD_STEPS], 0, (long)desc[FD_NSTEPS],
                 (const int64_t *)(intptr_t)desc[FD_PBUF], (const int64_t *)(intptr_t)desc[FD_INTS],
                 (const double *)(intptr_t)desc[FD_DBLS], (const int64_t *)(intptr_t)desc[FD_BUFS], arena,
                 no_io);
+  if (scheduled) sched_end(&sched);
   if (set_threads) set_threads(0);
   atomic_fetch_sub(&g_fast_inflight, 1);
   if (rc != -1) return 1;   /* a kernel failed: the Python entry runs it again and reports */

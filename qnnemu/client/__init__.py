@@ -67,7 +67,14 @@ from .cabi import (  # noqa: F401
                    log,
                    make_log_callback,
 )
-from .configs import Config, GraphConfig, htp_context_config, htp_device_config, htp_graph_config  # noqa: F401
+from .configs import (  # noqa: F401
+    Config,
+    GraphConfig,
+    graph_priority_config,
+    htp_context_config,
+    htp_device_config,
+    htp_graph_config,
+)
 from .graph import Graph
 from .profile import Profile
 from .tensors import Tensor

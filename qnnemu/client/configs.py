@@ -78,3 +78,12 @@ def _config_ptrs(configs: Iterable[Any], keep: list) -> list:
         else:
             out.append(c)
     return out
+
+
+def graph_priority_config(priority: int) -> GraphConfig:
+    """``QNN_GRAPH_CONFIG_OPTION_PRIORITY`` (a ``Qnn_Priority_t`` such as
+    ``Q.QNN_PRIORITY_HIGH``), for :meth:`Context.graph`."""
+    config = ffi.new("QnnGraph_Config_t *")
+    config.option = Q.QNN_GRAPH_CONFIG_OPTION_PRIORITY
+    config.priority = priority
+    return GraphConfig(config)

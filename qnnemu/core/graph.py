@@ -22,6 +22,7 @@ from ..location import Location
 from ..ops.base import Op, OpWarning, Param, TensorSpec, is_real_dtype
 from ..rules import error, fail
 from ..spec import dtypes
+from . import scheduling
 from .engine import build_engine
 from .log import NULL_LOGGER, Logger
 from .plan import Plan, compile_plan, nodes_touching, refresh_plan
@@ -302,6 +303,7 @@ class Graph:
         self.configs: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.executions = 0
+        self.last_schedule = scheduling.NO_SCHEDULE   # the scheduler's record of the last execute
         self.native_kv: dict = {}     # tensor id -> kvcache.NativeKv, set at finalize
         self.thread_priorities: tuple[int, int] | None = None   # (HMX, HVX), logged when it changes
         self._priority_key: tuple | None = None   # the priority configs thread_priorities was resolved from
@@ -583,7 +585,7 @@ class Graph:
                  f"graph '{self.name}' input(s) {missing} not given", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         self._note_priority("graphExecute")
         assert self.plan is not None   # (finalized: checked above)
-        with self.lock:
+        with self.lock, scheduling.executing(self):
             if batch == 1:
                 out = self.plan.run(feeds, wanted, observer)
             else:

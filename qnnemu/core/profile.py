@@ -42,7 +42,9 @@ graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
   GRAPH_EXECUTE_HTP_RPC_TIME_MICROSEC (3002)   us "QNN accelerator (execute) time"
       measured: the accelerator side of that call, first plan step start to last step end
   GRAPH_EXECUTE_YIELD_COUNT (3009)        count   "Num times yield occured"
-      0: the emulator runs one graph at a time, no higher-priority graph preempts it
+      the times the execute yielded to a higher-priority graph at an op boundary
+      (qnnemu/core/scheduling.py); when > 0 its sub-event GRAPH_EXECUTE_YIELD_INSTANCE_WAIT_TIME
+      (3007, us, "Time waited for pre-empting graphs") is the measured wait over those yields
   GRAPH_EXECUTE_VTCM_ACQUIRE_TIME (3010)  us      "Time for initial VTCM acquire"
   GRAPH_EXECUTE_RESOURCE_POWER_UP_TIME (3011) us  "Time for HVX + HMX power on and acquire"
       the model's resource acquisition (``RESOURCE_ACQUIRE_US``): a graph acquires VTCM and
@@ -166,6 +168,8 @@ EXECUTE_EVENT_TABLE = (
               "Accelerator (execute) time"),
     EventKind("execute", Q.QNN_PROFILE_EVENTTYPE_EXECUTE, US, "QNN (execute) time"),
 )
+YIELD_WAIT_EVENT = EventKind("yield_wait", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_YIELD_INSTANCE_WAIT_TIME, US,
+                             "Time waited for pre-empting graphs")
 OPTRACE_EVENT = EventKind("optrace", Q.QNN_PROFILE_EVENTTYPE_TRACE, OBJECT, "Optrace")
 
 # The linting sub-events of one step (QNN HTP backend documentation, "Detailed and Linting
@@ -511,12 +515,18 @@ class CallRecorder:
         run_us = self.run_start_us or rpc_us
         vtcm_us, power_us = resource_acquire_us(plan, getattr(graph, "executions", 0) <= 1)
         accel_us = cycles_to_us(plan.total_cycles, clocks)
+        sched = getattr(graph, "last_schedule", None)
+        yields = int(getattr(sched, "yields", 0))
         values = {"hvx_threads": graph_settings(graph).hvx_threads, "host_rpc": micros(host_rpc),
-                  "htp_rpc": micros(htp_rpc), "yields": 0, "vtcm_acquire": vtcm_us, "power_on": power_us,
+                  "htp_rpc": micros(htp_rpc), "yields": yields, "vtcm_acquire": vtcm_us, "power_on": power_us,
                   "critical_cycles": plan.critical_path_cycles, "accel_cycles": plan.total_cycles,
                   "accel_us": accel_us, "execute": micros(total)}
         stamps = {"host_rpc": rpc_us, "execute": self.start_us}
         events = {k.key: event(k, values[k.key], stamps.get(k.key, run_us)) for k in EXECUTE_EVENT_TABLE}
+        if yields:
+            # pre-empted: how long it waited for the higher-priority graph(s), over its yields
+            events["yields"].sub = [event(YIELD_WAIT_EVENT, int(getattr(sched, "preempt_us", 0)),
+                                          run_us)]
         profile = self.profile
         if profile.linting:
             events["critical_cycles"].sub = self._linting_events(plan, n_nodes, run_us, clocks)
@@ -571,7 +581,8 @@ class CallRecorder:
             "runs": [{"execution": int(getattr(graph, "executions", 0)), "start_us": self.start_us,
                       "end_us": end_us, "accel_start_us": run_us, "accel_end_us": run_us + accel_us,
                       "total_cycles": plan.total_cycles, "critical_path_cycles": plan.critical_path_cycles,
-                      "yields": 0, "vtcm_acquire_us": vtcm_us, "power_on_us": power_us}],
+                      "yields": int(getattr(getattr(graph, "last_schedule", None), "yields", 0)),
+                      "vtcm_acquire_us": vtcm_us, "power_on_us": power_us}],
         }
         payload = json.dumps(doc, separators=(",", ":")).encode("utf-8")
         return ProfileEvent(OPTRACE_EVENT.type, OPTRACE_EVENT.unit, len(payload), OPTRACE_EVENT.identifier,

@@ -11,8 +11,8 @@ Pre-Emption"; on Windows all levels map to 0xc0 under MCDM -- the emulator model
 mapping).
 
 ``thread_priorities(graph) -> (hmx, hvx)`` is the observable result; Graph.finalize and
-Graph.execute log it at INFO.  Scheduling among graphs by these priorities (yielding,
-pre-emption) is not modelled here.
+Graph.execute log it at INFO.  Scheduling among executes by these priorities (yielding,
+pre-emption) is qnnemu/core/scheduling.py's.
 
 The documentation restricts ``QNN_PRIORITY_NORMAL_HIGH`` and ``QNN_PRIORITY_HIGH`` "from general
 developers"; the emulator has no notion of privileged clients, so it accepts them and says so in

@@ -28,7 +28,7 @@ import numpy as np
 
 from ...headers import Q
 from ...ops.base import htp_fp16_to_fp32
-from .. import plan as plan_mod
+from .. import plan as plan_mod, scheduling
 from .lowering import F32, IMPL_LOWERINGS, LowerCtx, Unsupported, load_lowerings
 from .program import Builder, NodeCode, Program, aligned_empty
 
@@ -252,9 +252,9 @@ class Engine:
 
         def address(name: str) -> int:
             return int(ffi.cast("intptr_t", ffi.addressof(lib, name)))
-        header = [1, address("qe_run"), p.steps.ctypes.data, len(p.steps), p.pbuf.ctypes.data, p.ints.ctypes.data,
+        header = [2, address("qe_run"), p.steps.ctypes.data, len(p.steps), p.pbuf.ctypes.data, p.ints.ctypes.data,
                   p.dbls.ctypes.data, p.bufs.ctypes.data, arena.ctypes.data, len(ins), len(outs),
-                  address("qe_set_call_threads"), address("qe_threads"), 0, 0, 0]
+                  address("qe_set_call_threads"), address("qe_threads"), *scheduling.fast_path_fields(graph)]
         desc = np.asarray(header + [v for r in records for v in r], dtype=np.int64)
         self._fast_keep = keep   # the dimension arrays and the arena the descriptor points into
         return desc
@@ -316,12 +316,14 @@ class Engine:
         arena_ptr = self.ffi.cast("char *", arena.ctypes.data)
         steps, pbuf, ints, dbls, bufs = self._cargs
         run = self.lib.qe_run
+        sched_point = self.lib.qe_sched_point
         by_node = observer is not None or after_node is not None
         for seg in self.segments:
             if seg[0] == "c":
                 if by_node:
                     for k in range(seg[3], seg[4]):
                         code = self.program.nodes[k]
+                        sched_point()
                         t0 = _clock()
                         rc = run(steps, code.first, code.last, pbuf, ints, dbls, bufs, arena_ptr, ptrs)
                         self._check_rc(rc)
@@ -332,6 +334,7 @@ class Engine:
                 else:
                     self._check_rc(run(steps, seg[1], seg[2], pbuf, ints, dbls, bufs, arena_ptr, ptrs))
             else:
+                sched_point()    # an op boundary of the Python steps (C steps: inside qe_run)
                 self._fallback(plan.steps[seg[1]], arena, io, observer)
                 if after_node is not None:
                     after_node(seg[1], arena, io)

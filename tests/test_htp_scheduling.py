@@ -1,0 +1,163 @@
+"""Executes in application threads scheduled by the shared HTP's rules (QNN "HTP Yielding and
+Pre-Emption", QNN HTP backend documentation "Graph Priority"; qnnemu/core/scheduling.py,
+csrc/eng_sched.c; issue 14 item 2): a LOW graph looping in one thread yields at an op boundary
+when a HIGH graph's execute arrives in another, HIGH runs, LOW resumes, both outputs unchanged;
+LOW's BASIC profile counts its yields.  Through the C ABI (qnnemu.client), on the Python execute
+path and on graphExecute's C fast path."""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from qnnemu.client import Backend, graph_priority_config
+from qnnemu.headers import Q
+
+_kernels = pytest.importorskip("qnnemu._kernels")
+LOW_OPS = 10
+M, K = 192, 768
+
+
+def _low_graph(ctx, rng):
+    g = ctx.graph("low", configs=[graph_priority_config(Q.QNN_PRIORITY_LOW)])
+    x = g.input("x", (M, K))
+    for i in range(LOW_OPS):
+        w = g.static(f"w{i}", (rng.standard_normal((K, K)) / np.sqrt(K)).astype(np.float32))
+        x = g.node("MatMul", [x, w], [(f"y{i}", (M, K), np.float32)], app_read=i == LOW_OPS - 1)
+    g.finalize()
+    return g
+
+
+def _high_graph(ctx, rng):
+    g = ctx.graph("high", configs=[graph_priority_config(Q.QNN_PRIORITY_HIGH)])
+    x = g.input("x", (4, 64))
+    w = g.static("w", rng.standard_normal((64, 64)).astype(np.float32))
+    g.node("MatMul", [x, w], [("y", (4, 64), np.float32)], app_read=True)
+    g.finalize()
+    return g
+
+
+def _timed(fn, n):
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def _yield_count(events) -> int:
+    return sum(int(e["value"]) for e in events
+               if e["type"] == Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_YIELD_COUNT)
+
+
+@pytest.mark.parametrize("low_path", ["python", "fast"])
+def test_high_preempts_a_looping_low_graph(low_path):
+    rng = np.random.default_rng(5)
+    x_low = rng.standard_normal((M, K)).astype(np.float32)
+    x_high = rng.standard_normal((4, 64)).astype(np.float32)
+    with Backend() as be:
+        ctx = be.context()
+        low, high = _low_graph(ctx, rng), _high_graph(ctx, rng)
+        prof = be.profile("basic") if low_path == "python" else None
+        last = f"y{LOW_OPS - 1}"
+        ref_low = low.execute({"x": x_low})[last]
+        ref_high = high.execute({"x": x_high})["y"]
+        low_solo = statistics.median(_timed(lambda: low.execute({"x": x_low}, profile=prof), 3))
+        high_solo = statistics.median(_timed(lambda: high.execute({"x": x_high}), 20))
+        low_op = low_solo / LOW_OPS
+        stop, errors, yields, low_runs = threading.Event(), [], [], [0]
+        before = int(_kernels.lib.qe_sched_total_yields())
+
+        def loop_low():
+            try:
+                while not stop.is_set():
+                    out = low.execute({"x": x_low}, profile=prof)
+                    if prof is not None:
+                        yields.append(_yield_count(prof.events()))
+                    if not np.array_equal(out[last], ref_low):
+                        errors.append("LOW's output changed under pre-emption")
+                    low_runs[0] += 1
+            except Exception as exc:
+                errors.append(repr(exc))
+        t = threading.Thread(target=loop_low)
+        t.start()
+        try:
+            time.sleep(low_solo)          # LOW is running
+            latencies = []
+            for _ in range(12):
+                t0 = time.perf_counter()
+                out = high.execute({"x": x_high})
+                latencies.append(time.perf_counter() - t0)
+                assert np.array_equal(out["y"], ref_high), "HIGH's output is unchanged"
+                time.sleep(low_op * 1.7)  # land somewhere inside a LOW op
+        finally:
+            stop.set()
+            t.join()
+        assert not errors, errors
+        assert low_runs[0] >= 1, "LOW ran while HIGH executed"
+        contended = statistics.median(latencies)
+        assert contended <= high_solo + 1.5 * low_op + 0.003, \
+            (f"HIGH's median latency {contended * 1e3:.2f} ms within one LOW op ({low_op * 1e3:.2f} ms) of its "
+             f"solo latency {high_solo * 1e3:.2f} ms")
+        total = int(_kernels.lib.qe_sched_total_yields()) - before
+        assert total >= 1, f"the scheduler counted LOW's yields: {total}"
+        if prof is not None:
+            assert sum(yields) >= 1, f"LOW's BASIC profile reports its yields: {yields}"
+            assert sum(yields) <= total, "the profile's yields are the scheduler's"
+
+
+def test_equal_priorities_run_side_by_side_and_strict_mode_takes_turns(monkeypatch):
+    """Two NORMAL graphs: by default they overlap on the host (the emulator's throughput); with
+    QNNEMU_HTP_STRICT=1 they take turns as two QNN graphs on one device do (no execute of one
+    starts while the other runs)."""
+    from qnnemu.core import scheduling
+    lib = _kernels.lib
+    ffi = _kernels.ffi
+    for strict, want_overlap in ((False, True), (True, False)):
+        monkeypatch.setenv("QNNEMU_HTP_STRICT", "1" if strict else "0")
+        assert scheduling._lib() is not None
+        assert lib.qe_sched_strict() == int(strict), "QNNEMU_HTP_STRICT reaches the scheduler"
+        a, b = ffi.new("qe_sched_exec *"), ffi.new("qe_sched_exec *")
+        assert lib.qe_sched_begin(a, 63, 0xC0) == 0
+        started = threading.Event()
+
+        def second(b=b, started=started):
+            lib.qe_sched_begin(b, 63, 0xC0)
+            started.set()
+            lib.qe_sched_end(b)
+        th = threading.Thread(target=second)
+        th.start()
+        overlapped = started.wait(0.3)
+        lib.qe_sched_end(a)
+        th.join()
+        assert overlapped == want_overlap, f"strict={strict}: the second NORMAL execute started at once: {overlapped}"
+        assert b.waited_first == int(not want_overlap), "the record says whether it waited"
+    monkeypatch.delenv("QNNEMU_HTP_STRICT")
+    scheduling._lib()
+
+
+def test_lower_priority_waits_for_a_running_higher_one():
+    lib, ffi = _kernels.lib, _kernels.ffi
+    high, low = ffi.new("qe_sched_exec *"), ffi.new("qe_sched_exec *")
+    assert lib.qe_sched_begin(high, 62, 0xBB) == 0
+    started = threading.Event()
+
+    def low_thread():
+        lib.qe_sched_begin(low, 62, 0xC5)
+        started.set()
+        lib.qe_sched_end(low)
+    th = threading.Thread(target=low_thread)
+    th.start()
+    assert not started.wait(0.2), "LOW does not start while HIGH runs"
+    assert lib.qe_sched_point() == 0, "nothing asks HIGH to yield"
+    lib.qe_sched_end(high)
+    th.join()
+    assert started.is_set() and low.waited_first == 1 and low.wait_ns > 0, "LOW started after HIGH ended"
+
+
+def test_exec_record_fits_the_fast_paths_storage():
+    assert _kernels.ffi.sizeof("qe_sched_exec") <= 128, "csrc/fast_execute.h reserves 128 bytes for it"
