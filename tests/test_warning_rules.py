@@ -431,6 +431,62 @@ def _(s):
     return s.call("contextFree", out[0], NULL)
 
 
+# ---- HTP scheduling (issue 14 item 2; qnnemu/core/scheduling.py) -----------------------------
+def _yield_effect(s):
+    out = s.preempted_out
+    _expect(np.array_equal(out, s.solo_out), "the pre-empted execute's output is the solo execute's")
+    _expect(graph_of(s).last_schedule.yields >= 1, "the execute's record counts its yields")
+
+
+@case("QNNEMU-graphExecute-yielded", SM8550, "graphExecute", "graph 'g'", effect=_yield_effect)
+def _(s):
+    import threading
+    import time
+
+    from qnnemu.core import scheduling
+    lib = pytest.importorskip("qnnemu._kernels").lib
+    code, g = s.graph("g")
+    assert code == OK, "setup: graphCreate"
+    shape, n = (512, 512), 24
+    ts = [abi.tensor(f"t{i}", shape, type_=Q.QNN_TENSOR_TYPE_APP_WRITE if i == 0 else
+                     Q.QNN_TENSOR_TYPE_APP_READ if i == n else Q.QNN_TENSOR_TYPE_NATIVE) for i in range(n + 1)]
+    for t in ts:
+        assert s.tensor(g, t) == OK, "setup: tensor"
+    for i in range(n):
+        assert s.node(g, abi.op_config(f"r{i}", "Relu", [ts[i]], [ts[i + 1]])) == OK, "setup: node"
+    assert s.finalize(g) == OK, "setup: graphFinalize"
+    slot = scheduling.device_slot(HANDLES.lookup(s.ctx).device)
+    import os  # the Python entry logs; the C fast path would run these executes silently
+    previous = os.environ.get("QNNEMU_FAST_EXECUTE")
+    os.environ["QNNEMU_FAST_EXECUTE"] = "0"
+    later(s, lambda: os.environ.pop("QNNEMU_FAST_EXECUTE") if previous is None
+          else os.environ.__setitem__("QNNEMU_FAST_EXECUTE", previous))
+    s.preempted_in = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    s.solo_out = np.zeros(shape, np.float32)
+    assert s.execute(g, [(ts[0], s.preempted_in)], [(ts[n], s.solo_out)]) == OK, "setup: a solo execute"
+    done = threading.Event()
+
+    def high_graph_arrivals():   # a HIGH execute arrives again and again while 'g' (NORMAL) runs
+        rec = pytest.importorskip("qnnemu._kernels").ffi.new("qe_sched_exec *")
+        while not done.is_set():
+            lib.qe_sched_begin(rec, slot, 0xBB)
+            time.sleep(0.001)
+            lib.qe_sched_end(rec)
+            time.sleep(0.001)
+    th = threading.Thread(target=high_graph_arrivals)
+    th.start()
+    try:
+        s.preempted_out = np.zeros(shape, np.float32)
+        for _ in range(50):   # until one execute overlapped an arrival
+            code = s.execute(g, [(ts[0], s.preempted_in)], [(ts[n], s.preempted_out)])
+            if code != OK or graph_of(s).last_schedule.yields:
+                break
+    finally:
+        done.set()
+        th.join()
+    return code
+
+
 # ---- graph switching (issue 14 item 5; qnnemu/htp/switching.py) ------------------------------
 def _weighted_binary(s: abi.Session, names=("a", "b")) -> bytes:
     """A binary of ElementWiseAdd graphs with a [2, 3] float32 weight each (64 bytes of own

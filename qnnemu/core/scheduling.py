@@ -16,14 +16,13 @@ there is no scheduler: executes run as before and report no yields.
 """
 from __future__ import annotations
 
-import logging
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..ops import _fast
+from ..rules import warn
 
-_log = logging.getLogger("qnnemu.htp")
 _next_slot = 0
 DEVICE_SLOTS = 64        # csrc/eng_sched.h QE_SCHED_DEVICES
 _strict_applied: bool | None = None
@@ -98,15 +97,11 @@ def executing(graph):
         graph.last_schedule = Schedule(int(exec_.yields), int(exec_.wait_ns) // 1000,
                                        int(exec_.preempt_ns) // 1000, prio)
         if exec_.yields:
-            log = getattr(graph, "log", None)
-            for _ in range(int(exec_.yields)):
-                # the vendor's backend logs these two lines around a pre-emption
-                msg = (f"graph '{graph.name}': Releasing VTCM (pre-empted by a higher-priority graph); "
-                       f"Releasing and Re-Acquiring VTCM")
-                if log is not None:
-                    log.debug(msg)
-                else:
-                    _log.debug(msg)
+            # the vendor's backend logs "Releasing VTCM" / "Releasing and Re-Acquiring VTCM" at
+            # WARNING around each pre-emption
+            warn("QNNEMU-graphExecute-yielded", "graphExecute", f"graph '{graph.name}'",
+                 f"pre-empted {int(exec_.yields)} time(s) by a higher-priority graph at an op boundary: "
+                 f"Releasing VTCM; Releasing and Re-Acquiring VTCM (waited {int(exec_.preempt_ns) // 1000} us)")
 
 
 def point() -> None:
