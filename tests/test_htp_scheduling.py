@@ -12,12 +12,15 @@ import time
 
 import numpy as np
 import pytest
+from vendor import vendor_library
 
 from qnnemu.client import Backend, graph_priority_config
 from qnnemu.headers import Q
 
 _kernels = pytest.importorskip("qnnemu._kernels")
 LOW_OPS = 10
+needs_vendor = pytest.mark.skipif(vendor_library() is None,
+                                  reason="onnxruntime-qnn (the vendor's libQnnHtp.so) is not installed")
 M, K = 192, 768
 
 
@@ -161,3 +164,43 @@ def test_lower_priority_waits_for_a_running_higher_one():
 
 def test_exec_record_fits_the_fast_paths_storage():
     assert _kernels.ffi.sizeof("qe_sched_exec") <= 128, "csrc/fast_execute.h reserves 128 bytes for it"
+
+
+@needs_vendor
+def test_the_vendor_yields_too():
+    """The reference: the vendor's x86 libQnnHtp.so pre-empts a LOW graph looping in one thread
+    when a HIGH graph executes in another, and LOW's BASIC profile reports event 3009 >= 1 (it
+    also logs "Releasing VTCM" / "Releasing and Re-Acquiring VTCM" at WARNING)."""
+    rng = np.random.default_rng(1)
+    m, k, ops = 64, 256, 4
+    with Backend(str(vendor_library()), log_level="error") as be:
+        ctx = be.context()
+        low = ctx.graph("low", configs=[graph_priority_config(Q.QNN_PRIORITY_LOW)])
+        x = low.input("x", (m, k))
+        for i in range(ops):
+            w = low.static(f"w{i}", (rng.standard_normal((k, k)) / 16).astype(np.float32))
+            x = low.node("MatMul", [x, w], [(f"y{i}", (m, k), np.float32)], app_read=i == ops - 1)
+        low.finalize()
+        high = _high_graph(ctx, rng)
+        prof = be.profile("basic")
+        x_low = rng.standard_normal((m, k)).astype(np.float32)
+        x_high = rng.standard_normal((4, 64)).astype(np.float32)
+        low.execute({"x": x_low}, profile=prof)
+        assert _yield_count(prof.events()) == 0, "alone, LOW does not yield"
+        stop, counts = threading.Event(), []
+
+        def loop():
+            while not stop.is_set():
+                low.execute({"x": x_low}, profile=prof)
+                counts.append(_yield_count(prof.events()))
+        th = threading.Thread(target=loop)
+        th.start()
+        try:
+            time.sleep(0.1)
+            for _ in range(5):
+                high.execute({"x": x_high})
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            th.join()
+    assert sum(counts) >= 1, f"the vendor's LOW executes report yields: {counts}"
