@@ -169,8 +169,17 @@ int qe_sched_point(void)
     return yielded;
 }
 
-void qe_sched_set_strict(int strict) { atomic_store(&g_strict, strict ? 1 : 0); }
+void qe_sched_set_strict(int strict)
+{
+    atomic_store(&g_strict, strict ? 1 : 0);
+}
 
-int qe_sched_strict(void) { return atomic_load(&g_strict); }
+int qe_sched_strict(void)
+{
+    return atomic_load(&g_strict);
+}
 
-int64_t qe_sched_total_yields(void) { return atomic_load(&g_total_yields); }
+long qe_sched_total_yields(void)
+{
+    return atomic_load(&g_total_yields);
+}

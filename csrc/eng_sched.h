@@ -28,7 +28,7 @@ int qe_sched_end(qe_sched_exec *e);
 int qe_sched_point(void);
 void qe_sched_set_strict(int strict);
 int qe_sched_strict(void);
-int64_t qe_sched_total_yields(void);
+long qe_sched_total_yields(void);
 /* cdef end */
 
 #define QE_SCHED_DEVICES 64

@@ -34,9 +34,6 @@ HANDLE_PARAM = re.compile(r"^(?:const )?(Qnn_(?:Log|Backend|Device|Context|Graph
 # (entry, parameter) -> why it is not refused as a handle (the vendor's behaviour decides).
 NOT_CHECKED = {
     ("graphCreateSubgraph", "graphHandle"): "the vendor answers NOT_SUPPORTED (1000) whatever the handle",
-    ("graphExecuteAsync", "graphHandle"): "the vendor answers NOT_SUPPORTED (1000) whatever the handle",
-    ("graphExecuteAsync", "profileHandle"): "the vendor answers NOT_SUPPORTED (1000) whatever the handle",
-    ("graphExecuteAsync", "signalHandle"): "the vendor answers NOT_SUPPORTED (1000) whatever the handle",
 }
 # Entries cffi's ABI mode cannot call (a struct with anonymous unions passed by value); their
 # handle arguments are checked (abi/section_api.py) after that struct.

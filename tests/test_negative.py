@@ -770,7 +770,7 @@ NOT_SUPPORTED = {
     "backendRegisterOpPackage": Q.QNN_BACKEND_ERROR_NOT_SUPPORTED,
     # backendRegisterOpPackageFromBinary, contextAddToDlc check their handles first (as the
     # vendor's library does): tests/test_qnn250_entries.py
-    **dict.fromkeys(("graphCreateSubgraph", "graphExecuteAsync", "graphPrepareExecutionEnvironment",
+    **dict.fromkeys(("graphCreateSubgraph", "graphPrepareExecutionEnvironment",
                      "graphReleaseExecutionEnvironment"), Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE),
 }
 

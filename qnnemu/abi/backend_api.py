@@ -16,6 +16,7 @@ from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
+from . import async_execute
 from .library import (
     LIBRARY,
     active_logger as _active_logger,
@@ -133,6 +134,8 @@ def backendGetProperty(backendHandle, properties):
 @entry
 def backendFree(backend):
     be = _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend")
+    for ctx in list(be.contexts.values()):
+        async_execute.drain_context(ctx)   # queued graphExecuteAsync calls run first
     be.free()
     HANDLES.release(_hval(backend))
 

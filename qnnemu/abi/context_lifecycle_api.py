@@ -15,7 +15,7 @@ from ..headers import Q
 from ..htp import settings as htp_settings
 from ..location import Location
 from ..rules import fail
-from . import profile_api
+from . import async_execute, profile_api
 from .framework import NAME_LIST_LIMIT, null_terminated
 from .library import configs as _configs, entry, ffi, get as _get, hval as _hval
 from .marshal import c_str, read_htp_custom as _htp_custom, require
@@ -45,7 +45,7 @@ def _context_configs(config, func: str, model=None) -> dict:
     (ENABLE_GRAPHS, BINARY_COMPATIBILITY, PERSISTENT_BINARY, DEFER_GRAPH_INIT) are applied by
     the contextCreateFromBinary* entries (context_api.py), MEMORY_LIMIT_HINT and the graph
     retention order by graph switching (qnnemu/htp/switching.py) when a binary is loaded; the
-    async queue depth is recorded only.  HTP custom
+    async queue depth bounds graphExecuteAsync's queue (qnnemu/abi/async_execute.py).  HTP custom
     configs follow the documentation's table and rules (qnnemu/htp/settings.py
     ``check_context_option``, groups: qnnemu/htp/groups.py) against ``model``, the context's device
     (default device without one)."""
@@ -165,6 +165,7 @@ def contextGetProperty(contextHandle, properties):
 @entry
 def contextFree(context, profile):
     ctx = _get(context, Context, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "context")
+    async_execute.drain_context(ctx)   # its queued graphExecuteAsync calls run first
     call = profile_api.start(profile, "contextFree", Q.QNN_CONTEXT_ERROR_SET_PROFILE)
     with profile_api.recording(call) as rec:
         ctx.backend.free_context(_hval(context))

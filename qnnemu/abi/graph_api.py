@@ -5,6 +5,7 @@ rules: qnnemu/htp/settings.py).  graphValidate is validate_api.py; the graph: qn
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -157,7 +158,28 @@ def _io_buffer(t, func: str, path: str):
 
 @entry
 def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle):
-    func = "graphExecute"
+    job = _execute_job("graphExecute", graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle)
+    run_execute_job(job, signalHandle)
+    # The next executes of a graph compiled entirely to C may skip this entry (C fast path).
+    # (an armed fault must see every call; a switching context's graph must load and lock first)
+    if not faults.blocks_fast_path() and not htp_switching.runs_in_python(job.graph):
+        fast_execute.offer(int(ffi.cast("uintptr_t", graphHandle)), job.graph)
+
+
+@dataclass
+class ExecuteJob:
+    """One execute decoded at the API call: the graph, the fed arrays (views of the client's
+    buffers), the output targets, the batch multiple and the profiling record."""
+    func: str
+    graph: Graph
+    feeds: dict
+    targets: list
+    batch: int
+    prof_call: Any
+
+
+def _execute_job(func, graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle) -> ExecuteJob:
+    """graphExecute's / graphExecuteAsync's checks and argument decoding (before anything runs)."""
     g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
     prof_call = profile_api.start(profileHandle, func, Q.QNN_GRAPH_ERROR_SET_PROFILE)
     if not g.finalized:
@@ -225,6 +247,12 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
                  f"({list(tb.dims)} x {dtypes.name(t.dtype)}), got dataSize {int(v.clientBuf.dataSize)}",
                  code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         targets.append((t, v.clientBuf.data, tb.nbytes))
+    return ExecuteJob(func, g, feeds, targets, batch, prof_call)
+
+
+def run_execute_job(job: ExecuteJob, signalHandle) -> None:
+    """Runs a decoded execute: signal, profiling, graph switching, the plan, the outputs."""
+    func, g, feeds, targets, batch, prof_call = job.func, job.graph, job.feeds, job.targets, job.batch, job.prof_call
     with (signal_api.use_signal(signalHandle, func, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, Q.QNN_GRAPH_ERROR_ABORTED,
                                 Q.QNN_GRAPH_ERROR_TIMED_OUT, Q.QNN_GRAPH_ERROR_SIGNAL_IN_USE) as sig,
           profile_api.recording(prof_call, g) as rec,
@@ -245,16 +273,11 @@ def graphExecute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHan
         arr = np.ascontiguousarray(results[t.id])
         ffi.memmove(dst, ffi.from_buffer(arr), nbytes)
     profile_api.commit(rec, "execute")
-    # The next executes of a graph compiled entirely to C may skip this entry (C fast path).
-    # (an armed fault must see every call; a switching context's graph must load and lock first)
-    if not faults.blocks_fast_path() and not htp_switching.runs_in_python(g):
-        fast_execute.offer(int(ffi.cast("uintptr_t", graphHandle)), g)
 
 
 not_supported("graphCreateSubgraph", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "subgraphs are not emulated yet")
-not_supported("graphExecuteAsync", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE, "async execute is not implemented yet")
-# The vendor's library answers graphCreateSubgraph and graphExecuteAsync without looking at the
-# graph handle, but checks it in the execution-environment entries (INVALID_HANDLE, NULL included).
+# The vendor's library answers graphCreateSubgraph without looking at the graph handle, but
+# checks it in the execution-environment entries (INVALID_HANDLE, NULL included).
 not_supported("graphPrepareExecutionEnvironment", Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE,
               "execution environments are not implemented yet",
               check=lambda graph, *_: _get(graph, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle"))

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..headers import Q
-from .cabi import _contiguous, _null_terminated, _set_buffer, ffi
+from .cabi import QnnCallError, _contiguous, _null_terminated, _set_buffer, ffi
 from .configs import GraphConfig
 from .opconfig import op_config, set_scalar
 from .quant import quant_json
@@ -224,6 +224,25 @@ class Graph:
         """graphExecute with ``feeds`` (input name -> array in the input's storage type, see
         ``Tensor.numpy_dtype``); returns output name -> array. ``profile`` collects the
         call's events."""
+        cin, n_in, cout, n_out, results, _keep = self._io(feeds)
+        self.backend.call("graphExecute", self.handle, cin, n_in, cout, n_out,
+                          profile.handle if profile is not None else ffi.NULL, ffi.NULL)
+        return results
+
+    def execute_async(self, feeds: Mapping[str, np.ndarray], profile: Profile | None = None) -> AsyncExecute:
+        """graphExecuteAsync: queues the execute and returns at once; ``.wait()`` on the result
+        gives the outputs once the backend's notify function reported (raising QnnCallError with
+        the notified error code), ``.status`` the code.  The buffers stay alive with it."""
+        cin, n_in, cout, n_out, results, keep = self._io(feeds)
+        pending = AsyncExecute(results)
+        keep += [cin, cout, pending._callback]
+        pending._keep = keep
+        self.backend.call("graphExecuteAsync", self.handle, cin, n_in, cout, n_out,
+                          profile.handle if profile is not None else ffi.NULL, ffi.NULL,
+                          pending._callback, ffi.NULL)
+        return pending
+
+    def _io(self, feeds: Mapping[str, np.ndarray]):
         missing = [t.name for t in self.inputs if t.name not in feeds]
         if missing:
             raise KeyError(f"graph {self.name}: no data for inputs {missing}")
@@ -243,7 +262,30 @@ class Graph:
             results[t.name] = arr
             cout[i] = t.struct[0]
             _set_buffer(cout[i], ffi.from_buffer(arr), arr.nbytes, keep)
-        self.backend.call("graphExecute", self.handle, cin, len(self.inputs), cout,
-                          len(self.outputs), profile.handle if profile is not None else ffi.NULL,
-                          ffi.NULL)
-        return results
+        return cin, len(self.inputs), cout, len(self.outputs), results, keep
+
+
+class AsyncExecute:
+    """One graphExecuteAsync in flight (Graph.execute_async)."""
+
+    def __init__(self, results: dict[str, np.ndarray]):
+        import threading
+        self.results = results
+        self.status: int | None = None
+        self._done = threading.Event()
+        self._keep: list = []
+
+        def notify(_param, status):
+            self.status = int(status.error)
+            self._done.set()
+        self._callback = ffi.callback("void(void *, Qnn_NotifyStatus_t)", notify)
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> dict[str, np.ndarray]:
+        if not self._done.wait(timeout):
+            raise TimeoutError("graphExecuteAsync: no notification yet")
+        if self.status != Q.QNN_SUCCESS:
+            raise QnnCallError("graphExecuteAsync (notified)", int(self.status or 0), None)
+        return self.results
