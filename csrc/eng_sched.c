@@ -161,6 +161,10 @@ int qe_sched_point(void)
     }
     e->state = S_RUNNING;
     if (yielded) {
+        if (e->yields < 8) {
+            e->yield_start_ns[e->yields] = t0;
+            e->yield_end_ns[e->yields] = now_ns();
+        }
         e->yields++;
         e->preempt_ns += now_ns() - t0;
         atomic_fetch_add(&g_total_yields, 1);

@@ -21,6 +21,8 @@ typedef struct qe_sched_exec {
     int32_t state;           /* internal */
     int32_t yield_req;       /* internal: set by a higher-priority arrival */
     struct qe_sched_exec *next;   /* internal */
+    int64_t yield_start_ns[8];    /* the first 8 pre-emptions: when it yielded ... */
+    int64_t yield_end_ns[8];      /* ... and when it resumed (CLOCK_MONOTONIC) */
 } qe_sched_exec;
 
 int qe_sched_begin(qe_sched_exec *e, int32_t device, int32_t os_priority);

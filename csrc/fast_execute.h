@@ -29,8 +29,8 @@ typedef long (*qnnemu_qe_run_fn)(const int64_t *, long, long, const int64_t *, c
 typedef void (*qnnemu_set_threads_fn)(int);
 typedef int (*qnnemu_threads_fn)(void);
 /* The HTP scheduler of qnnemu._kernels (csrc/eng_sched.h): the fast path's executes obey it too.
- * Its exec record is opaque here; 128 bytes hold it (qe_sched_exec is 80). */
-typedef struct { _Alignas(16) char bytes[128]; } qnnemu_sched_exec;
+ * Its exec record is opaque here; 512 bytes hold it (tests/test_htp_scheduling.py checks). */
+typedef struct { _Alignas(16) char bytes[512]; } qnnemu_sched_exec;
 typedef int (*qnnemu_sched_begin_fn)(void *, int32_t, int32_t);
 typedef int (*qnnemu_sched_end_fn)(void *);
 

@@ -168,6 +168,15 @@ EXECUTE_EVENT_TABLE = (
               "Accelerator (execute) time"),
     EventKind("execute", Q.QNN_PROFILE_EVENTTYPE_EXECUTE, US, "QNN (execute) time"),
 )
+def _yield_record(sched) -> int | list[dict]:
+    """The optrace run's ``yields``: the pre-emption spans the scheduler recorded (the profile
+    viewer draws them on the run's lanes), else the count."""
+    spans = getattr(sched, "spans", ())
+    if spans:
+        return [{"start_us": a, "end_us": b} for a, b in spans]
+    return int(getattr(sched, "yields", 0))
+
+
 YIELD_WAIT_EVENT = EventKind("yield_wait", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_YIELD_INSTANCE_WAIT_TIME, US,
                              "Time waited for pre-empting graphs")
 OPTRACE_EVENT = EventKind("optrace", Q.QNN_PROFILE_EVENTTYPE_TRACE, OBJECT, "Optrace")
@@ -581,7 +590,7 @@ class CallRecorder:
             "runs": [{"execution": int(getattr(graph, "executions", 0)), "start_us": self.start_us,
                       "end_us": end_us, "accel_start_us": run_us, "accel_end_us": run_us + accel_us,
                       "total_cycles": plan.total_cycles, "critical_path_cycles": plan.critical_path_cycles,
-                      "yields": int(getattr(getattr(graph, "last_schedule", None), "yields", 0)),
+                      "yields": _yield_record(getattr(graph, "last_schedule", None)),
                       "vtcm_acquire_us": vtcm_us, "power_on_us": power_us}],
         }
         payload = json.dumps(doc, separators=(",", ":")).encode("utf-8")

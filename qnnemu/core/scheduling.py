@@ -17,6 +17,7 @@ there is no scheduler: executes run as before and report no yields.
 from __future__ import annotations
 
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ class Schedule:
     wait_us: int         # waiting before it could start
     preempt_us: int      # waiting after its yields
     os_priority: int     # the Hexagon OS priority it ran with
+    spans: tuple[tuple[int, int], ...] = ()   # (yielded, resumed), epoch us, the first 8 yields
 
 
 NO_SCHEDULE = Schedule(0, 0, 0, 0)
@@ -94,8 +96,12 @@ def executing(graph):
         yield
     finally:
         clib.qe_sched_end(exec_)
+        n = min(int(exec_.yields), 8)
+        shift = time.time_ns() - time.monotonic_ns()    # CLOCK_MONOTONIC -> epoch
+        spans = tuple(((int(exec_.yield_start_ns[i]) + shift) // 1000, (int(exec_.yield_end_ns[i]) + shift) // 1000)
+                      for i in range(n))
         graph.last_schedule = Schedule(int(exec_.yields), int(exec_.wait_ns) // 1000,
-                                       int(exec_.preempt_ns) // 1000, prio)
+                                       int(exec_.preempt_ns) // 1000, prio, spans)
         if exec_.yields:
             # the vendor's backend logs "Releasing VTCM" / "Releasing and Re-Acquiring VTCM" at
             # WARNING around each pre-emption
