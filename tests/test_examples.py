@@ -229,12 +229,12 @@ def test_readme_tools_commands_run(tmp_path, scripts_on_path):
         assert len(summaries) == 1, f"`{line}` prints one summary line: {proc.stdout}"
 
 
-def test_readme_names_five_console_scripts():
+def test_readme_names_six_console_scripts():
     """README.md's Tools section counts the console scripts pyproject.toml declares."""
     scripts = re.findall(r"^(qnnemu-[a-z-]+) = ", (ROOT / "pyproject.toml").read_text(), flags=re.M)
-    assert len(scripts) == 5, f"pyproject.toml declares five console scripts: {scripts}"
+    assert len(scripts) == 6, f"pyproject.toml declares six console scripts: {scripts}"
     tools = section(README.read_text(), "Tools")
-    assert "Five console scripts" in tools, "README.md says five console scripts"
+    assert "Six console scripts" in tools, "README.md says six console scripts"
     for script in scripts:
         assert f"`{script}" in tools, f"README.md's Tools section describes {script}"
     assert "$VENDOR" not in README.read_text(), "README.md uses no undefined $VENDOR"

@@ -645,8 +645,9 @@ def test_console_script_entry_points(our_binary, tmp_path):
                        "qnnemu-context-binary-utility": "qnnemu.tools.context_binary_utility:main",
                        "qnnemu-context-binary-generator": "qnnemu.tools.context_binary_generator:main",
                        "qnnemu-profile-viewer": "qnnemu.tools.profile_viewer:main",
-                       "qnnemu-sdk-root": "qnnemu.tools.sdk_root:main"}, \
-        "the five console scripts are declared"
+                       "qnnemu-sdk-root": "qnnemu.tools.sdk_root:main",
+                       "qnnemu-htp-timeline": "qnnemu.tools.htp_timeline:main"}, \
+        "the six console scripts are declared"
     env = dict(vendor_env(), PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     module, func = scripts["qnnemu-context-binary-utility"].split(":")
     wrapper = f"import sys, {module} as m; sys.argv[0] = 'qnnemu-context-binary-utility'; sys.exit(m.{func}())"

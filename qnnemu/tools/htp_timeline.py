@@ -1,6 +1,5 @@
-"""``python3 -m qnnemu.tools.htp_timeline SCENARIO.json`` (to become the console script
-``qnnemu-htp-timeline``): the shared HTP's timeline of a scenario of QNN graphs and
-non-QNN clients (QNN "HTP Yielding and Pre-Emption"; qnnemu/htp/timeline.py describes the
+"""``qnnemu-htp-timeline SCENARIO.json`` (also ``python3 -m qnnemu.tools.htp_timeline``): the
+shared HTP's timeline of a scenario of QNN graphs and non-QNN clients (QNN "HTP Yielding and Pre-Emption"; qnnemu/htp/timeline.py describes the
 scenario format).
 
 Prints the resource table (Time, HMX, HVX0.., VTCM 0..) and the yield counts and pre-emption
