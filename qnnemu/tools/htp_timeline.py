@@ -1,6 +1,6 @@
 """``qnnemu-htp-timeline SCENARIO.json`` (also ``python3 -m qnnemu.tools.htp_timeline``): the
-shared HTP's timeline of a scenario of QNN graphs and non-QNN clients (QNN "HTP Yielding and Pre-Emption"; qnnemu/htp/timeline.py describes the
-scenario format).
+shared HTP's timeline of a scenario of QNN graphs and non-QNN clients (QNN "HTP Yielding and
+Pre-Emption"; qnnemu/htp/timeline.py describes the scenario format).
 
 Prints the resource table (Time, HMX, HVX0.., VTCM 0..) and the yield counts and pre-emption
 waits, and writes a chrometrace JSON (Trace Event Format; open it in chrome://tracing or
