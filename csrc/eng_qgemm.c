@@ -562,6 +562,106 @@ static void emit_row(const sink *s, long p, long n0, const double *acc, long cnt
     }
 }
 
+/* -- the fused epilogue: int32 accumulators straight to codes ------------------------------- */
+#define E512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+static int g_e512 = -1;
+
+/* AVX-512 (F, BW, VL, DQ) for the fused requantization; QNNEMU_KERNELS_ISA=sse/avx2/avxvnni
+ * turn it off (the portable loop computes the same float64 operations). */
+static int e512_usable(void)
+{
+    if (g_e512 < 0) {
+        __builtin_cpu_init();
+        const char *force = getenv("QNNEMU_KERNELS_ISA");
+        int capped = force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0
+                               || strcmp(force, "avxvnni") == 0);
+        g_e512 = !capped && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+                 && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    }
+    return g_e512;
+}
+
+#define FLOOR_PD(v) _mm512_roundscale_pd((v), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+
+/* AccRequant of cnt accumulators acc[i] = cl[i] (+ 256 * ch[i]) + xw[i] (exact integers in
+ * float64, as the portable path's int64 sum) for channels n0 + i, codes to q->out[i0 + i]:
+ * requant_row's float64 operations in the same order, 8 channels per vector. */
+E512_TARGET static void rq_store_512(const requant *q, long n0, const int32_t *cl,
+                                     const int32_t *ch, const double *xw, long cnt, long i0)
+{
+    const double *cst = q->cst + n0, *sc = q->scale + n0, *inv = q->inv_shift + n0;
+    const double *ws = q->wsum ? q->wsum + n0 : NULL, *dead = q->dead + n0;
+    const __m512d lo = _mm512_set1_pd(q->lo), hi = _mm512_set1_pd(q->hi);
+    const __m512d half = _mm512_set1_pd(0.5), c256 = _mm512_set1_pd(256.0);
+    const __m512d r256 = _mm512_set1_pd(1.0 / 256.0), zp = _mm512_set1_pd(q->zp_x);
+    const __m512d dc = _mm512_set1_pd(q->dead_code), zero = _mm512_setzero_pd();
+    const int wide = q->wide, has_dead = q->has_dead, type = q->type;
+    for (long i = 0; i < cnt; i += 8) {
+        long k = cnt - i < 8 ? cnt - i : 8;
+        __mmask8 m = (__mmask8)((1u << k) - 1u);
+        __m512d acc = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(m, cl + i));
+        if (ch)
+            acc = _mm512_add_pd(acc, _mm512_mul_pd(_mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(m, ch + i)), c256));
+        acc = _mm512_add_pd(acc, _mm512_maskz_loadu_pd(m, xw + i));
+        __m512d y;
+        if (wide) {
+            __m512d zw = _mm512_mul_pd(zp, _mm512_maskz_loadu_pd(m, ws + i));
+            __m512d data = _mm512_add_pd(acc, zw);
+            /* x / 256.0 == x * (1 / 256.0) exactly: these are integers, far from subnormals */
+            __m512d a = _mm512_sub_pd(FLOOR_PD(_mm512_mul_pd(data, r256)),
+                                      FLOOR_PD(_mm512_add_pd(_mm512_mul_pd(zw, r256), half)));
+            a = _mm512_add_pd(a, _mm512_maskz_loadu_pd(m, cst + i));
+            y = FLOOR_PD(_mm512_add_pd(_mm512_mul_pd(a, _mm512_maskz_loadu_pd(m, sc + i)), half));
+        } else {
+            __m512d a = _mm512_add_pd(acc, _mm512_maskz_loadu_pd(m, cst + i));
+            a = _mm512_mul_pd(a, _mm512_maskz_loadu_pd(m, inv + i));
+            a = FLOOR_PD(a);
+            a = _mm512_mul_pd(a, _mm512_maskz_loadu_pd(m, sc + i));
+            a = _mm512_add_pd(a, half);
+            y = FLOOR_PD(a);
+        }
+        y = _mm512_min_pd(_mm512_max_pd(y, lo), hi);
+        if (has_dead) {
+            __mmask8 d = _mm512_cmp_pd_mask(_mm512_maskz_loadu_pd(m, dead + i), zero, _CMP_NEQ_OQ);
+            y = _mm512_mask_mov_pd(y, d, dc);
+        }
+        __m256i v = _mm512_cvttpd_epi32(y);
+        switch (type) {
+        case QE_U8:
+        case QE_I8:
+            _mm_mask_storeu_epi8((char *)q->out + i0 + i, m, _mm256_cvtepi32_epi8(v));
+            break;
+        default:
+            _mm_mask_storeu_epi16((int16_t *)q->out + i0 + i, m, _mm256_cvtepi32_epi16(v));
+            break;
+        }
+    }
+}
+
+/* Output row p, channels [n0, n0 + cnt): int32 accumulators cl (+ 256 * ch: the high byte
+ * plane of 16-bit codes) plus xw (the offset term, float64) through the sink. */
+static void emit_row_i32(const sink *s, long p, long n0, const int32_t *cl, const int32_t *ch,
+                         const double *xw, long cnt)
+{
+    if (!s->acc && e512_usable()) {
+        for (int r = 0; r < s->R; r++)
+            rq_store_512(&s->rq[r], n0, cl, ch, xw, cnt, p * s->ldo + n0);
+        return;
+    }
+    double accrow[ROW_PIECE];
+    for (long c = 0; c < cnt; c += ROW_PIECE) {
+        long k = cnt - c < ROW_PIECE ? cnt - c : ROW_PIECE;
+        if (ch)
+            for (long n = 0; n < k; n++)
+                accrow[n] = (double)((int64_t)cl[c + n] + (int64_t)ch[c + n] * 256) + xw[c + n];
+        else
+            for (long n = 0; n < k; n++)
+                accrow[n] = (double)cl[c + n] + xw[c + n];
+        emit_row(s, p, n0 + c, accrow, k);
+    }
+}
+
 /* -- the GEMM pipeline ---------------------------------------------------------------------- */
 typedef struct qjob {
     const int64_t *geo;
@@ -607,18 +707,8 @@ static void qjob_run(void *arg)
             gather(geo, j->x, g, p0, p1, lo, hi);
             gemm_u8s8(rows, N, Kp, lo, Bp, clo, Np);
             if (wide) gemm_u8s8(rows, N, Kp, hi, Bp, chi, Np);
-            for (long r = 0; r < rows; r++) {
-                const int32_t *cl = clo + r * Np;
-                if (wide) {
-                    const int32_t *ch = chi + r * Np;
-                    for (long n = 0; n < N; n++)
-                        accrow[n] = (double)((int64_t)cl[n] + (int64_t)ch[n] * 256) + xw[n];
-                } else {
-                    for (long n = 0; n < N; n++)
-                        accrow[n] = (double)cl[n] + xw[n];
-                }
-                emit_row(j->out, p0 + r, g * N, accrow, N);
-            }
+            for (long r = 0; r < rows; r++)
+                emit_row_i32(j->out, p0 + r, g * N, clo + r * Np, wide ? chi + r * Np : NULL, xw, N);
         }
     }
     free(accrow);
@@ -759,6 +849,146 @@ int qe_qacc_dw(const int64_t *geo, const void *x, const double *w, double x_offs
     return dw_run(geo, x, w, x_offset, &s);
 }
 
+/* -- depthwise on int32 (channel multiplier 1) ----------------------------------------------- */
+/* acc[c] = sum over taps of code * w[tap, c] in int32 (raw codes; a padded tap reads the pad
+ * code -x_offset, so (code + x_offset) * w is 0 there as in the Python path), then
+ * + xw[c] = x_offset * wsum[c] in the epilogue: exact while max|code| * sum|w| < 2**31, which
+ * qnnemu/ops/_fast_qgemm.py checks before choosing this kernel.  Vectorised over channels. */
+typedef struct dwijob {
+    const int64_t *geo;
+    const void *x;
+    const int32_t *w;     /* [fh * fw, c] */
+    const double *xw;     /* [c] */
+    const sink *out;
+    long p0, p1;
+    int err;
+} dwijob;
+
+#define DWI_LOAD_U8(p, m) _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8((m), (p)))
+#define DWI_LOAD_I8(p, m) _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8((m), (p)))
+#define DWI_LOAD_U16(p, m) _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16((m), (p)))
+#define DWI_LOAD_I16(p, m) _mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16((m), (p)))
+
+#define DWI_PIXEL_512(NAME, T, LOAD)                                                            \
+    E512_TARGET static void NAME(const char *const *src, long taps, const int32_t *w, long c,  \
+                                 int32_t *acc)                                                  \
+    {                                                                                           \
+        for (long c0 = 0; c0 < c; c0 += 16) {                                                   \
+            long k = c - c0 < 16 ? c - c0 : 16;                                                 \
+            __mmask16 m = (__mmask16)((1u << k) - 1u);                                          \
+            __m512i s = _mm512_setzero_si512();                                                 \
+            for (long t = 0; t < taps; t++) {                                                   \
+                __m512i v = LOAD((const T *)src[t] + c0, m);                                    \
+                s = _mm512_add_epi32(s, _mm512_mullo_epi32(v, _mm512_maskz_loadu_epi32(m, w + t * c + c0))); \
+            }                                                                                   \
+            _mm512_mask_storeu_epi32(acc + c0, m, s);                                           \
+        }                                                                                       \
+    }
+DWI_PIXEL_512(dwi_pixel_u8, uint8_t, DWI_LOAD_U8)
+DWI_PIXEL_512(dwi_pixel_i8, int8_t, DWI_LOAD_I8)
+DWI_PIXEL_512(dwi_pixel_u16, uint16_t, DWI_LOAD_U16)
+DWI_PIXEL_512(dwi_pixel_i16, int16_t, DWI_LOAD_I16)
+
+#define DWI_PIXEL_C(NAME, T)                                                                    \
+    CLONES static void NAME(const char *const *src, long taps, const int32_t *w, long c,       \
+                            int32_t *acc)                                                       \
+    {                                                                                           \
+        memset(acc, 0, (size_t)c * sizeof(int32_t));                                            \
+        for (long t = 0; t < taps; t++) {                                                       \
+            const T *s = (const T *)src[t];                                                     \
+            const int32_t *wt = w + t * c;                                                      \
+            for (long i = 0; i < c; i++) acc[i] += (int32_t)s[i] * wt[i];                       \
+        }                                                                                       \
+    }
+DWI_PIXEL_C(dwi_pixel_u8_c, uint8_t)
+DWI_PIXEL_C(dwi_pixel_i8_c, int8_t)
+DWI_PIXEL_C(dwi_pixel_u16_c, uint16_t)
+DWI_PIXEL_C(dwi_pixel_i16_c, int16_t)
+
+typedef void (*dwi_pixel_fn)(const char *const *, long, const int32_t *, long, int32_t *);
+
+static void dwijob_run(void *arg)
+{
+    dwijob *j = arg;
+    const int64_t *geo = j->geo;
+    const int type = (int)geo[QG_TYPE];
+    const long c = geo[QG_N], ow = geo[QG_OW], oh = geo[QG_OH], w = geo[QG_W], hh = geo[QG_H];
+    const long fh = geo[QG_FH], fw = geo[QG_FW], sh = geo[QG_SH], sw = geo[QG_SW];
+    const long pt = geo[QG_PT], pl = geo[QG_PL], dh = geo[QG_DH], dwd = geo[QG_DW];
+    const long esize = type == QE_U8 || type == QE_I8 ? 1 : 2, taps = fh * fw;
+    int e512 = e512_usable();
+    static const dwi_pixel_fn v512[] = {dwi_pixel_u8, dwi_pixel_i8, dwi_pixel_u16, dwi_pixel_i16};
+    static const dwi_pixel_fn vc[] = {dwi_pixel_u8_c, dwi_pixel_i8_c, dwi_pixel_u16_c,
+                                      dwi_pixel_i16_c};
+    dwi_pixel_fn pixel = (e512 ? v512 : vc)[type & 3];
+    /* acc (c int32), the pad row (c codes; 64 spare bytes for masked vector reads), tap pointers */
+    size_t accb = ((size_t)c * 4 + 63) & ~(size_t)63, padb = ((size_t)(c * esize) + 127) & ~(size_t)63;
+    char *mem = malloc(accb + padb + (size_t)taps * sizeof(char *));
+    if (!mem) {
+        j->err = 3;
+        return;
+    }
+    int32_t *acc = (int32_t *)mem;
+    char *pad = mem + accb;
+    const char **src = (const char **)(pad + padb);
+    int64_t pc = geo[QG_PAD_CODE];
+    for (long i = 0; i < c; i++) {
+        if (esize == 1) pad[i] = (char)(int8_t)pc;
+        else ((int16_t *)pad)[i] = (int16_t)pc;
+    }
+    for (long p = j->p0; p < j->p1; p++) {
+        long n = p / oh, oy = p % oh;
+        for (long ox = 0; ox < ow; ox++) {
+            long t = 0;
+            for (long ky = 0; ky < fh; ky++) {
+                long iy = oy * sh - pt + ky * dh;
+                for (long kx = 0; kx < fw; kx++, t++) {
+                    long ix = ox * sw - pl + kx * dwd;
+                    src[t] = (iy < 0 || iy >= hh || ix < 0 || ix >= w)
+                                 ? pad
+                                 : (const char *)j->x + (((n * hh + iy) * w + ix) * c) * esize;
+                }
+            }
+            pixel(src, taps, j->w, c, acc);
+            emit_row_i32(j->out, (n * oh + oy) * ow + ox, 0, acc, NULL, j->xw, c);
+        }
+    }
+    free(mem);
+}
+
+static int dwi_run(const int64_t *geo, const void *x, const int32_t *w, const double *xw,
+                   const sink *out)
+{
+    long M = geo[QG_M], cout = geo[QG_N], cin = geo[QG_CIN];
+    if (M < 0 || cin != cout || geo[QG_OH] < 0 || geo[QG_OW] < 0 || geo[QG_TYPE] < 0
+        || geo[QG_TYPE] > 3)
+        return 2;
+    if (M == 0 || cout == 0)
+        return 0;
+    long rows = geo[QG_BATCH] * geo[QG_OH];
+    double work = (double)M * (double)cout * (double)(geo[QG_FH] * geo[QG_FW]);
+    int T = threads_for(work, rows);
+    dwijob jobs[64];
+    long per = (rows + T - 1) / T;
+    int cnt = 0;
+    for (long p = 0; p < rows; p += per)
+        jobs[cnt++] = (dwijob){geo, x, w, xw, out, p, p + per < rows ? p + per : rows, 0};
+    if (cnt == 1)
+        dwijob_run(&jobs[0]);
+    else
+        qe_pool_run(dwijob_run, jobs, sizeof jobs[0], cnt);
+    for (int i = 0; i < cnt; i++)
+        if (jobs[i].err) return jobs[i].err;
+    return 0;
+}
+
+int qe_qacc_dw_i32(const int64_t *geo, const void *x, const int32_t *w, const double *xw,
+                   double *acc)
+{
+    sink s = {acc, NULL, 0, geo[QG_LDO]};
+    return dwi_run(geo, x, w, xw, &s);
+}
+
 /* -- engine steps ------------------------------------------------------------------------- */
 /* ints: geo[QG_LEN], R, then per output (wide, lo, hi, type, has_dead);
  * dbls: x_offset, then per output (dead_code, zp_x);
@@ -803,6 +1033,18 @@ int qe_k_qdw(const qe_args *a)
     int rc = requants(a, 4, a->p[3], a->p[2], rq, &s);
     if (rc) return rc;
     return dw_run(a->i, a->p[0], a->p[1], a->d[0], &s);
+}
+
+/* p: x, weights (int32 [taps, c]), xw (float64 x_offset * wsum), wsum (float64), requant
+ * params, outputs... */
+int qe_k_qdw_i32(const qe_args *a)
+{
+    requant rq[8];
+    sink s;
+    if (a->ni < QG_LEN + 1 || a->np < 6) return 2;
+    int rc = requants(a, 5, a->p[4], a->p[3], rq, &s);
+    if (rc) return rc;
+    return dwi_run(a->i, a->p[0], a->p[1], a->p[2], &s);
 }
 
 /* -- MatMul with a dynamic in1 -------------------------------------------------------------- */

@@ -79,6 +79,9 @@ def integer_accumulation(ctx) -> None:
     if qa.kind == "gemm":
         ctx.emit("qe_k_qgemm", [x, ctx.const(qa.weights), ctx.const(qa.wsum), ctx.const(wsum64),
                                 ctx.const(params), *bufs], head + ints, [qa.x_offset] + dbls)
+    elif qa.kind == "dwi":
+        ctx.emit("qe_k_qdw_i32", [x, ctx.const(qa.weights), ctx.const(qa.xw), ctx.const(wsum64),
+                                  ctx.const(params), *bufs], head + ints, [qa.x_offset] + dbls)
     else:
         ctx.emit("qe_k_qdw", [x, ctx.const(qa.weights), ctx.const(wsum64), ctx.const(params), *bufs],
                  head + ints, [qa.x_offset] + dbls)
