@@ -481,6 +481,10 @@ typedef struct requant {
     int wide, type, has_dead;
     double lo, hi, dead_code, zp_x;
     void *out;
+    /* the exact integer form (8-bit codes only), or NULL: int32 [7][ntot] rows B, s, tlo, thi,
+     * mult, rnd, r (qnnemu/core/engine/lower_qgemm.py _int_requant) */
+    const int32_t *itab;
+    long ntot;
 } requant;
 
 /* y[i] = AccRequant of acc[i] for channels n0 + i (numpy's operation order, float64). */
@@ -597,6 +601,32 @@ E512_TARGET static void rq_store_512(const requant *q, long n0, const int32_t *c
     const __m512d r256 = _mm512_set1_pd(1.0 / 256.0), zp = _mm512_set1_pd(q->zp_x);
     const __m512d dc = _mm512_set1_pd(q->dead_code), zero = _mm512_setzero_pd();
     const int wide = q->wide, has_dead = q->has_dead, type = q->type;
+    if (q->itab && !ch) {
+        /* y = clip(((clip((cl + B) >> s, tlo, thi) * mult + rnd) >> r), lo, hi): the same
+         * integers as the float64 formula (lower_qgemm.py _int_requant proves the bounds),
+         * 16 channels per vector */
+        const long nt = q->ntot;
+        const int32_t *B = q->itab + n0, *S = B + nt, *TL = S + nt, *TH = TL + nt, *MU = TH + nt;
+        const int32_t *RN = MU + nt, *RS = RN + nt;
+        const __m512i ilo = _mm512_set1_epi32((int)q->lo), ihi = _mm512_set1_epi32((int)q->hi);
+        for (long i = 0; i < cnt; i += 16) {
+            long k = cnt - i < 16 ? cnt - i : 16;
+            __mmask16 m = (__mmask16)((1u << k) - 1u);
+            __m512i t = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, cl + i), _mm512_maskz_loadu_epi32(m, B + i));
+            t = _mm512_srav_epi32(t, _mm512_maskz_loadu_epi32(m, S + i));
+            t = _mm512_max_epi32(t, _mm512_maskz_loadu_epi32(m, TL + i));
+            t = _mm512_min_epi32(t, _mm512_maskz_loadu_epi32(m, TH + i));
+            t = _mm512_mullo_epi32(t, _mm512_maskz_loadu_epi32(m, MU + i));
+            t = _mm512_add_epi32(t, _mm512_maskz_loadu_epi32(m, RN + i));
+            t = _mm512_srav_epi32(t, _mm512_maskz_loadu_epi32(m, RS + i));
+            t = _mm512_min_epi32(_mm512_max_epi32(t, ilo), ihi);
+            if (type == QE_U8 || type == QE_I8)
+                _mm_mask_storeu_epi8((char *)q->out + i0 + i, m, _mm512_cvtepi32_epi8(t));
+            else
+                _mm256_mask_storeu_epi16((int16_t *)q->out + i0 + i, m, _mm512_cvtepi32_epi16(t));
+        }
+        return;
+    }
     for (long i = 0; i < cnt; i += 8) {
         long k = cnt - i < 8 ? cnt - i : 8;
         __mmask8 m = (__mmask8)((1u << k) - 1u);
@@ -990,24 +1020,31 @@ int qe_qacc_dw_i32(const int64_t *geo, const void *x, const int32_t *w, const do
 }
 
 /* -- engine steps ------------------------------------------------------------------------- */
-/* ints: geo[QG_LEN], R, then per output (wide, lo, hi, type, has_dead);
+/* ints: geo[QG_LEN], R, then per output (wide, lo, hi, type, has_dead, has_itab);
  * dbls: x_offset, then per output (dead_code, zp_x);
- * params (float64, per output 4 * N total): const, inv_shift, scale, dead. */
+ * params (float64, per output 4 * N total): const, inv_shift, scale, dead;
+ * after the R outputs' buffers, the int32 table of each output with has_itab. */
 static int requants(const qe_args *a, int first_out, const double *params, const double *wsum,
                     requant *rq, sink *s)
 {
     const int64_t *geo = a->i;
     int R = (int)a->i[QG_LEN];
-    if (R < 1 || R > 8 || a->ni < QG_LEN + 1 + 5 * R || a->nd < 1 + 2 * R
+    if (R < 1 || R > 8 || a->ni < QG_LEN + 1 + 6 * R || a->nd < 1 + 2 * R
         || a->np < first_out + R)
         return 2;
     long ntot = geo[QG_N] * geo[QG_GROUP];
+    int next_tab = first_out + R;
     for (int r = 0; r < R; r++) {
-        const int64_t *oi = a->i + QG_LEN + 1 + 5 * r;
+        const int64_t *oi = a->i + QG_LEN + 1 + 6 * r;
         const double *pr = params + 4 * ntot * r;
+        const int32_t *itab = NULL;
+        if (oi[5]) {
+            if (next_tab >= a->np) return 2;
+            itab = a->p[next_tab++];
+        }
         rq[r] = (requant){pr, pr + ntot, pr + 2 * ntot, pr + 3 * ntot, wsum, (int)oi[0],
                           (int)oi[3], (int)oi[4], (double)oi[1], (double)oi[2],
-                          a->d[1 + 2 * r], a->d[2 + 2 * r], a->p[first_out + r]};
+                          a->d[1 + 2 * r], a->d[2 + 2 * r], a->p[first_out + r], itab, ntot};
     }
     *s = (sink){NULL, rq, R, geo[QG_LDO]};
     return 0;

@@ -70,6 +70,8 @@ class QAcc:
         self.rows = int(geo[QG_M])
         self.cols = int(geo[QG_LDO])
         self.xw: np.ndarray | None = None
+        # sum |w| per output channel (int64), for the engine's int32 requantization bounds
+        self.wabs: np.ndarray | None = None
 
     def __call__(self, x: np.ndarray) -> np.ndarray | None:
         """float64 accumulator shaped like the op's output; None for an input this was not
@@ -135,8 +137,10 @@ def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int
             if math.prod(out_shape) != M * N:
                 return None
             packed, wsum = pack(b)
-            return QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,
-                        x_shape, x_dtype, x_offset, out_shape)
+            q = QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,
+                     x_shape, x_dtype, x_offset, out_shape)
+            q.wabs = np.abs(b.astype(np.int64)).sum(axis=0)
+            return q
         if op_type == "MatMul":
             if params.get("transpose_in0", False) or w_int.ndim < 2 or len(x_shape) < 2 \
                     or any(d != 1 for d in w_int.shape[:-2]):
@@ -151,8 +155,10 @@ def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int
             if math.prod(out_shape) != M * N:
                 return None
             packed, wsum = pack(b)
-            return QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,
-                        x_shape, x_dtype, x_offset, out_shape)
+            q = QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,
+                     x_shape, x_dtype, x_offset, out_shape)
+            q.wabs = np.abs(b.astype(np.int64)).sum(axis=0)
+            return q
     except (ValueError, TypeError, KeyError):
         return None
     return None
@@ -181,6 +187,7 @@ def _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_sha
             q = QAcc("dwi", _geo(kind=2, k=fh * fw, n=cout, ldo=cout, pad_code=pad_code, **geo), w32,
                      None, x_shape, x_dtype, x_offset, out_shape)
             q.xw = xw
+            q.wabs = np.abs(w32.astype(np.int64)).sum(axis=0)
             return q
         return QAcc("dw", _geo(kind=2, k=fh * fw, n=cout, ldo=cout, **geo), w64, None,
                     x_shape, x_dtype, x_offset, out_shape)
@@ -200,9 +207,11 @@ def _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_sha
         packed, wsum = pack(b)
         parts.append(packed)
         sums.append(wsum[:cog])
-    return QAcc("gemm", _geo(kind=1, k=K, n=cog, group=group, pad_code=pad_code, ldo=cout, **geo),
-                np.concatenate(parts), np.concatenate(sums).astype(np.int32), x_shape, x_dtype,
-                x_offset, out_shape)
+    q = QAcc("gemm", _geo(kind=1, k=K, n=cog, group=group, pad_code=pad_code, ldo=cout, **geo),
+             np.concatenate(parts), np.concatenate(sums).astype(np.int32), x_shape, x_dtype,
+             x_offset, out_shape)
+    q.wabs = np.abs(w_int).reshape(K, cout).sum(axis=0).astype(np.int64)
+    return q
 
 
 # the largest |code| of each code type (uint8, int8, uint16, int16)

@@ -11,6 +11,8 @@ reproduced in float64 in numpy's operation order, so the codes are bit-identical
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...ops import _fast, _fast_qgemm
@@ -29,6 +31,24 @@ def _per_channel(v, n: int) -> np.ndarray:
     return np.broadcast_to(a.reshape(-1), (n,))
 
 
+def _int_inputs(qa: QAcc, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(xw, clmax) of the exact integer requantization: the float64 offset term the kernel adds
+    to its int32 accumulator and a bound of |accumulator| per channel; (None, None) for 16-bit
+    codes in the GEMM (two byte planes) and the float64 depthwise kernel."""
+    if qa.wabs is None:
+        return None, None
+    t = CODE_TYPES[qa.x_dtype]
+    if qa.kind == "gemm":
+        if t >= 2:
+            return None, None
+        shift = 128.0 if t == 1 else 0.0
+        xw = (qa.x_offset - shift) * qa.wsum[:n].astype(np.float64)
+        return xw, 255 * qa.wabs
+    if qa.kind == "dwi" and qa.xw is not None:
+        return qa.xw, _fast_qgemm._ABS_CODE[t] * qa.wabs
+    return None, None
+
+
 def _requant_tables(rq: AccRequant, n: int) -> tuple[np.ndarray, list[int], list[float]]:
     """(float64 [const, inv_shift, scale, dead] per channel, ints, dbls) of one AccRequant."""
     if type(rq) is not AccRequant:
@@ -37,6 +57,68 @@ def _requant_tables(rq: AccRequant, n: int) -> tuple[np.ndarray, list[int], list
     table = np.concatenate([_per_channel(rq.const, n), _per_channel(rq.inv_shift, n),
                             _per_channel(rq.scale, n), dead])
     return table, [int(rq.wide), int(rq.lo), int(rq.hi)], [float(rq.dead_code), float(rq.zp_x)]
+
+
+def _floor_half(t: int, mult: int, r: int) -> int:
+    """floor(t * mult / 2**r + 0.5) in integers."""
+    return (t * mult + (1 << r >> 1)) >> r
+
+
+def _int_requant(rq: AccRequant, n: int, xw: np.ndarray, clmax: np.ndarray) -> np.ndarray | None:
+    """The exact integer form of ``rq`` for an int32 accumulator ``cl`` (|cl| <= clmax per
+    channel) whose float64 path computes acc = cl + xw: int32 rows [B, s, tlo, thi, mult, rnd,
+    r] per channel with y = clip((clip((cl + B) >> s, tlo, thi) * mult + rnd) >> r, lo, hi),
+    or None where an int32 step could differ from the float64 formula (16-bit accumulators,
+    a multiplier too fine for int32, sums near 2**31).
+
+    Why it is the same: with every value an integer below 2**53 the float64 steps are exact:
+    (acc + const) * inv_shift floored is (cl + B) >> s (inv_shift = 2**-s), and
+    floor(t * scale + 0.5) with scale = mult / 2**r is (t * mult + 2**(r-1)) >> r; the result
+    only grows with t, so clamping t to [tlo, thi] (f(tlo) <= lo, f(thi) >= hi) changes no
+    clipped code and keeps t * mult inside int32.  A dead channel is mult 0, rnd its code."""
+    if type(rq) is not AccRequant or rq.wide:
+        return None
+    lo, hi = int(rq.lo), int(rq.hi)
+    cst, inv = _per_channel(rq.const, n), _per_channel(rq.inv_shift, n)
+    scale = _per_channel(rq.scale, n)
+    dead = np.zeros(n, bool) if rq.dead is None else _per_channel(rq.dead.astype(np.float64), n) != 0
+    tab = np.zeros((7, n), np.int64)
+    lim = 2**31 - 1
+    for c in range(n):
+        if dead[c]:
+            tab[5, c] = int(rq.dead_code)
+            continue
+        b, iv, sc = float(xw[c]) + float(cst[c]), float(inv[c]), float(scale[c])
+        if not (np.isfinite(b) and b.is_integer() and abs(float(xw[c])) < 2**52 and abs(float(cst[c])) < 2**52):
+            return None
+        bi, cm = int(b), int(clmax[c])
+        if abs(bi) + cm >= lim or not (0 < iv <= 1) or not (0 < sc < 2**31) or not np.isfinite(sc):
+            return None
+        mant, e = math.frexp(iv)
+        if mant != 0.5:
+            return None
+        s = min(1 - e, 31)
+        num, den = sc.as_integer_ratio()
+        r = den.bit_length() - 1
+        if r > 30 or num >= lim:
+            return None
+        tmin, tmax = (bi - cm) >> s, (bi + cm) >> s
+        if max(abs(tmin), abs(tmax)) * num + (1 << r) >= 2**52:
+            return None             # the float64 product itself might round
+        tlo = ((lo << r) - (1 << r >> 1)) // num
+        while _floor_half(tlo + 1, num, r) <= lo:
+            tlo += 1
+        while _floor_half(tlo, num, r) > lo:
+            tlo -= 1
+        thi = -((-((hi << r) - (1 << r >> 1))) // num)
+        while _floor_half(thi - 1, num, r) >= hi:
+            thi -= 1
+        while _floor_half(thi, num, r) < hi:
+            thi += 1
+        if max(abs(tlo * num), abs(thi * num)) + (1 << r) >= lim or max(abs(tlo), abs(thi)) >= lim:
+            return None
+        tab[:, c] = [bi, s, tlo, thi, num, 1 << r >> 1, r]
+    return np.ascontiguousarray(tab.astype(np.int32))
 
 
 @lowers_impl(IntegerAccumulation)
@@ -61,7 +143,8 @@ def integer_accumulation(ctx) -> None:
     if not outputs or len(outputs) > MAX_OUTPUTS or ctx.n_out != 1 + len(impl.folded):
         raise Unsupported(f"{len(outputs)} requantized outputs")
     n = qa.cols
-    tables, ints, dbls, bufs = [], [], [], []
+    xw, clmax = _int_inputs(qa, n)
+    tables, ints, dbls, bufs, itabs = [], [], [], [], []
     for rq, dt, k in outputs:
         if ctx.out_dtype(k) != dt or dt not in CODE_TYPES:
             raise Unsupported(f"output {k} stored as {ctx.out_dtype(k)}")
@@ -69,7 +152,10 @@ def integer_accumulation(ctx) -> None:
             raise Unsupported(f"output {k} has {ctx.out_shape(k)}, not {qa.rows} x {n}")
         table, oi, od = _requant_tables(rq, n)
         tables.append(table)
-        ints += [*oi, CODE_TYPES[dt], int(rq.dead is not None)]
+        itab = _int_requant(rq, n, xw, clmax) if xw is not None else None
+        if itab is not None:
+            itabs.append(ctx.const(itab))
+        ints += [*oi, CODE_TYPES[dt], int(rq.dead is not None), int(itab is not None)]
         dbls += od
         bufs.append(ctx.output_raw(k))
     wsum64 = np.ascontiguousarray(_per_channel(impl.wsum, n))
@@ -78,10 +164,10 @@ def integer_accumulation(ctx) -> None:
     x = ctx.input_raw(0)
     if qa.kind == "gemm":
         ctx.emit("qe_k_qgemm", [x, ctx.const(qa.weights), ctx.const(qa.wsum), ctx.const(wsum64),
-                                ctx.const(params), *bufs], head + ints, [qa.x_offset] + dbls)
+                                ctx.const(params), *bufs, *itabs], head + ints, [qa.x_offset] + dbls)
     elif qa.kind == "dwi":
         ctx.emit("qe_k_qdw_i32", [x, ctx.const(qa.weights), ctx.const(qa.xw), ctx.const(wsum64),
-                                  ctx.const(params), *bufs], head + ints, [qa.x_offset] + dbls)
+                                  ctx.const(params), *bufs, *itabs], head + ints, [qa.x_offset] + dbls)
     else:
         ctx.emit("qe_k_qdw", [x, ctx.const(qa.weights), ctx.const(wsum64), ctx.const(params), *bufs],
                  head + ints, [qa.x_offset] + dbls)
