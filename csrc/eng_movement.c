@@ -12,6 +12,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
@@ -377,5 +378,140 @@ int qe_movement_isa(char *buf, int n)
         strncpy(buf, s, (size_t)n - 1);
         buf[n - 1] = 0;
     }
+    return 0;
+}
+
+/* -- fixed-point codes without dequantizing (8/16-bit, per-tensor encodings) ------------------- */
+/* A code's index in its type's table: code - the type's smallest code. */
+#define CODE_AT(t, p, i)                                                                     \
+    ((t) == QE_U8 ? (int32_t)((const uint8_t *)(p))[i]                                       \
+     : (t) == QE_I8 ? (int32_t)((const int8_t *)(p))[i] + 128                                \
+     : (t) == QE_U16 ? (int32_t)((const uint16_t *)(p))[i]                                   \
+     : (int32_t)((const int16_t *)(p))[i] + 32768)
+
+static int code_size(int t) { return t == QE_U8 || t == QE_I8 ? 1 : 2; }
+
+/* Row of n codes mapped through lut (output codes indexed by input code - min). */
+static void lut_row(char *dst, const char *src, int64_t n, int64_t ss, int64_t ds, int ti,
+                    int dsize, const void *lut)
+{
+    if (dsize == 1) {
+        const uint8_t *l = lut;
+        uint8_t *d = (uint8_t *)dst;
+        if (ti == QE_U8 && ss == 1 && ds == 1) {
+            const uint8_t *s = (const uint8_t *)src;
+            for (int64_t j = 0; j < n; j++) d[j] = l[s[j]];
+            return;
+        }
+        for (int64_t j = 0; j < n; j++) d[j * ds] = l[CODE_AT(ti, src, j * ss)];
+    } else {
+        const uint16_t *l = lut;
+        uint16_t *d = (uint16_t *)dst;
+        for (int64_t j = 0; j < n; j++) d[j * ds] = l[CODE_AT(ti, src, j * ss)];
+    }
+}
+
+/* qe_k_move with every code mapped through a table (a Concat input whose encoding differs from
+ * the output's: the table is the plan's own dequantize + requantize run on every code).
+ * p: src, dst, lut.  i: input code type, output code type, rank r, source offset, destination
+ * offset (elements), then shape[r], source strides[r], destination strides[r]. */
+int qe_k_move_lut(const qe_args *a)
+{
+    int ti = (int)a->i[0], to = (int)a->i[1], r = (int)a->i[2];
+    if (r < 1 || r > QE_MOVE_MAX_RANK || a->ni != 5 + 3 * r || a->np < 3) return 1;
+    if (ti < QE_U8 || ti > QE_I16 || to < QE_U8 || to > QE_I16) return 2;
+    int si = code_size(ti), so_ = code_size(to);
+    const int64_t *shape = a->i + 5, *ss = shape + r, *ds = ss + r;
+    const char *src = (const char *)a->p[0] + a->i[3] * si;
+    char *dst = (char *)a->p[1] + a->i[4] * so_;
+    int64_t rows = 1;
+    for (int k = 0; k < r - 1; k++) {
+        if (shape[k] <= 0) return 0;
+        rows *= shape[k];
+    }
+    int64_t n = shape[r - 1];
+    if (n <= 0) return 0;
+    int64_t idx[QE_MOVE_MAX_RANK] = {0};
+    int64_t so = 0, dof = 0;
+    for (int64_t row = 0; row < rows; row++) {
+        lut_row(dst + dof * so_, src + so * si, n, ss[r - 1], ds[r - 1], ti, so_, a->p[2]);
+        for (int k = r - 2; k >= 0; k--) {
+            so += ss[k]; dof += ds[k];
+            if (++idx[k] < shape[k]) break;
+            so -= ss[k] * shape[k]; dof -= ds[k] * shape[k];
+            idx[k] = 0;
+        }
+    }
+    return 0;
+}
+
+#define MAX_ROW(T)                                                                           \
+    static void max_row_##T(T *o, const T *s, int64_t n)                                     \
+    {                                                                                        \
+        for (int64_t i = 0; i < n; i++) o[i] = s[i] > o[i] ? s[i] : o[i];                    \
+    }
+typedef uint8_t u8_t;
+typedef int8_t i8_t;
+typedef uint16_t u16_t;
+typedef int16_t i16_t;
+__attribute__((target_clones("avx2", "default"))) MAX_ROW(u8_t)
+__attribute__((target_clones("avx2", "default"))) MAX_ROW(i8_t)
+__attribute__((target_clones("avx2", "default"))) MAX_ROW(u16_t)
+__attribute__((target_clones("avx2", "default"))) MAX_ROW(i16_t)
+
+/* Max pooling on codes (NHWC): the largest code of each window's input cells (cells outside
+ * the input are ignored, as fixed-point max pooling does), then through lut when the output
+ * encoding differs.  Exact because the plan's dequantization never decreases with the code
+ * (the lowering checks every code), so the window's largest value is its largest code's.
+ * p: x, y, [lut].  i: input type, output type, n, h, w, c, kh, kw, oh, ow, sh, sw, pt, pl,
+ * has_lut. */
+int qe_k_maxpool_codes(const qe_args *a)
+{
+    if (a->ni < 15 || a->np < 2) return 1;
+    const int64_t *I = a->i;
+    int ti = (int)I[0], to = (int)I[1], has_lut = (int)I[14];
+    int64_t n = I[2], h = I[3], w = I[4], c = I[5], kh = I[6], kw = I[7], oh = I[8], ow = I[9];
+    int64_t sh = I[10], sw = I[11], pt = I[12], pl = I[13];
+    if (ti < QE_U8 || ti > QE_I16 || to < QE_U8 || to > QE_I16 || (has_lut && a->np < 3)) return 2;
+    if (!has_lut && ti != to) return 2;
+    int es = code_size(ti);
+    char *row = has_lut ? malloc((size_t)(c * es) + 64) : NULL;
+    if (has_lut && !row) return 3;
+    const char *x = a->p[0];
+    char *y = a->p[1];
+    int eo = code_size(to);
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++) {
+                char *o = has_lut ? row : y + (((b * oh + oy) * ow + ox) * c) * eo;
+                int first = 1;
+                for (int64_t ky = 0; ky < kh; ky++) {
+                    int64_t iy = oy * sh - pt + ky;
+                    if (iy < 0 || iy >= h) continue;
+                    for (int64_t kx = 0; kx < kw; kx++) {
+                        int64_t ix = ox * sw - pl + kx;
+                        if (ix < 0 || ix >= w) continue;
+                        const char *s = x + (((b * h + iy) * w + ix) * c) * es;
+                        if (first) {
+                            memcpy(o, s, (size_t)(c * es));
+                            first = 0;
+                            continue;
+                        }
+                        switch (ti) {
+                        case QE_U8: max_row_u8_t((uint8_t *)o, (const uint8_t *)s, c); break;
+                        case QE_I8: max_row_i8_t((int8_t *)o, (const int8_t *)s, c); break;
+                        case QE_U16: max_row_u16_t((uint16_t *)o, (const uint16_t *)s, c); break;
+                        default: max_row_i16_t((int16_t *)o, (const int16_t *)s, c); break;
+                        }
+                    }
+                }
+                if (first) {   /* no input cell (the lowering never emits such a window) */
+                    free(row);
+                    return 4;
+                }
+                if (has_lut)
+                    lut_row(y + (((b * oh + oy) * ow + ox) * c) * eo, o, c, 1, 1, ti, eo, a->p[2]);
+            }
+    free(row);
     return 0;
 }
