@@ -592,6 +592,41 @@ static int e512_usable(void)
  * float64, as the portable path's int64 sum) for channels n0 + i, codes to q->out[i0 + i]:
  * requant_row's float64 operations in the same order, 8 channels per vector. */
 E512_TARGET static void rq_store_512(const requant *q, long n0, const int32_t *cl,
+                                     const int32_t *ch, const double *xw, long cnt, long i0);
+
+/* rows output rows (p0 + r, accumulators at cl + r * ldc) of the int32 form: each 16-channel
+ * block's table vectors loaded once for all rows. */
+E512_TARGET static void rq_rows_int_512(const requant *q, long n0, const int32_t *cl, long ldc,
+                                        long rows, long cnt, long i0, long ldo)
+{
+    const long nt = q->ntot;
+    const int32_t *B = q->itab + n0, *S = B + nt, *TL = S + nt, *TH = TL + nt, *MU = TH + nt;
+    const int32_t *RN = MU + nt, *RS = RN + nt;
+    const __m512i ilo = _mm512_set1_epi32((int)q->lo), ihi = _mm512_set1_epi32((int)q->hi);
+    const int bytes = q->type == QE_U8 || q->type == QE_I8;
+    for (long i = 0; i < cnt; i += 16) {
+        long k = cnt - i < 16 ? cnt - i : 16;
+        __mmask16 m = (__mmask16)((1u << k) - 1u);
+        const __m512i b = _mm512_maskz_loadu_epi32(m, B + i), sh = _mm512_maskz_loadu_epi32(m, S + i);
+        const __m512i tl = _mm512_maskz_loadu_epi32(m, TL + i), th = _mm512_maskz_loadu_epi32(m, TH + i);
+        const __m512i mu = _mm512_maskz_loadu_epi32(m, MU + i), rn = _mm512_maskz_loadu_epi32(m, RN + i);
+        const __m512i rs = _mm512_maskz_loadu_epi32(m, RS + i);
+        for (long r = 0; r < rows; r++) {
+            __m512i t = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, cl + r * ldc + i), b);
+            t = _mm512_srav_epi32(t, sh);
+            t = _mm512_min_epi32(_mm512_max_epi32(t, tl), th);
+            t = _mm512_srav_epi32(_mm512_add_epi32(_mm512_mullo_epi32(t, mu), rn), rs);
+            t = _mm512_min_epi32(_mm512_max_epi32(t, ilo), ihi);
+            long o = i0 + r * ldo + i;
+            if (bytes)
+                _mm_mask_storeu_epi8((char *)q->out + o, m, _mm512_cvtepi32_epi8(t));
+            else
+                _mm256_mask_storeu_epi16((int16_t *)q->out + o, m, _mm512_cvtepi32_epi16(t));
+        }
+    }
+}
+
+E512_TARGET static void rq_store_512(const requant *q, long n0, const int32_t *cl,
                                      const int32_t *ch, const double *xw, long cnt, long i0)
 {
     const double *cst = q->cst + n0, *sc = q->scale + n0, *inv = q->inv_shift + n0;
@@ -669,6 +704,31 @@ E512_TARGET static void rq_store_512(const requant *q, long n0, const int32_t *c
     }
 }
 
+static void emit_row_i32(const sink *s, long p, long n0, const int32_t *cl, const int32_t *ch,
+                         const double *xw, long cnt);
+
+/* Output rows p0 .. p0 + rows - 1, channels [n0, n0 + cnt): accumulators at cl (+ r * ldc),
+ * ch likewise (16-bit codes' high byte plane, or NULL), offset term xw per channel. */
+static void emit_rows_i32(const sink *s, long p0, long rows, long n0, const int32_t *cl,
+                          const int32_t *ch, long ldc, const double *xw, long cnt)
+{
+    if (!s->acc && e512_usable()) {
+        for (int r = 0; r < s->R; r++) {
+            const requant *q = &s->rq[r];
+            if (q->itab && !ch) {
+                rq_rows_int_512(q, n0, cl, ldc, rows, cnt, p0 * s->ldo + n0, s->ldo);
+                continue;
+            }
+            for (long i = 0; i < rows; i++)
+                rq_store_512(q, n0, cl + i * ldc, ch ? ch + i * ldc : NULL, xw, cnt,
+                             (p0 + i) * s->ldo + n0);
+        }
+        return;
+    }
+    for (long i = 0; i < rows; i++)
+        emit_row_i32(s, p0 + i, n0, cl + i * ldc, ch ? ch + i * ldc : NULL, xw, cnt);
+}
+
 /* Output row p, channels [n0, n0 + cnt): int32 accumulators cl (+ 256 * ch: the high byte
  * plane of 16-bit codes) plus xw (the offset term, float64) through the sink. */
 static void emit_row_i32(const sink *s, long p, long n0, const int32_t *cl, const int32_t *ch,
@@ -737,8 +797,7 @@ static void qjob_run(void *arg)
             gather(geo, j->x, g, p0, p1, lo, hi);
             gemm_u8s8(rows, N, Kp, lo, Bp, clo, Np);
             if (wide) gemm_u8s8(rows, N, Kp, hi, Bp, chi, Np);
-            for (long r = 0; r < rows; r++)
-                emit_row_i32(j->out, p0 + r, g * N, clo + r * Np, wide ? chi + r * Np : NULL, xw, N);
+            emit_rows_i32(j->out, p0, rows, g * N, clo, wide ? chi : NULL, Np, xw, N);
         }
     }
     free(accrow);
@@ -951,8 +1010,8 @@ static void dwijob_run(void *arg)
     static const dwi_pixel_fn vc[] = {dwi_pixel_u8_c, dwi_pixel_i8_c, dwi_pixel_u16_c,
                                       dwi_pixel_i16_c};
     dwi_pixel_fn pixel = (e512 ? v512 : vc)[type & 3];
-    /* acc (c int32), the pad row (c codes; 64 spare bytes for masked vector reads), tap pointers */
-    size_t accb = ((size_t)c * 4 + 63) & ~(size_t)63, padb = ((size_t)(c * esize) + 127) & ~(size_t)63;
+    /* acc (one output row: ow * c int32), the pad row (c codes; 64 spare bytes for masked vector reads), tap pointers */
+    size_t accb = ((size_t)(ow * c) * 4 + 63) & ~(size_t)63, padb = ((size_t)(c * esize) + 127) & ~(size_t)63;
     char *mem = malloc(accb + padb + (size_t)taps * sizeof(char *));
     if (!mem) {
         j->err = 3;
@@ -979,9 +1038,9 @@ static void dwijob_run(void *arg)
                                  : (const char *)j->x + (((n * hh + iy) * w + ix) * c) * esize;
                 }
             }
-            pixel(src, taps, j->w, c, acc);
-            emit_row_i32(j->out, (n * oh + oy) * ow + ox, 0, acc, NULL, j->xw, c);
+            pixel(src, taps, j->w, c, acc + ox * c);
         }
+        emit_rows_i32(j->out, (n * oh + oy) * ow, ow, 0, acc, NULL, c, j->xw, c);
     }
     free(mem);
 }
