@@ -10,6 +10,7 @@
  * ReduceMax / ReduceMin) run qe_reduce_f32, which the Python ops' fast path calls too (numpy's
  * pairwise float sums cannot be reproduced in C), so both paths share one summation order.
  */
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -445,19 +446,82 @@ int qe_k_move_lut(const qe_args *a)
     return 0;
 }
 
-#define MAX_ROW(T)                                                                           \
-    static void max_row_##T(T *o, const T *s, int64_t n)                                     \
+/* One output pixel's window: the largest code per channel into o (c codes). */
+#define MAXPOOL_FN(NAME, T)                                                                  \
+    __attribute__((target_clones("avx2", "default"))) static int NAME(                       \
+        const T *restrict x, T *restrict o, int64_t b, int64_t oy, int64_t ox, const int64_t *g)             \
     {                                                                                        \
-        for (int64_t i = 0; i < n; i++) o[i] = s[i] > o[i] ? s[i] : o[i];                    \
+        int64_t h = g[0], w = g[1], c = g[2], kh = g[3], kw = g[4], sh = g[5], sw = g[6];    \
+        int64_t pt = g[7], pl = g[8];                                                        \
+        int first = 1;                                                                       \
+        for (int64_t ky = 0; ky < kh; ky++) {                                                \
+            int64_t iy = oy * sh - pt + ky;                                                  \
+            if (iy < 0 || iy >= h) continue;                                                 \
+            for (int64_t kx = 0; kx < kw; kx++) {                                            \
+                int64_t ix = ox * sw - pl + kx;                                              \
+                if (ix < 0 || ix >= w) continue;                                             \
+                const T *s = x + ((b * h + iy) * w + ix) * c;                                \
+                if (first) {                                                                 \
+                    for (int64_t i = 0; i < c; i++) o[i] = s[i];                             \
+                    first = 0;                                                               \
+                } else {                                                                     \
+                    for (int64_t i = 0; i < c; i++) o[i] = s[i] > o[i] ? s[i] : o[i];        \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+        return first;                                                                        \
     }
-typedef uint8_t u8_t;
-typedef int8_t i8_t;
-typedef uint16_t u16_t;
-typedef int16_t i16_t;
-__attribute__((target_clones("avx2", "default"))) MAX_ROW(u8_t)
-__attribute__((target_clones("avx2", "default"))) MAX_ROW(i8_t)
-__attribute__((target_clones("avx2", "default"))) MAX_ROW(u16_t)
-__attribute__((target_clones("avx2", "default"))) MAX_ROW(i16_t)
+
+/* The same with AVX-512BW: 64 bytes per vector, the channel tail masked (no scalar loop for
+ * the small channel counts of CNN stems). */
+#define MAXPOOL_512(NAME, MAXFN)                                                             \
+    __attribute__((target("avx512f,avx512bw"))) static int NAME(                             \
+        const char *x, char *o, int es, int64_t b, int64_t oy, int64_t ox, const int64_t *g) \
+    {                                                                                        \
+        int64_t h = g[0], w = g[1], c = g[2] * es, kh = g[3], kw = g[4], sh = g[5];          \
+        int64_t sw = g[6], pt = g[7], pl = g[8];                                             \
+        int first = 1;                                                                       \
+        for (int64_t i = 0; i < c; i += 64) {                                                \
+            int64_t k = c - i < 64 ? c - i : 64;                                             \
+            __mmask64 m = k == 64 ? ~(__mmask64)0 : (((__mmask64)1 << k) - 1);               \
+            __m512i acc = _mm512_setzero_si512();                                            \
+            first = 1;                                                                       \
+            for (int64_t ky = 0; ky < kh; ky++) {                                            \
+                int64_t iy = oy * sh - pt + ky;                                              \
+                if (iy < 0 || iy >= h) continue;                                             \
+                for (int64_t kx = 0; kx < kw; kx++) {                                        \
+                    int64_t ix = ox * sw - pl + kx;                                          \
+                    if (ix < 0 || ix >= w) continue;                                         \
+                    __m512i v = _mm512_maskz_loadu_epi8(m, x + ((b * h + iy) * w + ix) * c + i); \
+                    acc = first ? v : MAXFN(acc, v);                                         \
+                    first = 0;                                                               \
+                }                                                                            \
+            }                                                                                \
+            _mm512_mask_storeu_epi8(o + i, m, acc);                                          \
+        }                                                                                    \
+        return first;                                                                        \
+    }
+MAXPOOL_512(maxpool_u8_512, _mm512_max_epu8)
+MAXPOOL_512(maxpool_i8_512, _mm512_max_epi8)
+MAXPOOL_512(maxpool_u16_512, _mm512_max_epu16)
+MAXPOOL_512(maxpool_i16_512, _mm512_max_epi16)
+
+static int bw_usable(void)
+{
+    static int ok = -1;
+    if (ok < 0) {
+        __builtin_cpu_init();
+        const char *force = getenv("QNNEMU_KERNELS_ISA");
+        int capped = force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0
+                               || strcmp(force, "avxvnni") == 0);
+        ok = !capped && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    }
+    return ok;
+}
+MAXPOOL_FN(maxpool_u8, uint8_t)
+MAXPOOL_FN(maxpool_i8, int8_t)
+MAXPOOL_FN(maxpool_u16, uint16_t)
+MAXPOOL_FN(maxpool_i16, int16_t)
 
 /* Max pooling on codes (NHWC): the largest code of each window's input cells (cells outside
  * the input are ignored, as fixed-point max pooling does), then through lut when the output
@@ -480,32 +544,28 @@ int qe_k_maxpool_codes(const qe_args *a)
     const char *x = a->p[0];
     char *y = a->p[1];
     int eo = code_size(to);
+    const int64_t g[9] = {h, w, c, kh, kw, sh, sw, pt, pl};
+    const int bw512 = bw_usable();
     for (int64_t b = 0; b < n; b++)
         for (int64_t oy = 0; oy < oh; oy++)
             for (int64_t ox = 0; ox < ow; ox++) {
                 char *o = has_lut ? row : y + (((b * oh + oy) * ow + ox) * c) * eo;
-                int first = 1;
-                for (int64_t ky = 0; ky < kh; ky++) {
-                    int64_t iy = oy * sh - pt + ky;
-                    if (iy < 0 || iy >= h) continue;
-                    for (int64_t kx = 0; kx < kw; kx++) {
-                        int64_t ix = ox * sw - pl + kx;
-                        if (ix < 0 || ix >= w) continue;
-                        const char *s = x + (((b * h + iy) * w + ix) * c) * es;
-                        if (first) {
-                            memcpy(o, s, (size_t)(c * es));
-                            first = 0;
-                            continue;
-                        }
-                        switch (ti) {
-                        case QE_U8: max_row_u8_t((uint8_t *)o, (const uint8_t *)s, c); break;
-                        case QE_I8: max_row_i8_t((int8_t *)o, (const int8_t *)s, c); break;
-                        case QE_U16: max_row_u16_t((uint16_t *)o, (const uint16_t *)s, c); break;
-                        default: max_row_i16_t((int16_t *)o, (const int16_t *)s, c); break;
-                        }
+                int empty;
+                if (bw512) {
+                    int64_t es2 = code_size(ti);
+                    switch (ti) {
+                    case QE_U8: empty = maxpool_u8_512(x, o, 1, b, oy, ox, g); break;
+                    case QE_I8: empty = maxpool_i8_512(x, o, 1, b, oy, ox, g); break;
+                    case QE_U16: empty = maxpool_u16_512(x, o, (int)es2, b, oy, ox, g); break;
+                    default: empty = maxpool_i16_512(x, o, (int)es2, b, oy, ox, g); break;
                     }
+                } else switch (ti) {
+                case QE_U8: empty = maxpool_u8((const uint8_t *)x, (uint8_t *)o, b, oy, ox, g); break;
+                case QE_I8: empty = maxpool_i8((const int8_t *)x, (int8_t *)o, b, oy, ox, g); break;
+                case QE_U16: empty = maxpool_u16((const uint16_t *)x, (uint16_t *)o, b, oy, ox, g); break;
+                default: empty = maxpool_i16((const int16_t *)x, (int16_t *)o, b, oy, ox, g); break;
                 }
-                if (first) {   /* no input cell (the lowering never emits such a window) */
+                if (empty) {   /* no input cell (the lowering never emits such a window) */
                     free(row);
                     return 4;
                 }

@@ -379,3 +379,17 @@ def test_resize(data, kind, op):
         if op == "ResizeBilinear" and data.draw(st.booleans()):
             params["antialias"] = True
     run_one(op, [(1, h, w, c)], [(1, oh, ow, c)], kind, **params)
+
+
+@pytest.mark.skipif(bool(__import__("os").environ.get("QNNEMU_KERNELS_ISA")), reason="already capped")
+def test_code_kernels_portable_path():
+    """Max pooling and Concat on codes again with QNNEMU_KERNELS_ISA=avx2 (a fresh process):
+    the loops without AVX-512 give the plan's codes as well."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, QNNEMU_KERNELS_ISA="avx2", HYPOTHESIS_PROFILE="ci")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__,
+                          "-k", "pool2d or concat_of_codes"],
+                         capture_output=True, text=True, env=env, timeout=600, cwd=os.path.dirname(__file__))
+    assert out.returncode == 0, f"the code kernels pass on the portable path: {out.stdout[-3000:]}"

@@ -410,3 +410,15 @@ def test_every_isa_path_computes_the_exact_accumulator(isa):
     if isa in ("avx2", "avxvnni"):
         assert name not in ("avx512-vnni", "amx-int8"), f"QNNEMU_KERNELS_ISA={isa} keeps AVX-512 off, got {name}"
     assert bad.strip() == "[]", f"the {name} path computes exact accumulators; wrong: {bad}"
+
+
+@pytest.mark.skipif(bool(__import__("os").environ.get("QNNEMU_KERNELS_ISA")), reason="already capped")
+def test_portable_paths_are_bit_identical_too():
+    """The lowering tests again with QNNEMU_KERNELS_ISA=avx2 (a fresh process): the portable
+    epilogue, depthwise and ElementWiseAdd loops (no AVX-512) give the plan's codes as well."""
+    import os
+    env = dict(os.environ, QNNEMU_KERNELS_ISA="avx2", HYPOTHESIS_PROFILE="ci")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__,
+                          "-k", "lowers_bit_identical or folded_relu or large_sums"],
+                         capture_output=True, text=True, env=env, timeout=600, cwd=os.path.dirname(__file__))
+    assert out.returncode == 0, f"the lowering tests pass on the portable paths: {out.stdout[-3000:]}"
