@@ -481,8 +481,8 @@ typedef struct requant {
     int wide, type, has_dead;
     double lo, hi, dead_code, zp_x;
     void *out;
-    /* the exact integer form (8-bit codes only), or NULL: int32 [7][ntot] rows B, s, tlo, thi,
-     * mult, rnd, r (qnnemu/core/engine/lower_qgemm.py _int_requant) */
+    /* the exact integer form, or NULL: int32 [8][ntot] rows B, s, E, tlo, thi, mult, rnd, r
+     * (qnnemu/core/engine/lower_qgemm.py _int_requant) */
     const int32_t *itab;
     long ntot;
 } requant;
@@ -596,12 +596,13 @@ E512_TARGET static void rq_store_512(const requant *q, long n0, const int32_t *c
 
 /* rows output rows (p0 + r, accumulators at cl + r * ldc) of the int32 form: each 16-channel
  * block's table vectors loaded once for all rows. */
-E512_TARGET static void rq_rows_int_512(const requant *q, long n0, const int32_t *cl, long ldc,
-                                        long rows, long cnt, long i0, long ldo)
+E512_TARGET static void rq_rows_int_512(const requant *q, long n0, const int32_t *cl,
+                                        const int32_t *ch, long ldc, long rows, long cnt, long i0,
+                                        long ldo)
 {
     const long nt = q->ntot;
-    const int32_t *B = q->itab + n0, *S = B + nt, *TL = S + nt, *TH = TL + nt, *MU = TH + nt;
-    const int32_t *RN = MU + nt, *RS = RN + nt;
+    const int32_t *B = q->itab + n0, *S = B + nt, *E = S + nt, *TL = E + nt, *TH = TL + nt;
+    const int32_t *MU = TH + nt, *RN = MU + nt, *RS = RN + nt;
     const __m512i ilo = _mm512_set1_epi32((int)q->lo), ihi = _mm512_set1_epi32((int)q->hi);
     const int bytes = q->type == QE_U8 || q->type == QE_I8;
     for (long i = 0; i < cnt; i += 16) {
@@ -610,10 +611,13 @@ E512_TARGET static void rq_rows_int_512(const requant *q, long n0, const int32_t
         const __m512i b = _mm512_maskz_loadu_epi32(m, B + i), sh = _mm512_maskz_loadu_epi32(m, S + i);
         const __m512i tl = _mm512_maskz_loadu_epi32(m, TL + i), th = _mm512_maskz_loadu_epi32(m, TH + i);
         const __m512i mu = _mm512_maskz_loadu_epi32(m, MU + i), rn = _mm512_maskz_loadu_epi32(m, RN + i);
-        const __m512i rs = _mm512_maskz_loadu_epi32(m, RS + i);
+        const __m512i rs = _mm512_maskz_loadu_epi32(m, RS + i), e = _mm512_maskz_loadu_epi32(m, E + i);
         for (long r = 0; r < rows; r++) {
             __m512i t = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, cl + r * ldc + i), b);
             t = _mm512_srav_epi32(t, sh);
+            if (ch)
+                t = _mm512_add_epi32(t, _mm512_maskz_loadu_epi32(m, ch + r * ldc + i));
+            t = _mm512_add_epi32(t, e);
             t = _mm512_min_epi32(_mm512_max_epi32(t, tl), th);
             t = _mm512_srav_epi32(_mm512_add_epi32(_mm512_mullo_epi32(t, mu), rn), rs);
             t = _mm512_min_epi32(_mm512_max_epi32(t, ilo), ihi);
@@ -636,32 +640,6 @@ E512_TARGET static void rq_store_512(const requant *q, long n0, const int32_t *c
     const __m512d r256 = _mm512_set1_pd(1.0 / 256.0), zp = _mm512_set1_pd(q->zp_x);
     const __m512d dc = _mm512_set1_pd(q->dead_code), zero = _mm512_setzero_pd();
     const int wide = q->wide, has_dead = q->has_dead, type = q->type;
-    if (q->itab && !ch) {
-        /* y = clip(((clip((cl + B) >> s, tlo, thi) * mult + rnd) >> r), lo, hi): the same
-         * integers as the float64 formula (lower_qgemm.py _int_requant proves the bounds),
-         * 16 channels per vector */
-        const long nt = q->ntot;
-        const int32_t *B = q->itab + n0, *S = B + nt, *TL = S + nt, *TH = TL + nt, *MU = TH + nt;
-        const int32_t *RN = MU + nt, *RS = RN + nt;
-        const __m512i ilo = _mm512_set1_epi32((int)q->lo), ihi = _mm512_set1_epi32((int)q->hi);
-        for (long i = 0; i < cnt; i += 16) {
-            long k = cnt - i < 16 ? cnt - i : 16;
-            __mmask16 m = (__mmask16)((1u << k) - 1u);
-            __m512i t = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, cl + i), _mm512_maskz_loadu_epi32(m, B + i));
-            t = _mm512_srav_epi32(t, _mm512_maskz_loadu_epi32(m, S + i));
-            t = _mm512_max_epi32(t, _mm512_maskz_loadu_epi32(m, TL + i));
-            t = _mm512_min_epi32(t, _mm512_maskz_loadu_epi32(m, TH + i));
-            t = _mm512_mullo_epi32(t, _mm512_maskz_loadu_epi32(m, MU + i));
-            t = _mm512_add_epi32(t, _mm512_maskz_loadu_epi32(m, RN + i));
-            t = _mm512_srav_epi32(t, _mm512_maskz_loadu_epi32(m, RS + i));
-            t = _mm512_min_epi32(_mm512_max_epi32(t, ilo), ihi);
-            if (type == QE_U8 || type == QE_I8)
-                _mm_mask_storeu_epi8((char *)q->out + i0 + i, m, _mm512_cvtepi32_epi8(t));
-            else
-                _mm256_mask_storeu_epi16((int16_t *)q->out + i0 + i, m, _mm512_cvtepi32_epi16(t));
-        }
-        return;
-    }
     for (long i = 0; i < cnt; i += 8) {
         long k = cnt - i < 8 ? cnt - i : 8;
         __mmask8 m = (__mmask8)((1u << k) - 1u);
@@ -715,8 +693,8 @@ static void emit_rows_i32(const sink *s, long p0, long rows, long n0, const int3
     if (!s->acc && e512_usable()) {
         for (int r = 0; r < s->R; r++) {
             const requant *q = &s->rq[r];
-            if (q->itab && !ch) {
-                rq_rows_int_512(q, n0, cl, ldc, rows, cnt, p0 * s->ldo + n0, s->ldo);
+            if (q->itab && (!ch || q->wide)) {
+                rq_rows_int_512(q, n0, cl, ch, ldc, rows, cnt, p0 * s->ldo + n0, s->ldo);
                 continue;
             }
             for (long i = 0; i < rows; i++)

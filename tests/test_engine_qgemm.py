@@ -302,36 +302,44 @@ def test_elementwise_add_lowers_bit_identical(seed, wide, signed, shapes):
 
 # -- the exact integer requantization of 8-bit accumulators (lower_qgemm._int_requant) -------------
 
-@settings(max_examples=60)
+@settings(max_examples=80)
 @given(seed=st.integers(0, 2**31), fine=st.booleans(), bits=st.sampled_from([None, None, 24]),
        y_bits=st.sampled_from([8, 16]), signed_y=st.booleans(), k=st.sampled_from([1, 9, 144, 4000]),
-       log_ys=st.floats(-9, 3), with_bias=st.booleans())
-def test_integer_requantization_equals_accrequant(seed, fine, bits, y_bits, signed_y, k, log_ys, with_bias):
+       log_ys=st.floats(-9, 3), with_bias=st.booleans(), wide=st.booleans())
+def test_integer_requantization_equals_accrequant(seed, fine, bits, y_bits, signed_y, k, log_ys, with_bias, wide):
     """Where _int_requant gives a table, its int32 formula equals AccRequant of the float64
-    accumulator cl + xw for accumulators up to the bound, the bound itself included (saturating,
-    dead and ordinary channels; shifted and fine multipliers)."""
+    accumulator cl (+ 256 ch for 16-bit codes) + xw for accumulators up to the bounds, the
+    bounds included (saturating, dead and ordinary channels; shifted, fine and 16-bit
+    multipliers)."""
     from qnnemu.core.engine.lower_qgemm import _int_requant
     rng = np.random.default_rng(seed)
     n = 16
+    fine = fine and not wide
     lo, hi = (-(1 << (y_bits - 1)), (1 << (y_bits - 1)) - 1) if signed_y else (0, (1 << y_bits) - 1)
     ws = rng.uniform(0.0005, 0.05, n).astype(np.float32)
     ws[3] = np.float32(1e-45)                            # a dead channel
-    x_off = -int(rng.integers(0, 256))
+    x_off = -int(rng.integers(0, 65536 if wide else 256))
     wsum = rng.integers(-127 * k, 127 * k + 1, n).astype(np.float64)
     clmax = np.full(n, 255 * 128 * k, np.int64)
-    rq = AccRequant(np.float32(rng.uniform(0.001, 0.1)), x_off, ws, np.ones(n), np.float32(10.0 ** log_ys),
+    xs = rng.uniform(0.00001, 0.001) if wide else rng.uniform(0.001, 0.1)
+    rq = AccRequant(np.float32(xs), x_off, ws, np.ones(n), np.float32(10.0 ** log_ys),
                     -int(rng.integers(lo, hi + 1)), rng.uniform(-5e4, 5e4, n).round() if with_bias else None,
-                    False, lo, hi, fine=fine, multiplier_bits=bits)
-    xw = x_off * wsum
-    tab = _int_requant(rq, n, xw, clmax)
+                    wide, lo, hi, fine=fine, multiplier_bits=bits)
+    shift = 32768 if wide and rng.random() < 0.5 else 0      # int16 codes are mapped to unsigned
+    xw = (x_off - shift) * wsum
+    tab = _int_requant(rq, n, xw, clmax, wsum, 255 if wide else 0)
     if tab is None:
-        assert fine or bits or y_bits == 16 or k == 4000 or not -6 <= log_ys <= 2, \
+        assert fine or bits or y_bits == 16 or k == 4000 or wide or not -6 <= log_ys <= 2, \
             "ordinary 8-bit requantizations get an integer table"
         return
     cl = np.concatenate([rng.integers(-clmax[0], clmax[0] + 1, (300, n)), clmax[None], -clmax[None]]).astype(np.int64)
-    want = rq(cl.astype(np.float64) + xw, wsum)
-    B, S, TL, TH, MU, RN, RS = (tab[i].astype(np.int64) for i in range(7))
-    t = np.minimum(np.maximum((cl + B) >> S, TL), TH)
+    ch = rng.integers(-clmax[0], clmax[0] + 1, cl.shape).astype(np.int64) if wide else np.zeros_like(cl)
+    ch[-2:] = [clmax, -clmax] if wide else 0
+    want = rq(cl.astype(np.float64) + 256.0 * ch + xw, wsum)
+    B, S, E, TL, TH, MU, RN, RS = (tab[i].astype(np.int64) for i in range(8))
+    t = ((cl + B) >> S) + ch + E
+    assert np.all(np.abs(cl + B) < 2**31) and np.all(np.abs(t) < 2**31), "the int32 sums do not overflow"
+    t = np.minimum(np.maximum(t, TL), TH)
     got = np.clip((t * MU + RN) >> RS, lo, hi)
     assert np.all(np.abs(t * MU + RN) < 2**31), "the int32 products do not overflow"
     assert np.array_equal(got, want), f"integer requantization {got[want != got][:5]} vs AccRequant {want[want != got][:5]}"
@@ -351,9 +359,10 @@ def test_integer_requantization_runs_for_8bit_convolutions():
         graph = finish(b, {"x": codes(rng, U8, (1, 9, 9, 8))}, keep=True)
         from qnnemu.core.engine.lower_qgemm import _int_inputs, _int_requant
         impl = graph.plan.steps[0].impl
-        xw, clmax = _int_inputs(impl.cacc, impl.cacc.cols)
+        xw, clmax, chmax = _int_inputs(impl.cacc, impl.cacc.cols)
         assert xw is not None, f"{op}: the C accumulator offers integer requantization"
-        assert _int_requant(impl.requant, impl.cacc.cols, xw, clmax) is not None, f"{op}: an integer table"
+        assert _int_requant(impl.requant, impl.cacc.cols, xw, clmax, impl.wsum, chmax) is not None, \
+            f"{op}: an integer table"
         graph.context.free()
 
 

@@ -31,22 +31,21 @@ def _per_channel(v, n: int) -> np.ndarray:
     return np.broadcast_to(a.reshape(-1), (n,))
 
 
-def _int_inputs(qa: QAcc, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(xw, clmax) of the exact integer requantization: the float64 offset term the kernel adds
-    to its int32 accumulator and a bound of |accumulator| per channel; (None, None) for 16-bit
-    codes in the GEMM (two byte planes) and the float64 depthwise kernel."""
+def _int_inputs(qa: QAcc, n: int) -> tuple[np.ndarray | None, np.ndarray | None, int]:
+    """(xw, clmax, chmax) of the exact integer requantization: the float64 offset term the
+    kernel adds to its int32 accumulator, a bound of |accumulator| per channel, and 255 when
+    the GEMM also has a high byte plane (16-bit codes), else 0; (None, None, 0) for the float64
+    depthwise kernel."""
     if qa.wabs is None:
-        return None, None
+        return None, None, 0
     t = CODE_TYPES[qa.x_dtype]
     if qa.kind == "gemm":
-        if t >= 2:
-            return None, None
-        shift = 128.0 if t == 1 else 0.0
+        shift = float(_fast_qgemm._SHIFT[t])
         xw = (qa.x_offset - shift) * qa.wsum[:n].astype(np.float64)
-        return xw, 255 * qa.wabs
+        return xw, 255 * qa.wabs, (255 if t >= 2 else 0)
     if qa.kind == "dwi" and qa.xw is not None:
-        return qa.xw, _fast_qgemm._ABS_CODE[t] * qa.wabs
-    return None, None
+        return qa.xw, _fast_qgemm._ABS_CODE[t] * qa.wabs, 0
+    return None, None, 0
 
 
 def _requant_tables(rq: AccRequant, n: int) -> tuple[np.ndarray, list[int], list[float]]:
@@ -64,46 +63,61 @@ def _floor_half(t: int, mult: int, r: int) -> int:
     return (t * mult + (1 << r >> 1)) >> r
 
 
-def _int_requant(rq: AccRequant, n: int, xw: np.ndarray, clmax: np.ndarray) -> np.ndarray | None:
-    """The exact integer form of ``rq`` for an int32 accumulator ``cl`` (|cl| <= clmax per
-    channel) whose float64 path computes acc = cl + xw: int32 rows [B, s, tlo, thi, mult, rnd,
-    r] per channel with y = clip((clip((cl + B) >> s, tlo, thi) * mult + rnd) >> r, lo, hi),
-    or None where an int32 step could differ from the float64 formula (16-bit accumulators,
-    a multiplier too fine for int32, sums near 2**31).
+def _int_requant(rq: AccRequant, n: int, xw: np.ndarray, clmax: np.ndarray, wsum: np.ndarray,
+                 chmax: int = 0) -> np.ndarray | None:
+    """The exact integer form of ``rq`` for int32 accumulators ``cl`` (|cl| <= clmax per
+    channel) and, for 16-bit codes in the GEMM, ``ch`` (the high byte plane, |ch| <= chmax *
+    clmax / 255), whose float64 path computes acc = cl + 256 * ch + xw: int32 rows
+    [B, s, E, tlo, thi, mult, rnd, r] per channel with
+        t = ((cl + B) >> s) + ch + E;  y = clip((clip(t, tlo, thi) * mult + rnd) >> r, lo, hi)
+    or None where an int32 step could differ from the float64 formula (a multiplier too fine
+    for int32, sums near 2**31).
 
-    Why it is the same: with every value an integer below 2**53 the float64 steps are exact:
-    (acc + const) * inv_shift floored is (cl + B) >> s (inv_shift = 2**-s), and
-    floor(t * scale + 0.5) with scale = mult / 2**r is (t * mult + 2**(r-1)) >> r; the result
-    only grows with t, so clamping t to [tlo, thi] (f(tlo) <= lo, f(thi) >= hi) changes no
-    clipped code and keeps t * mult inside int32.  A dead channel is mult 0, rnd its code."""
-    if type(rq) is not AccRequant or rq.wide:
+    Why it is the same: with every value an integer below 2**53 the float64 steps are exact.
+    8-bit codes: (acc + const) * inv_shift floored is (cl + B) >> s with B = xw + const,
+    inv_shift = 2**-s (no ch, E = 0).  16-bit codes (``wide``): data = acc + zw, so
+    floor(data / 256) - floor(zw / 256 + 0.5) + const is ((cl + B) >> 8) + ch + E with
+    B = xw + zw, E = const - floor(zw / 256 + 0.5).  Then floor(t * scale + 0.5) with
+    scale = mult / 2**r is (t * mult + 2**(r-1)) >> r; the result only grows with t, so clamping
+    t to [tlo, thi] (f(tlo) <= lo, f(thi) >= hi) changes no clipped code and keeps t * mult
+    inside int32.  A dead channel is mult 0, rnd its code."""
+    if type(rq) is not AccRequant or (chmax and not rq.wide):
         return None
     lo, hi = int(rq.lo), int(rq.hi)
     cst, inv = _per_channel(rq.const, n), _per_channel(rq.inv_shift, n)
     scale = _per_channel(rq.scale, n)
     dead = np.zeros(n, bool) if rq.dead is None else _per_channel(rq.dead.astype(np.float64), n) != 0
-    tab = np.zeros((7, n), np.int64)
+    if rq.wide:
+        zw = rq.zp_x * np.asarray(wsum, dtype=np.float64)       # AccRequant.__call__'s own terms
+        fz = np.floor(zw / 256.0 + 0.5)
+    tab = np.zeros((8, n), np.int64)
     lim = 2**31 - 1
     for c in range(n):
         if dead[c]:
-            tab[5, c] = int(rq.dead_code)
+            tab[6, c] = int(rq.dead_code)
             continue
-        b, iv, sc = float(xw[c]) + float(cst[c]), float(inv[c]), float(scale[c])
-        if not (np.isfinite(b) and b.is_integer() and abs(float(xw[c])) < 2**52 and abs(float(cst[c])) < 2**52):
+        iv, sc = float(inv[c]), float(scale[c])
+        terms = [float(xw[c]), float(cst[c])] + ([float(zw[c]), float(fz[c])] if rq.wide else [])
+        if not all(np.isfinite(v) and v.is_integer() and abs(v) < 2**50 for v in terms):
             return None
-        bi, cm = int(b), int(clmax[c])
-        if abs(bi) + cm >= lim or not (0 < iv <= 1) or not (0 < sc < 2**31) or not np.isfinite(sc):
+        if rq.wide:
+            bi, s, ei = int(terms[0]) + int(terms[2]), 8, int(terms[1]) - int(terms[3])
+        else:
+            if not 0 < iv <= 1:
+                return None
+            mant, e = math.frexp(iv)
+            if mant != 0.5:
+                return None
+            bi, s, ei = int(terms[0]) + int(terms[1]), min(1 - e, 31), 0
+        cm, hm = int(clmax[c]), int(clmax[c]) * chmax // 255
+        if abs(bi) + cm >= lim or not (0 < sc < 2**31) or not np.isfinite(sc):
             return None
-        mant, e = math.frexp(iv)
-        if mant != 0.5:
-            return None
-        s = min(1 - e, 31)
         num, den = sc.as_integer_ratio()
         r = den.bit_length() - 1
         if r > 30 or num >= lim:
             return None
-        tmin, tmax = (bi - cm) >> s, (bi + cm) >> s
-        if max(abs(tmin), abs(tmax)) * num + (1 << r) >= 2**52:
+        tmin, tmax = ((bi - cm) >> s) - hm + ei, ((bi + cm) >> s) + hm + ei
+        if max(abs(tmin), abs(tmax)) >= lim or max(abs(tmin), abs(tmax)) * num + (1 << r) >= 2**52:
             return None             # the float64 product itself might round
         tlo = ((lo << r) - (1 << r >> 1)) // num
         while _floor_half(tlo + 1, num, r) <= lo:
@@ -117,7 +131,7 @@ def _int_requant(rq: AccRequant, n: int, xw: np.ndarray, clmax: np.ndarray) -> n
             thi += 1
         if max(abs(tlo * num), abs(thi * num)) + (1 << r) >= lim or max(abs(tlo), abs(thi)) >= lim:
             return None
-        tab[:, c] = [bi, s, tlo, thi, num, 1 << r >> 1, r]
+        tab[:, c] = [bi, s, ei, tlo, thi, num, 1 << r >> 1, r]
     return np.ascontiguousarray(tab.astype(np.int32))
 
 
@@ -143,7 +157,8 @@ def integer_accumulation(ctx) -> None:
     if not outputs or len(outputs) > MAX_OUTPUTS or ctx.n_out != 1 + len(impl.folded):
         raise Unsupported(f"{len(outputs)} requantized outputs")
     n = qa.cols
-    xw, clmax = _int_inputs(qa, n)
+    xw, clmax, chmax = _int_inputs(qa, n)
+    wsum64 = np.ascontiguousarray(_per_channel(impl.wsum, n))
     tables, ints, dbls, bufs, itabs = [], [], [], [], []
     for rq, dt, k in outputs:
         if ctx.out_dtype(k) != dt or dt not in CODE_TYPES:
@@ -152,13 +167,12 @@ def integer_accumulation(ctx) -> None:
             raise Unsupported(f"output {k} has {ctx.out_shape(k)}, not {qa.rows} x {n}")
         table, oi, od = _requant_tables(rq, n)
         tables.append(table)
-        itab = _int_requant(rq, n, xw, clmax) if xw is not None else None
+        itab = _int_requant(rq, n, xw, clmax, wsum64, chmax) if xw is not None and clmax is not None else None
         if itab is not None:
             itabs.append(ctx.const(itab))
         ints += [*oi, CODE_TYPES[dt], int(rq.dead is not None), int(itab is not None)]
         dbls += od
         bufs.append(ctx.output_raw(k))
-    wsum64 = np.ascontiguousarray(_per_channel(impl.wsum, n))
     params = np.ascontiguousarray(np.concatenate(tables))
     head = [int(v) for v in qa.geo] + [len(outputs)]
     x = ctx.input_raw(0)
