@@ -793,7 +793,9 @@ static int qgemm_run(const int64_t *geo, const void *x, const int8_t *Bp, const 
     double xoff = x_offset - u_shift((int)geo[QG_TYPE]);
     long chunks = (M + MC - 1) / MC;
     double macs = (double)M * (double)K * (double)geo[QG_N] * (double)geo[QG_GROUP];
-    int T = threads_for(macs * (wide_type((int)geo[QG_TYPE]) ? 2 : 1), chunks);
+    /* the integer GEMM does ~100 multiply-adds per ns here: below ~8M a second thread's wake-up
+     * (a condition variable) costs about what it saves, more on a loaded machine */
+    int T = threads_for(macs * (wide_type((int)geo[QG_TYPE]) ? 2 : 1) / 4, chunks);
     qjob jobs[64];
     long per = (chunks + T - 1) / T;
     int cnt = 0;
@@ -1034,7 +1036,7 @@ static int dwi_run(const int64_t *geo, const void *x, const int32_t *w, const do
         return 0;
     long rows = geo[QG_BATCH] * geo[QG_OH];
     double work = (double)M * (double)cout * (double)(geo[QG_FH] * geo[QG_FW]);
-    int T = threads_for(work, rows);
+    int T = threads_for(work * 2, rows);
     dwijob jobs[64];
     long per = (rows + T - 1) / T;
     int cnt = 0;
