@@ -927,6 +927,7 @@ typedef struct dwijob {
     const int64_t *geo;
     const void *x;
     const int32_t *w;     /* [fh * fw, c] */
+    const int32_t *wp;    /* 8-bit codes: int16 weight pairs of taps (2p, 2p + 1) [pairs, c], or NULL */
     const double *xw;     /* [c] */
     const sink *out;
     long p0, p1;
@@ -976,6 +977,39 @@ DWI_PIXEL_C(dwi_pixel_i16_c, int16_t)
 
 typedef void (*dwi_pixel_fn)(const char *const *, long, const int32_t *, long, int32_t *);
 
+/* 8-bit codes, taps in pairs: one vpdpwssd multiplies a channel's two codes (int16 halves of a
+ * lane) by its two weights and adds both products (exact int32, as the single-tap kernel). */
+#define DWI_PAIRS_512(NAME, LOAD, MASK16)                                                       \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void NAME(          \
+        const char *const *src, long pairs, const int32_t *wp, long c, int32_t *acc)            \
+    {                                                                                           \
+        const __m512i lo16 = _mm512_set1_epi32(0xffff);                                         \
+        for (long c0 = 0; c0 < c; c0 += 16) {                                                   \
+            long k = c - c0 < 16 ? c - c0 : 16;                                                 \
+            __mmask16 m = (__mmask16)((1u << k) - 1u);                                          \
+            __m512i s = _mm512_setzero_si512();                                                 \
+            for (long p = 0; p < pairs; p++) {                                                  \
+                __m512i a = LOAD(src[2 * p] + c0, m), b = LOAD(src[2 * p + 1] + c0, m);        \
+                if (MASK16) a = _mm512_and_si512(a, lo16);                                      \
+                __m512i v = _mm512_or_si512(a, _mm512_slli_epi32(b, 16));                       \
+                s = _mm512_dpwssd_epi32(s, v, _mm512_maskz_loadu_epi32(m, wp + p * c + c0));    \
+            }                                                                                   \
+            _mm512_mask_storeu_epi32(acc + c0, m, s);                                           \
+        }                                                                                       \
+    }
+DWI_PAIRS_512(dwi_pairs_u8, DWI_LOAD_U8, 0)
+DWI_PAIRS_512(dwi_pairs_i8, DWI_LOAD_I8, 1)
+
+static int vnni_usable(void)
+{
+    static int ok = -1;
+    if (ok < 0) {
+        __builtin_cpu_init();
+        ok = e512_usable() && __builtin_cpu_supports("avx512vnni");
+    }
+    return ok;
+}
+
 static void dwijob_run(void *arg)
 {
     dwijob *j = arg;
@@ -990,9 +1024,12 @@ static void dwijob_run(void *arg)
     static const dwi_pixel_fn vc[] = {dwi_pixel_u8_c, dwi_pixel_i8_c, dwi_pixel_u16_c,
                                       dwi_pixel_i16_c};
     dwi_pixel_fn pixel = (e512 ? v512 : vc)[type & 3];
+    const int32_t *wp = j->wp && (type == QE_U8 || type == QE_I8) && vnni_usable() ? j->wp : NULL;
+    dwi_pixel_fn pairs_fn = type == QE_U8 ? dwi_pairs_u8 : dwi_pairs_i8;
+    const long npairs = (taps + 1) / 2;
     /* acc (one output row: ow * c int32), the pad row (c codes; 64 spare bytes for masked vector reads), tap pointers */
     size_t accb = ((size_t)(ow * c) * 4 + 63) & ~(size_t)63, padb = ((size_t)(c * esize) + 127) & ~(size_t)63;
-    char *mem = malloc(accb + padb + (size_t)taps * sizeof(char *));
+    char *mem = malloc(accb + padb + (size_t)(taps + 1) * sizeof(char *));
     if (!mem) {
         j->err = 3;
         return;
@@ -1018,15 +1055,20 @@ static void dwijob_run(void *arg)
                                  : (const char *)j->x + (((n * hh + iy) * w + ix) * c) * esize;
                 }
             }
-            pixel(src, taps, j->w, c, acc + ox * c);
+            if (wp) {
+                src[taps] = pad;   /* an odd tap count's last pair: weight 0 */
+                pairs_fn(src, npairs, wp, c, acc + ox * c);
+            } else {
+                pixel(src, taps, j->w, c, acc + ox * c);
+            }
         }
         emit_rows_i32(j->out, (n * oh + oy) * ow, ow, 0, acc, NULL, c, j->xw, c);
     }
     free(mem);
 }
 
-static int dwi_run(const int64_t *geo, const void *x, const int32_t *w, const double *xw,
-                   const sink *out)
+static int dwi_run(const int64_t *geo, const void *x, const int32_t *w, const int32_t *wp,
+                   const double *xw, const sink *out)
 {
     long M = geo[QG_M], cout = geo[QG_N], cin = geo[QG_CIN];
     if (M < 0 || cin != cout || geo[QG_OH] < 0 || geo[QG_OW] < 0 || geo[QG_TYPE] < 0
@@ -1041,7 +1083,7 @@ static int dwi_run(const int64_t *geo, const void *x, const int32_t *w, const do
     long per = (rows + T - 1) / T;
     int cnt = 0;
     for (long p = 0; p < rows; p += per)
-        jobs[cnt++] = (dwijob){geo, x, w, xw, out, p, p + per < rows ? p + per : rows, 0};
+        jobs[cnt++] = (dwijob){geo, x, w, wp, xw, out, p, p + per < rows ? p + per : rows, 0};
     if (cnt == 1)
         dwijob_run(&jobs[0]);
     else
@@ -1055,7 +1097,7 @@ int qe_qacc_dw_i32(const int64_t *geo, const void *x, const int32_t *w, const do
                    double *acc)
 {
     sink s = {acc, NULL, 0, geo[QG_LDO]};
-    return dwi_run(geo, x, w, xw, &s);
+    return dwi_run(geo, x, w, NULL, xw, &s);
 }
 
 /* -- engine steps ------------------------------------------------------------------------- */
@@ -1111,16 +1153,17 @@ int qe_k_qdw(const qe_args *a)
     return dw_run(a->i, a->p[0], a->p[1], a->d[0], &s);
 }
 
-/* p: x, weights (int32 [taps, c]), xw (float64 x_offset * wsum), wsum (float64), requant
- * params, outputs... */
+/* p: x, weights (int32 [taps, c]), weight pairs (int32 [pairs, c]: int16 halves; or the
+ * weights again when geo's kind is not 3), xw (float64 x_offset * wsum), wsum (float64),
+ * requant params, outputs... */
 int qe_k_qdw_i32(const qe_args *a)
 {
     requant rq[8];
     sink s;
-    if (a->ni < QG_LEN + 1 || a->np < 6) return 2;
-    int rc = requants(a, 5, a->p[4], a->p[3], rq, &s);
+    if (a->ni < QG_LEN + 1 || a->np < 7) return 2;
+    int rc = requants(a, 6, a->p[5], a->p[4], rq, &s);
     if (rc) return rc;
-    return dwi_run(a->i, a->p[0], a->p[1], a->p[2], &s);
+    return dwi_run(a->i, a->p[0], a->p[1], a->i[QG_KIND] == 3 ? a->p[2] : NULL, a->p[3], &s);
 }
 
 /* -- MatMul with a dynamic in1 -------------------------------------------------------------- */

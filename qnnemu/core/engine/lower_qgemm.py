@@ -135,6 +135,21 @@ def _int_requant(rq: AccRequant, n: int, xw: np.ndarray, clmax: np.ndarray, wsum
     return np.ascontiguousarray(tab.astype(np.int32))
 
 
+def _weight_pairs(qa: QAcc) -> np.ndarray | None:
+    """int32 [pairs, c] of the depthwise kernel's tap pairs for 8-bit codes: tap 2p's int16
+    weight in the low half, tap 2p + 1's in the high half (0 past the last tap); None for
+    16-bit codes or weights outside int16."""
+    if CODE_TYPES[qa.x_dtype] >= 2:
+        return None
+    w = qa.weights.astype(np.int64)
+    if w.size == 0 or np.abs(w).max() > 32767:
+        return None
+    if w.shape[0] % 2:
+        w = np.concatenate([w, np.zeros((1, w.shape[1]), np.int64)])
+    pairs = (w[0::2] & 0xFFFF) | (w[1::2] << 16)     # inside int32: |w| < 2**15
+    return np.ascontiguousarray(pairs.astype(np.int32))
+
+
 @lowers_impl(IntegerAccumulation)
 def integer_accumulation(ctx) -> None:
     impl = ctx.impl
@@ -180,8 +195,13 @@ def integer_accumulation(ctx) -> None:
         ctx.emit("qe_k_qgemm", [x, ctx.const(qa.weights), ctx.const(qa.wsum), ctx.const(wsum64),
                                 ctx.const(params), *bufs, *itabs], head + ints, [qa.x_offset] + dbls)
     elif qa.kind == "dwi":
-        ctx.emit("qe_k_qdw_i32", [x, ctx.const(qa.weights), ctx.const(qa.xw), ctx.const(wsum64),
-                                  ctx.const(params), *bufs, *itabs], head + ints, [qa.x_offset] + dbls)
+        pairs = _weight_pairs(qa)
+        if pairs is not None:
+            head[_fast_qgemm.QG_KIND] = 3       # csrc/eng_qgemm.c qe_k_qdw_i32: pairs given
+        w = ctx.const(qa.weights)
+        ctx.emit("qe_k_qdw_i32", [x, w, w if pairs is None else ctx.const(pairs), ctx.const(qa.xw),
+                                  ctx.const(wsum64), ctx.const(params), *bufs, *itabs], head + ints,
+                 [qa.x_offset] + dbls)
     else:
         ctx.emit("qe_k_qdw", [x, ctx.const(qa.weights), ctx.const(wsum64), ctx.const(params), *bufs],
                  head + ints, [qa.x_offset] + dbls)
