@@ -342,7 +342,8 @@ def test_integer_requantization_equals_accrequant(seed, fine, bits, y_bits, sign
     t = np.minimum(np.maximum(t, TL), TH)
     got = np.clip((t * MU + RN) >> RS, lo, hi)
     assert np.all(np.abs(t * MU + RN) < 2**31), "the int32 products do not overflow"
-    assert np.array_equal(got, want), f"integer requantization {got[want != got][:5]} vs AccRequant {want[want != got][:5]}"
+    assert np.array_equal(got, want), \
+        f"integer requantization {got[want != got][:5]} vs AccRequant {want[want != got][:5]}"
 
 
 def test_integer_requantization_runs_for_8bit_convolutions():
@@ -389,7 +390,8 @@ def test_every_isa_path_computes_the_exact_accumulator(isa):
                     bad.append((str(dt), M, K, N))
         for dt, off in [(np.uint8, -128), (np.uint8, 3), (np.int8, 3), (np.uint16, -30000), (np.int16, 5)]:
             info = np.iinfo(dt)
-            for h, w, c, kk, st, pad in [(5, 7, 19, 3, 1, 1), (9, 8, 33, 3, 2, 1), (6, 6, 5, 5, 1, 2), (4, 4, 3, 1, 1, 0)]:
+            for h, w, c, kk, st, pad in [(5, 7, 19, 3, 1, 1), (9, 8, 33, 3, 2, 1), (6, 6, 5, 5, 1, 2),
+                                         (4, 4, 3, 1, 1, 0)]:
                 x = rng.integers(info.min, info.max + 1, (1, h, w, c)).astype(dt)
                 wd = rng.integers(-128, 128, (kk, kk, 1, c)).astype(np.float64)
                 oh, ow = (h + 2 * pad - kk) // st + 1, (w + 2 * pad - kk) // st + 1

@@ -13,7 +13,6 @@ from ...ops.cast import Convert, Dequantize, Quantize, convert_rounding
 from ...spec.quant import Dequantizer, Requantize, rounding_for
 from .lowering import F32, Unsupported, emit_converter, lowers, type_code
 
-
 # Requantize modes qe_k_quantize_f32 runs (csrc/engine.c qe_k_requant's numbering)
 _FUSED_MODES = {"fp16_half_away_from_zero": 3, "exact_half_away_from_zero": 4}
 

@@ -373,7 +373,7 @@ def _concat_codes(ctx, op) -> bool:
     dst, dout = _stored_output(ctx, 0), ctx.out_dtype(0)
     for shape, ss, ds, so, do, q in prog.moves:
         src, din = _stored_input(ctx, q), ctx.in_dtype(q)
-        table = tables[q][1]   # type: ignore[index]
+        table = tables[q][1]
         if _identity(ctx, q, table):
             ctx.emit("qe_k_move", (src, dst), (din.itemsize, len(shape), so, do, *shape, *ss, *ds))
         else:

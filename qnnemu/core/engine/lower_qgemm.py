@@ -39,7 +39,7 @@ def _int_inputs(qa: QAcc, n: int) -> tuple[np.ndarray | None, np.ndarray | None,
     if qa.wabs is None:
         return None, None, 0
     t = CODE_TYPES[qa.x_dtype]
-    if qa.kind == "gemm":
+    if qa.kind == "gemm" and qa.wsum is not None:
         shift = float(_fast_qgemm._SHIFT[t])
         xw = (qa.x_offset - shift) * qa.wsum[:n].astype(np.float64)
         return xw, 255 * qa.wabs, (255 if t >= 2 else 0)
