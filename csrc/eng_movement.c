@@ -10,8 +10,10 @@
  * ReduceMax / ReduceMin) run qe_reduce_f32, which the Python ops' fast path calls too (numpy's
  * pairwise float sums cannot be reproduced in C), so both paths share one summation order.
  */
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
@@ -377,5 +379,199 @@ int qe_movement_isa(char *buf, int n)
         strncpy(buf, s, (size_t)n - 1);
         buf[n - 1] = 0;
     }
+    return 0;
+}
+
+/* -- fixed-point codes without dequantizing (8/16-bit, per-tensor encodings) ------------------- */
+/* A code's index in its type's table: code - the type's smallest code. */
+#define CODE_AT(t, p, i)                                                                     \
+    ((t) == QE_U8 ? (int32_t)((const uint8_t *)(p))[i]                                       \
+     : (t) == QE_I8 ? (int32_t)((const int8_t *)(p))[i] + 128                                \
+     : (t) == QE_U16 ? (int32_t)((const uint16_t *)(p))[i]                                   \
+     : (int32_t)((const int16_t *)(p))[i] + 32768)
+
+static int code_size(int t) { return t == QE_U8 || t == QE_I8 ? 1 : 2; }
+
+/* Row of n codes mapped through lut (output codes indexed by input code - min). */
+static void lut_row(char *dst, const char *src, int64_t n, int64_t ss, int64_t ds, int ti,
+                    int dsize, const void *lut)
+{
+    if (dsize == 1) {
+        const uint8_t *l = lut;
+        uint8_t *d = (uint8_t *)dst;
+        if (ti == QE_U8 && ss == 1 && ds == 1) {
+            const uint8_t *s = (const uint8_t *)src;
+            for (int64_t j = 0; j < n; j++) d[j] = l[s[j]];
+            return;
+        }
+        for (int64_t j = 0; j < n; j++) d[j * ds] = l[CODE_AT(ti, src, j * ss)];
+    } else {
+        const uint16_t *l = lut;
+        uint16_t *d = (uint16_t *)dst;
+        for (int64_t j = 0; j < n; j++) d[j * ds] = l[CODE_AT(ti, src, j * ss)];
+    }
+}
+
+/* qe_k_move with every code mapped through a table (a Concat input whose encoding differs from
+ * the output's: the table is the plan's own dequantize + requantize run on every code).
+ * p: src, dst, lut.  i: input code type, output code type, rank r, source offset, destination
+ * offset (elements), then shape[r], source strides[r], destination strides[r]. */
+int qe_k_move_lut(const qe_args *a)
+{
+    int ti = (int)a->i[0], to = (int)a->i[1], r = (int)a->i[2];
+    if (r < 1 || r > QE_MOVE_MAX_RANK || a->ni != 5 + 3 * r || a->np < 3) return 1;
+    if (ti < QE_U8 || ti > QE_I16 || to < QE_U8 || to > QE_I16) return 2;
+    int si = code_size(ti), so_ = code_size(to);
+    const int64_t *shape = a->i + 5, *ss = shape + r, *ds = ss + r;
+    const char *src = (const char *)a->p[0] + a->i[3] * si;
+    char *dst = (char *)a->p[1] + a->i[4] * so_;
+    int64_t rows = 1;
+    for (int k = 0; k < r - 1; k++) {
+        if (shape[k] <= 0) return 0;
+        rows *= shape[k];
+    }
+    int64_t n = shape[r - 1];
+    if (n <= 0) return 0;
+    int64_t idx[QE_MOVE_MAX_RANK] = {0};
+    int64_t so = 0, dof = 0;
+    for (int64_t row = 0; row < rows; row++) {
+        lut_row(dst + dof * so_, src + so * si, n, ss[r - 1], ds[r - 1], ti, so_, a->p[2]);
+        for (int k = r - 2; k >= 0; k--) {
+            so += ss[k]; dof += ds[k];
+            if (++idx[k] < shape[k]) break;
+            so -= ss[k] * shape[k]; dof -= ds[k] * shape[k];
+            idx[k] = 0;
+        }
+    }
+    return 0;
+}
+
+/* One output pixel's window: the largest code per channel into o (c codes). */
+#define MAXPOOL_FN(NAME, T)                                                                  \
+    __attribute__((target_clones("avx2", "default"))) static int NAME(                       \
+        const T *restrict x, T *restrict o, int64_t b, int64_t oy, int64_t ox, const int64_t *g)             \
+    {                                                                                        \
+        int64_t h = g[0], w = g[1], c = g[2], kh = g[3], kw = g[4], sh = g[5], sw = g[6];    \
+        int64_t pt = g[7], pl = g[8];                                                        \
+        int first = 1;                                                                       \
+        for (int64_t ky = 0; ky < kh; ky++) {                                                \
+            int64_t iy = oy * sh - pt + ky;                                                  \
+            if (iy < 0 || iy >= h) continue;                                                 \
+            for (int64_t kx = 0; kx < kw; kx++) {                                            \
+                int64_t ix = ox * sw - pl + kx;                                              \
+                if (ix < 0 || ix >= w) continue;                                             \
+                const T *s = x + ((b * h + iy) * w + ix) * c;                                \
+                if (first) {                                                                 \
+                    for (int64_t i = 0; i < c; i++) o[i] = s[i];                             \
+                    first = 0;                                                               \
+                } else {                                                                     \
+                    for (int64_t i = 0; i < c; i++) o[i] = s[i] > o[i] ? s[i] : o[i];        \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+        return first;                                                                        \
+    }
+
+/* The same with AVX-512BW: 64 bytes per vector, the channel tail masked (no scalar loop for
+ * the small channel counts of CNN stems). */
+#define MAXPOOL_512(NAME, MAXFN)                                                             \
+    __attribute__((target("avx512f,avx512bw"))) static int NAME(                             \
+        const char *x, char *o, int es, int64_t b, int64_t oy, int64_t ox, const int64_t *g) \
+    {                                                                                        \
+        int64_t h = g[0], w = g[1], c = g[2] * es, kh = g[3], kw = g[4], sh = g[5];          \
+        int64_t sw = g[6], pt = g[7], pl = g[8];                                             \
+        int first = 1;                                                                       \
+        for (int64_t i = 0; i < c; i += 64) {                                                \
+            int64_t k = c - i < 64 ? c - i : 64;                                             \
+            __mmask64 m = k == 64 ? ~(__mmask64)0 : (((__mmask64)1 << k) - 1);               \
+            __m512i acc = _mm512_setzero_si512();                                            \
+            first = 1;                                                                       \
+            for (int64_t ky = 0; ky < kh; ky++) {                                            \
+                int64_t iy = oy * sh - pt + ky;                                              \
+                if (iy < 0 || iy >= h) continue;                                             \
+                for (int64_t kx = 0; kx < kw; kx++) {                                        \
+                    int64_t ix = ox * sw - pl + kx;                                          \
+                    if (ix < 0 || ix >= w) continue;                                         \
+                    __m512i v = _mm512_maskz_loadu_epi8(m, x + ((b * h + iy) * w + ix) * c + i); \
+                    acc = first ? v : MAXFN(acc, v);                                         \
+                    first = 0;                                                               \
+                }                                                                            \
+            }                                                                                \
+            _mm512_mask_storeu_epi8(o + i, m, acc);                                          \
+        }                                                                                    \
+        return first;                                                                        \
+    }
+MAXPOOL_512(maxpool_u8_512, _mm512_max_epu8)
+MAXPOOL_512(maxpool_i8_512, _mm512_max_epi8)
+MAXPOOL_512(maxpool_u16_512, _mm512_max_epu16)
+MAXPOOL_512(maxpool_i16_512, _mm512_max_epi16)
+
+static int bw_usable(void)
+{
+    static int ok = -1;
+    if (ok < 0) {
+        __builtin_cpu_init();
+        const char *force = getenv("QNNEMU_KERNELS_ISA");
+        int capped = force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0
+                               || strcmp(force, "avxvnni") == 0);
+        ok = !capped && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    }
+    return ok;
+}
+MAXPOOL_FN(maxpool_u8, uint8_t)
+MAXPOOL_FN(maxpool_i8, int8_t)
+MAXPOOL_FN(maxpool_u16, uint16_t)
+MAXPOOL_FN(maxpool_i16, int16_t)
+
+/* Max pooling on codes (NHWC): the largest code of each window's input cells (cells outside
+ * the input are ignored, as fixed-point max pooling does), then through lut when the output
+ * encoding differs.  Exact because the plan's dequantization never decreases with the code
+ * (the lowering checks every code), so the window's largest value is its largest code's.
+ * p: x, y, [lut].  i: input type, output type, n, h, w, c, kh, kw, oh, ow, sh, sw, pt, pl,
+ * has_lut. */
+int qe_k_maxpool_codes(const qe_args *a)
+{
+    if (a->ni < 15 || a->np < 2) return 1;
+    const int64_t *I = a->i;
+    int ti = (int)I[0], to = (int)I[1], has_lut = (int)I[14];
+    int64_t n = I[2], h = I[3], w = I[4], c = I[5], kh = I[6], kw = I[7], oh = I[8], ow = I[9];
+    int64_t sh = I[10], sw = I[11], pt = I[12], pl = I[13];
+    if (ti < QE_U8 || ti > QE_I16 || to < QE_U8 || to > QE_I16 || (has_lut && a->np < 3)) return 2;
+    if (!has_lut && ti != to) return 2;
+    int es = code_size(ti);
+    char *row = has_lut ? malloc((size_t)(c * es) + 64) : NULL;
+    if (has_lut && !row) return 3;
+    const char *x = a->p[0];
+    char *y = a->p[1];
+    int eo = code_size(to);
+    const int64_t g[9] = {h, w, c, kh, kw, sh, sw, pt, pl};
+    const int bw512 = bw_usable();
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++) {
+                char *o = has_lut ? row : y + (((b * oh + oy) * ow + ox) * c) * eo;
+                int empty;
+                if (bw512) {
+                    int64_t es2 = code_size(ti);
+                    switch (ti) {
+                    case QE_U8: empty = maxpool_u8_512(x, o, 1, b, oy, ox, g); break;
+                    case QE_I8: empty = maxpool_i8_512(x, o, 1, b, oy, ox, g); break;
+                    case QE_U16: empty = maxpool_u16_512(x, o, (int)es2, b, oy, ox, g); break;
+                    default: empty = maxpool_i16_512(x, o, (int)es2, b, oy, ox, g); break;
+                    }
+                } else switch (ti) {
+                case QE_U8: empty = maxpool_u8((const uint8_t *)x, (uint8_t *)o, b, oy, ox, g); break;
+                case QE_I8: empty = maxpool_i8((const int8_t *)x, (int8_t *)o, b, oy, ox, g); break;
+                case QE_U16: empty = maxpool_u16((const uint16_t *)x, (uint16_t *)o, b, oy, ox, g); break;
+                default: empty = maxpool_i16((const int16_t *)x, (int16_t *)o, b, oy, ox, g); break;
+                }
+                if (empty) {   /* no input cell (the lowering never emits such a window) */
+                    free(row);
+                    return 4;
+                }
+                if (has_lut)
+                    lut_row(y + (((b * oh + oy) * ow + ox) * c) * eo, o, c, 1, 1, ti, eo, a->p[2]);
+            }
+    free(row);
     return 0;
 }

@@ -18,6 +18,8 @@ int qe_reduce_f32(int kind, const float *x, float *y, double *acc, int64_t outer
 int qe_k_resize_taps(const qe_args *a);
 int qe_resize_taps(const float *x, float *y, int64_t outer, int64_t n_in, int64_t inner,
                    int64_t n_out, int64_t k, const int64_t *idx, const float *w);
+int qe_k_move_lut(const qe_args *a);
+int qe_k_maxpool_codes(const qe_args *a);
 int qe_movement_isa(char *buf, int n);
 /* cdef end */
 

@@ -481,6 +481,10 @@ typedef struct requant {
     int wide, type, has_dead;
     double lo, hi, dead_code, zp_x;
     void *out;
+    /* the exact integer form, or NULL: int32 [8][ntot] rows B, s, E, tlo, thi, mult, rnd, r
+     * (qnnemu/core/engine/lower_qgemm.py _int_requant) */
+    const int32_t *itab;
+    long ntot;
 } requant;
 
 /* y[i] = AccRequant of acc[i] for channels n0 + i (numpy's operation order, float64). */
@@ -562,6 +566,170 @@ static void emit_row(const sink *s, long p, long n0, const double *acc, long cnt
     }
 }
 
+/* -- the fused epilogue: int32 accumulators straight to codes ------------------------------- */
+#define E512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+static int g_e512 = -1;
+
+/* AVX-512 (F, BW, VL, DQ) for the fused requantization; QNNEMU_KERNELS_ISA=sse/avx2/avxvnni
+ * turn it off (the portable loop computes the same float64 operations). */
+static int e512_usable(void)
+{
+    if (g_e512 < 0) {
+        __builtin_cpu_init();
+        const char *force = getenv("QNNEMU_KERNELS_ISA");
+        int capped = force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0
+                               || strcmp(force, "avxvnni") == 0);
+        g_e512 = !capped && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+                 && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    }
+    return g_e512;
+}
+
+#define FLOOR_PD(v) _mm512_roundscale_pd((v), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+
+/* AccRequant of cnt accumulators acc[i] = cl[i] (+ 256 * ch[i]) + xw[i] (exact integers in
+ * float64, as the portable path's int64 sum) for channels n0 + i, codes to q->out[i0 + i]:
+ * requant_row's float64 operations in the same order, 8 channels per vector. */
+E512_TARGET static void rq_store_512(const requant *q, long n0, const int32_t *cl,
+                                     const int32_t *ch, const double *xw, long cnt, long i0);
+
+/* rows output rows (p0 + r, accumulators at cl + r * ldc) of the int32 form: each 16-channel
+ * block's table vectors loaded once for all rows. */
+E512_TARGET static void rq_rows_int_512(const requant *q, long n0, const int32_t *cl,
+                                        const int32_t *ch, long ldc, long rows, long cnt, long i0,
+                                        long ldo)
+{
+    const long nt = q->ntot;
+    const int32_t *B = q->itab + n0, *S = B + nt, *E = S + nt, *TL = E + nt, *TH = TL + nt;
+    const int32_t *MU = TH + nt, *RN = MU + nt, *RS = RN + nt;
+    const __m512i ilo = _mm512_set1_epi32((int)q->lo), ihi = _mm512_set1_epi32((int)q->hi);
+    const int bytes = q->type == QE_U8 || q->type == QE_I8;
+    for (long i = 0; i < cnt; i += 16) {
+        long k = cnt - i < 16 ? cnt - i : 16;
+        __mmask16 m = (__mmask16)((1u << k) - 1u);
+        const __m512i b = _mm512_maskz_loadu_epi32(m, B + i), sh = _mm512_maskz_loadu_epi32(m, S + i);
+        const __m512i tl = _mm512_maskz_loadu_epi32(m, TL + i), th = _mm512_maskz_loadu_epi32(m, TH + i);
+        const __m512i mu = _mm512_maskz_loadu_epi32(m, MU + i), rn = _mm512_maskz_loadu_epi32(m, RN + i);
+        const __m512i rs = _mm512_maskz_loadu_epi32(m, RS + i), e = _mm512_maskz_loadu_epi32(m, E + i);
+        for (long r = 0; r < rows; r++) {
+            __m512i t = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, cl + r * ldc + i), b);
+            t = _mm512_srav_epi32(t, sh);
+            if (ch)
+                t = _mm512_add_epi32(t, _mm512_maskz_loadu_epi32(m, ch + r * ldc + i));
+            t = _mm512_add_epi32(t, e);
+            t = _mm512_min_epi32(_mm512_max_epi32(t, tl), th);
+            t = _mm512_srav_epi32(_mm512_add_epi32(_mm512_mullo_epi32(t, mu), rn), rs);
+            t = _mm512_min_epi32(_mm512_max_epi32(t, ilo), ihi);
+            long o = i0 + r * ldo + i;
+            if (bytes)
+                _mm_mask_storeu_epi8((char *)q->out + o, m, _mm512_cvtepi32_epi8(t));
+            else
+                _mm256_mask_storeu_epi16((int16_t *)q->out + o, m, _mm512_cvtepi32_epi16(t));
+        }
+    }
+}
+
+E512_TARGET static void rq_store_512(const requant *q, long n0, const int32_t *cl,
+                                     const int32_t *ch, const double *xw, long cnt, long i0)
+{
+    const double *cst = q->cst + n0, *sc = q->scale + n0, *inv = q->inv_shift + n0;
+    const double *ws = q->wsum ? q->wsum + n0 : NULL, *dead = q->dead + n0;
+    const __m512d lo = _mm512_set1_pd(q->lo), hi = _mm512_set1_pd(q->hi);
+    const __m512d half = _mm512_set1_pd(0.5), c256 = _mm512_set1_pd(256.0);
+    const __m512d r256 = _mm512_set1_pd(1.0 / 256.0), zp = _mm512_set1_pd(q->zp_x);
+    const __m512d dc = _mm512_set1_pd(q->dead_code), zero = _mm512_setzero_pd();
+    const int wide = q->wide, has_dead = q->has_dead, type = q->type;
+    for (long i = 0; i < cnt; i += 8) {
+        long k = cnt - i < 8 ? cnt - i : 8;
+        __mmask8 m = (__mmask8)((1u << k) - 1u);
+        __m512d acc = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(m, cl + i));
+        if (ch)
+            acc = _mm512_add_pd(acc, _mm512_mul_pd(_mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(m, ch + i)), c256));
+        acc = _mm512_add_pd(acc, _mm512_maskz_loadu_pd(m, xw + i));
+        __m512d y;
+        if (wide) {
+            __m512d zw = _mm512_mul_pd(zp, _mm512_maskz_loadu_pd(m, ws + i));
+            __m512d data = _mm512_add_pd(acc, zw);
+            /* x / 256.0 == x * (1 / 256.0) exactly: these are integers, far from subnormals */
+            __m512d a = _mm512_sub_pd(FLOOR_PD(_mm512_mul_pd(data, r256)),
+                                      FLOOR_PD(_mm512_add_pd(_mm512_mul_pd(zw, r256), half)));
+            a = _mm512_add_pd(a, _mm512_maskz_loadu_pd(m, cst + i));
+            y = FLOOR_PD(_mm512_add_pd(_mm512_mul_pd(a, _mm512_maskz_loadu_pd(m, sc + i)), half));
+        } else {
+            __m512d a = _mm512_add_pd(acc, _mm512_maskz_loadu_pd(m, cst + i));
+            a = _mm512_mul_pd(a, _mm512_maskz_loadu_pd(m, inv + i));
+            a = FLOOR_PD(a);
+            a = _mm512_mul_pd(a, _mm512_maskz_loadu_pd(m, sc + i));
+            a = _mm512_add_pd(a, half);
+            y = FLOOR_PD(a);
+        }
+        y = _mm512_min_pd(_mm512_max_pd(y, lo), hi);
+        if (has_dead) {
+            __mmask8 d = _mm512_cmp_pd_mask(_mm512_maskz_loadu_pd(m, dead + i), zero, _CMP_NEQ_OQ);
+            y = _mm512_mask_mov_pd(y, d, dc);
+        }
+        __m256i v = _mm512_cvttpd_epi32(y);
+        switch (type) {
+        case QE_U8:
+        case QE_I8:
+            _mm_mask_storeu_epi8((char *)q->out + i0 + i, m, _mm256_cvtepi32_epi8(v));
+            break;
+        default:
+            _mm_mask_storeu_epi16((int16_t *)q->out + i0 + i, m, _mm256_cvtepi32_epi16(v));
+            break;
+        }
+    }
+}
+
+static void emit_row_i32(const sink *s, long p, long n0, const int32_t *cl, const int32_t *ch,
+                         const double *xw, long cnt);
+
+/* Output rows p0 .. p0 + rows - 1, channels [n0, n0 + cnt): accumulators at cl (+ r * ldc),
+ * ch likewise (16-bit codes' high byte plane, or NULL), offset term xw per channel. */
+static void emit_rows_i32(const sink *s, long p0, long rows, long n0, const int32_t *cl,
+                          const int32_t *ch, long ldc, const double *xw, long cnt)
+{
+    if (!s->acc && e512_usable()) {
+        for (int r = 0; r < s->R; r++) {
+            const requant *q = &s->rq[r];
+            if (q->itab && (!ch || q->wide)) {
+                rq_rows_int_512(q, n0, cl, ch, ldc, rows, cnt, p0 * s->ldo + n0, s->ldo);
+                continue;
+            }
+            for (long i = 0; i < rows; i++)
+                rq_store_512(q, n0, cl + i * ldc, ch ? ch + i * ldc : NULL, xw, cnt,
+                             (p0 + i) * s->ldo + n0);
+        }
+        return;
+    }
+    for (long i = 0; i < rows; i++)
+        emit_row_i32(s, p0 + i, n0, cl + i * ldc, ch ? ch + i * ldc : NULL, xw, cnt);
+}
+
+/* Output row p, channels [n0, n0 + cnt): int32 accumulators cl (+ 256 * ch: the high byte
+ * plane of 16-bit codes) plus xw (the offset term, float64) through the sink. */
+static void emit_row_i32(const sink *s, long p, long n0, const int32_t *cl, const int32_t *ch,
+                         const double *xw, long cnt)
+{
+    if (!s->acc && e512_usable()) {
+        for (int r = 0; r < s->R; r++)
+            rq_store_512(&s->rq[r], n0, cl, ch, xw, cnt, p * s->ldo + n0);
+        return;
+    }
+    double accrow[ROW_PIECE];
+    for (long c = 0; c < cnt; c += ROW_PIECE) {
+        long k = cnt - c < ROW_PIECE ? cnt - c : ROW_PIECE;
+        if (ch)
+            for (long n = 0; n < k; n++)
+                accrow[n] = (double)((int64_t)cl[c + n] + (int64_t)ch[c + n] * 256) + xw[c + n];
+        else
+            for (long n = 0; n < k; n++)
+                accrow[n] = (double)cl[c + n] + xw[c + n];
+        emit_row(s, p, n0 + c, accrow, k);
+    }
+}
+
 /* -- the GEMM pipeline ---------------------------------------------------------------------- */
 typedef struct qjob {
     const int64_t *geo;
@@ -607,18 +775,7 @@ static void qjob_run(void *arg)
             gather(geo, j->x, g, p0, p1, lo, hi);
             gemm_u8s8(rows, N, Kp, lo, Bp, clo, Np);
             if (wide) gemm_u8s8(rows, N, Kp, hi, Bp, chi, Np);
-            for (long r = 0; r < rows; r++) {
-                const int32_t *cl = clo + r * Np;
-                if (wide) {
-                    const int32_t *ch = chi + r * Np;
-                    for (long n = 0; n < N; n++)
-                        accrow[n] = (double)((int64_t)cl[n] + (int64_t)ch[n] * 256) + xw[n];
-                } else {
-                    for (long n = 0; n < N; n++)
-                        accrow[n] = (double)cl[n] + xw[n];
-                }
-                emit_row(j->out, p0 + r, g * N, accrow, N);
-            }
+            emit_rows_i32(j->out, p0, rows, g * N, clo, wide ? chi : NULL, Np, xw, N);
         }
     }
     free(accrow);
@@ -636,7 +793,9 @@ static int qgemm_run(const int64_t *geo, const void *x, const int8_t *Bp, const 
     double xoff = x_offset - u_shift((int)geo[QG_TYPE]);
     long chunks = (M + MC - 1) / MC;
     double macs = (double)M * (double)K * (double)geo[QG_N] * (double)geo[QG_GROUP];
-    int T = threads_for(macs * (wide_type((int)geo[QG_TYPE]) ? 2 : 1), chunks);
+    /* the integer GEMM does ~100 multiply-adds per ns here: below ~8M a second thread's wake-up
+     * (a condition variable) costs about what it saves, more on a loaded machine */
+    int T = threads_for(macs * (wide_type((int)geo[QG_TYPE]) ? 2 : 1) / 4, chunks);
     qjob jobs[64];
     long per = (chunks + T - 1) / T;
     int cnt = 0;
@@ -759,25 +918,214 @@ int qe_qacc_dw(const int64_t *geo, const void *x, const double *w, double x_offs
     return dw_run(geo, x, w, x_offset, &s);
 }
 
+/* -- depthwise on int32 (channel multiplier 1) ----------------------------------------------- */
+/* acc[c] = sum over taps of code * w[tap, c] in int32 (raw codes; a padded tap reads the pad
+ * code -x_offset, so (code + x_offset) * w is 0 there as in the Python path), then
+ * + xw[c] = x_offset * wsum[c] in the epilogue: exact while max|code| * sum|w| < 2**31, which
+ * qnnemu/ops/_fast_qgemm.py checks before choosing this kernel.  Vectorised over channels. */
+typedef struct dwijob {
+    const int64_t *geo;
+    const void *x;
+    const int32_t *w;     /* [fh * fw, c] */
+    const int32_t *wp;    /* 8-bit codes: int16 weight pairs of taps (2p, 2p + 1) [pairs, c], or NULL */
+    const double *xw;     /* [c] */
+    const sink *out;
+    long p0, p1;
+    int err;
+} dwijob;
+
+#define DWI_LOAD_U8(p, m) _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8((m), (p)))
+#define DWI_LOAD_I8(p, m) _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8((m), (p)))
+#define DWI_LOAD_U16(p, m) _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16((m), (p)))
+#define DWI_LOAD_I16(p, m) _mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16((m), (p)))
+
+#define DWI_PIXEL_512(NAME, T, LOAD)                                                            \
+    E512_TARGET static void NAME(const char *const *src, long taps, const int32_t *w, long c,  \
+                                 int32_t *acc)                                                  \
+    {                                                                                           \
+        for (long c0 = 0; c0 < c; c0 += 16) {                                                   \
+            long k = c - c0 < 16 ? c - c0 : 16;                                                 \
+            __mmask16 m = (__mmask16)((1u << k) - 1u);                                          \
+            __m512i s = _mm512_setzero_si512();                                                 \
+            for (long t = 0; t < taps; t++) {                                                   \
+                __m512i v = LOAD((const T *)src[t] + c0, m);                                    \
+                s = _mm512_add_epi32(s, _mm512_mullo_epi32(v, _mm512_maskz_loadu_epi32(m, w + t * c + c0))); \
+            }                                                                                   \
+            _mm512_mask_storeu_epi32(acc + c0, m, s);                                           \
+        }                                                                                       \
+    }
+DWI_PIXEL_512(dwi_pixel_u8, uint8_t, DWI_LOAD_U8)
+DWI_PIXEL_512(dwi_pixel_i8, int8_t, DWI_LOAD_I8)
+DWI_PIXEL_512(dwi_pixel_u16, uint16_t, DWI_LOAD_U16)
+DWI_PIXEL_512(dwi_pixel_i16, int16_t, DWI_LOAD_I16)
+
+#define DWI_PIXEL_C(NAME, T)                                                                    \
+    CLONES static void NAME(const char *const *src, long taps, const int32_t *w, long c,       \
+                            int32_t *acc)                                                       \
+    {                                                                                           \
+        memset(acc, 0, (size_t)c * sizeof(int32_t));                                            \
+        for (long t = 0; t < taps; t++) {                                                       \
+            const T *s = (const T *)src[t];                                                     \
+            const int32_t *wt = w + t * c;                                                      \
+            for (long i = 0; i < c; i++) acc[i] += (int32_t)s[i] * wt[i];                       \
+        }                                                                                       \
+    }
+DWI_PIXEL_C(dwi_pixel_u8_c, uint8_t)
+DWI_PIXEL_C(dwi_pixel_i8_c, int8_t)
+DWI_PIXEL_C(dwi_pixel_u16_c, uint16_t)
+DWI_PIXEL_C(dwi_pixel_i16_c, int16_t)
+
+typedef void (*dwi_pixel_fn)(const char *const *, long, const int32_t *, long, int32_t *);
+
+/* 8-bit codes, taps in pairs: one vpdpwssd multiplies a channel's two codes (int16 halves of a
+ * lane) by its two weights and adds both products (exact int32, as the single-tap kernel). */
+#define DWI_PAIRS_512(NAME, LOAD, MASK16)                                                       \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void NAME(          \
+        const char *const *src, long pairs, const int32_t *wp, long c, int32_t *acc)            \
+    {                                                                                           \
+        const __m512i lo16 = _mm512_set1_epi32(0xffff);                                         \
+        for (long c0 = 0; c0 < c; c0 += 16) {                                                   \
+            long k = c - c0 < 16 ? c - c0 : 16;                                                 \
+            __mmask16 m = (__mmask16)((1u << k) - 1u);                                          \
+            __m512i s = _mm512_setzero_si512();                                                 \
+            for (long p = 0; p < pairs; p++) {                                                  \
+                __m512i a = LOAD(src[2 * p] + c0, m), b = LOAD(src[2 * p + 1] + c0, m);        \
+                if (MASK16) a = _mm512_and_si512(a, lo16);                                      \
+                __m512i v = _mm512_or_si512(a, _mm512_slli_epi32(b, 16));                       \
+                s = _mm512_dpwssd_epi32(s, v, _mm512_maskz_loadu_epi32(m, wp + p * c + c0));    \
+            }                                                                                   \
+            _mm512_mask_storeu_epi32(acc + c0, m, s);                                           \
+        }                                                                                       \
+    }
+DWI_PAIRS_512(dwi_pairs_u8, DWI_LOAD_U8, 0)
+DWI_PAIRS_512(dwi_pairs_i8, DWI_LOAD_I8, 1)
+
+static int vnni_usable(void)
+{
+    static int ok = -1;
+    if (ok < 0) {
+        __builtin_cpu_init();
+        ok = e512_usable() && __builtin_cpu_supports("avx512vnni");
+    }
+    return ok;
+}
+
+static void dwijob_run(void *arg)
+{
+    dwijob *j = arg;
+    const int64_t *geo = j->geo;
+    const int type = (int)geo[QG_TYPE];
+    const long c = geo[QG_N], ow = geo[QG_OW], oh = geo[QG_OH], w = geo[QG_W], hh = geo[QG_H];
+    const long fh = geo[QG_FH], fw = geo[QG_FW], sh = geo[QG_SH], sw = geo[QG_SW];
+    const long pt = geo[QG_PT], pl = geo[QG_PL], dh = geo[QG_DH], dwd = geo[QG_DW];
+    const long esize = type == QE_U8 || type == QE_I8 ? 1 : 2, taps = fh * fw;
+    int e512 = e512_usable();
+    static const dwi_pixel_fn v512[] = {dwi_pixel_u8, dwi_pixel_i8, dwi_pixel_u16, dwi_pixel_i16};
+    static const dwi_pixel_fn vc[] = {dwi_pixel_u8_c, dwi_pixel_i8_c, dwi_pixel_u16_c,
+                                      dwi_pixel_i16_c};
+    dwi_pixel_fn pixel = (e512 ? v512 : vc)[type & 3];
+    const int32_t *wp = j->wp && (type == QE_U8 || type == QE_I8) && vnni_usable() ? j->wp : NULL;
+    dwi_pixel_fn pairs_fn = type == QE_U8 ? dwi_pairs_u8 : dwi_pairs_i8;
+    const long npairs = (taps + 1) / 2;
+    /* acc (one output row: ow * c int32), the pad row (c codes; 64 spare bytes for masked vector reads), tap pointers */
+    size_t accb = ((size_t)(ow * c) * 4 + 63) & ~(size_t)63, padb = ((size_t)(c * esize) + 127) & ~(size_t)63;
+    char *mem = malloc(accb + padb + (size_t)(taps + 1) * sizeof(char *));
+    if (!mem) {
+        j->err = 3;
+        return;
+    }
+    int32_t *acc = (int32_t *)mem;
+    char *pad = mem + accb;
+    const char **src = (const char **)(pad + padb);
+    int64_t pc = geo[QG_PAD_CODE];
+    for (long i = 0; i < c; i++) {
+        if (esize == 1) pad[i] = (char)(int8_t)pc;
+        else ((int16_t *)pad)[i] = (int16_t)pc;
+    }
+    for (long p = j->p0; p < j->p1; p++) {
+        long n = p / oh, oy = p % oh;
+        for (long ox = 0; ox < ow; ox++) {
+            long t = 0;
+            for (long ky = 0; ky < fh; ky++) {
+                long iy = oy * sh - pt + ky * dh;
+                for (long kx = 0; kx < fw; kx++, t++) {
+                    long ix = ox * sw - pl + kx * dwd;
+                    src[t] = (iy < 0 || iy >= hh || ix < 0 || ix >= w)
+                                 ? pad
+                                 : (const char *)j->x + (((n * hh + iy) * w + ix) * c) * esize;
+                }
+            }
+            if (wp) {
+                src[taps] = pad;   /* an odd tap count's last pair: weight 0 */
+                pairs_fn(src, npairs, wp, c, acc + ox * c);
+            } else {
+                pixel(src, taps, j->w, c, acc + ox * c);
+            }
+        }
+        emit_rows_i32(j->out, (n * oh + oy) * ow, ow, 0, acc, NULL, c, j->xw, c);
+    }
+    free(mem);
+}
+
+static int dwi_run(const int64_t *geo, const void *x, const int32_t *w, const int32_t *wp,
+                   const double *xw, const sink *out)
+{
+    long M = geo[QG_M], cout = geo[QG_N], cin = geo[QG_CIN];
+    if (M < 0 || cin != cout || geo[QG_OH] < 0 || geo[QG_OW] < 0 || geo[QG_TYPE] < 0
+        || geo[QG_TYPE] > 3)
+        return 2;
+    if (M == 0 || cout == 0)
+        return 0;
+    long rows = geo[QG_BATCH] * geo[QG_OH];
+    double work = (double)M * (double)cout * (double)(geo[QG_FH] * geo[QG_FW]);
+    int T = threads_for(work * 2, rows);
+    dwijob jobs[64];
+    long per = (rows + T - 1) / T;
+    int cnt = 0;
+    for (long p = 0; p < rows; p += per)
+        jobs[cnt++] = (dwijob){geo, x, w, wp, xw, out, p, p + per < rows ? p + per : rows, 0};
+    if (cnt == 1)
+        dwijob_run(&jobs[0]);
+    else
+        qe_pool_run(dwijob_run, jobs, sizeof jobs[0], cnt);
+    for (int i = 0; i < cnt; i++)
+        if (jobs[i].err) return jobs[i].err;
+    return 0;
+}
+
+int qe_qacc_dw_i32(const int64_t *geo, const void *x, const int32_t *w, const double *xw,
+                   double *acc)
+{
+    sink s = {acc, NULL, 0, geo[QG_LDO]};
+    return dwi_run(geo, x, w, NULL, xw, &s);
+}
+
 /* -- engine steps ------------------------------------------------------------------------- */
-/* ints: geo[QG_LEN], R, then per output (wide, lo, hi, type, has_dead);
+/* ints: geo[QG_LEN], R, then per output (wide, lo, hi, type, has_dead, has_itab);
  * dbls: x_offset, then per output (dead_code, zp_x);
- * params (float64, per output 4 * N total): const, inv_shift, scale, dead. */
+ * params (float64, per output 4 * N total): const, inv_shift, scale, dead;
+ * after the R outputs' buffers, the int32 table of each output with has_itab. */
 static int requants(const qe_args *a, int first_out, const double *params, const double *wsum,
                     requant *rq, sink *s)
 {
     const int64_t *geo = a->i;
     int R = (int)a->i[QG_LEN];
-    if (R < 1 || R > 8 || a->ni < QG_LEN + 1 + 5 * R || a->nd < 1 + 2 * R
+    if (R < 1 || R > 8 || a->ni < QG_LEN + 1 + 6 * R || a->nd < 1 + 2 * R
         || a->np < first_out + R)
         return 2;
     long ntot = geo[QG_N] * geo[QG_GROUP];
+    int next_tab = first_out + R;
     for (int r = 0; r < R; r++) {
-        const int64_t *oi = a->i + QG_LEN + 1 + 5 * r;
+        const int64_t *oi = a->i + QG_LEN + 1 + 6 * r;
         const double *pr = params + 4 * ntot * r;
+        const int32_t *itab = NULL;
+        if (oi[5]) {
+            if (next_tab >= a->np) return 2;
+            itab = a->p[next_tab++];
+        }
         rq[r] = (requant){pr, pr + ntot, pr + 2 * ntot, pr + 3 * ntot, wsum, (int)oi[0],
                           (int)oi[3], (int)oi[4], (double)oi[1], (double)oi[2],
-                          a->d[1 + 2 * r], a->d[2 + 2 * r], a->p[first_out + r]};
+                          a->d[1 + 2 * r], a->d[2 + 2 * r], a->p[first_out + r], itab, ntot};
     }
     *s = (sink){NULL, rq, R, geo[QG_LDO]};
     return 0;
@@ -803,6 +1151,19 @@ int qe_k_qdw(const qe_args *a)
     int rc = requants(a, 4, a->p[3], a->p[2], rq, &s);
     if (rc) return rc;
     return dw_run(a->i, a->p[0], a->p[1], a->d[0], &s);
+}
+
+/* p: x, weights (int32 [taps, c]), weight pairs (int32 [pairs, c]: int16 halves; or the
+ * weights again when geo's kind is not 3), xw (float64 x_offset * wsum), wsum (float64),
+ * requant params, outputs... */
+int qe_k_qdw_i32(const qe_args *a)
+{
+    requant rq[8];
+    sink s;
+    if (a->ni < QG_LEN + 1 || a->np < 7) return 2;
+    int rc = requants(a, 6, a->p[5], a->p[4], rq, &s);
+    if (rc) return rc;
+    return dwi_run(a->i, a->p[0], a->p[1], a->i[QG_KIND] == 3 ? a->p[2] : NULL, a->p[3], &s);
 }
 
 /* -- MatMul with a dynamic in1 -------------------------------------------------------------- */
@@ -978,6 +1339,35 @@ CLONES static void add_row(const double *va, const double *vb, long cnt, double 
     }
 }
 
+/* add_row + store over contiguous codes of both inputs, 8 per vector: the same float64
+ * operations (a * m_a, + b * m_b, + (const + 0.5), floor, clip). */
+#define QADD_LOAD(t, p, i, m)                                                                   \
+    ((t) == QE_U8 ? _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(_mm_maskz_loadu_epi8((m), (const uint8_t *)(p) + (i)))) \
+     : (t) == QE_I8 ? _mm512_cvtepi32_pd(_mm256_cvtepi8_epi32(_mm_maskz_loadu_epi8((m), (const int8_t *)(p) + (i)))) \
+     : (t) == QE_U16 ? _mm512_cvtepi32_pd(_mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16((m), (const uint16_t *)(p) + (i)))) \
+     : _mm512_cvtepi32_pd(_mm256_cvtepi16_epi32(_mm_maskz_loadu_epi16((m), (const int16_t *)(p) + (i)))))
+
+E512_TARGET static void qadd_contig_512(int ta, int tb, int to, const void *pa, const void *pb,
+                                        void *po, long n, double ma, double mb, double c05,
+                                        double lo, double hi)
+{
+    const __m512d vma = _mm512_set1_pd(ma), vmb = _mm512_set1_pd(mb), vc = _mm512_set1_pd(c05);
+    const __m512d vlo = _mm512_set1_pd(lo), vhi = _mm512_set1_pd(hi);
+    for (long i = 0; i < n; i += 8) {
+        long k = n - i < 8 ? n - i : 8;
+        __mmask8 m = (__mmask8)((1u << k) - 1u);
+        __m512d acc = _mm512_mul_pd(QADD_LOAD(ta, pa, i, m), vma);
+        acc = _mm512_add_pd(acc, _mm512_mul_pd(QADD_LOAD(tb, pb, i, m), vmb));
+        __m512d v = FLOOR_PD(_mm512_add_pd(acc, vc));
+        v = _mm512_min_pd(_mm512_max_pd(v, vlo), vhi);
+        __m256i c = _mm512_cvttpd_epi32(v);
+        if (to == QE_U8 || to == QE_I8)
+            _mm_mask_storeu_epi8((char *)po + i, m, _mm256_cvtepi32_epi8(c));
+        else
+            _mm_mask_storeu_epi16((int16_t *)po + i, m, _mm256_cvtepi32_epi16(c));
+    }
+}
+
 typedef struct addjob {
     const qe_args *a;
     long r0, r1;        /* outer rows */
@@ -994,6 +1384,7 @@ static void addjob_run(void *arg)
     double ma = a->d[0], mb = a->d[1], c05 = a->d[2];
     long inner = dims[rank - 1];
     double va[ROW_PIECE], vb[ROW_PIECE], y[ROW_PIECE];
+    int contig = sa[rank - 1] == 1 && sb[rank - 1] == 1 && e512_usable();
     for (long r = j->r0; r < j->r1; r++) {
         long ia = 0, ib = 0, rest = r;
         for (int d = rank - 2; d >= 0; d--) {   /* r unravelled over dims[0 .. rank - 2] */
@@ -1003,6 +1394,13 @@ static void addjob_run(void *arg)
             ib += i * sb[d];
         }
         long o = r * inner;
+        if (contig) {
+            long ea = ta == QE_U8 || ta == QE_I8 ? 1 : 2, eb = tb == QE_U8 || tb == QE_I8 ? 1 : 2;
+            long eo = to == QE_U8 || to == QE_I8 ? 1 : 2;
+            qadd_contig_512(ta, tb, to, (const char *)a->p[0] + ia * ea, (const char *)a->p[1] + ib * eb,
+                            (char *)a->p[2] + o * eo, inner, ma, mb, c05, lo, hi);
+            continue;
+        }
         for (long k0 = 0; k0 < inner; k0 += ROW_PIECE) {
             long cnt = inner - k0 < ROW_PIECE ? inner - k0 : ROW_PIECE;
             load_codes(ta, a->p[0], ia + k0 * sa[rank - 1], sa[rank - 1], cnt, va);

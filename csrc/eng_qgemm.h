@@ -18,8 +18,11 @@ int qe_qacc(const int64_t *geo, const void *x, const int8_t *Bp, const int32_t *
             double x_offset, double *acc);
 int qe_qacc_dw(const int64_t *geo, const void *x, const double *w, double x_offset,
                double *acc);
+int qe_qacc_dw_i32(const int64_t *geo, const void *x, const int32_t *w, const double *xw,
+                   double *acc);
 int qe_k_qgemm(const qe_args *a);
 int qe_k_qdw(const qe_args *a);
+int qe_k_qdw_i32(const qe_args *a);
 int qe_k_qadd(const qe_args *a);
 int qe_k_qmatmul_dyn(const qe_args *a);
 /* cdef end */

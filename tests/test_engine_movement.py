@@ -24,7 +24,10 @@ pytestmark = pytest.mark.skipif(not _fast.available(), reason="qnnemu._kernels i
 
 F32 = Q.QNN_DATATYPE_FLOAT_32
 U16 = Q.QNN_DATATYPE_UFIXED_POINT_16
+S8 = Q.QNN_DATATYPE_SFIXED_POINT_8
+S16 = Q.QNN_DATATYPE_SFIXED_POINT_16
 I32 = Q.QNN_DATATYPE_INT_32
+CODES_NP = {U8: np.uint8, U16: np.uint16, S8: np.int8, S16: np.int16}
 lib, ffi = _fast.library()
 
 # element kinds: (QNN type, input encoding, output encoding); different encodings make the plan
@@ -34,6 +37,9 @@ KINDS = {
     "u8": (U8, (0.05, -100), (0.05, -100)),
     "u16": (U16, (0.001, -30000), (0.001, -30000)),
     "u8-requant": (U8, (0.05, -100), (0.07, -90)),
+    "s8-requant": (S8, (0.05, 3), (0.02, -10)),
+    "u16-requant": (U16, (0.001, -30000), (0.0017, -20000)),
+    "s16-requant": (S16, (0.001, 100), (0.0005, -40)),
 }
 
 
@@ -46,7 +52,7 @@ def kernels_of(graph) -> list[str]:
     """The C kernels of the graph's program, by name, in order."""
     names = {}
     for name in ("qe_k_move", "qe_k_fill", "qe_k_gather_rows", "qe_k_copy", "qe_k_pool2d", "qe_k_reduce_f32",
-                 "qe_k_reduce_minmax", "qe_k_dequant", "qe_k_requant"):
+                 "qe_k_reduce_minmax", "qe_k_dequant", "qe_k_requant", "qe_k_move_lut", "qe_k_maxpool_codes"):
         names[int(ffi.cast("intptr_t", ffi.addressof(lib, name)))] = name
     return [names.get(int(row[0]), "?") for row in graph.plan.engine.program.steps]
 
@@ -79,8 +85,8 @@ def run_one(op, in_shapes, out_shapes, kind="f32", statics=None, seed=0, **param
             if dtype == F32:
                 feeds[t.id] = rng.standard_normal(s).astype(np.float32)
             else:
-                feeds[t.id] = rng.integers(0, 256 if dtype == U8 else 65536, s).astype(
-                    np.uint8 if dtype == U8 else np.uint16)
+                info = np.iinfo(CODES_NP[dtype])
+                feeds[t.id] = rng.integers(info.min, info.max + 1, s).astype(CODES_NP[dtype])
         check_plan(graph.plan, feeds)   # raises EngineMismatch at the first differing byte
         return kernels_of(graph)
     finally:
@@ -260,10 +266,12 @@ def test_gather_static_indices(kind):
         assert "qe_k_gather_rows" in names, "Gather of static indices is a row gather"
 
 
-@given(data=st.data(), kind=st.sampled_from(["f32", "u8-requant"]), op=st.sampled_from(["PoolMax2d", "PoolAvg2d"]))
+@given(data=st.data(), kind=st.sampled_from(["f32", "u8", "u8-requant", "s8-requant", "u16-requant", "s16-requant"]),
+       op=st.sampled_from(["PoolMax2d", "PoolAvg2d"]))
 def test_pool2d(data, kind, op):
     """Padding, strides, CEIL mode and count_pad_for_edges; max pooling of float32 counts the
-    padding as zeros on v68, of fixed point ignores it (the -inf fill path)."""
+    padding as zeros on v68, of fixed point ignores it (on codes: qe_k_maxpool_codes, with a
+    table of output codes when the encodings differ)."""
     from qnnemu.ops.pool import pool_output_size
     h, w, c = data.draw(st.integers(2, 9)), data.draw(st.integers(2, 9)), data.draw(st.integers(1, 5))
     k = [data.draw(st.integers(1, min(4, h))), data.draw(st.integers(1, min(4, w)))]
@@ -276,7 +284,48 @@ def test_pool2d(data, kind, op):
     if op == "PoolAvg2d":
         params["count_pad_for_edges"] = data.draw(st.booleans())
     names = run_one(op, [(1, h, w, c)], [(1, out[0], out[1], c)], kind, **params)
-    assert "qe_k_pool2d" in names, f"{op} runs qe_pool2d"
+    if op == "PoolMax2d" and kind != "f32":
+        assert names == ["qe_k_maxpool_codes"], f"max pooling of codes is one step on codes, got {names}"
+    else:
+        assert "qe_k_pool2d" in names, f"{op} runs qe_pool2d"
+
+
+@given(data=st.data(), dtype=st.sampled_from([U8, S8, U16, S16]))
+def test_concat_of_codes_in_other_encodings(data, dtype):
+    """Concat whose inputs have their own encodings (one of them maybe the output's): each
+    input's codes go through a table of output codes (qe_k_move_lut), or a plain copy where the
+    encodings agree; bytes equal the plan's dequantize + concatenate + requantize."""
+    info = np.iinfo(CODES_NP[dtype])
+    wide = info.bits == 16
+    rank = data.draw(st.integers(1, 4))
+    shape = [data.draw(st.integers(1, 5)) for _ in range(rank)]
+    axis = data.draw(st.integers(0, rank - 1))
+    n = data.draw(st.integers(2, 3))
+    def encoding():
+        scale = float(np.float32(data.draw(st.floats(0.0002 if wide else 0.01, 0.002 if wide else 0.2))))
+        return scale, -int(data.draw(st.integers(int(info.min), int(info.max))))
+    out_q = encoding()
+    qs = [out_q if data.draw(st.booleans()) else encoding() for _ in range(n)]
+    parts = [tuple(data.draw(st.integers(1, 3)) if j == axis else d for j, d in enumerate(shape)) for _ in range(n)]
+    total = list(shape)
+    total[axis] = sum(p[axis] for p in parts)
+    b = GraphBuilder(new_context(), "g")
+    try:
+        ins = [b.tensor(f"x{i}", p, dtype, APP_WRITE, quant=q) for i, (p, q) in enumerate(zip(parts, qs))]
+        y = b.tensor("y", tuple(total), dtype, APP_READ, quant=out_q)
+        b.graph.add_node(OpConfigDesc(1, "n", "qti.aisw", "Concat", [param("axis", axis)],
+                                      [_ref(t) for t in ins], [_ref(y)]))
+        b.graph.finalize()
+        assert b.graph.plan.engine.fallbacks == [], f"Concat lowers to C: {b.graph.plan.engine.fallbacks}"
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+        feeds = {t.id: rng.integers(info.min, info.max + 1, p).astype(CODES_NP[dtype]) for t, p in zip(ins, parts)}
+        check_plan(b.graph.plan, feeds)
+        names = kernels_of(b.graph)
+        assert "qe_k_dequant" not in names and "qe_k_requant" not in names, f"codes move as codes: {names}"
+        if any(q != out_q for q in qs):
+            assert "qe_k_move_lut" in names, f"inputs in another encoding go through their table: {names}"
+    finally:
+        b.graph.context.free()
 
 
 @given(shape=shapes(max_rank=4, max_dim=6), data=st.data(), kind=kinds,
@@ -330,3 +379,17 @@ def test_resize(data, kind, op):
         if op == "ResizeBilinear" and data.draw(st.booleans()):
             params["antialias"] = True
     run_one(op, [(1, h, w, c)], [(1, oh, ow, c)], kind, **params)
+
+
+@pytest.mark.skipif(bool(__import__("os").environ.get("QNNEMU_KERNELS_ISA")), reason="already capped")
+def test_code_kernels_portable_path():
+    """Max pooling and Concat on codes again with QNNEMU_KERNELS_ISA=avx2 (a fresh process):
+    the loops without AVX-512 give the plan's codes as well."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, QNNEMU_KERNELS_ISA="avx2", HYPOTHESIS_PROFILE="ci")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__,
+                          "-k", "pool2d or concat_of_codes"],
+                         capture_output=True, text=True, env=env, timeout=600, cwd=os.path.dirname(__file__))
+    assert out.returncode == 0, f"the code kernels pass on the portable path: {out.stdout[-3000:]}"

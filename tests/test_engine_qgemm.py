@@ -300,13 +300,81 @@ def test_elementwise_add_lowers_bit_identical(seed, wide, signed, shapes):
     finish(b, {"a": codes(rng, dtype, sa), "b": codes(rng, dtype, sb)})
 
 
+# -- the exact integer requantization of 8-bit accumulators (lower_qgemm._int_requant) -------------
+
+@settings(max_examples=80)
+@given(seed=st.integers(0, 2**31), fine=st.booleans(), bits=st.sampled_from([None, None, 24]),
+       y_bits=st.sampled_from([8, 16]), signed_y=st.booleans(), k=st.sampled_from([1, 9, 144, 4000]),
+       log_ys=st.floats(-9, 3), with_bias=st.booleans(), wide=st.booleans())
+def test_integer_requantization_equals_accrequant(seed, fine, bits, y_bits, signed_y, k, log_ys, with_bias, wide):
+    """Where _int_requant gives a table, its int32 formula equals AccRequant of the float64
+    accumulator cl (+ 256 ch for 16-bit codes) + xw for accumulators up to the bounds, the
+    bounds included (saturating, dead and ordinary channels; shifted, fine and 16-bit
+    multipliers)."""
+    from qnnemu.core.engine.lower_qgemm import _int_requant
+    rng = np.random.default_rng(seed)
+    n = 16
+    fine = fine and not wide
+    lo, hi = (-(1 << (y_bits - 1)), (1 << (y_bits - 1)) - 1) if signed_y else (0, (1 << y_bits) - 1)
+    ws = rng.uniform(0.0005, 0.05, n).astype(np.float32)
+    ws[3] = np.float32(1e-45)                            # a dead channel
+    x_off = -int(rng.integers(0, 65536 if wide else 256))
+    wsum = rng.integers(-127 * k, 127 * k + 1, n).astype(np.float64)
+    clmax = np.full(n, 255 * 128 * k, np.int64)
+    xs = rng.uniform(0.00001, 0.001) if wide else rng.uniform(0.001, 0.1)
+    rq = AccRequant(np.float32(xs), x_off, ws, np.ones(n), np.float32(10.0 ** log_ys),
+                    -int(rng.integers(lo, hi + 1)), rng.uniform(-5e4, 5e4, n).round() if with_bias else None,
+                    wide, lo, hi, fine=fine, multiplier_bits=bits)
+    shift = 32768 if wide and rng.random() < 0.5 else 0      # int16 codes are mapped to unsigned
+    xw = (x_off - shift) * wsum
+    tab = _int_requant(rq, n, xw, clmax, wsum, 255 if wide else 0)
+    if tab is None:
+        assert fine or bits or y_bits == 16 or k == 4000 or wide or not -6 <= log_ys <= 2, \
+            "ordinary 8-bit requantizations get an integer table"
+        return
+    cl = np.concatenate([rng.integers(-clmax[0], clmax[0] + 1, (300, n)), clmax[None], -clmax[None]]).astype(np.int64)
+    ch = rng.integers(-clmax[0], clmax[0] + 1, cl.shape).astype(np.int64) if wide else np.zeros_like(cl)
+    ch[-2:] = [clmax, -clmax] if wide else 0
+    want = rq(cl.astype(np.float64) + 256.0 * ch + xw, wsum)
+    B, S, E, TL, TH, MU, RN, RS = (tab[i].astype(np.int64) for i in range(8))
+    t = ((cl + B) >> S) + ch + E
+    assert np.all(np.abs(cl + B) < 2**31) and np.all(np.abs(t) < 2**31), "the int32 sums do not overflow"
+    t = np.minimum(np.maximum(t, TL), TH)
+    got = np.clip((t * MU + RN) >> RS, lo, hi)
+    assert np.all(np.abs(t * MU + RN) < 2**31), "the int32 products do not overflow"
+    assert np.array_equal(got, want), \
+        f"integer requantization {got[want != got][:5]} vs AccRequant {want[want != got][:5]}"
+
+
+def test_integer_requantization_runs_for_8bit_convolutions():
+    """A u8 Conv2d and a u8 DepthWiseConv2d lower with the integer requantization table (the
+    kernel's has_itab flag), and their codes equal the plan's."""
+    rng = np.random.default_rng(21)
+    for op, wshape in [("Conv2d", (1, 1, 8, 24)), ("DepthWiseConv2d", (3, 3, 1, 8))]:
+        b = graph_builder("v68")
+        x = b.tensor("x", (1, 9, 9, 8), U8, APP_WRITE, quant=(0.02, -120))
+        wt, _ = weight(rng, b, "w", wshape, 3, True, False, False)
+        pad = 1 if op == "DepthWiseConv2d" else 0
+        y = b.tensor("y", (1, 9, 9, wshape[3]), U8, APP_READ, quant=(0.05, -100))
+        b.node(op, "op", [x, wt], [y], pad_amount=[[pad, pad], [pad, pad]])
+        graph = finish(b, {"x": codes(rng, U8, (1, 9, 9, 8))}, keep=True)
+        from qnnemu.core.engine.lower_qgemm import _int_inputs, _int_requant
+        impl = graph.plan.steps[0].impl
+        xw, clmax, chmax = _int_inputs(impl.cacc, impl.cacc.cols)
+        assert xw is not None, f"{op}: the C accumulator offers integer requantization"
+        assert _int_requant(impl.requant, impl.cacc.cols, xw, clmax, impl.wsum, chmax) is not None, \
+            f"{op}: an integer table"
+        graph.context.free()
+
+
 # -- the GEMM's ISA paths -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("isa", ["sse", "avx2", "avxvnni", "avx512", "native"])
 def test_every_isa_path_computes_the_exact_accumulator(isa):
     """qe_qacc on each instruction-set path (QNNEMU_KERNELS_ISA caps it; a fresh process each;
     native is AMX where the CPU and the kernel allow it)
-    equals numpy's int64 product for every code type, odd K and N, and an im2col with padding."""
+    equals numpy's int64 product for every code type, odd K and N, and an im2col with padding;
+    the depthwise accumulators (int32 "dwi" and float64 "dw" kernels) equal numpy's too."""
     script = textwrap.dedent("""
         import numpy as np
         from qnnemu.ops import _fast_qgemm as q
@@ -320,6 +388,22 @@ def test_every_isa_path_computes_the_exact_accumulator(isa):
                 acc = q.prepare("FullyConnected", {}, x.shape, dt, off, w, (M, N))(x)
                 if not np.array_equal(acc, (x.astype(np.float64) + off) @ w.T):
                     bad.append((str(dt), M, K, N))
+        for dt, off in [(np.uint8, -128), (np.uint8, 3), (np.int8, 3), (np.uint16, -30000), (np.int16, 5)]:
+            info = np.iinfo(dt)
+            for h, w, c, kk, st, pad in [(5, 7, 19, 3, 1, 1), (9, 8, 33, 3, 2, 1), (6, 6, 5, 5, 1, 2),
+                                         (4, 4, 3, 1, 1, 0)]:
+                x = rng.integers(info.min, info.max + 1, (1, h, w, c)).astype(dt)
+                wd = rng.integers(-128, 128, (kk, kk, 1, c)).astype(np.float64)
+                oh, ow = (h + 2 * pad - kk) // st + 1, (w + 2 * pad - kk) // st + 1
+                params = {"stride": [st, st], "pad_amount": [[pad, pad], [pad, pad]]}
+                qa = q.prepare("DepthWiseConv2d", params, x.shape, dt, off, wd, (1, oh, ow, c))
+                xp = np.pad(x.astype(np.float64) + off, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+                ref = np.zeros((1, oh, ow, c))
+                for ky in range(kk):
+                    for kx in range(kk):
+                        ref += xp[:, ky:ky + st * oh:st, kx:kx + st * ow:st, :][:, :oh, :ow] * wd[ky, kx, 0]
+                if not np.array_equal(qa(x), ref):
+                    bad.append(("dw", qa.kind, str(dt), off, h, w, c, kk, st, pad))
         print(q.isa(), bad)
     """)
     import os
@@ -337,3 +421,15 @@ def test_every_isa_path_computes_the_exact_accumulator(isa):
     if isa in ("avx2", "avxvnni"):
         assert name not in ("avx512-vnni", "amx-int8"), f"QNNEMU_KERNELS_ISA={isa} keeps AVX-512 off, got {name}"
     assert bad.strip() == "[]", f"the {name} path computes exact accumulators; wrong: {bad}"
+
+
+@pytest.mark.skipif(bool(__import__("os").environ.get("QNNEMU_KERNELS_ISA")), reason="already capped")
+def test_portable_paths_are_bit_identical_too():
+    """The lowering tests again with QNNEMU_KERNELS_ISA=avx2 (a fresh process): the portable
+    epilogue, depthwise and ElementWiseAdd loops (no AVX-512) give the plan's codes as well."""
+    import os
+    env = dict(os.environ, QNNEMU_KERNELS_ISA="avx2", HYPOTHESIS_PROFILE="ci")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__,
+                          "-k", "lowers_bit_identical or folded_relu or large_sums"],
+                         capture_output=True, text=True, env=env, timeout=600, cwd=os.path.dirname(__file__))
+    assert out.returncode == 0, f"the lowering tests pass on the portable paths: {out.stdout[-3000:]}"

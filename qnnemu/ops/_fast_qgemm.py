@@ -56,8 +56,10 @@ def _int8(w: np.ndarray) -> np.ndarray | None:
 
 class QAcc:
     """The C accumulator of one op: ``kind`` "gemm" (rows or im2col rows times packed int8
-    weights) or "dw" (direct depthwise, float64 weights); ``geo`` the int64 geometry array of
-    csrc/eng_qgemm.h; ``weights`` the packed operand (gemm) or [taps, c_out] float64 (dw);
+    weights), "dwi" (direct depthwise in int32, channel multiplier 1; ``xw`` float64
+    x_offset * wsum) or "dw" (direct depthwise, float64 weights); ``geo`` the int64 geometry
+    array of csrc/eng_qgemm.h; ``weights`` the packed operand (gemm), [taps, c] int32 (dwi) or
+    [taps, c_out] float64 (dw);
     ``wsum`` int32 per output channel (gemm); ``out_shape`` the op's output shape."""
 
     def __init__(self, kind: str, geo: np.ndarray, weights: np.ndarray, wsum: np.ndarray | None,
@@ -67,6 +69,9 @@ class QAcc:
         self.out_shape = tuple(out_shape)
         self.rows = int(geo[QG_M])
         self.cols = int(geo[QG_LDO])
+        self.xw: np.ndarray | None = None
+        # sum |w| per output channel (int64), for the engine's int32 requantization bounds
+        self.wabs: np.ndarray | None = None
 
     def __call__(self, x: np.ndarray) -> np.ndarray | None:
         """float64 accumulator shaped like the op's output; None for an input this was not
@@ -82,6 +87,9 @@ class QAcc:
         if self.kind == "gemm":
             rc = lib.qe_qacc(geo, xp, ffi.cast("int8_t *", ffi.from_buffer(self.weights)),
                              ffi.cast("int32_t *", ffi.from_buffer(self.wsum)), self.x_offset, out)
+        elif self.kind == "dwi":
+            rc = lib.qe_qacc_dw_i32(geo, xp, ffi.cast("int32_t *", ffi.from_buffer(self.weights)),
+                                    ffi.cast("double *", ffi.from_buffer(self.xw)), out)
         else:
             rc = lib.qe_qacc_dw(geo, xp, ffi.cast("double *", ffi.from_buffer(self.weights)),
                                 self.x_offset, out)
@@ -129,8 +137,10 @@ def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int
             if math.prod(out_shape) != M * N:
                 return None
             packed, wsum = pack(b)
-            return QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,
-                        x_shape, x_dtype, x_offset, out_shape)
+            q = QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,
+                     x_shape, x_dtype, x_offset, out_shape)
+            q.wabs = np.abs(b.astype(np.int64)).sum(axis=0)
+            return q
         if op_type == "MatMul":
             if params.get("transpose_in0", False) or w_int.ndim < 2 or len(x_shape) < 2 \
                     or any(d != 1 for d in w_int.shape[:-2]):
@@ -145,8 +155,10 @@ def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int
             if math.prod(out_shape) != M * N:
                 return None
             packed, wsum = pack(b)
-            return QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,
-                        x_shape, x_dtype, x_offset, out_shape)
+            q = QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,
+                     x_shape, x_dtype, x_offset, out_shape)
+            q.wabs = np.abs(b.astype(np.int64)).sum(axis=0)
+            return q
     except (ValueError, TypeError, KeyError):
         return None
     return None
@@ -169,6 +181,14 @@ def _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_sha
         if cig != 1 or cin == 0 or cout % cin:
             return None
         w64 = np.ascontiguousarray(w_int.reshape(fh * fw, cout), dtype=np.float64)
+        dwi = _prepare_dw_i32(w64, t, x_offset, any(pad.reshape(-1)), cin, cout)
+        if dwi is not None:
+            w32, xw, pad_code = dwi
+            q = QAcc("dwi", _geo(kind=2, k=fh * fw, n=cout, ldo=cout, pad_code=pad_code, **geo), w32,
+                     None, x_shape, x_dtype, x_offset, out_shape)
+            q.xw = xw
+            q.wabs = np.abs(w32.astype(np.int64)).sum(axis=0)
+            return q
         return QAcc("dw", _geo(kind=2, k=fh * fw, n=cout, ldo=cout, **geo), w64, None,
                     x_shape, x_dtype, x_offset, out_shape)
     group = int(params.get("group", 1))
@@ -187,9 +207,36 @@ def _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_sha
         packed, wsum = pack(b)
         parts.append(packed)
         sums.append(wsum[:cog])
-    return QAcc("gemm", _geo(kind=1, k=K, n=cog, group=group, pad_code=pad_code, ldo=cout, **geo),
-                np.concatenate(parts), np.concatenate(sums).astype(np.int32), x_shape, x_dtype,
-                x_offset, out_shape)
+    q = QAcc("gemm", _geo(kind=1, k=K, n=cog, group=group, pad_code=pad_code, ldo=cout, **geo),
+             np.concatenate(parts), np.concatenate(sums).astype(np.int32), x_shape, x_dtype,
+             x_offset, out_shape)
+    q.wabs = np.abs(w_int).reshape(K, cout).sum(axis=0).astype(np.int64)
+    return q
+
+
+# the largest |code| of each code type (uint8, int8, uint16, int16)
+_ABS_CODE = {0: 255, 1: 128, 2: 65535, 3: 32768}
+
+
+def _prepare_dw_i32(w64: np.ndarray, t: int, x_offset: float, padded: bool, cin: int,
+                    cout: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """(int32 weights [taps, c], float64 x_offset * wsum, raw pad code) of the int32 depthwise
+    kernel (qe_qacc_dw_i32), or None where it does not apply: a channel multiplier, a padded
+    input whose zero point is not a code of its type, or sums that could leave int32."""
+    if cin != cout or not float(x_offset).is_integer():
+        return None
+    lo, hi = {0: (0, 255), 1: (-128, 127), 2: (0, 65535), 3: (-32768, 32767)}[t]
+    pad_code = int(-x_offset)
+    if not padded:
+        pad_code = lo
+    elif not lo <= pad_code <= hi:
+        return None
+    if w64.size and (np.abs(w64).max() > 2**15 or
+                     _ABS_CODE[t] * float(np.abs(w64).sum(axis=0).max()) >= 2**31):
+        return None
+    w32 = np.ascontiguousarray(w64.astype(np.int32))
+    xw = np.ascontiguousarray(float(x_offset) * w64.sum(axis=0))
+    return w32, xw, pad_code
 
 
 def dynamic_matmul(x: np.ndarray, x_offset: float, w_int: np.ndarray, transpose_in1: bool,

@@ -1,7 +1,9 @@
 """C lowering of the conversion ops Quantize, Dequantize and Convert (QNN op definitions
 "Quantize", "Dequantize", "Convert"; qnnemu/ops/cast.py): float32 <-> 8/16-bit fixed point, per
 tensor (Dequantize also per axis), and fixed point -> fixed point of another encoding (Convert:
-the real value re-encoded).  Their kernels are the engine's converters (csrc/engine.c)."""
+the real value re-encoded).  Their kernels are the engine's converters (csrc/engine.c); Quantize
+of float32 to 8/16-bit codes runs them fused in one pass (csrc/eng_convert.c
+qe_k_quantize_f32)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +12,9 @@ from ...headers import Q
 from ...ops.cast import Convert, Dequantize, Quantize, convert_rounding
 from ...spec.quant import Dequantizer, Requantize, rounding_for
 from .lowering import F32, Unsupported, emit_converter, lowers, type_code
+
+# Requantize modes qe_k_quantize_f32 runs (csrc/engine.c qe_k_requant's numbering)
+_FUSED_MODES = {"fp16_half_away_from_zero": 3, "exact_half_away_from_zero": 4}
 
 
 @lowers("Quantize")
@@ -25,6 +30,15 @@ def quantize(ctx) -> None:
         raise Unsupported("Quantize without an output encoding")
     conv = Requantize(quant, out_dtype, rounding_for(op.op_type))
     n = int(np.prod(ctx.in_shape(0), dtype=np.int64))
+    mode = _FUSED_MODES.get(conv.mode)
+    if mode is not None and conv.inv is not None and conv.offset is not None and \
+            ctx.out_dtype(0) == np.dtype(conv.np_dtype) and ctx.out_dtype(0).itemsize <= 2:
+        # nan_to_num + requantization in one pass (csrc/eng_convert.c): the same operations as
+        # the two converter kernels below, vectorised
+        ctx.emit("qe_k_quantize_f32", (ctx.input_raw(0), ctx.output_raw(0)),
+                 (n, type_code(ctx.out_dtype(0)), mode, int(conv.lo), int(conv.hi)),
+                 (float(conv.inv), float(conv.offset)))
+        return
     clean = ctx.scratch(4 * n)
     ctx.emit("qe_k_nan_to_num", (ctx.input_raw(0), clean), (n,))
     emit_converter(ctx.b, conv, clean, F32, ctx.output_raw(0), ctx.out_dtype(0), n)

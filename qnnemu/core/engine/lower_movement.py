@@ -35,6 +35,7 @@ from ...ops import (
     resize as resize_ops,
     shape as shape_ops,
 )
+from ...spec.quant import Dequantizer, Requantize
 from .lowering import F32, Unsupported, lowers, type_code
 
 I64 = np.dtype(np.int64)
@@ -297,12 +298,99 @@ def plain_copy(ctx) -> None:
     ctx.emit("qe_k_copy", (src, result_buffer(ctx, 0, dtype)), (n * dtype.itemsize,))
 
 
+# -- fixed-point codes moved without dequantizing ---------------------------------------------------
+CODE_DTYPES = tuple(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16))
+
+
+def _stored_input(ctx, i: int) -> int:
+    """Input i's buffer as stored (its codes), whatever converter the Python step applies: the
+    caller reproduces that converter itself (a table over every code)."""
+    return ctx.b.slot_buffer(ctx._read(i), ctx.index)
+
+
+def _stored_output(ctx, k: int) -> int:
+    return ctx.b.slot_buffer(ctx.step.writes[k], ctx.index)
+
+
+def code_table(ctx, i: int, k: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
+    """(float32 values, output codes) of every code of input ``i``, in code order, through the
+    plan's own converters: input i's per-tensor Dequantizer and output k's per-tensor
+    Requantize; None when the step does not have exactly those (8/16-bit codes each side).
+    An op that only moves or selects values then maps each input code to one output code."""
+    cin, cout = ctx.in_conv(i), ctx.out_conv(k)
+    din, dout = ctx.in_dtype(i), ctx.out_dtype(k)
+    if din not in CODE_DTYPES or dout not in CODE_DTYPES:
+        return None
+    if type(cin) is not Dequantizer or cin.scale is None or cin.offset is None:
+        return None
+    if type(cout) is not Requantize or cout.inv is None or np.dtype(cout.np_dtype) != dout:
+        return None
+    info = np.iinfo(din)
+    codes = np.arange(info.min, info.max + 1, dtype=np.int64).astype(din)
+    values = cin(codes)
+    if values.dtype != F32 or values.shape != codes.shape:
+        return None
+    out = np.asarray(cout(values))
+    if out.dtype != dout or out.shape != codes.shape:
+        return None
+    return values, np.ascontiguousarray(out)
+
+
+def _identity(ctx, i: int, table: np.ndarray) -> bool:
+    din = ctx.in_dtype(i)
+    info = np.iinfo(din)
+    return din == table.dtype and np.array_equal(table, np.arange(info.min, info.max + 1).astype(din))
+
+
+def _concat_program(ctx, op) -> Program:
+    out_shape = ctx.out_shape(0)
+    axis = int(op.param_values["axis"])
+    pre = int(np.prod(out_shape[:axis], dtype=np.int64))
+    total = out_shape[axis]
+    post = int(np.prod(out_shape[axis + 1:], dtype=np.int64))
+    prog = Program(int(np.prod(out_shape, dtype=np.int64)))
+    start = 0
+    for q in range(ctx.n_in):
+        n = int(np.prod(ctx.in_shape(q), dtype=np.int64))
+        d = n // (pre * post) if pre * post else 0
+        shape, ss, ds = _collapse((pre, d * post), (d * post, 1), (total * post, 1))
+        prog.moves.append((shape, ss, ds, 0, start * post, q))
+        start += d
+    return prog
+
+
+def _concat_codes(ctx, op) -> bool:
+    """Concat whose inputs the plan dequantizes and whose output it requantizes: each input's
+    codes moved through its table (a plain copy where the table is the identity).  False when
+    the step is not of that form."""
+    if type(op) is not shape_ops.Concat:
+        return False
+    tables = [code_table(ctx, i) for i in range(ctx.n_in)]
+    if any(t is None for t in tables):
+        return False
+    prog = _concat_program(ctx, op)
+    _verify(ctx, op, list(range(ctx.n_in)), [prog])
+    dst, dout = _stored_output(ctx, 0), ctx.out_dtype(0)
+    for shape, ss, ds, so, do, q in prog.moves:
+        src, din = _stored_input(ctx, q), ctx.in_dtype(q)
+        table = tables[q][1]
+        if _identity(ctx, q, table):
+            ctx.emit("qe_k_move", (src, dst), (din.itemsize, len(shape), so, do, *shape, *ss, *ds))
+        else:
+            ctx.emit("qe_k_move_lut", (src, dst, ctx.const(table)),
+                     (type_code(din), type_code(dout), len(shape), so, do, *shape, *ss, *ds))
+    return True
+
+
 @lowers("Concat", "Pack")
 def concat(ctx) -> None:
-    """Each input copied into its slab of the output along the axis (Pack: a new axis)."""
+    """Each input copied into its slab of the output along the axis (Pack: a new axis); codes
+    of another encoding go through a table of output codes (``_concat_codes``)."""
     op = ctx.impl
     if type(op) not in (shape_ops.Concat, shape_ops.Pack) or ctx.n_out != 1:
         raise Unsupported("a wrapped Concat/Pack")
+    if _concat_codes(ctx, op):
+        return
     data = list(range(ctx.n_in))
     srcs, dtype = _same_received(ctx, data)
     out_shape = ctx.out_shape(0)
@@ -433,6 +521,8 @@ def pool2d(ctx) -> None:
     count_pad = bool(p.get("count_pad_for_edges", False))
     if op.kind == "avg" and op.float16_math and len(set(k)) == 1 and k[0] in pool_ops.RECIPROCAL_WINDOWS:
         raise Unsupported("float16 average pooling by a float16 reciprocal")
+    if op.kind == "max" and not op.zero_padding() and _maxpool_codes(ctx, k, s, pad, out):
+        return
     x = ctx.input_f32(0)
     n, h, w, c = ctx.in_shape(0)
     y = ctx.output_f32(0)
@@ -449,6 +539,29 @@ def pool2d(ctx) -> None:
             x, h, w, pad = xp, ph, pw, ((0, 0), (0, 0))
     ctx.emit("qe_k_pool2d", (x, y), (0 if op.kind == "max" else 1, n, h, w, c, k[0], k[1], out[0], out[1],
                                      s[0], s[1], pad[0][0], pad[0][1], pad[1][0], pad[1][1], int(count_pad)))
+
+
+def _maxpool_codes(ctx, k, s, pad, out) -> bool:
+    """Max pooling of codes the plan dequantizes and requantizes: the window's largest code,
+    then its output code (no table when that is the same code).  Exact when dequantization
+    never decreases with the code (checked on every code): the largest value is then the
+    largest code's value.  False when the step is not of that form."""
+    t = code_table(ctx, 0)
+    if t is None:
+        return False
+    values, table = t
+    if np.isnan(values).any() or np.any(np.diff(values.astype(np.float64)) < 0):
+        return False
+    n, h, w, c = ctx.in_shape(0)
+    for i in range(2):   # every window holds an input cell (pad < filter; CEIL drops the rest)
+        if (out[i] - 1) * s[i] - pad[i][0] >= (h, w)[i] or k[i] <= pad[i][0]:
+            return False
+    din, dout = ctx.in_dtype(0), ctx.out_dtype(0)
+    same = _identity(ctx, 0, table)
+    bufs = (_stored_input(ctx, 0), _stored_output(ctx, 0)) + (() if same else (ctx.const(table),))
+    ctx.emit("qe_k_maxpool_codes", bufs, (type_code(din), type_code(dout), n, h, w, c, k[0], k[1], out[0], out[1],
+                                          s[0], s[1], pad[0][0], pad[1][0], int(not same)))
+    return True
 
 
 # -- reductions ------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ reproduced in float64 in numpy's operation order, so the codes are bit-identical
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...ops import _fast, _fast_qgemm
@@ -29,6 +31,23 @@ def _per_channel(v, n: int) -> np.ndarray:
     return np.broadcast_to(a.reshape(-1), (n,))
 
 
+def _int_inputs(qa: QAcc, n: int) -> tuple[np.ndarray | None, np.ndarray | None, int]:
+    """(xw, clmax, chmax) of the exact integer requantization: the float64 offset term the
+    kernel adds to its int32 accumulator, a bound of |accumulator| per channel, and 255 when
+    the GEMM also has a high byte plane (16-bit codes), else 0; (None, None, 0) for the float64
+    depthwise kernel."""
+    if qa.wabs is None:
+        return None, None, 0
+    t = CODE_TYPES[qa.x_dtype]
+    if qa.kind == "gemm" and qa.wsum is not None:
+        shift = float(_fast_qgemm._SHIFT[t])
+        xw = (qa.x_offset - shift) * qa.wsum[:n].astype(np.float64)
+        return xw, 255 * qa.wabs, (255 if t >= 2 else 0)
+    if qa.kind == "dwi" and qa.xw is not None:
+        return qa.xw, _fast_qgemm._ABS_CODE[t] * qa.wabs, 0
+    return None, None, 0
+
+
 def _requant_tables(rq: AccRequant, n: int) -> tuple[np.ndarray, list[int], list[float]]:
     """(float64 [const, inv_shift, scale, dead] per channel, ints, dbls) of one AccRequant."""
     if type(rq) is not AccRequant:
@@ -37,6 +56,98 @@ def _requant_tables(rq: AccRequant, n: int) -> tuple[np.ndarray, list[int], list
     table = np.concatenate([_per_channel(rq.const, n), _per_channel(rq.inv_shift, n),
                             _per_channel(rq.scale, n), dead])
     return table, [int(rq.wide), int(rq.lo), int(rq.hi)], [float(rq.dead_code), float(rq.zp_x)]
+
+
+def _floor_half(t: int, mult: int, r: int) -> int:
+    """floor(t * mult / 2**r + 0.5) in integers."""
+    return (t * mult + (1 << r >> 1)) >> r
+
+
+def _int_requant(rq: AccRequant, n: int, xw: np.ndarray, clmax: np.ndarray, wsum: np.ndarray,
+                 chmax: int = 0) -> np.ndarray | None:
+    """The exact integer form of ``rq`` for int32 accumulators ``cl`` (|cl| <= clmax per
+    channel) and, for 16-bit codes in the GEMM, ``ch`` (the high byte plane, |ch| <= chmax *
+    clmax / 255), whose float64 path computes acc = cl + 256 * ch + xw: int32 rows
+    [B, s, E, tlo, thi, mult, rnd, r] per channel with
+        t = ((cl + B) >> s) + ch + E;  y = clip((clip(t, tlo, thi) * mult + rnd) >> r, lo, hi)
+    or None where an int32 step could differ from the float64 formula (a multiplier too fine
+    for int32, sums near 2**31).
+
+    Why it is the same: with every value an integer below 2**53 the float64 steps are exact.
+    8-bit codes: (acc + const) * inv_shift floored is (cl + B) >> s with B = xw + const,
+    inv_shift = 2**-s (no ch, E = 0).  16-bit codes (``wide``): data = acc + zw, so
+    floor(data / 256) - floor(zw / 256 + 0.5) + const is ((cl + B) >> 8) + ch + E with
+    B = xw + zw, E = const - floor(zw / 256 + 0.5).  Then floor(t * scale + 0.5) with
+    scale = mult / 2**r is (t * mult + 2**(r-1)) >> r; the result only grows with t, so clamping
+    t to [tlo, thi] (f(tlo) <= lo, f(thi) >= hi) changes no clipped code and keeps t * mult
+    inside int32.  A dead channel is mult 0, rnd its code."""
+    if type(rq) is not AccRequant or (chmax and not rq.wide):
+        return None
+    lo, hi = int(rq.lo), int(rq.hi)
+    cst, inv = _per_channel(rq.const, n), _per_channel(rq.inv_shift, n)
+    scale = _per_channel(rq.scale, n)
+    dead = np.zeros(n, bool) if rq.dead is None else _per_channel(rq.dead.astype(np.float64), n) != 0
+    if rq.wide:
+        zw = rq.zp_x * np.asarray(wsum, dtype=np.float64)       # AccRequant.__call__'s own terms
+        fz = np.floor(zw / 256.0 + 0.5)
+    tab = np.zeros((8, n), np.int64)
+    lim = 2**31 - 1
+    for c in range(n):
+        if dead[c]:
+            tab[6, c] = int(rq.dead_code)
+            continue
+        iv, sc = float(inv[c]), float(scale[c])
+        terms = [float(xw[c]), float(cst[c])] + ([float(zw[c]), float(fz[c])] if rq.wide else [])
+        if not all(np.isfinite(v) and v.is_integer() and abs(v) < 2**50 for v in terms):
+            return None
+        if rq.wide:
+            bi, s, ei = int(terms[0]) + int(terms[2]), 8, int(terms[1]) - int(terms[3])
+        else:
+            if not 0 < iv <= 1:
+                return None
+            mant, e = math.frexp(iv)
+            if mant != 0.5:
+                return None
+            bi, s, ei = int(terms[0]) + int(terms[1]), min(1 - e, 31), 0
+        cm, hm = int(clmax[c]), int(clmax[c]) * chmax // 255
+        if abs(bi) + cm >= lim or not (0 < sc < 2**31) or not np.isfinite(sc):
+            return None
+        num, den = sc.as_integer_ratio()
+        r = den.bit_length() - 1
+        if r > 30 or num >= lim:
+            return None
+        tmin, tmax = ((bi - cm) >> s) - hm + ei, ((bi + cm) >> s) + hm + ei
+        if max(abs(tmin), abs(tmax)) >= lim or max(abs(tmin), abs(tmax)) * num + (1 << r) >= 2**52:
+            return None             # the float64 product itself might round
+        tlo = ((lo << r) - (1 << r >> 1)) // num
+        while _floor_half(tlo + 1, num, r) <= lo:
+            tlo += 1
+        while _floor_half(tlo, num, r) > lo:
+            tlo -= 1
+        thi = -((-((hi << r) - (1 << r >> 1))) // num)
+        while _floor_half(thi - 1, num, r) >= hi:
+            thi -= 1
+        while _floor_half(thi, num, r) < hi:
+            thi += 1
+        if max(abs(tlo * num), abs(thi * num)) + (1 << r) >= lim or max(abs(tlo), abs(thi)) >= lim:
+            return None
+        tab[:, c] = [bi, s, ei, tlo, thi, num, 1 << r >> 1, r]
+    return np.ascontiguousarray(tab.astype(np.int32))
+
+
+def _weight_pairs(qa: QAcc) -> np.ndarray | None:
+    """int32 [pairs, c] of the depthwise kernel's tap pairs for 8-bit codes: tap 2p's int16
+    weight in the low half, tap 2p + 1's in the high half (0 past the last tap); None for
+    16-bit codes or weights outside int16."""
+    if CODE_TYPES[qa.x_dtype] >= 2:
+        return None
+    w = qa.weights.astype(np.int64)
+    if w.size == 0 or np.abs(w).max() > 32767:
+        return None
+    if w.shape[0] % 2:
+        w = np.concatenate([w, np.zeros((1, w.shape[1]), np.int64)])
+    pairs = (w[0::2] & 0xFFFF) | (w[1::2] << 16)     # inside int32: |w| < 2**15
+    return np.ascontiguousarray(pairs.astype(np.int32))
 
 
 @lowers_impl(IntegerAccumulation)
@@ -61,7 +172,9 @@ def integer_accumulation(ctx) -> None:
     if not outputs or len(outputs) > MAX_OUTPUTS or ctx.n_out != 1 + len(impl.folded):
         raise Unsupported(f"{len(outputs)} requantized outputs")
     n = qa.cols
-    tables, ints, dbls, bufs = [], [], [], []
+    xw, clmax, chmax = _int_inputs(qa, n)
+    wsum64 = np.ascontiguousarray(_per_channel(impl.wsum, n))
+    tables, ints, dbls, bufs, itabs = [], [], [], [], []
     for rq, dt, k in outputs:
         if ctx.out_dtype(k) != dt or dt not in CODE_TYPES:
             raise Unsupported(f"output {k} stored as {ctx.out_dtype(k)}")
@@ -69,16 +182,26 @@ def integer_accumulation(ctx) -> None:
             raise Unsupported(f"output {k} has {ctx.out_shape(k)}, not {qa.rows} x {n}")
         table, oi, od = _requant_tables(rq, n)
         tables.append(table)
-        ints += [*oi, CODE_TYPES[dt], int(rq.dead is not None)]
+        itab = _int_requant(rq, n, xw, clmax, wsum64, chmax) if xw is not None and clmax is not None else None
+        if itab is not None:
+            itabs.append(ctx.const(itab))
+        ints += [*oi, CODE_TYPES[dt], int(rq.dead is not None), int(itab is not None)]
         dbls += od
         bufs.append(ctx.output_raw(k))
-    wsum64 = np.ascontiguousarray(_per_channel(impl.wsum, n))
     params = np.ascontiguousarray(np.concatenate(tables))
     head = [int(v) for v in qa.geo] + [len(outputs)]
     x = ctx.input_raw(0)
     if qa.kind == "gemm":
         ctx.emit("qe_k_qgemm", [x, ctx.const(qa.weights), ctx.const(qa.wsum), ctx.const(wsum64),
-                                ctx.const(params), *bufs], head + ints, [qa.x_offset] + dbls)
+                                ctx.const(params), *bufs, *itabs], head + ints, [qa.x_offset] + dbls)
+    elif qa.kind == "dwi":
+        pairs = _weight_pairs(qa)
+        if pairs is not None:
+            head[_fast_qgemm.QG_KIND] = 3       # csrc/eng_qgemm.c qe_k_qdw_i32: pairs given
+        w = ctx.const(qa.weights)
+        ctx.emit("qe_k_qdw_i32", [x, w, w if pairs is None else ctx.const(pairs), ctx.const(qa.xw),
+                                  ctx.const(wsum64), ctx.const(params), *bufs, *itabs], head + ints,
+                 [qa.x_offset] + dbls)
     else:
         ctx.emit("qe_k_qdw", [x, ctx.const(qa.weights), ctx.const(wsum64), ctx.const(params), *bufs],
                  head + ints, [qa.x_offset] + dbls)
