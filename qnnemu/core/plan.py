@@ -622,6 +622,9 @@ class Plan:
     # the C program compiled from these steps (qnnemu/core/engine, set by the graph after
     # compile_plan / refresh_plan; None: the steps run here)
     engine: Any = None
+    # the HTP's MaskedSoftmax rewrite: Softmax node index -> the pattern it replaces
+    # (``masked_softmax_rewrites``)
+    masked_softmax: dict[int, MaskedSoftmaxPattern] = field(default_factory=dict)
 
     @routed_fp_errors
     def run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
@@ -849,7 +852,9 @@ def _fold_layout(graph, folds: dict[int, int]):
 
 
 def _compile_node(graph, k: int, slot_of: _Slots, statics, fp16: bool, folds: dict[int, int], layout,
-                  arch: int | None, islands: bool = False) -> Step:
+                  arch: int | None, islands: bool = False, masked: dict | None = None) -> Step:
+    if masked and k in masked:
+        return _masked_softmax_step(graph, graph.nodes[k], masked[k], slot_of)
     fold_outs, keep_own = layout.get(k, ((), True))
     return _compile_step(graph, graph.nodes[k], slot_of, statics, fp16, fold_outs, keep_own, k in folds, arch,
                          islands)
@@ -877,9 +882,11 @@ def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | No
     statics: dict[int, np.ndarray] = {}
     arch = _arch(graph)
     islands = math.device_kernels and not precision_fp16
-    steps = [_compile_node(graph, k, slot_of, statics, precision_fp16, folds, layout, arch, islands)
+    masked = masked_softmax_rewrites(graph)
+    steps = [_compile_node(graph, k, slot_of, statics, precision_fp16, folds, layout, arch, islands, masked)
              for k in range(len(graph.nodes))]
-    notes: list[str] = []
+    notes: list[str] = [f"MaskedSoftmax rewrite (pattern {m.pattern}): {graph.nodes[k].name} = "
+                        f"MaskedSoftmax({' -> '.join(m.nodes)})" for k, m in sorted(masked.items())]
     if folds:
         notes.append(f"{len(folds)} relu(s) folded into their convolutions: "
                      + ", ".join(f"{graph.nodes[r].name} -> {graph.nodes[p].name}" for r, p in sorted(folds.items())))
@@ -909,7 +916,7 @@ def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | No
         notes.append(f"native KV {kv.kind} cache '{kv.name}' converted "
                      f"{'HMX weight layout -> flat' if kv.is_input else 'flat -> HMX weight layout'}")
     plan = Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes, output_conv,
-                fold_relu, folds, islands)
+                fold_relu, folds, islands, masked_softmax=masked)
     return plan
 
 
@@ -951,12 +958,130 @@ def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
         if relu in touched or producer in touched:
             touched.update((relu, producer))
     layout = _fold_layout(graph, folds)
+    # The MaskedSoftmax rewrite depends on the mask constants (B <= -20.0, the compared zero): an
+    # update may make or unmake it, so every Softmax whose status changes is recompiled too.
+    masked = masked_softmax_rewrites(graph)
+    touched.update(k for k in set(plan.masked_softmax) ^ set(masked))
+    touched.update(k for k, m in masked.items() if touched.intersection(m.node_indices))
     for k in sorted(touched):
         steps[k] = _compile_node(graph, k, slot_of, statics, plan.fp16, folds, layout, _arch(graph),
-                                 plan.float16_islands)
+                                 plan.float16_islands, masked)
     new = Plan(slot_of.slots, statics, steps, plan.input_conv, len(slot_of.slots), plan.fp16, list(plan.notes),
-               plan.output_conv, plan.fold_relu, folds, plan.float16_islands)
+               plan.output_conv, plan.fold_relu, folds, plan.float16_islands, masked_softmax=masked)
     return new
+
+
+# -- the MaskedSoftmax rewrite (QNN HTP backend documentation, "MaskedSoftmax") ----------------
+# The HTP replaces Softmax(Where(condition, In, Add(ReduceMin(In), B))) -- the attention-mask
+# structure of LLMs -- by MaskedSoftmax(In, condition): the softmax runs on In itself (no pass
+# through the Where output's wide encoding, which had to cover min(In) + B) and masked entries
+# output exactly 0.  Three patterns, differing in how the attention mask becomes the condition:
+# A: ElementWiseEqual(mask, 0) of a uint16 mask (zero entries kept); B: ElementWiseNotEqual(mask,
+# 0) of a uint16 mask (zero entries masked); C: the uint8 mask itself (zero entries masked).
+# Only uint8 / uint16 quantization, and B <= -20.0 (so the original's masked outputs are 0 too).
+MASKED_SOFTMAX_FILL_MAX = -20.0
+_MASKED_SOFTMAX_DTYPES = (Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_16)
+_PATTERN_C_MASKS = (Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_BOOL_8, Q.QNN_DATATYPE_UINT_8)
+
+
+@dataclass(frozen=True)
+class MaskedSoftmaxPattern:
+    pattern: str                   # "A", "B" or "C"
+    data: int                      # tensor id of In
+    condition: int                 # tensor id of the Where condition
+    nodes: tuple[str, ...]         # the names of the nodes the rewrite covers, mask side first
+    node_indices: tuple[int, ...] = ()
+
+
+def _static_reals(t) -> np.ndarray | None:
+    """A static tensor's real values (dequantized), or None for a tensor that is not static."""
+    if t is None or not is_static(t) or t.data is None:
+        return None
+    if t.dtype in dtypes.FIXED_POINT_TYPES and t.quant is not None:
+        return np.asarray(Dequantizer(t.quant)(t.data), np.float64)
+    return np.asarray(t.data, np.float64)
+
+
+def masked_softmax_rewrites(graph) -> dict[int, MaskedSoftmaxPattern]:
+    """Softmax node index -> the MaskedSoftmax pattern (A, B or C) it ends, for every Softmax the
+    HTP rewrites (see the comment above); a structure that misses a condition stays as it is."""
+    index = {node.name: k for k, node in enumerate(graph.nodes)}
+
+    def producer(tid):
+        t = graph.tensor(tid) if tid is not None else None
+        k = index.get(t.producer) if t is not None else None
+        return (k, graph.nodes[k]) if k is not None else (None, None)
+
+    def uint_fixed(t) -> bool:
+        return t is not None and t.dtype in _MASKED_SOFTMAX_DTYPES and _per_tensor(t.quant)
+
+    found: dict[int, MaskedSoftmaxPattern] = {}
+    for k, node in enumerate(graph.nodes):
+        if node.op_type != "Softmax" or len(node.inputs) != 1 or len(node.outputs) != 1:
+            continue
+        src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+        if not (uint_fixed(src) and uint_fixed(out)) or node.params.get("axis") not in (None, len(src.dims) - 1):
+            continue
+        w, where = producer(node.inputs[0])
+        if where is None or where.op_type != "ElementWiseSelect" or len(where.inputs) != 3:
+            continue
+        cond_id, data_id, fill_id = where.inputs
+        data = graph.tensor(data_id)
+        if not uint_fixed(data) or is_static(data):
+            continue
+        a, add = producer(fill_id)
+        if add is None or add.op_type != "ElementWiseAdd" or len(add.inputs) != 2:
+            continue
+        r = b = None
+        for first, second in (add.inputs, add.inputs[::-1]):
+            rk, red = producer(first)
+            if red is not None and red.op_type == "ReduceMin" and red.inputs[:1] == [data_id]:
+                r, b = rk, graph.tensor(second)
+        fill = _static_reals(b)
+        if r is None or fill is None or fill.size == 0 or float(fill.max()) > MASKED_SOFTMAX_FILL_MAX:
+            continue
+        c, compare = producer(cond_id)
+        pattern, names, indices = "", [], [r, a, w]
+        if compare is not None and compare.op_type in ("ElementWiseEqual", "ElementWiseNotEqual") \
+                and len(compare.inputs) == 2:
+            for mask_id, zero_id in (compare.inputs, compare.inputs[::-1]):
+                mask, zero = graph.tensor(mask_id), _static_reals(graph.tensor(zero_id))
+                if mask is not None and mask.dtype == Q.QNN_DATATYPE_UFIXED_POINT_16 and not is_static(mask) \
+                        and zero is not None and zero.size and not zero.any():
+                    pattern = "A" if compare.op_type == "ElementWiseEqual" else "B"
+            names, indices = [compare.name], [c, *indices]
+        else:
+            cond = graph.tensor(cond_id)
+            if cond is not None and cond.dtype in _PATTERN_C_MASKS and not is_static(cond):
+                pattern = "C"
+        if not pattern:
+            continue
+        names += [graph.nodes[r].name, add.name, where.name]
+        found[k] = MaskedSoftmaxPattern(pattern, data_id, cond_id, tuple(names), tuple(indices))
+    return found
+
+
+class MaskedSoftmaxRewrite:
+    """The step of a rewritten Softmax: MaskedSoftmax of In (real values) under the Where
+    condition (entries whose condition is false output exactly 0)."""
+
+    def __init__(self, beta: float):
+        self.beta = beta
+
+    def run(self, data, condition):
+        from ..ops.masked_softmax import masked_softmax
+        keep = np.asarray(condition) != 0
+        return (masked_softmax(np.asarray(data, np.float32), keep, -1, self.beta),)
+
+
+def _masked_softmax_step(graph, node, m: MaskedSoftmaxPattern, slot_of: _Slots) -> Step:
+    data, cond, out = graph.tensor(m.data), graph.tensor(m.condition), graph.tensor(node.outputs[0])
+    beta = node.params.get("beta")
+    cond_conv = Dequantizer(cond.quant) if cond.dtype in dtypes.FIXED_POINT_TYPES and cond.quant else None
+    return Step(node, MaskedSoftmaxRewrite(1.0 if beta is None else float(beta)),
+                [slot_of(data.id), slot_of(cond.id)], [slot_of(out.id)],
+                [Dequantizer(data.quant), cond_conv],
+                [Requantize(out.quant, out.dtype, rounding_for(node.op_type))])
 
 
 def _cast_to(dtype: int):
@@ -970,4 +1095,5 @@ def _cast_to(dtype: int):
 __all__ = ["Plan", "Step", "compile_plan", "refresh_plan", "nodes_touching", "ROUNDING_BY_OP",
            "DEFAULT_ROUNDING", "rounding_for", "Requantize", "INTEGER_ACCUMULATION_OPS", "INTEGER_ELEMENTWISE_OPS",
            "IntegerAccumulation", "IntegerAdd", "FOLDING_PRODUCERS", "FOLDED_ACTIVATIONS",
-           "folded_activations", "FoldedActivation", "routed_fp_errors"]
+           "folded_activations", "FoldedActivation", "routed_fp_errors", "masked_softmax_rewrites",
+           "MaskedSoftmaxPattern", "MaskedSoftmaxRewrite", "MASKED_SOFTMAX_FILL_MAX"]
