@@ -129,6 +129,12 @@ WARNING_RULES: dict[str, str] = {
     "QNNEMU-context-dma-release-failed":
         "the client's DMA buffer dataRelease callback returns an error: the buffer is not touched "
         "again, the call goes on",
+    # ---- htp16 (issue 16 items 2, 6, 4): library layout (QNN HTP backend documentation, "HTP Session &
+    # Artifact Usage Guidelines"; qnnemu/abi/library_copies.py)
+    "QNNEMU-library-second-copy":
+        "a second copy of the backend library (another path) used for registerOpPackage, validateOpConfig, "
+        "contextCreate, deviceCreate or graphCreate: the document answers QNN_COMMON_ERROR_LOADING_BINARIES, "
+        "the vendor's x86-64 libQnnHtp.so runs the call; run",
     # ---- profiling (QnnProfile.h)
     "QNNEMU-profile-max-events-reached":
         "a call produces more events than the profile's MAX_EVENTS: the first ones that fit are kept",

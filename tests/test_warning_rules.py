@@ -114,6 +114,29 @@ def _(s):
     return s.call("backendFree", vp(be))
 
 
+# ---- library layout (qnnemu/abi/library_copies.py; tests/test_library_layout.py) ------------
+_COPY: list = []
+
+
+def second_copy() -> abi.Library:
+    """The library copied to a directory of its own and loaded (once) beside the first copy."""
+    if not _COPY:
+        import shutil
+        import tempfile
+        path = pathlib.Path(tempfile.mkdtemp(prefix="qnnemu-second-copy-")) / "libQnnHtp.so"
+        shutil.copy(abi.library_path(), path)
+        _COPY.append(abi.Library(str(path)))
+    return _COPY[0]
+
+
+@case("QNNEMU-library-second-copy", SM8550, "deviceCreate", "library")
+def _(s):
+    code, dev = second_copy().create("deviceCreate", vp(s.log), NULL)
+    if code == OK:
+        later(s, lambda: s.call("deviceFree", vp(dev)))
+    return code
+
+
 # ---- device -------------------------------------------------------------------------------
 def device(s: abi.Session, *configs) -> tuple[int, int]:
     """deviceCreate with the HTP custom configs ``(option, fields)``; freed when the case ends."""
