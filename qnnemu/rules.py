@@ -135,6 +135,15 @@ WARNING_RULES: dict[str, str] = {
         "a second copy of the backend library (another path) used for registerOpPackage, validateOpConfig, "
         "contextCreate, deviceCreate or graphCreate: the document answers QNN_COMMON_ERROR_LOADING_BINARIES, "
         "the vendor's x86-64 libQnnHtp.so runs the call; run",
+    # weight sharing limits (QNN HTP backend documentation, "QNN HTP Context Config Options";
+    # qnnemu/core/binary/writer.py): the vendor writes such binaries
+    "QNNEMU-binary-weight-sharing-graphs":
+        "WEIGHT_SHARING_ENABLED with more than 64 graphs (the documented maximum): binary written, weights shared",
+    "QNNEMU-binary-weight-sharing-arch":
+        "WEIGHT_SHARING_ENABLED on a device before v73 (documented from v73): binary written, weights shared",
+    "QNNEMU-binary-weight-sharing-vtcm":
+        "WEIGHT_SHARING_ENABLED across graphs of different VTCM sizes (documented as not supported): binary "
+        "written, weights shared",
     # ---- profiling (QnnProfile.h)
     "QNNEMU-profile-max-events-reached":
         "a call produces more events than the profile's MAX_EVENTS: the first ones that fit are kept",

@@ -137,6 +137,37 @@ def _(s):
     return code
 
 
+# ---- weight sharing limits (qnnemu/core/binary/writer.py; tests/test_binary_weight_sharing.py) --
+def weight_sharing_binary(s: abi.Session, graphs: int, vtcm_mb=()) -> int:
+    """A WEIGHT_SHARING_ENABLED context with ``graphs`` Relu graphs (graph i with VTCM_SIZE
+    ``vtcm_mb[i]`` when given), finalized; the code of contextGetBinarySize."""
+    code, ctx = s.context(s.context_custom(Q.QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED,
+                                           weightSharingEnabled=True))
+    assert code == OK, "setup: a weight-sharing context"
+    for i in range(graphs):
+        configs = ([s.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE, vtcmSizeInMB=vtcm_mb[i])]
+                   if i < len(vtcm_mb) else [])
+        codes = s.relu_graph(*configs, name=f"g{i}", ctx=ctx, execute=False)
+        assert codes == (OK,) * len(codes), f"setup: graph {i}: {codes}"
+    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    return s.call("contextGetBinarySize", vp(ctx), size)
+
+
+@case("QNNEMU-binary-weight-sharing-graphs", SM8550, "contextGetBinarySize", "context")
+def _(s):
+    return weight_sharing_binary(s, 65)
+
+
+@case("QNNEMU-binary-weight-sharing-arch", Q.QNN_SOC_MODEL_SM8350, "contextGetBinarySize", "context")
+def _(s):
+    return weight_sharing_binary(s, 2)
+
+
+@case("QNNEMU-binary-weight-sharing-vtcm", SM8550, "contextGetBinarySize", "context")
+def _(s):
+    return weight_sharing_binary(s, 2, vtcm_mb=(2, 4))
+
+
 # ---- device -------------------------------------------------------------------------------
 def device(s: abi.Session, *configs) -> tuple[int, int]:
     """deviceCreate with the HTP custom configs ``(option, fields)``; freed when the case ends."""
