@@ -141,6 +141,10 @@ WARNING_RULES: dict[str, str] = {
         "WEIGHT_SHARING_ENABLED with more than 64 graphs (the documented maximum): binary written, weights shared",
     "QNNEMU-binary-weight-sharing-arch":
         "WEIGHT_SHARING_ENABLED on a device before v73 (documented from v73): binary written, weights shared",
+    # A16W16 (QNN HTP backend documentation, A16W16; qnnemu/core/plan.py)
+    "QNNEMU-a16w16-weight-clipped":
+        "static int16 weights of a Conv2d / DepthWiseConv2d / TransposeConv2d / FullyConnected / MatMul with "
+        "codes above 0x7F7F (the HTP's int16 weight range is 0x8000..0x7F7F): computed as 0x7F7F",
     "QNNEMU-binary-weight-sharing-vtcm":
         "WEIGHT_SHARING_ENABLED across graphs of different VTCM sizes (documented as not supported): binary "
         "written, weights shared",

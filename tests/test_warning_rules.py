@@ -168,6 +168,22 @@ def _(s):
     return weight_sharing_binary(s, 2, vtcm_mb=(2, 4))
 
 
+# ---- A16W16 (qnnemu/core/plan.py; tests/test_a16w16.py) ---------------------------------------
+@case("QNNEMU-a16w16-weight-clipped", SM8550, "graphFinalize", "node 'fc' (FullyConnected) inputTensors[1]")
+def _(s):
+    code, g = s.graph("g")
+    assert code == OK, "setup: graphCreate"
+    x = abi.tensor("x", (1, 8), Q.QNN_DATATYPE_UFIXED_POINT_16, quant=(1 / 1000, -32768))
+    w = abi.tensor("w", (4, 8), Q.QNN_DATATYPE_SFIXED_POINT_16, Q.QNN_TENSOR_TYPE_STATIC,
+                   data=np.full((4, 8), 0x7FFF, np.int16), quant=(1 / 32768, 0))
+    y = abi.tensor("y", (1, 4), Q.QNN_DATATYPE_UFIXED_POINT_16, type_=Q.QNN_TENSOR_TYPE_APP_READ,
+                   quant=(32 / 65535, -32768))
+    for t in (x, w, y):
+        assert s.tensor(g, t) == OK, "setup: tensors"
+    assert s.node(g, abi.op_config("fc", "FullyConnected", [x, w], [y])) == OK, "setup: graphAddNode"
+    return s.finalize(g)
+
+
 # ---- device -------------------------------------------------------------------------------
 def device(s: abi.Session, *configs) -> tuple[int, int]:
     """deviceCreate with the HTP custom configs ``(option, fields)``; freed when the case ends."""

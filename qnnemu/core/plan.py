@@ -66,6 +66,7 @@ a process-wide filter.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -720,6 +721,41 @@ def _float32_slot_key(tid: int) -> tuple[str, int]:
     return ("float32", tid)
 
 
+# A16W16 (QNN HTP backend documentation, "QNN HTP Precision" / A16W16: "Due to Hexagon hardware
+# limitation, INT16 weight have a special limitation that the range of weight value will be 0x8000
+# to 0x7F7F"): the vendor's libQnnHtp.so computes FullyConnected and MatMul with int16 weight
+# codes above 0x7F7F exactly as with 0x7F7F (probed with 0x7F80, 0x7FC0, 0x7FFF; static weights and
+# MatMul's dynamic in[1]; tests/test_a16w16.py), so the plan clips them; static weights with such
+# codes are reported by the warning rule QNNEMU-a16w16-weight-clipped at finalize.
+A16W16_WEIGHT_OPS = frozenset({"Conv2d", "DepthWiseConv2d", "TransposeConv2d", "FullyConnected", "MatMul"})
+INT16_WEIGHT_MAX = 0x7F7F
+_INT16 = Q.QNN_DATATYPE_SFIXED_POINT_16
+
+
+class ClipInt16Weights:
+    """Int16 weight codes clipped to 0x7F7F, then dequantized (a dynamic MatMul in[1])."""
+
+    def __init__(self, dequantize: Dequantizer):
+        self.dequantize = dequantize
+
+    def __call__(self, codes: np.ndarray) -> np.ndarray:
+        return self.dequantize(np.minimum(codes, np.int16(INT16_WEIGHT_MAX)))
+
+
+def _int16_weights_clipped(node, t):
+    """Static int16 weights with their codes above 0x7F7F clipped (warned); others as they are."""
+    if not is_static(t) or t.data is None:
+        return t
+    data = np.asarray(t.data)
+    over = int(np.count_nonzero(data > INT16_WEIGHT_MAX))
+    if not over:
+        return t
+    rules.warn("QNNEMU-a16w16-weight-clipped", "graphFinalize", f"node '{node.name}' ({node.op_type}) inputTensors[1]",
+               f"{over} int16 weight code(s) above 0x7F7F (the HTP's int16 weight range is 0x8000..0x7F7F): "
+               f"computed as 0x7F7F, as the vendor's backend does")
+    return dataclasses.replace(t, data=np.minimum(data, np.int16(INT16_WEIGHT_MAX)))
+
+
 def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], precision_fp16: bool,
                   fold_outs: list | tuple = (), keep_own: bool = True, folded: bool = False,
                   arch: int | None = None, islands: bool = False) -> Step:
@@ -773,6 +809,8 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
             reads.append(-1)
             in_conv.append(None)
             continue
+        if i == 1 and not raw and t.dtype == _INT16 and node.op_type in A16W16_WEIGHT_OPS:
+            t = _int16_weights_clipped(node, t)
         s = slot_of(t.id)
         reads.append(s)
         if is_static(t):
@@ -794,7 +832,9 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
             in_conv.append(None)
             continue
         if not raw and t.dtype in fixed:
-            in_conv.append(Dequantizer(t.quant))
+            dq = Dequantizer(t.quant)
+            in_conv.append(ClipInt16Weights(dq) if i == 1 and t.dtype == _INT16
+                           and node.op_type in A16W16_WEIGHT_OPS else dq)
         elif view is not None and not raw and i in view.inputs:
             in_conv.append(view.dequantize)
         elif rules is not None and t.dtype == FLOAT32 and (island or float16.is_graph_input(t)) \
