@@ -306,6 +306,10 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "QNNEMU-context-group-api":
         (("QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE",),
          "a resource-sharing group (spill-fill) option on an API it does not apply to"),
+    # htp16 (issue 16 item 4): group registrations on ListAsync
+    "QNNEMU-context-group-list-async":
+        (("QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE",),
+         "REGISTER_MULTI_CONTEXTS / REGISTER_CONCURRENT_RESOURCE_SHARING given to contextCreateFromBinaryListAsync"),
     "QNNEMU-context-group-both":
         (("QNN_CONTEXT_ERROR_INVALID_CONFIG",),
          "spill-fill group options that contradict each other (register and join at once)"),

@@ -711,6 +711,15 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
             fail(Location(func).field(path), "QNNEMU-context-group-api",
                  f"{name} registers a context loaded from a binary (prepared offline) when it is "
                  f"created: pass it to contextCreateFromBinary", code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
+        if func.startswith("contextCreateFromBinaryListAsync"):
+            # QNN HTP backend documentation, "QNN HTP Context Config Options": the group
+            # registrations are "only used with the QnnContext_createFromBinary API"; ListAsync
+            # shares resources through SHARE_RESOURCES instead.  (The vendor's x86 library has no
+            # ListAsync at all: QNN_COMMON_ERROR_NOT_SUPPORTED for any call.)
+            fail(Location(func).field(path), "QNNEMU-context-group-list-async",
+                 f"{name} is used with contextCreateFromBinary only; contextCreateFromBinaryListAsync shares "
+                 f"resources across its contexts with QNN_HTP_CONTEXT_CONFIG_OPTION_SHARE_RESOURCES",
+                 code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
         if "htp_group" in out and out["htp_group"]["kind"] != kind:
             fail(Location(func).field(path), "QNNEMU-context-group-both",
                  "a context joins one spill-fill sharing group: REGISTER_MULTI_CONTEXTS and "
