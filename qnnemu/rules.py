@@ -126,6 +126,10 @@ WARNING_RULES: dict[str, str] = {
     "QNNEMU-binary-suboptimal-loaded":
         "a context binary made for another SoC / arch or an older format, loaded under "
         "QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE: loaded as is",
+    # htp16 (issue 16 item 4)
+    "QNNEMU-context-dma-data-unaligned":
+        "a DMA data provider whose data section does not start on a 4 KiB boundary (direct I/O needs it): "
+        "read as it is",
     "QNNEMU-context-dma-release-failed":
         "the client's DMA buffer dataRelease callback returns an error: the buffer is not touched "
         "again, the call goes on",
@@ -359,6 +363,9 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
         (("QNN_CONTEXT_ERROR_INVALID_ARGUMENT",), "a callback type that QnnContext.h does not define"),
     "QNNEMU-contextCreateFromBinaryWithCallback-defer":
         (("QNN_CONTEXT_ERROR_INVALID_CONFIG",), "DEFER_GRAPH_INIT combined with a data provider callback"),
+    # htp16 (issue 16 item 4): WithCallback and graph switching
+    "QNNEMU-contextCreateFromBinaryWithCallback-graph-switching":
+        (("QNN_CONTEXT_ERROR_INVALID_CONFIG",), "a MEMORY_LIMIT_HINT (graph switching) with data provider callbacks"),
     "QNNEMU-contextCreateFromBinaryWithCallback-provider":
         (("QNN_CONTEXT_ERROR_MEM_ALLOC",), "the application's data provider callback returned an error"),
     "QNNEMU-contextCreateFromBinaryWithCallback-raw":

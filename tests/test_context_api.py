@@ -738,6 +738,19 @@ def test_rule_with_callback_response(env, blob):
     assert len(provider.released) == 1, "released on failure"
 
 
+def test_rule_with_callback_graph_switching(env, blob):
+    """Graph switching (a non-zero MEMORY_LIMIT_HINT) is "not supported together with" the data
+    provider callbacks (QNN HTP backend documentation, "QnnContext_createFromBinaryWithCallback
+    API"); the vendor's x86 library has no WithCallback to compare with (QNN_COMMON_ERROR_NOT_SUPPORTED)."""
+    provider = DmaProvider(blob)
+    hint = env.context_configs({"option": Q.QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT, "memoryLimitHint": 64})
+    code, _ = load_with_callback(env, blob, provider.struct(env), hint)
+    assert_rule(env, code, Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                "QNNEMU-contextCreateFromBinaryWithCallback-graph-switching", "contextCreateFromBinaryWithCallback",
+                "config")
+    assert provider.requests == [], "refused before the provider is called"
+
+
 def test_rule_with_callback_raw_buffer(env, blob):
     provider = DmaProvider(blob)
     code, _ = load_with_callback(env, blob, provider.struct(env, Q.QNN_CONTEXT_CALLBACK_RAW_BUFFER))

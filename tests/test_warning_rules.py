@@ -168,6 +168,50 @@ def _(s):
     return weight_sharing_binary(s, 2, vtcm_mb=(2, 4))
 
 
+# ---- contextCreateFromBinaryWithCallback (qnnemu/abi/context_api.py) ---------------------------
+@case("QNNEMU-context-dma-data-unaligned", SM8550, "contextCreateFromBinaryWithCallback",
+      "callback.dmaBufferCallback.v1.dataProvide: dmaDataResponse")
+def _(s):
+    from qnnemu.core import binary as core_binary
+    code, g = s.graph("g")
+    x, w = abi.tensor("x", (2, 3)), abi.static_tensor("w", np.ones((2, 3), np.float32))
+    y = abi.tensor("y", (2, 3), type_=Q.QNN_TENSOR_TYPE_APP_READ)
+    assert code == OK and all(s.tensor(g, t) == OK for t in (x, w, y)), "setup: a graph with a weight"
+    assert s.node(g, abi.op_config("add", "ElementWiseAdd", [x, w], [y])) == OK and s.finalize(g) == OK, "setup"
+    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinarySize", vp(s.ctx), size) == OK, "setup: contextGetBinarySize"
+    buf = s.own(ffi.new("char[]", int(size[0])))
+    written = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinary", vp(s.ctx), buf, size[0], written) == OK, "setup: contextGetBinary"
+    blob = bytes(ffi.buffer(buf, int(written[0])))
+    header = core_binary.parse_header(blob)
+
+    def provide(req, resp, param):
+        mem = ffi.new("char[]", 8192 + int(req.size))
+        _CALLBACKS.append(mem)
+        start = (-int(ffi.cast("uintptr_t", mem))) % 4096 + 8   # 8 bytes past a 4 KiB boundary
+        ffi.memmove(mem + start, blob[int(req.offset):int(req.offset) + int(req.size)], int(req.size))
+        resp.dmaBuffer.fd, resp.dmaBuffer.data = -1, mem
+        resp.dataStartOffset, resp.alignedSize = start, 8192 + int(req.size)
+        return OK
+
+    cbs = [ffi.callback("Qnn_ErrorHandle_t(Qnn_ContextBinaryDataRequest_t, Qnn_ContextBinaryDmaDataResponse_t *, "
+                        "void *)", provide),
+           ffi.callback("Qnn_ErrorHandle_t(Qnn_ContextBinaryDmaDataMem_t, void *)", lambda mem, param: OK)]
+    _CALLBACKS.extend(cbs)
+    cb = s.own(ffi.new("Qnn_ContextBinaryCallback_t *"))
+    cb.type = Q.QNN_CONTEXT_CALLBACK_DMA_BUFFER
+    cb.dmaBufferCallback.version = Q.QNN_CONTEXT_CALLBACK_DMA_BUFFER_VERSION_1
+    cb.dmaBufferCallback.v1.dataProvide, cb.dmaBufferCallback.v1.dataRelease = cbs
+    part = s.own(ffi.new("char[]", blob[:header.data_offset]))
+    out = s.own(ffi.new("Qnn_ContextHandle_t *"))
+    code = s.call("contextCreateFromBinaryWithCallback", vp(s.be), vp(s.dev), NULL, cb, part, header.data_offset,
+                  out, NULL, NULL)
+    if code == OK:
+        later(s, lambda: s.call("contextFree", out[0], NULL))
+    return code
+
+
 # ---- A16W16 (qnnemu/core/plan.py; tests/test_a16w16.py) ---------------------------------------
 @case("QNNEMU-a16w16-weight-clipped", SM8550, "graphFinalize", "node 'fc' (FullyConnected) inputTensors[1]")
 def _(s):

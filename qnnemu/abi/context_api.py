@@ -305,6 +305,9 @@ def contextValidateBinary(backend, device, config, binaryBuffer, binaryBufferSiz
 
 
 # ------------------------------------------------------------------------------ WithCallback
+DMA_DATA_ALIGNMENT = 4096   # a direct I/O (O_DIRECT) read lands on 4 KiB pages
+
+
 class _DmaProvider:
     """The DMA-buffer data provider/release callbacks of contextCreateFromBinaryWithCallback:
     ``request`` is binary.deserialize's ``data_source`` (one request for the data section);
@@ -336,6 +339,12 @@ class _DmaProvider:
                  "QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT cannot be combined with "
                  "the data provider callbacks (QNN HTP backend documentation, "
                  "'QnnContext_createFromBinaryWithCallback API')", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
+        if int(configs.get("memoryLimitHintMb") or 0) > 0:
+            fail(Location(func).path("config"), "QNNEMU-contextCreateFromBinaryWithCallback-graph-switching",
+                 f"QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT {configs['memoryLimitHintMb']} turns graph switching on, "
+                 "which cannot be combined with the data provider callbacks (QNN HTP backend documentation, "
+                 "'QnnContext_createFromBinaryWithCallback API': \"not supported together with the graph "
+                 "switch feature\")", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
         # Copies: the client's callback struct need not outlive the call.
         self.func = func
         self.provide = dma.v1.dataProvide
@@ -362,6 +371,14 @@ class _DmaProvider:
                  "dmaDataResponse.dmaBuffer.data is NULL", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
         start, aligned = int(resp.dataStartOffset), int(resp.alignedSize)
         self.buffers.append((int(resp.dmaBuffer.fd), data, aligned))
+        first = int(ffi.cast("uintptr_t", data)) + start
+        if first % DMA_DATA_ALIGNMENT:
+            # Direct I/O into the DMA buffer needs the section to start on a 4 KiB boundary
+            # ("Proper data alignment support ... when using the direct I/O scheme"); qnnemu reads
+            # it from anywhere, so it only says so.
+            rules.warn("QNNEMU-context-dma-data-unaligned", self.func, f"{path}: dmaDataResponse",
+                       f"the data section starts at 0x{first:x} (dmaBuffer.data + dataStartOffset {start}), not on a "
+                       f"{DMA_DATA_ALIGNMENT}-byte boundary as direct I/O loading needs; read as it is")
         if start + size > aligned:
             fail(Location(self.func).path(f"{path}"), "QNNEMU-contextCreateFromBinaryWithCallback-response",
                  f"dmaDataResponse.alignedSize: {aligned} bytes cannot hold the "
