@@ -145,6 +145,13 @@ WARNING_RULES: dict[str, str] = {
         "WEIGHT_SHARING_ENABLED with more than 64 graphs (the documented maximum): binary written, weights shared",
     "QNNEMU-binary-weight-sharing-arch":
         "WEIGHT_SHARING_ENABLED on a device before v73 (documented from v73): binary written, weights shared",
+    # DLBC limitations (QNN HTP backend documentation, "QNN HTP Deep Learning Bandwidth Compression (DLBC)")
+    "QNNEMU-graph-dlbc-inputs-weight-sharing":
+        "ENABLE_DLBC (inputs) in a weight-sharing context (documented as not supported; the vendor takes it): "
+        "recorded",
+    "QNNEMU-context-group-dlbc":
+        "graphs prepared with DLBC loaded into a spill-fill sharing group (documented as not supported): loaded, "
+        "DLBC recorded only",
     # A16W16 (QNN HTP backend documentation, A16W16; qnnemu/core/plan.py)
     "QNNEMU-a16w16-weight-clipped":
         "static int16 weights of a Conv2d / DepthWiseConv2d / TransposeConv2d / FullyConnected / MatMul with "

@@ -212,6 +212,43 @@ def _(s):
     return code
 
 
+# ---- DLBC limitations (qnnemu/htp/settings.py, qnnemu/abi/context_api.py; tests/test_dlbc_rules.py) ----
+SM8650 = Q.QNN_SOC_MODEL_SM8650
+
+
+@case("QNNEMU-graph-dlbc-inputs-weight-sharing", SM8650, "graphCreate", f"{P0}.optimizationOption.floatValue")
+def _(s):
+    code, ctx = s.context(s.context_custom(Q.QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED,
+                                           weightSharingEnabled=True))
+    assert code == OK, "setup: a weight-sharing context"
+    dlbc = s.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_OPTIMIZATION,
+                          opt=(Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_DLBC, 1.0))
+    codes = s.relu_graph(dlbc, ctx=ctx)
+    assert codes[1:] == (OK,) * (len(codes) - 1), f"the graph is built and executed: {codes}"
+    return codes[0]
+
+
+@case("QNNEMU-context-group-dlbc", SM8650, "contextCreateFromBinary", "config")
+def _(s):
+    dlbc = s.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_OPTIMIZATION,
+                          opt=(Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_DLBC, 1.0))
+    codes = s.relu_graph(dlbc, execute=False)
+    assert codes == (OK,) * len(codes), "setup: a DLBC graph"
+    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinarySize", vp(s.ctx), size) == OK, "setup: contextGetBinarySize"
+    buf = s.own(ffi.new("char[]", int(size[0])))
+    written = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinary", vp(s.ctx), buf, size[0], written) == OK, "setup: contextGetBinary"
+    group = s.context_custom(Q.QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS,
+                             groupRegistration={"firstGroupHandle": NULL, "maxSpillFillBuffer": 1 << 20})
+    out = s.own(ffi.new("Qnn_ContextHandle_t *"))
+    code = s.call("contextCreateFromBinary", vp(s.be), vp(s.dev), s.list("QnnContext_Config_t", group), buf,
+                  written[0], out, NULL)
+    if code == OK:
+        later(s, lambda: s.call("contextFree", out[0], NULL))
+    return code
+
+
 # ---- A16W16 (qnnemu/core/plan.py; tests/test_a16w16.py) ---------------------------------------
 @case("QNNEMU-a16w16-weight-clipped", SM8550, "graphFinalize", "node 'fc' (FullyConnected) inputTensors[1]")
 def _(s):

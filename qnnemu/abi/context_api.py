@@ -252,6 +252,21 @@ def _check_signal(signal) -> None:
         HANDLES.get(_hval(signal), Signal, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "signal")
 
 
+def _warn_group_dlbc(func: str, configs: dict, ctx) -> None:
+    """DLBC is "not supported with spillfill buffer sharing" (QNN HTP backend documentation, "QNN
+    HTP Deep Learning Bandwidth Compression (DLBC)", Limitations): a context joining a spill-fill
+    group with DLBC graphs loads (the vendor's x86 library cannot register groups to compare with)
+    and is warned; DLBC has no modelled effect either way."""
+    if not configs.get("htp_group"):
+        return
+    names = [name for name, g in ctx.graphs.items() if any(htp_settings.dlbc_flags(g))]
+    if names:
+        rules.warn("QNNEMU-context-group-dlbc", func, "config",
+                   f"graph(s) {', '.join(names)} prepared with DLBC join a spill-fill sharing group "
+                   f"(REGISTER_MULTI_CONTEXTS / REGISTER_CONCURRENT_RESOURCE_SHARING); DLBC is not supported "
+                   f"with spill-fill buffer sharing: loaded, DLBC recorded only")
+
+
 def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBufferSize, context, profile,
                         signal=None, callback=None):
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
@@ -275,6 +290,7 @@ def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBuffe
         raise
     if provider is not None:
         ctx.on_free.append(lambda: provider.release_all("contextFree"))
+    _warn_group_dlbc(func, configs, ctx)
     _commit_init(rec)
     context[0] = ffi.cast("Qnn_ContextHandle_t", handle)
 

@@ -414,6 +414,12 @@ def _check_dlbc(type_name: str, *, model, context, graph, func, path, pending) -
         rules.warn("QNNEMU-graph-dlbc-soc-ignored", func, path,
                    f"{type_name}: {model.name} (v{model.arch}) has no DLBC; recorded without effect")
     configs = getattr(context, "configs", None) or {}
+    if type_name == "ENABLE_DLBC" and _context_flag(configs, "WEIGHT_SHARING_ENABLED", "weightSharingEnabled"):
+        # DLBC "Not supported with weight sharing" (Limitations); for inputs the vendor's
+        # libQnnHtp.so 2.51 takes it and writes the binary (tests/test_dlbc_rules.py): recorded.
+        rules.warn("QNNEMU-graph-dlbc-inputs-weight-sharing", func, path,
+                   "ENABLE_DLBC in a context with weight sharing (QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_"
+                   "ENABLED): not supported together per the documentation; the vendor's library takes it: recorded")
     if type_name == "ENABLE_DLBC_WEIGHTS" and _context_flag(configs, "WEIGHT_SHARING_ENABLED", "weightSharingEnabled"):
         fail(Location(func).field(path), "QNNEMU-graph-dlbc-weight-sharing",
              "DLBC weights are not supported in a context with weight sharing "
