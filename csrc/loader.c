@@ -175,7 +175,10 @@ static void load_rpcmem(const char *library_path, const char *package_lib_dir) {
 
 static void load_once(void) {
   char library_path[PATH_MAX] = "", inner_dir[PATH_MAX] = "", inner_path[PATH_MAX], why[4096] = "";
-  int rc = qnnemu_start_python((const void *)&ENTRY_POINT, INNER_FILE, ENTRY_MODULE, library_path,
+  /* The anchor dladdr names this file by: a static function, never &ENTRY_POINT -- an exported
+   * symbol may bind to another copy loaded RTLD_GLOBAL before (ONNX Runtime loads backends so),
+   * which would make this copy take that copy's path for its own. */
+  int rc = qnnemu_start_python((const void *)&load_once, INNER_FILE, ENTRY_MODULE, library_path,
                                inner_dir, why, sizeof why);
   if (rc == 0) {
     void *inner = NULL;

@@ -138,3 +138,27 @@ def test_vendor_second_copy():
         assert codes[("second", name)] != Q.QNN_COMMON_ERROR_LOADING_BINARIES, f"vendor {name}: no LOADING_BINARIES"
     assert all(codes[("second", n)] == Q.QNN_SUCCESS for n in GUARDED if n != "backendRegisterOpPackage"), \
         f"vendor: the four creating / validating calls succeed through the copy: {codes}"
+
+
+_GLOBAL_FIRST = """
+import ctypes, shutil, sys, tempfile, os
+sys.path.insert(0, sys.argv[1])
+import abi
+from abi import Library
+ctypes.CDLL(sys.argv[2], mode=ctypes.RTLD_GLOBAL)      # as ONNX Runtime loads a backend
+copy = os.path.join(tempfile.mkdtemp(prefix="global-first-"), "libQnnHtp.so")
+shutil.copy(sys.argv[2], copy)
+first, second = Library(sys.argv[2]), Library(copy)
+print("own-table", int(first.table != second.table))
+"""
+
+
+def test_copy_after_a_global_first_copy_knows_its_own_path():
+    """The first copy loaded RTLD_GLOBAL (ONNX Runtime's way): the second copy's loader must not
+    take the first copy's exported QnnInterface_getProviders for its own location (it did: it
+    then registered as the first copy and handed out the shared table)."""
+    here = str(Path(__file__).resolve().parent)
+    proc = subprocess.run([sys.executable, "-c", _GLOBAL_FIRST, here, abi.library_path()], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, f"probe failed: {proc.stderr[-2000:]}"
+    assert "own-table 1" in proc.stdout, f"the copy hands out its own table: {proc.stdout}"
