@@ -55,6 +55,10 @@ TCM_ALIGN = 2048             # VTCM blocks: size and alignment granule (one 2 Ki
 PLAIN_ALIGN = 256            # DDR blocks (graph I/O, weights, spilled copies)
 BUDGET_GRANULE = 64 * 1024   # VTCM requests are multiples of 64 KiB ("Byte-Granularity VTCM")
 PRESCHEDULE_STATE_LIMIT = 1000   # prefixes the exact ordering of one partition may explore
+# FINALIZE_OPTIMIZATION_FLAG (QNN HTP backend documentation, "QNN HTP Graph Config Options"; "fast
+# prepare (... 1) to execute with a sub-optimal context, ... slow prepare (... 3)"): O1 keeps graph
+# order and issues the steps in order; O3 searches this many times more orderings than O2.
+OPTIMIZATION_SEARCH_FACTOR = 4
 RECENT_STEPS = 8             # allocator: sharing addresses with a block freed this recently costs parallelism
 WAIT_CYCLES = 0              # a wait step only synchronizes
 
@@ -316,7 +320,7 @@ def _crossing(a: _Analysis) -> list[int]:
     return out
 
 
-def _order_exactly(a: _Analysis, lo: int, hi: int) -> list[int] | None:
+def _order_exactly(a: _Analysis, lo: int, hi: int, limit: int = PRESCHEDULE_STATE_LIMIT) -> list[int] | None:
     """The order of graph-order ops lo..hi-1 with the least peak of live TCM (ties: least summed
     live bytes), searching the part's dependency-closed prefixes; None past the state limit.
     Only the order inside the part changes, so tensors crossing its ends are constant."""
@@ -377,7 +381,7 @@ def _order_exactly(a: _Analysis, lo: int, hi: int) -> list[int] | None:
                 key = (max(peak, run_peak), area + new_mem)
                 cur = nxt.get(ns)
                 if cur is None:
-                    if len(states) + len(nxt) >= PRESCHEDULE_STATE_LIMIT:
+                    if len(states) + len(nxt) >= limit:
                         return None
                     na = avail & ~low
                     for w in succ[k]:
@@ -397,15 +401,27 @@ def _order_exactly(a: _Analysis, lo: int, hi: int) -> list[int] | None:
     return order[::-1]
 
 
-def preschedule(a: _Analysis, plan: PreparedPlan) -> list[int]:
+def preschedule(a: _Analysis, plan: PreparedPlan, level: int = 2) -> list[int]:
+    """Pass 2 at optimization ``level`` (FINALIZE_OPTIMIZATION_FLAG): O1 (fast prepare) keeps
+    graph order; O2 orders each partition of up to PRESCHEDULE_STATE_LIMIT prefixes exactly; O3
+    searches OPTIMIZATION_SEARCH_FACTOR times as many (fewer, larger partitions)."""
     n = len(a.nodes)
+    if level <= 1:
+        runlist = list(range(n))
+        plan.graph_order_peak_bytes = plan.runlist_peak_bytes = live_peak(a, runlist)
+        plan.prescheduled_order = runlist
+        plan.partitions = [runlist]
+        plan.passes.append(f"pre-schedule: O1 (fast prepare): graph order kept, {n} ops; peak live TCM "
+                           f"{plan.runlist_peak_bytes} B")
+        return runlist
+    limit = PRESCHEDULE_STATE_LIMIT * (OPTIMIZATION_SEARCH_FACTOR if level >= 3 else 1)
     cross = _crossing(a)
     parts: list[tuple[int, int]] = []
     work = [(0, n)]
     orders: dict[tuple[int, int], list[int]] = {}
     while work:
         lo, hi = work.pop()
-        order = _order_exactly(a, lo, hi) if hi - lo <= PRESCHEDULE_STATE_LIMIT else None
+        order = _order_exactly(a, lo, hi, limit) if hi - lo <= limit else None
         if order is not None:
             orders[(lo, hi)] = order
             parts.append((lo, hi))
@@ -972,10 +988,11 @@ def overlapping_live_blocks(blocks) -> list[tuple[str, str]]:
 
 # ------------------------------------------------------------------- pass 6: re-schedule
 def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_threads: int,
-               hmx: bool) -> tuple[int, int]:
+               hmx: bool, in_order: bool = False) -> tuple[int, int]:
     """List scheduling (highest remaining critical path first) over ``hvx_threads`` HVX threads,
-    one HMX unit and one DMA queue; wait steps take no resource.  Returns (total cycles,
-    critical-path cycles)."""
+    one HMX unit and one DMA queue; wait steps take no resource.  ``in_order`` (O1, fast
+    prepare): the steps start in their order, none before the one ahead of it has started.
+    Returns (total cycles, critical-path cycles)."""
     n = len(steps)
     preds = [set(s.deps) for s in steps]
     for a_, b_ in constraints:
@@ -997,6 +1014,7 @@ def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_thread
     running: list[tuple[int, int]] = []                       # (end, step)
     done = 0
     t = 0
+    next_issue = 0        # in_order: the only step that may start next
     while done < n:
         progressed = True
         while progressed:
@@ -1009,6 +1027,9 @@ def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_thread
                 item = heapq.heappop(candidates)
                 i = item[1]
                 s = steps[i]
+                if in_order and i != next_issue:
+                    blocked.append(item)
+                    continue
                 if s.resource == "CPU":
                     s.thread = 0
                 else:
@@ -1025,6 +1046,12 @@ def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_thread
                 s.wait_cycles = t - ready[i]
                 heapq.heappush(running, (s.end_cycle, i))
                 progressed = True
+                if in_order:
+                    next_issue += 1
+                    # the step now allowed may already be a candidate: look again
+                    for item in blocked:
+                        heapq.heappush(candidates, item)
+                    blocked = []
             for item in blocked:
                 heapq.heappush(candidates, item)
             while running and running[0][0] <= t:
@@ -1146,7 +1173,8 @@ def prepare_graph(graph) -> PreparedPlan:
                                           "bus_mhz": ref.bus_mhz})
     a = _Analysis(graph, model, settings)
     register_blocks(a, plan)                                      # 1
-    order = preschedule(a, plan)                                  # 2
+    level = int(settings.optimization_level)
+    order = preschedule(a, plan, level)                           # 2
     check_working_sets(a, settings.vtcm_bytes)                    # 3
     sp, st, peak, constraints, buffer = _memory_plan(a, plan, order, settings.vtcm_bytes)
     plan.planning_budget_bytes = sp.budget
@@ -1186,10 +1214,11 @@ def prepare_graph(graph) -> PreparedPlan:
         f"allocate: {len(tcm_live)} TCM blocks at VTCM offsets, peak {peak} B of {settings.vtcm_bytes} B; "
         f"{len(constraints)} ordering constraint(s) from shared addresses")
     plan.total_cycles, plan.critical_path_cycles = reschedule(   # 6
-        plan.steps, constraints, settings.hvx_threads, hmx)
+        plan.steps, constraints, settings.hvx_threads, hmx, in_order=level <= 1)
     plan.passes.append(
         f"re-schedule: {plan.total_cycles} cycles (critical path {plan.critical_path_cycles}) on "
-        f"{settings.hvx_threads} HVX thread(s){', 1 HMX' if hmx else ''}, 1 DMA queue")
+        f"{settings.hvx_threads} HVX thread(s){', 1 HMX' if hmx else ''}, 1 DMA queue"
+        f"{'; O1: steps started in order' if level <= 1 else ''}")
     log = _log(graph)
     if log is not None:
         for line in plan.passes:
