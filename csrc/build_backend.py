@@ -74,7 +74,10 @@ HTP_MODULE = build_abi.AbiModule(
     variant_tables=((LPAI_ENTRY_PREFIX, "QNNEMU_LPAI"),),
     extra_cdef=("int qnnemu_fast_register(uint64_t handle, const int64_t *desc);\n"
                 "void qnnemu_fast_clear(void);\n"
-                "int qnnemu_fast_count(void);\n"),
+                "int qnnemu_fast_count(void);\n"
+                # the backend loaders of the process (library layout, qnnemu/abi/library_copies.py)
+                "const char *qnnemu_loader_first(void);\n"
+                "const char *qnnemu_loader_via(void);\n"),
 )
 MODULE_NAME = HTP_MODULE.module_name
 ENTRY_PREFIX = HTP_MODULE.entry_prefix

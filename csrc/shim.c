@@ -60,3 +60,27 @@ static void abi_describe_variant(QnnInterface_t *iface, const uint32_t version[3
 #include "fast_execute.h"
 #include "abi_shim.h"
 
+/* Library layout (QNN HTP backend documentation, "HTP Session & Artifact Usage Guidelines"): the
+ * backend loaders of the process register here (csrc/loader.c); the first one's path is the
+ * backend's, a loader at another path is a second copy.  A second copy's guarded entries mark
+ * the calling thread while they run; qnnemu/abi/library_copies.py reads both. */
+#include <limits.h>
+#include <string.h>
+
+static pthread_mutex_t g_loaders_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_first_loader[PATH_MAX];
+static __thread const char *g_via_loader;
+
+QNNEMU_EXPORT int qnnemu_htp_loader_register(const char *path) {
+  pthread_mutex_lock(&g_loaders_lock);
+  if (!g_first_loader[0] && path) snprintf(g_first_loader, sizeof g_first_loader, "%s", path);
+  int first = path && strcmp(g_first_loader, path) == 0;
+  pthread_mutex_unlock(&g_loaders_lock);
+  return first;
+}
+
+QNNEMU_EXPORT void qnnemu_htp_loader_enter(const char *path) { g_via_loader = path; }
+
+const char *qnnemu_loader_first(void) { return g_first_loader; }
+
+const char *qnnemu_loader_via(void) { return g_via_loader ? g_via_loader : ""; }

@@ -131,6 +131,10 @@ WARNING_RULES: dict[str, str] = {
     "QNNEMU-binary-suboptimal-loaded":
         "a context binary made for another SoC / arch or an older format, loaded under "
         "QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE: loaded as is",
+    # htp16 (issue 16 item 4)
+    "QNNEMU-context-dma-data-unaligned":
+        "a DMA data provider whose data section does not start on a 4 KiB boundary (direct I/O needs it): "
+        "read as it is",
     "QNNEMU-context-dma-release-failed":
         "the client's DMA buffer dataRelease callback returns an error: the buffer is not touched "
         "again, the call goes on",
@@ -144,6 +148,32 @@ WARNING_RULES: dict[str, str] = {
     "QNNEMU-context-retention-not-preloaded":
         "retained graphs that do not fit one cDSP session together: the leading ones that fit are "
         "preloaded, the others load when they execute",
+    # ---- htp16 (issue 16 items 2, 6, 4): library layout (QNN HTP backend documentation, "HTP Session &
+    # Artifact Usage Guidelines"; qnnemu/abi/library_copies.py)
+    "QNNEMU-library-second-copy":
+        "a second copy of the backend library (another path) used for registerOpPackage, validateOpConfig, "
+        "contextCreate, deviceCreate or graphCreate: the document answers QNN_COMMON_ERROR_LOADING_BINARIES, "
+        "the vendor's x86-64 libQnnHtp.so runs the call; run",
+    # weight sharing limits (QNN HTP backend documentation, "QNN HTP Context Config Options";
+    # qnnemu/core/binary/writer.py): the vendor writes such binaries
+    "QNNEMU-binary-weight-sharing-graphs":
+        "WEIGHT_SHARING_ENABLED with more than 64 graphs (the documented maximum): binary written, weights shared",
+    "QNNEMU-binary-weight-sharing-arch":
+        "WEIGHT_SHARING_ENABLED on a device before v73 (documented from v73): binary written, weights shared",
+    # DLBC limitations (QNN HTP backend documentation, "QNN HTP Deep Learning Bandwidth Compression (DLBC)")
+    "QNNEMU-graph-dlbc-inputs-weight-sharing":
+        "ENABLE_DLBC (inputs) in a weight-sharing context (documented as not supported; the vendor takes it): "
+        "recorded",
+    "QNNEMU-context-group-dlbc":
+        "graphs prepared with DLBC loaded into a spill-fill sharing group (documented as not supported): loaded, "
+        "DLBC recorded only",
+    # A16W16 (QNN HTP backend documentation, A16W16; qnnemu/core/plan.py)
+    "QNNEMU-a16w16-weight-clipped":
+        "static int16 weights of a Conv2d / DepthWiseConv2d / TransposeConv2d / FullyConnected / MatMul with "
+        "codes above 0x7F7F (the HTP's int16 weight range is 0x8000..0x7F7F): computed as 0x7F7F",
+    "QNNEMU-binary-weight-sharing-vtcm":
+        "WEIGHT_SHARING_ENABLED across graphs of different VTCM sizes (documented as not supported): binary "
+        "written, weights shared",
     # ---- profiling (QnnProfile.h)
     "QNNEMU-profile-max-events-reached":
         "a call produces more events than the profile's MAX_EVENTS: the first ones that fit are kept",
@@ -305,6 +335,10 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "QNNEMU-context-group-api":
         (("QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE",),
          "a resource-sharing group (spill-fill) option on an API it does not apply to"),
+    # htp16 (issue 16 item 4): group registrations on ListAsync
+    "QNNEMU-context-group-list-async":
+        (("QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE",),
+         "REGISTER_MULTI_CONTEXTS / REGISTER_CONCURRENT_RESOURCE_SHARING given to contextCreateFromBinaryListAsync"),
     "QNNEMU-context-group-both":
         (("QNN_CONTEXT_ERROR_INVALID_CONFIG",),
          "spill-fill group options that contradict each other (register and join at once)"),
@@ -354,6 +388,9 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
         (("QNN_CONTEXT_ERROR_INVALID_ARGUMENT",), "a callback type that QnnContext.h does not define"),
     "QNNEMU-contextCreateFromBinaryWithCallback-defer":
         (("QNN_CONTEXT_ERROR_INVALID_CONFIG",), "DEFER_GRAPH_INIT combined with a data provider callback"),
+    # htp16 (issue 16 item 4): WithCallback and graph switching
+    "QNNEMU-contextCreateFromBinaryWithCallback-graph-switching":
+        (("QNN_CONTEXT_ERROR_INVALID_CONFIG",), "a MEMORY_LIMIT_HINT (graph switching) with data provider callbacks"),
     "QNNEMU-contextCreateFromBinaryWithCallback-provider":
         (("QNN_CONTEXT_ERROR_MEM_ALLOC",), "the application's data provider callback returned an error"),
     "QNNEMU-contextCreateFromBinaryWithCallback-raw":

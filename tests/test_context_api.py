@@ -616,6 +616,27 @@ def test_rule_list_async_callback(env, blob):
                 "contextCreateFromBinaryListAsync", "contextParams[0].v2.callback")
 
 
+def test_rule_list_async_group_registration(env, blob):
+    """REGISTER_MULTI_CONTEXTS (and REGISTER_CONCURRENT_RESOURCE_SHARING) belong to
+    contextCreateFromBinary ("QNN HTP Context Config Options"); in a ListAsync context's config or
+    the listConfig they are refused before any notification (the vendor's x86 library has no
+    ListAsync to compare with)."""
+    notes = Notifications()
+    registration = {"custom": {"option": Q.QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS,
+                               "groupRegistration": {"firstGroupHandle": NULL, "maxSpillFillBuffer": 1 << 20}}}
+    code = abi.call("contextCreateFromBinaryListAsync", vp(env.be), NULL,
+                    list_params(env, [blob], notes, configs={0: env.context_configs(registration)}), NULL, NULL)
+    assert_rule(env, code, Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE, "QNNEMU-context-group-list-async",
+                "contextCreateFromBinaryListAsync", "contextParams[0].v1: config[0].customConfig")
+    assert notes.records == [], "refused before any notification"
+    env.rec.clear()
+    code = abi.call("contextCreateFromBinaryListAsync", vp(env.be), NULL, list_params(env, [blob], notes),
+                    env.context_configs(registration), NULL)
+    assert code == Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE and env.messages_for("QNNEMU-context-group-list-async"), \
+        f"in the listConfig too: {code} {env.rec.records[-2:]}"
+    assert notes.records == [], "refused before any notification"
+
+
 # ------------------------------------------------------------------------------ WithCallback
 class DmaProvider:
     """Client DMA callbacks: the provider copies the requested range of the binary into a fresh
@@ -715,6 +736,19 @@ def test_rule_with_callback_response(env, blob):
                 "QNNEMU-contextCreateFromBinaryWithCallback-response",
                 "contextCreateFromBinaryWithCallback", "alignedSize")
     assert len(provider.released) == 1, "released on failure"
+
+
+def test_rule_with_callback_graph_switching(env, blob):
+    """Graph switching (a non-zero MEMORY_LIMIT_HINT) is "not supported together with" the data
+    provider callbacks (QNN HTP backend documentation, "QnnContext_createFromBinaryWithCallback
+    API"); the vendor's x86 library has no WithCallback to compare with (QNN_COMMON_ERROR_NOT_SUPPORTED)."""
+    provider = DmaProvider(blob)
+    hint = env.context_configs({"option": Q.QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT, "memoryLimitHint": 64})
+    code, _ = load_with_callback(env, blob, provider.struct(env), hint)
+    assert_rule(env, code, Q.QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                "QNNEMU-contextCreateFromBinaryWithCallback-graph-switching", "contextCreateFromBinaryWithCallback",
+                "config")
+    assert provider.requests == [], "refused before the provider is called"
 
 
 def test_rule_with_callback_raw_buffer(env, blob):

@@ -442,9 +442,11 @@ def expected_info(info, version: int, graph_blobs: dict[str, dict]) -> dict:
 
 # HTP settings the rich context's graphs were built with: VTCM MiB (8 = SM8650's whole VTCM),
 # optimization level (2 = default), DLBC, HVX threads (4 = default).
-RICH_GRAPH_BLOBS = {"add": {"vtcm": 8, "optLevel": 2, "dlbc": 0, "hvx": 4},
-                    "quant_net": {"vtcm": 4, "optLevel": 3, "dlbc": 0, "hvx": 2},
-                    "bw": {"vtcm": 8, "optLevel": 2, "dlbc": 1, "hvx": 4}}
+# As the vendor's offline prepare writes GraphBlobInfo (tests/test_binary_blob_info.py): VTCM in
+# bytes (unset: 4 MiB), optimization level 0 and HVX threads 0 when not configured.
+RICH_GRAPH_BLOBS = {"add": {"vtcm": 4 << 20, "optLevel": 0, "dlbc": 0, "hvx": 0},
+                    "quant_net": {"vtcm": 4 << 20, "optLevel": 3, "dlbc": 0, "hvx": 2},
+                    "bw": {"vtcm": 4 << 20, "optLevel": 0, "dlbc": 1, "hvx": 0}}
 
 
 def assert_same(got: dict, want: dict, what: str):
@@ -486,9 +488,9 @@ def test_default_version_is_3(monkeypatch, sysctx, small_blob):
     graph = a.info.contextBinaryInfoV3.graphs[0]
     assert graph.version == 3 and graph.graphInfoV3.graphBlobInfo != ffi.NULL, "graph info v3 with an HTP blob"
     g = read_graph(graph, 3)
-    assert g["blob"] == {"version": 1, "spillFill": spill(binary.inspect(small_blob).graphs[0]), "vtcm": 4,
-                         "optLevel": 2, "dlbc": 0, "hvx": 4}, \
-        "default HTP graph blob of the default device (SM8350: 4 MiB)"
+    assert g["blob"] == {"version": 1, "spillFill": spill(binary.inspect(small_blob).graphs[0]), "vtcm": 4 << 20,
+                         "optLevel": 0, "dlbc": 0, "hvx": 0}, \
+        "default HTP graph blob as the vendor writes it: 4 MiB (in bytes), level and threads 0 (unset)"
     assert read_platform(a.info.contextBinaryInfoV3.platformInfo)["socModel"] == Q.QNN_SOC_MODEL_SM8350, \
         "default device: SM8350 (the HTP documentation's default socModel)"
     assert a.info.contextBinaryInfoV3.socModel == Q.QNN_SOC_MODEL_SM8350 and \
@@ -528,8 +530,8 @@ def test_per_axis_and_blockwise_quantization(monkeypatch, sysctx):
         monkeypatch.setenv(ENV_VERSION, str(version))
         a = get_binary_info(sysctx, blob)
         assert a.code == Q.QNN_SUCCESS, f"v{version}"
-        assert_same(read_info(a.info), expected_info(info, version, {"io_quant": {"vtcm": 4, "optLevel": 2, "dlbc": 0,
-                                                                                   "hvx": 4}}), f"v{version}")
+        unset = {"vtcm": 4 << 20, "optLevel": 0, "dlbc": 0, "hvx": 0}
+        assert_same(read_info(a.info), expected_info(info, version, {"io_quant": unset}), f"v{version}")
         g = read_info(a.info)["graphs"][0]
         by_name = {t["name"]: t for t in g["inputs"] + g["outputs"]}
         assert by_name["axis_in"]["quant"] == {"definition": DEFINED, "encoding": ENC["AXIS_SCALE_OFFSET"], "axis": 1,
@@ -700,9 +702,9 @@ int main(int argc, char **argv) {
     assert r.returncode == 0, f"C client failed ({r.returncode}): {r.stdout} {r.stderr}"
     assert r.stdout.splitlines() == [
         f"backend 6 graphs 3 ctx 1 soc {Q.QNN_SOC_MODEL_SM8650}",
-        "graph add in 1 out 1 first x_add vtcm 8 hvx 4",
-        "graph quant_net in 2 out 2 first qx vtcm 4 hvx 2",
-        "graph bw in 1 out 1 first bx vtcm 8 hvx 4"], "what a C client reads"
+        "graph add in 1 out 1 first x_add vtcm 4194304 hvx 0",
+        "graph quant_net in 2 out 2 first qx vtcm 4194304 hvx 2",
+        "graph bw in 1 out 1 first bx vtcm 4194304 hvx 0"], "what a C client reads"
 
 
 # ------------------------------------------------------------------------ rejected binaries

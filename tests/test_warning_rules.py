@@ -115,6 +115,157 @@ def _(s):
     return s.call("backendFree", vp(be))
 
 
+# ---- library layout (qnnemu/abi/library_copies.py; tests/test_library_layout.py) ------------
+_COPY: list = []
+
+
+def second_copy() -> abi.Library:
+    """The library copied to a directory of its own and loaded (once) beside the first copy."""
+    if not _COPY:
+        import shutil
+        import tempfile
+        path = pathlib.Path(tempfile.mkdtemp(prefix="qnnemu-second-copy-")) / "libQnnHtp.so"
+        shutil.copy(abi.library_path(), path)
+        _COPY.append(abi.Library(str(path)))
+    return _COPY[0]
+
+
+@case("QNNEMU-library-second-copy", SM8550, "deviceCreate", "library")
+def _(s):
+    code, dev = second_copy().create("deviceCreate", vp(s.log), NULL)
+    if code == OK:
+        later(s, lambda: s.call("deviceFree", vp(dev)))
+    return code
+
+
+# ---- weight sharing limits (qnnemu/core/binary/writer.py; tests/test_binary_weight_sharing.py) --
+def weight_sharing_binary(s: abi.Session, graphs: int, vtcm_mb=()) -> int:
+    """A WEIGHT_SHARING_ENABLED context with ``graphs`` Relu graphs (graph i with VTCM_SIZE
+    ``vtcm_mb[i]`` when given), finalized; the code of contextGetBinarySize."""
+    code, ctx = s.context(s.context_custom(Q.QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED,
+                                           weightSharingEnabled=True))
+    assert code == OK, "setup: a weight-sharing context"
+    for i in range(graphs):
+        configs = ([s.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE, vtcmSizeInMB=vtcm_mb[i])]
+                   if i < len(vtcm_mb) else [])
+        codes = s.relu_graph(*configs, name=f"g{i}", ctx=ctx, execute=False)
+        assert codes == (OK,) * len(codes), f"setup: graph {i}: {codes}"
+    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    return s.call("contextGetBinarySize", vp(ctx), size)
+
+
+@case("QNNEMU-binary-weight-sharing-graphs", SM8550, "contextGetBinarySize", "context")
+def _(s):
+    return weight_sharing_binary(s, 65)
+
+
+@case("QNNEMU-binary-weight-sharing-arch", Q.QNN_SOC_MODEL_SM8350, "contextGetBinarySize", "context")
+def _(s):
+    return weight_sharing_binary(s, 2)
+
+
+@case("QNNEMU-binary-weight-sharing-vtcm", SM8550, "contextGetBinarySize", "context")
+def _(s):
+    return weight_sharing_binary(s, 2, vtcm_mb=(2, 4))
+
+
+# ---- contextCreateFromBinaryWithCallback (qnnemu/abi/context_api.py) ---------------------------
+@case("QNNEMU-context-dma-data-unaligned", SM8550, "contextCreateFromBinaryWithCallback",
+      "callback.dmaBufferCallback.v1.dataProvide: dmaDataResponse")
+def _(s):
+    from qnnemu.core import binary as core_binary
+    code, g = s.graph("g")
+    x, w = abi.tensor("x", (2, 3)), abi.static_tensor("w", np.ones((2, 3), np.float32))
+    y = abi.tensor("y", (2, 3), type_=Q.QNN_TENSOR_TYPE_APP_READ)
+    assert code == OK and all(s.tensor(g, t) == OK for t in (x, w, y)), "setup: a graph with a weight"
+    assert s.node(g, abi.op_config("add", "ElementWiseAdd", [x, w], [y])) == OK and s.finalize(g) == OK, "setup"
+    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinarySize", vp(s.ctx), size) == OK, "setup: contextGetBinarySize"
+    buf = s.own(ffi.new("char[]", int(size[0])))
+    written = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinary", vp(s.ctx), buf, size[0], written) == OK, "setup: contextGetBinary"
+    blob = bytes(ffi.buffer(buf, int(written[0])))
+    header = core_binary.parse_header(blob)
+
+    def provide(req, resp, param):
+        mem = ffi.new("char[]", 8192 + int(req.size))
+        _CALLBACKS.append(mem)
+        start = (-int(ffi.cast("uintptr_t", mem))) % 4096 + 8   # 8 bytes past a 4 KiB boundary
+        ffi.memmove(mem + start, blob[int(req.offset):int(req.offset) + int(req.size)], int(req.size))
+        resp.dmaBuffer.fd, resp.dmaBuffer.data = -1, mem
+        resp.dataStartOffset, resp.alignedSize = start, 8192 + int(req.size)
+        return OK
+
+    cbs = [ffi.callback("Qnn_ErrorHandle_t(Qnn_ContextBinaryDataRequest_t, Qnn_ContextBinaryDmaDataResponse_t *, "
+                        "void *)", provide),
+           ffi.callback("Qnn_ErrorHandle_t(Qnn_ContextBinaryDmaDataMem_t, void *)", lambda mem, param: OK)]
+    _CALLBACKS.extend(cbs)
+    cb = s.own(ffi.new("Qnn_ContextBinaryCallback_t *"))
+    cb.type = Q.QNN_CONTEXT_CALLBACK_DMA_BUFFER
+    cb.dmaBufferCallback.version = Q.QNN_CONTEXT_CALLBACK_DMA_BUFFER_VERSION_1
+    cb.dmaBufferCallback.v1.dataProvide, cb.dmaBufferCallback.v1.dataRelease = cbs
+    part = s.own(ffi.new("char[]", blob[:header.data_offset]))
+    out = s.own(ffi.new("Qnn_ContextHandle_t *"))
+    code = s.call("contextCreateFromBinaryWithCallback", vp(s.be), vp(s.dev), NULL, cb, part, header.data_offset,
+                  out, NULL, NULL)
+    if code == OK:
+        later(s, lambda: s.call("contextFree", out[0], NULL))
+    return code
+
+
+# ---- DLBC limitations (qnnemu/htp/settings.py, qnnemu/abi/context_api.py; tests/test_dlbc_rules.py) ----
+SM8650 = Q.QNN_SOC_MODEL_SM8650
+
+
+@case("QNNEMU-graph-dlbc-inputs-weight-sharing", SM8650, "graphCreate", f"{P0}.optimizationOption.floatValue")
+def _(s):
+    code, ctx = s.context(s.context_custom(Q.QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED,
+                                           weightSharingEnabled=True))
+    assert code == OK, "setup: a weight-sharing context"
+    dlbc = s.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_OPTIMIZATION,
+                          opt=(Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_DLBC, 1.0))
+    codes = s.relu_graph(dlbc, ctx=ctx)
+    assert codes[1:] == (OK,) * (len(codes) - 1), f"the graph is built and executed: {codes}"
+    return codes[0]
+
+
+@case("QNNEMU-context-group-dlbc", SM8650, "contextCreateFromBinary", "config")
+def _(s):
+    dlbc = s.graph_custom(Q.QNN_HTP_GRAPH_CONFIG_OPTION_OPTIMIZATION,
+                          opt=(Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_DLBC, 1.0))
+    codes = s.relu_graph(dlbc, execute=False)
+    assert codes == (OK,) * len(codes), "setup: a DLBC graph"
+    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinarySize", vp(s.ctx), size) == OK, "setup: contextGetBinarySize"
+    buf = s.own(ffi.new("char[]", int(size[0])))
+    written = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinary", vp(s.ctx), buf, size[0], written) == OK, "setup: contextGetBinary"
+    group = s.context_custom(Q.QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS,
+                             groupRegistration={"firstGroupHandle": NULL, "maxSpillFillBuffer": 1 << 20})
+    out = s.own(ffi.new("Qnn_ContextHandle_t *"))
+    code = s.call("contextCreateFromBinary", vp(s.be), vp(s.dev), s.list("QnnContext_Config_t", group), buf,
+                  written[0], out, NULL)
+    if code == OK:
+        later(s, lambda: s.call("contextFree", out[0], NULL))
+    return code
+
+
+# ---- A16W16 (qnnemu/core/plan.py; tests/test_a16w16.py) ---------------------------------------
+@case("QNNEMU-a16w16-weight-clipped", SM8550, "graphFinalize", "node 'fc' (FullyConnected) inputTensors[1]")
+def _(s):
+    code, g = s.graph("g")
+    assert code == OK, "setup: graphCreate"
+    x = abi.tensor("x", (1, 8), Q.QNN_DATATYPE_UFIXED_POINT_16, quant=(1 / 1000, -32768))
+    w = abi.tensor("w", (4, 8), Q.QNN_DATATYPE_SFIXED_POINT_16, Q.QNN_TENSOR_TYPE_STATIC,
+                   data=np.full((4, 8), 0x7FFF, np.int16), quant=(1 / 32768, 0))
+    y = abi.tensor("y", (1, 4), Q.QNN_DATATYPE_UFIXED_POINT_16, type_=Q.QNN_TENSOR_TYPE_APP_READ,
+                   quant=(32 / 65535, -32768))
+    for t in (x, w, y):
+        assert s.tensor(g, t) == OK, "setup: tensors"
+    assert s.node(g, abi.op_config("fc", "FullyConnected", [x, w], [y])) == OK, "setup: graphAddNode"
+    return s.finalize(g)
+
+
 # ---- device -------------------------------------------------------------------------------
 def device(s: abi.Session, *configs) -> tuple[int, int]:
     """deviceCreate with the HTP custom configs ``(option, fields)``; freed when the case ends."""

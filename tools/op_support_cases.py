@@ -317,6 +317,13 @@ def _softmax(op, r):
     return Template([In("x", dims(r))], {"axis": r - 1}, ["x"])
 
 
+@template("MaskedSoftmax", ranks=(4,))
+def _masked_softmax(op, r):
+    # UNCOMPRESSED: an additive [batch, channel] mask of the data's type.
+    d = dims(r)
+    return Template([In("x", d), In("x", (d[0], d[-1]))], {}, ["x"])
+
+
 @template("L2Norm")
 def _l2norm(op, r):
     return Template([In("x", dims(r))], {"axis": r - 1}, ["x"])

@@ -255,6 +255,21 @@ def _check_signal(signal) -> None:
         HANDLES.get(_hval(signal), Signal, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "signal")
 
 
+def _warn_group_dlbc(func: str, configs: dict, ctx) -> None:
+    """DLBC is "not supported with spillfill buffer sharing" (QNN HTP backend documentation, "QNN
+    HTP Deep Learning Bandwidth Compression (DLBC)", Limitations): a context joining a spill-fill
+    group with DLBC graphs loads (the vendor's x86 library cannot register groups to compare with)
+    and is warned; DLBC has no modelled effect either way."""
+    if not configs.get("htp_group"):
+        return
+    names = [name for name, g in ctx.graphs.items() if any(htp_settings.dlbc_flags(g))]
+    if names:
+        rules.warn("QNNEMU-context-group-dlbc", func, "config",
+                   f"graph(s) {', '.join(names)} prepared with DLBC join a spill-fill sharing group "
+                   f"(REGISTER_MULTI_CONTEXTS / REGISTER_CONCURRENT_RESOURCE_SHARING); DLBC is not supported "
+                   f"with spill-fill buffer sharing: loaded, DLBC recorded only")
+
+
 def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBufferSize, context, profile,
                         signal=None, callback=None):
     be = HANDLES.get(_hval(backend), Backend, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "backend")
@@ -278,6 +293,7 @@ def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBuffe
         raise
     if provider is not None:
         ctx.on_free.append(lambda: provider.release_all("contextFree"))
+    _warn_group_dlbc(func, configs, ctx)
     _commit_init(rec)
     context[0] = ffi.cast("Qnn_ContextHandle_t", handle)
 
@@ -308,6 +324,9 @@ def contextValidateBinary(backend, device, config, binaryBuffer, binaryBufferSiz
 
 
 # ------------------------------------------------------------------------------ WithCallback
+DMA_DATA_ALIGNMENT = 4096   # a direct I/O (O_DIRECT) read lands on 4 KiB pages
+
+
 class _DmaProvider:
     """The DMA-buffer data provider/release callbacks of contextCreateFromBinaryWithCallback:
     ``request`` is binary.deserialize's ``data_source`` (one request for the data section);
@@ -339,6 +358,12 @@ class _DmaProvider:
                  "QNN_CONTEXT_CONFIG_OPTION_DEFER_GRAPH_INIT cannot be combined with "
                  "the data provider callbacks (QNN HTP backend documentation, "
                  "'QnnContext_createFromBinaryWithCallback API')", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
+        if int(configs.get("memoryLimitHintMb") or 0) > 0:
+            fail(Location(func).path("config"), "QNNEMU-contextCreateFromBinaryWithCallback-graph-switching",
+                 f"QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT {configs['memoryLimitHintMb']} turns graph switching on, "
+                 "which cannot be combined with the data provider callbacks (QNN HTP backend documentation, "
+                 "'QnnContext_createFromBinaryWithCallback API': \"not supported together with the graph "
+                 "switch feature\")", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
         # Copies: the client's callback struct need not outlive the call.
         self.func = func
         self.provide = dma.v1.dataProvide
@@ -365,6 +390,14 @@ class _DmaProvider:
                  "dmaDataResponse.dmaBuffer.data is NULL", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
         start, aligned = int(resp.dataStartOffset), int(resp.alignedSize)
         self.buffers.append((int(resp.dmaBuffer.fd), data, aligned))
+        first = int(ffi.cast("uintptr_t", data)) + start
+        if first % DMA_DATA_ALIGNMENT:
+            # Direct I/O into the DMA buffer needs the section to start on a 4 KiB boundary
+            # ("Proper data alignment support ... when using the direct I/O scheme"); qnnemu reads
+            # it from anywhere, so it only says so.
+            rules.warn("QNNEMU-context-dma-data-unaligned", self.func, f"{path}: dmaDataResponse",
+                       f"the data section starts at 0x{first:x} (dmaBuffer.data + dataStartOffset {start}), not on a "
+                       f"{DMA_DATA_ALIGNMENT}-byte boundary as direct I/O loading needs; read as it is")
         if start + size > aligned:
             fail(Location(self.func).path(f"{path}"), "QNNEMU-contextCreateFromBinaryWithCallback-response",
                  f"dmaDataResponse.alignedSize: {aligned} bytes cannot hold the "

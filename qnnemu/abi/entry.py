@@ -18,6 +18,7 @@ from . import (
     error_api,
     fast_execute,
     graph_api,
+    library_copies,
     log_api,
     lpai_api,
     marshal,
@@ -45,6 +46,14 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
+def _entry_hook(name: str, args) -> None:
+    """First in every entry: the library layout's warning on the five entries it guards
+    (qnnemu/abi/library_copies.py), then injected faults and SubSystem Restart."""
+    if name in library_copies.GUARDED:
+        library_copies.check(name)
+    fault_hook(name, args)
+
+
 def install(the_ffi, the_lib, expected: tuple[str, ...] = ()) -> None:
     """Binds every entry to its ``extern "Python+C"`` slot; called from the embedding init code.
 
@@ -60,7 +69,7 @@ def install(the_ffi, the_lib, expected: tuple[str, ...] = ()) -> None:
     LIBRARY.before_entry = fast_execute.clear
     # injected faults and SubSystem Restart (qnnemu/core/faults.py): checked first in every entry;
     # arming one on graphExecute (or a restart) withdraws the C fast path, which cannot fail calls
-    LIBRARY.fault_hook = fault_hook
+    LIBRARY.fault_hook = _entry_hook
     faults.on_change.append(fast_execute.clear)
     try:
         faults.load_env()

@@ -37,9 +37,10 @@ Implemented:
     ``socModel``;
   * GraphInfo v2/v3: ``updateableTensors`` the graph's UPDATEABLE_* tensors, then the UPDATEABLE_*
     context tensors its nodes use; v3: ``graphBlobInfo`` a QnnHtpSystemContext_GraphBlobInfo_t V1
-    (``spillFillBufferSize`` = the graph's ``spill_fill_bytes``; ``vtcmSize``,
-    ``optimizationLevel``, ``htpDlbc``, ``numHvxThreads`` from its HTP graph configs, else the
-    device's VTCM, O2, off, 4), ``startOpIndex`` 0 and ``endOpIndex`` its last op's index.
+    (``spillFillBufferSize`` = the graph's ``spill_fill_bytes``; ``vtcmSize`` (bytes),
+    ``optimizationLevel``, ``htpDlbc``, ``numHvxThreads`` from its HTP graph configs as the vendor
+    writes them: unset, 4 MiB, 0, off, 0; see ``UNSET_HVX_THREADS``), ``startOpIndex`` 0 and
+    ``endOpIndex`` its last op's index.
 
   Binaries the core rejects keep the core's rule id (``QNNEMU-binary-*``) with the System code:
   foreign (e.g. the vendor's), truncated, corrupted, future-version binaries give
@@ -75,6 +76,8 @@ from ..core.log import Logger, valid_level
 from ..core.system_profile import SerializationTarget, data_record, event_record, object_record
 from ..errors import QnnError
 from ..headers import Q, cdef as header_cdef, system_interface_fields
+from ..htp import soc as socs
+from ..htp.settings import DEFAULT_VTCM_BYTES
 from ..location import Location
 from ..rules import fail
 from ..spec import dtypes
@@ -302,11 +305,15 @@ def systemProfileFreeSerializationTarget(serializationTarget):
 # ------------------------------------------------------------------------- system contexts
 BINARY_INFO_VERSIONS = (1, 2, 3)
 DEFAULT_BINARY_INFO_VERSION = 3
-# GraphBlobInfo values for graphs that did not configure them: offline prepare writes 4 HVX
-# threads when none is configured (QNN HTP backend documentation, "QNN HTP Graph Config Options",
-# NUM_HVX_THREADS); O2 is the HTP's default finalize optimization level.
-DEFAULT_HVX_THREADS = 4
-DEFAULT_OPTIMIZATION_LEVEL = 2
+# GraphBlobInfo values as the vendor's offline prepare writes them (libQnnHtp.so 2.51, probed on
+# SM8550 and SM8750; tests/test_htp16_blob_info.py): ``numHvxThreads`` 0 when NUM_HVX_THREADS is
+# not configured (the graph runs with the SoC's default, its maximum), the SoC's maximum for an
+# explicit 0, the (clipped) count otherwise; ``vtcmSize`` in bytes -- the default 4 MiB when no
+# VTCM size is configured, the SoC's whole VTCM for 0, the request otherwise (capped at the SoC's);
+# ``optimizationLevel`` 0 unless FINALIZE_OPTIMIZATION_FLAG is configured.  These are the values
+# the graph is prepared and runs with (qnnemu/htp/settings.py ``graph_settings``).
+UNSET_HVX_THREADS = 0
+UNSET_OPTIMIZATION_LEVEL = 0
 # QnnHtpSystemContext.h numbers its V1 info blobs 0.0.1 (hwInfoBlobVersion of BinaryInfo v1/v2).
 HTP_INFO_BLOB_VERSION = (0, 0, 1)
 
@@ -498,9 +505,9 @@ def spill_fill_bytes(graph) -> int:
     return int(getattr(graph, "spill_fill_bytes", 0) or 0)
 
 
-def _htp_graph_settings(configs, device_vtcm_mb: int) -> tuple[int, int, int, int]:
-    """(VTCM MiB, optimization level, DLBC, HVX threads) a graph was prepared with, from its
-    stored HTP graph configs; defaults where it set none (VTCM: the device's)."""
+def _htp_graph_settings(configs, header) -> tuple[int, int, int, int]:
+    """(VTCM bytes, optimization level, DLBC, HVX threads) of a graph's GraphBlobInfo, from its
+    stored HTP graph configs and the binary's SoC (see ``UNSET_HVX_THREADS``)."""
     htp = configs.get("htp") if isinstance(configs, dict) else None
     htp = htp if isinstance(htp, dict) else {}
 
@@ -508,20 +515,28 @@ def _htp_graph_settings(configs, device_vtcm_mb: int) -> tuple[int, int, int, in
         entry = htp.get(option)
         return entry.get(name) if isinstance(entry, dict) else None
 
+    soc = socs.soc_info(int(header.soc_model), int(header.htp_arch) or None)
+    soc_vtcm = (int(header.vtcm_mb) << 20) if header.vtcm_mb else soc.vtcm_bytes
     vtcm = member("QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE", "vtcmSizeInMB")
     if vtcm is None:
         vtcm = member("QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE_IN_MB", "vtcmSizeInMB")
     vtcm_bytes = member("QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE_IN_BYTES", "vtcmSizeInBytes")
-    if isinstance(vtcm, int) and vtcm > 0:
-        vtcm_mb = vtcm
-    elif isinstance(vtcm_bytes, int) and vtcm_bytes > 0:
-        vtcm_mb = -(-vtcm_bytes // (1 << 20))
-    else:  # 0 or unset: the whole VTCM of the device
-        vtcm_mb = device_vtcm_mb
-    level, dlbc = DEFAULT_OPTIMIZATION_LEVEL, 0
+    if isinstance(vtcm, int) and vtcm >= 0:
+        request = vtcm << 20
+    elif isinstance(vtcm_bytes, int) and vtcm_bytes >= 0:
+        request = vtcm_bytes
+    else:
+        request = None
+    if request is None:
+        vtcm_size = min(DEFAULT_VTCM_BYTES, soc_vtcm)
+    elif request == 0:      # 0: the whole VTCM of the SoC
+        vtcm_size = soc_vtcm
+    else:
+        vtcm_size = min(request, soc_vtcm)
+    level, dlbc = UNSET_OPTIMIZATION_LEVEL, 0
     opt = member("QNN_HTP_GRAPH_CONFIG_OPTION_OPTIMIZATION", "optimizationOption")
     # A binary's configs are plain JSON: values the C fields cannot hold (a non-finite level, more
-    # HVX threads than uint64_t counts) are described as the defaults.
+    # HVX threads than uint64_t counts) are described as unset.
     if (isinstance(opt, dict) and isinstance(opt.get("floatValue"), (int, float))
             and math.isfinite(opt["floatValue"])):
         if opt.get("type") == Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_FINALIZE_OPTIMIZATION_FLAG:
@@ -529,8 +544,11 @@ def _htp_graph_settings(configs, device_vtcm_mb: int) -> tuple[int, int, int, in
         elif opt.get("type") == Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_DLBC:
             dlbc = 1 if opt["floatValue"] else 0
     hvx = member("QNN_HTP_GRAPH_CONFIG_OPTION_NUM_HVX_THREADS", "numHvxThreads")
-    hvx = hvx if isinstance(hvx, int) and 0 < hvx < 2**64 else DEFAULT_HVX_THREADS
-    return max(vtcm_mb, 0) & 0xFFFFFFFF, max(level, 0) & 0xFFFFFFFF, dlbc, hvx
+    if not isinstance(hvx, int) or not 0 <= hvx < 2**64:
+        hvx = UNSET_HVX_THREADS
+    elif hvx == 0 or hvx > soc.hvx_threads:
+        hvx = soc.hvx_threads
+    return min(vtcm_size, 0xFFFFFFFF), max(level, 0) & 0xFFFFFFFF, dlbc, hvx
 
 
 def _graph_blob_info(arena: _Arena, graph, header):
@@ -541,7 +559,7 @@ def _graph_blob_info(arena: _Arena, graph, header):
     v1 = blob.contextBinaryGraphBlobInfoV1
     v1.spillFillBufferSize = spill_fill_bytes(graph)
     v1.vtcmSize, v1.optimizationLevel, v1.htpDlbc, v1.numHvxThreads = \
-        _htp_graph_settings(graph.configs, header.vtcm_mb)
+        _htp_graph_settings(graph.configs, header)
     return _Arena.foreign(blob, f), f.sizeof("QnnHtpSystemContext_GraphBlobInfo_t")
 
 

@@ -66,6 +66,7 @@ a process-wide filter.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -622,6 +623,9 @@ class Plan:
     # the C program compiled from these steps (qnnemu/core/engine, set by the graph after
     # compile_plan / refresh_plan; None: the steps run here)
     engine: Any = None
+    # the HTP's MaskedSoftmax rewrite: Softmax node index -> the pattern it replaces
+    # (``masked_softmax_rewrites``)
+    masked_softmax: dict[int, MaskedSoftmaxPattern] = field(default_factory=dict)
 
     @routed_fp_errors
     def run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
@@ -717,6 +721,41 @@ def _float32_slot_key(tid: int) -> tuple[str, int]:
     return ("float32", tid)
 
 
+# A16W16 (QNN HTP backend documentation, "QNN HTP Precision" / A16W16: "Due to Hexagon hardware
+# limitation, INT16 weight have a special limitation that the range of weight value will be 0x8000
+# to 0x7F7F"): the vendor's libQnnHtp.so computes FullyConnected and MatMul with int16 weight
+# codes above 0x7F7F exactly as with 0x7F7F (probed with 0x7F80, 0x7FC0, 0x7FFF; static weights and
+# MatMul's dynamic in[1]; tests/test_a16w16.py), so the plan clips them; static weights with such
+# codes are reported by the warning rule QNNEMU-a16w16-weight-clipped at finalize.
+A16W16_WEIGHT_OPS = frozenset({"Conv2d", "DepthWiseConv2d", "TransposeConv2d", "FullyConnected", "MatMul"})
+INT16_WEIGHT_MAX = 0x7F7F
+_INT16 = Q.QNN_DATATYPE_SFIXED_POINT_16
+
+
+class ClipInt16Weights:
+    """Int16 weight codes clipped to 0x7F7F, then dequantized (a dynamic MatMul in[1])."""
+
+    def __init__(self, dequantize: Dequantizer):
+        self.dequantize = dequantize
+
+    def __call__(self, codes: np.ndarray) -> np.ndarray:
+        return self.dequantize(np.minimum(codes, np.int16(INT16_WEIGHT_MAX)))
+
+
+def _int16_weights_clipped(node, t):
+    """Static int16 weights with their codes above 0x7F7F clipped (warned); others as they are."""
+    if not is_static(t) or t.data is None:
+        return t
+    data = np.asarray(t.data)
+    over = int(np.count_nonzero(data > INT16_WEIGHT_MAX))
+    if not over:
+        return t
+    rules.warn("QNNEMU-a16w16-weight-clipped", "graphFinalize", f"node '{node.name}' ({node.op_type}) inputTensors[1]",
+               f"{over} int16 weight code(s) above 0x7F7F (the HTP's int16 weight range is 0x8000..0x7F7F): "
+               f"computed as 0x7F7F, as the vendor's backend does")
+    return dataclasses.replace(t, data=np.minimum(data, np.int16(INT16_WEIGHT_MAX)))
+
+
 def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], precision_fp16: bool,
                   fold_outs: list | tuple = (), keep_own: bool = True, folded: bool = False,
                   arch: int | None = None, islands: bool = False) -> Step:
@@ -770,6 +809,8 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
             reads.append(-1)
             in_conv.append(None)
             continue
+        if i == 1 and not raw and t.dtype == _INT16 and node.op_type in A16W16_WEIGHT_OPS:
+            t = _int16_weights_clipped(node, t)
         s = slot_of(t.id)
         reads.append(s)
         if is_static(t):
@@ -791,7 +832,9 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
             in_conv.append(None)
             continue
         if not raw and t.dtype in fixed:
-            in_conv.append(Dequantizer(t.quant))
+            dq = Dequantizer(t.quant)
+            in_conv.append(ClipInt16Weights(dq) if i == 1 and t.dtype == _INT16
+                           and node.op_type in A16W16_WEIGHT_OPS else dq)
         elif view is not None and not raw and i in view.inputs:
             in_conv.append(view.dequantize)
         elif rules is not None and t.dtype == FLOAT32 and (island or float16.is_graph_input(t)) \
@@ -849,7 +892,9 @@ def _fold_layout(graph, folds: dict[int, int]):
 
 
 def _compile_node(graph, k: int, slot_of: _Slots, statics, fp16: bool, folds: dict[int, int], layout,
-                  arch: int | None, islands: bool = False) -> Step:
+                  arch: int | None, islands: bool = False, masked: dict | None = None) -> Step:
+    if masked and k in masked:
+        return _masked_softmax_step(graph, graph.nodes[k], masked[k], slot_of)
     fold_outs, keep_own = layout.get(k, ((), True))
     return _compile_step(graph, graph.nodes[k], slot_of, statics, fp16, fold_outs, keep_own, k in folds, arch,
                          islands)
@@ -877,9 +922,11 @@ def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | No
     statics: dict[int, np.ndarray] = {}
     arch = _arch(graph)
     islands = math.device_kernels and not precision_fp16
-    steps = [_compile_node(graph, k, slot_of, statics, precision_fp16, folds, layout, arch, islands)
+    masked = masked_softmax_rewrites(graph)
+    steps = [_compile_node(graph, k, slot_of, statics, precision_fp16, folds, layout, arch, islands, masked)
              for k in range(len(graph.nodes))]
-    notes: list[str] = []
+    notes: list[str] = [f"MaskedSoftmax rewrite (pattern {m.pattern}): {graph.nodes[k].name} = "
+                        f"MaskedSoftmax({' -> '.join(m.nodes)})" for k, m in sorted(masked.items())]
     if folds:
         notes.append(f"{len(folds)} relu(s) folded into their convolutions: "
                      + ", ".join(f"{graph.nodes[r].name} -> {graph.nodes[p].name}" for r, p in sorted(folds.items())))
@@ -909,7 +956,7 @@ def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | No
         notes.append(f"native KV {kv.kind} cache '{kv.name}' converted "
                      f"{'HMX weight layout -> flat' if kv.is_input else 'flat -> HMX weight layout'}")
     plan = Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes, output_conv,
-                fold_relu, folds, islands)
+                fold_relu, folds, islands, masked_softmax=masked)
     return plan
 
 
@@ -951,12 +998,130 @@ def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
         if relu in touched or producer in touched:
             touched.update((relu, producer))
     layout = _fold_layout(graph, folds)
+    # The MaskedSoftmax rewrite depends on the mask constants (B <= -20.0, the compared zero): an
+    # update may make or unmake it, so every Softmax whose status changes is recompiled too.
+    masked = masked_softmax_rewrites(graph)
+    touched.update(k for k in set(plan.masked_softmax) ^ set(masked))
+    touched.update(k for k, m in masked.items() if touched.intersection(m.node_indices))
     for k in sorted(touched):
         steps[k] = _compile_node(graph, k, slot_of, statics, plan.fp16, folds, layout, _arch(graph),
-                                 plan.float16_islands)
+                                 plan.float16_islands, masked)
     new = Plan(slot_of.slots, statics, steps, plan.input_conv, len(slot_of.slots), plan.fp16, list(plan.notes),
-               plan.output_conv, plan.fold_relu, folds, plan.float16_islands)
+               plan.output_conv, plan.fold_relu, folds, plan.float16_islands, masked_softmax=masked)
     return new
+
+
+# -- the MaskedSoftmax rewrite (QNN HTP backend documentation, "MaskedSoftmax") ----------------
+# The HTP replaces Softmax(Where(condition, In, Add(ReduceMin(In), B))) -- the attention-mask
+# structure of LLMs -- by MaskedSoftmax(In, condition): the softmax runs on In itself (no pass
+# through the Where output's wide encoding, which had to cover min(In) + B) and masked entries
+# output exactly 0.  Three patterns, differing in how the attention mask becomes the condition:
+# A: ElementWiseEqual(mask, 0) of a uint16 mask (zero entries kept); B: ElementWiseNotEqual(mask,
+# 0) of a uint16 mask (zero entries masked); C: the uint8 mask itself (zero entries masked).
+# Only uint8 / uint16 quantization, and B <= -20.0 (so the original's masked outputs are 0 too).
+MASKED_SOFTMAX_FILL_MAX = -20.0
+_MASKED_SOFTMAX_DTYPES = (Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_UFIXED_POINT_16)
+_PATTERN_C_MASKS = (Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_BOOL_8, Q.QNN_DATATYPE_UINT_8)
+
+
+@dataclass(frozen=True)
+class MaskedSoftmaxPattern:
+    pattern: str                   # "A", "B" or "C"
+    data: int                      # tensor id of In
+    condition: int                 # tensor id of the Where condition
+    nodes: tuple[str, ...]         # the names of the nodes the rewrite covers, mask side first
+    node_indices: tuple[int, ...] = ()
+
+
+def _static_reals(t) -> np.ndarray | None:
+    """A static tensor's real values (dequantized), or None for a tensor that is not static."""
+    if t is None or not is_static(t) or t.data is None:
+        return None
+    if t.dtype in dtypes.FIXED_POINT_TYPES and t.quant is not None:
+        return np.asarray(Dequantizer(t.quant)(t.data), np.float64)
+    return np.asarray(t.data, np.float64)
+
+
+def masked_softmax_rewrites(graph) -> dict[int, MaskedSoftmaxPattern]:
+    """Softmax node index -> the MaskedSoftmax pattern (A, B or C) it ends, for every Softmax the
+    HTP rewrites (see the comment above); a structure that misses a condition stays as it is."""
+    index = {node.name: k for k, node in enumerate(graph.nodes)}
+
+    def producer(tid):
+        t = graph.tensor(tid) if tid is not None else None
+        k = index.get(t.producer) if t is not None else None
+        return (k, graph.nodes[k]) if k is not None else (None, None)
+
+    def uint_fixed(t) -> bool:
+        return t is not None and t.dtype in _MASKED_SOFTMAX_DTYPES and _per_tensor(t.quant)
+
+    found: dict[int, MaskedSoftmaxPattern] = {}
+    for k, node in enumerate(graph.nodes):
+        if node.op_type != "Softmax" or len(node.inputs) != 1 or len(node.outputs) != 1:
+            continue
+        src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+        if not (uint_fixed(src) and uint_fixed(out)) or node.params.get("axis") not in (None, len(src.dims) - 1):
+            continue
+        w, where = producer(node.inputs[0])
+        if where is None or where.op_type != "ElementWiseSelect" or len(where.inputs) != 3:
+            continue
+        cond_id, data_id, fill_id = where.inputs
+        data = graph.tensor(data_id)
+        if not uint_fixed(data) or is_static(data):
+            continue
+        a, add = producer(fill_id)
+        if add is None or add.op_type != "ElementWiseAdd" or len(add.inputs) != 2:
+            continue
+        r = b = None
+        for first, second in (add.inputs, add.inputs[::-1]):
+            rk, red = producer(first)
+            if red is not None and red.op_type == "ReduceMin" and red.inputs[:1] == [data_id]:
+                r, b = rk, graph.tensor(second)
+        fill = _static_reals(b)
+        if r is None or fill is None or fill.size == 0 or float(fill.max()) > MASKED_SOFTMAX_FILL_MAX:
+            continue
+        c, compare = producer(cond_id)
+        pattern, names, indices = "", [], [r, a, w]
+        if compare is not None and compare.op_type in ("ElementWiseEqual", "ElementWiseNotEqual") \
+                and len(compare.inputs) == 2:
+            for mask_id, zero_id in (compare.inputs, compare.inputs[::-1]):
+                mask, zero = graph.tensor(mask_id), _static_reals(graph.tensor(zero_id))
+                if mask is not None and mask.dtype == Q.QNN_DATATYPE_UFIXED_POINT_16 and not is_static(mask) \
+                        and zero is not None and zero.size and not zero.any():
+                    pattern = "A" if compare.op_type == "ElementWiseEqual" else "B"
+            names, indices = [compare.name], [c, *indices]
+        else:
+            cond = graph.tensor(cond_id)
+            if cond is not None and cond.dtype in _PATTERN_C_MASKS and not is_static(cond):
+                pattern = "C"
+        if not pattern:
+            continue
+        names += [graph.nodes[r].name, add.name, where.name]
+        found[k] = MaskedSoftmaxPattern(pattern, data_id, cond_id, tuple(names), tuple(indices))
+    return found
+
+
+class MaskedSoftmaxRewrite:
+    """The step of a rewritten Softmax: MaskedSoftmax of In (real values) under the Where
+    condition (entries whose condition is false output exactly 0)."""
+
+    def __init__(self, beta: float):
+        self.beta = beta
+
+    def run(self, data, condition):
+        from ..ops.masked_softmax import masked_softmax
+        keep = np.asarray(condition) != 0
+        return (masked_softmax(np.asarray(data, np.float32), keep, -1, self.beta),)
+
+
+def _masked_softmax_step(graph, node, m: MaskedSoftmaxPattern, slot_of: _Slots) -> Step:
+    data, cond, out = graph.tensor(m.data), graph.tensor(m.condition), graph.tensor(node.outputs[0])
+    beta = node.params.get("beta")
+    cond_conv = Dequantizer(cond.quant) if cond.dtype in dtypes.FIXED_POINT_TYPES and cond.quant else None
+    return Step(node, MaskedSoftmaxRewrite(1.0 if beta is None else float(beta)),
+                [slot_of(data.id), slot_of(cond.id)], [slot_of(out.id)],
+                [Dequantizer(data.quant), cond_conv],
+                [Requantize(out.quant, out.dtype, rounding_for(node.op_type))])
 
 
 def _cast_to(dtype: int):
@@ -970,4 +1135,5 @@ def _cast_to(dtype: int):
 __all__ = ["Plan", "Step", "compile_plan", "refresh_plan", "nodes_touching", "ROUNDING_BY_OP",
            "DEFAULT_ROUNDING", "rounding_for", "Requantize", "INTEGER_ACCUMULATION_OPS", "INTEGER_ELEMENTWISE_OPS",
            "IntegerAccumulation", "IntegerAdd", "FOLDING_PRODUCERS", "FOLDED_ACTIVATIONS",
-           "folded_activations", "FoldedActivation", "routed_fp_errors"]
+           "folded_activations", "FoldedActivation", "routed_fp_errors", "masked_softmax_rewrites",
+           "MaskedSoftmaxPattern", "MaskedSoftmaxRewrite", "MASKED_SOFTMAX_FILL_MAX"]

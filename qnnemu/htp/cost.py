@@ -125,7 +125,7 @@ _ELEMENTWISE_4 = ("ElementWiseDivide", "ElementWiseFloorDiv", "ElementWiseFmod",
 _ELEMENTWISE_8 = ("ElementWiseExp", "ElementWiseLog", "ElementWiseSin", "ElementWiseCos",
                   "ElementWiseAsin", "ElementWiseAtan", "ElementWisePower", "ElementWiseSoftplus",
                   "Sigmoid", "Tanh", "Elu", "Gelu")
-_ROW_REDUCE = ("Softmax", "LogSoftmax", "LayerNorm", "RmsNorm", "GroupNorm", "InstanceNorm", "L2Norm")
+_ROW_REDUCE = ("Softmax", "LogSoftmax", "MaskedSoftmax", "LayerNorm", "RmsNorm", "GroupNorm", "InstanceNorm", "L2Norm")
 _REDUCE = ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
            "Argmax", "Argmin", "CumulativeSum", "TopK", "Lrn")
 _MOVE = ("BatchToSpace", "ChannelShuffle", "Concat", "DepthToSpace", "Gather", "GatherElements",

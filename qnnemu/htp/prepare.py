@@ -993,10 +993,10 @@ SCHEDULE_POLICIES = ("critical-path", "runlist")
 def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_threads: int,
                hmx: bool, policy: str = "critical-path", cores: int = 1) -> tuple[int, int]:
     """List scheduling over ``hvx_threads`` HVX threads, one HMX unit and one DMA queue; wait
-    steps take no resource.  ``policy``: which ready step goes first -- "critical-path" (highest
-    remaining critical path) or "runlist" (the earliest in the runlist: the fast prepare of
-    optimization level 1).  ``cores``: NUM_CORES of a multi-core SoC, each core with its own
-    HVX threads, HMX unit and DMA queue.  Returns (total cycles, critical-path cycles)."""
+    steps take no resource.  ``policy``: "critical-path" (the ready step with the highest
+    remaining critical path goes first) or "runlist" (the fast prepare of optimization level 1:
+    the steps start in runlist order, none before the one ahead of it has started).  ``cores``:
+    NUM_CORES of a multi-core SoC, each core with its own HVX threads, HMX unit and DMA queue.  Returns (total cycles, critical-path cycles)."""
     if policy not in SCHEDULE_POLICIES:
         raise ValueError(f"reschedule: policy {policy!r} is not one of {SCHEDULE_POLICIES}")
     n = len(steps)
@@ -1022,6 +1022,8 @@ def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_thread
     running: list[tuple[int, int]] = []                       # (end, step)
     done = 0
     t = 0
+    in_order = policy == "runlist"
+    next_issue = 0        # in_order: the only step that may start next
     while done < n:
         progressed = True
         while progressed:
@@ -1034,6 +1036,9 @@ def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_thread
                 item = heapq.heappop(candidates)
                 i = item[1]
                 s = steps[i]
+                if in_order and i != next_issue:
+                    blocked.append(item)
+                    continue
                 if s.resource == "CPU":
                     s.thread = 0
                 else:
@@ -1050,6 +1055,12 @@ def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_thread
                 s.wait_cycles = t - ready[i]
                 heapq.heappush(running, (s.end_cycle, i))
                 progressed = True
+                if in_order:
+                    next_issue += 1
+                    # the step now allowed may already be a candidate: look again
+                    for item in blocked:
+                        heapq.heappush(candidates, item)
+                    blocked = []
             for item in blocked:
                 heapq.heappush(candidates, item)
             while running and running[0][0] <= t:

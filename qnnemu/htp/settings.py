@@ -414,6 +414,12 @@ def _check_dlbc(type_name: str, *, model, context, graph, func, path, pending) -
         rules.warn("QNNEMU-graph-dlbc-soc-ignored", func, path,
                    f"{type_name}: {model.name} (v{model.arch}) has no DLBC; recorded without effect")
     configs = getattr(context, "configs", None) or {}
+    if type_name == "ENABLE_DLBC" and _context_flag(configs, "WEIGHT_SHARING_ENABLED", "weightSharingEnabled"):
+        # DLBC "Not supported with weight sharing" (Limitations); for inputs the vendor's
+        # libQnnHtp.so 2.51 takes it and writes the binary (tests/test_dlbc_rules.py): recorded.
+        rules.warn("QNNEMU-graph-dlbc-inputs-weight-sharing", func, path,
+                   "ENABLE_DLBC in a context with weight sharing (QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_"
+                   "ENABLED): not supported together per the documentation; the vendor's library takes it: recorded")
     if type_name == "ENABLE_DLBC_WEIGHTS" and _context_flag(configs, "WEIGHT_SHARING_ENABLED", "weightSharingEnabled"):
         fail(Location(func).field(path), "QNNEMU-graph-dlbc-weight-sharing",
              "DLBC weights are not supported in a context with weight sharing "
@@ -711,6 +717,15 @@ def check_context_option(name: str, value: dict, *, func: str, path: str, model:
             fail(Location(func).field(path), "QNNEMU-context-group-api",
                  f"{name} registers a context loaded from a binary (prepared offline) when it is "
                  f"created: pass it to contextCreateFromBinary", code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
+        if func.startswith("contextCreateFromBinaryListAsync"):
+            # QNN HTP backend documentation, "QNN HTP Context Config Options": the group
+            # registrations are "only used with the QnnContext_createFromBinary API"; ListAsync
+            # shares resources through SHARE_RESOURCES instead.  (The vendor's x86 library has no
+            # ListAsync at all: QNN_COMMON_ERROR_NOT_SUPPORTED for any call.)
+            fail(Location(func).field(path), "QNNEMU-context-group-list-async",
+                 f"{name} is used with contextCreateFromBinary only; contextCreateFromBinaryListAsync shares "
+                 f"resources across its contexts with QNN_HTP_CONTEXT_CONFIG_OPTION_SHARE_RESOURCES",
+                 code=Q.QNN_CONTEXT_ERROR_UNSUPPORTED_FEATURE)
         if "htp_group" in out and out["htp_group"]["kind"] != kind:
             fail(Location(func).field(path), "QNNEMU-context-group-both",
                  "a context joins one spill-fill sharing group: REGISTER_MULTI_CONTEXTS and "

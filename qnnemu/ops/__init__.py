@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     gather,
     index,
     lstm,
+    masked_softmax,
     matmul,
     norm,
     pool,

@@ -8,7 +8,7 @@ import zlib
 from ... import ops
 from ...headers import Q
 from ...location import Location
-from ...rules import error, fail
+from ...rules import error, fail, warn_at
 from .. import api_version
 from ..device import DeviceModel
 from ..graph import Graph
@@ -32,6 +32,36 @@ def _device_model(device) -> DeviceModel:
     return model if isinstance(model, DeviceModel) else DeviceModel()
 
 
+# Weight sharing limits (QNN HTP backend documentation, "QNN HTP Context Config Options":
+# QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED "common weights across graphs (max 64)";
+# its notes: "Only supports Hexagon v73 and onward architectures", "Sharing cross PD or cross
+# different VTCM size and SoC is not supported").  The vendor's libQnnHtp.so 2.51 writes such
+# binaries all the same (65 graphs, v68/v69 devices, graphs of 2 and 4 MiB VTCM; probed,
+# tests/test_binary_weight_sharing.py), so qnnemu writes them too, weights shared, and warns.
+WEIGHT_SHARING_MAX_GRAPHS = 64
+WEIGHT_SHARING_MIN_ARCH = 73
+
+
+def _warn_weight_sharing_limits(graphs: list, model: DeviceModel, func: str) -> None:
+    from ...htp.settings import graph_settings
+    loc = Location(func).field("context")
+    option = "QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED"
+    if len(graphs) > WEIGHT_SHARING_MAX_GRAPHS:
+        warn_at(loc, "QNNEMU-binary-weight-sharing-graphs",
+                f"{option} with {len(graphs)} graphs; the documentation shares weights across at most "
+                f"{WEIGHT_SHARING_MAX_GRAPHS} (the vendor's library writes the binary anyway): weights shared")
+    if int(model.arch) < WEIGHT_SHARING_MIN_ARCH:
+        warn_at(loc, "QNNEMU-binary-weight-sharing-arch",
+                f"{option} on {model.name} (v{model.arch}); the documentation supports it from "
+                f"v{WEIGHT_SHARING_MIN_ARCH} (the vendor's library writes the binary anyway): weights shared")
+    sizes = {g.name: graph_settings(g).vtcm_bytes for g in graphs}
+    if len(set(sizes.values())) > 1:
+        warn_at(loc, "QNNEMU-binary-weight-sharing-vtcm",
+                f"{option} across graphs of different VTCM sizes "
+                f"({', '.join(f'{n}: {b} bytes' for n, b in sizes.items())}); the documentation does not "
+                f"support sharing across VTCM sizes (the vendor's library writes the binary anyway): weights shared")
+
+
 def serialize(context, *, func: str = "contextGetBinary") -> bytes:
     """The context binary of ``context`` (every graph must be finalized)."""
     code = (Q.QNN_CONTEXT_ERROR_GET_BINARY_SIZE_FAILED if func == "contextGetBinarySize"
@@ -49,6 +79,8 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
                  f"only (call graphFinalize first)", code=Q.QNN_CONTEXT_ERROR_NOT_FINALIZED)
         graphs.append(g)
     sharing = weight_sharing_enabled(context.configs)
+    if sharing:
+        _warn_weight_sharing_limits(graphs, _device_model(context.device), func)
     store = _BlobStore()
     try:
         # NULL tensors (absent optional inputs, made by clients such as ONNX Runtime's QNN EP)
