@@ -996,7 +996,8 @@ def reschedule(steps: list[Step], constraints: list[tuple[int, int]], hvx_thread
     steps take no resource.  ``policy``: "critical-path" (the ready step with the highest
     remaining critical path goes first) or "runlist" (the fast prepare of optimization level 1:
     the steps start in runlist order, none before the one ahead of it has started).  ``cores``:
-    NUM_CORES of a multi-core SoC, each core with its own HVX threads, HMX unit and DMA queue.  Returns (total cycles, critical-path cycles)."""
+    NUM_CORES of a multi-core SoC, each core with its own HVX threads, HMX unit and DMA queue.
+    Returns (total cycles, critical-path cycles)."""
     if policy not in SCHEDULE_POLICIES:
         raise ValueError(f"reschedule: policy {policy!r} is not one of {SCHEDULE_POLICIES}")
     n = len(steps)
