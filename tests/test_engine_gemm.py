@@ -162,13 +162,9 @@ def test_conv2d_bit_identical(n, h, w, cig, cog, group, fh, fw, sh, sw, dh, dw, 
 
 
 @pytest.mark.parametrize("stride", [1, 2])
-def test_conv2d_pointwise_and_im2col_chunks(stride, monkeypatch):
-    """1x1 convolutions (the input as GEMM operand, strided pixels gathered) and an im2col
-    matrix larger than one chunk (rows in several GEMMs), with packed static filters."""
-    from qnnemu.ops import conv as conv_mod
-    monkeypatch.setattr(conv_mod, "IM2COL_CHUNK", 4000)   # small chunks, on both paths
-    from qnnemu.core.engine import lower_gemm
-    monkeypatch.setattr(lower_gemm, "IM2COL_CHUNK", 4000)
+def test_conv2d_pointwise_and_implicit_gemm(stride):
+    """1x1 convolutions (the input as GEMM operand, strided pixels gathered) and 3x3 ones through
+    the implicit GEMM over several row blocks, with packed static filters."""
     rng = np.random.default_rng(7)
     for k, c_out in ((1, 96), (3, 64)):
         b = GraphBuilder(new_context(), "pw")
@@ -179,6 +175,66 @@ def test_conv2d_pointwise_and_im2col_chunks(stride, monkeypatch):
         y = b.tensor("y", (1,) + o + (c_out,), type_=APP_READ)
         b.node("Conv2d", "conv", [x, f, bias], [y], stride=[stride, stride])
         check(b, {x.id: rand(rng, (1, 12, 11, 48))}, f"Conv2d {k}x{k} stride {stride}")
+
+
+# (n, h, w, c_in, fh, fw, c_out, stride, pad, dilation, group): the implicit GEMM's cases --
+# channels per tap below 16 (row blocks filled) and above (per-tap segments, merged where taps
+# are contiguous), several K blocks (K > 320), several row blocks, a last column panel of at most
+# 16, every row count of a last tile, padding on every side, dilation, groups
+IMPLICIT_CASES = [
+    (1, 23, 21, 3, 7, 7, 20, 2, 3, 1, 1),
+    (2, 9, 10, 40, 3, 3, 33, 1, 1, 1, 1),
+    (1, 8, 9, 64, 3, 3, 48, 1, 2, 2, 1),
+    (1, 5, 7, 96, 2, 3, 70, 2, 1, 1, 1),
+    (1, 13, 11, 16, 3, 3, 16, 1, 1, 1, 1),
+    (1, 7, 7, 48, 3, 3, 40, 1, 1, 1, 4),
+    (1, 6, 5, 8, 5, 1, 12, 1, 2, 1, 2),
+]
+
+
+@pytest.mark.parametrize("case", IMPLICIT_CASES, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("static_f", [True, False])
+def test_conv2d_implicit_gemm_cases(case, static_f):
+    n, h, w, c_in, fh, fw, c_out, s, pad, d, group = case
+    oh = (h + 2 * pad - ((fh - 1) * d + 1)) // s + 1
+    ow = (w + 2 * pad - ((fw - 1) * d + 1)) // s + 1
+    rng = np.random.default_rng(sum(case))
+    b = GraphBuilder(new_context(), "implicit")
+    x = b.tensor("x", (n, h, w, c_in), type_=APP_WRITE)
+    feeds = {x.id: rand(rng, (n, h, w, c_in), zeros=True)}
+    f, fv = operand(b, rng, "f", (fh, fw, c_in // group, c_out), static_f, zeros=True)
+    if fv is not None:
+        feeds[f.id] = fv
+    bias = b.tensor("b", (c_out,), type_=STATIC, data=rand(rng, (c_out,)))
+    y = b.tensor("y", (n, oh, ow, c_out), type_=APP_READ)
+    b.node("Conv2d", "conv", [x, f, bias], [y], stride=[s, s], pad_amount=[[pad, pad], [pad, pad]],
+           dilation=[d, d], group=group)
+    check(b, feeds, f"Conv2d {case} static={static_f}")
+
+
+def test_implicit_gemm_equals_gemm_on_the_im2col_matrix(monkeypatch):
+    """qe_sconv2d gives the bytes of qe_sgemm on the im2col matrix (same K blocks, same chains
+    of multiply-adds), on 1 and 2 threads (split by rows or columns), for segment-read and
+    row-filled inputs."""
+    monkeypatch.setattr(_fast, "SINGLE_THREAD_MAX_FMAS", 0)    # let every product split
+    lib = _fast._lib
+    prev = lib.qe_threads()
+    rng = np.random.default_rng(29)
+    try:
+        for (h, c_in, k, c_out, s, pad) in ((112, 3, 7, 64, 2, 3), (30, 48, 3, 72, 1, 1), (4, 160, 3, 600, 1, 1)):
+            x = rand(rng, (1, h, h, c_in), zeros=True)
+            f = rand(rng, (k * k * c_in, c_out), zeros=True)
+            bias = rand(rng, (c_out,))
+            o = (h + 2 * pad - k) // s + 1
+            cols = _fast.im2col2d(x, (k, k), (s, s), ((pad, pad), (pad, pad)), (1, 1), (o, o), 0, c_in, 0, o * o)
+            for t in (1, 2):
+                lib.qe_set_threads(t)
+                ref = _fast.c_gemm(cols, f, bias)
+                got = _fast.conv2d(x, f, bias, (k, k), (s, s), ((pad, pad), (pad, pad)), (1, 1), (o, o), 1, c_out)
+                assert got.tobytes() == ref.tobytes(), \
+                    f"implicit GEMM {h}x{h}x{c_in} k{k} -> {c_out} on {t} threads equals the im2col GEMM"
+    finally:
+        lib.qe_set_threads(prev)
 
 
 @given(h=st.integers(1, 8), w=st.integers(1, 8), c_in=st.integers(1, 6), mult=st.integers(1, 3),

@@ -398,6 +398,46 @@ def matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool = False,
     return np.matmul(a, b)
 
 
+def conv2d(x: np.ndarray, wmat, b: np.ndarray | None, k, stride, pad, dilation, out_hw,
+           group: int, c_out: int) -> np.ndarray:
+    """2-D NHWC convolution as an implicit GEMM in the C GEMM (``qe_sconv2d``: no im2col matrix),
+    [n * oh * ow, c_out] float32.  ``wmat``: [K, c_out] (possibly a ``PackedB``) for one group,
+    [group, K, cog] otherwise (``conv.pack_conv_filter``); the bias is added in the GEMM.  Runs
+    on the calling thread below ``SINGLE_THREAD_MAX_FMAS`` multiply-adds, as ``gemm`` does."""
+    _load()
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    n, h, w, c_in = x.shape
+    oh, ow = int(out_hw[0]), int(out_hw[1])
+    cig, cog = c_in // group, c_out // group
+    K = int(k[0]) * int(k[1]) * cig
+    P = n * oh * ow
+    y = np.empty((P, c_out), np.float32)
+    if y.size == 0:
+        return y
+    bias = _f32(b)
+    packed = _ffi.NULL
+    if isinstance(wmat, PackedB):
+        bbuf, rsb, csb, gstride, packed = None, cog, 1, 0, _ptr(wmat.buf)
+    elif group == 1:
+        bbuf, rsb, csb = _matrix(wmat)
+        gstride = 0
+    else:
+        bbuf = np.ascontiguousarray(wmat, dtype=np.float32)
+        rsb, csb, gstride = cog, 1, K * cog
+
+    def call():
+        _check(_lib.qe_sconv2d(n, h, w, c_in, int(k[0]), int(k[1]), oh, ow, int(stride[0]),
+                               int(stride[1]), int(pad[0][0]), int(pad[1][0]), int(dilation[0]),
+                               int(dilation[1]), group, cog, _ptr(x), _ptr(bbuf), rsb, csb,
+                               gstride, packed, _ptr(y), c_out, _ptr(bias)))
+    if _small(P * K * c_out):
+        with _OneThread():
+            call()
+    else:
+        call()
+    return y
+
+
 def im2col2d(x: np.ndarray, k, stride, pad, dilation, out_hw, c0: int, cig: int, p0: int,
              p1: int, out: np.ndarray | None = None) -> np.ndarray:
     """Rows [p0, p1) of the im2col matrix of an NHWC float32 ``x``: [p1 - p0, kh*kw*cig],
@@ -465,5 +505,5 @@ def pool2d(kind: str, x: np.ndarray, k, stride, pad, out_hw, count_pad: bool = F
 __all__ = ["available", "fast", "enabled", "isa", "blas_core", "threads", "set_threads",
            "gemm_backend", "use_c_gemm", "single_thread_c", "SINGLE_THREAD_MAX_FMAS", "PackedB",
            "pack_operand", "gemm", "c_gemm",
-           "matmul", "im2col2d",
+           "matmul", "conv2d", "im2col2d",
            "col2im2d", "depthwise2d", "pool2d"]

@@ -25,7 +25,6 @@ import numpy as np
 
 from ...ops import _fast
 from ...ops.conv import (
-    IM2COL_CHUNK,
     Conv2d,
     DepthWiseConv2d,
     TransposeConv2d,
@@ -218,13 +217,9 @@ def convolution(ctx) -> None:
     if group == 1 and fh == fw == 1 and not (pt or pb or pl or pr):
         mode = 0
         scratch = ctx.scratch(max(4 * P * c_in, 64)) if (sh, sw) != (1, 1) else x
-    elif group == 1:
-        mode = 1
-        chunk = max(1, min(P, IM2COL_CHUNK // max(K, 1)))
-        scratch = ctx.scratch(max(4 * chunk * K, 64))
     else:
-        mode = 2
-        scratch = ctx.scratch(max(4 * group * P * K, 64))
+        # _fast.conv2d: the implicit GEMM (qe_sconv2d) reads the input in place
+        mode, scratch = (1 if group == 1 else 2), x
     out = ctx.output_f32(0)
     ctx.emit("qe_k_conv2d", (x, wbuf, out, scratch) + bias,
              geo + (c_out, group, mode, packed, has_bias, _small(), chunk, wgs, wrs))
