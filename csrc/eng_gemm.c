@@ -63,7 +63,7 @@ static int small_product(double fmas, int64_t limit) { return fmas < (double)lim
 /* A convolution through im2col + GEMM: conv.conv_fast for 2-D geometry.
  * p: x [n,h,w,c_in], W, y [n,oh,ow,c_out], scratch[, bias];
  * i: n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, c_out, group, mode, packed,
- *    has_bias, small_limit, chunk_rows, w_group_stride, w_rs.
+ *    has_bias, small_limit (_fast.CONV_SINGLE_THREAD_MAX_FMAS), unused, w_group_stride, w_rs.
  * mode 0, 1x1 without padding (group 1): x itself (strided: its pixels gathered into scratch)
  *   is the left operand, bias in the GEMM;
  * modes 1 (group 1) and 2 (groups): qe_sconv2d, the implicit GEMM of _fast.conv2d (no im2col

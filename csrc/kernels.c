@@ -25,6 +25,7 @@
  */
 #include <immintrin.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -824,6 +825,61 @@ struct k2d {
     static void NAME##_range_avx2(const void *a, long p0, long p1)                         \
     { NAME##_range_body(a, p0, p1); }
 
+/* A product split into chunks that the threads take in turn (an atomic counter): a thread
+ * that starts late (the other core busy) takes fewer chunks instead of holding everyone up.
+ * Chunks are whole row tiles (by_rows) or whole 32-column panels, so every element is computed
+ * exactly as without the split.  Used when B is pre-packed or the split is by columns: no
+ * chunk then repacks what another chunk packs too. */
+struct dyn_ctx {
+    struct gemm_job base;
+    int by_rows;
+    long step, total, nchunks;
+    atomic_long next;
+    atomic_int rc;
+};
+
+static void dyn_item(void *arg)
+{
+    struct dyn_ctx *d = *(struct dyn_ctx **)arg;
+    for (;;) {
+        long c = atomic_fetch_add(&d->next, 1);
+        if (c >= d->nchunks) break;
+        struct gemm_job j = d->base;
+        long s0 = c * d->step, len = d->total - s0 < d->step ? d->total - s0 : d->step;
+        if (d->by_rows) {
+            j.m0 = s0;
+            j.M = len;
+            j.C = d->base.C + s0 * d->base.ldc;
+        } else {
+            j.N = len;
+            j.B = d->base.B ? d->base.B + s0 * d->base.csb : NULL;
+            j.n0 = s0;
+            j.C = d->base.C + s0;
+            j.bias = d->base.bias ? d->base.bias + s0 : NULL;
+        }
+        if (gemm_run(&j)) atomic_store(&d->rc, -1);
+    }
+}
+
+static int gemm_dynamic(const struct gemm_job *base, int T, int by_rows)
+{
+    struct dyn_ctx d;
+    d.base = *base;
+    d.by_rows = by_rows;
+    d.total = by_rows ? base->M : base->N;
+    /* about 4 chunks per thread: a row block of at most MC rows, at least one tile */
+    long unit = by_rows ? MR : 32, want = (d.total + 4L * T - 1) / (4L * T);
+    d.step = (want + unit - 1) / unit * unit;
+    if (by_rows && d.step > MC) d.step = MC;
+    d.nchunks = (d.total + d.step - 1) / d.step;
+    atomic_init(&d.next, 0);
+    atomic_init(&d.rc, 0);
+    struct dyn_ctx *same[64];
+    for (int t = 0; t < T && t < 64; t++) same[t] = &d;
+    qe_pool_run(dyn_item, same, sizeof same[0], T < 64 ? T : 64);
+    return atomic_load(&d.rc);
+}
+
 /* Splits one GEMM over the threads: by rows when B is the smaller operand (each thread
  * packs all of B), else by columns (each thread packs all of A). */
 static int gemm_split(long M, long N, int K, pack_a_fn pa, const void *actx,
@@ -837,6 +893,7 @@ static int gemm_split(long M, long N, int K, pack_a_fn pa, const void *actx,
                             seg ? seg->fill : NULL};
     int T = threads_for((double)M * N * K, N <= M ? (M + MR - 1) / MR : (N + 31) / 32);
     if (T <= 1) return gemm_run(&base);
+    if (Bpre || N > M) return gemm_dynamic(&base, T, N <= M);
     struct gemm_job jobs[64];
     int n = 0;
     if (N <= M) {

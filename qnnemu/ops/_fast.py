@@ -221,8 +221,15 @@ C_GEMM_MIN_ROWS = 8
 SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_GEMM_SINGLE_THREAD_FMAS", "") or (1 << 26))
 
 
-def _small(fmas: int) -> bool:
-    return fmas < SINGLE_THREAD_MAX_FMAS
+# Convolutions are split from this many multiply-adds on (QNNEMU_CONV_SINGLE_THREAD_FMAS): a
+# ResNet-50 has dozens of 1x1 convolutions of 2**24-2**26 multiply-adds (0.2-0.7 ms on one
+# core) that two cores run in about half the time on a quiet machine.  Their products are split
+# into chunks taken in turn (csrc/kernels.c gemm_dynamic), so a late second thread takes fewer.
+CONV_SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_CONV_SINGLE_THREAD_FMAS", "") or (1 << 24))
+
+
+def _small(fmas: int, limit: int | None = None) -> bool:
+    return fmas < (SINGLE_THREAD_MAX_FMAS if limit is None else limit)
 
 
 def single_thread_c() -> bool:
@@ -268,9 +275,10 @@ def pack_operand(b: np.ndarray) -> np.ndarray | PackedB:
 
 
 def c_gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
-           out: np.ndarray | None = None) -> np.ndarray:
+           out: np.ndarray | None = None, single_thread_below: int | None = None) -> np.ndarray:
     """a[M,K] @ b[K,N] (+ bias[N]) with the C GEMM (whatever ``gemm_backend()`` says);
-    ``b`` may be a ``PackedB``."""
+    ``b`` may be a ``PackedB``.  Products below ``single_thread_below`` multiply-adds
+    (``SINGLE_THREAD_MAX_FMAS`` when None) run on the calling thread."""
     _load()
     m, k = a.shape
     kb, n = b.shape
@@ -282,7 +290,7 @@ def c_gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
         y = np.empty((m, n), np.float32)
     else:
         y = out
-    if _small(m * n * k):
+    if _small(m * n * k, single_thread_below):
         with _OneThread():
             _c_gemm_call(m, n, k, abuf, rsa, csa, b, y, bias)
     else:
@@ -304,15 +312,15 @@ def _c_gemm_call(m, n, k, abuf, rsa, csa, b, y, bias) -> None:
 
 
 def gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
-         out: np.ndarray | None = None) -> np.ndarray:
+         out: np.ndarray | None = None, single_thread_below: int | None = None) -> np.ndarray:
     """a[M,K] @ b[K,N] (+ bias[N]) in float32, in C or BLAS (``gemm_backend()``).  ``a``/``b``
     may be transposed views (read through strides / BLAS transpose flags, no copy); ``b`` may
-    be a ``PackedB`` (``pack_operand``)."""
+    be a ``PackedB`` (``pack_operand``).  ``single_thread_below``: see ``c_gemm``."""
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"gemm: inner dimensions differ ({a.shape} @ {b.shape})")
     if use_c_gemm() or (a.shape[0] >= C_GEMM_MIN_ROWS and
                         _small(a.shape[0] * a.shape[1] * b.shape[1]) and single_thread_c()):
-        return c_gemm(a, b, bias, out)
+        return c_gemm(a, b, bias, out, single_thread_below)
     if isinstance(b, PackedB):
         b = b.matrix
     a = a if a.dtype == np.float32 else a.astype(np.float32)
@@ -403,7 +411,7 @@ def conv2d(x: np.ndarray, wmat, b: np.ndarray | None, k, stride, pad, dilation, 
     """2-D NHWC convolution as an implicit GEMM in the C GEMM (``qe_sconv2d``: no im2col matrix),
     [n * oh * ow, c_out] float32.  ``wmat``: [K, c_out] (possibly a ``PackedB``) for one group,
     [group, K, cog] otherwise (``conv.pack_conv_filter``); the bias is added in the GEMM.  Runs
-    on the calling thread below ``SINGLE_THREAD_MAX_FMAS`` multiply-adds, as ``gemm`` does."""
+    on the calling thread below ``CONV_SINGLE_THREAD_MAX_FMAS`` multiply-adds."""
     _load()
     x = np.ascontiguousarray(x, dtype=np.float32)
     n, h, w, c_in = x.shape
@@ -430,7 +438,7 @@ def conv2d(x: np.ndarray, wmat, b: np.ndarray | None, k, stride, pad, dilation, 
                                int(stride[1]), int(pad[0][0]), int(pad[1][0]), int(dilation[0]),
                                int(dilation[1]), group, cog, _ptr(x), _ptr(bbuf), rsb, csb,
                                gstride, packed, _ptr(y), c_out, _ptr(bias)))
-    if _small(P * K * c_out):
+    if _small(P * K * c_out, CONV_SINGLE_THREAD_MAX_FMAS):
         with _OneThread():
             call()
     else:
@@ -503,7 +511,8 @@ def pool2d(kind: str, x: np.ndarray, k, stride, pad, out_hw, count_pad: bool = F
 
 
 __all__ = ["available", "fast", "enabled", "isa", "blas_core", "threads", "set_threads",
-           "gemm_backend", "use_c_gemm", "single_thread_c", "SINGLE_THREAD_MAX_FMAS", "PackedB",
+           "gemm_backend", "use_c_gemm", "single_thread_c", "SINGLE_THREAD_MAX_FMAS",
+           "CONV_SINGLE_THREAD_MAX_FMAS", "PackedB",
            "pack_operand", "gemm", "c_gemm",
            "matmul", "conv2d", "im2col2d",
            "col2im2d", "depthwise2d", "pool2d"]

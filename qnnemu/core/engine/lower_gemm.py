@@ -7,7 +7,7 @@ Kernels (csrc/eng_gemm.c): ``qe_k_gemm`` (FullyConnected, MatMul folded into one
 convolutions), ``qe_k_gemm_batched`` (MatMul with batches), ``qe_k_conv2d`` (im2col + GEMM),
 ``qe_k_depthwise2d``, ``qe_k_tconv2d`` (GEMM + col2im).  Each lowering follows the decisions of
 the op's fast path (qnnemu/ops/matmul.py, qnnemu/ops/conv.py, qnnemu/ops/_fast.py) from the
-shapes alone, so the C step makes the same C GEMM calls with the same M, N, K, im2col chunks
+shapes alone, so the C step makes the same C GEMM calls with the same M, N, K, thread limit
 and bias handling: the results are equal bit for bit (csrc/eng_gemm.c says why the thread
 split and the operand packing do not matter).  The quantized integer pipeline
 (IntegerAccumulation) is not lowered here; with ``QNNEMU_GEMM=blas`` or
@@ -213,7 +213,6 @@ def convolution(ctx) -> None:
         wbuf, packed, wgs, wrs = ctx.input_f32(1), 0, c_out // group, c_out
     else:
         wgs, wrs = K * (c_out // group), c_out // group   # [group, K, cog] (pack_conv_filter)
-    chunk = 0
     if group == 1 and fh == fw == 1 and not (pt or pb or pl or pr):
         mode = 0
         scratch = ctx.scratch(max(4 * P * c_in, 64)) if (sh, sw) != (1, 1) else x
@@ -222,7 +221,8 @@ def convolution(ctx) -> None:
         mode, scratch = (1 if group == 1 else 2), x
     out = ctx.output_f32(0)
     ctx.emit("qe_k_conv2d", (x, wbuf, out, scratch) + bias,
-             geo + (c_out, group, mode, packed, has_bias, _small(), chunk, wgs, wrs))
+             geo + (c_out, group, mode, packed, has_bias, int(_fast.CONV_SINGLE_THREAD_MAX_FMAS),
+                    0, wgs, wrs))
 
 
 def _transpose(ctx, op, g, geo, x, bias, has_bias, wbuf, packed, static, f_shape) -> None:
