@@ -1243,6 +1243,96 @@ ALWAYS_INLINE void depthwise_range_body(const void *ctx, long p0, long p1)
 
 RANGE_VARIANTS(depthwise)
 
+/* Depthwise FH x FW (one input channel per output channel) with AVX-512: 16 channels at a
+ * time, their FH * FW filter vectors held in registers across a run of output pixels (each
+ * input vector loaded once per tap, no filter reload).  Per channel the arithmetic is that of
+ * depthwise_body: the bias (or 0), then + in * w per tap inside the image in tap order, each
+ * product rounded before the add (no fused multiply-add), so the results are the same bits. */
+#define QE_DW512(FH, FW)                                                                      \
+__attribute__((target("avx512f")))                                                            \
+static void dw512_##FH##x##FW(const void *ctx, long p0, long p1)                              \
+{                                                                                             \
+    const struct k2d *a = ctx;                                                                \
+    int c = a->c_in;                                                                          \
+    long ohw = (long)a->oh * a->ow;                                                           \
+    for (long p = p0; p < p1;) {                                                              \
+        /* the run of output pixels [p, p + run) in one output row */                         \
+        long b = p / ohw;                                                                     \
+        int rem = (int)(p - b * ohw), oy = rem / a->ow, ox0 = rem % a->ow;                    \
+        int run = a->ow - ox0 < p1 - p ? a->ow - ox0 : (int)(p1 - p);                         \
+        const float *xb = a->x + b * a->h * (long)a->w * c;                                   \
+        for (int c0 = 0; c0 < c; c0 += 16) {                                                  \
+            __mmask16 m = c - c0 >= 16 ? (__mmask16)0xFFFF                                    \
+                                       : (__mmask16)((1u << (c - c0)) - 1);                   \
+            __m512 wv[FH * FW];                                                               \
+            for (int t = 0; t < FH * FW; t++)                                                 \
+                wv[t] = _mm512_maskz_loadu_ps(m, a->f + (long)t * c + c0);                    \
+            __m512 bv = a->bias ? _mm512_maskz_loadu_ps(m, a->bias + c0)                      \
+                                : _mm512_setzero_ps();                                        \
+            float *yo = a->y + p * c + c0;                                                    \
+            /* 4 pixels whose taps are all inside the row at a time (4 independent chains of \
+             * adds), the others one by one */                                                \
+            for (int q = 0; q < run;) {                                                       \
+                int ox = ox0 + q;                                                             \
+                int xl = ox * a->sw - a->pl;                                                  \
+                if (q + 4 <= run && xl >= 0 &&                                                \
+                    xl + 3 * a->sw + (FW - 1) * a->dw < a->w) {                               \
+                    __m512 s0 = bv, s1 = bv, s2 = bv, s3 = bv;                                \
+                    long st = (long)a->sw * c;                                                \
+                    for (int ky = 0; ky < FH; ky++) {                                         \
+                        int iy = oy * a->sh - a->pt + ky * a->dh;                             \
+                        if (iy < 0 || iy >= a->h) continue;                                   \
+                        const float *xr = xb + ((long)iy * a->w + xl) * c + c0;               \
+                        for (int kx = 0; kx < FW; kx++) {                                     \
+                            __m512 wk = wv[ky * FW + kx];                                     \
+                            const float *xp = xr + (long)kx * a->dw * c;                      \
+                            s0 = _mm512_add_ps(s0, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xp), wk)); \
+                            s1 = _mm512_add_ps(s1, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xp + st), wk)); \
+                            s2 = _mm512_add_ps(s2, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xp + 2 * st), wk)); \
+                            s3 = _mm512_add_ps(s3, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xp + 3 * st), wk)); \
+                        }                                                                     \
+                    }                                                                         \
+                    _mm512_mask_storeu_ps(yo + (long)q * c, m, s0);                           \
+                    _mm512_mask_storeu_ps(yo + (long)(q + 1) * c, m, s1);                     \
+                    _mm512_mask_storeu_ps(yo + (long)(q + 2) * c, m, s2);                     \
+                    _mm512_mask_storeu_ps(yo + (long)(q + 3) * c, m, s3);                     \
+                    q += 4;                                                                   \
+                    continue;                                                                 \
+                }                                                                             \
+                __m512 acc = bv;                                                              \
+                for (int ky = 0; ky < FH; ky++) {                                             \
+                    int iy = oy * a->sh - a->pt + ky * a->dh;                                 \
+                    if (iy < 0 || iy >= a->h) continue;                                       \
+                    const float *xr = xb + (long)iy * a->w * c + c0;                          \
+                    for (int kx = 0; kx < FW; kx++) {                                         \
+                        int ix = xl + kx * a->dw;                                             \
+                        if (ix < 0 || ix >= a->w) continue;                                   \
+                        __m512 in = _mm512_maskz_loadu_ps(m, xr + (long)ix * c);              \
+                        acc = _mm512_add_ps(acc, _mm512_mul_ps(in, wv[ky * FW + kx]));        \
+                    }                                                                         \
+                }                                                                             \
+                _mm512_mask_storeu_ps(yo + (long)q * c, m, acc);                              \
+                q++;                                                                          \
+            }                                                                                 \
+        }                                                                                     \
+        p += run;                                                                             \
+    }                                                                                         \
+}
+QE_DW512(3, 3)
+QE_DW512(5, 5)
+#undef QE_DW512
+
+/* The depthwise range function for the CPU and the filter: the AVX-512 register-filter
+ * kernels for 3x3 and 5x5 filters without channel multiplier, else depthwise_body. */
+static range_fn depthwise_range_fn(int fh, int fw, int c_in, int c_out)
+{
+    if (qe_gemm_avx512() && c_in == c_out) {
+        if (fh == 3 && fw == 3) return dw512_3x3;
+        if (fh == 5 && fw == 5) return dw512_5x5;
+    }
+    return use_avx2() ? depthwise_range_avx2 : depthwise_range_base;
+}
+
 void qe_depthwise2d(int n, int h, int w, int c_in, int fh, int fw, int c_out, int oh, int ow,
                     int sh, int sw, int pt, int pl, int dh, int dw, const float *x,
                     const float *f, const float *bias, float *y)
@@ -1252,8 +1342,8 @@ void qe_depthwise2d(int n, int h, int w, int c_in, int fh, int fw, int c_out, in
     a.ow = ow; a.sh = sh; a.sw = sw; a.pt = pt; a.pl = pl; a.dh = dh; a.dw = dw;
     a.x = x; a.f = f; a.bias = bias; a.y = y;
     /* ~0.05 ns per multiply-add (vectorized) */
-    parallel_for(use_avx2() ? depthwise_range_avx2 : depthwise_range_base, &a,
-                 (long)n * oh * ow, 0.05 * fh * fw * c_out + 2.0);
+    parallel_for(depthwise_range_fn(fh, fw, c_in, c_out), &a, (long)n * oh * ow,
+                 0.05 * fh * fw * c_out + 2.0);
 }
 
 /* ---- pooling ----------------------------------------------------------------------------- */
