@@ -71,7 +71,7 @@ int qe_isa(void) { return use_avx2(); }
 
 /* ---- GEMM -------------------------------------------------------------------------------- */
 
-#define KC 320     /* at most; K is split into equal blocks of <= KC */
+#define KC 256     /* at most; K is split into equal blocks of <= KC */
 #define MC 120     /* multiple of MR */
 #define NC 4096    /* multiple of every NR (8, 16, 32) */
 #define MR 6
@@ -398,9 +398,13 @@ static void pack_a_strided(const void *ctx, long i0, int mc, int p0, int kc, flo
 
 /* The rows of A a micro-kernel reads for one tile (up to MR rows) and one K block
  * [p0, p0 + kc): ``nseg`` segments, segment s ``lens[s]`` consecutive K indices read from
- * ``ptrs[s * MR + r]`` (row r; contiguous floats).  A plain matrix with unit column stride is
+ * ``ptrs[s * SMR + r]`` (row r; contiguous floats).  A plain matrix with unit column stride is
  * one segment per tile; a convolution's rows (implicit im2col) are one segment per filter tap
  * (taps contiguous in memory merged), padding read from a zero block. */
+/* Rows of a tile of the segment path (8: 16 accumulators of 2 x 16 columns, or 8 of 16 --
+ * enough independent chains of multiply-adds to hide their latency). */
+#define SMR 8
+
 typedef int (*aseg_fn)(const void *ctx, long i0, int mr, int p0, int kc, const float **ptrs,
                        int *lens);
 
@@ -428,8 +432,8 @@ static int aseg_conv(const void *ctx, long i0, int mr, int p0, int kc, const flo
                      int *lens)
 {
     const struct conv_a *c = ctx;
-    const float *base[MR];
-    int y0[MR], x0[MR];
+    const float *base[SMR];
+    int y0[SMR], x0[SMR];
     long ohw = (long)c->oh * c->ow;
     for (int r = 0; r < mr; r++) {
         long p = i0 + r, b = p / ohw;
@@ -439,11 +443,43 @@ static int aseg_conv(const void *ctx, long i0, int mr, int p0, int kc, const flo
         x0[r] = ox * c->sw - c->pl;
     }
     int n = 0, end = p0 + kc;
+    /* Fast path: the rows are output pixels of one output row whose filter rows lie inside
+     * the image horizontally, and a filter row's taps are contiguous in memory (no dilation,
+     * all channels): one segment per filter row, row r's pointer row 0's + r * sw * c_in. */
+    int row_w = c->fw * c->cig;
+    if (c->dw == 1 && c->cig == c->c_in && y0[0] == y0[mr - 1] &&
+        base[0] == base[mr - 1] && x0[mr - 1] - x0[0] == (mr - 1) * c->sw && x0[0] >= 0 &&
+        x0[mr - 1] + c->fw <= c->w) {
+        long rstep = (long)c->sw * c->c_in;
+        for (int p = p0; p < end;) {
+            int ky = p / row_w, off = p - ky * row_w;
+            int len = row_w - off < end - p ? row_w - off : end - p;
+            int iy = y0[0] + ky * c->dh;
+            const float **q = ptrs + (long)n * SMR;
+            if (iy < 0 || iy >= c->h) {
+                int merge = n > 0;
+                for (int r = 0; r < mr; r++) {
+                    q[r] = qe_zeros + (p - p0);
+                    merge = merge && ptrs[(long)(n - 1) * SMR + r] + lens[n - 1] == q[r];
+                }
+                if (merge)
+                    lens[n - 1] += len;     /* zeros after zeros */
+                else
+                    lens[n++] = len;
+            } else {
+                const float *r0 = base[0] + ((long)iy * c->w + x0[0]) * c->c_in + off;
+                for (int r = 0; r < mr; r++) q[r] = r0 + r * rstep;
+                lens[n++] = len;
+            }
+            p += len;
+        }
+        return n;
+    }
     for (int p = p0; p < end;) {
         int t = p / c->cig, off = p - t * c->cig;
         int len = c->cig - off < end - p ? c->cig - off : end - p;
         int ky = t / c->fw, kx = t - ky * c->fw;
-        const float **q = ptrs + (long)n * MR;
+        const float **q = ptrs + (long)n * SMR;
         for (int r = 0; r < mr; r++) {
             int iy = y0[r] + ky * c->dh, ix = x0[r] + kx * c->dw;
             q[r] = (iy < 0 || iy >= c->h || ix < 0 || ix >= c->w)
@@ -452,7 +488,7 @@ static int aseg_conv(const void *ctx, long i0, int mr, int p0, int kc, const flo
         }
         int merge = n > 0;
         for (int r = 0; r < mr && merge; r++)
-            merge = q[r] == ptrs[(long)(n - 1) * MR + r] + lens[n - 1];
+            merge = q[r] == ptrs[(long)(n - 1) * SMR + r] + lens[n - 1];
         if (merge)
             lens[n - 1] += len;
         else
@@ -488,7 +524,7 @@ struct seg_src {
 static void pack_a_segments(const void *ctx, long i0, int mc, int p0, int kc, float *Ap)
 {
     const struct seg_src *s = ctx;
-    const float *ptrs[s->maxseg * MR];
+    const float *ptrs[s->maxseg * SMR];
     int lens[s->maxseg];
     for (int i = 0; i < mc; i += MR) {
         int mr = mc - i < MR ? mc - i : MR;
@@ -497,14 +533,14 @@ static void pack_a_segments(const void *ctx, long i0, int mc, int p0, int kc, fl
         for (int g = 0; g < n; g++)
             for (int q = 0; q < lens[g]; q++, k++) {
                 int r = 0;
-                for (; r < mr; r++) Ap[(long)k * MR + r] = ptrs[g * MR + r][q];
+                for (; r < mr; r++) Ap[(long)k * MR + r] = ptrs[g * SMR + r][q];
                 for (; r < MR; r++) Ap[(long)k * MR + r] = 0.0f;
             }
         Ap += (long)MR * kc;
     }
 }
 
-/* The AVX-512 micro-kernels on segments: R rows (1..6) by NV x 16 columns of one packed B
+/* The AVX-512 micro-kernels on segments: R rows (1..8) by NV x 16 columns of one packed B
  * panel (32 wide: NV = 1 reads its first 16 columns, for a last panel of at most 16).  Every
  * element is one chain of fused multiply-adds over the K block in increasing K, as in
  * ukernel_avx512, and is stored the same way: first block C = acc (+ bias), else C += acc. */
@@ -519,7 +555,7 @@ static void ukseg_r##R##_v##NV(int nseg, const int *lens, const float *const *pt
         for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();                         \
     for (int s = 0; s < nseg; s++) {                                                          \
         const float *a[R];                                                                    \
-        for (int r = 0; r < R; r++) a[r] = ptrs[s * MR + r];                                  \
+        for (int r = 0; r < R; r++) a[r] = ptrs[s * SMR + r];                                  \
         int len = lens[s];                                                                    \
         for (int k = 0; k < len; k++) {                                                       \
             __m512 b0 = _mm512_loadu_ps(Bp);                                                  \
@@ -549,17 +585,19 @@ static void ukseg_r##R##_v##NV(int nseg, const int *lens, const float *const *pt
         }                                                                                     \
     }                                                                                         \
 }
-QE_SEG_KERNEL(1, 1) QE_SEG_KERNEL(2, 1) QE_SEG_KERNEL(3, 1)
-QE_SEG_KERNEL(4, 1) QE_SEG_KERNEL(5, 1) QE_SEG_KERNEL(6, 1)
-QE_SEG_KERNEL(1, 2) QE_SEG_KERNEL(2, 2) QE_SEG_KERNEL(3, 2)
-QE_SEG_KERNEL(4, 2) QE_SEG_KERNEL(5, 2) QE_SEG_KERNEL(6, 2)
+QE_SEG_KERNEL(1, 1) QE_SEG_KERNEL(2, 1) QE_SEG_KERNEL(3, 1) QE_SEG_KERNEL(4, 1)
+QE_SEG_KERNEL(5, 1) QE_SEG_KERNEL(6, 1) QE_SEG_KERNEL(7, 1) QE_SEG_KERNEL(8, 1)
+QE_SEG_KERNEL(1, 2) QE_SEG_KERNEL(2, 2) QE_SEG_KERNEL(3, 2) QE_SEG_KERNEL(4, 2)
+QE_SEG_KERNEL(5, 2) QE_SEG_KERNEL(6, 2) QE_SEG_KERNEL(7, 2) QE_SEG_KERNEL(8, 2)
 #undef QE_SEG_KERNEL
 
 typedef void (*ukseg_fn)(int, const int *, const float *const *, const float *, float *, long,
                          int, int, const float *);
-static const ukseg_fn ukseg[2][MR + 1] = {
-    {NULL, ukseg_r1_v1, ukseg_r2_v1, ukseg_r3_v1, ukseg_r4_v1, ukseg_r5_v1, ukseg_r6_v1},
-    {NULL, ukseg_r1_v2, ukseg_r2_v2, ukseg_r3_v2, ukseg_r4_v2, ukseg_r5_v2, ukseg_r6_v2},
+static const ukseg_fn ukseg[2][SMR + 1] = {
+    {NULL, ukseg_r1_v1, ukseg_r2_v1, ukseg_r3_v1, ukseg_r4_v1, ukseg_r5_v1, ukseg_r6_v1,
+     ukseg_r7_v1, ukseg_r8_v1},
+    {NULL, ukseg_r1_v2, ukseg_r2_v2, ukseg_r3_v2, ukseg_r4_v2, ukseg_r5_v2, ukseg_r6_v2,
+     ukseg_r7_v2, ukseg_r8_v2},
 };
 
 /* One GEMM (or a slice of one): C[m0:m0+M, :N] = A[m0:m0+M, :K] * B[:K, :N] (+ bias[N]),
@@ -625,10 +663,10 @@ static int gemm_run_seg(const struct gemm_job *j)
     long nc_max = N < NC ? ((N + NR - 1) / NR) * NR : NC;
     int kc_max = kc_for(K);
     int maxseg = j->maxseg > 0 ? j->maxseg : 1;
-    enum { TILES = MC / MR };
+    enum { TILES = MC / SMR };
     float *Bbuf = j->Bpre ? NULL : aligned_buf((size_t)nc_max * kc_max);
     int filled = j->fill && kc_max == K;
-    const float **ptrs = malloc(sizeof(float *) * (size_t)TILES * maxseg * MR);
+    const float **ptrs = malloc(sizeof(float *) * (size_t)TILES * maxseg * SMR);
     int *lens = malloc(sizeof(int) * (size_t)TILES * maxseg);
     float *rows = filled ? aligned_buf((size_t)MC * K) : NULL;
     int nseg[TILES];
@@ -650,21 +688,21 @@ static int gemm_run_seg(const struct gemm_job *j)
             }
             for (long ic = 0; ic < M; ic += MC) {
                 int mc = (int)(M - ic < MC ? M - ic : MC);
-                int tiles = (mc + MR - 1) / MR;
+                int tiles = (mc + SMR - 1) / SMR;
                 if (filled) {
                     struct strided_a ra = {rows - (j->m0 + ic) * K, K, 1};
                     j->fill(j->sctx, j->m0 + ic, mc, rows);
                     for (int t = 0; t < tiles; t++) {
-                        int mr = mc - t * MR < MR ? mc - t * MR : MR;
-                        nseg[t] = aseg_strided(&ra, j->m0 + ic + (long)t * MR, mr, pc, kc,
-                                               ptrs + (long)t * maxseg * MR,
+                        int mr = mc - t * SMR < SMR ? mc - t * SMR : SMR;
+                        nseg[t] = aseg_strided(&ra, j->m0 + ic + (long)t * SMR, mr, pc, kc,
+                                               ptrs + (long)t * maxseg * SMR,
                                                lens + (long)t * maxseg);
                     }
                 } else {
                     for (int t = 0; t < tiles; t++) {
-                        int mr = mc - t * MR < MR ? mc - t * MR : MR;
-                        nseg[t] = j->sa(j->sctx, j->m0 + ic + (long)t * MR, mr, pc, kc,
-                                        ptrs + (long)t * maxseg * MR, lens + (long)t * maxseg);
+                        int mr = mc - t * SMR < SMR ? mc - t * SMR : SMR;
+                        nseg[t] = j->sa(j->sctx, j->m0 + ic + (long)t * SMR, mr, pc, kc,
+                                        ptrs + (long)t * maxseg * SMR, lens + (long)t * maxseg);
                     }
                 }
                 for (int jr = 0; jr < nc; jr += NR) {
@@ -672,10 +710,10 @@ static int gemm_run_seg(const struct gemm_job *j)
                     const float *bb = j->bias ? j->bias + jc + jr : NULL;
                     const float *bp = Bp + (long)jr * kc;
                     for (int t = 0; t < tiles; t++) {
-                        int mr = mc - t * MR < MR ? mc - t * MR : MR;
+                        int mr = mc - t * SMR < SMR ? mc - t * SMR : SMR;
                         ukseg[nr > 16][mr](nseg[t], lens + (long)t * maxseg,
-                                           ptrs + (long)t * maxseg * MR, bp,
-                                           j->C + (ic + (long)t * MR) * j->ldc + jc + jr,
+                                           ptrs + (long)t * maxseg * SMR, bp,
+                                           j->C + (ic + (long)t * SMR) * j->ldc + jc + jr,
                                            j->ldc, nr, pc == 0, bb);
                     }
                 }
