@@ -548,8 +548,9 @@ static void pack_a_segments(const void *ctx, long i0, int mc, int p0, int kc, fl
 __attribute__((target("avx512f")))                                                            \
 static void ukseg_r##R##_v##NV(int nseg, const int *lens, const float *const *ptrs,           \
                                const float *Bp, float *C, long ldc, int nr, int first,        \
-                               const float *bias)                                             \
+                               const float *bias, const float *pf, int pf_lines)              \
 {                                                                                             \
+    int kk = 0;                                                                               \
     __m512 acc[R][NV];                                                                        \
     for (int r = 0; r < R; r++)                                                               \
         for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();                         \
@@ -557,7 +558,8 @@ static void ukseg_r##R##_v##NV(int nseg, const int *lens, const float *const *pt
         const float *a[R];                                                                    \
         for (int r = 0; r < R; r++) a[r] = ptrs[s * SMR + r];                                  \
         int len = lens[s];                                                                    \
-        for (int k = 0; k < len; k++) {                                                       \
+        for (int k = 0; k < len; k++, kk++) {                                                 \
+            if (kk < pf_lines) _mm_prefetch((const char *)(pf + (long)kk * 16), _MM_HINT_T1); \
             __m512 b0 = _mm512_loadu_ps(Bp);                                                  \
             __m512 b1 = NV > 1 ? _mm512_loadu_ps(Bp + 16) : b0;                               \
             for (int r = 0; r < R; r++) {                                                     \
@@ -592,7 +594,7 @@ QE_SEG_KERNEL(5, 2) QE_SEG_KERNEL(6, 2) QE_SEG_KERNEL(7, 2) QE_SEG_KERNEL(8, 2)
 #undef QE_SEG_KERNEL
 
 typedef void (*ukseg_fn)(int, const int *, const float *const *, const float *, float *, long,
-                         int, int, const float *);
+                         int, int, const float *, const float *, int);
 static const ukseg_fn ukseg[2][SMR + 1] = {
     {NULL, ukseg_r1_v1, ukseg_r2_v1, ukseg_r3_v1, ukseg_r4_v1, ukseg_r5_v1, ukseg_r6_v1,
      ukseg_r7_v1, ukseg_r8_v1},
@@ -709,12 +711,16 @@ static int gemm_run_seg(const struct gemm_job *j)
                     int nr = nc - jr < NR ? nc - jr : NR;
                     const float *bb = j->bias ? j->bias + jc + jr : NULL;
                     const float *bp = Bp + (long)jr * kc;
+                    /* the first two tiles prefetch the next kc x 32 panel (the next in memory:
+                     * pre-packed weights come from L3/DRAM, each panel read once per block) */
+                    const float *next = bp + (long)kc * NR;
                     for (int t = 0; t < tiles; t++) {
                         int mr = mc - t * SMR < SMR ? mc - t * SMR : SMR;
                         ukseg[nr > 16][mr](nseg[t], lens + (long)t * maxseg,
                                            ptrs + (long)t * maxseg * SMR, bp,
                                            j->C + (ic + (long)t * SMR) * j->ldc + jc + jr,
-                                           j->ldc, nr, pc == 0, bb);
+                                           j->ldc, nr, pc == 0, bb, next + (long)t * kc * 16,
+                                           j->Bpre && t < 2 ? kc : 0);
                     }
                 }
             }
