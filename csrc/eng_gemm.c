@@ -3,13 +3,12 @@
  * layouts: qnnemu/ops/conv.py, qnnemu/ops/matmul.py).
  *
  * Bit identity with the Python plan holds by construction: each kernel makes the same calls of
- * csrc/kernels.c (qe_sgemm / qe_sgemm_packed / qe_sgemm_batched, qe_im2col2d, qe_col2im2d,
- * qe_depthwise2d) with the same M, N, K, the same im2col row chunks and the same bias handling
- * as qnnemu/ops/_fast.py and qnnemu/ops/conv.py's fast path.  What a GEMM result depends on:
- * the operand values, K (its K blocks), M and N (which tiles are partial: a full AVX-512 tile
- * without bias stores acc + 0, turning -0 into +0) and the micro-kernel picked at run time --
- * not the thread split (rows or columns in whole tiles, every element summed over the same K
- * blocks in the same order), not the operand strides or packing (packing copies values).
+ * csrc/kernels.c (qe_sgemm / qe_sgemm_packed / qe_sgemm_batched, qe_sconv2d, qe_col2im2d,
+ * qe_depthwise2d) with the same M, N, K, the same thread limit and the same bias handling as
+ * qnnemu/ops/_fast.py and qnnemu/ops/conv.py's fast path.  What a GEMM result depends on: the
+ * operand values, K (its K blocks) and the micro-kernel family picked at run time -- not the
+ * thread split or the tiles (every element summed over the same K blocks in the same order,
+ * stored the same way), not the operand strides, packing or im2col (they move values only).
  * Products below ``small`` multiply-adds run on the calling thread, as _fast._OneThread does.
  */
 #include <stdint.h>

@@ -1,18 +1,23 @@
 /* qnnemu C kernels for the NHWC convolution, pooling and matrix-product ops.
  *
  * - qe_sgemm / qe_sgemm_packed / qe_sgemm_batched: BLIS-style float32 GEMM (packed panels;
- *   6 x 32 AVX-512, 6 x 16 AVX2 or 6 x 8 SSE micro-kernel), large products split over
+ *   6 x 16 AVX2 or 6 x 8 SSE micro-kernel; with AVX-512, 8 x 32 / 8 x 16 micro-kernels that read
+ *   the rows of A in place, as segments, and a pre-packed B prefetched panel by panel), large
+ *   products split over
  *   qe_set_threads() threads (created per call: nothing stays running between calls), at most
  *   qe_set_call_threads() for the calling thread when it set a limit;
  *   qe_pack_b packs a static right-hand operand once.  qnnemu.ops._fast uses it instead of
  *   numpy's BLAS where it is faster: on CPUs with AVX-512 when OpenBLAS runs AVX2 kernels
  *   (OPENBLAS_CORETYPE=Haswell, or an OpenBLAS that does not know the CPU);
+ * - qe_sconv2d: a 2-D convolution as an implicit GEMM: the AVX-512 kernels read the receptive
+ *   fields in place (one segment per filter row or tap, padding from a block of zeros); the
+ *   other micro-kernels pack them;
  * - qe_im2col2d: gathers the receptive fields of a range of output pixels into GEMM rows,
  *   zero filling the padding, so the input is never copied into a padded buffer;
  * - qe_col2im2d: scatters the per-tap GEMM products of a transposed convolution into its
  *   output (the adjoint of im2col);
  * - qe_depthwise2d: direct depthwise convolution (one input channel per group), which has too
- *   little arithmetic per byte for a GEMM;
+ *   little arithmetic per byte for a GEMM (3x3 and 5x5 with the filter in AVX-512 registers);
  * - qe_pool2d: max / average pooling.
  * The kernels other than the GEMM are single-threaded.
  *

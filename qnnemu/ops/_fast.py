@@ -221,11 +221,13 @@ C_GEMM_MIN_ROWS = 8
 SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_GEMM_SINGLE_THREAD_FMAS", "") or (1 << 26))
 
 
-# Convolutions are split from this many multiply-adds on (QNNEMU_CONV_SINGLE_THREAD_FMAS): a
-# ResNet-50 has dozens of 1x1 convolutions of 2**24-2**26 multiply-adds (0.2-0.7 ms on one
-# core) that two cores run in about half the time on a quiet machine.  Their products are split
-# into chunks taken in turn (csrc/kernels.c gemm_dynamic), so a late second thread takes fewer.
-CONV_SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_CONV_SINGLE_THREAD_FMAS", "") or (1 << 24))
+# Convolutions may be split from this many multiply-adds on (QNNEMU_CONV_SINGLE_THREAD_FMAS;
+# 2**23, ~0.1 ms on one AVX-512 core, is where the C GEMM itself starts using a second thread):
+# ResNet-50's dozens of 1x1 convolutions and most of MobileNetV2's are below the general limit
+# above, and two cores run them in about half the time on a quiet machine.  Their products are
+# split into chunks the threads take in turn (csrc/kernels.c gemm_dynamic), so a thread that
+# starts late (its core busy) takes fewer of them.
+CONV_SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_CONV_SINGLE_THREAD_FMAS", "") or (1 << 23))
 
 
 def _small(fmas: int, limit: int | None = None) -> bool:

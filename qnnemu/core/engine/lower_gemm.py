@@ -4,7 +4,7 @@ roundings around the op are the core's converters).  The 1-D convolutions are no
 HTP implements them on no arch, so graphFinalize refuses them (docs/op-support.md).
 
 Kernels (csrc/eng_gemm.c): ``qe_k_gemm`` (FullyConnected, MatMul folded into one product, 1x1
-convolutions), ``qe_k_gemm_batched`` (MatMul with batches), ``qe_k_conv2d`` (im2col + GEMM),
+convolutions), ``qe_k_gemm_batched`` (MatMul with batches), ``qe_k_conv2d`` (implicit GEMM),
 ``qe_k_depthwise2d``, ``qe_k_tconv2d`` (GEMM + col2im).  Each lowering follows the decisions of
 the op's fast path (qnnemu/ops/matmul.py, qnnemu/ops/conv.py, qnnemu/ops/_fast.py) from the
 shapes alone, so the C step makes the same C GEMM calls with the same M, N, K, thread limit
@@ -14,8 +14,8 @@ split and the operand packing do not matter).  The quantized integer pipeline
 ``QNNEMU_KERNELS=reference`` the Python steps use numpy and every step here is Unsupported.
 
 Static weights are prepared at lowering by the op itself (its packed GEMM operand, shared with
-the Python step) and handed to C as constants; im2col columns and per-tap products live in
-scratch regions of the arena.
+the Python step) and handed to C as constants; the gathered pixels of a strided 1x1
+convolution and the per-tap products of a transposed one live in scratch regions of the arena.
 """
 from __future__ import annotations
 
