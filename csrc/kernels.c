@@ -575,21 +575,33 @@ static void ukseg_r##R##_v##NV(int nseg, const int *lens, const float *const *pt
             Bp += 32;                                                                         \
         }                                                                                     \
     }                                                                                         \
+    /* masked stores (no lane beyond nr is touched; a masked-off lane never faults); loops of  \
+     * constant trip count, so the accumulators stay in registers */                          \
+    __mmask16 mk[NV];                                                                         \
     for (int v = 0; v < NV; v++) {                                                            \
         int cols = nr - 16 * v;                                                               \
-        if (cols <= 0) break;                                                                 \
-        __mmask16 m = cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);         \
-        __m512 bb = first && bias ? _mm512_maskz_loadu_ps(m, bias + 16 * v)                   \
-                                  : _mm512_setzero_ps();                                      \
-        for (int r = 0; r < R; r++) {                                                         \
-            float *c = C + (long)r * ldc + 16 * v;                                            \
-            __m512 val = acc[r][v];                                                           \
-            if (!first)                                                                       \
-                val = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c), val);                        \
-            else if (bias)                                                                    \
-                val = _mm512_add_ps(val, bb);                                                 \
-            _mm512_mask_storeu_ps(c, m, val);                                                 \
-        }                                                                                     \
+        mk[v] = cols >= 16 ? (__mmask16)0xFFFF                                                \
+                           : cols <= 0 ? (__mmask16)0 : (__mmask16)((1u << cols) - 1);        \
+    }                                                                                         \
+    if (first && bias) {                                                                      \
+        __m512 bb[NV];                                                                        \
+        for (int v = 0; v < NV; v++) bb[v] = _mm512_maskz_loadu_ps(mk[v], bias + 16 * v);     \
+        for (int r = 0; r < R; r++)                                                           \
+            for (int v = 0; v < NV; v++)                                                      \
+                _mm512_mask_storeu_ps(C + (long)r * ldc + 16 * v, mk[v],                      \
+                                      _mm512_add_ps(acc[r][v], bb[v]));                       \
+    } else if (first) {                                                                       \
+        for (int r = 0; r < R; r++)                                                           \
+            for (int v = 0; v < NV; v++)                                                      \
+                _mm512_mask_storeu_ps(C + (long)r * ldc + 16 * v, mk[v], acc[r][v]);          \
+    } else {                                                                                  \
+        for (int r = 0; r < R; r++)                                                           \
+            for (int v = 0; v < NV; v++) {                                                    \
+                float *c = C + (long)r * ldc + 16 * v;                                        \
+                _mm512_mask_storeu_ps(c, mk[v],                                               \
+                                      _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c),          \
+                                                    acc[r][v]));                              \
+            }                                                                                 \
     }                                                                                         \
 }
 QE_SEG_KERNEL(1, 1) QE_SEG_KERNEL(2, 1) QE_SEG_KERNEL(3, 1) QE_SEG_KERNEL(4, 1)
