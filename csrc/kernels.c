@@ -271,7 +271,7 @@ static void ukernel_avx2(int kc, const float *Ap, const float *Bp, float *C, lon
         for (int r = 0; r < MR; r++) {
             float s = Ap[r];
             v8f a = (v8f){s, s, s, s, s, s, s, s};
-            c[r][0] += a * b0;  /* contracted to vfmadd (-ffp-contract=fast, GCC's default) */
+            c[r][0] += a * b0;  /* product rounded, then added: the build's -ffp-contract=off */
             c[r][1] += a * b1;
         }
         Ap += MR;
