@@ -3,13 +3,12 @@
  * layouts: qnnemu/ops/conv.py, qnnemu/ops/matmul.py).
  *
  * Bit identity with the Python plan holds by construction: each kernel makes the same calls of
- * csrc/kernels.c (qe_sgemm / qe_sgemm_packed / qe_sgemm_batched, qe_im2col2d, qe_col2im2d,
- * qe_depthwise2d) with the same M, N, K, the same im2col row chunks and the same bias handling
- * as qnnemu/ops/_fast.py and qnnemu/ops/conv.py's fast path.  What a GEMM result depends on:
- * the operand values, K (its K blocks), M and N (which tiles are partial: a full AVX-512 tile
- * without bias stores acc + 0, turning -0 into +0) and the micro-kernel picked at run time --
- * not the thread split (rows or columns in whole tiles, every element summed over the same K
- * blocks in the same order), not the operand strides or packing (packing copies values).
+ * csrc/kernels.c (qe_sgemm / qe_sgemm_packed / qe_sgemm_batched, qe_sconv2d, qe_col2im2d,
+ * qe_depthwise2d) with the same M, N, K, the same thread limit and the same bias handling as
+ * qnnemu/ops/_fast.py and qnnemu/ops/conv.py's fast path.  What a GEMM result depends on: the
+ * operand values, K (its K blocks) and the micro-kernel family picked at run time -- not the
+ * thread split or the tiles (every element summed over the same K blocks in the same order,
+ * stored the same way), not the operand strides, packing or im2col (they move values only).
  * Products below ``small`` multiply-adds run on the calling thread, as _fast._OneThread does.
  */
 #include <stdint.h>
@@ -63,13 +62,12 @@ static int small_product(double fmas, int64_t limit) { return fmas < (double)lim
 /* A convolution through im2col + GEMM: conv.conv_fast for 2-D geometry.
  * p: x [n,h,w,c_in], W, y [n,oh,ow,c_out], scratch[, bias];
  * i: n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, c_out, group, mode, packed,
- *    has_bias, small_limit, chunk_rows, w_group_stride, w_rs.
+ *    has_bias, small_limit (_fast.CONV_SINGLE_THREAD_MAX_FMAS), unused, w_group_stride, w_rs.
  * mode 0, 1x1 without padding (group 1): x itself (strided: its pixels gathered into scratch)
  *   is the left operand, bias in the GEMM;
- * mode 1, group 1: im2col rows in chunks of chunk_rows into scratch, one GEMM per chunk, bias
- *   in the GEMM;
- * mode 2, groups: the im2col matrix of every group into scratch [group, P, K], one GEMM per
- *   group into its output columns (B_g = W + g * w_group_stride, row stride w_rs), then bias. */
+ * modes 1 (group 1) and 2 (groups): qe_sconv2d, the implicit GEMM of _fast.conv2d (no im2col
+ *   matrix; scratch and chunk_rows unused), group g's operand B_g = W + g * w_group_stride with
+ *   row stride w_rs (W packed by qe_pack_b: group 1 only), bias in the GEMM. */
 int qe_k_conv2d(const qe_args *a)
 {
     const int64_t *i = a->i;
@@ -100,37 +98,18 @@ int qe_k_conv2d(const qe_args *a)
         return gemm_call(small_product((double)P * c_in * c_out, small), P, c_out, c_in, A,
                          c_in, 1, W, c_out, 1, packed, y, c_out, bias);
     }
+    /* modes 1 and 2: the implicit GEMM of _fast.conv2d (bias in the GEMM) */
     int cig = c_in / group;
-    long K = (long)fh * fw * cig;
-    if (mode == 1) {
-        for (long p0 = 0; p0 < P; p0 += chunk) {
-            long p1 = p0 + chunk < P ? p0 + chunk : P;
-            qe_im2col2d(h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, 0, c_in, p0, p1, x,
-                        scratch);
-            int rc = gemm_call(small_product((double)(p1 - p0) * K * c_out, small), p1 - p0,
-                               c_out, (int)K, scratch, K, 1, W, c_out, 1, packed,
-                               y + p0 * c_out, c_out, bias);
-            if (rc) return rc;
-        }
-        return 0;
-    }
-    long cog = c_out / group;
-    for (int g = 0; g < group; g++)
-        qe_im2col2d(h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, g * cig, cig, 0, P, x,
-                    scratch + (long)g * P * K);
-    /* _fast._c_matmul runs the whole batch on the calling thread below its limit */
-    int one = small_product((double)group * P * K * cog, small);
-    for (int g = 0; g < group; g++) {
-        int rc = gemm_call(one, P, cog, (int)K, scratch + (long)g * P * K, K, 1, W + g * wgs,
-                           wrs, 1, 0, y + g * cog, c_out, NULL);
-        if (rc) return rc;
-    }
-    if (bias)
-        for (long p = 0; p < P; p++) {
-            float *r = y + p * c_out;
-            for (long c = 0; c < c_out; c++) r[c] += bias[c];
-        }
-    return 0;
+    long K = (long)fh * fw * cig, cog = c_out / group;
+    int prev = qe_call_threads();
+    int one = small_product((double)P * K * c_out, small);
+    if (one) qe_set_call_threads(1);
+    int rc = qe_sconv2d(n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, group, cog, x,
+                        packed ? NULL : W, wrs, 1, wgs, packed ? W : NULL, y, c_out, bias);
+    if (one) qe_set_call_threads(prev);
+    (void)chunk;
+    (void)scratch;
+    return rc ? QE_ERR_NOMEM : 0;
 }
 
 /* Depthwise convolution: _fast.depthwise2d.  p: x, f [fh,fw,1,c_out], y[, bias];

@@ -1,18 +1,23 @@
 /* qnnemu C kernels for the NHWC convolution, pooling and matrix-product ops.
  *
  * - qe_sgemm / qe_sgemm_packed / qe_sgemm_batched: BLIS-style float32 GEMM (packed panels;
- *   6 x 32 AVX-512, 6 x 16 AVX2 or 6 x 8 SSE micro-kernel), large products split over
+ *   6 x 16 AVX2 or 6 x 8 SSE micro-kernel; with AVX-512, 8 x 32 / 8 x 16 micro-kernels that read
+ *   the rows of A in place, as segments, and a pre-packed B prefetched panel by panel), large
+ *   products split over
  *   qe_set_threads() threads (created per call: nothing stays running between calls), at most
  *   qe_set_call_threads() for the calling thread when it set a limit;
  *   qe_pack_b packs a static right-hand operand once.  qnnemu.ops._fast uses it instead of
  *   numpy's BLAS where it is faster: on CPUs with AVX-512 when OpenBLAS runs AVX2 kernels
  *   (OPENBLAS_CORETYPE=Haswell, or an OpenBLAS that does not know the CPU);
+ * - qe_sconv2d: a 2-D convolution as an implicit GEMM: the AVX-512 kernels read the receptive
+ *   fields in place (one segment per filter row or tap, padding from a block of zeros); the
+ *   other micro-kernels pack them;
  * - qe_im2col2d: gathers the receptive fields of a range of output pixels into GEMM rows,
  *   zero filling the padding, so the input is never copied into a padded buffer;
  * - qe_col2im2d: scatters the per-tap GEMM products of a transposed convolution into its
  *   output (the adjoint of im2col);
  * - qe_depthwise2d: direct depthwise convolution (one input channel per group), which has too
- *   little arithmetic per byte for a GEMM;
+ *   little arithmetic per byte for a GEMM (3x3 and 5x5 with the filter in AVX-512 registers);
  * - qe_pool2d: max / average pooling.
  * The kernels other than the GEMM are single-threaded.
  *
@@ -25,6 +30,7 @@
  */
 #include <immintrin.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +76,7 @@ int qe_isa(void) { return use_avx2(); }
 
 /* ---- GEMM -------------------------------------------------------------------------------- */
 
-#define KC 320     /* at most; K is split into equal blocks of <= KC */
+#define KC 256     /* at most; K is split into equal blocks of <= KC */
 #define MC 120     /* multiple of MR */
 #define NC 4096    /* multiple of every NR (8, 16, 32) */
 #define MR 6
@@ -265,7 +271,7 @@ static void ukernel_avx2(int kc, const float *Ap, const float *Bp, float *C, lon
         for (int r = 0; r < MR; r++) {
             float s = Ap[r];
             v8f a = (v8f){s, s, s, s, s, s, s, s};
-            c[r][0] += a * b0;  /* contracted to vfmadd (-ffp-contract=fast, GCC's default) */
+            c[r][0] += a * b0;  /* product rounded, then added: the build's -ffp-contract=off */
             c[r][1] += a * b1;
         }
         Ap += MR;
@@ -357,9 +363,12 @@ static void ukernel_avx512(int kc, const float *Ap, const float *Bp, float *C, l
         }
         for (int r = 0; r < MR; r++) {
             float *c = C + (long)r * ldc;
-            if (first) {
+            if (first && bias) {
                 _mm512_storeu_ps(c, _mm512_add_ps(acc[r][0], bb0));
                 _mm512_storeu_ps(c + 16, _mm512_add_ps(acc[r][1], bb1));
+            } else if (first) {   /* the sum itself (a -0 stays -0), as store_tile */
+                _mm512_storeu_ps(c, acc[r][0]);
+                _mm512_storeu_ps(c + 16, acc[r][1]);
             } else {
                 _mm512_storeu_ps(c, _mm512_add_ps(_mm512_loadu_ps(c), acc[r][0]));
                 _mm512_storeu_ps(c + 16, _mm512_add_ps(_mm512_loadu_ps(c + 16), acc[r][1]));
@@ -390,6 +399,226 @@ static void pack_a_strided(const void *ctx, long i0, int mc, int p0, int kc, flo
         pack_a(mc, kc, a, s->rsa, s->csa, Ap);
 }
 
+/* ---- AVX-512 GEMM on unpacked rows of A (no packing of A, no im2col) ---------------------- */
+
+/* The rows of A a micro-kernel reads for one tile (up to MR rows) and one K block
+ * [p0, p0 + kc): ``nseg`` segments, segment s ``lens[s]`` consecutive K indices read from
+ * ``ptrs[s * SMR + r]`` (row r; contiguous floats).  A plain matrix with unit column stride is
+ * one segment per tile; a convolution's rows (implicit im2col) are one segment per filter tap
+ * (taps contiguous in memory merged), padding read from a zero block. */
+/* Rows of a tile of the segment path (8: 16 accumulators of 2 x 16 columns, or 8 of 16 --
+ * enough independent chains of multiply-adds to hide their latency). */
+#define SMR 8
+
+typedef int (*aseg_fn)(const void *ctx, long i0, int mr, int p0, int kc, const float **ptrs,
+                       int *lens);
+
+/* Zeros read in place of the padding of a convolution (a segment never exceeds KC). */
+static const float qe_zeros[KC + 16] __attribute__((aligned(64)));
+
+static int aseg_strided(const void *ctx, long i0, int mr, int p0, int kc, const float **ptrs,
+                        int *lens)
+{
+    const struct strided_a *s = ctx;
+    for (int r = 0; r < mr; r++) ptrs[r] = s->A + (i0 + r) * s->rsa + p0;
+    lens[0] = kc;
+    return 1;
+}
+
+/* A convolution's left operand: row p is output pixel p of the flattened [n, oh, ow] grid, its
+ * K = fh * fw * cig columns the taps (row-major over fh, fw), each channels [c0, c0 + cig) of
+ * the NHWC input x (0 in the padding): the im2col matrix of qe_im2col2d, never built. */
+struct conv_a {
+    int h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, c0, cig;
+    const float *x;
+};
+
+static int aseg_conv(const void *ctx, long i0, int mr, int p0, int kc, const float **ptrs,
+                     int *lens)
+{
+    const struct conv_a *c = ctx;
+    const float *base[SMR];
+    int y0[SMR], x0[SMR];
+    long ohw = (long)c->oh * c->ow;
+    for (int r = 0; r < mr; r++) {
+        long p = i0 + r, b = p / ohw;
+        int rem = (int)(p - b * ohw), oy = rem / c->ow, ox = rem % c->ow;
+        base[r] = c->x + b * c->h * (long)c->w * c->c_in + c->c0;
+        y0[r] = oy * c->sh - c->pt;
+        x0[r] = ox * c->sw - c->pl;
+    }
+    int n = 0, end = p0 + kc;
+    /* Fast path: the rows are output pixels of one output row whose filter rows lie inside
+     * the image horizontally, and a filter row's taps are contiguous in memory (no dilation,
+     * all channels): one segment per filter row, row r's pointer row 0's + r * sw * c_in. */
+    int row_w = c->fw * c->cig;
+    if (c->dw == 1 && c->cig == c->c_in && y0[0] == y0[mr - 1] &&
+        base[0] == base[mr - 1] && x0[mr - 1] - x0[0] == (mr - 1) * c->sw && x0[0] >= 0 &&
+        x0[mr - 1] + c->fw <= c->w) {
+        long rstep = (long)c->sw * c->c_in;
+        for (int p = p0; p < end;) {
+            int ky = p / row_w, off = p - ky * row_w;
+            int len = row_w - off < end - p ? row_w - off : end - p;
+            int iy = y0[0] + ky * c->dh;
+            const float **q = ptrs + (long)n * SMR;
+            if (iy < 0 || iy >= c->h) {
+                int merge = n > 0;
+                for (int r = 0; r < mr; r++) {
+                    q[r] = qe_zeros + (p - p0);
+                    merge = merge && ptrs[(long)(n - 1) * SMR + r] + lens[n - 1] == q[r];
+                }
+                if (merge)
+                    lens[n - 1] += len;     /* zeros after zeros */
+                else
+                    lens[n++] = len;
+            } else {
+                const float *r0 = base[0] + ((long)iy * c->w + x0[0]) * c->c_in + off;
+                for (int r = 0; r < mr; r++) q[r] = r0 + r * rstep;
+                lens[n++] = len;
+            }
+            p += len;
+        }
+        return n;
+    }
+    for (int p = p0; p < end;) {
+        int t = p / c->cig, off = p - t * c->cig;
+        int len = c->cig - off < end - p ? c->cig - off : end - p;
+        int ky = t / c->fw, kx = t - ky * c->fw;
+        const float **q = ptrs + (long)n * SMR;
+        for (int r = 0; r < mr; r++) {
+            int iy = y0[r] + ky * c->dh, ix = x0[r] + kx * c->dw;
+            q[r] = (iy < 0 || iy >= c->h || ix < 0 || ix >= c->w)
+                       ? qe_zeros + (p - p0)
+                       : base[r] + ((long)iy * c->w + ix) * c->c_in + off;
+        }
+        int merge = n > 0;
+        for (int r = 0; r < mr && merge; r++)
+            merge = q[r] == ptrs[(long)(n - 1) * SMR + r] + lens[n - 1];
+        if (merge)
+            lens[n - 1] += len;
+        else
+            lens[n++] = len;
+        p += len;
+    }
+    return n;
+}
+
+/* Below this many channels per tap, a convolution's row blocks are materialised (conv_fill,
+ * the im2col rows of one block, in cache) rather than read as per-tap segments. */
+#define CONV_FILL_CIG 16
+static void conv_fill(const void *ctx, long i0, int mc, float *buf);
+
+/* Segments a K block of at most kc_max columns may need. */
+static int conv_max_segments(const struct conv_a *c, int kc_max)
+{
+    int taps = c->fh * c->fw, by_len = kc_max / (c->cig > 0 ? c->cig : 1) + 2;
+    return by_len < taps ? by_len : taps;
+}
+
+/* pack_a (MR-row panels) from segments: the packed path of the AVX2 / SSE micro-kernels. */
+struct seg_src {
+    aseg_fn fn;
+    const void *ctx;
+    int maxseg;
+    /* optional: writes whole rows [i0, i0 + mc) of A (all K columns) into buf [mc, K]; the
+     * AVX-512 path then reads a row block from buf when K is one block (a convolution with
+     * few channels per tap, whose segments are too short to pay for themselves) */
+    void (*fill)(const void *ctx, long i0, int mc, float *buf);
+};
+
+static void pack_a_segments(const void *ctx, long i0, int mc, int p0, int kc, float *Ap)
+{
+    const struct seg_src *s = ctx;
+    const float *ptrs[s->maxseg * SMR];
+    int lens[s->maxseg];
+    for (int i = 0; i < mc; i += MR) {
+        int mr = mc - i < MR ? mc - i : MR;
+        int n = s->fn(s->ctx, i0 + i, mr, p0, kc, ptrs, lens);
+        int k = 0;
+        for (int g = 0; g < n; g++)
+            for (int q = 0; q < lens[g]; q++, k++) {
+                int r = 0;
+                for (; r < mr; r++) Ap[(long)k * MR + r] = ptrs[g * SMR + r][q];
+                for (; r < MR; r++) Ap[(long)k * MR + r] = 0.0f;
+            }
+        Ap += (long)MR * kc;
+    }
+}
+
+/* The AVX-512 micro-kernels on segments: R rows (1..8) by NV x 16 columns of one packed B
+ * panel (32 wide: NV = 1 reads its first 16 columns, for a last panel of at most 16).  Every
+ * element is one chain of fused multiply-adds over the K block in increasing K, as in
+ * ukernel_avx512, and is stored the same way: first block C = acc (+ bias), else C += acc. */
+#define QE_SEG_KERNEL(R, NV)                                                                  \
+__attribute__((target("avx512f")))                                                            \
+static void ukseg_r##R##_v##NV(int nseg, const int *lens, const float *const *ptrs,           \
+                               const float *Bp, float *C, long ldc, int nr, int first,        \
+                               const float *bias, const float *pf, int pf_lines)              \
+{                                                                                             \
+    int kk = 0;                                                                               \
+    __m512 acc[R][NV];                                                                        \
+    for (int r = 0; r < R; r++)                                                               \
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();                         \
+    for (int s = 0; s < nseg; s++) {                                                          \
+        const float *a[R];                                                                    \
+        for (int r = 0; r < R; r++) a[r] = ptrs[s * SMR + r];                                  \
+        int len = lens[s];                                                                    \
+        for (int k = 0; k < len; k++, kk++) {                                                 \
+            if (kk < pf_lines) _mm_prefetch((const char *)(pf + (long)kk * 16), _MM_HINT_T1); \
+            __m512 b0 = _mm512_loadu_ps(Bp);                                                  \
+            __m512 b1 = NV > 1 ? _mm512_loadu_ps(Bp + 16) : b0;                               \
+            for (int r = 0; r < R; r++) {                                                     \
+                __m512 av = _mm512_set1_ps(a[r][k]);                                          \
+                acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);                               \
+                if (NV > 1) acc[r][NV - 1] = _mm512_fmadd_ps(av, b1, acc[r][NV - 1]);         \
+            }                                                                                 \
+            Bp += 32;                                                                         \
+        }                                                                                     \
+    }                                                                                         \
+    /* masked stores (no lane beyond nr is touched; a masked-off lane never faults); loops of  \
+     * constant trip count, so the accumulators stay in registers */                          \
+    __mmask16 mk[NV];                                                                         \
+    for (int v = 0; v < NV; v++) {                                                            \
+        int cols = nr - 16 * v;                                                               \
+        mk[v] = cols >= 16 ? (__mmask16)0xFFFF                                                \
+                           : cols <= 0 ? (__mmask16)0 : (__mmask16)((1u << cols) - 1);        \
+    }                                                                                         \
+    if (first && bias) {                                                                      \
+        __m512 bb[NV];                                                                        \
+        for (int v = 0; v < NV; v++) bb[v] = _mm512_maskz_loadu_ps(mk[v], bias + 16 * v);     \
+        for (int r = 0; r < R; r++)                                                           \
+            for (int v = 0; v < NV; v++)                                                      \
+                _mm512_mask_storeu_ps(C + (long)r * ldc + 16 * v, mk[v],                      \
+                                      _mm512_add_ps(acc[r][v], bb[v]));                       \
+    } else if (first) {                                                                       \
+        for (int r = 0; r < R; r++)                                                           \
+            for (int v = 0; v < NV; v++)                                                      \
+                _mm512_mask_storeu_ps(C + (long)r * ldc + 16 * v, mk[v], acc[r][v]);          \
+    } else {                                                                                  \
+        for (int r = 0; r < R; r++)                                                           \
+            for (int v = 0; v < NV; v++) {                                                    \
+                float *c = C + (long)r * ldc + 16 * v;                                        \
+                _mm512_mask_storeu_ps(c, mk[v],                                               \
+                                      _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c),          \
+                                                    acc[r][v]));                              \
+            }                                                                                 \
+    }                                                                                         \
+}
+QE_SEG_KERNEL(1, 1) QE_SEG_KERNEL(2, 1) QE_SEG_KERNEL(3, 1) QE_SEG_KERNEL(4, 1)
+QE_SEG_KERNEL(5, 1) QE_SEG_KERNEL(6, 1) QE_SEG_KERNEL(7, 1) QE_SEG_KERNEL(8, 1)
+QE_SEG_KERNEL(1, 2) QE_SEG_KERNEL(2, 2) QE_SEG_KERNEL(3, 2) QE_SEG_KERNEL(4, 2)
+QE_SEG_KERNEL(5, 2) QE_SEG_KERNEL(6, 2) QE_SEG_KERNEL(7, 2) QE_SEG_KERNEL(8, 2)
+#undef QE_SEG_KERNEL
+
+typedef void (*ukseg_fn)(int, const int *, const float *const *, const float *, float *, long,
+                         int, int, const float *, const float *, int);
+static const ukseg_fn ukseg[2][SMR + 1] = {
+    {NULL, ukseg_r1_v1, ukseg_r2_v1, ukseg_r3_v1, ukseg_r4_v1, ukseg_r5_v1, ukseg_r6_v1,
+     ukseg_r7_v1, ukseg_r8_v1},
+    {NULL, ukseg_r1_v2, ukseg_r2_v2, ukseg_r3_v2, ukseg_r4_v2, ukseg_r5_v2, ukseg_r6_v2,
+     ukseg_r7_v2, ukseg_r8_v2},
+};
+
 /* One GEMM (or a slice of one): C[m0:m0+M, :N] = A[m0:m0+M, :K] * B[:K, :N] (+ bias[N]),
  * A through ``pa`` (absolute row indices), B/C/bias already offset to the slice's columns,
  * C to its first row. */
@@ -406,6 +635,10 @@ struct gemm_job {
     int rc;
     const float *Bpre;  /* B packed by qe_pack_b (B/rsb/csb unused), or NULL */
     long n0, Npad;      /* with Bpre: the slice's first column, padded N of the packing */
+    aseg_fn sa;         /* A's rows as segments (the AVX-512 path reads them unpacked), or NULL */
+    const void *sctx;
+    int maxseg;         /* segments per tile and K block at most */
+    void (*fill)(const void *ctx, long i0, int mc, float *buf);   /* seg_src.fill */
 };
 
 static int gemm_nr(void) { return qe_gemm_avx512() ? 32 : use_avx2() ? 16 : 8; }
@@ -438,6 +671,85 @@ void qe_pack_b(long N, int K, const float *B, long rsb, long csb, float *Bp)
     }
 }
 
+/* gemm_run on the AVX-512 segment kernels: A read in place through j->sa (no packing), B
+ * packed per block (or pre-packed).  Loops: N blocks of NC, K blocks, row blocks of MC (their
+ * tiles' segments built once), B panels, row tiles: a B panel stays in L1 while the row tiles
+ * of the block stream through it. */
+static int gemm_run_seg(const struct gemm_job *j)
+{
+    long M = j->M, N = j->N;
+    int K = j->K, NR = 32;
+    long nc_max = N < NC ? ((N + NR - 1) / NR) * NR : NC;
+    int kc_max = kc_for(K);
+    int maxseg = j->maxseg > 0 ? j->maxseg : 1;
+    enum { TILES = MC / SMR };
+    float *Bbuf = j->Bpre ? NULL : aligned_buf((size_t)nc_max * kc_max);
+    int filled = j->fill && kc_max == K;
+    const float **ptrs = malloc(sizeof(float *) * (size_t)TILES * maxseg * SMR);
+    int *lens = malloc(sizeof(int) * (size_t)TILES * maxseg);
+    float *rows = filled ? aligned_buf((size_t)MC * K) : NULL;
+    int nseg[TILES];
+    if ((!Bbuf && !j->Bpre) || !ptrs || !lens || (filled && !rows)) {
+        free(Bbuf); free(ptrs); free(lens); free(rows);
+        return -1;
+    }
+    for (long jc = 0; jc < N; jc += NC) {
+        int nc = (int)(N - jc < NC ? N - jc : NC);
+        for (int pc = 0; pc < K; pc += kc_max) {
+            int kc = K - pc < kc_max ? K - pc : kc_max;
+            const float *Bp;
+            if (j->Bpre) {
+                Bp = j->Bpre + (long)pc * j->Npad + (j->n0 + jc) / NR * (long)kc * NR;
+            } else {
+                pack_b(kc, nc, NR, j->B + (long)pc * j->rsb + jc * j->csb, j->rsb, j->csb,
+                       Bbuf);
+                Bp = Bbuf;
+            }
+            for (long ic = 0; ic < M; ic += MC) {
+                int mc = (int)(M - ic < MC ? M - ic : MC);
+                int tiles = (mc + SMR - 1) / SMR;
+                if (filled) {
+                    struct strided_a ra = {rows - (j->m0 + ic) * K, K, 1};
+                    j->fill(j->sctx, j->m0 + ic, mc, rows);
+                    for (int t = 0; t < tiles; t++) {
+                        int mr = mc - t * SMR < SMR ? mc - t * SMR : SMR;
+                        nseg[t] = aseg_strided(&ra, j->m0 + ic + (long)t * SMR, mr, pc, kc,
+                                               ptrs + (long)t * maxseg * SMR,
+                                               lens + (long)t * maxseg);
+                    }
+                } else {
+                    for (int t = 0; t < tiles; t++) {
+                        int mr = mc - t * SMR < SMR ? mc - t * SMR : SMR;
+                        nseg[t] = j->sa(j->sctx, j->m0 + ic + (long)t * SMR, mr, pc, kc,
+                                        ptrs + (long)t * maxseg * SMR, lens + (long)t * maxseg);
+                    }
+                }
+                for (int jr = 0; jr < nc; jr += NR) {
+                    int nr = nc - jr < NR ? nc - jr : NR;
+                    const float *bb = j->bias ? j->bias + jc + jr : NULL;
+                    const float *bp = Bp + (long)jr * kc;
+                    /* the first two tiles prefetch the next kc x 32 panel (the next in memory:
+                     * pre-packed weights come from L3/DRAM, each panel read once per block) */
+                    const float *next = bp + (long)kc * NR;
+                    for (int t = 0; t < tiles; t++) {
+                        int mr = mc - t * SMR < SMR ? mc - t * SMR : SMR;
+                        ukseg[nr > 16][mr](nseg[t], lens + (long)t * maxseg,
+                                           ptrs + (long)t * maxseg * SMR, bp,
+                                           j->C + (ic + (long)t * SMR) * j->ldc + jc + jr,
+                                           j->ldc, nr, pc == 0, bb, next + (long)t * kc * 16,
+                                           j->Bpre && t < 2 ? kc : 0);
+                    }
+                }
+            }
+        }
+    }
+    free(Bbuf);
+    free(ptrs);
+    free(lens);
+    free(rows);
+    return 0;
+}
+
 static int gemm_run(const struct gemm_job *j)
 {
     long M = j->M, N = j->N;
@@ -449,6 +761,7 @@ static int gemm_run(const struct gemm_job *j)
         return 0;
     }
     int isa = qe_gemm_avx512() ? 2 : use_avx2();
+    if (isa == 2 && j->sa) return gemm_run_seg(j);
     int NR = gemm_nr();
     ukernel_fn uk = isa == 2 ? ukernel_avx512 : isa == 1 ? ukernel_avx2 : ukernel_sse;
     long nc_max = N < NC ? ((N + NR - 1) / NR) * NR : NC;
@@ -573,17 +886,75 @@ struct k2d {
     static void NAME##_range_avx2(const void *a, long p0, long p1)                         \
     { NAME##_range_body(a, p0, p1); }
 
+/* A product split into chunks that the threads take in turn (an atomic counter): a thread
+ * that starts late (the other core busy) takes fewer chunks instead of holding everyone up.
+ * Chunks are whole row tiles (by_rows) or whole 32-column panels, so every element is computed
+ * exactly as without the split.  Used when B is pre-packed or the split is by columns: no
+ * chunk then repacks what another chunk packs too. */
+struct dyn_ctx {
+    struct gemm_job base;
+    int by_rows;
+    long step, total, nchunks;
+    atomic_long next;
+    atomic_int rc;
+};
+
+static void dyn_item(void *arg)
+{
+    struct dyn_ctx *d = *(struct dyn_ctx **)arg;
+    for (;;) {
+        long c = atomic_fetch_add(&d->next, 1);
+        if (c >= d->nchunks) break;
+        struct gemm_job j = d->base;
+        long s0 = c * d->step, len = d->total - s0 < d->step ? d->total - s0 : d->step;
+        if (d->by_rows) {
+            j.m0 = s0;
+            j.M = len;
+            j.C = d->base.C + s0 * d->base.ldc;
+        } else {
+            j.N = len;
+            j.B = d->base.B ? d->base.B + s0 * d->base.csb : NULL;
+            j.n0 = s0;
+            j.C = d->base.C + s0;
+            j.bias = d->base.bias ? d->base.bias + s0 : NULL;
+        }
+        if (gemm_run(&j)) atomic_store(&d->rc, -1);
+    }
+}
+
+static int gemm_dynamic(const struct gemm_job *base, int T, int by_rows)
+{
+    struct dyn_ctx d;
+    d.base = *base;
+    d.by_rows = by_rows;
+    d.total = by_rows ? base->M : base->N;
+    /* about 4 chunks per thread: a row block of at most MC rows, at least one tile */
+    long unit = by_rows ? MR : 32, want = (d.total + 4L * T - 1) / (4L * T);
+    d.step = (want + unit - 1) / unit * unit;
+    if (by_rows && d.step > MC) d.step = MC;
+    d.nchunks = (d.total + d.step - 1) / d.step;
+    atomic_init(&d.next, 0);
+    atomic_init(&d.rc, 0);
+    struct dyn_ctx *same[64];
+    for (int t = 0; t < T && t < 64; t++) same[t] = &d;
+    qe_pool_run(dyn_item, same, sizeof same[0], T < 64 ? T : 64);
+    return atomic_load(&d.rc);
+}
+
 /* Splits one GEMM over the threads: by rows when B is the smaller operand (each thread
  * packs all of B), else by columns (each thread packs all of A). */
 static int gemm_split(long M, long N, int K, pack_a_fn pa, const void *actx,
-                      const float *B, long rsb, long csb, const float *Bpre, float *C,
-                      long ldc, const float *bias)
+                      const struct seg_src *seg, const float *B, long rsb, long csb,
+                      const float *Bpre, float *C, long ldc, const float *bias)
 {
     int NR = gemm_nr();
     struct gemm_job base = {0, M, N, K, pa, actx, B, rsb, csb, C, ldc, bias, 0, Bpre, 0,
-                            (N + NR - 1) / NR * NR};
+                            (N + NR - 1) / NR * NR, seg ? seg->fn : NULL,
+                            seg ? seg->ctx : NULL, seg ? seg->maxseg : 0,
+                            seg ? seg->fill : NULL};
     int T = threads_for((double)M * N * K, N <= M ? (M + MR - 1) / MR : (N + 31) / 32);
     if (T <= 1) return gemm_run(&base);
+    if (Bpre || N > M) return gemm_dynamic(&base, T, N <= M);
     struct gemm_job jobs[64];
     int n = 0;
     if (N <= M) {
@@ -617,7 +988,9 @@ int qe_sgemm(long M, long N, int K, const float *A, long rsa, long csa, const fl
              long rsb, long csb, float *C, long ldc, const float *bias)
 {
     struct strided_a s = {A, rsa, csa};
-    return gemm_split(M, N, K, pack_a_strided, &s, B, rsb, csb, NULL, C, ldc, bias);
+    struct seg_src seg = {aseg_strided, &s, 1, NULL};
+    return gemm_split(M, N, K, pack_a_strided, &s, csa == 1 ? &seg : NULL, B, rsb, csb, NULL,
+                      C, ldc, bias);
 }
 
 /* qe_sgemm with B packed by qe_pack_b (same N, K; same process: the packing follows the
@@ -626,7 +999,35 @@ int qe_sgemm_packed(long M, long N, int K, const float *A, long rsa, long csa,
                     const float *Bpacked, float *C, long ldc, const float *bias)
 {
     struct strided_a s = {A, rsa, csa};
-    return gemm_split(M, N, K, pack_a_strided, &s, NULL, 0, 0, Bpacked, C, ldc, bias);
+    struct seg_src seg = {aseg_strided, &s, 1, NULL};
+    return gemm_split(M, N, K, pack_a_strided, &s, csa == 1 ? &seg : NULL, NULL, 0, 0, Bpacked,
+                      C, ldc, bias);
+}
+
+/* A 2-D convolution as one GEMM per group without an im2col matrix (implicit GEMM): for group
+ * g, C[:, g*cog : (g+1)*cog] = A_g B_g (+ bias[g*cog ...]) where A_g is the [n*oh*ow, K]
+ * im2col matrix of qe_im2col2d over channels [g*cig, (g+1)*cig) (K = fh*fw*cig) and B_g is
+ * B + g*b_gstride (element (p, j) at p*rsb + j*csb) or, with Bpacked (group 1 only), the
+ * operand packed by qe_pack_b.  Results equal qe_sgemm on the im2col matrix, bit for bit:
+ * the same K blocks and the same chains of multiply-adds, only the reads of A differ. */
+int qe_sconv2d(int n, int h, int w, int c_in, int fh, int fw, int oh, int ow, int sh, int sw,
+               int pt, int pl, int dh, int dw, int group, long cog, const float *x,
+               const float *B, long rsb, long csb, long b_gstride, const float *Bpacked,
+               float *C, long ldc, const float *bias)
+{
+    int cig = c_in / group;
+    long M = (long)n * oh * ow;
+    int K = fh * fw * cig;
+    for (int g = 0; g < group; g++) {
+        struct conv_a a = {h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, g * cig, cig, x};
+        struct seg_src seg = {aseg_conv, &a, conv_max_segments(&a, kc_for(K > 0 ? K : 1)),
+                              cig < CONV_FILL_CIG ? conv_fill : NULL};
+        int rc = gemm_split(M, cog, K, pack_a_segments, &seg, &seg,
+                            Bpacked ? NULL : B + g * b_gstride, rsb, csb, Bpacked,
+                            C + g * cog, ldc, bias ? bias + g * cog : NULL);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 struct batch_ctx {
@@ -656,7 +1057,7 @@ static void batch_item(void *arg)
         struct strided_a s = {c->A + c->a_off[b], c->rsa, c->csa};
         struct gemm_job j = {0, c->M, c->N, c->K, pack_a_strided, &s, c->B + c->b_off[b],
                              c->rsb, c->csb, c->C + (long)b * c->M * c->ldc, c->ldc, c->bias, 0,
-                             NULL, 0, 0};
+                             NULL, 0, 0, c->csa == 1 ? aseg_strided : NULL, &s, 1};
         if (gemm_run(&j)) {
             pthread_mutex_lock(&c->lock);
             c->rc = -1;
@@ -745,6 +1146,17 @@ ALWAYS_INLINE void im2col_range_body(const void *ctx, long r0, long r1)
 }
 
 RANGE_VARIANTS(im2col)
+
+/* seg_src.fill of a convolution's rows: im2col rows [i0, i0 + mc) into buf. */
+static void conv_fill(const void *ctx, long i0, int mc, float *buf)
+{
+    const struct conv_a *c = ctx;
+    struct k2d a = {0};
+    a.h = c->h; a.w = c->w; a.c_in = c->c_in; a.fh = c->fh; a.fw = c->fw; a.oh = c->oh;
+    a.ow = c->ow; a.sh = c->sh; a.sw = c->sw; a.pt = c->pt; a.pl = c->pl; a.dh = c->dh;
+    a.dw = c->dw; a.c0 = c->c0; a.cig = c->cig; a.p0 = i0; a.x = c->x; a.y = buf;
+    (use_avx2() ? im2col_range_avx2 : im2col_range_base)(&a, 0, mc);
+}
 
 void qe_im2col2d(int h, int w, int c_in, int fh, int fw, int oh, int ow, int sh, int sw,
                  int pt, int pl, int dh, int dw, int c0, int cig, long p0, long p1,
@@ -892,6 +1304,96 @@ ALWAYS_INLINE void depthwise_range_body(const void *ctx, long p0, long p1)
 
 RANGE_VARIANTS(depthwise)
 
+/* Depthwise FH x FW (one input channel per output channel) with AVX-512: 16 channels at a
+ * time, their FH * FW filter vectors held in registers across a run of output pixels (each
+ * input vector loaded once per tap, no filter reload).  Per channel the arithmetic is that of
+ * depthwise_body: the bias (or 0), then + in * w per tap inside the image in tap order, each
+ * product rounded before the add (no fused multiply-add), so the results are the same bits. */
+#define QE_DW512(FH, FW)                                                                      \
+__attribute__((target("avx512f")))                                                            \
+static void dw512_##FH##x##FW(const void *ctx, long p0, long p1)                              \
+{                                                                                             \
+    const struct k2d *a = ctx;                                                                \
+    int c = a->c_in;                                                                          \
+    long ohw = (long)a->oh * a->ow;                                                           \
+    for (long p = p0; p < p1;) {                                                              \
+        /* the run of output pixels [p, p + run) in one output row */                         \
+        long b = p / ohw;                                                                     \
+        int rem = (int)(p - b * ohw), oy = rem / a->ow, ox0 = rem % a->ow;                    \
+        int run = a->ow - ox0 < p1 - p ? a->ow - ox0 : (int)(p1 - p);                         \
+        const float *xb = a->x + b * a->h * (long)a->w * c;                                   \
+        for (int c0 = 0; c0 < c; c0 += 16) {                                                  \
+            __mmask16 m = c - c0 >= 16 ? (__mmask16)0xFFFF                                    \
+                                       : (__mmask16)((1u << (c - c0)) - 1);                   \
+            __m512 wv[FH * FW];                                                               \
+            for (int t = 0; t < FH * FW; t++)                                                 \
+                wv[t] = _mm512_maskz_loadu_ps(m, a->f + (long)t * c + c0);                    \
+            __m512 bv = a->bias ? _mm512_maskz_loadu_ps(m, a->bias + c0)                      \
+                                : _mm512_setzero_ps();                                        \
+            float *yo = a->y + p * c + c0;                                                    \
+            /* 4 pixels whose taps are all inside the row at a time (4 independent chains of \
+             * adds), the others one by one */                                                \
+            for (int q = 0; q < run;) {                                                       \
+                int ox = ox0 + q;                                                             \
+                int xl = ox * a->sw - a->pl;                                                  \
+                if (q + 4 <= run && xl >= 0 &&                                                \
+                    xl + 3 * a->sw + (FW - 1) * a->dw < a->w) {                               \
+                    __m512 s0 = bv, s1 = bv, s2 = bv, s3 = bv;                                \
+                    long st = (long)a->sw * c;                                                \
+                    for (int ky = 0; ky < FH; ky++) {                                         \
+                        int iy = oy * a->sh - a->pt + ky * a->dh;                             \
+                        if (iy < 0 || iy >= a->h) continue;                                   \
+                        const float *xr = xb + ((long)iy * a->w + xl) * c + c0;               \
+                        for (int kx = 0; kx < FW; kx++) {                                     \
+                            __m512 wk = wv[ky * FW + kx];                                     \
+                            const float *xp = xr + (long)kx * a->dw * c;                      \
+                            s0 = _mm512_add_ps(s0, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xp), wk)); \
+                            s1 = _mm512_add_ps(s1, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xp + st), wk)); \
+                            s2 = _mm512_add_ps(s2, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xp + 2 * st), wk)); \
+                            s3 = _mm512_add_ps(s3, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xp + 3 * st), wk)); \
+                        }                                                                     \
+                    }                                                                         \
+                    _mm512_mask_storeu_ps(yo + (long)q * c, m, s0);                           \
+                    _mm512_mask_storeu_ps(yo + (long)(q + 1) * c, m, s1);                     \
+                    _mm512_mask_storeu_ps(yo + (long)(q + 2) * c, m, s2);                     \
+                    _mm512_mask_storeu_ps(yo + (long)(q + 3) * c, m, s3);                     \
+                    q += 4;                                                                   \
+                    continue;                                                                 \
+                }                                                                             \
+                __m512 acc = bv;                                                              \
+                for (int ky = 0; ky < FH; ky++) {                                             \
+                    int iy = oy * a->sh - a->pt + ky * a->dh;                                 \
+                    if (iy < 0 || iy >= a->h) continue;                                       \
+                    const float *xr = xb + (long)iy * a->w * c + c0;                          \
+                    for (int kx = 0; kx < FW; kx++) {                                         \
+                        int ix = xl + kx * a->dw;                                             \
+                        if (ix < 0 || ix >= a->w) continue;                                   \
+                        __m512 in = _mm512_maskz_loadu_ps(m, xr + (long)ix * c);              \
+                        acc = _mm512_add_ps(acc, _mm512_mul_ps(in, wv[ky * FW + kx]));        \
+                    }                                                                         \
+                }                                                                             \
+                _mm512_mask_storeu_ps(yo + (long)q * c, m, acc);                              \
+                q++;                                                                          \
+            }                                                                                 \
+        }                                                                                     \
+        p += run;                                                                             \
+    }                                                                                         \
+}
+QE_DW512(3, 3)
+QE_DW512(5, 5)
+#undef QE_DW512
+
+/* The depthwise range function for the CPU and the filter: the AVX-512 register-filter
+ * kernels for 3x3 and 5x5 filters without channel multiplier, else depthwise_body. */
+static range_fn depthwise_range_fn(int fh, int fw, int c_in, int c_out)
+{
+    if (qe_gemm_avx512() && c_in == c_out) {
+        if (fh == 3 && fw == 3) return dw512_3x3;
+        if (fh == 5 && fw == 5) return dw512_5x5;
+    }
+    return use_avx2() ? depthwise_range_avx2 : depthwise_range_base;
+}
+
 void qe_depthwise2d(int n, int h, int w, int c_in, int fh, int fw, int c_out, int oh, int ow,
                     int sh, int sw, int pt, int pl, int dh, int dw, const float *x,
                     const float *f, const float *bias, float *y)
@@ -901,8 +1403,8 @@ void qe_depthwise2d(int n, int h, int w, int c_in, int fh, int fw, int c_out, in
     a.ow = ow; a.sh = sh; a.sw = sw; a.pt = pt; a.pl = pl; a.dh = dh; a.dw = dw;
     a.x = x; a.f = f; a.bias = bias; a.y = y;
     /* ~0.05 ns per multiply-add (vectorized) */
-    parallel_for(use_avx2() ? depthwise_range_avx2 : depthwise_range_base, &a,
-                 (long)n * oh * ow, 0.05 * fh * fw * c_out + 2.0);
+    parallel_for(depthwise_range_fn(fh, fw, c_in, c_out), &a, (long)n * oh * ow,
+                 0.05 * fh * fw * c_out + 2.0);
 }
 
 /* ---- pooling ----------------------------------------------------------------------------- */

@@ -16,6 +16,10 @@ void qe_set_call_threads(int n);
 int qe_call_threads(void);
 int qe_sgemm(long M, long N, int K, const float *A, long rsa, long csa, const float *B,
              long rsb, long csb, float *C, long ldc, const float *bias);
+int qe_sconv2d(int n, int h, int w, int c_in, int fh, int fw, int oh, int ow, int sh, int sw,
+               int pt, int pl, int dh, int dw, int group, long cog, const float *x,
+               const float *B, long rsb, long csb, long b_gstride, const float *Bpacked,
+               float *C, long ldc, const float *bias);
 long qe_packed_b_size(long N, int K);
 void qe_pack_b(long N, int K, const float *B, long rsb, long csb, float *Bp);
 int qe_sgemm_packed(long M, long N, int K, const float *A, long rsa, long csa,

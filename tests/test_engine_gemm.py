@@ -4,6 +4,10 @@ float16 math) lower to C steps without fallbacks, and their results equal the Py
 for byte; the C GEMM's results do not depend on its thread count."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from helpers.binary_builders import APP_READ, APP_WRITE, STATIC, GraphBuilder, new_context
@@ -162,13 +166,9 @@ def test_conv2d_bit_identical(n, h, w, cig, cog, group, fh, fw, sh, sw, dh, dw, 
 
 
 @pytest.mark.parametrize("stride", [1, 2])
-def test_conv2d_pointwise_and_im2col_chunks(stride, monkeypatch):
-    """1x1 convolutions (the input as GEMM operand, strided pixels gathered) and an im2col
-    matrix larger than one chunk (rows in several GEMMs), with packed static filters."""
-    from qnnemu.ops import conv as conv_mod
-    monkeypatch.setattr(conv_mod, "IM2COL_CHUNK", 4000)   # small chunks, on both paths
-    from qnnemu.core.engine import lower_gemm
-    monkeypatch.setattr(lower_gemm, "IM2COL_CHUNK", 4000)
+def test_conv2d_pointwise_and_implicit_gemm(stride):
+    """1x1 convolutions (the input as GEMM operand, strided pixels gathered) and 3x3 ones through
+    the implicit GEMM over several row blocks, with packed static filters."""
     rng = np.random.default_rng(7)
     for k, c_out in ((1, 96), (3, 64)):
         b = GraphBuilder(new_context(), "pw")
@@ -179,6 +179,66 @@ def test_conv2d_pointwise_and_im2col_chunks(stride, monkeypatch):
         y = b.tensor("y", (1,) + o + (c_out,), type_=APP_READ)
         b.node("Conv2d", "conv", [x, f, bias], [y], stride=[stride, stride])
         check(b, {x.id: rand(rng, (1, 12, 11, 48))}, f"Conv2d {k}x{k} stride {stride}")
+
+
+# (n, h, w, c_in, fh, fw, c_out, stride, pad, dilation, group): the implicit GEMM's cases --
+# channels per tap below 16 (row blocks filled) and above (per-tap segments, merged where taps
+# are contiguous), several K blocks (K > 320), several row blocks, a last column panel of at most
+# 16, every row count of a last tile, padding on every side, dilation, groups
+IMPLICIT_CASES = [
+    (1, 23, 21, 3, 7, 7, 20, 2, 3, 1, 1),
+    (2, 9, 10, 40, 3, 3, 33, 1, 1, 1, 1),
+    (1, 8, 9, 64, 3, 3, 48, 1, 2, 2, 1),
+    (1, 5, 7, 96, 2, 3, 70, 2, 1, 1, 1),
+    (1, 13, 11, 16, 3, 3, 16, 1, 1, 1, 1),
+    (1, 7, 7, 48, 3, 3, 40, 1, 1, 1, 4),
+    (1, 6, 5, 8, 5, 1, 12, 1, 2, 1, 2),
+]
+
+
+@pytest.mark.parametrize("case", IMPLICIT_CASES, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("static_f", [True, False])
+def test_conv2d_implicit_gemm_cases(case, static_f):
+    n, h, w, c_in, fh, fw, c_out, s, pad, d, group = case
+    oh = (h + 2 * pad - ((fh - 1) * d + 1)) // s + 1
+    ow = (w + 2 * pad - ((fw - 1) * d + 1)) // s + 1
+    rng = np.random.default_rng(sum(case))
+    b = GraphBuilder(new_context(), "implicit")
+    x = b.tensor("x", (n, h, w, c_in), type_=APP_WRITE)
+    feeds = {x.id: rand(rng, (n, h, w, c_in), zeros=True)}
+    f, fv = operand(b, rng, "f", (fh, fw, c_in // group, c_out), static_f, zeros=True)
+    if fv is not None:
+        feeds[f.id] = fv
+    bias = b.tensor("b", (c_out,), type_=STATIC, data=rand(rng, (c_out,)))
+    y = b.tensor("y", (n, oh, ow, c_out), type_=APP_READ)
+    b.node("Conv2d", "conv", [x, f, bias], [y], stride=[s, s], pad_amount=[[pad, pad], [pad, pad]],
+           dilation=[d, d], group=group)
+    check(b, feeds, f"Conv2d {case} static={static_f}")
+
+
+def test_implicit_gemm_equals_gemm_on_the_im2col_matrix(monkeypatch):
+    """qe_sconv2d gives the bytes of qe_sgemm on the im2col matrix (same K blocks, same chains
+    of multiply-adds), on 1 and 2 threads (split by rows or columns), for segment-read and
+    row-filled inputs."""
+    monkeypatch.setattr(_fast, "SINGLE_THREAD_MAX_FMAS", 0)    # let every product split
+    lib = _fast._lib
+    prev = lib.qe_threads()
+    rng = np.random.default_rng(29)
+    try:
+        for (h, c_in, k, c_out, s, pad) in ((112, 3, 7, 64, 2, 3), (30, 48, 3, 72, 1, 1), (4, 160, 3, 600, 1, 1)):
+            x = rand(rng, (1, h, h, c_in), zeros=True)
+            f = rand(rng, (k * k * c_in, c_out), zeros=True)
+            bias = rand(rng, (c_out,))
+            o = (h + 2 * pad - k) // s + 1
+            cols = _fast.im2col2d(x, (k, k), (s, s), ((pad, pad), (pad, pad)), (1, 1), (o, o), 0, c_in, 0, o * o)
+            for t in (1, 2):
+                lib.qe_set_threads(t)
+                ref = _fast.c_gemm(cols, f, bias)
+                got = _fast.conv2d(x, f, bias, (k, k), (s, s), ((pad, pad), (pad, pad)), (1, 1), (o, o), 1, c_out)
+                assert got.tobytes() == ref.tobytes(), \
+                    f"implicit GEMM {h}x{h}x{c_in} k{k} -> {c_out} on {t} threads equals the im2col GEMM"
+    finally:
+        lib.qe_set_threads(prev)
 
 
 @given(h=st.integers(1, 8), w=st.integers(1, 8), c_in=st.integers(1, 6), mult=st.integers(1, 3),
@@ -205,6 +265,54 @@ def test_depthwise_conv2d_bit_identical(h, w, c_in, mult, fh, fw, s, d, pad, sta
     b.node("DepthWiseConv2d", "dw", ins, [y], stride=[s, s], pad_amount=[[pad, pad], [pad, pad]],
            dilation=[d, d])
     check(b, feeds, f"DepthWiseConv2d x{(1, h, w, c_in)} f{(fh, fw, 1, c_out)} s{s} d{d} p{pad}")
+
+
+@pytest.mark.parametrize("k,s,c", [(3, 1, 40), (3, 2, 16), (5, 1, 24), (5, 2, 7)])
+def test_depthwise_register_filter_kernels(k, s, c):
+    """3x3 and 5x5 depthwise steps (the AVX-512 kernels that hold the filter in registers, with
+    interior runs of 4 pixels, borders and a channel tail) run in C, bit identical."""
+    rng = np.random.default_rng(k * 100 + s * 10 + c)
+    h, w, pad = 13, 11, k // 2
+    oh, ow = (h + 2 * pad - k) // s + 1, (w + 2 * pad - k) // s + 1
+    b = GraphBuilder(new_context(), "dwk")
+    x = b.tensor("x", (1, h, w, c), type_=APP_WRITE)
+    f = b.tensor("f", (k, k, 1, c), type_=STATIC, data=rand(rng, (k, k, 1, c), zeros=True))
+    bias = b.tensor("b", (c,), type_=STATIC, data=rand(rng, (c,)))
+    y = b.tensor("y", (1, oh, ow, c), type_=APP_READ)
+    b.node("DepthWiseConv2d", "dw", [x, f, bias], [y], stride=[s, s], pad_amount=[[pad, pad], [pad, pad]])
+    check(b, {x.id: rand(rng, (1, h, w, c), zeros=True)}, f"DepthWiseConv2d {k}x{k} s{s} c{c}")
+
+
+DEPTHWISE_PROBE = """
+import hashlib, numpy as np
+from qnnemu.ops import _fast
+rng = np.random.default_rng(5)
+out = []
+for h, w, c, k, s in [(13, 11, 40, 3, 1), (12, 9, 19, 3, 2), (10, 12, 24, 5, 1), (9, 7, 7, 5, 2)]:
+    x = rng.standard_normal((1, h, w, c)).astype(np.float32)
+    x[rng.random(x.shape) < 0.2] = -0.0
+    f = rng.standard_normal((k, k, 1, c)).astype(np.float32)
+    p = k // 2
+    o = ((h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1)
+    for bias in (None, rng.standard_normal(c).astype(np.float32)):
+        out.append(_fast.depthwise2d(x, f, bias, (s, s), ((p, p), (p, p)), (1, 1), o).tobytes())
+print(hashlib.sha256(b"".join(out)).hexdigest())
+"""
+
+
+def test_depthwise_avx512_equals_avx2():
+    """The AVX-512 depthwise kernels compute every channel as the AVX2 kernel does (bias or 0,
+    then + in * w per tap, no fused multiply-add): the same bytes with QNNEMU_KERNELS_ISA=avx2."""
+    if not _fast._lib.qe_gemm_avx512():
+        pytest.skip("no AVX-512 on this CPU")
+    digests = {}
+    for isa in ("", "avx2"):
+        env = dict(os.environ, QNNEMU_KERNELS_ISA=isa)
+        run = subprocess.run([sys.executable, "-c", DEPTHWISE_PROBE], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert run.returncode == 0, f"the depthwise probe ran (ISA {isa or 'default'}): {run.stderr[-2000:]}"
+        digests[isa or "avx512"] = run.stdout.strip()
+    assert digests["avx512"] == digests["avx2"], f"AVX-512 and AVX2 depthwise results are the same bytes: {digests}"
 
 
 @given(h=st.integers(1, 6), w=st.integers(1, 6), cig=st.integers(1, 4), cog=st.integers(1, 4),
@@ -271,13 +379,16 @@ def test_blas_backend_declines(monkeypatch):
 
 
 # ---- the C GEMM itself -----------------------------------------------------------------------
-@pytest.mark.parametrize("shape", [(200, 70, 300), (40, 700, 650), (7, 3000, 64)])
-def test_c_gemm_results_do_not_depend_on_the_thread_count(shape):
-    """Splits over 1, 2, 3 and 8 threads (by rows or by columns) give the same bytes: the engine
-    and the Python path may run one product with different thread limits."""
+@pytest.mark.parametrize("shape", [(200, 70, 300), (40, 700, 650), (7, 3000, 64), (3000, 40, 200)])
+@pytest.mark.parametrize("packed", [False, True])
+def test_c_gemm_results_do_not_depend_on_the_thread_count(shape, packed):
+    """Splits over 1, 2, 3 and 8 threads (by rows or by columns; static halves, or chunks taken
+    in turn with a pre-packed B) give the same bytes: the engine and the Python path may run
+    one product with different thread limits."""
     m, n, k = shape
     rng = np.random.default_rng(19)
     a, bm, bias = rand(rng, (m, k), zeros=True), rand(rng, (k, n), zeros=True), rand(rng, (n,))
+    pb = _fast.PackedB(bm) if packed else None
     lib = _fast._lib
     prev = lib.qe_threads()
     results = []
@@ -286,14 +397,19 @@ def test_c_gemm_results_do_not_depend_on_the_thread_count(shape):
             lib.qe_set_threads(t)
             for bb in (None, bias):
                 y = np.empty((m, n), np.float32)
-                assert lib.qe_sgemm(m, n, k, _fast._ptr(a), k, 1, _fast._ptr(bm), n, 1, _fast._ptr(y), n,
-                                    _fast._ptr(bb)) == 0, "qe_sgemm ran"
+                if packed:
+                    rc = lib.qe_sgemm_packed(m, n, k, _fast._ptr(a), k, 1, _fast._ptr(pb.buf), _fast._ptr(y),
+                                             n, _fast._ptr(bb))
+                else:
+                    rc = lib.qe_sgemm(m, n, k, _fast._ptr(a), k, 1, _fast._ptr(bm), n, 1, _fast._ptr(y), n,
+                                      _fast._ptr(bb))
+                assert rc == 0, "the GEMM ran"
                 results.append((t, bb is None, y.tobytes()))
     finally:
         lib.qe_set_threads(prev)
     for t, nob, got in results:
         ref = next(r for tt, nb, r in results if tt == 1 and nb == nob)
-        assert got == ref, f"GEMM {shape} (bias: {not nob}) on {t} threads equals the 1-thread result"
+        assert got == ref, f"GEMM {shape} packed={packed} (bias: {not nob}) on {t} threads equals the 1-thread result"
 
 
 @pytest.mark.parametrize("k", [1, 77, 700])

@@ -221,8 +221,17 @@ C_GEMM_MIN_ROWS = 8
 SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_GEMM_SINGLE_THREAD_FMAS", "") or (1 << 26))
 
 
-def _small(fmas: int) -> bool:
-    return fmas < SINGLE_THREAD_MAX_FMAS
+# Convolutions may be split from this many multiply-adds on (QNNEMU_CONV_SINGLE_THREAD_FMAS;
+# 2**23, ~0.1 ms on one AVX-512 core, is where the C GEMM itself starts using a second thread):
+# ResNet-50's dozens of 1x1 convolutions and most of MobileNetV2's are below the general limit
+# above, and two cores run them in about half the time on a quiet machine.  Their products are
+# split into chunks the threads take in turn (csrc/kernels.c gemm_dynamic), so a thread that
+# starts late (its core busy) takes fewer of them.
+CONV_SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_CONV_SINGLE_THREAD_FMAS", "") or (1 << 23))
+
+
+def _small(fmas: int, limit: int | None = None) -> bool:
+    return fmas < (SINGLE_THREAD_MAX_FMAS if limit is None else limit)
 
 
 def single_thread_c() -> bool:
@@ -268,9 +277,10 @@ def pack_operand(b: np.ndarray) -> np.ndarray | PackedB:
 
 
 def c_gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
-           out: np.ndarray | None = None) -> np.ndarray:
+           out: np.ndarray | None = None, single_thread_below: int | None = None) -> np.ndarray:
     """a[M,K] @ b[K,N] (+ bias[N]) with the C GEMM (whatever ``gemm_backend()`` says);
-    ``b`` may be a ``PackedB``."""
+    ``b`` may be a ``PackedB``.  Products below ``single_thread_below`` multiply-adds
+    (``SINGLE_THREAD_MAX_FMAS`` when None) run on the calling thread."""
     _load()
     m, k = a.shape
     kb, n = b.shape
@@ -282,7 +292,7 @@ def c_gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
         y = np.empty((m, n), np.float32)
     else:
         y = out
-    if _small(m * n * k):
+    if _small(m * n * k, single_thread_below):
         with _OneThread():
             _c_gemm_call(m, n, k, abuf, rsa, csa, b, y, bias)
     else:
@@ -304,15 +314,15 @@ def _c_gemm_call(m, n, k, abuf, rsa, csa, b, y, bias) -> None:
 
 
 def gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
-         out: np.ndarray | None = None) -> np.ndarray:
+         out: np.ndarray | None = None, single_thread_below: int | None = None) -> np.ndarray:
     """a[M,K] @ b[K,N] (+ bias[N]) in float32, in C or BLAS (``gemm_backend()``).  ``a``/``b``
     may be transposed views (read through strides / BLAS transpose flags, no copy); ``b`` may
-    be a ``PackedB`` (``pack_operand``)."""
+    be a ``PackedB`` (``pack_operand``).  ``single_thread_below``: see ``c_gemm``."""
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"gemm: inner dimensions differ ({a.shape} @ {b.shape})")
     if use_c_gemm() or (a.shape[0] >= C_GEMM_MIN_ROWS and
                         _small(a.shape[0] * a.shape[1] * b.shape[1]) and single_thread_c()):
-        return c_gemm(a, b, bias, out)
+        return c_gemm(a, b, bias, out, single_thread_below)
     if isinstance(b, PackedB):
         b = b.matrix
     a = a if a.dtype == np.float32 else a.astype(np.float32)
@@ -398,6 +408,46 @@ def matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool = False,
     return np.matmul(a, b)
 
 
+def conv2d(x: np.ndarray, wmat, b: np.ndarray | None, k, stride, pad, dilation, out_hw,
+           group: int, c_out: int) -> np.ndarray:
+    """2-D NHWC convolution as an implicit GEMM in the C GEMM (``qe_sconv2d``: no im2col matrix),
+    [n * oh * ow, c_out] float32.  ``wmat``: [K, c_out] (possibly a ``PackedB``) for one group,
+    [group, K, cog] otherwise (``conv.pack_conv_filter``); the bias is added in the GEMM.  Runs
+    on the calling thread below ``CONV_SINGLE_THREAD_MAX_FMAS`` multiply-adds."""
+    _load()
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    n, h, w, c_in = x.shape
+    oh, ow = int(out_hw[0]), int(out_hw[1])
+    cig, cog = c_in // group, c_out // group
+    K = int(k[0]) * int(k[1]) * cig
+    P = n * oh * ow
+    y = np.empty((P, c_out), np.float32)
+    if y.size == 0:
+        return y
+    bias = _f32(b)
+    packed = _ffi.NULL
+    if isinstance(wmat, PackedB):
+        bbuf, rsb, csb, gstride, packed = None, cog, 1, 0, _ptr(wmat.buf)
+    elif group == 1:
+        bbuf, rsb, csb = _matrix(wmat)
+        gstride = 0
+    else:
+        bbuf = np.ascontiguousarray(wmat, dtype=np.float32)
+        rsb, csb, gstride = cog, 1, K * cog
+
+    def call():
+        _check(_lib.qe_sconv2d(n, h, w, c_in, int(k[0]), int(k[1]), oh, ow, int(stride[0]),
+                               int(stride[1]), int(pad[0][0]), int(pad[1][0]), int(dilation[0]),
+                               int(dilation[1]), group, cog, _ptr(x), _ptr(bbuf), rsb, csb,
+                               gstride, packed, _ptr(y), c_out, _ptr(bias)))
+    if _small(P * K * c_out, CONV_SINGLE_THREAD_MAX_FMAS):
+        with _OneThread():
+            call()
+    else:
+        call()
+    return y
+
+
 def im2col2d(x: np.ndarray, k, stride, pad, dilation, out_hw, c0: int, cig: int, p0: int,
              p1: int, out: np.ndarray | None = None) -> np.ndarray:
     """Rows [p0, p1) of the im2col matrix of an NHWC float32 ``x``: [p1 - p0, kh*kw*cig],
@@ -463,7 +513,8 @@ def pool2d(kind: str, x: np.ndarray, k, stride, pad, out_hw, count_pad: bool = F
 
 
 __all__ = ["available", "fast", "enabled", "isa", "blas_core", "threads", "set_threads",
-           "gemm_backend", "use_c_gemm", "single_thread_c", "SINGLE_THREAD_MAX_FMAS", "PackedB",
+           "gemm_backend", "use_c_gemm", "single_thread_c", "SINGLE_THREAD_MAX_FMAS",
+           "CONV_SINGLE_THREAD_MAX_FMAS", "PackedB",
            "pack_operand", "gemm", "c_gemm",
-           "matmul", "im2col2d",
+           "matmul", "conv2d", "im2col2d",
            "col2im2d", "depthwise2d", "pool2d"]

@@ -239,8 +239,13 @@ def conv_fast(x: np.ndarray, wmat, f: np.ndarray, b, g: Geometry) -> np.ndarray:
         # 1x1: the (strided) input is the GEMM's left operand.
         xs = x if all(s == 1 for s in g.stride) else \
             x[(slice(None),) + tuple(slice(None, None, s) for s in g.stride)]
-        return _fast.gemm(xs.reshape(P, c_in), wmat, b).reshape(out_shape)
+        return _fast.gemm(xs.reshape(P, c_in), wmat, b,
+                          single_thread_below=_fast.CONV_SINGLE_THREAD_MAX_FMAS).reshape(out_shape)
     K = math.prod(g.k) * cig
+    if S == 2 and _fast.use_c_gemm():
+        # implicit GEMM: the C GEMM reads the receptive fields in place (no im2col matrix)
+        return _fast.conv2d(x, wmat, b, g.k, g.stride, g.pad, g.dilation, g.out, g.group,
+                            c_out).reshape(out_shape)
     if S == 2 and _fast.enabled():
         if g.group == 1:
             y = np.empty((P, c_out), np.float32)

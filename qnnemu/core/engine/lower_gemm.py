@@ -4,18 +4,18 @@ roundings around the op are the core's converters).  The 1-D convolutions are no
 HTP implements them on no arch, so graphFinalize refuses them (docs/op-support.md).
 
 Kernels (csrc/eng_gemm.c): ``qe_k_gemm`` (FullyConnected, MatMul folded into one product, 1x1
-convolutions), ``qe_k_gemm_batched`` (MatMul with batches), ``qe_k_conv2d`` (im2col + GEMM),
+convolutions), ``qe_k_gemm_batched`` (MatMul with batches), ``qe_k_conv2d`` (implicit GEMM),
 ``qe_k_depthwise2d``, ``qe_k_tconv2d`` (GEMM + col2im).  Each lowering follows the decisions of
 the op's fast path (qnnemu/ops/matmul.py, qnnemu/ops/conv.py, qnnemu/ops/_fast.py) from the
-shapes alone, so the C step makes the same C GEMM calls with the same M, N, K, im2col chunks
+shapes alone, so the C step makes the same C GEMM calls with the same M, N, K, thread limit
 and bias handling: the results are equal bit for bit (csrc/eng_gemm.c says why the thread
 split and the operand packing do not matter).  The quantized integer pipeline
 (IntegerAccumulation) is not lowered here; with ``QNNEMU_GEMM=blas`` or
 ``QNNEMU_KERNELS=reference`` the Python steps use numpy and every step here is Unsupported.
 
 Static weights are prepared at lowering by the op itself (its packed GEMM operand, shared with
-the Python step) and handed to C as constants; im2col columns and per-tap products live in
-scratch regions of the arena.
+the Python step) and handed to C as constants; the gathered pixels of a strided 1x1
+convolution and the per-tap products of a transposed one live in scratch regions of the arena.
 """
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ import numpy as np
 
 from ...ops import _fast
 from ...ops.conv import (
-    IM2COL_CHUNK,
     Conv2d,
     DepthWiseConv2d,
     TransposeConv2d,
@@ -214,20 +213,16 @@ def convolution(ctx) -> None:
         wbuf, packed, wgs, wrs = ctx.input_f32(1), 0, c_out // group, c_out
     else:
         wgs, wrs = K * (c_out // group), c_out // group   # [group, K, cog] (pack_conv_filter)
-    chunk = 0
     if group == 1 and fh == fw == 1 and not (pt or pb or pl or pr):
         mode = 0
         scratch = ctx.scratch(max(4 * P * c_in, 64)) if (sh, sw) != (1, 1) else x
-    elif group == 1:
-        mode = 1
-        chunk = max(1, min(P, IM2COL_CHUNK // max(K, 1)))
-        scratch = ctx.scratch(max(4 * chunk * K, 64))
     else:
-        mode = 2
-        scratch = ctx.scratch(max(4 * group * P * K, 64))
+        # _fast.conv2d: the implicit GEMM (qe_sconv2d) reads the input in place
+        mode, scratch = (1 if group == 1 else 2), x
     out = ctx.output_f32(0)
     ctx.emit("qe_k_conv2d", (x, wbuf, out, scratch) + bias,
-             geo + (c_out, group, mode, packed, has_bias, _small(), chunk, wgs, wrs))
+             geo + (c_out, group, mode, packed, has_bias, int(_fast.CONV_SINGLE_THREAD_MAX_FMAS),
+                    0, wgs, wrs))
 
 
 def _transpose(ctx, op, g, geo, x, bias, has_bias, wbuf, packed, static, f_shape) -> None:
