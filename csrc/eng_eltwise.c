@@ -20,6 +20,7 @@
  * vectorize loops with comparisons and sqrt (results are the same bits either way). */
 #pragma GCC optimize("no-trapping-math", "no-math-errno")
 
+#include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -712,4 +713,323 @@ int qe_eltwise_isa(char *buf, int n)
     const char *unary = use_avx512() ? "avx512f+dq+vl" : (qe_isa() ? "avx2" : "sse4.2");
     const char *binary = qe_isa() ? "avx2" : "sse4.2";
     return snprintf(buf, (size_t)n, "unary/softmax/gelu %s, binary %s", unary, binary);
+}
+
+/* ==== fixed-point element-wise steps (8/16-bit codes in and out) ================================ */
+/* The plan computes such a step as dequantize -> float32 op -> requantize (qnnemu/core/plan.py:
+ * Dequantizer, the op, Requantize).  Two kernels do it without float32 temporaries:
+ * - qe_k_lut: a per-element unary op as a table of output codes indexed by the input code,
+ *   built at finalize by running the plan's own step on every code (lower_eltwise.py), so it
+ *   is the plan's result by construction;
+ * - qe_k_qbinary: add / sub / mul / div / max / min of two operands (codes, dequantized as
+ *   Dequantizer does, or float32 values) requantized as Requantize does, in one pass per
+ *   block of elements, with the same float32 operations in the same order.
+ * Large tensors are split over the pool's threads (qe_pool_run); every element is computed
+ * the same way whatever the split. */
+#include "pool.h"
+
+/* 2: AVX-512 (F, BW, DQ, VL), 1: AVX2, 0: baseline; QNNEMU_KERNELS_ISA=sse / avx2 caps it. */
+static int ew_level(void)
+{
+    static int level = -1;
+    if (level < 0) {
+        __builtin_cpu_init();
+        int l = qe_isa() ? 1 : 0;
+        const char *force = getenv("QNNEMU_KERNELS_ISA");
+        if (l && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+            && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
+            && !(force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0)))
+            l = 2;
+        level = l;
+    }
+    return level;
+}
+
+/* AVX-512 VBMI (vpermi2b): the 256-entry byte table lookup 64 codes at a time. */
+static int ew_vbmi(void)
+{
+    static int on = -1;
+    if (on < 0) on = ew_level() == 2 && __builtin_cpu_supports("avx512vbmi");
+    return on;
+}
+
+/* Threads for a pass over n elements at about ns_per_elem each: one per ~64 us of work, at most
+ * the call's share of the pool (qe_call_threads) and 64. */
+static int ew_threads(int64_t n, double ns_per_elem)
+{
+    int t = qe_threads();
+    int c = qe_call_threads();
+    if (c > 0 && c < t) t = c;
+    double want = (double)n * ns_per_elem / 64000.0;
+    if (want < t) t = (int)want;
+    if (t > 64) t = 64;
+    return t < 1 ? 1 : t;
+}
+
+/* fn(ctx, e0, e1) over [0, n) in T contiguous pieces (multiples of 64 elements). */
+typedef void (*ew_range_fn)(const void *ctx, int64_t e0, int64_t e1);
+typedef struct { ew_range_fn fn; const void *ctx; int64_t e0, e1; } ew_job;
+
+static void ew_job_run(void *p)
+{
+    ew_job *j = p;
+    if (j->e1 > j->e0) j->fn(j->ctx, j->e0, j->e1);
+}
+
+static void ew_parallel(ew_range_fn fn, const void *ctx, int64_t n, double ns_per_elem)
+{
+    int T = ew_threads(n, ns_per_elem);
+    if (T < 2) {
+        fn(ctx, 0, n);
+        return;
+    }
+    ew_job jobs[64];
+    int64_t per = ((n + T - 1) / T + 63) & ~(int64_t)63;
+    int cnt = 0;
+    for (int64_t e = 0; e < n && cnt < 64; e += per)
+        jobs[cnt++] = (ew_job){fn, ctx, e, e + per < n ? e + per : n};
+    qe_pool_run(ew_job_run, jobs, sizeof jobs[0], cnt);
+}
+
+/* ---- qe_k_lut ---------------------------------------------------------------------------------- */
+typedef struct { const void *x; const void *table; void *y; int in_bytes, out_bytes; } lut_ctx;
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void lut8_vbmi(const uint8_t *x,
+                                                                          const uint8_t *t,
+                                                                          uint8_t *y, int64_t n)
+{
+    __m512i t0 = _mm512_loadu_si512(t), t1 = _mm512_loadu_si512(t + 64);
+    __m512i t2 = _mm512_loadu_si512(t + 128), t3 = _mm512_loadu_si512(t + 192);
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512i v = _mm512_loadu_si512(x + i);
+        __m512i lo = _mm512_permutex2var_epi8(t0, v, t1);   /* entries 0..127 by bits 0-6 */
+        __m512i hi = _mm512_permutex2var_epi8(t2, v, t3);   /* entries 128..255 */
+        __mmask64 top = _mm512_movepi8_mask(v);             /* bit 7 */
+        _mm512_storeu_si512(y + i, _mm512_mask_blend_epi8(top, lo, hi));
+    }
+    if (i < n) {
+        __mmask64 m = (__mmask64)(~0ULL >> (64 - (n - i)));
+        __m512i v = _mm512_maskz_loadu_epi8(m, x + i);
+        __m512i lo = _mm512_permutex2var_epi8(t0, v, t1);
+        __m512i hi = _mm512_permutex2var_epi8(t2, v, t3);
+        __mmask64 top = _mm512_movepi8_mask(v);
+        _mm512_mask_storeu_epi8(y + i, m, _mm512_mask_blend_epi8(top, lo, hi));
+    }
+}
+
+#define LUT_LOOP(TIN, TOUT)                                                                       \
+    do {                                                                                          \
+        const TIN *x_ = (const TIN *)c->x + e0;                                                   \
+        const TOUT *t_ = (const TOUT *)c->table;                                                  \
+        TOUT *y_ = (TOUT *)c->y + e0;                                                             \
+        int64_t n_ = e1 - e0, i_ = 0;                                                             \
+        for (; i_ + 4 <= n_; i_ += 4) {                                                           \
+            TOUT v0 = t_[x_[i_]], v1 = t_[x_[i_ + 1]], v2 = t_[x_[i_ + 2]], v3 = t_[x_[i_ + 3]];  \
+            y_[i_] = v0; y_[i_ + 1] = v1; y_[i_ + 2] = v2; y_[i_ + 3] = v3;                       \
+        }                                                                                         \
+        for (; i_ < n_; i_++) y_[i_] = t_[x_[i_]];                                                \
+    } while (0)
+
+static void lut_range(const void *ctxp, int64_t e0, int64_t e1)
+{
+    const lut_ctx *c = ctxp;
+    if (c->in_bytes == 1 && c->out_bytes == 1) {
+        if (ew_vbmi()) lut8_vbmi((const uint8_t *)c->x + e0, c->table, (uint8_t *)c->y + e0, e1 - e0);
+        else LUT_LOOP(uint8_t, uint8_t);
+    } else if (c->in_bytes == 1) {
+        LUT_LOOP(uint8_t, uint16_t);
+    } else if (c->out_bytes == 1) {
+        LUT_LOOP(uint16_t, uint8_t);
+    } else {
+        LUT_LOOP(uint16_t, uint16_t);
+    }
+}
+
+/* y[k] = table[x[k]] with x's codes read as unsigned (the table has 2**(8 in_bytes) entries of
+ * out_bytes each).  p: x, table, y; i: n, in_bytes (1 / 2), out_bytes (1 / 2). */
+int qe_k_lut(const qe_args *a)
+{
+    if (a->np != 3 || a->ni != 3) return 1;
+    int64_t n = a->i[0];
+    int ib = (int)a->i[1], ob = (int)a->i[2];
+    if ((ib != 1 && ib != 2) || (ob != 1 && ob != 2) || n < 0) return 2;
+    lut_ctx c = {a->p[0], a->p[1], a->p[2], ib, ob};
+    double ns = ib == 1 && ob == 1 && ew_vbmi() ? 0.02 : 0.5;
+    ew_parallel(lut_range, &c, n, ns);
+    return 0;
+}
+
+/* ---- qe_k_qbinary ------------------------------------------------------------------------------ */
+#define QB_BLOCK 512
+
+typedef struct {
+    const void *a, *b;
+    void *y;
+    int op, ta, tb, to, mode, rank;
+    float sa_, oa, sb_, ob, inv, oy, lo, hi;
+    const int64_t *d, *sa, *sb;
+} qb_ctx;
+
+/* n operand values as the op receives them: codes dequantized as Dequantizer does
+ * (((float)q + offset) * scale), or float32 values; element stride s (0: broadcast). */
+EW_INLINE void qb_load(int t, const void *p, int64_t s, int64_t n, float sc, float of, float *o)
+{
+#define QB_LOAD(T)                                                                                \
+    do {                                                                                          \
+        const T *q = p;                                                                           \
+        if (s == 1) {                                                                             \
+            for (int64_t i = 0; i < n; i++) { float v = (float)q[i]; v += of; o[i] = v * sc; }    \
+        } else {                                                                                  \
+            for (int64_t i = 0; i < n; i++) { float v = (float)q[i * s]; v += of; o[i] = v * sc; } \
+        }                                                                                         \
+    } while (0)
+    switch (t) {
+    case QE_U8: QB_LOAD(uint8_t); break;
+    case QE_I8: QB_LOAD(int8_t); break;
+    case QE_U16: QB_LOAD(uint16_t); break;
+    case QE_I16: QB_LOAD(int16_t); break;
+    default: {
+        const float *f = p;
+        if (s == 1) memcpy(o, f, (size_t)n * sizeof(float));
+        else for (int64_t i = 0; i < n; i++) o[i] = f[i * s];
+    }
+    }
+#undef QB_LOAD
+}
+
+/* fa = fa op fb: the float32 arithmetic of bin_row. */
+EW_INLINE void qb_op(int op, float *fa, const float *fb, int64_t n)
+{
+    switch (op) {
+    case QE_BIN_ADD: for (int64_t i = 0; i < n; i++) fa[i] = fa[i] + fb[i]; break;
+    case QE_BIN_SUB: for (int64_t i = 0; i < n; i++) fa[i] = fa[i] - fb[i]; break;
+    case QE_BIN_MUL: for (int64_t i = 0; i < n; i++) fa[i] = fa[i] * fb[i]; break;
+    case QE_BIN_DIV: for (int64_t i = 0; i < n; i++) fa[i] = fa[i] / fb[i]; break;
+    case QE_BIN_MAX: for (int64_t i = 0; i < n; i++) fa[i] = np_maxf(fa[i], fb[i]); break;
+    case QE_BIN_MIN: for (int64_t i = 0; i < n; i++) fa[i] = np_minf(fa[i], fb[i]); break;
+    default: break;
+    }
+}
+
+/* Requantize's per-tensor float32 path: y = x * inv, rounded (mode 0 half to even, 1 half up,
+ * 2 half away from zero), - offset, fmin(y, hi) (NaN -> hi), max(y, lo), to the code type. */
+EW_INLINE void qb_store(int t, int mode, const float *x, int64_t n, float inv, float of, float lo,
+                        float hi, void *out)
+{
+#define QB_STORE(T, ROUND)                                                                        \
+    do {                                                                                          \
+        T *o = out;                                                                               \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            float y = x[i] * inv;                                                                 \
+            y = ROUND;                                                                            \
+            y -= of;                                                                              \
+            y = y < hi ? y : hi;                                                                  \
+            y = y < lo ? lo : y;                                                                  \
+            o[i] = (T)(int32_t)y;                                                                 \
+        }                                                                                         \
+    } while (0)
+#define QB_STORE_MODES(T)                                                                         \
+    do {                                                                                          \
+        if (mode == 0) QB_STORE(T, rintf(y));                                                     \
+        else if (mode == 1) QB_STORE(T, floorf(y + 0.5f));                                        \
+        else QB_STORE(T, truncf(y + copysignf(0.5f, y)));                                         \
+    } while (0)
+    switch (t) {
+    case QE_U8: QB_STORE_MODES(uint8_t); break;
+    case QE_I8: QB_STORE_MODES(int8_t); break;
+    case QE_U16: QB_STORE_MODES(uint16_t); break;
+    default: QB_STORE_MODES(int16_t); break;
+    }
+#undef QB_STORE_MODES
+#undef QB_STORE
+}
+
+static int qe_type_bytes(int t) { return t == QE_U8 || t == QE_I8 ? 1 : (t == QE_F32 ? 4 : 2); }
+
+/* Output elements [e0, e1): row by row of the merged broadcast layout, in blocks. */
+EW_INLINE void qb_range_body(const qb_ctx *c, int64_t e0, int64_t e1)
+{
+    float fa[QB_BLOCK] __attribute__((aligned(64))), fb[QB_BLOCK] __attribute__((aligned(64)));
+    int r = c->rank;
+    int64_t inner = c->d[r - 1], sa1 = c->sa[r - 1], sb1 = c->sb[r - 1];
+    int ba = qe_type_bytes(c->ta), bb = qe_type_bytes(c->tb), by = qe_type_bytes(c->to);
+    int64_t row = e0 / inner, col = e0 % inner;
+    int64_t idx[8] = {0}, oa = 0, ob = 0, rest = row;
+    for (int k = r - 2; k >= 0; k--) {   /* the row's index over the outer dimensions */
+        idx[k] = rest % c->d[k];
+        rest /= c->d[k];
+        oa += idx[k] * c->sa[k];
+        ob += idx[k] * c->sb[k];
+    }
+    int64_t e = e0;
+    while (e < e1) {
+        int64_t stop = e + (inner - col) < e1 ? e + (inner - col) : e1;
+        for (int64_t p = e; p < stop; p += QB_BLOCK) {
+            int64_t n = stop - p < QB_BLOCK ? stop - p : QB_BLOCK;
+            int64_t cc = col + (p - e);
+            qb_load(c->ta, (const char *)c->a + (oa + cc * sa1) * ba, sa1, n, c->sa_, c->oa, fa);
+            qb_load(c->tb, (const char *)c->b + (ob + cc * sb1) * bb, sb1, n, c->sb_, c->ob, fb);
+            qb_op(c->op, fa, fb, n);
+            qb_store(c->to, c->mode, fa, n, c->inv, c->oy, c->lo, c->hi, (char *)c->y + p * by);
+        }
+        e = stop;
+        col = 0;
+        for (int k = r - 2; k >= 0; k--) {   /* odometer: the next row */
+            oa += c->sa[k];
+            ob += c->sb[k];
+            if (++idx[k] < c->d[k]) break;
+            oa -= c->sa[k] * c->d[k];
+            ob -= c->sb[k] * c->d[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+static void qb_range_base(const qb_ctx *c, int64_t e0, int64_t e1) { qb_range_body(c, e0, e1); }
+__attribute__((target("avx2"))) static void qb_range_avx2(const qb_ctx *c, int64_t e0, int64_t e1)
+{
+    qb_range_body(c, e0, e1);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) static void
+qb_range_avx512(const qb_ctx *c, int64_t e0, int64_t e1)
+{
+    qb_range_body(c, e0, e1);
+}
+
+static void qb_range(const void *ctxp, int64_t e0, int64_t e1)
+{
+    const qb_ctx *c = ctxp;
+    int l = ew_level();
+    if (l == 2) qb_range_avx512(c, e0, e1);
+    else if (l == 1) qb_range_avx2(c, e0, e1);
+    else qb_range_base(c, e0, e1);
+}
+
+/* y = requantize(dequantize(a) op dequantize(b)) with broadcasting.
+ * p: a, b, y; i: op (QE_BIN_ADD .. QE_BIN_MIN), a type, b type (QE_U8 / I8 / U16 / I16 codes,
+ * or QE_F32 values), y type (8/16-bit codes), rounding mode (0 half even, 1 half up, 2 half
+ * away from zero), lo, hi, rank r, out dims[r], a strides[r], b strides[r] (elements, 0 where
+ * broadcast); d: a scale, a offset, b scale, b offset (float32 values; unused for QE_F32),
+ * 1 / y scale, y offset (float32 values). */
+int qe_k_qbinary(const qe_args *a)
+{
+    if (a->np != 3 || a->ni < 8 || a->nd != 6) return 1;
+    int r = (int)a->i[7];
+    if (r < 1 || r > 8 || a->ni != 8 + 3 * r) return 2;
+    qb_ctx c = {a->p[0], a->p[1], a->p[2], (int)a->i[0], (int)a->i[1], (int)a->i[2], (int)a->i[3],
+                (int)a->i[4], r, (float)a->d[0], (float)a->d[1], (float)a->d[2], (float)a->d[3],
+                (float)a->d[4], (float)a->d[5], (float)a->i[5], (float)a->i[6], a->i + 8,
+                a->i + 8 + r, a->i + 8 + 2 * r};
+    if (c.op < QE_BIN_ADD || c.op > QE_BIN_MIN || c.mode < 0 || c.mode > 2) return 2;
+    if (c.to > QE_I16 || c.to < QE_U8) return 2;
+    for (int k = 0; k < 2; k++) {
+        int t = k ? c.tb : c.ta;
+        if (!(t >= QE_U8 && t <= QE_I16) && t != QE_F32) return 2;
+    }
+    int64_t n = 1;
+    for (int k = 0; k < r; k++) n *= c.d[k];
+    if (n <= 0) return 0;
+    ew_parallel(qb_range, &c, n, 0.6);
+    return 0;
 }
