@@ -986,6 +986,62 @@ EW_INLINE void qb_range_body(const qb_ctx *c, int64_t e0, int64_t e1)
     }
 }
 
+/* How an operand's elements follow the output's in the merged layout. */
+enum { QB_GENERAL = 0, QB_FLAT, QB_ROW, QB_SCALAR };
+#define QB_TILE 4096   /* longest row a QB_ROW operand is tiled for */
+
+static int qb_kind(int r, const int64_t *d, const int64_t *s)
+{
+    int64_t cs = 1;
+    int flat = 1, zero_outer = 1;
+    for (int k = r - 1; k >= 0; k--) {
+        if (s[k] != cs && d[k] != 1) flat = 0;
+        if (k < r - 1 && s[k] != 0 && d[k] != 1) zero_outer = 0;
+        cs *= d[k];
+    }
+    if (flat) return QB_FLAT;
+    if (zero_outer && (s[r - 1] == 0 || d[r - 1] == 1)) return QB_SCALAR;
+    if (zero_outer && s[r - 1] == 1 && d[r - 1] <= QB_TILE) return QB_ROW;
+    return QB_GENERAL;
+}
+
+/* Both operands flat, a repeated row (the SE blocks' [1,1,1,C]) or a scalar: the output as one
+ * flat run in blocks; a repeated operand is dequantized once into a tile as long as a block
+ * plus a row, and each block reads it from (element % row length). */
+EW_INLINE void qb_flat_body(const qb_ctx *c, int ka, int kb, int64_t e0, int64_t e1)
+{
+    float fa[QB_BLOCK] __attribute__((aligned(64))), fb[QB_BLOCK] __attribute__((aligned(64)));
+    float ta[QB_TILE + QB_BLOCK] __attribute__((aligned(64)));
+    float tb[QB_TILE + QB_BLOCK] __attribute__((aligned(64)));
+    int r = c->rank;
+    int64_t inner = c->d[r - 1];
+    int ba = qe_type_bytes(c->ta), bb = qe_type_bytes(c->tb), by = qe_type_bytes(c->to);
+    const int kinds[2] = {ka, kb};
+    float *tiles[2] = {ta, tb};
+    for (int o = 0; o < 2; o++) {
+        if (kinds[o] == QB_FLAT) continue;
+        int t = o ? c->tb : c->ta;
+        const void *src = o ? c->b : c->a;
+        float sc = o ? c->sb_ : c->sa_, of = o ? c->ob : c->oa;
+        int64_t len = kinds[o] == QB_ROW ? inner : 1;
+        qb_load(t, src, kinds[o] == QB_ROW ? 1 : 0, len, sc, of, tiles[o]);
+        for (int64_t k = len; k < len + QB_BLOCK; k++) tiles[o][k] = tiles[o][k - len];
+    }
+    for (int64_t p = e0; p < e1; p += QB_BLOCK) {
+        int64_t n = e1 - p < QB_BLOCK ? e1 - p : QB_BLOCK;
+        float *pa = fa;
+        const float *pb = fb;
+        if (ka == QB_FLAT) qb_load(c->ta, (const char *)c->a + p * ba, 1, n, c->sa_, c->oa, fa);
+        else if (ka == QB_ROW) memcpy(fa, ta + p % inner, (size_t)n * sizeof(float));
+        else memcpy(fa, ta, (size_t)n * sizeof(float));
+        if (kb == QB_FLAT) qb_load(c->tb, (const char *)c->b + p * bb, 1, n, c->sb_, c->ob, fb);
+        else if (kb == QB_ROW) pb = tb + p % inner;
+        else pb = tb;
+        qb_op(c->op, pa, pb, n);
+        qb_store(c->to, c->mode, pa, n, c->inv, c->oy, c->lo, c->hi, (char *)c->y + p * by);
+    }
+}
+
 static void qb_range_base(const qb_ctx *c, int64_t e0, int64_t e1) { qb_range_body(c, e0, e1); }
 __attribute__((target("avx2"))) static void qb_range_avx2(const qb_ctx *c, int64_t e0, int64_t e1)
 {
@@ -996,11 +1052,32 @@ qb_range_avx512(const qb_ctx *c, int64_t e0, int64_t e1)
 {
     qb_range_body(c, e0, e1);
 }
+static void qb_flat_base(const qb_ctx *c, int ka, int kb, int64_t e0, int64_t e1)
+{
+    qb_flat_body(c, ka, kb, e0, e1);
+}
+__attribute__((target("avx2"))) static void qb_flat_avx2(const qb_ctx *c, int ka, int kb, int64_t e0,
+                                                         int64_t e1)
+{
+    qb_flat_body(c, ka, kb, e0, e1);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) static void
+qb_flat_avx512(const qb_ctx *c, int ka, int kb, int64_t e0, int64_t e1)
+{
+    qb_flat_body(c, ka, kb, e0, e1);
+}
 
 static void qb_range(const void *ctxp, int64_t e0, int64_t e1)
 {
     const qb_ctx *c = ctxp;
     int l = ew_level();
+    int ka = qb_kind(c->rank, c->d, c->sa), kb = qb_kind(c->rank, c->d, c->sb);
+    if (ka != QB_GENERAL && kb != QB_GENERAL) {
+        if (l == 2) qb_flat_avx512(c, ka, kb, e0, e1);
+        else if (l == 1) qb_flat_avx2(c, ka, kb, e0, e1);
+        else qb_flat_base(c, ka, kb, e0, e1);
+        return;
+    }
     if (l == 2) qb_range_avx512(c, e0, e1);
     else if (l == 1) qb_range_avx2(c, e0, e1);
     else qb_range_base(c, e0, e1);

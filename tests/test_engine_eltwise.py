@@ -582,3 +582,17 @@ def test_large_fixed_point_steps_split_over_threads_give_the_same_codes():
     graph, ins = codes_graph("Sigmoid", [(shape, "u16", (0.0005, -30000))], (shape, "u16", (1.0 / 65536, 0)))
     assert kernels_of(graph) == ["qe_k_lut"]
     check_plan(graph.plan, {ins[0].id: random_codes(rng, "u16", shape)})
+
+
+@pytest.mark.parametrize("sa,sb", [((7, 700), (700,)), ((700,), (7, 700)), ((3, 5000), (5000,)),
+                                   ((2, 3, 600), (1,)), ((1,), (2, 3, 600)), ((5, 1, 600), (1, 4, 600)),
+                                   ((2, 600, 3), (600, 1))])
+def test_fixed_point_binary_long_rows_and_every_broadcast_path(sa, sb):
+    """Rows longer than a block, repeated rows longer than the tile, scalars, and broadcasts on
+    both sides (the general path): the same codes as the plan."""
+    out = np.broadcast_shapes(sa, sb)
+    for op in ("ElementWiseSubtract", "ElementWiseMultiply"):
+        graph, ins = codes_graph(op, [(sa, "u8", (0.02, -128)), (sb, "s16", (0.001, 0))], (out, "u16", (0.01, -30000)))
+        assert kernels_of(graph) == ["qe_k_qbinary"], f"{op} {sa} {sb}: {kernels_of(graph)}"
+        rng = np.random.default_rng(len(out))
+        check_plan(graph.plan, {ins[0].id: random_codes(rng, "u8", sa), ins[1].id: random_codes(rng, "s16", sb)})
