@@ -31,6 +31,7 @@
 #include "engine.h"
 #include "eng_eltwise.h"
 #include "kernels.h"
+#include "pool.h"
 
 #define EW_INLINE static inline __attribute__((always_inline))
 
@@ -59,6 +60,70 @@ EW_INLINE float np_modf(float a, float b)
         mod = copysignf(0.0f, b);
     }
     return mod;
+}
+
+/* ---- threads and ISA levels --------------------------------------------------------------------- */
+/* 2: AVX-512 (F, BW, DQ, VL), 1: AVX2, 0: baseline; QNNEMU_KERNELS_ISA=sse / avx2 caps it. */
+static int ew_level(void)
+{
+    static int level = -1;
+    if (level < 0) {
+        __builtin_cpu_init();
+        int l = qe_isa() ? 1 : 0;
+        const char *force = getenv("QNNEMU_KERNELS_ISA");
+        if (l && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+            && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
+            && !(force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0)))
+            l = 2;
+        level = l;
+    }
+    return level;
+}
+
+/* AVX-512 VBMI (vpermi2b): the 256-entry byte table lookup 64 codes at a time. */
+static int ew_vbmi(void)
+{
+    static int on = -1;
+    if (on < 0) on = ew_level() == 2 && __builtin_cpu_supports("avx512vbmi");
+    return on;
+}
+
+/* Threads for a pass over n elements at about ns_per_elem each: one per ~64 us of work, at most
+ * the call's share of the pool (qe_call_threads) and 64. */
+static int ew_threads(int64_t n, double ns_per_elem)
+{
+    int t = qe_threads();
+    int c = qe_call_threads();
+    if (c > 0 && c < t) t = c;
+    double want = (double)n * ns_per_elem / 64000.0;
+    if (want < t) t = (int)want;
+    if (t > 64) t = 64;
+    return t < 1 ? 1 : t;
+}
+
+/* fn(ctx, e0, e1) over [0, n) in T contiguous pieces (multiples of 64 elements). */
+typedef void (*ew_range_fn)(const void *ctx, int64_t e0, int64_t e1);
+typedef struct { ew_range_fn fn; const void *ctx; int64_t e0, e1; } ew_job;
+
+static void ew_job_run(void *p)
+{
+    ew_job *j = p;
+    if (j->e1 > j->e0) j->fn(j->ctx, j->e0, j->e1);
+}
+
+static void ew_parallel(ew_range_fn fn, const void *ctx, int64_t n, double ns_per_elem)
+{
+    int T = ew_threads(n, ns_per_elem);
+    if (T < 2) {
+        fn(ctx, 0, n);
+        return;
+    }
+    ew_job jobs[64];
+    int64_t per = ((n + T - 1) / T + 63) & ~(int64_t)63;
+    int cnt = 0;
+    for (int64_t e = 0; e < n && cnt < 64; e += per)
+        jobs[cnt++] = (ew_job){fn, ctx, e, e + per < n ? e + per : n};
+    qe_pool_run(ew_job_run, jobs, sizeof jobs[0], cnt);
 }
 
 /* ---- binary ops with broadcasting ------------------------------------------------------------ */
@@ -97,7 +162,9 @@ EW_INLINE void bin_row(int op, const float *a, const float *b, void *yv, int64_t
     case QE_BIN_FMOD: BIN_ROW(float, fmodf(x0, x1)); break;
     case QE_BIN_MOD: BIN_ROW(float, np_modf(x0, x1)); break;
     /* Prelu: max(x, 0) + coeff * min(x, 0) (ops/activation.py) */
-    case QE_BIN_PRELU: BIN_ROW(float, np_maxf(x0, 0.0f) + x1 * np_minf(x0, 0.0f)); break;
+    /* (x NaN: numpy's sum is that NaN quieted; written out, as gcc may swap the addends and
+     * with two NaN operands x86 returns the first) */
+    case QE_BIN_PRELU: BIN_ROW(float, x0 != x0 ? x0 + x0 : np_maxf(x0, 0.0f) + x1 * np_minf(x0, 0.0f)); break;
     /* shared with ElementWisePower's fast path: float64 pow, one rounding */
     case QE_BIN_POW: BIN_ROW(float, (float)pow((double)x0, (double)x1)); break;
     case QE_BIN_EQ: BIN_ROW(uint8_t, x0 == x1); break;
@@ -110,16 +177,26 @@ EW_INLINE void bin_row(int op, const float *a, const float *b, void *yv, int64_t
     }
 }
 
-/* The rows of a broadcast: rank r (>= 1), out shape d[r], element strides sa[r], sb[r]. */
+/* Output elements [e0, e1) of a broadcast, row by row (the first and last rows may be partial):
+ * rank r (>= 1), out shape d[r], element strides sa[r], sb[r]. */
 EW_INLINE void bin_all(int op, const float *a, const float *b, char *y, int r, const int64_t *d,
-                       const int64_t *sa, const int64_t *sb, int out_size)
+                       const int64_t *sa, const int64_t *sb, int out_size, int64_t e0, int64_t e1)
 {
-    int64_t idx[8] = {0};
-    int64_t rows = 1, n = d[r - 1];
-    for (int k = 0; k < r - 1; k++) rows *= d[k];
-    int64_t oa = 0, ob = 0;
-    for (int64_t row = 0; row < rows; row++) {
-        bin_row(op, a + oa, b + ob, y + row * n * out_size, n, sa[r - 1], sb[r - 1]);
+    int64_t n = d[r - 1];
+    int64_t row = e0 / n, col = e0 % n;
+    int64_t idx[8] = {0}, oa = 0, ob = 0, rest = row;
+    for (int k = r - 2; k >= 0; k--) {   /* the first row's index over the outer dimensions */
+        idx[k] = rest % d[k];
+        rest /= d[k];
+        oa += idx[k] * sa[k];
+        ob += idx[k] * sb[k];
+    }
+    for (int64_t e = e0; e < e1;) {
+        int64_t cnt = n - col < e1 - e ? n - col : e1 - e;
+        bin_row(op, a + oa + col * sa[r - 1], b + ob + col * sb[r - 1], y + e * out_size, cnt,
+                sa[r - 1], sb[r - 1]);
+        e += cnt;
+        col = 0;
         for (int k = r - 2; k >= 0; k--) {   /* odometer over the outer dimensions */
             oa += sa[k];
             ob += sb[k];
@@ -131,33 +208,45 @@ EW_INLINE void bin_all(int op, const float *a, const float *b, char *y, int r, c
     }
 }
 
-static void bin_all_base(int op, const float *a, const float *b, char *y, int r, const int64_t *d,
-                         const int64_t *sa, const int64_t *sb, int out_size)
+typedef struct {
+    int op, r, out_size;
+    const float *a, *b;
+    char *y;
+    const int64_t *d, *sa, *sb;
+} bin_ctx;
+
+static void bin_all_base(const bin_ctx *c, int64_t e0, int64_t e1)
 {
-    bin_all(op, a, b, y, r, d, sa, sb, out_size);
+    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, e0, e1);
 }
 
-__attribute__((target("avx2"))) static void bin_all_avx2(int op, const float *a, const float *b,
-                                                         char *y, int r, const int64_t *d,
-                                                         const int64_t *sa, const int64_t *sb,
-                                                         int out_size)
+__attribute__((target("avx2"))) static void bin_all_avx2(const bin_ctx *c, int64_t e0, int64_t e1)
 {
-    bin_all(op, a, b, y, r, d, sa, sb, out_size);
+    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, e0, e1);
+}
+
+static void bin_range(const void *cp, int64_t e0, int64_t e1)
+{
+    const bin_ctx *c = cp;
+    /* (memory-bound: AVX2 is enough) */
+    if (qe_isa()) bin_all_avx2(c, e0, e1);
+    else bin_all_base(c, e0, e1);
 }
 
 /* y = a op b broadcast: rank r (1..8), out dims[r], element strides sa[r], sb[r] (0 where an
- * input broadcasts); y float32, or uint8 0 / 1 for the comparisons. */
+ * input broadcasts); y float32, or uint8 0 / 1 for the comparisons.  Large outputs are split
+ * over the pool's threads (each element is computed alike whatever the split). */
 int qe_ew_binary_f32(int op, const float *a, const float *b, void *y, int r, const int64_t *d,
                      const int64_t *sa, const int64_t *sb)
 {
     if (op < 0 || op >= QE_BIN_COUNT || r < 1 || r > 8) return 2;
-    for (int k = 0; k < r; k++)
-        if (d[k] == 0) return 0;
-    int out_size = op >= QE_BIN_FIRST_COMPARE ? 1 : 4;
-    if (qe_isa())
-        bin_all_avx2(op, a, b, y, r, d, sa, sb, out_size);
-    else
-        bin_all_base(op, a, b, y, r, d, sa, sb, out_size);
+    int64_t total = 1;
+    for (int k = 0; k < r; k++) total *= d[k];
+    if (total <= 0) return 0;
+    bin_ctx c = {op, r, op >= QE_BIN_FIRST_COMPARE ? 1 : 4, a, b, y, d, sa, sb};
+    /* memory-bound but for the float64 pow, fmod and the divisions */
+    double ns = op == QE_BIN_POW ? 20.0 : (op == QE_BIN_FMOD || op == QE_BIN_MOD) ? 5.0 : 0.3;
+    ew_parallel(bin_range, &c, total, ns);
     return 0;
 }
 
@@ -407,21 +496,40 @@ static int use_avx512(void)
     return on;
 }
 
-/* y[i] = op(x[i]) for i < n; prm: the op's parameters (see un_all). */
+typedef struct { int op; const float *x; float *y; const double *prm; } un_ctx;
+
+static void un_range(const void *cp, int64_t e0, int64_t e1)
+{
+    const un_ctx *c = cp;
+    const float *x = c->x + e0;
+    float *y = c->y + e0;
+    int64_t n = e1 - e0;
+    if (c->op == QE_UN_GELU) {
+        if (use_avx512()) gelu_rows_avx512(x, y, n);
+        else if (qe_isa()) gelu_rows_avx2(x, y, n);
+        else gelu_rows_base(x, y, n);
+    } else if (use_avx512()) {
+        un_all_avx512(c->op, x, y, n, c->prm);
+    } else if (qe_isa()) {
+        un_all_avx2(c->op, x, y, n, c->prm);
+    } else {
+        un_all_base(c->op, x, y, n, c->prm);
+    }
+}
+
+/* y[i] = op(x[i]) for i < n; prm: the op's parameters (see un_all).  Large arrays are split over
+ * the pool's threads (each element is computed alike whatever the split). */
 int qe_ew_unary_f32(int op, const float *x, float *y, int64_t n, const double *prm)
 {
     static const double none[2] = {0.0, 0.0};
     if (op < 0 || op >= QE_UN_COUNT || n < 0) return 2;
     if (!prm) prm = none;
-    if (op == QE_UN_GELU) {
-        pthread_once(&erf_once, erf_table_init);
-        if (use_avx512()) gelu_rows_avx512(x, y, n);
-        else if (qe_isa()) gelu_rows_avx2(x, y, n);
-        else gelu_rows_base(x, y, n);
-        return 0;
-    }
-    if (use_avx512()) return un_all_avx512(op, x, y, n, prm);
-    return qe_isa() ? un_all_avx2(op, x, y, n, prm) : un_all_base(op, x, y, n, prm);
+    if (op == QE_UN_GELU) pthread_once(&erf_once, erf_table_init);
+    /* the float64 functions cost ~1.5 ns an element here, the rest is memory-bound */
+    double ns = op >= QE_UN_EXP && op != QE_UN_HTP_RECIP ? 1.5 : 0.3;
+    un_ctx c = {op, x, y, prm};
+    ew_parallel(un_range, &c, n, ns);
+    return 0;
 }
 
 /* p: x, y; i: op, n; d: the op's parameters (2 of them at least). */
@@ -726,71 +834,6 @@ int qe_eltwise_isa(char *buf, int n)
  *   block of elements, with the same float32 operations in the same order.
  * Large tensors are split over the pool's threads (qe_pool_run); every element is computed
  * the same way whatever the split. */
-#include "pool.h"
-
-/* 2: AVX-512 (F, BW, DQ, VL), 1: AVX2, 0: baseline; QNNEMU_KERNELS_ISA=sse / avx2 caps it. */
-static int ew_level(void)
-{
-    static int level = -1;
-    if (level < 0) {
-        __builtin_cpu_init();
-        int l = qe_isa() ? 1 : 0;
-        const char *force = getenv("QNNEMU_KERNELS_ISA");
-        if (l && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
-            && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
-            && !(force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0)))
-            l = 2;
-        level = l;
-    }
-    return level;
-}
-
-/* AVX-512 VBMI (vpermi2b): the 256-entry byte table lookup 64 codes at a time. */
-static int ew_vbmi(void)
-{
-    static int on = -1;
-    if (on < 0) on = ew_level() == 2 && __builtin_cpu_supports("avx512vbmi");
-    return on;
-}
-
-/* Threads for a pass over n elements at about ns_per_elem each: one per ~64 us of work, at most
- * the call's share of the pool (qe_call_threads) and 64. */
-static int ew_threads(int64_t n, double ns_per_elem)
-{
-    int t = qe_threads();
-    int c = qe_call_threads();
-    if (c > 0 && c < t) t = c;
-    double want = (double)n * ns_per_elem / 64000.0;
-    if (want < t) t = (int)want;
-    if (t > 64) t = 64;
-    return t < 1 ? 1 : t;
-}
-
-/* fn(ctx, e0, e1) over [0, n) in T contiguous pieces (multiples of 64 elements). */
-typedef void (*ew_range_fn)(const void *ctx, int64_t e0, int64_t e1);
-typedef struct { ew_range_fn fn; const void *ctx; int64_t e0, e1; } ew_job;
-
-static void ew_job_run(void *p)
-{
-    ew_job *j = p;
-    if (j->e1 > j->e0) j->fn(j->ctx, j->e0, j->e1);
-}
-
-static void ew_parallel(ew_range_fn fn, const void *ctx, int64_t n, double ns_per_elem)
-{
-    int T = ew_threads(n, ns_per_elem);
-    if (T < 2) {
-        fn(ctx, 0, n);
-        return;
-    }
-    ew_job jobs[64];
-    int64_t per = ((n + T - 1) / T + 63) & ~(int64_t)63;
-    int cnt = 0;
-    for (int64_t e = 0; e < n && cnt < 64; e += per)
-        jobs[cnt++] = (ew_job){fn, ctx, e, e + per < n ? e + per : n};
-    qe_pool_run(ew_job_run, jobs, sizeof jobs[0], cnt);
-}
-
 /* ---- qe_k_lut ---------------------------------------------------------------------------------- */
 typedef struct { const void *x; const void *table; void *y; int in_bytes, out_bytes; } lut_ctx;
 
