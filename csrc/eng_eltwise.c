@@ -1153,3 +1153,186 @@ int qe_k_qbinary(const qe_args *a)
     ew_parallel(qb_range, &c, n, 0.6);
     return 0;
 }
+
+/* ---- qe_k_iadd: plan.IntegerAdd (the HTP's ElementWiseAdd on 8/16-bit codes) ------------------- */
+/* IntegerAdd.run in float64: acc = a * m_a; acc = acc + b * m_b; y = floor(acc + (const + 0.5)),
+ * clipped to [lo, hi].  The arguments of qe_k_qadd (csrc/eng_qgemm.c, the same arithmetic row by
+ * row); here flat, repeated-row and scalar operands run as one flat pass in blocks (a repeated
+ * operand's products computed once per thread), the rest row by row. */
+typedef struct {
+    const void *a, *b;
+    void *y;
+    int ta, tb, to, rank;
+    double lo, hi, ma, mb, c05;
+    const int64_t *d, *sa, *sb;
+} ia_ctx;
+
+/* v[i] = (double)code[i * s] * m: the operand's product as IntegerAdd computes it. */
+EW_INLINE void ia_load(int t, const void *p, int64_t s, int64_t n, double m, double *v)
+{
+#define IA_LOAD(T)                                                                                \
+    do {                                                                                          \
+        const T *q = p;                                                                           \
+        if (s == 1) for (int64_t i = 0; i < n; i++) v[i] = (double)q[i] * m;                      \
+        else for (int64_t i = 0; i < n; i++) v[i] = (double)q[i * s] * m;                         \
+    } while (0)
+    switch (t) {
+    case QE_U8: IA_LOAD(uint8_t); break;
+    case QE_I8: IA_LOAD(int8_t); break;
+    case QE_U16: IA_LOAD(uint16_t); break;
+    default: IA_LOAD(int16_t); break;
+    }
+#undef IA_LOAD
+}
+
+EW_INLINE void ia_store(int t, const double *pa, const double *pb, int64_t n, double c05, double lo,
+                        double hi, void *out)
+{
+#define IA_STORE(T)                                                                               \
+    do {                                                                                          \
+        T *o = out;                                                                               \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            double acc = pa[i] + pb[i];                                                           \
+            double v = floor(acc + c05);                                                          \
+            v = v < lo ? lo : v;                                                                  \
+            v = v > hi ? hi : v;                                                                  \
+            o[i] = (T)(int32_t)v;                                                                 \
+        }                                                                                         \
+    } while (0)
+    switch (t) {
+    case QE_U8: IA_STORE(uint8_t); break;
+    case QE_I8: IA_STORE(int8_t); break;
+    case QE_U16: IA_STORE(uint16_t); break;
+    default: IA_STORE(int16_t); break;
+    }
+#undef IA_STORE
+}
+
+EW_INLINE void ia_flat_body(const ia_ctx *c, int ka, int kb, double *ta, double *tb, int64_t e0,
+                            int64_t e1)
+{
+    double fa[QB_BLOCK] __attribute__((aligned(64))), fb[QB_BLOCK] __attribute__((aligned(64)));
+    int64_t inner = c->d[c->rank - 1];
+    int ba = qe_type_bytes(c->ta), bb = qe_type_bytes(c->tb), by = qe_type_bytes(c->to);
+    for (int o = 0; o < 2; o++) {
+        int kind = o ? kb : ka;
+        if (kind == QB_FLAT) continue;
+        double *tile = o ? tb : ta;
+        int64_t len = kind == QB_ROW ? inner : 1;
+        ia_load(o ? c->tb : c->ta, o ? c->b : c->a, kind == QB_ROW ? 1 : 0, len, o ? c->mb : c->ma, tile);
+        for (int64_t k = len; k < len + QB_BLOCK; k++) tile[k] = tile[k - len];
+    }
+    for (int64_t p = e0; p < e1; p += QB_BLOCK) {
+        int64_t n = e1 - p < QB_BLOCK ? e1 - p : QB_BLOCK;
+        const double *pa = fa, *pb = fb;
+        if (ka == QB_FLAT) ia_load(c->ta, (const char *)c->a + p * ba, 1, n, c->ma, fa);
+        else pa = ka == QB_ROW ? ta + p % inner : ta;
+        if (kb == QB_FLAT) ia_load(c->tb, (const char *)c->b + p * bb, 1, n, c->mb, fb);
+        else pb = kb == QB_ROW ? tb + p % inner : tb;
+        ia_store(c->to, pa, pb, n, c->c05, c->lo, c->hi, (char *)c->y + p * by);
+    }
+}
+
+/* Elements [e0, e1) row by row (any broadcast). */
+EW_INLINE void ia_rows_body(const ia_ctx *c, int64_t e0, int64_t e1)
+{
+    double fa[QB_BLOCK] __attribute__((aligned(64))), fb[QB_BLOCK] __attribute__((aligned(64)));
+    int r = c->rank;
+    int64_t inner = c->d[r - 1], sa1 = c->sa[r - 1], sb1 = c->sb[r - 1];
+    int ba = qe_type_bytes(c->ta), bb = qe_type_bytes(c->tb), by = qe_type_bytes(c->to);
+    int64_t row = e0 / inner, col = e0 % inner;
+    int64_t idx[8] = {0}, oa = 0, ob = 0, rest = row;
+    for (int k = r - 2; k >= 0; k--) {
+        idx[k] = rest % c->d[k];
+        rest /= c->d[k];
+        oa += idx[k] * c->sa[k];
+        ob += idx[k] * c->sb[k];
+    }
+    for (int64_t e = e0; e < e1;) {
+        int64_t stop = e + (inner - col) < e1 ? e + (inner - col) : e1;
+        for (int64_t p = e; p < stop; p += QB_BLOCK) {
+            int64_t n = stop - p < QB_BLOCK ? stop - p : QB_BLOCK;
+            int64_t cc = col + (p - e);
+            ia_load(c->ta, (const char *)c->a + (oa + cc * sa1) * ba, sa1, n, c->ma, fa);
+            ia_load(c->tb, (const char *)c->b + (ob + cc * sb1) * bb, sb1, n, c->mb, fb);
+            ia_store(c->to, fa, fb, n, c->c05, c->lo, c->hi, (char *)c->y + p * by);
+        }
+        e = stop;
+        col = 0;
+        for (int k = r - 2; k >= 0; k--) {
+            oa += c->sa[k];
+            ob += c->sb[k];
+            if (++idx[k] < c->d[k]) break;
+            oa -= c->sa[k] * c->d[k];
+            ob -= c->sb[k] * c->d[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+#define IA_FLAT_ARGS const ia_ctx *c, int ka, int kb, double *ta, double *tb, int64_t e0, int64_t e1
+static void ia_flat_base(IA_FLAT_ARGS) { ia_flat_body(c, ka, kb, ta, tb, e0, e1); }
+__attribute__((target("avx2"))) static void ia_flat_avx2(IA_FLAT_ARGS)
+{
+    ia_flat_body(c, ka, kb, ta, tb, e0, e1);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) static void ia_flat_avx512(IA_FLAT_ARGS)
+{
+    ia_flat_body(c, ka, kb, ta, tb, e0, e1);
+}
+static void ia_rows_base(const ia_ctx *c, int64_t e0, int64_t e1) { ia_rows_body(c, e0, e1); }
+__attribute__((target("avx2"))) static void ia_rows_avx2(const ia_ctx *c, int64_t e0, int64_t e1)
+{
+    ia_rows_body(c, e0, e1);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) static void
+ia_rows_avx512(const ia_ctx *c, int64_t e0, int64_t e1)
+{
+    ia_rows_body(c, e0, e1);
+}
+
+static void ia_range(const void *cp, int64_t e0, int64_t e1)
+{
+    const ia_ctx *c = cp;
+    int l = ew_level();
+    int ka = qb_kind(c->rank, c->d, c->sa), kb = qb_kind(c->rank, c->d, c->sb);
+    if (ka != QB_GENERAL && kb != QB_GENERAL) {
+        /* tiles of the repeated operands' products (a block past a row's end) */
+        size_t tile = (size_t)(QB_TILE + QB_BLOCK) * sizeof(double);
+        double *ta = ka == QB_FLAT ? NULL : malloc(tile), *tb = kb == QB_FLAT ? NULL : malloc(tile);
+        if ((ka == QB_FLAT || ta) && (kb == QB_FLAT || tb)) {
+            if (l == 2) ia_flat_avx512(c, ka, kb, ta, tb, e0, e1);
+            else if (l == 1) ia_flat_avx2(c, ka, kb, ta, tb, e0, e1);
+            else ia_flat_base(c, ka, kb, ta, tb, e0, e1);
+            free(ta);
+            free(tb);
+            return;
+        }
+        free(ta);
+        free(tb);
+    }
+    if (l == 2) ia_rows_avx512(c, e0, e1);
+    else if (l == 1) ia_rows_avx2(c, e0, e1);
+    else ia_rows_base(c, e0, e1);
+}
+
+/* p: a, b, out; i: a type, b type, out type (8/16-bit codes), lo, hi, rank r, dims[r],
+ * a strides[r], b strides[r] (elements; 0 on broadcast axes); d: m_a, m_b, const + 0.5. */
+int qe_k_iadd(const qe_args *a)
+{
+    if (a->np != 3 || a->ni < 6 || a->nd != 3) return 1;
+    int r = (int)a->i[5];
+    if (r < 1 || r > 8 || a->ni != 6 + 3 * r) return 2;
+    ia_ctx c = {a->p[0], a->p[1], a->p[2], (int)a->i[0], (int)a->i[1], (int)a->i[2], r,
+                (double)a->i[3], (double)a->i[4], a->d[0], a->d[1], a->d[2], a->i + 6, a->i + 6 + r,
+                a->i + 6 + 2 * r};
+    for (int k = 0; k < 3; k++) {
+        int t = k == 0 ? c.ta : (k == 1 ? c.tb : c.to);
+        if (t < QE_U8 || t > QE_I16) return 2;
+    }
+    int64_t n = 1;
+    for (int k = 0; k < r; k++) n *= c.d[k];
+    if (n <= 0) return 0;
+    ew_parallel(ia_range, &c, n, 0.3);
+    return 0;
+}

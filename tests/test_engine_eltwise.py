@@ -443,7 +443,7 @@ def kernels_of(graph) -> list[str]:
     """The C kernels of the graph's program, by name, in order."""
     from qnnemu._kernels import ffi, lib
     names = {int(ffi.cast("intptr_t", ffi.addressof(lib, n))): n
-             for n in ("qe_k_lut", "qe_k_qbinary", "qe_k_qadd", "qe_k_dequant", "qe_k_requant",
+             for n in ("qe_k_lut", "qe_k_qbinary", "qe_k_iadd", "qe_k_qadd", "qe_k_dequant", "qe_k_requant",
                        "qe_k_unary_f32", "qe_k_binary_f32", "qe_k_copy")}
     return [names.get(int(row[0]), "?") for row in graph.plan.engine.program.steps]
 
@@ -549,7 +549,7 @@ def test_fixed_point_binary_ops_are_one_fused_step(op, kinds, qs, static, shapes
     assume(graph is not None)
     ks = kernels_of(graph)
     if type(graph.plan.steps[0].impl).__name__ == "IntegerAdd":
-        assert ks == ["qe_k_qadd"], f"the plan's IntegerAdd is qe_k_qadd: {ks}"
+        assert ks == ["qe_k_iadd"], f"the plan's IntegerAdd is qe_k_iadd: {ks}"
     else:
         assert ks == ["qe_k_qbinary"], f"{op} {kinds} is one fused step: {ks}"
     feeds = {t.id: random_codes(rng, inputs[i][1], inputs[i][0]) for i, t in enumerate(ins)
