@@ -111,6 +111,23 @@ static void ew_job_run(void *p)
     if (j->e1 > j->e0) j->fn(j->ctx, j->e0, j->e1);
 }
 
+/* fn(ctx, i0, i1) over [0, n) items in up to T contiguous pieces of a multiple of granule items. */
+static void ew_parallel_items(ew_range_fn fn, const void *ctx, int64_t n, double ns_per_item,
+                              int64_t granule)
+{
+    int T = ew_threads(n, ns_per_item);
+    if (T < 2 || n <= granule) {
+        fn(ctx, 0, n);
+        return;
+    }
+    ew_job jobs[64];
+    int64_t per = ((n + T - 1) / T + granule - 1) / granule * granule;
+    int cnt = 0;
+    for (int64_t e = 0; e < n && cnt < 64; e += per)
+        jobs[cnt++] = (ew_job){fn, ctx, e, e + per < n ? e + per : n};
+    qe_pool_run(ew_job_run, jobs, sizeof jobs[0], cnt);
+}
+
 static void ew_parallel(ew_range_fn fn, const void *ctx, int64_t n, double ns_per_elem)
 {
     int T = ew_threads(n, ns_per_elem);
@@ -543,12 +560,13 @@ int qe_k_unary_f32(const qe_args *a)
 /* x viewed as [outer, len, inner], normalized along len: z = beta x (float64), m = max z,
  * e = exp(z - m), softmax e / sum(e), log-softmax (z - m) - log(sum(e)); NaN anywhere in a
  * row makes the row NaN (as numpy's max); a row of -inf is NaN too (-inf - -inf).  scratch: 2 len doubles. */
-EW_INLINE void softmax_rows(const float *x, float *y, double *e, int64_t outer, int64_t len,
+EW_INLINE void softmax_rows(const float *x, float *y, double *e, int64_t r0, int64_t r1, int64_t len,
                              int64_t inner, double beta, int log_form)
 {
     double *z = e + len;   /* scratch: 2 len doubles */
-    for (int64_t o = 0; o < outer; o++) {
-        for (int64_t in = 0; in < inner; in++) {
+    for (int64_t row = r0; row < r1; row++) {   /* row = o inner + in */
+        {
+            int64_t o = row / inner, in = row % inner;
             const float *xr = x + o * len * inner + in;
             float *yr = y + o * len * inner + in;
             double m = -INFINITY;
@@ -587,25 +605,56 @@ EW_INLINE void softmax_rows(const float *x, float *y, double *e, int64_t outer, 
     }
 }
 
-#define SOFTMAX_ARGS const float *x, float *y, double *e, int64_t outer, int64_t len, \
+#define SOFTMAX_ARGS const float *x, float *y, double *e, int64_t r0, int64_t r1, int64_t len, \
                      int64_t inner, double beta, int log_form
-static void softmax_base(SOFTMAX_ARGS) { softmax_rows(x, y, e, outer, len, inner, beta, log_form); }
+static void softmax_base(SOFTMAX_ARGS) { softmax_rows(x, y, e, r0, r1, len, inner, beta, log_form); }
 __attribute__((target("avx2"))) static void softmax_avx2(SOFTMAX_ARGS)
 {
-    softmax_rows(x, y, e, outer, len, inner, beta, log_form);
+    softmax_rows(x, y, e, r0, r1, len, inner, beta, log_form);
 }
 __attribute__((target("avx512f,avx512dq,avx512vl"))) static void softmax_avx512(SOFTMAX_ARGS)
 {
-    softmax_rows(x, y, e, outer, len, inner, beta, log_form);
+    softmax_rows(x, y, e, r0, r1, len, inner, beta, log_form);
 }
 
+typedef struct {
+    const float *x;
+    float *y;
+    double *e;            /* 2 len doubles of scratch for this piece */
+    int64_t r0, r1, len, inner;
+    double beta;
+    int log_form;
+} sm_job;
+
+static void softmax_job(void *p)
+{
+    const sm_job *j = p;
+    if (use_avx512()) softmax_avx512(j->x, j->y, j->e, j->r0, j->r1, j->len, j->inner, j->beta, j->log_form);
+    else if (qe_isa()) softmax_avx2(j->x, j->y, j->e, j->r0, j->r1, j->len, j->inner, j->beta, j->log_form);
+    else softmax_base(j->x, j->y, j->e, j->r0, j->r1, j->len, j->inner, j->beta, j->log_form);
+}
+
+/* Softmax / LogSoftmax of x viewed as [outer, len, inner] along len; e: scratch of 2 len doubles.
+ * The rows are split over the pool's threads when there is enough work (each row is computed
+ * alike whatever the split; the other pieces get scratch of their own). */
 int qe_ew_softmax_f32(const float *x, float *y, double *e, int64_t outer, int64_t len,
                       int64_t inner, double beta, int log_form)
 {
-    if (len <= 0) return 0;
-    if (use_avx512()) softmax_avx512(x, y, e, outer, len, inner, beta, log_form);
-    else if (qe_isa()) softmax_avx2(x, y, e, outer, len, inner, beta, log_form);
-    else softmax_base(x, y, e, outer, len, inner, beta, log_form);
+    if (len <= 0 || outer <= 0 || inner <= 0) return 0;
+    int64_t rows = outer * inner;
+    int T = ew_threads(rows, 3.0 * (double)len);
+    if (T > rows) T = (int)rows;
+    double *more = T > 1 ? malloc((size_t)(T - 1) * (size_t)(2 * len) * sizeof(double)) : NULL;
+    if (!more) T = 1;
+    sm_job jobs[64];
+    int64_t per = (rows + T - 1) / T;
+    int cnt = 0;
+    for (int64_t r = 0; r < rows; r += per, cnt++)
+        jobs[cnt] = (sm_job){x, y, cnt ? more + (cnt - 1) * 2 * len : e, r, r + per < rows ? r + per : rows,
+                             len, inner, beta, log_form};
+    if (cnt == 1) softmax_job(&jobs[0]);
+    else qe_pool_run(softmax_job, jobs, sizeof jobs[0], cnt);
+    free(more);
     return 0;
 }
 
@@ -624,44 +673,66 @@ int qe_k_softmax_f32(const qe_args *a)
  * float32.  The layouts of qnnemu/ops/norm.py: LayerNorm / RmsNorm over the last axes
  * [outer, 1, 1, n]; InstanceNorm across spatial [b, s, c, 1], across channel [b s, 1, 1, c],
  * across all [b, s, 1, c]; GroupNorm [b, s, group, c / group]. */
-int qe_ew_norm_f32(const float *x, float *y, const double *gamma, const double *beta, int64_t nb,
-                   int64_t ns, int64_t ng, int64_t ncg, double eps, int center, int scale)
+typedef struct {
+    const float *x;
+    float *y;
+    const double *gamma, *beta;
+    int64_t ns, ng, ncg;
+    double eps;
+    int center, scale;
+} norm_ctx;
+
+/* The (b, g) groups [q0, q1), q = b ng + g. */
+static void norm_range(const void *cp, int64_t q0, int64_t q1)
 {
-    int64_t count = ns * ncg;
-    if (count <= 0) return 0;
-    for (int64_t b = 0; b < nb; b++) {
-        for (int64_t g = 0; g < ng; g++) {
-            const float *xb = x + b * ns * ng * ncg + g * ncg;
-            float *yb = y + b * ns * ng * ncg + g * ncg;
+    const norm_ctx *c = cp;
+    int64_t ns = c->ns, ng = c->ng, ncg = c->ncg, count = ns * ncg;
+    for (int64_t q = q0; q < q1; q++) {
+        int64_t b = q / ng, g = q % ng;
+        {
+            const float *xb = c->x + b * ns * ng * ncg + g * ncg;
+            float *yb = c->y + b * ns * ng * ncg + g * ncg;
             double mean = 0.0, inv = 1.0;
-            if (center) {
+            if (c->center) {
                 double sum = 0.0;
                 for (int64_t s_ = 0; s_ < ns; s_++)
-                    for (int64_t c = 0; c < ncg; c++) sum += (double)xb[s_ * ng * ncg + c];
+                    for (int64_t k = 0; k < ncg; k++) sum += (double)xb[s_ * ng * ncg + k];
                 mean = sum / (double)count;
             }
-            if (scale) {
+            if (c->scale) {
                 double sq = 0.0;
                 for (int64_t s_ = 0; s_ < ns; s_++)
-                    for (int64_t c = 0; c < ncg; c++) {
-                        double v = (double)xb[s_ * ng * ncg + c] - mean;
+                    for (int64_t k = 0; k < ncg; k++) {
+                        double v = (double)xb[s_ * ng * ncg + k] - mean;
                         sq += v * v;
                     }
-                inv = 1.0 / sqrt(sq / (double)count + eps);
+                inv = 1.0 / sqrt(sq / (double)count + c->eps);
             }
-            const double *gr = gamma ? gamma + g * ncg : NULL, *br = beta ? beta + g * ncg : NULL;
+            const double *gr = c->gamma ? c->gamma + g * ncg : NULL;
+            const double *br = c->beta ? c->beta + g * ncg : NULL;
             for (int64_t s_ = 0; s_ < ns; s_++) {
                 const float *xr = xb + s_ * ng * ncg;
                 float *yr = yb + s_ * ng * ncg;
-                for (int64_t c = 0; c < ncg; c++) {
-                    double v = ((double)xr[c] - mean) * inv;
-                    if (gr) v *= gr[c];
-                    if (br) v += br[c];
-                    yr[c] = (float)v;
+                for (int64_t k = 0; k < ncg; k++) {
+                    double v = ((double)xr[k] - mean) * inv;
+                    if (gr) v *= gr[k];
+                    if (br) v += br[k];
+                    yr[k] = (float)v;
                 }
             }
         }
     }
+}
+
+/* The groups are split over the pool's threads when there is enough work (each group is
+ * computed alike whatever the split: its sums stay sequential). */
+int qe_ew_norm_f32(const float *x, float *y, const double *gamma, const double *beta, int64_t nb,
+                   int64_t ns, int64_t ng, int64_t ncg, double eps, int center, int scale)
+{
+    int64_t count = ns * ncg;
+    if (count <= 0 || nb <= 0 || ng <= 0) return 0;
+    norm_ctx c = {x, y, gamma, beta, ns, ng, ncg, eps, center, scale};
+    ew_parallel_items(norm_range, &c, nb * ng, 3.0 * (double)count, 1);
     return 0;
 }
 

@@ -596,3 +596,27 @@ def test_fixed_point_binary_long_rows_and_every_broadcast_path(sa, sb):
         assert kernels_of(graph) == ["qe_k_qbinary"], f"{op} {sa} {sb}: {kernels_of(graph)}"
         rng = np.random.default_rng(len(out))
         check_plan(graph.plan, {ins[0].id: random_codes(rng, "u8", sa), ins[1].id: random_codes(rng, "s16", sb)})
+
+
+def test_shared_kernels_give_the_same_bytes_on_any_thread_count():
+    """The float kernels split large arrays over the pool's threads: one thread or several, the
+    same bytes (the fast path and the engine may run at different thread counts)."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((4, 128, 1024)) * 4).astype(np.float32)   # (enough work for 4 threads)
+    gamma, beta = rng.standard_normal(1024).astype(np.float32), rng.standard_normal(1024).astype(np.float32)
+    saved = _fast.threads()
+
+    def results():
+        return [_fast_eltwise.unary("sigmoid", x), _fast_eltwise.unary("gelu", x), _fast_eltwise.unary("relu", x),
+                _fast_eltwise.binary("mul", x, x[:1, :1]), _fast_eltwise.binary("max", x, x[::-1]),
+                _fast_eltwise.softmax(x, 2, 0.9, False), _fast_eltwise.softmax(x, 1, 1.0, True),
+                _fast_eltwise.norm(x, (512, 1, 1, 1024), gamma, beta, 1e-5, True, True)]
+    try:
+        _fast.set_threads(1)
+        one = results()
+        _fast.set_threads(4)
+        many = results()
+    finally:
+        _fast.set_threads(saved)
+    for k, (a, b) in enumerate(zip(one, many)):
+        assert a is not None and a.tobytes() == b.tobytes(), f"kernel {k}: 1 thread and 4 threads agree bytewise"
