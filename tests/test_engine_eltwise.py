@@ -498,8 +498,8 @@ def test_fixed_point_unary_ops_are_one_table_lookup_on_every_code(op, params, ki
     so the engine's codes equal the plan's for all of them."""
     scale, offset = _offset_for(kind, (0.03 if kind.endswith("8") else 0.0005, -100))
     x = every_code(kind)
-    graph, ins = codes_graph(op, [(x.shape, kind, (scale, offset))], (x.shape, kind, (1.0 / 128, 0 if kind[0] == "s" else -64)),
-                             **params)
+    out_quant = (1.0 / 128, 0 if kind[0] == "s" else -64)
+    graph, ins = codes_graph(op, [(x.shape, kind, (scale, offset))], (x.shape, kind, out_quant), **params)
     if graph is None:
         pytest.skip(f"the HTP model refuses {op} on {kind}")
     assert graph.plan.engine.fallbacks == [], f"{op} {kind} lowers to C: {graph.plan.engine.fallbacks}"
@@ -563,7 +563,8 @@ def test_fixed_point_binary_rounding_modes_and_division_by_zero(mode, monkeypatc
     from qnnemu.spec import quant
     monkeypatch.setitem(quant.ROUNDING_BY_OP, "ElementWiseDivide", mode)
     q = (0.5, -4)
-    graph, ins = codes_graph("ElementWiseDivide", [((4, 64), "u8", q), ((4, 64), "u8", q)], ((4, 64), "u8", (0.25, -128)))
+    graph, ins = codes_graph("ElementWiseDivide", [((4, 64), "u8", q), ((4, 64), "u8", q)],
+                             ((4, 64), "u8", (0.25, -128)))
     assert graph is not None and graph.plan.steps[0].out_conv[0].mode == mode, f"Divide rounds {mode}"
     assert kernels_of(graph) == ["qe_k_qbinary"], f"one fused step: {kernels_of(graph)}"
     a = np.arange(256, dtype=np.uint8).reshape(4, 64)
@@ -578,7 +579,8 @@ def test_large_fixed_point_steps_split_over_threads_give_the_same_codes():
                              (shape, "u8", (0.05, -60)))
     assert kernels_of(graph) == ["qe_k_qbinary"]
     rng = np.random.default_rng(3)
-    check_plan(graph.plan, {ins[0].id: random_codes(rng, "u8", shape), ins[1].id: random_codes(rng, "u8", (1, 1, 1, 96))})
+    check_plan(graph.plan, {ins[0].id: random_codes(rng, "u8", shape),
+                            ins[1].id: random_codes(rng, "u8", (1, 1, 1, 96))})
     graph, ins = codes_graph("Sigmoid", [(shape, "u16", (0.0005, -30000))], (shape, "u16", (1.0 / 65536, 0)))
     assert kernels_of(graph) == ["qe_k_lut"]
     check_plan(graph.plan, {ins[0].id: random_codes(rng, "u16", shape)})
