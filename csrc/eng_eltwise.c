@@ -667,7 +667,8 @@ int qe_k_softmax_f32(const qe_args *a)
 }
 
 /* ---- LayerNorm, RmsNorm, InstanceNorm, GroupNorm ------------------------------------------------ */
-/* x viewed as [nb, ns, ng, ncg]: statistics per (b, g) over (s, cg), in float64 -- the mean
+/* x viewed as [nb, ns, ng, ncg]: statistics per (b, g) over (s, cg), in float64 (group_sum's
+ * order) -- the mean
  * (center), then the mean of squared deviations (scale): v = x - mean, v / sqrt(ms + eps) --
  * then * gamma[g ncg + cg] and + beta[g ncg + cg] (float64 vectors, NULL: none), rounded once to
  * float32.  The layouts of qnnemu/ops/norm.py: LayerNorm / RmsNorm over the last axes
@@ -682,10 +683,37 @@ typedef struct {
     int center, scale;
 } norm_ctx;
 
-/* The (b, g) groups [q0, q1), q = b ng + g. */
-static void norm_range(const void *cp, int64_t q0, int64_t q1)
+/* The sum over a group's elements (rows s of ncg values, stride apart) of v = x - mean, or of
+ * v * v (squares): element t of the group (in row order) goes to partial sum t % 8, the eight
+ * combined pairwise at the end -- a fixed order whatever the layout, vectorized for rows of a
+ * multiple of 8 (a sequential float64 sum waits on every add). */
+EW_INLINE double group_sum(const float *xb, int64_t ns, int64_t stride, int64_t ncg, double mean,
+                           int squares)
 {
-    const norm_ctx *c = cp;
+    double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int64_t t = 0;
+    for (int64_t s_ = 0; s_ < ns; s_++) {
+        const float *xr = xb + s_ * stride;
+        if ((ncg & 7) == 0) {   /* t stays a multiple of 8: lane l */
+            for (int64_t k = 0; k < ncg; k += 8)
+                for (int l = 0; l < 8; l++) {
+                    double v = (double)xr[k + l] - mean;
+                    acc[l] += squares ? v * v : v;
+                }
+        } else {
+            for (int64_t k = 0; k < ncg; k++) {
+                double v = (double)xr[k] - mean;
+                acc[(t + k) & 7] += squares ? v * v : v;
+            }
+        }
+        t += ncg;
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* The (b, g) groups [q0, q1), q = b ng + g. */
+EW_INLINE void norm_body(const norm_ctx *c, int64_t q0, int64_t q1)
+{
     int64_t ns = c->ns, ng = c->ng, ncg = c->ncg, count = ns * ncg;
     for (int64_t q = q0; q < q1; q++) {
         int64_t b = q / ng, g = q % ng;
@@ -693,21 +721,8 @@ static void norm_range(const void *cp, int64_t q0, int64_t q1)
             const float *xb = c->x + b * ns * ng * ncg + g * ncg;
             float *yb = c->y + b * ns * ng * ncg + g * ncg;
             double mean = 0.0, inv = 1.0;
-            if (c->center) {
-                double sum = 0.0;
-                for (int64_t s_ = 0; s_ < ns; s_++)
-                    for (int64_t k = 0; k < ncg; k++) sum += (double)xb[s_ * ng * ncg + k];
-                mean = sum / (double)count;
-            }
-            if (c->scale) {
-                double sq = 0.0;
-                for (int64_t s_ = 0; s_ < ns; s_++)
-                    for (int64_t k = 0; k < ncg; k++) {
-                        double v = (double)xb[s_ * ng * ncg + k] - mean;
-                        sq += v * v;
-                    }
-                inv = 1.0 / sqrt(sq / (double)count + c->eps);
-            }
+            if (c->center) mean = group_sum(xb, ns, ng * ncg, ncg, 0.0, 0) / (double)count;
+            if (c->scale) inv = 1.0 / sqrt(group_sum(xb, ns, ng * ncg, ncg, mean, 1) / (double)count + c->eps);
             const double *gr = c->gamma ? c->gamma + g * ncg : NULL;
             const double *br = c->beta ? c->beta + g * ncg : NULL;
             for (int64_t s_ = 0; s_ < ns; s_++) {
@@ -722,6 +737,24 @@ static void norm_range(const void *cp, int64_t q0, int64_t q1)
             }
         }
     }
+}
+
+static void norm_base(const norm_ctx *c, int64_t q0, int64_t q1) { norm_body(c, q0, q1); }
+__attribute__((target("avx2"))) static void norm_avx2(const norm_ctx *c, int64_t q0, int64_t q1)
+{
+    norm_body(c, q0, q1);
+}
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static void norm_avx512(const norm_ctx *c,
+                                                                            int64_t q0, int64_t q1)
+{
+    norm_body(c, q0, q1);
+}
+
+static void norm_range(const void *cp, int64_t q0, int64_t q1)
+{
+    if (use_avx512()) norm_avx512(cp, q0, q1);
+    else if (qe_isa()) norm_avx2(cp, q0, q1);
+    else norm_base(cp, q0, q1);
 }
 
 /* The groups are split over the pool's threads when there is enough work (each group is
