@@ -924,7 +924,10 @@ int qe_eltwise_isa(char *buf, int n)
 {
     const char *unary = use_avx512() ? "avx512f+dq+vl" : (qe_isa() ? "avx2" : "sse4.2");
     const char *binary = qe_isa() ? "avx2" : "sse4.2";
-    return snprintf(buf, (size_t)n, "unary/softmax/gelu %s, binary %s", unary, binary);
+    const char *fixed = ew_level() == 2 ? "avx512f+bw+dq+vl" : (ew_level() == 1 ? "avx2" : "sse4.2");
+    return snprintf(buf, (size_t)n,
+                    "unary/softmax/gelu/norm %s, binary %s, fixed-point binary %s, 8-bit tables %s",
+                    unary, binary, fixed, ew_vbmi() ? "avx512vbmi" : "scalar");
 }
 
 /* ==== fixed-point element-wise steps (8/16-bit codes in and out) ================================ */
