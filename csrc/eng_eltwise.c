@@ -88,14 +88,15 @@ static int ew_vbmi(void)
     return on;
 }
 
-/* Threads for a pass over n elements at about ns_per_elem each: one per ~64 us of work, at most
- * the call's share of the pool (qe_call_threads) and 64. */
+/* Threads for a pass over n elements at about ns_per_elem each: one per ~200 us of work (a
+ * second thread waits for a core when other processes hold them: small passes stay on one),
+ * at most the call's share of the pool (qe_call_threads) and 64. */
 static int ew_threads(int64_t n, double ns_per_elem)
 {
     int t = qe_threads();
     int c = qe_call_threads();
     if (c > 0 && c < t) t = c;
-    double want = (double)n * ns_per_elem / 64000.0;
+    double want = (double)n * ns_per_elem / 200000.0;
     if (want < t) t = (int)want;
     if (t > 64) t = 64;
     return t < 1 ? 1 : t;

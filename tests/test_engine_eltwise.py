@@ -574,7 +574,7 @@ def test_fixed_point_binary_rounding_modes_and_division_by_zero(mode, monkeypatc
 
 def test_large_fixed_point_steps_split_over_threads_give_the_same_codes():
     """A tensor big enough for the pool's threads: the split does not change a code."""
-    shape = (1, 64, 64, 96)   # (above the one-thread limit of both kernels)
+    shape = (1, 96, 96, 96)   # (above the one-thread limit of both kernels)
     graph, ins = codes_graph("ElementWiseMultiply", [(shape, "u8", (0.02, -128)), ((1, 1, 1, 96), "u8", (0.01, -3))],
                              (shape, "u8", (0.05, -60)))
     assert kernels_of(graph) == ["qe_k_qbinary"]
