@@ -20,6 +20,7 @@
  * vectorize loops with comparisons and sqrt (results are the same bits either way). */
 #pragma GCC optimize("no-trapping-math", "no-math-errno")
 
+#include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -30,6 +31,7 @@
 #include "engine.h"
 #include "eng_eltwise.h"
 #include "kernels.h"
+#include "pool.h"
 
 #define EW_INLINE static inline __attribute__((always_inline))
 
@@ -58,6 +60,88 @@ EW_INLINE float np_modf(float a, float b)
         mod = copysignf(0.0f, b);
     }
     return mod;
+}
+
+/* ---- threads and ISA levels --------------------------------------------------------------------- */
+/* 2: AVX-512 (F, BW, DQ, VL), 1: AVX2, 0: baseline; QNNEMU_KERNELS_ISA=sse / avx2 caps it. */
+static int ew_level(void)
+{
+    static int level = -1;
+    if (level < 0) {
+        __builtin_cpu_init();
+        int l = qe_isa() ? 1 : 0;
+        const char *force = getenv("QNNEMU_KERNELS_ISA");
+        if (l && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+            && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
+            && !(force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0)))
+            l = 2;
+        level = l;
+    }
+    return level;
+}
+
+/* AVX-512 VBMI (vpermi2b): the 256-entry byte table lookup 64 codes at a time. */
+static int ew_vbmi(void)
+{
+    static int on = -1;
+    if (on < 0) on = ew_level() == 2 && __builtin_cpu_supports("avx512vbmi");
+    return on;
+}
+
+/* Threads for a pass over n elements at about ns_per_elem each: one per ~200 us of work (a
+ * second thread waits for a core when other processes hold them: small passes stay on one),
+ * at most the call's share of the pool (qe_call_threads) and 64. */
+static int ew_threads(int64_t n, double ns_per_elem)
+{
+    int t = qe_threads();
+    int c = qe_call_threads();
+    if (c > 0 && c < t) t = c;
+    double want = (double)n * ns_per_elem / 200000.0;
+    if (want < t) t = (int)want;
+    if (t > 64) t = 64;
+    return t < 1 ? 1 : t;
+}
+
+/* fn(ctx, e0, e1) over [0, n) in T contiguous pieces (multiples of 64 elements). */
+typedef void (*ew_range_fn)(const void *ctx, int64_t e0, int64_t e1);
+typedef struct { ew_range_fn fn; const void *ctx; int64_t e0, e1; } ew_job;
+
+static void ew_job_run(void *p)
+{
+    ew_job *j = p;
+    if (j->e1 > j->e0) j->fn(j->ctx, j->e0, j->e1);
+}
+
+/* fn(ctx, i0, i1) over [0, n) items in up to T contiguous pieces of a multiple of granule items. */
+static void ew_parallel_items(ew_range_fn fn, const void *ctx, int64_t n, double ns_per_item,
+                              int64_t granule)
+{
+    int T = ew_threads(n, ns_per_item);
+    if (T < 2 || n <= granule) {
+        fn(ctx, 0, n);
+        return;
+    }
+    ew_job jobs[64];
+    int64_t per = ((n + T - 1) / T + granule - 1) / granule * granule;
+    int cnt = 0;
+    for (int64_t e = 0; e < n && cnt < 64; e += per)
+        jobs[cnt++] = (ew_job){fn, ctx, e, e + per < n ? e + per : n};
+    qe_pool_run(ew_job_run, jobs, sizeof jobs[0], cnt);
+}
+
+static void ew_parallel(ew_range_fn fn, const void *ctx, int64_t n, double ns_per_elem)
+{
+    int T = ew_threads(n, ns_per_elem);
+    if (T < 2) {
+        fn(ctx, 0, n);
+        return;
+    }
+    ew_job jobs[64];
+    int64_t per = ((n + T - 1) / T + 63) & ~(int64_t)63;
+    int cnt = 0;
+    for (int64_t e = 0; e < n && cnt < 64; e += per)
+        jobs[cnt++] = (ew_job){fn, ctx, e, e + per < n ? e + per : n};
+    qe_pool_run(ew_job_run, jobs, sizeof jobs[0], cnt);
 }
 
 /* ---- binary ops with broadcasting ------------------------------------------------------------ */
@@ -96,7 +180,9 @@ EW_INLINE void bin_row(int op, const float *a, const float *b, void *yv, int64_t
     case QE_BIN_FMOD: BIN_ROW(float, fmodf(x0, x1)); break;
     case QE_BIN_MOD: BIN_ROW(float, np_modf(x0, x1)); break;
     /* Prelu: max(x, 0) + coeff * min(x, 0) (ops/activation.py) */
-    case QE_BIN_PRELU: BIN_ROW(float, np_maxf(x0, 0.0f) + x1 * np_minf(x0, 0.0f)); break;
+    /* (x NaN: numpy's sum is that NaN quieted; written out, as gcc may swap the addends and
+     * with two NaN operands x86 returns the first) */
+    case QE_BIN_PRELU: BIN_ROW(float, x0 != x0 ? x0 + x0 : np_maxf(x0, 0.0f) + x1 * np_minf(x0, 0.0f)); break;
     /* shared with ElementWisePower's fast path: float64 pow, one rounding */
     case QE_BIN_POW: BIN_ROW(float, (float)pow((double)x0, (double)x1)); break;
     case QE_BIN_EQ: BIN_ROW(uint8_t, x0 == x1); break;
@@ -109,16 +195,26 @@ EW_INLINE void bin_row(int op, const float *a, const float *b, void *yv, int64_t
     }
 }
 
-/* The rows of a broadcast: rank r (>= 1), out shape d[r], element strides sa[r], sb[r]. */
+/* Output elements [e0, e1) of a broadcast, row by row (the first and last rows may be partial):
+ * rank r (>= 1), out shape d[r], element strides sa[r], sb[r]. */
 EW_INLINE void bin_all(int op, const float *a, const float *b, char *y, int r, const int64_t *d,
-                       const int64_t *sa, const int64_t *sb, int out_size)
+                       const int64_t *sa, const int64_t *sb, int out_size, int64_t e0, int64_t e1)
 {
-    int64_t idx[8] = {0};
-    int64_t rows = 1, n = d[r - 1];
-    for (int k = 0; k < r - 1; k++) rows *= d[k];
-    int64_t oa = 0, ob = 0;
-    for (int64_t row = 0; row < rows; row++) {
-        bin_row(op, a + oa, b + ob, y + row * n * out_size, n, sa[r - 1], sb[r - 1]);
+    int64_t n = d[r - 1];
+    int64_t row = e0 / n, col = e0 % n;
+    int64_t idx[8] = {0}, oa = 0, ob = 0, rest = row;
+    for (int k = r - 2; k >= 0; k--) {   /* the first row's index over the outer dimensions */
+        idx[k] = rest % d[k];
+        rest /= d[k];
+        oa += idx[k] * sa[k];
+        ob += idx[k] * sb[k];
+    }
+    for (int64_t e = e0; e < e1;) {
+        int64_t cnt = n - col < e1 - e ? n - col : e1 - e;
+        bin_row(op, a + oa + col * sa[r - 1], b + ob + col * sb[r - 1], y + e * out_size, cnt,
+                sa[r - 1], sb[r - 1]);
+        e += cnt;
+        col = 0;
         for (int k = r - 2; k >= 0; k--) {   /* odometer over the outer dimensions */
             oa += sa[k];
             ob += sb[k];
@@ -130,33 +226,45 @@ EW_INLINE void bin_all(int op, const float *a, const float *b, char *y, int r, c
     }
 }
 
-static void bin_all_base(int op, const float *a, const float *b, char *y, int r, const int64_t *d,
-                         const int64_t *sa, const int64_t *sb, int out_size)
+typedef struct {
+    int op, r, out_size;
+    const float *a, *b;
+    char *y;
+    const int64_t *d, *sa, *sb;
+} bin_ctx;
+
+static void bin_all_base(const bin_ctx *c, int64_t e0, int64_t e1)
 {
-    bin_all(op, a, b, y, r, d, sa, sb, out_size);
+    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, e0, e1);
 }
 
-__attribute__((target("avx2"))) static void bin_all_avx2(int op, const float *a, const float *b,
-                                                         char *y, int r, const int64_t *d,
-                                                         const int64_t *sa, const int64_t *sb,
-                                                         int out_size)
+__attribute__((target("avx2"))) static void bin_all_avx2(const bin_ctx *c, int64_t e0, int64_t e1)
 {
-    bin_all(op, a, b, y, r, d, sa, sb, out_size);
+    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, e0, e1);
+}
+
+static void bin_range(const void *cp, int64_t e0, int64_t e1)
+{
+    const bin_ctx *c = cp;
+    /* (memory-bound: AVX2 is enough) */
+    if (qe_isa()) bin_all_avx2(c, e0, e1);
+    else bin_all_base(c, e0, e1);
 }
 
 /* y = a op b broadcast: rank r (1..8), out dims[r], element strides sa[r], sb[r] (0 where an
- * input broadcasts); y float32, or uint8 0 / 1 for the comparisons. */
+ * input broadcasts); y float32, or uint8 0 / 1 for the comparisons.  Large outputs are split
+ * over the pool's threads (each element is computed alike whatever the split). */
 int qe_ew_binary_f32(int op, const float *a, const float *b, void *y, int r, const int64_t *d,
                      const int64_t *sa, const int64_t *sb)
 {
     if (op < 0 || op >= QE_BIN_COUNT || r < 1 || r > 8) return 2;
-    for (int k = 0; k < r; k++)
-        if (d[k] == 0) return 0;
-    int out_size = op >= QE_BIN_FIRST_COMPARE ? 1 : 4;
-    if (qe_isa())
-        bin_all_avx2(op, a, b, y, r, d, sa, sb, out_size);
-    else
-        bin_all_base(op, a, b, y, r, d, sa, sb, out_size);
+    int64_t total = 1;
+    for (int k = 0; k < r; k++) total *= d[k];
+    if (total <= 0) return 0;
+    bin_ctx c = {op, r, op >= QE_BIN_FIRST_COMPARE ? 1 : 4, a, b, y, d, sa, sb};
+    /* memory-bound but for the float64 pow, fmod and the divisions */
+    double ns = op == QE_BIN_POW ? 20.0 : (op == QE_BIN_FMOD || op == QE_BIN_MOD) ? 5.0 : 0.3;
+    ew_parallel(bin_range, &c, total, ns);
     return 0;
 }
 
@@ -406,21 +514,40 @@ static int use_avx512(void)
     return on;
 }
 
-/* y[i] = op(x[i]) for i < n; prm: the op's parameters (see un_all). */
+typedef struct { int op; const float *x; float *y; const double *prm; } un_ctx;
+
+static void un_range(const void *cp, int64_t e0, int64_t e1)
+{
+    const un_ctx *c = cp;
+    const float *x = c->x + e0;
+    float *y = c->y + e0;
+    int64_t n = e1 - e0;
+    if (c->op == QE_UN_GELU) {
+        if (use_avx512()) gelu_rows_avx512(x, y, n);
+        else if (qe_isa()) gelu_rows_avx2(x, y, n);
+        else gelu_rows_base(x, y, n);
+    } else if (use_avx512()) {
+        un_all_avx512(c->op, x, y, n, c->prm);
+    } else if (qe_isa()) {
+        un_all_avx2(c->op, x, y, n, c->prm);
+    } else {
+        un_all_base(c->op, x, y, n, c->prm);
+    }
+}
+
+/* y[i] = op(x[i]) for i < n; prm: the op's parameters (see un_all).  Large arrays are split over
+ * the pool's threads (each element is computed alike whatever the split). */
 int qe_ew_unary_f32(int op, const float *x, float *y, int64_t n, const double *prm)
 {
     static const double none[2] = {0.0, 0.0};
     if (op < 0 || op >= QE_UN_COUNT || n < 0) return 2;
     if (!prm) prm = none;
-    if (op == QE_UN_GELU) {
-        pthread_once(&erf_once, erf_table_init);
-        if (use_avx512()) gelu_rows_avx512(x, y, n);
-        else if (qe_isa()) gelu_rows_avx2(x, y, n);
-        else gelu_rows_base(x, y, n);
-        return 0;
-    }
-    if (use_avx512()) return un_all_avx512(op, x, y, n, prm);
-    return qe_isa() ? un_all_avx2(op, x, y, n, prm) : un_all_base(op, x, y, n, prm);
+    if (op == QE_UN_GELU) pthread_once(&erf_once, erf_table_init);
+    /* the float64 functions cost ~1.5 ns an element here, the rest is memory-bound */
+    double ns = op >= QE_UN_EXP && op != QE_UN_HTP_RECIP ? 1.5 : 0.3;
+    un_ctx c = {op, x, y, prm};
+    ew_parallel(un_range, &c, n, ns);
+    return 0;
 }
 
 /* p: x, y; i: op, n; d: the op's parameters (2 of them at least). */
@@ -434,12 +561,13 @@ int qe_k_unary_f32(const qe_args *a)
 /* x viewed as [outer, len, inner], normalized along len: z = beta x (float64), m = max z,
  * e = exp(z - m), softmax e / sum(e), log-softmax (z - m) - log(sum(e)); NaN anywhere in a
  * row makes the row NaN (as numpy's max); a row of -inf is NaN too (-inf - -inf).  scratch: 2 len doubles. */
-EW_INLINE void softmax_rows(const float *x, float *y, double *e, int64_t outer, int64_t len,
+EW_INLINE void softmax_rows(const float *x, float *y, double *e, int64_t r0, int64_t r1, int64_t len,
                              int64_t inner, double beta, int log_form)
 {
     double *z = e + len;   /* scratch: 2 len doubles */
-    for (int64_t o = 0; o < outer; o++) {
-        for (int64_t in = 0; in < inner; in++) {
+    for (int64_t row = r0; row < r1; row++) {   /* row = o inner + in */
+        {
+            int64_t o = row / inner, in = row % inner;
             const float *xr = x + o * len * inner + in;
             float *yr = y + o * len * inner + in;
             double m = -INFINITY;
@@ -478,25 +606,56 @@ EW_INLINE void softmax_rows(const float *x, float *y, double *e, int64_t outer, 
     }
 }
 
-#define SOFTMAX_ARGS const float *x, float *y, double *e, int64_t outer, int64_t len, \
+#define SOFTMAX_ARGS const float *x, float *y, double *e, int64_t r0, int64_t r1, int64_t len, \
                      int64_t inner, double beta, int log_form
-static void softmax_base(SOFTMAX_ARGS) { softmax_rows(x, y, e, outer, len, inner, beta, log_form); }
+static void softmax_base(SOFTMAX_ARGS) { softmax_rows(x, y, e, r0, r1, len, inner, beta, log_form); }
 __attribute__((target("avx2"))) static void softmax_avx2(SOFTMAX_ARGS)
 {
-    softmax_rows(x, y, e, outer, len, inner, beta, log_form);
+    softmax_rows(x, y, e, r0, r1, len, inner, beta, log_form);
 }
 __attribute__((target("avx512f,avx512dq,avx512vl"))) static void softmax_avx512(SOFTMAX_ARGS)
 {
-    softmax_rows(x, y, e, outer, len, inner, beta, log_form);
+    softmax_rows(x, y, e, r0, r1, len, inner, beta, log_form);
 }
 
+typedef struct {
+    const float *x;
+    float *y;
+    double *e;            /* 2 len doubles of scratch for this piece */
+    int64_t r0, r1, len, inner;
+    double beta;
+    int log_form;
+} sm_job;
+
+static void softmax_job(void *p)
+{
+    const sm_job *j = p;
+    if (use_avx512()) softmax_avx512(j->x, j->y, j->e, j->r0, j->r1, j->len, j->inner, j->beta, j->log_form);
+    else if (qe_isa()) softmax_avx2(j->x, j->y, j->e, j->r0, j->r1, j->len, j->inner, j->beta, j->log_form);
+    else softmax_base(j->x, j->y, j->e, j->r0, j->r1, j->len, j->inner, j->beta, j->log_form);
+}
+
+/* Softmax / LogSoftmax of x viewed as [outer, len, inner] along len; e: scratch of 2 len doubles.
+ * The rows are split over the pool's threads when there is enough work (each row is computed
+ * alike whatever the split; the other pieces get scratch of their own). */
 int qe_ew_softmax_f32(const float *x, float *y, double *e, int64_t outer, int64_t len,
                       int64_t inner, double beta, int log_form)
 {
-    if (len <= 0) return 0;
-    if (use_avx512()) softmax_avx512(x, y, e, outer, len, inner, beta, log_form);
-    else if (qe_isa()) softmax_avx2(x, y, e, outer, len, inner, beta, log_form);
-    else softmax_base(x, y, e, outer, len, inner, beta, log_form);
+    if (len <= 0 || outer <= 0 || inner <= 0) return 0;
+    int64_t rows = outer * inner;
+    int T = ew_threads(rows, 3.0 * (double)len);
+    if (T > rows) T = (int)rows;
+    double *more = T > 1 ? malloc((size_t)(T - 1) * (size_t)(2 * len) * sizeof(double)) : NULL;
+    if (!more) T = 1;
+    sm_job jobs[64];
+    int64_t per = (rows + T - 1) / T;
+    int cnt = 0;
+    for (int64_t r = 0; r < rows; r += per, cnt++)
+        jobs[cnt] = (sm_job){x, y, cnt ? more + (cnt - 1) * 2 * len : e, r, r + per < rows ? r + per : rows,
+                             len, inner, beta, log_form};
+    if (cnt == 1) softmax_job(&jobs[0]);
+    else qe_pool_run(softmax_job, jobs, sizeof jobs[0], cnt);
+    free(more);
     return 0;
 }
 
@@ -509,50 +668,105 @@ int qe_k_softmax_f32(const qe_args *a)
 }
 
 /* ---- LayerNorm, RmsNorm, InstanceNorm, GroupNorm ------------------------------------------------ */
-/* x viewed as [nb, ns, ng, ncg]: statistics per (b, g) over (s, cg), in float64 -- the mean
+/* x viewed as [nb, ns, ng, ncg]: statistics per (b, g) over (s, cg), in float64 (group_sum's
+ * order) -- the mean
  * (center), then the mean of squared deviations (scale): v = x - mean, v / sqrt(ms + eps) --
  * then * gamma[g ncg + cg] and + beta[g ncg + cg] (float64 vectors, NULL: none), rounded once to
  * float32.  The layouts of qnnemu/ops/norm.py: LayerNorm / RmsNorm over the last axes
  * [outer, 1, 1, n]; InstanceNorm across spatial [b, s, c, 1], across channel [b s, 1, 1, c],
  * across all [b, s, 1, c]; GroupNorm [b, s, group, c / group]. */
-int qe_ew_norm_f32(const float *x, float *y, const double *gamma, const double *beta, int64_t nb,
-                   int64_t ns, int64_t ng, int64_t ncg, double eps, int center, int scale)
+typedef struct {
+    const float *x;
+    float *y;
+    const double *gamma, *beta;
+    int64_t ns, ng, ncg;
+    double eps;
+    int center, scale;
+} norm_ctx;
+
+/* The sum over a group's elements (rows s of ncg values, stride apart) of v = x - mean, or of
+ * v * v (squares): element t of the group (in row order) goes to partial sum t % 8, the eight
+ * combined pairwise at the end -- a fixed order whatever the layout, vectorized for rows of a
+ * multiple of 8 (a sequential float64 sum waits on every add). */
+EW_INLINE double group_sum(const float *xb, int64_t ns, int64_t stride, int64_t ncg, double mean,
+                           int squares)
 {
-    int64_t count = ns * ncg;
-    if (count <= 0) return 0;
-    for (int64_t b = 0; b < nb; b++) {
-        for (int64_t g = 0; g < ng; g++) {
-            const float *xb = x + b * ns * ng * ncg + g * ncg;
-            float *yb = y + b * ns * ng * ncg + g * ncg;
+    double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int64_t t = 0;
+    for (int64_t s_ = 0; s_ < ns; s_++) {
+        const float *xr = xb + s_ * stride;
+        if ((ncg & 7) == 0) {   /* t stays a multiple of 8: lane l */
+            for (int64_t k = 0; k < ncg; k += 8)
+                for (int l = 0; l < 8; l++) {
+                    double v = (double)xr[k + l] - mean;
+                    acc[l] += squares ? v * v : v;
+                }
+        } else {
+            for (int64_t k = 0; k < ncg; k++) {
+                double v = (double)xr[k] - mean;
+                acc[(t + k) & 7] += squares ? v * v : v;
+            }
+        }
+        t += ncg;
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* The (b, g) groups [q0, q1), q = b ng + g. */
+EW_INLINE void norm_body(const norm_ctx *c, int64_t q0, int64_t q1)
+{
+    int64_t ns = c->ns, ng = c->ng, ncg = c->ncg, count = ns * ncg;
+    for (int64_t q = q0; q < q1; q++) {
+        int64_t b = q / ng, g = q % ng;
+        {
+            const float *xb = c->x + b * ns * ng * ncg + g * ncg;
+            float *yb = c->y + b * ns * ng * ncg + g * ncg;
             double mean = 0.0, inv = 1.0;
-            if (center) {
-                double sum = 0.0;
-                for (int64_t s_ = 0; s_ < ns; s_++)
-                    for (int64_t c = 0; c < ncg; c++) sum += (double)xb[s_ * ng * ncg + c];
-                mean = sum / (double)count;
-            }
-            if (scale) {
-                double sq = 0.0;
-                for (int64_t s_ = 0; s_ < ns; s_++)
-                    for (int64_t c = 0; c < ncg; c++) {
-                        double v = (double)xb[s_ * ng * ncg + c] - mean;
-                        sq += v * v;
-                    }
-                inv = 1.0 / sqrt(sq / (double)count + eps);
-            }
-            const double *gr = gamma ? gamma + g * ncg : NULL, *br = beta ? beta + g * ncg : NULL;
+            if (c->center) mean = group_sum(xb, ns, ng * ncg, ncg, 0.0, 0) / (double)count;
+            if (c->scale) inv = 1.0 / sqrt(group_sum(xb, ns, ng * ncg, ncg, mean, 1) / (double)count + c->eps);
+            const double *gr = c->gamma ? c->gamma + g * ncg : NULL;
+            const double *br = c->beta ? c->beta + g * ncg : NULL;
             for (int64_t s_ = 0; s_ < ns; s_++) {
                 const float *xr = xb + s_ * ng * ncg;
                 float *yr = yb + s_ * ng * ncg;
-                for (int64_t c = 0; c < ncg; c++) {
-                    double v = ((double)xr[c] - mean) * inv;
-                    if (gr) v *= gr[c];
-                    if (br) v += br[c];
-                    yr[c] = (float)v;
+                for (int64_t k = 0; k < ncg; k++) {
+                    double v = ((double)xr[k] - mean) * inv;
+                    if (gr) v *= gr[k];
+                    if (br) v += br[k];
+                    yr[k] = (float)v;
                 }
             }
         }
     }
+}
+
+static void norm_base(const norm_ctx *c, int64_t q0, int64_t q1) { norm_body(c, q0, q1); }
+__attribute__((target("avx2"))) static void norm_avx2(const norm_ctx *c, int64_t q0, int64_t q1)
+{
+    norm_body(c, q0, q1);
+}
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static void norm_avx512(const norm_ctx *c,
+                                                                            int64_t q0, int64_t q1)
+{
+    norm_body(c, q0, q1);
+}
+
+static void norm_range(const void *cp, int64_t q0, int64_t q1)
+{
+    if (use_avx512()) norm_avx512(cp, q0, q1);
+    else if (qe_isa()) norm_avx2(cp, q0, q1);
+    else norm_base(cp, q0, q1);
+}
+
+/* The groups are split over the pool's threads when there is enough work (each group is
+ * computed alike whatever the split: its sums stay sequential). */
+int qe_ew_norm_f32(const float *x, float *y, const double *gamma, const double *beta, int64_t nb,
+                   int64_t ns, int64_t ng, int64_t ncg, double eps, int center, int scale)
+{
+    int64_t count = ns * ncg;
+    if (count <= 0 || nb <= 0 || ng <= 0) return 0;
+    norm_ctx c = {x, y, gamma, beta, ns, ng, ncg, eps, center, scale};
+    ew_parallel_items(norm_range, &c, nb * ng, 3.0 * (double)count, 1);
     return 0;
 }
 
@@ -711,5 +925,522 @@ int qe_eltwise_isa(char *buf, int n)
 {
     const char *unary = use_avx512() ? "avx512f+dq+vl" : (qe_isa() ? "avx2" : "sse4.2");
     const char *binary = qe_isa() ? "avx2" : "sse4.2";
-    return snprintf(buf, (size_t)n, "unary/softmax/gelu %s, binary %s", unary, binary);
+    const char *fixed = ew_level() == 2 ? "avx512f+bw+dq+vl" : (ew_level() == 1 ? "avx2" : "sse4.2");
+    return snprintf(buf, (size_t)n,
+                    "unary/softmax/gelu/norm %s, binary %s, fixed-point binary %s, 8-bit tables %s",
+                    unary, binary, fixed, ew_vbmi() ? "avx512vbmi" : "scalar");
+}
+
+/* ==== fixed-point element-wise steps (8/16-bit codes in and out) ================================ */
+/* The plan computes such a step as dequantize -> float32 op -> requantize (qnnemu/core/plan.py:
+ * Dequantizer, the op, Requantize).  Two kernels do it without float32 temporaries:
+ * - qe_k_lut: a per-element unary op as a table of output codes indexed by the input code,
+ *   built at finalize by running the plan's own step on every code (lower_eltwise.py), so it
+ *   is the plan's result by construction;
+ * - qe_k_qbinary: add / sub / mul / div / max / min of two operands (codes, dequantized as
+ *   Dequantizer does, or float32 values) requantized as Requantize does, in one pass per
+ *   block of elements, with the same float32 operations in the same order.
+ * Large tensors are split over the pool's threads (qe_pool_run); every element is computed
+ * the same way whatever the split. */
+/* ---- qe_k_lut ---------------------------------------------------------------------------------- */
+typedef struct { const void *x; const void *table; void *y; int in_bytes, out_bytes; } lut_ctx;
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void lut8_vbmi(const uint8_t *x,
+                                                                          const uint8_t *t,
+                                                                          uint8_t *y, int64_t n)
+{
+    __m512i t0 = _mm512_loadu_si512(t), t1 = _mm512_loadu_si512(t + 64);
+    __m512i t2 = _mm512_loadu_si512(t + 128), t3 = _mm512_loadu_si512(t + 192);
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512i v = _mm512_loadu_si512(x + i);
+        __m512i lo = _mm512_permutex2var_epi8(t0, v, t1);   /* entries 0..127 by bits 0-6 */
+        __m512i hi = _mm512_permutex2var_epi8(t2, v, t3);   /* entries 128..255 */
+        __mmask64 top = _mm512_movepi8_mask(v);             /* bit 7 */
+        _mm512_storeu_si512(y + i, _mm512_mask_blend_epi8(top, lo, hi));
+    }
+    if (i < n) {
+        __mmask64 m = (__mmask64)(~0ULL >> (64 - (n - i)));
+        __m512i v = _mm512_maskz_loadu_epi8(m, x + i);
+        __m512i lo = _mm512_permutex2var_epi8(t0, v, t1);
+        __m512i hi = _mm512_permutex2var_epi8(t2, v, t3);
+        __mmask64 top = _mm512_movepi8_mask(v);
+        _mm512_mask_storeu_epi8(y + i, m, _mm512_mask_blend_epi8(top, lo, hi));
+    }
+}
+
+#define LUT_LOOP(TIN, TOUT)                                                                       \
+    do {                                                                                          \
+        const TIN *x_ = (const TIN *)c->x + e0;                                                   \
+        const TOUT *t_ = (const TOUT *)c->table;                                                  \
+        TOUT *y_ = (TOUT *)c->y + e0;                                                             \
+        int64_t n_ = e1 - e0, i_ = 0;                                                             \
+        for (; i_ + 4 <= n_; i_ += 4) {                                                           \
+            TOUT v0 = t_[x_[i_]], v1 = t_[x_[i_ + 1]], v2 = t_[x_[i_ + 2]], v3 = t_[x_[i_ + 3]];  \
+            y_[i_] = v0; y_[i_ + 1] = v1; y_[i_ + 2] = v2; y_[i_ + 3] = v3;                       \
+        }                                                                                         \
+        for (; i_ < n_; i_++) y_[i_] = t_[x_[i_]];                                                \
+    } while (0)
+
+static void lut_range(const void *ctxp, int64_t e0, int64_t e1)
+{
+    const lut_ctx *c = ctxp;
+    if (c->in_bytes == 1 && c->out_bytes == 1) {
+        if (ew_vbmi()) lut8_vbmi((const uint8_t *)c->x + e0, c->table, (uint8_t *)c->y + e0, e1 - e0);
+        else LUT_LOOP(uint8_t, uint8_t);
+    } else if (c->in_bytes == 1) {
+        LUT_LOOP(uint8_t, uint16_t);
+    } else if (c->out_bytes == 1) {
+        LUT_LOOP(uint16_t, uint8_t);
+    } else {
+        LUT_LOOP(uint16_t, uint16_t);
+    }
+}
+
+/* y[k] = table[x[k]] with x's codes read as unsigned (the table has 2**(8 in_bytes) entries of
+ * out_bytes each).  p: x, table, y; i: n, in_bytes (1 / 2), out_bytes (1 / 2). */
+int qe_k_lut(const qe_args *a)
+{
+    if (a->np != 3 || a->ni != 3) return 1;
+    int64_t n = a->i[0];
+    int ib = (int)a->i[1], ob = (int)a->i[2];
+    if ((ib != 1 && ib != 2) || (ob != 1 && ob != 2) || n < 0) return 2;
+    lut_ctx c = {a->p[0], a->p[1], a->p[2], ib, ob};
+    double ns = ib == 1 && ob == 1 && ew_vbmi() ? 0.02 : 0.5;
+    ew_parallel(lut_range, &c, n, ns);
+    return 0;
+}
+
+/* ---- qe_k_qbinary ------------------------------------------------------------------------------ */
+#define QB_BLOCK 512
+
+typedef struct {
+    const void *a, *b;
+    void *y;
+    int op, ta, tb, to, mode, rank;
+    float sa_, oa, sb_, ob, inv, oy, lo, hi;
+    const int64_t *d, *sa, *sb;
+} qb_ctx;
+
+/* n operand values as the op receives them: codes dequantized as Dequantizer does
+ * (((float)q + offset) * scale), or float32 values; element stride s (0: broadcast). */
+EW_INLINE void qb_load(int t, const void *p, int64_t s, int64_t n, float sc, float of, float *o)
+{
+#define QB_LOAD(T)                                                                                \
+    do {                                                                                          \
+        const T *q = p;                                                                           \
+        if (s == 1) {                                                                             \
+            for (int64_t i = 0; i < n; i++) { float v = (float)q[i]; v += of; o[i] = v * sc; }    \
+        } else {                                                                                  \
+            for (int64_t i = 0; i < n; i++) { float v = (float)q[i * s]; v += of; o[i] = v * sc; } \
+        }                                                                                         \
+    } while (0)
+    switch (t) {
+    case QE_U8: QB_LOAD(uint8_t); break;
+    case QE_I8: QB_LOAD(int8_t); break;
+    case QE_U16: QB_LOAD(uint16_t); break;
+    case QE_I16: QB_LOAD(int16_t); break;
+    default: {
+        const float *f = p;
+        if (s == 1) memcpy(o, f, (size_t)n * sizeof(float));
+        else for (int64_t i = 0; i < n; i++) o[i] = f[i * s];
+    }
+    }
+#undef QB_LOAD
+}
+
+/* fa = fa op fb: the float32 arithmetic of bin_row. */
+EW_INLINE void qb_op(int op, float *fa, const float *fb, int64_t n)
+{
+    switch (op) {
+    case QE_BIN_ADD: for (int64_t i = 0; i < n; i++) fa[i] = fa[i] + fb[i]; break;
+    case QE_BIN_SUB: for (int64_t i = 0; i < n; i++) fa[i] = fa[i] - fb[i]; break;
+    case QE_BIN_MUL: for (int64_t i = 0; i < n; i++) fa[i] = fa[i] * fb[i]; break;
+    case QE_BIN_DIV: for (int64_t i = 0; i < n; i++) fa[i] = fa[i] / fb[i]; break;
+    case QE_BIN_MAX: for (int64_t i = 0; i < n; i++) fa[i] = np_maxf(fa[i], fb[i]); break;
+    case QE_BIN_MIN: for (int64_t i = 0; i < n; i++) fa[i] = np_minf(fa[i], fb[i]); break;
+    default: break;
+    }
+}
+
+/* Requantize's per-tensor float32 path: y = x * inv, rounded (mode 0 half to even, 1 half up,
+ * 2 half away from zero), - offset, fmin(y, hi) (NaN -> hi), max(y, lo), to the code type. */
+EW_INLINE void qb_store(int t, int mode, const float *x, int64_t n, float inv, float of, float lo,
+                        float hi, void *out)
+{
+#define QB_STORE(T, ROUND)                                                                        \
+    do {                                                                                          \
+        T *o = out;                                                                               \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            float y = x[i] * inv;                                                                 \
+            y = ROUND;                                                                            \
+            y -= of;                                                                              \
+            y = y < hi ? y : hi;                                                                  \
+            y = y < lo ? lo : y;                                                                  \
+            o[i] = (T)(int32_t)y;                                                                 \
+        }                                                                                         \
+    } while (0)
+#define QB_STORE_MODES(T)                                                                         \
+    do {                                                                                          \
+        if (mode == 0) QB_STORE(T, rintf(y));                                                     \
+        else if (mode == 1) QB_STORE(T, floorf(y + 0.5f));                                        \
+        else QB_STORE(T, truncf(y + copysignf(0.5f, y)));                                         \
+    } while (0)
+    switch (t) {
+    case QE_U8: QB_STORE_MODES(uint8_t); break;
+    case QE_I8: QB_STORE_MODES(int8_t); break;
+    case QE_U16: QB_STORE_MODES(uint16_t); break;
+    default: QB_STORE_MODES(int16_t); break;
+    }
+#undef QB_STORE_MODES
+#undef QB_STORE
+}
+
+static int qe_type_bytes(int t) { return t == QE_U8 || t == QE_I8 ? 1 : (t == QE_F32 ? 4 : 2); }
+
+/* Output elements [e0, e1): row by row of the merged broadcast layout, in blocks. */
+EW_INLINE void qb_range_body(const qb_ctx *c, int64_t e0, int64_t e1)
+{
+    float fa[QB_BLOCK] __attribute__((aligned(64))), fb[QB_BLOCK] __attribute__((aligned(64)));
+    int r = c->rank;
+    int64_t inner = c->d[r - 1], sa1 = c->sa[r - 1], sb1 = c->sb[r - 1];
+    int ba = qe_type_bytes(c->ta), bb = qe_type_bytes(c->tb), by = qe_type_bytes(c->to);
+    int64_t row = e0 / inner, col = e0 % inner;
+    int64_t idx[8] = {0}, oa = 0, ob = 0, rest = row;
+    for (int k = r - 2; k >= 0; k--) {   /* the row's index over the outer dimensions */
+        idx[k] = rest % c->d[k];
+        rest /= c->d[k];
+        oa += idx[k] * c->sa[k];
+        ob += idx[k] * c->sb[k];
+    }
+    int64_t e = e0;
+    while (e < e1) {
+        int64_t stop = e + (inner - col) < e1 ? e + (inner - col) : e1;
+        for (int64_t p = e; p < stop; p += QB_BLOCK) {
+            int64_t n = stop - p < QB_BLOCK ? stop - p : QB_BLOCK;
+            int64_t cc = col + (p - e);
+            qb_load(c->ta, (const char *)c->a + (oa + cc * sa1) * ba, sa1, n, c->sa_, c->oa, fa);
+            qb_load(c->tb, (const char *)c->b + (ob + cc * sb1) * bb, sb1, n, c->sb_, c->ob, fb);
+            qb_op(c->op, fa, fb, n);
+            qb_store(c->to, c->mode, fa, n, c->inv, c->oy, c->lo, c->hi, (char *)c->y + p * by);
+        }
+        e = stop;
+        col = 0;
+        for (int k = r - 2; k >= 0; k--) {   /* odometer: the next row */
+            oa += c->sa[k];
+            ob += c->sb[k];
+            if (++idx[k] < c->d[k]) break;
+            oa -= c->sa[k] * c->d[k];
+            ob -= c->sb[k] * c->d[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+/* How an operand's elements follow the output's in the merged layout. */
+enum { QB_GENERAL = 0, QB_FLAT, QB_ROW, QB_SCALAR };
+#define QB_TILE 4096   /* longest row a QB_ROW operand is tiled for */
+
+static int qb_kind(int r, const int64_t *d, const int64_t *s)
+{
+    int64_t cs = 1;
+    int flat = 1, zero_outer = 1;
+    for (int k = r - 1; k >= 0; k--) {
+        if (s[k] != cs && d[k] != 1) flat = 0;
+        if (k < r - 1 && s[k] != 0 && d[k] != 1) zero_outer = 0;
+        cs *= d[k];
+    }
+    if (flat) return QB_FLAT;
+    if (zero_outer && (s[r - 1] == 0 || d[r - 1] == 1)) return QB_SCALAR;
+    if (zero_outer && s[r - 1] == 1 && d[r - 1] <= QB_TILE) return QB_ROW;
+    return QB_GENERAL;
+}
+
+/* Both operands flat, a repeated row (the SE blocks' [1,1,1,C]) or a scalar: the output as one
+ * flat run in blocks; a repeated operand is dequantized once into a tile as long as a block
+ * plus a row, and each block reads it from (element % row length). */
+EW_INLINE void qb_flat_body(const qb_ctx *c, int ka, int kb, int64_t e0, int64_t e1)
+{
+    float fa[QB_BLOCK] __attribute__((aligned(64))), fb[QB_BLOCK] __attribute__((aligned(64)));
+    float ta[QB_TILE + QB_BLOCK] __attribute__((aligned(64)));
+    float tb[QB_TILE + QB_BLOCK] __attribute__((aligned(64)));
+    int r = c->rank;
+    int64_t inner = c->d[r - 1];
+    int ba = qe_type_bytes(c->ta), bb = qe_type_bytes(c->tb), by = qe_type_bytes(c->to);
+    const int kinds[2] = {ka, kb};
+    float *tiles[2] = {ta, tb};
+    for (int o = 0; o < 2; o++) {
+        if (kinds[o] == QB_FLAT) continue;
+        int t = o ? c->tb : c->ta;
+        const void *src = o ? c->b : c->a;
+        float sc = o ? c->sb_ : c->sa_, of = o ? c->ob : c->oa;
+        int64_t len = kinds[o] == QB_ROW ? inner : 1;
+        qb_load(t, src, kinds[o] == QB_ROW ? 1 : 0, len, sc, of, tiles[o]);
+        for (int64_t k = len; k < len + QB_BLOCK; k++) tiles[o][k] = tiles[o][k - len];
+    }
+    for (int64_t p = e0; p < e1; p += QB_BLOCK) {
+        int64_t n = e1 - p < QB_BLOCK ? e1 - p : QB_BLOCK;
+        float *pa = fa;
+        const float *pb = fb;
+        if (ka == QB_FLAT) qb_load(c->ta, (const char *)c->a + p * ba, 1, n, c->sa_, c->oa, fa);
+        else if (ka == QB_ROW) memcpy(fa, ta + p % inner, (size_t)n * sizeof(float));
+        else memcpy(fa, ta, (size_t)n * sizeof(float));
+        if (kb == QB_FLAT) qb_load(c->tb, (const char *)c->b + p * bb, 1, n, c->sb_, c->ob, fb);
+        else if (kb == QB_ROW) pb = tb + p % inner;
+        else pb = tb;
+        qb_op(c->op, pa, pb, n);
+        qb_store(c->to, c->mode, pa, n, c->inv, c->oy, c->lo, c->hi, (char *)c->y + p * by);
+    }
+}
+
+static void qb_range_base(const qb_ctx *c, int64_t e0, int64_t e1) { qb_range_body(c, e0, e1); }
+__attribute__((target("avx2"))) static void qb_range_avx2(const qb_ctx *c, int64_t e0, int64_t e1)
+{
+    qb_range_body(c, e0, e1);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) static void
+qb_range_avx512(const qb_ctx *c, int64_t e0, int64_t e1)
+{
+    qb_range_body(c, e0, e1);
+}
+static void qb_flat_base(const qb_ctx *c, int ka, int kb, int64_t e0, int64_t e1)
+{
+    qb_flat_body(c, ka, kb, e0, e1);
+}
+__attribute__((target("avx2"))) static void qb_flat_avx2(const qb_ctx *c, int ka, int kb, int64_t e0,
+                                                         int64_t e1)
+{
+    qb_flat_body(c, ka, kb, e0, e1);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) static void
+qb_flat_avx512(const qb_ctx *c, int ka, int kb, int64_t e0, int64_t e1)
+{
+    qb_flat_body(c, ka, kb, e0, e1);
+}
+
+static void qb_range(const void *ctxp, int64_t e0, int64_t e1)
+{
+    const qb_ctx *c = ctxp;
+    int l = ew_level();
+    int ka = qb_kind(c->rank, c->d, c->sa), kb = qb_kind(c->rank, c->d, c->sb);
+    if (ka != QB_GENERAL && kb != QB_GENERAL) {
+        if (l == 2) qb_flat_avx512(c, ka, kb, e0, e1);
+        else if (l == 1) qb_flat_avx2(c, ka, kb, e0, e1);
+        else qb_flat_base(c, ka, kb, e0, e1);
+        return;
+    }
+    if (l == 2) qb_range_avx512(c, e0, e1);
+    else if (l == 1) qb_range_avx2(c, e0, e1);
+    else qb_range_base(c, e0, e1);
+}
+
+/* y = requantize(dequantize(a) op dequantize(b)) with broadcasting.
+ * p: a, b, y; i: op (QE_BIN_ADD .. QE_BIN_MIN), a type, b type (QE_U8 / I8 / U16 / I16 codes,
+ * or QE_F32 values), y type (8/16-bit codes), rounding mode (0 half even, 1 half up, 2 half
+ * away from zero), lo, hi, rank r, out dims[r], a strides[r], b strides[r] (elements, 0 where
+ * broadcast); d: a scale, a offset, b scale, b offset (float32 values; unused for QE_F32),
+ * 1 / y scale, y offset (float32 values). */
+int qe_k_qbinary(const qe_args *a)
+{
+    if (a->np != 3 || a->ni < 8 || a->nd != 6) return 1;
+    int r = (int)a->i[7];
+    if (r < 1 || r > 8 || a->ni != 8 + 3 * r) return 2;
+    qb_ctx c = {a->p[0], a->p[1], a->p[2], (int)a->i[0], (int)a->i[1], (int)a->i[2], (int)a->i[3],
+                (int)a->i[4], r, (float)a->d[0], (float)a->d[1], (float)a->d[2], (float)a->d[3],
+                (float)a->d[4], (float)a->d[5], (float)a->i[5], (float)a->i[6], a->i + 8,
+                a->i + 8 + r, a->i + 8 + 2 * r};
+    if (c.op < QE_BIN_ADD || c.op > QE_BIN_MIN || c.mode < 0 || c.mode > 2) return 2;
+    if (c.to > QE_I16 || c.to < QE_U8) return 2;
+    for (int k = 0; k < 2; k++) {
+        int t = k ? c.tb : c.ta;
+        if (!(t >= QE_U8 && t <= QE_I16) && t != QE_F32) return 2;
+    }
+    int64_t n = 1;
+    for (int k = 0; k < r; k++) n *= c.d[k];
+    if (n <= 0) return 0;
+    ew_parallel(qb_range, &c, n, 0.6);
+    return 0;
+}
+
+/* ---- qe_k_iadd: plan.IntegerAdd (the HTP's ElementWiseAdd on 8/16-bit codes) ------------------- */
+/* IntegerAdd.run in float64: acc = a * m_a; acc = acc + b * m_b; y = floor(acc + (const + 0.5)),
+ * clipped to [lo, hi].  The arguments of qe_k_qadd (csrc/eng_qgemm.c, the same arithmetic row by
+ * row); here flat, repeated-row and scalar operands run as one flat pass in blocks (a repeated
+ * operand's products computed once per thread), the rest row by row. */
+typedef struct {
+    const void *a, *b;
+    void *y;
+    int ta, tb, to, rank;
+    double lo, hi, ma, mb, c05;
+    const int64_t *d, *sa, *sb;
+} ia_ctx;
+
+/* v[i] = (double)code[i * s] * m: the operand's product as IntegerAdd computes it. */
+EW_INLINE void ia_load(int t, const void *p, int64_t s, int64_t n, double m, double *v)
+{
+#define IA_LOAD(T)                                                                                \
+    do {                                                                                          \
+        const T *q = p;                                                                           \
+        if (s == 1) for (int64_t i = 0; i < n; i++) v[i] = (double)q[i] * m;                      \
+        else for (int64_t i = 0; i < n; i++) v[i] = (double)q[i * s] * m;                         \
+    } while (0)
+    switch (t) {
+    case QE_U8: IA_LOAD(uint8_t); break;
+    case QE_I8: IA_LOAD(int8_t); break;
+    case QE_U16: IA_LOAD(uint16_t); break;
+    default: IA_LOAD(int16_t); break;
+    }
+#undef IA_LOAD
+}
+
+EW_INLINE void ia_store(int t, const double *pa, const double *pb, int64_t n, double c05, double lo,
+                        double hi, void *out)
+{
+#define IA_STORE(T)                                                                               \
+    do {                                                                                          \
+        T *o = out;                                                                               \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            double acc = pa[i] + pb[i];                                                           \
+            double v = floor(acc + c05);                                                          \
+            v = v < lo ? lo : v;                                                                  \
+            v = v > hi ? hi : v;                                                                  \
+            o[i] = (T)(int32_t)v;                                                                 \
+        }                                                                                         \
+    } while (0)
+    switch (t) {
+    case QE_U8: IA_STORE(uint8_t); break;
+    case QE_I8: IA_STORE(int8_t); break;
+    case QE_U16: IA_STORE(uint16_t); break;
+    default: IA_STORE(int16_t); break;
+    }
+#undef IA_STORE
+}
+
+EW_INLINE void ia_flat_body(const ia_ctx *c, int ka, int kb, double *ta, double *tb, int64_t e0,
+                            int64_t e1)
+{
+    double fa[QB_BLOCK] __attribute__((aligned(64))), fb[QB_BLOCK] __attribute__((aligned(64)));
+    int64_t inner = c->d[c->rank - 1];
+    int ba = qe_type_bytes(c->ta), bb = qe_type_bytes(c->tb), by = qe_type_bytes(c->to);
+    for (int o = 0; o < 2; o++) {
+        int kind = o ? kb : ka;
+        if (kind == QB_FLAT) continue;
+        double *tile = o ? tb : ta;
+        int64_t len = kind == QB_ROW ? inner : 1;
+        ia_load(o ? c->tb : c->ta, o ? c->b : c->a, kind == QB_ROW ? 1 : 0, len, o ? c->mb : c->ma, tile);
+        for (int64_t k = len; k < len + QB_BLOCK; k++) tile[k] = tile[k - len];
+    }
+    for (int64_t p = e0; p < e1; p += QB_BLOCK) {
+        int64_t n = e1 - p < QB_BLOCK ? e1 - p : QB_BLOCK;
+        const double *pa = fa, *pb = fb;
+        if (ka == QB_FLAT) ia_load(c->ta, (const char *)c->a + p * ba, 1, n, c->ma, fa);
+        else pa = ka == QB_ROW ? ta + p % inner : ta;
+        if (kb == QB_FLAT) ia_load(c->tb, (const char *)c->b + p * bb, 1, n, c->mb, fb);
+        else pb = kb == QB_ROW ? tb + p % inner : tb;
+        ia_store(c->to, pa, pb, n, c->c05, c->lo, c->hi, (char *)c->y + p * by);
+    }
+}
+
+/* Elements [e0, e1) row by row (any broadcast). */
+EW_INLINE void ia_rows_body(const ia_ctx *c, int64_t e0, int64_t e1)
+{
+    double fa[QB_BLOCK] __attribute__((aligned(64))), fb[QB_BLOCK] __attribute__((aligned(64)));
+    int r = c->rank;
+    int64_t inner = c->d[r - 1], sa1 = c->sa[r - 1], sb1 = c->sb[r - 1];
+    int ba = qe_type_bytes(c->ta), bb = qe_type_bytes(c->tb), by = qe_type_bytes(c->to);
+    int64_t row = e0 / inner, col = e0 % inner;
+    int64_t idx[8] = {0}, oa = 0, ob = 0, rest = row;
+    for (int k = r - 2; k >= 0; k--) {
+        idx[k] = rest % c->d[k];
+        rest /= c->d[k];
+        oa += idx[k] * c->sa[k];
+        ob += idx[k] * c->sb[k];
+    }
+    for (int64_t e = e0; e < e1;) {
+        int64_t stop = e + (inner - col) < e1 ? e + (inner - col) : e1;
+        for (int64_t p = e; p < stop; p += QB_BLOCK) {
+            int64_t n = stop - p < QB_BLOCK ? stop - p : QB_BLOCK;
+            int64_t cc = col + (p - e);
+            ia_load(c->ta, (const char *)c->a + (oa + cc * sa1) * ba, sa1, n, c->ma, fa);
+            ia_load(c->tb, (const char *)c->b + (ob + cc * sb1) * bb, sb1, n, c->mb, fb);
+            ia_store(c->to, fa, fb, n, c->c05, c->lo, c->hi, (char *)c->y + p * by);
+        }
+        e = stop;
+        col = 0;
+        for (int k = r - 2; k >= 0; k--) {
+            oa += c->sa[k];
+            ob += c->sb[k];
+            if (++idx[k] < c->d[k]) break;
+            oa -= c->sa[k] * c->d[k];
+            ob -= c->sb[k] * c->d[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+#define IA_FLAT_ARGS const ia_ctx *c, int ka, int kb, double *ta, double *tb, int64_t e0, int64_t e1
+static void ia_flat_base(IA_FLAT_ARGS) { ia_flat_body(c, ka, kb, ta, tb, e0, e1); }
+__attribute__((target("avx2"))) static void ia_flat_avx2(IA_FLAT_ARGS)
+{
+    ia_flat_body(c, ka, kb, ta, tb, e0, e1);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) static void ia_flat_avx512(IA_FLAT_ARGS)
+{
+    ia_flat_body(c, ka, kb, ta, tb, e0, e1);
+}
+static void ia_rows_base(const ia_ctx *c, int64_t e0, int64_t e1) { ia_rows_body(c, e0, e1); }
+__attribute__((target("avx2"))) static void ia_rows_avx2(const ia_ctx *c, int64_t e0, int64_t e1)
+{
+    ia_rows_body(c, e0, e1);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) static void
+ia_rows_avx512(const ia_ctx *c, int64_t e0, int64_t e1)
+{
+    ia_rows_body(c, e0, e1);
+}
+
+static void ia_range(const void *cp, int64_t e0, int64_t e1)
+{
+    const ia_ctx *c = cp;
+    int l = ew_level();
+    int ka = qb_kind(c->rank, c->d, c->sa), kb = qb_kind(c->rank, c->d, c->sb);
+    if (ka != QB_GENERAL && kb != QB_GENERAL) {
+        /* tiles of the repeated operands' products (a block past a row's end) */
+        size_t tile = (size_t)(QB_TILE + QB_BLOCK) * sizeof(double);
+        double *ta = ka == QB_FLAT ? NULL : malloc(tile), *tb = kb == QB_FLAT ? NULL : malloc(tile);
+        if ((ka == QB_FLAT || ta) && (kb == QB_FLAT || tb)) {
+            if (l == 2) ia_flat_avx512(c, ka, kb, ta, tb, e0, e1);
+            else if (l == 1) ia_flat_avx2(c, ka, kb, ta, tb, e0, e1);
+            else ia_flat_base(c, ka, kb, ta, tb, e0, e1);
+            free(ta);
+            free(tb);
+            return;
+        }
+        free(ta);
+        free(tb);
+    }
+    if (l == 2) ia_rows_avx512(c, e0, e1);
+    else if (l == 1) ia_rows_avx2(c, e0, e1);
+    else ia_rows_base(c, e0, e1);
+}
+
+/* p: a, b, out; i: a type, b type, out type (8/16-bit codes), lo, hi, rank r, dims[r],
+ * a strides[r], b strides[r] (elements; 0 on broadcast axes); d: m_a, m_b, const + 0.5. */
+int qe_k_iadd(const qe_args *a)
+{
+    if (a->np != 3 || a->ni < 6 || a->nd != 3) return 1;
+    int r = (int)a->i[5];
+    if (r < 1 || r > 8 || a->ni != 6 + 3 * r) return 2;
+    ia_ctx c = {a->p[0], a->p[1], a->p[2], (int)a->i[0], (int)a->i[1], (int)a->i[2], r,
+                (double)a->i[3], (double)a->i[4], a->d[0], a->d[1], a->d[2], a->i + 6, a->i + 6 + r,
+                a->i + 6 + 2 * r};
+    for (int k = 0; k < 3; k++) {
+        int t = k == 0 ? c.ta : (k == 1 ? c.tb : c.to);
+        if (t < QE_U8 || t > QE_I16) return 2;
+    }
+    int64_t n = 1;
+    for (int k = 0; k < r; k++) n *= c.d[k];
+    if (n <= 0) return 0;
+    ew_parallel(ia_range, &c, n, 0.3);
+    return 0;
 }

@@ -24,6 +24,9 @@ int qe_k_unary_i32(const qe_args *a);
 int qe_eltwise_isa(char *buf, int n);
 int qe_k_unary_f32(const qe_args *a);
 int qe_k_softmax_f32(const qe_args *a);
+int qe_k_lut(const qe_args *a);
+int qe_k_qbinary(const qe_args *a);
+int qe_k_iadd(const qe_args *a);
 /* cdef end */
 
 /* Unary operation codes (qe_ew_unary_f32's op; mirrored in qnnemu/ops/_fast_eltwise.py). */

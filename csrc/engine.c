@@ -16,6 +16,7 @@
  * float64 operations in the same order.  The build turns FMA contraction off
  * (-ffp-contract=off), as numpy never fuses.
  */
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -137,6 +138,75 @@ static inline float store_round(float y, int mode)
 }
 
 
+/* Mode 3 (Quantize's 8-bit rounding) eight at a time with F16C: clip to +-65504 (NaN kept),
+ * float16 round half to even (vcvtps2ph: f16_rne for these values, subnormals included), half
+ * away from zero, - offset, clamp -- the scalar steps, in the same order. */
+__attribute__((target("avx2,f16c"))) static int64_t requant_fp16_f16c(const float *xb, float *codes,
+                                                                      int64_t n, float inv,
+                                                                      float offset, float lo,
+                                                                      float hi)
+{
+    const __m256 vinv = _mm256_set1_ps(inv), lo16 = _mm256_set1_ps(-65504.0f),
+                 hi16 = _mm256_set1_ps(65504.0f), half = _mm256_set1_ps(0.5f),
+                 sign = _mm256_set1_ps(-0.0f), voff = _mm256_set1_ps(offset),
+                 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(xb + k), vinv);
+        y = _mm256_blendv_ps(y, lo16, _mm256_cmp_ps(y, lo16, _CMP_LT_OQ));
+        y = _mm256_blendv_ps(y, hi16, _mm256_cmp_ps(y, hi16, _CMP_GT_OQ));
+        y = _mm256_cvtph_ps(_mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT));
+        __m256 h = _mm256_or_ps(half, _mm256_and_ps(y, sign));
+        y = _mm256_round_ps(_mm256_add_ps(y, h), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        y = _mm256_sub_ps(y, voff);
+        y = _mm256_blendv_ps(vhi, y, _mm256_cmp_ps(y, vhi, _CMP_LT_OQ));
+        y = _mm256_blendv_ps(y, vlo, _mm256_cmp_ps(y, vlo, _CMP_LT_OQ));
+        _mm256_storeu_ps(codes + k, y);
+    }
+    return k;
+}
+
+static int has_f16c(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        __builtin_cpu_init();
+        on = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    }
+    return on;
+}
+
+/* codes[k] = clamp(round(x[k] * inv) - offset): one loop per rounding mode, so that each
+ * vectorizes (AVX-512 / AVX2 clones chosen at load time; IEEE operations only, the same bits on
+ * every clone).  fmin(y, hi) as y < hi ? y : hi: NaN -> hi, the same value otherwise. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void requant_block(const float *xb, float *codes, int64_t n, int mode, float inv,
+                          float offset, float lo, float hi)
+{
+#define REQUANT_LOOP(ROUND)                                                                       \
+    for (int64_t k = 0; k < n; k++) {                                                             \
+        float y = xb[k] * inv;                                                                    \
+        y = ROUND;                                                                                \
+        y -= offset;                                                                              \
+        y = y < hi ? y : hi;                                                                      \
+        codes[k] = y < lo ? lo : y;                                                               \
+    }
+    switch (mode) {
+    case 0: REQUANT_LOOP(rintf(y)); break;
+    case 1: REQUANT_LOOP(floorf(y + 0.5f)); break;
+    case 3: {
+        int64_t done = has_f16c() ? requant_fp16_f16c(xb, codes, n, inv, offset, lo, hi) : 0;
+        xb += done;
+        codes += done;
+        n -= done;
+        REQUANT_LOOP(store_round(y, 3));
+        break;
+    }
+    default: REQUANT_LOOP(truncf(y + copysignf(0.5f, y))); break;
+    }
+#undef REQUANT_LOOP
+}
+
 /* Requantize (per tensor, codes of at most 16 bits): float32 x -> codes.
  * p: float32 x, codes out; i: n, code type, mode (0 half_even, 1 half_up,
  * 2 half_away_from_zero, 3 fp16_half_away_from_zero, 4 exact_half_away_from_zero), lo, hi;
@@ -163,14 +233,7 @@ int qe_k_requant(const qe_args *a)
                 codes[k] = (float)y;         /* an integer below 2**17: exact */
             }
         } else {
-            for (int64_t k = 0; k < n; k++) {
-                float y = xb[k] * inv;
-                y = store_round(y, mode);
-                y -= offset;
-                y = fminf(y, hi);
-                y = y < lo ? lo : y;
-                codes[k] = y;
-            }
+            requant_block(xb, codes, n, mode, inv, offset, lo, hi);
         }
         switch (t) {
         case QE_U8: { uint8_t *o = (uint8_t *)a->p[1] + base; for (int64_t k = 0; k < n; k++) o[k] = (uint8_t)codes[k]; break; }

@@ -431,3 +431,194 @@ def test_shared_power_kernel_follows_pow():
         want = np.power(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
     same = (got == want) | (np.isnan(got) & np.isnan(want))
     assert got.shape == (5, 4) and same.all(), f"pow broadcasts and follows IEEE pow: {got} vs {want}"
+
+
+# -- 8/16-bit fixed point without float32 temporaries (qe_k_lut, qe_k_qbinary) ----------------------
+
+CODE_TYPES = {"u8": (U8, np.uint8), "s8": (Q.QNN_DATATYPE_SFIXED_POINT_8, np.int8),
+              "u16": (U16, np.uint16), "s16": (Q.QNN_DATATYPE_SFIXED_POINT_16, np.int16)}
+
+
+def kernels_of(graph) -> list[str]:
+    """The C kernels of the graph's program, by name, in order."""
+    from qnnemu._kernels import ffi, lib
+    names = {int(ffi.cast("intptr_t", ffi.addressof(lib, n))): n
+             for n in ("qe_k_lut", "qe_k_qbinary", "qe_k_iadd", "qe_k_qadd", "qe_k_dequant", "qe_k_requant",
+                       "qe_k_unary_f32", "qe_k_binary_f32", "qe_k_copy")}
+    return [names.get(int(row[0]), "?") for row in graph.plan.engine.program.steps]
+
+
+def codes_graph(op, inputs, out, **params):
+    """A finalized one-node graph: inputs [(shape, code type, (scale, offset)) or (array,
+    code type, (scale, offset)) for a static] -> op -> out (shape, code type, (scale, offset));
+    None when the HTP model refuses it."""
+    b = GraphBuilder(tracked_context(), "codes")
+    ins = []
+    for i, (shape_or_data, kind, quant) in enumerate(inputs):
+        if isinstance(shape_or_data, np.ndarray):
+            ins.append(b.tensor(f"s{i}", shape_or_data.shape, CODE_TYPES[kind][0], type_=Q.QNN_TENSOR_TYPE_STATIC,
+                                data=shape_or_data, quant=quant))
+        else:
+            ins.append(b.tensor(f"x{i}", shape_or_data, CODE_TYPES[kind][0], type_=APP_WRITE, quant=quant))
+    y = b.tensor("y", out[0], CODE_TYPES[out[1]][0], type_=APP_READ, quant=out[2])
+    b.node(op, "n", ins, [y], **params)
+    try:
+        b.graph.finalize()
+    except QnnError:
+        return None, ins
+    return b.graph, ins
+
+
+def random_codes(rng, kind: str, shape) -> np.ndarray:
+    info = np.iinfo(CODE_TYPES[kind][1])
+    return rng.integers(info.min, info.max + 1, shape).astype(CODE_TYPES[kind][1])
+
+
+def every_code(kind: str) -> np.ndarray:
+    bits = np.arange(256 if kind in ("u8", "s8") else 65536, dtype=np.uint8 if kind in ("u8", "s8") else np.uint16)
+    return bits.view(CODE_TYPES[kind][1])
+
+
+quants = st.tuples(st.floats(2.0**-14, 8.0, width=32), st.integers(-40000, 200))
+
+
+def _offset_for(kind: str, q):
+    """An offset the code type can hold (the HTP model checks it)."""
+    scale, off = q
+    lo = {"u8": -255, "s8": -127, "u16": -65535, "s16": -32767}[kind]
+    return float(scale), int(max(lo, min(0 if kind[0] == "u" else 127, off)))
+
+
+@pytest.mark.parametrize("kind", sorted(CODE_TYPES))
+@pytest.mark.parametrize("op,params", [("Sigmoid", {}), ("Tanh", {}), ("HardSwish", {}), ("Gelu", {}),
+                                       ("ReluMinMax", {"min_value": -0.5, "max_value": 2.25}),
+                                       ("ElementWiseExp", {}), ("ElementWiseLog", {})])
+def test_fixed_point_unary_ops_are_one_table_lookup_on_every_code(op, params, kind):
+    """Every input code of the type through the table: the plan's own step computed each entry,
+    so the engine's codes equal the plan's for all of them."""
+    scale, offset = _offset_for(kind, (0.03 if kind.endswith("8") else 0.0005, -100))
+    x = every_code(kind)
+    out_quant = (1.0 / 128, 0 if kind[0] == "s" else -64)
+    graph, ins = codes_graph(op, [(x.shape, kind, (scale, offset))], (x.shape, kind, out_quant), **params)
+    if graph is None:
+        pytest.skip(f"the HTP model refuses {op} on {kind}")
+    assert graph.plan.engine.fallbacks == [], f"{op} {kind} lowers to C: {graph.plan.engine.fallbacks}"
+    assert kernels_of(graph) == ["qe_k_lut"], f"{op} on {kind} codes is one table lookup: {kernels_of(graph)}"
+    check_plan(graph.plan, {ins[0].id: x})
+
+
+@given(op=st.sampled_from(UNARY + ["ReluMinMax", "Elu", "Gelu", "ElementWiseNeuron"]),
+       kinds=st.tuples(st.sampled_from(sorted(CODE_TYPES)), st.sampled_from(sorted(CODE_TYPES))),
+       qin=quants, qout=quants, shape=st.lists(st.integers(1, 6), min_size=1, max_size=4).map(tuple),
+       neuron=st.sampled_from(sorted(act._N)), seed=st.integers(0, 2**31))
+def test_fixed_point_unary_ops_as_tables_bit_identical(op, kinds, qin, qout, shape, neuron, seed):
+    """Any code types in and out (8 or 16 bits, signed or not), any encodings, any shape."""
+    params = {}
+    if op == "ReluMinMax":
+        params = {"min_value": -1.0, "max_value": 3.0}
+    elif op == "ElementWiseNeuron":
+        params = {"operation": int(act._N[neuron])}
+        if neuron == "RELU_MIN_MAX":
+            params.update(min_value=-1.5, max_value=0.75)
+    kin, kout = kinds
+    graph, ins = codes_graph(op, [(shape, kin, _offset_for(kin, qin))], (shape, kout, _offset_for(kout, qout)),
+                             **params)
+    assume(graph is not None)
+    assert kernels_of(graph) == ["qe_k_lut"], f"{op} {kin}->{kout} is one table lookup: {kernels_of(graph)}"
+    check_plan(graph.plan, {ins[0].id: random_codes(np.random.default_rng(seed), kin, shape)})
+
+
+QB_OPS = ["ElementWiseAdd", "ElementWiseSubtract", "ElementWiseMultiply", "ElementWiseDivide",
+          "ElementWiseMaximum", "ElementWiseMinimum"]
+
+
+@given(op=st.sampled_from(QB_OPS), kinds=st.tuples(*[st.sampled_from(sorted(CODE_TYPES))] * 3),
+       qs=st.tuples(quants, quants, quants), static=st.sampled_from([None, 0, 1]),
+       shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=5, max_side=5),
+       seed=st.integers(0, 2**31))
+def test_fixed_point_binary_ops_are_one_fused_step(op, kinds, qs, static, shapes, seed):
+    """dequantize a, dequantize b (or a static's real values), the float32 op, requantize: one
+    qe_k_qbinary pass, same codes as the plan, for every broadcast."""
+    (sa, sb), out = shapes.input_shapes, shapes.result_shape
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for i, s in enumerate((sa, sb)):
+        data = random_codes(rng, kinds[i], s) if static == i else s
+        inputs.append((data, kinds[i], _offset_for(kinds[i], qs[i])))
+    graph, ins = codes_graph(op, inputs, (out, kinds[2], _offset_for(kinds[2], qs[2])))
+    assume(graph is not None)
+    ks = kernels_of(graph)
+    if type(graph.plan.steps[0].impl).__name__ == "IntegerAdd":
+        assert ks == ["qe_k_iadd"], f"the plan's IntegerAdd is qe_k_iadd: {ks}"
+    else:
+        assert ks == ["qe_k_qbinary"], f"{op} {kinds} is one fused step: {ks}"
+    feeds = {t.id: random_codes(rng, inputs[i][1], inputs[i][0]) for i, t in enumerate(ins)
+             if not isinstance(inputs[i][0], np.ndarray)}
+    check_plan(graph.plan, feeds)
+
+
+@pytest.mark.parametrize("mode", ["half_even", "half_up", "half_away_from_zero"])
+def test_fixed_point_binary_rounding_modes_and_division_by_zero(mode, monkeypatch):
+    """Each rounding mode of Requantize's float32 path; x / 0 (inf, NaN -> the top code)."""
+    from qnnemu.spec import quant
+    monkeypatch.setitem(quant.ROUNDING_BY_OP, "ElementWiseDivide", mode)
+    q = (0.5, -4)
+    graph, ins = codes_graph("ElementWiseDivide", [((4, 64), "u8", q), ((4, 64), "u8", q)],
+                             ((4, 64), "u8", (0.25, -128)))
+    assert graph is not None and graph.plan.steps[0].out_conv[0].mode == mode, f"Divide rounds {mode}"
+    assert kernels_of(graph) == ["qe_k_qbinary"], f"one fused step: {kernels_of(graph)}"
+    a = np.arange(256, dtype=np.uint8).reshape(4, 64)
+    b = np.tile(np.array([4, 5, 6, 3, 2, 12, 8, 1], np.uint8), 32).reshape(4, 64)   # 4: real 0
+    check_plan(graph.plan, {ins[0].id: a, ins[1].id: b})
+
+
+def test_large_fixed_point_steps_split_over_threads_give_the_same_codes():
+    """A tensor big enough for the pool's threads: the split does not change a code."""
+    shape = (1, 96, 96, 96)   # (above the one-thread limit of both kernels)
+    graph, ins = codes_graph("ElementWiseMultiply", [(shape, "u8", (0.02, -128)), ((1, 1, 1, 96), "u8", (0.01, -3))],
+                             (shape, "u8", (0.05, -60)))
+    assert kernels_of(graph) == ["qe_k_qbinary"]
+    rng = np.random.default_rng(3)
+    check_plan(graph.plan, {ins[0].id: random_codes(rng, "u8", shape),
+                            ins[1].id: random_codes(rng, "u8", (1, 1, 1, 96))})
+    graph, ins = codes_graph("Sigmoid", [(shape, "u16", (0.0005, -30000))], (shape, "u16", (1.0 / 65536, 0)))
+    assert kernels_of(graph) == ["qe_k_lut"]
+    check_plan(graph.plan, {ins[0].id: random_codes(rng, "u16", shape)})
+
+
+@pytest.mark.parametrize("sa,sb", [((7, 700), (700,)), ((700,), (7, 700)), ((3, 5000), (5000,)),
+                                   ((2, 3, 600), (1,)), ((1,), (2, 3, 600)), ((5, 1, 600), (1, 4, 600)),
+                                   ((2, 600, 3), (600, 1))])
+def test_fixed_point_binary_long_rows_and_every_broadcast_path(sa, sb):
+    """Rows longer than a block, repeated rows longer than the tile, scalars, and broadcasts on
+    both sides (the general path): the same codes as the plan."""
+    out = np.broadcast_shapes(sa, sb)
+    for op in ("ElementWiseSubtract", "ElementWiseMultiply"):
+        graph, ins = codes_graph(op, [(sa, "u8", (0.02, -128)), (sb, "s16", (0.001, 0))], (out, "u16", (0.01, -30000)))
+        assert kernels_of(graph) == ["qe_k_qbinary"], f"{op} {sa} {sb}: {kernels_of(graph)}"
+        rng = np.random.default_rng(len(out))
+        check_plan(graph.plan, {ins[0].id: random_codes(rng, "u8", sa), ins[1].id: random_codes(rng, "s16", sb)})
+
+
+def test_shared_kernels_give_the_same_bytes_on_any_thread_count():
+    """The float kernels split large arrays over the pool's threads: one thread or several, the
+    same bytes (the fast path and the engine may run at different thread counts)."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((4, 128, 1024)) * 4).astype(np.float32)   # (enough work for 4 threads)
+    gamma, beta = rng.standard_normal(1024).astype(np.float32), rng.standard_normal(1024).astype(np.float32)
+    saved = _fast.threads()
+
+    def results():
+        return [_fast_eltwise.unary("sigmoid", x), _fast_eltwise.unary("gelu", x), _fast_eltwise.unary("relu", x),
+                _fast_eltwise.binary("mul", x, x[:1, :1]), _fast_eltwise.binary("max", x, x[::-1]),
+                _fast_eltwise.softmax(x, 2, 0.9, False), _fast_eltwise.softmax(x, 1, 1.0, True),
+                _fast_eltwise.norm(x, (512, 1, 1, 1024), gamma, beta, 1e-5, True, True)]
+    try:
+        _fast.set_threads(1)
+        one = results()
+        _fast.set_threads(4)
+        many = results()
+    finally:
+        _fast.set_threads(saved)
+    for k, (a, b) in enumerate(zip(one, many)):
+        assert a is not None and a.tobytes() == b.tobytes(), f"kernel {k}: 1 thread and 4 threads agree bytewise"

@@ -41,6 +41,7 @@ from ...ops._fast_eltwise import (
 )
 from ...ops.base import to_compute
 from ...spec import dtypes
+from ...spec.quant import Dequantizer, Requantize
 from .. import float16
 from .lowering import Unsupported, lowers, type_code
 
@@ -154,6 +155,8 @@ def _emit_binary(ctx, op: str) -> None:
         raise Unsupported("QNNEMU_KERNELS=reference: the op computes with numpy")
     _real_mode(ctx, (0, 1))
     dims, sa, sb = broadcast_layout(ctx.in_shape(0), ctx.in_shape(1), ctx.out_shape(0))
+    if _fixed_point_binary(ctx, op, dims, sa, sb):
+        return
     a, b = _input(ctx, 0), _input(ctx, 1)
     if op in _COMPARE:
         if ctx.out_dtype(0) != np.dtype(np.uint8):
@@ -206,6 +209,92 @@ def prelu(ctx) -> None:
     _emit_binary(ctx, "prelu")
 
 
+# -- 8/16-bit fixed point in and out: no float32 temporaries --------------------------------------
+
+_CODES = {np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.uint16), np.dtype(np.int16)}
+# Requantize rounding modes qe_k_qbinary reproduces (its per-tensor float32 path)
+_QB_MODES = {"half_even": 0, "half_up": 1, "half_away_from_zero": 2}
+_QB_OPS = {"add", "sub", "mul", "div", "max", "min"}
+
+
+def _dequantizes_codes(conv, dtype: np.dtype) -> bool:
+    """``conv`` is a per-tensor Dequantizer of 8/16-bit codes stored as ``dtype``."""
+    return type(conv) is Dequantizer and conv.scale is not None and conv.offset is not None \
+        and dtype in _CODES
+
+
+def _requantizes_codes(conv, dtype: np.dtype) -> bool:
+    """``conv`` is a per-tensor Requantize to 8/16-bit codes stored as ``dtype``, on its float32
+    path (not the float16 or exact-product rounding of Quantize)."""
+    return type(conv) is Requantize and conv.inv is not None and conv.offset is not None \
+        and dtype in _CODES and np.dtype(conv.np_dtype) == dtype
+
+
+def _code_table(ctx) -> bool:
+    """A per-element unary op on 8/16-bit codes (in and out) as one table lookup (qe_k_lut):
+    the table is the plan's own step -- its Dequantizer, the op, its Requantize -- run on every
+    input code at finalize, so every entry is the plan's result for that code.  False (emits
+    nothing) when the step is not of that form."""
+    if ctx.n_in != 1 or ctx.n_out != 1 or ctx.impl is not ctx.step.impl:
+        return False
+    in_dt, out_dt = ctx.in_dtype(0), ctx.out_dtype(0)
+    if not (_dequantizes_codes(ctx.in_conv(0), in_dt) and _requantizes_codes(ctx.out_conv(0), out_dt)):
+        return False
+    if ctx.static(0) is not None:
+        return False
+    bits = np.arange(1 << (8 * in_dt.itemsize), dtype=np.uint8 if in_dt.itemsize == 1 else np.uint16)
+    impl = ctx.impl
+    with np.errstate(all="ignore"):
+        out = impl._run(ctx.in_conv(0)(bits.view(in_dt)), **impl.param_values)
+        out = out[0] if isinstance(out, tuple) else out
+        table = np.ascontiguousarray(ctx.out_conv(0)(out), dtype=out_dt)
+    if table.shape != bits.shape:
+        return False
+    ctx.emit("qe_k_lut", (_raw_codes(ctx, 0), ctx.const(table), _raw_out(ctx, 0)),
+             (_n(ctx.in_shape(0)), in_dt.itemsize, out_dt.itemsize))
+    return True
+
+
+def _raw_codes(ctx, i: int) -> int:
+    """Buffer id of input i's codes as stored (the step's Dequantizer is done by the kernel)."""
+    return ctx.b.slot_buffer(ctx.step.reads[i], ctx.index)
+
+
+def _raw_out(ctx, k: int) -> int:
+    """Buffer id of output k's codes (the step's Requantize is done by the kernel)."""
+    return ctx.b.slot_buffer(ctx.step.writes[k], ctx.index)
+
+
+def _fixed_point_binary(ctx, op: str, dims, sa, sb) -> bool:
+    """add / sub / mul / div / max / min whose output is 8/16-bit codes, each input codes (its
+    per-tensor Dequantizer) or float32 values, as one qe_k_qbinary step; False (emits nothing)
+    when the step is not of that form."""
+    if op not in _QB_OPS or ctx.impl is not ctx.step.impl:
+        return False
+    out_dt = ctx.out_dtype(0)
+    conv = ctx.out_conv(0)
+    if not _requantizes_codes(conv, out_dt) or conv.mode not in _QB_MODES:
+        return False
+    kinds, prm, bufs = [], [], []
+    for i in (0, 1):
+        dt, ic = ctx.in_dtype(i), ctx.in_conv(i)
+        if ic is None and dt == np.dtype(np.float32):
+            kinds.append(type_code(dt))
+            prm += [1.0, 0.0]
+            bufs.append(ctx.input_raw(i))
+        elif _dequantizes_codes(ic, dt):
+            kinds.append(type_code(dt))
+            prm += [float(ic.scale), float(ic.offset)]
+            bufs.append(_raw_codes(ctx, i))
+        else:
+            return False
+    ctx.emit("qe_k_qbinary", (*bufs, _raw_out(ctx, 0)),
+             [BINARY[op], *kinds, type_code(out_dt), _QB_MODES[conv.mode], int(conv.lo), int(conv.hi),
+              len(dims), *dims, *sa, *sb],
+             [*prm, float(conv.inv), float(conv.offset)])
+    return True
+
+
 def _emit_unary(ctx, op: str, prm=()) -> None:
     if ctx.n_in < 1 or ctx.n_out != 1:
         raise Unsupported("a unary op with several outputs")
@@ -221,6 +310,8 @@ def _emit_unary(ctx, op: str, prm=()) -> None:
     _real_mode(ctx, (0,))
     if ctx.in_shape(0) != ctx.out_shape(0):
         raise Unsupported("an output shape other than the input's")
+    if _code_table(ctx):
+        return
     x = _input(ctx, 0)
     y, finish = _output(ctx, 0)
     ctx.emit("qe_k_unary_f32", (x, y), (UNARY[op], _n(ctx.in_shape(0))), unary_params(op, prm))

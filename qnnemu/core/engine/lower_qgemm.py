@@ -2,8 +2,8 @@
 "ElementWiseAdd"): the plan's IntegerAccumulation steps of quantized Conv2d, DepthWiseConv2d,
 FullyConnected and MatMul (static weights; folded Relu outputs included) run
 ``qe_k_qgemm`` (im2col of codes + exact integer GEMM + AccRequant) or ``qe_k_qdw`` (direct
-depthwise + AccRequant); IntegerAdd steps of ElementWiseAdd run ``qe_k_qadd``
-(csrc/eng_qgemm.c).
+depthwise + AccRequant) (csrc/eng_qgemm.c); IntegerAdd steps of ElementWiseAdd run ``qe_k_iadd``
+(csrc/eng_eltwise.c; the arguments of qe_k_qadd, flat operands in one pass).
 
 The accumulator is the one the Python step computes (IntegerAccumulation.cacc: the same C
 pipeline, the same packed weights and geometry, qnnemu/ops/_fast_qgemm.py); AccRequant is
@@ -284,7 +284,7 @@ def integer_add(ctx) -> None:
     if len(out) > 8:
         raise Unsupported(f"rank {len(out)}")
     strides_a, strides_b = _broadcast_strides(sa, out), _broadcast_strides(sb, out)
-    ctx.emit("qe_k_qadd", [ctx.input_raw(0), ctx.input_raw(1), ctx.output_raw(0)],
+    ctx.emit("qe_k_iadd", [ctx.input_raw(0), ctx.input_raw(1), ctx.output_raw(0)],
              [CODE_TYPES[ta], CODE_TYPES[tb], CODE_TYPES[out_dtype], int(impl.lo), int(impl.hi), len(out),
               *out, *strides_a, *strides_b],
              [float(impl.mult[0]), float(impl.mult[1]), float(impl.const + 0.5)])
