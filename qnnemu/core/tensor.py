@@ -238,8 +238,27 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
             rules.warn("QNNEMU-tensor-static-size-larger", func, f"{v}.clientBuf.dataSize",
                        f"is {d.data_size} bytes; dimensions {list(d.dims)} of {dtypes.name(d.dtype)} need {want}: "
                        f"the first {want} bytes are the tensor's data")
-        static = np.frombuffer((d.data or b"")[:want], dtype=dtypes.numpy_dtype(d.dtype)).reshape(d.dims)
+        if isinstance(d.data, bytes):
+            # a tensorCreate copy of the client's buffer: kept 64-byte aligned
+            static = _aligned_static(d.data, want, dtypes.numpy_dtype(d.dtype), d.dims)
+        else:
+            # a view of a loaded binary (tensors sharing a blob share its memory)
+            static = np.frombuffer((d.data or b"")[:want], dtype=dtypes.numpy_dtype(d.dtype)).reshape(d.dims)
     return quant, static
+
+
+STATIC_ALIGN = 64   # the C engine references 64-byte-aligned constants in place (no aligned copy)
+
+
+def _aligned_static(data: bytes, nbytes: int, dtype, dims) -> np.ndarray:
+    """A static tensor's data as a read-only array starting on a STATIC_ALIGN boundary."""
+    raw = np.empty(nbytes + STATIC_ALIGN, np.uint8)
+    start = (-raw.ctypes.data) % STATIC_ALIGN
+    out = raw[start:start + nbytes]
+    out[:] = np.frombuffer(data, np.uint8, count=nbytes)
+    arr = out.view(dtype).reshape(dims)
+    arr.flags.writeable = False
+    return arr
 
 
 # Native KV cache (QNN HTP backend documentation, "LLM native KVcache"): the creation-time

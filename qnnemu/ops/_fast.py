@@ -252,6 +252,16 @@ class _OneThread:
         _lib.qe_set_call_threads(self.prev)
 
 
+def aligned_empty(n: int, dtype, align: int = 64) -> np.ndarray:
+    """An uninitialized 1-D array of ``n`` elements whose data starts on an ``align``-byte
+    boundary: the C engine references such arrays in place (csrc/engine.c buffers are 64-byte
+    aligned) instead of keeping an aligned copy of every packed weight."""
+    dtype = np.dtype(dtype)
+    raw = np.empty(n * dtype.itemsize + align, np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + n * dtype.itemsize].view(dtype)
+
+
 class PackedB:
     """A static right-hand GEMM operand [K, N] packed once into the C GEMM's panel layout
     (``pack_operand``); ``matrix`` keeps the plain float32 operand for the BLAS path."""
@@ -263,7 +273,7 @@ class PackedB:
         self.matrix = b
         k, n = b.shape
         self.shape = (k, n)
-        self.buf = np.empty(max(int(_lib.qe_packed_b_size(n, k)), 1), np.float32)
+        self.buf = aligned_empty(max(int(_lib.qe_packed_b_size(n, k)), 1), np.float32)
         bbuf, rsb, csb = _matrix(b)
         _lib.qe_pack_b(n, k, _ptr(bbuf), rsb, csb, _ptr(self.buf))
 

@@ -40,7 +40,7 @@ def pack(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lib, ffi = _fast.library()
     b = np.ascontiguousarray(b, dtype=np.int8)
     K, N = b.shape
-    packed = np.empty(max(int(lib.qe_qgemm_packed_size(K, N)), 1), np.int8)
+    packed = _fast.aligned_empty(max(int(lib.qe_qgemm_packed_size(K, N)), 1), np.int8)
     wsum = np.empty(max(N, 1), np.int32)
     lib.qe_qgemm_pack(K, N, ffi.cast("int8_t *", ffi.from_buffer(b)), N, 1,
                       ffi.cast("int8_t *", ffi.from_buffer(packed)),
