@@ -12,12 +12,12 @@ import time
 
 import numpy as np
 import pytest
+from vendor import vendor_library
 
 from qnnemu.abi import graph_api
 from qnnemu.client import Backend, QnnCallError, ffi, graph_priority_config
 from qnnemu.errors import QnnError
 from qnnemu.headers import Q
-from vendor import vendor_library
 
 pytest.importorskip("qnnemu._kernels")
 M, K, OPS = 192, 768, 8
@@ -183,7 +183,8 @@ def test_notify_function_may_queue_the_next_execute():
     regression deadlocks, and the test then fails instead of hanging."""
     proc = subprocess.run([sys.executable, "-c", _RESUBMIT_FROM_NOTIFY], capture_output=True, text=True,
                           timeout=120)
-    assert proc.returncode == 0, f"re-submitting from the notify function deadlocked: {proc.stdout!r} {proc.stderr[-800:]!r}"
+    assert proc.returncode == 0, \
+        f"re-submitting from the notify function deadlocked: {proc.stdout!r} {proc.stderr[-800:]!r}"
     assert proc.stdout.split() == ["0", "[0,", "0]", "[0,", "0,", "0]", "True", "True"], \
         f"three chained executes succeeded and notified QNN_SUCCESS with the right output: {proc.stdout!r}"
 
@@ -230,6 +231,7 @@ def test_the_vendors_x86_library_has_no_async_execute():
     the executes as the device backend does (so it is a superset: nothing the vendor accepts is refused)."""
     import ast
     import os
+
     from vendor import vendor_env
     env = {**os.environ, **vendor_env()}
     script = f"LIBRARY = {str(vendor_library())!r}\n" + _VENDOR_ASYNC_PROBE
@@ -237,11 +239,11 @@ def test_the_vendors_x86_library_has_no_async_execute():
     assert vendor.returncode == 0, f"the vendor probe ran: {vendor.stderr[-800:]!r}"
     found = ast.literal_eval(vendor.stdout.strip().splitlines()[-1])
     unsupported = Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE
-    assert found == {k: (unsupported, False, unsupported) for k in ("none", "depth0", "depth1", "depth1000")}, \
-        f"the vendor accepts the depth at contextCreate and refuses async execute and the depth at contextSetConfig: {found}"
-    ours = subprocess.run([sys.executable, "-c", "LIBRARY = None\n" + _VENDOR_ASYNC_PROBE], capture_output=True,
-                          text=True, timeout=300)
+    assert found == dict.fromkeys(("none", "depth0", "depth1", "depth1000"), (unsupported, False, unsupported)), \
+        f"the vendor takes the depth at contextCreate, refuses async execute and the depth at contextSetConfig: {found}"
+    ours = subprocess.run([sys.executable, "-c", "LIBRARY = None\n" + _VENDOR_ASYNC_PROBE],
+                          capture_output=True, text=True, timeout=300)
     assert ours.returncode == 0, f"the qnnemu probe ran: {ours.stderr[-800:]!r}"
     found = ast.literal_eval(ours.stdout.strip().splitlines()[-1])
-    assert found == {k: (Q.QNN_SUCCESS, True, Q.QNN_SUCCESS) for k in ("none", "depth0", "depth1", "depth1000")}, \
+    assert found == dict.fromkeys(("none", "depth0", "depth1", "depth1000"), (Q.QNN_SUCCESS, True, Q.QNN_SUCCESS)), \
         f"qnnemu accepts every depth the vendor accepts and runs the async execute: {found}"
