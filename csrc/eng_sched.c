@@ -12,7 +12,7 @@
  * either way.
  *
  * The running execute of a thread is thread-local, so the yield point needs no argument and costs
- * one load when nothing is asked.  A forked child starts with empty devices. */
+ * one load when nothing is asked.  A forked child starts with empty devices (pthread_atfork). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -43,20 +43,33 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* A forked child: the parent's threads are gone, so are their executes (a child starts with one
- * thread, so the check needs no lock). */
-static void reset_if_forked(void)
+/* A forked child: the parent's threads are gone, so are their executes; the lock may have been
+ * held by one of them.  pthread_atfork's child handler runs in the child's only thread before
+ * anything else can use the scheduler.  (Comparing getpid() at each call instead would let two
+ * threads making their first calls at once both re-initialise the lock, one while the other
+ * holds it, and would cost two system calls per execute.) */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void reset_in_forked_child(void)
 {
-    pid_t pid = getpid();
-    if (g_pid == pid)
-        return;
     pthread_mutex_t fresh_lock = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
     memcpy(&g_lock, &fresh_lock, sizeof g_lock);
     memcpy(&g_cond, &fresh_cond, sizeof g_cond);
     memset(g_dev, 0, sizeof g_dev);
-    t_current = NULL;
-    g_pid = pid;
+    t_current = NULL;   /* (the forking thread's: the one the child runs) */
+    g_pid = getpid();
+}
+
+static void init_once(void)
+{
+    g_pid = getpid();
+    pthread_atfork(NULL, NULL, reset_in_forked_child);
+}
+
+static void reset_if_forked(void)
+{
+    pthread_once(&g_once, init_once);
 }
 
 /* Under g_lock: may ``e`` run now? */
@@ -97,7 +110,7 @@ int qe_sched_begin(qe_sched_exec *e, int32_t device, int32_t os_priority)
 {
     if (!e || device < 0 || device >= QE_SCHED_DEVICES)
         return 1;
-    reset_if_forked();   /* before the lock: a child may inherit it held */
+    reset_if_forked();   /* the first call registers the fork handler */
     pthread_mutex_lock(&g_lock);
     device_t *d = &g_dev[device];
     memset(e, 0, sizeof *e);
@@ -124,7 +137,7 @@ int qe_sched_end(qe_sched_exec *e)
 {
     if (!e || e->state == S_IDLE)
         return 1;
-    reset_if_forked();   /* before the lock: a child may inherit it held */
+    reset_if_forked();   /* the first call registers the fork handler */
     pthread_mutex_lock(&g_lock);
     device_t *d = &g_dev[e->device];
     for (qe_sched_exec **p = &d->head; *p; p = &(*p)->next)

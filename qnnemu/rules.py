@@ -49,6 +49,10 @@ WARNING_RULES: dict[str, str] = {
         "an execute pre-empted by a higher-priority graph at an op boundary: it released VTCM, waited and "
         "re-acquired it (logged at WARN as the vendor's backend logs \"Releasing VTCM\" / \"Releasing and "
         "Re-Acquiring VTCM\"); outputs unchanged",
+    # async execute (issue 14 item 4, task htpsched; qnnemu/abi/async_execute.py)
+    "QNNEMU-context-async-queue-depth-type-ignored":
+        "an ASYNC_EXECUTION_QUEUE_DEPTH context config whose type is not NUMERIC (the vendor's contextCreate "
+        "accepts it): its depth is ignored, graphExecuteAsync queues up to the default depth",
     # ---- backend, device (QnnBackend.h, QnnDevice.h, HTP/QnnHtpDevice.h)
     "QNNEMU-backend-config-custom-ignored":
         "a QNN_BACKEND_CONFIG_OPTION_CUSTOM backend config: the HTP backend defines none; ignored",

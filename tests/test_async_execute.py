@@ -5,10 +5,14 @@ dispatched by the HTP scheduler (a HIGH async execute pre-empts a running LOW on
 contextFree drains the queue first."""
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import time
 
 import numpy as np
 import pytest
+from vendor import vendor_library
 
 from qnnemu.abi import graph_api
 from qnnemu.client import Backend, QnnCallError, ffi, graph_priority_config
@@ -137,3 +141,109 @@ def test_context_free_drains_the_queue():
         ctx.free()
         assert all(p.done() and p.status == Q.QNN_SUCCESS for p in pending), \
             "contextFree returned after every queued execute was notified"
+
+
+_RESUBMIT_FROM_NOTIFY = textwrap.dedent("""
+    import os, threading
+    import numpy as np
+    from qnnemu.client import Backend, ffi
+    from qnnemu.headers import Q
+    cfg = ffi.new("QnnContext_Config_t *")
+    cfg.option = Q.QNN_CONTEXT_CONFIG_ASYNC_EXECUTION_QUEUE_DEPTH
+    cfg.asyncExeQueueDepth.type = Q.QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC
+    cfg.asyncExeQueueDepth.depth = 1
+    a = np.arange(32, dtype=np.float32).reshape(4, 8) - 10
+    with Backend() as be:
+        g = be.context([cfg]).graph("g")
+        x = g.input("x", (4, 8))
+        g.node("Relu", [x], [("y", (4, 8), np.float32)], app_read=True)
+        g.finalize()
+        cin, n_in, cout, n_out, results, keep = g._io({"x": a})
+        statuses, codes, done = [], [], threading.Event()
+
+        def notify(_param, status):
+            statuses.append(int(status.error))
+            if len(statuses) < 3:     # the app queues its next execute from the notify function
+                codes.append(be.fn.graphExecuteAsync(g.handle, cin, n_in, cout, n_out, ffi.NULL, ffi.NULL,
+                                                     cb, ffi.NULL))
+            else:
+                done.set()
+        cb = ffi.callback("void(void *, Qnn_NotifyStatus_t)", notify)
+        first = be.fn.graphExecuteAsync(g.handle, cin, n_in, cout, n_out, ffi.NULL, ffi.NULL, cb, ffi.NULL)
+        ok = done.wait(20)
+        print(first, codes, statuses, ok, bool(np.array_equal(results["y"], np.maximum(a, 0))), flush=True)
+        if not ok:
+            os._exit(3)   # deadlocked: contextFree would wait forever
+""")
+
+
+def test_notify_function_may_queue_the_next_execute():
+    """With depth 1, an app that queues its next execute from the notify function is not blocked
+    by the slot of the execute being notified (it takes that slot over).  In a subprocess: a
+    regression deadlocks, and the test then fails instead of hanging."""
+    proc = subprocess.run([sys.executable, "-c", _RESUBMIT_FROM_NOTIFY], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, \
+        f"re-submitting from the notify function deadlocked: {proc.stdout!r} {proc.stderr[-800:]!r}"
+    assert proc.stdout.split() == ["0", "[0,", "0]", "[0,", "0,", "0]", "True", "True"], \
+        f"three chained executes succeeded and notified QNN_SUCCESS with the right output: {proc.stdout!r}"
+
+
+_VENDOR_ASYNC_PROBE = textwrap.dedent("""
+    import threading
+    import numpy as np
+    from qnnemu.client import Backend, QnnCallError, ffi
+    from qnnemu.headers import Q
+
+    def depth(d, kind):
+        c = ffi.new("QnnContext_Config_t *")
+        c.option = Q.QNN_CONTEXT_CONFIG_ASYNC_EXECUTION_QUEUE_DEPTH
+        c.asyncExeQueueDepth.type = kind
+        c.asyncExeQueueDepth.depth = d
+        return c
+    NUMERIC = Q.QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC
+    with Backend(LIBRARY, log_level="error") as be:
+        found = {}
+        for label, cfgs in (("none", []), ("depth0", [depth(0, NUMERIC)]), ("depth1", [depth(1, NUMERIC)]),
+                            ("depth1000", [depth(1000, NUMERIC)])):
+            ctx = be.context(cfgs)
+            g = ctx.graph("g" + label)
+            x = g.input("x", (4, 8))
+            g.node("Relu", [x], [("y", (4, 8), np.float32)], app_read=True)
+            g.finalize()
+            notified = threading.Event()
+            cb = ffi.callback("void(void *, Qnn_NotifyStatus_t)", lambda p, s: notified.set())
+            cin, n_in, cout, n_out, results, keep = g._io({"x": np.ones((4, 8), np.float32)})
+            code = be.fn.graphExecuteAsync(g.handle, cin, n_in, cout, n_out, ffi.NULL, ffi.NULL, cb, ffi.NULL)
+            notified.wait(10 if code == Q.QNN_SUCCESS else 0.2)   # (a refused call: a short look)
+            cfg = depth(2, NUMERIC)
+            set_code = be.fn.contextSetConfig(ctx.handle, ffi.new("QnnContext_Config_t *[]", [cfg, ffi.NULL]))
+            found[label] = (code, notified.is_set(), set_code)
+        print(repr(found))
+""")
+
+
+@pytest.mark.skipif(vendor_library() is None, reason="onnxruntime-qnn (the vendor's libQnnHtp.so) is not installed")
+def test_the_vendors_x86_library_has_no_async_execute():
+    """Probe (QNN 2.51 x86-64 libQnnHtp.so): contextCreate accepts ASYNC_EXECUTION_QUEUE_DEPTH (0, 1,
+    1000), graphExecuteAsync answers QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE and never notifies,
+    contextSetConfig of the depth answers 1000 too.  qnnemu accepts the same configs and queues
+    the executes as the device backend does (so it is a superset: nothing the vendor accepts is refused)."""
+    import ast
+    import os
+
+    from vendor import vendor_env
+    env = {**os.environ, **vendor_env()}
+    script = f"LIBRARY = {str(vendor_library())!r}\n" + _VENDOR_ASYNC_PROBE
+    vendor = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert vendor.returncode == 0, f"the vendor probe ran: {vendor.stderr[-800:]!r}"
+    found = ast.literal_eval(vendor.stdout.strip().splitlines()[-1])
+    unsupported = Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE
+    assert found == dict.fromkeys(("none", "depth0", "depth1", "depth1000"), (unsupported, False, unsupported)), \
+        f"the vendor takes the depth at contextCreate, refuses async execute and the depth at contextSetConfig: {found}"
+    ours = subprocess.run([sys.executable, "-c", "LIBRARY = None\n" + _VENDOR_ASYNC_PROBE],
+                          capture_output=True, text=True, timeout=300)
+    assert ours.returncode == 0, f"the qnnemu probe ran: {ours.stderr[-800:]!r}"
+    found = ast.literal_eval(ours.stdout.strip().splitlines()[-1])
+    assert found == dict.fromkeys(("none", "depth0", "depth1", "depth1000"), (Q.QNN_SUCCESS, True, Q.QNN_SUCCESS)), \
+        f"qnnemu accepts every depth the vendor accepts and runs the async execute: {found}"

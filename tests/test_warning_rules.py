@@ -485,6 +485,24 @@ def _(s):
     return code
 
 
+def _async_depth_effect(s):
+    from qnnemu.abi import async_execute
+    ctx = HANDLES.lookup(s.undefined_depth_ctx)
+    _expect("asyncExecutionQueueDepth" not in ctx.configs, "the depth of a non-NUMERIC config is not recorded")
+    _expect(async_execute._queue_of(ctx).depth == async_execute.DEFAULT_QUEUE_DEPTH,
+            "graphExecuteAsync's queue has the default depth")
+
+
+@case("QNNEMU-context-async-queue-depth-type-ignored", SM8550, "contextCreate", "config[0].asyncExeQueueDepth.type",
+      effect=_async_depth_effect)
+def _(s):
+    c = s.context_plain(Q.QNN_CONTEXT_CONFIG_ASYNC_EXECUTION_QUEUE_DEPTH)
+    c.asyncExeQueueDepth.type = Q.QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_UNDEFINED
+    c.asyncExeQueueDepth.depth = 1
+    code, s.undefined_depth_ctx = s.context(c)
+    return code
+
+
 def context_binary(s: abi.Session, ctx: int | None = None) -> bytes:
     ctx = ctx or s.ctx
     size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))

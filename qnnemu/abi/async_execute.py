@@ -5,7 +5,9 @@ The call validates and decodes its arguments as graphExecute does (qnnemu/abi/gr
 ``_execute_job``: an invalid argument is returned at once and nothing is notified); the input and
 output buffers must then stay valid until the notification, as QNN asks.  The job joins the
 context's queue, whose depth is the context's ``QNN_CONTEXT_CONFIG_ASYNC_EXECUTION_QUEUE_DEPTH``
-(``DEFAULT_QUEUE_DEPTH`` without it): a full queue makes the call wait for room.  Each graph has
+(``DEFAULT_QUEUE_DEPTH`` without it): a full queue makes the call wait for room -- except a call
+from the notify function, which takes over the slot of the execute just notified (so an app that
+re-submits from its notify function never waits for itself).  Each graph has
 one worker thread, so a graph's executes run in call order and different graphs run at once --
 and the HTP scheduler (qnnemu/core/scheduling.py) dispatches them by priority exactly as
 application threads' executes: a HIGH graph's async execute pre-empts a running LOW one at its
@@ -13,9 +15,10 @@ next op boundary.  The worker calls ``notifyFn(notifyParam, {error})`` with QNN_
 error code of the failed execute.  contextFree waits for the context's queued executes (the
 queue drains) before freeing it; a forked child starts with no queues.
 
-The vendor's x86-64 library answers graphExecuteAsync with QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE
-(it emulates no async queue); the device backend the documentation describes queues them, which
-is what qnnemu models.
+The vendor's x86-64 library answers graphExecuteAsync with QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE (1000,
+logging "Async execution is unsupported") and contextSetConfig of the queue depth with 1000 while
+its contextCreate accepts the depth config (tests/test_async_execute.py pins this); the device
+backend the documentation describes queues executes, which is what qnnemu models.
 """
 from __future__ import annotations
 
@@ -46,7 +49,14 @@ class _ContextQueue:
         self.idle = threading.Condition()
 
     def submit(self, graph: Graph, job) -> None:
-        self.slots.acquire()          # a full queue: wait for room
+        if getattr(_local, "slot_of", None) is self:
+            # called from this queue's worker (the app's notify function re-submitting, a common
+            # pipelining pattern): the execute that just finished hands its slot over -- waiting
+            # for room here would wait for that very slot, which is freed only after the notify
+            # function returns (a deadlock with depth 1)
+            _local.slot_of = None
+        else:
+            self.slots.acquire()          # a full queue: wait for room
         with self.idle:
             self.pending += 1
         worker = self.workers.get(id(graph))
@@ -63,10 +73,13 @@ class _ContextQueue:
             job = q.get()
             if job is None:
                 return
+            _local.slot_of = self     # the slot this job holds (submit may take it over)
             try:
                 job()
             finally:
-                self.slots.release()
+                if _local.slot_of is self:
+                    self.slots.release()
+                _local.slot_of = None
                 with self.idle:
                     self.pending -= 1
                     self.idle.notify_all()

@@ -55,9 +55,13 @@ def _context_configs(config, func: str, model=None) -> dict:
         opt = int(c.option)
         if opt == Q.QNN_CONTEXT_CONFIG_ASYNC_EXECUTION_QUEUE_DEPTH:
             if int(c.asyncExeQueueDepth.type) != Q.QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC:
-                fail(Location(func).path(f"config[{i}].asyncExeQueueDepth.type"), "QNNEMU-context-config-value",
-                     f"{int(c.asyncExeQueueDepth.type)} is not "
-                     f"QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC", code=Q.QNN_CONTEXT_ERROR_INVALID_CONFIG)
+                # the vendor's contextCreate accepts any type (probed: UNDEFINED): no depth then
+                rules.warn("QNNEMU-context-async-queue-depth-type-ignored", func,
+                           f"config[{i}].asyncExeQueueDepth.type",
+                           f"{int(c.asyncExeQueueDepth.type)} is not "
+                           f"QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC; the depth is ignored "
+                           f"(graphExecuteAsync queues up to {async_execute.DEFAULT_QUEUE_DEPTH})")
+                continue
             out["asyncExecutionQueueDepth"] = int(c.asyncExeQueueDepth.depth)
         elif opt == Q.QNN_CONTEXT_CONFIG_ENABLE_GRAPHS:
             out["enableGraphs"] = _name_list(c.enableGraphs, func, f"config[{i}].enableGraphs")
