@@ -336,6 +336,7 @@ class Engine:
             else:
                 sched_point()    # an op boundary of the Python steps (C steps: inside qe_run)
                 self._fallback(plan.steps[seg[1]], arena, io, observer)
+                sched_point()    # (and before the C steps that follow)
                 if after_node is not None:
                     after_node(seg[1], arena, io)
         if self.epilogue[1] > self.epilogue[0]:
