@@ -253,3 +253,26 @@ def test_optrace_runtrace_shows_the_preemption():
     assert_valid(trace)
     drawn = x_events(trace, cat="preemption")
     assert len(drawn) == len(run["yields"]), f"one 'yield' slice per pre-emption: {len(drawn)}"
+
+
+def test_executes_advance_the_device_virtual_clock():
+    """Every Python-path execute takes its plan's modelled time on the device's virtual clock
+    (qnnemu/htp/runtime.py HtpRuntime.now): a deterministic HTP timeline besides the wall clock."""
+    from qnnemu.client import ffi
+    from qnnemu.core.handles import HANDLES
+    from qnnemu.htp import cost, perf, runtime, settings
+    rng = np.random.default_rng(4)
+    with Backend() as be:
+        g = _high_graph(be.context(), rng)
+        core = HANDLES.lookup(int(ffi.cast("uintptr_t", g.handle)))
+        rt = runtime.runtime_for(settings.device_model(core).soc)
+        prof = be.profile("basic")            # (the Python entry: the C fast path keeps no clock)
+        before = rt.now
+        for _ in range(3):
+            g.execute({"x": np.ones((4, 64), np.float32)}, profile=prof)
+        plan = core.htp_plan
+        took = cost.cycles_to_us(plan.total_cycles, perf.current_clocks(arch=plan.arch))
+        assert rt.now == pytest.approx(before + 3 * took), f"three executes advance the clock by 3 x {took} us"
+        s = core.last_schedule
+        assert s.virtual_end_us - s.virtual_start_us == pytest.approx(took), "the last execute's virtual span"
+        assert [e for e in rt.log if e[2] == "high"][-1][1] == "execute", "the runtime's log has the execute"

@@ -37,6 +37,8 @@ class Schedule:
     preempt_us: int      # waiting after its yields
     os_priority: int     # the Hexagon OS priority it ran with
     spans: tuple[tuple[int, int], ...] = ()   # (yielded, resumed), epoch us, the first 8 yields
+    virtual_start_us: float = 0.0   # on the device's virtual clock (qnnemu/htp/runtime.py)
+    virtual_end_us: float = 0.0
 
 
 NO_SCHEDULE = Schedule(0, 0, 0, 0)
@@ -100,14 +102,38 @@ def executing(graph):
         shift = time.time_ns() - time.monotonic_ns()    # CLOCK_MONOTONIC -> epoch
         spans = tuple(((int(exec_.yield_start_ns[i]) + shift) // 1000, (int(exec_.yield_end_ns[i]) + shift) // 1000)
                       for i in range(n))
+        v0, v1 = _on_virtual_clock(graph, int(exec_.yields))
         graph.last_schedule = Schedule(int(exec_.yields), int(exec_.wait_ns) // 1000,
-                                       int(exec_.preempt_ns) // 1000, prio, spans)
+                                       int(exec_.preempt_ns) // 1000, prio, spans, v0, v1)
         if exec_.yields:
             # the vendor's backend logs "Releasing VTCM" / "Releasing and Re-Acquiring VTCM" at
             # WARNING around each pre-emption
             warn("QNNEMU-graphExecute-yielded", "graphExecute", f"graph '{graph.name}'",
                  f"pre-empted {int(exec_.yields)} time(s) by a higher-priority graph at an op boundary: "
                  f"Releasing VTCM; Releasing and Re-Acquiring VTCM (waited {int(exec_.preempt_ns) // 1000} us)")
+
+
+def _on_virtual_clock(graph, yields: int) -> tuple[float, float]:
+    """The execute on its device's virtual clock (``HtpRuntime``): it starts when the device's
+    clock stands and takes the plan's modelled time (total cycles at the voted clocks), so a
+    sequence of executes has a deterministic HTP timeline besides the wall clock; the runtime's
+    log gets an "execute" entry (and one "yielded" entry per pre-emption)."""
+    plan = getattr(graph, "htp_plan", None)
+    if plan is None:
+        return 0.0, 0.0
+    try:
+        from ..htp import cost, perf, runtime, settings
+        rt = runtime.runtime_for(settings.device_model(graph).soc)
+        took = cost.cycles_to_us(plan.total_cycles, perf.current_clocks(arch=plan.arch))
+    except Exception:  # noqa: BLE001 - an unknown device has no shared runtime: no virtual time
+        return 0.0, 0.0
+    with rt._lock:
+        start = rt.now
+        rt.now = start + took
+        for _ in range(yields):
+            rt.log.append((start, "yielded", graph.name))
+        rt.log.append((start, "execute", graph.name))
+    return start, start + took
 
 
 def point() -> None:
