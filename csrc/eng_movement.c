@@ -374,7 +374,11 @@ int qe_k_resize_taps(const qe_args *a)
 
 int qe_movement_isa(char *buf, int n)
 {
-    const char *s = "memcpy + scalar strided copies (pooling: kernels.c's qe_pool2d)";
+    /* max pooling on codes takes AVX-512BW where the CPU has it; Concat moves codes through
+     * tables; float pooling is kernels.c's qe_pool2d */
+    const char *s = __builtin_cpu_supports("avx512bw")
+                        ? "memcpy + strided copies; max pooling on codes avx512bw; Concat via code tables"
+                        : "memcpy + strided copies; max pooling on codes scalar; Concat via code tables";
     if (n > 0) {
         strncpy(buf, s, (size_t)n - 1);
         buf[n - 1] = 0;

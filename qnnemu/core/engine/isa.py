@@ -31,7 +31,8 @@ def paths() -> dict[str, str]:
     if lib is None:
         return {}
     out = {"memory-bound kernels": "avx2+fma" if lib.qe_isa() else "sse4.2",
-           "float GEMM micro-kernel": "avx512f" if lib.qe_gemm_avx512() else (
+           "float GEMM micro-kernel": "avx512f (8x32 tiles; convolutions as implicit GEMM, depthwise "
+                                      "3x3/5x5 in registers)" if lib.qe_gemm_avx512() else (
                "avx2+fma" if lib.qe_isa() else "sse4.2")}
     for name in sorted(dir(lib)):
         if name.startswith("qe_") and name.endswith("_isa") and name not in ("qe_isa",):
