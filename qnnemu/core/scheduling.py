@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ..htp import cost, perf, runtime, settings
 from ..ops import _fast
 from ..rules import warn
 
@@ -122,7 +123,6 @@ def _on_virtual_clock(graph, yields: int) -> tuple[float, float]:
     if plan is None:
         return 0.0, 0.0
     try:
-        from ..htp import cost, perf, runtime, settings
         rt = runtime.runtime_for(settings.device_model(graph).soc)
         took = cost.cycles_to_us(plan.total_cycles, perf.current_clocks(arch=plan.arch))
     except Exception:  # noqa: BLE001 - an unknown device has no shared runtime: no virtual time
