@@ -482,30 +482,29 @@ def axes_norm(ctx) -> None:
     _emit_norm(ctx, layout[0], layout[1], layout[2], p["epsilon"], type(impl).center, True)
 
 
-@lowers("InstanceNorm")
-def instance_norm(ctx) -> None:
+def _grouped_norm(ctx, op_class, geometry_param: str, center, scale) -> None:
+    """InstanceNorm / GroupNorm: the op's geometry over ``geometry_param``, its static gamma and
+    beta; ``center`` / ``scale`` are booleans or callables of the op's parameters."""
     impl = ctx.impl
-    if type(impl) is not norm.InstanceNorm:
+    if type(impl) is not op_class:
         raise Unsupported(f"{type(impl).__name__} (a wrapper of the op)")
     _real_mode(ctx, (0,))
     p = impl.param_values
     gamma, beta = _static_vector(ctx, 1, "gamma"), _static_vector(ctx, 2, "beta")
-    _emit_norm(ctx, impl.geometry(ctx.in_shape(0), p["region"]),
+    _emit_norm(ctx, impl.geometry(ctx.in_shape(0), p[geometry_param]),
                None if gamma is None else to_compute(gamma), None if beta is None else to_compute(beta),
-               p["epsilon"], p["mode"] == norm.MU_SIGMA, p["normalize_variance"])
+               p["epsilon"], center(p) if callable(center) else center, scale(p) if callable(scale) else scale)
+
+
+@lowers("InstanceNorm")
+def instance_norm(ctx) -> None:
+    _grouped_norm(ctx, norm.InstanceNorm, "region", lambda p: p["mode"] == norm.MU_SIGMA,
+                  lambda p: p["normalize_variance"])
 
 
 @lowers("GroupNorm")
 def group_norm(ctx) -> None:
-    impl = ctx.impl
-    if type(impl) is not norm.GroupNorm:
-        raise Unsupported(f"{type(impl).__name__} (a wrapper of the op)")
-    _real_mode(ctx, (0,))
-    p = impl.param_values
-    gamma, beta = _static_vector(ctx, 1, "gamma"), _static_vector(ctx, 2, "beta")
-    _emit_norm(ctx, impl.geometry(ctx.in_shape(0), p["group"]),
-               None if gamma is None else to_compute(gamma), None if beta is None else to_compute(beta),
-               p["epsilon"], True, True)
+    _grouped_norm(ctx, norm.GroupNorm, "group", True, True)
 
 
 @lowers("Batchnorm")
