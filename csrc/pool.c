@@ -3,9 +3,14 @@
  * the pool's workers are started once and wait on a condition variable between calls.
  *
  * Several application threads may split work at once (graphs executed in parallel): every
- * call queues its items in one shared queue and waits for its own batch only.  A worker never
- * blocks on anything but the queue.  A forked child has no workers: its first call starts
- * new ones (pthread_atfork resets the pool's state in the child).
+ * call queues "help" tickets for its batch in one shared queue.  The items of a batch are
+ * claimed one at a time through the batch's own counter, by the caller and by any worker that
+ * took one of its tickets, so a caller never waits for a worker to start an item it could run
+ * itself: when the other cores are busy (two graphs in two threads on two cores), the caller
+ * runs its whole batch and takes its unclaimed tickets back.  Which thread runs an item never
+ * changes its result (items are independent).  A worker never blocks on anything but the
+ * queue.  A forked child has no workers: its first call starts new ones (pthread_atfork resets
+ * the pool's state in the child).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,30 +23,30 @@
 #define POOL_QUEUE 1024
 
 struct pool_batch {
-    atomic_int pending;
+    void (*fn)(void *);
+    char *items;
+    size_t stride;
+    int n;
+    atomic_int next;      /* the next unclaimed item */
+    int helpers;          /* workers inside this batch (under mu) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
 
-struct pool_item {
-    void (*fn)(void *);
-    void *arg;
-    struct pool_batch *batch;
-};
-
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
-static struct pool_item g_queue[POOL_QUEUE];
-static long g_head, g_tail;          /* items [g_head, g_tail) are queued */
+static struct pool_batch *g_queue[POOL_QUEUE];   /* tickets: the batch to help */
+static long g_head, g_tail;          /* tickets [g_head, g_tail) are queued */
 static int g_workers;                /* started (and still alive in this process) */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-static void finish(struct pool_batch *b)
+/* Runs unclaimed items of ``b`` until none is left. */
+static void drain(struct pool_batch *b)
 {
-    if (atomic_fetch_sub(&b->pending, 1) == 1) {
-        pthread_mutex_lock(&b->mu);
-        pthread_cond_signal(&b->cv);
-        pthread_mutex_unlock(&b->mu);
+    for (;;) {
+        int i = atomic_fetch_add(&b->next, 1);
+        if (i >= b->n) return;
+        b->fn(b->items + (size_t)i * b->stride);
     }
 }
 
@@ -51,11 +56,18 @@ static void *worker(void *unused)
     for (;;) {
         pthread_mutex_lock(&g_mu);
         while (g_head == g_tail) pthread_cond_wait(&g_cv, &g_mu);
-        struct pool_item it = g_queue[g_head % POOL_QUEUE];
+        struct pool_batch *b = g_queue[g_head % POOL_QUEUE];
         g_head++;
+        /* counted while g_mu is held: the caller takes its tickets back under g_mu, so it
+         * either removed this ticket or sees this helper */
+        pthread_mutex_lock(&b->mu);
+        b->helpers++;
+        pthread_mutex_unlock(&b->mu);
         pthread_mutex_unlock(&g_mu);
-        it.fn(it.arg);
-        finish(it.batch);
+        drain(b);
+        pthread_mutex_lock(&b->mu);
+        if (--b->helpers == 0) pthread_cond_signal(&b->cv);
+        pthread_mutex_unlock(&b->mu);
     }
     return NULL;
 }
@@ -88,6 +100,17 @@ static void grow(int want)
     }
 }
 
+/* Removes the tickets of ``b`` still queued (under g_mu), keeping the others in order. */
+static void take_back(struct pool_batch *b)
+{
+    long w = g_head;
+    for (long r = g_head; r < g_tail; r++) {
+        struct pool_batch *t = g_queue[r % POOL_QUEUE];
+        if (t != b) g_queue[w++ % POOL_QUEUE] = t;
+    }
+    g_tail = w;
+}
+
 /* The process the workers belong to: besides the atfork handler, a child notices it has none
  * (a fork while another thread held the pool's lock must not leave the child waiting). */
 static atomic_int g_pid;
@@ -104,26 +127,28 @@ void qe_pool_run(void (*fn)(void *), void *base, size_t stride, int n)
         if (atomic_load(&g_pid) != 0) child_after_fork();
         atomic_store(&g_pid, (int)getpid());
     }
-    struct pool_batch b;
-    atomic_init(&b.pending, 0);
+    struct pool_batch b = {.fn = fn, .items = items, .stride = stride, .n = n, .helpers = 0};
+    atomic_init(&b.next, 0);
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cv, NULL);
-    int queued = 0;
     pthread_mutex_lock(&g_mu);
     grow(n - 1);
-    for (int i = 1; i < n && g_workers > 0 && g_tail - g_head < POOL_QUEUE; i++) {
-        g_queue[g_tail % POOL_QUEUE] = (struct pool_item){fn, items + (size_t)i * stride, &b};
+    int tickets = 0;
+    for (int i = 1; i < n && i <= g_workers && g_tail - g_head < POOL_QUEUE; i++) {
+        g_queue[g_tail % POOL_QUEUE] = &b;
         g_tail++;
-        queued = i;
+        tickets++;
     }
-    atomic_store(&b.pending, queued);
-    if (queued) pthread_cond_broadcast(&g_cv);
+    if (tickets) pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);
-    for (int i = queued + 1; i < n; i++) fn(items + (size_t)i * stride);   /* no room: here */
-    fn(items);
-    if (atomic_load(&b.pending) > 0) {
+    drain(&b);
+    if (tickets) {
+        pthread_mutex_lock(&g_mu);
+        take_back(&b);
+        pthread_mutex_unlock(&g_mu);
+        /* every helper still inside the batch finishes the item it claimed */
         pthread_mutex_lock(&b.mu);
-        while (atomic_load(&b.pending) > 0) pthread_cond_wait(&b.cv, &b.mu);
+        while (b.helpers > 0) pthread_cond_wait(&b.cv, &b.mu);
         pthread_mutex_unlock(&b.mu);
     }
     pthread_mutex_destroy(&b.mu);
