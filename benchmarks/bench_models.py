@@ -53,30 +53,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import model_set  # noqa: E402  (no torch at import time)
+from vendor_env import vendor_dir, worker_env  # noqa: E402
 
 BACKENDS = ("cpu", "qnnemu", "vendor")
 # As tests/test_onnxruntime_models.py: float graphs in float32 (the EP would ask for fp16),
 # graph-input Quantize / output Dequantize inside the QNN graph.
 PROVIDER_OPTIONS = {"enable_htp_fp16_precision": "0", "offload_graph_io_quantization": "0"}
-
-
-# ---------------------------------------------------------------------------------- libraries
-def vendor_dir() -> Path | None:
-    try:
-        import onnxruntime_qnn
-    except ImportError:
-        return None
-    d = Path(onnxruntime_qnn.__file__).resolve().parent
-    return d if (d / "libQnnHtp.so").is_file() else None
-
-
-def worker_env(backend: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    d = vendor_dir()
-    if backend == "vendor" and d is not None:  # it dlopens libHtpPrepare.so & co by name
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(d), env.get("LD_LIBRARY_PATH", "")) if p)
-    return env
 
 
 # ------------------------------------------------------------------------------ worker side

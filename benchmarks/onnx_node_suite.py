@@ -67,6 +67,9 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from vendor_env import vendor_dir, worker_env  # noqa: E402
+
 DATA_DIR = ROOT / "tests" / "data"
 OUTCOMES_PATH = DATA_DIR / "onnx_node_vendor_outcomes.json"
 KNOWN_FAILURES_PATH = DATA_DIR / "onnx_node_known_failures.json"
@@ -450,24 +453,6 @@ def backend_path(backend: str) -> str:
     return str(d / "libQnnHtp.so")
 
 
-def vendor_dir() -> Path | None:
-    try:
-        import onnxruntime_qnn
-    except ImportError:
-        return None
-    d = Path(onnxruntime_qnn.__file__).resolve().parent
-    return d if (d / "libQnnHtp.so").is_file() else None
-
-
-def _worker_env(backend: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    d = vendor_dir()
-    if backend == "vendor" and d is not None:  # it dlopens libHtpPrepare.so & co. by name
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(d), env.get("LD_LIBRARY_PATH", "")) if p)
-    return env
-
-
 @dataclass
 class _Chunk:
     names: list[str]
@@ -504,7 +489,7 @@ def _run_chunk(chunk: _Chunk, backend: str, cases_file: Path, work: Path, option
                "--results", str(results_file), "--crash-on", crash_on, "--hang-on", hang_on,
                "--outputs", outputs_dir]
         with open(stderr_file, "wb") as err:
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=_worker_env(backend),
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=worker_env(backend),
                                     stdin=subprocess.DEVNULL)
         current, started, offset, timed_out = None, time.monotonic(), 0, False
         # Startup (imports, loading the cases) gets a timeout of its own on top of the case's.
