@@ -97,6 +97,7 @@ from ..spec.quant import (
     same_encoding,
 )
 from . import float16, threads
+from .constfold import ConstantFolded, FoldedView, fold_constants
 from .tensor import is_static
 
 FLOAT32 = Q.QNN_DATATYPE_FLOAT_32
@@ -626,6 +627,10 @@ class Plan:
     # the HTP's MaskedSoftmax rewrite: Softmax node index -> the pattern it replaces
     # (``masked_softmax_rewrites``)
     masked_softmax: dict[int, MaskedSoftmaxPattern] = field(default_factory=dict)
+    # constant folding at finalize (qnnemu/core/constfold.py): folded node index -> its
+    # outputs, and those outputs as the static tensors the other steps read
+    constant_folds: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    constant_tensors: dict[int, Any] = field(default_factory=dict)
 
     @routed_fp_errors
     def run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
@@ -923,10 +928,17 @@ def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | No
     arch = _arch(graph)
     islands = math.device_kernels and not precision_fp16
     masked = masked_softmax_rewrites(graph)
-    steps = [_compile_node(graph, k, slot_of, statics, precision_fp16, folds, layout, arch, islands, masked)
+    view, constant_folds = fold_constants(
+        graph, lambda v, node, slots, values: _compile_step(v, node, slots, values, precision_fp16, arch=arch,
+                                                            islands=islands))
+    steps = [_folded_constant_step(graph, k) if k in constant_folds else
+             _compile_node(view, k, slot_of, statics, precision_fp16, folds, layout, arch, islands, masked)
              for k in range(len(graph.nodes))]
     notes: list[str] = [f"MaskedSoftmax rewrite (pattern {m.pattern}): {graph.nodes[k].name} = "
                         f"MaskedSoftmax({' -> '.join(m.nodes)})" for k, m in sorted(masked.items())]
+    if constant_folds:
+        notes.append(f"{len(constant_folds)} node(s) of constant inputs computed at finalize: "
+                     + ", ".join(graph.nodes[k].name for k in sorted(constant_folds)))
     if folds:
         notes.append(f"{len(folds)} relu(s) folded into their convolutions: "
                      + ", ".join(f"{graph.nodes[r].name} -> {graph.nodes[p].name}" for r, p in sorted(folds.items())))
@@ -956,8 +968,14 @@ def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | No
         notes.append(f"native KV {kv.kind} cache '{kv.name}' converted "
                      f"{'HMX weight layout -> flat' if kv.is_input else 'flat -> HMX weight layout'}")
     plan = Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes, output_conv,
-                fold_relu, folds, islands, masked_softmax=masked)
+                fold_relu, folds, islands, masked_softmax=masked, constant_folds=constant_folds,
+                constant_tensors=view._tensors)
     return plan
+
+
+def _folded_constant_step(graph, k: int) -> Step:
+    """Node k was computed at finalize (constfold): a step without reads or writes."""
+    return Step(graph.nodes[k], ConstantFolded(), [], [], [], [])
 
 
 def nodes_touching(graph, tensor_ids) -> list[int]:
@@ -982,6 +1000,10 @@ def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
     the graph's plan in one assignment.
     """
     assert len(plan.steps) == len(graph.nodes), "a plan has one step per node"
+    if plan.constant_folds and set(nodes_touching(graph, tensor_ids)) & set(plan.constant_folds):
+        # an updated tensor feeds a node computed at finalize: everything it fed changes
+        return compile_plan(graph, plan.fp16, plan.fold_relu)
+    view = FoldedView(graph, plan.constant_tensors)
     slot_of = _Slots(plan.slots)
     statics = dict(plan.statics)
     for tid in tensor_ids:   # consumers below re-derive whatever is still needed
@@ -1004,10 +1026,11 @@ def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
     touched.update(k for k in set(plan.masked_softmax) ^ set(masked))
     touched.update(k for k, m in masked.items() if touched.intersection(m.node_indices))
     for k in sorted(touched):
-        steps[k] = _compile_node(graph, k, slot_of, statics, plan.fp16, folds, layout, _arch(graph),
+        steps[k] = _compile_node(view, k, slot_of, statics, plan.fp16, folds, layout, _arch(graph),
                                  plan.float16_islands, masked)
     new = Plan(slot_of.slots, statics, steps, plan.input_conv, len(slot_of.slots), plan.fp16, list(plan.notes),
-               plan.output_conv, plan.fold_relu, folds, plan.float16_islands, masked_softmax=masked)
+               plan.output_conv, plan.fold_relu, folds, plan.float16_islands, masked_softmax=masked,
+               constant_folds=plan.constant_folds, constant_tensors=plan.constant_tensors)
     return new
 
 

@@ -49,6 +49,8 @@ def engine_mode() -> str:
 def _lower_node(builder: Builder, k: int, step) -> None:
     """Emits node k's C steps; raises Unsupported when it stays in Python."""
     impl, n_out, tee = step.impl, None, 0
+    if type(impl) is plan_mod.ConstantFolded:   # computed at finalize: nothing to run
+        return
     if type(impl) is plan_mod.FoldedActivation:
         ctx = LowerCtx(builder, k, step)
         n = int(np.prod(ctx.out_shape(0), dtype=np.int64)) * ctx.out_dtype(0).itemsize
