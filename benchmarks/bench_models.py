@@ -532,7 +532,7 @@ def main(argv=None) -> int:
     extra = dict(o.split("=", 1) for o in args.qnn_option)
     os.environ["QNNEMU_BENCH_QNN_OPTIONS"] = json.dumps(extra)  # inherited by the workers
     suffix = "".join(f" {k}={v}" for k, v in extra.items())
-    names = model_set.parse_list(args.models, model_set.BUILDERS, "model")
+    names = model_set.parse_list(args.models, model_set.SPECS, "model")
     variants = model_set.parse_list(args.variants, model_set.VARIANTS, "variant")
     rows = []
     for name in names:

@@ -56,6 +56,22 @@ SPECS: dict[str, str] = {
     "unet": "UNet-style segmenter, 3 levels (16/32/64 ch), 1x3x128x128 -> 1x2x128x128",
 }
 
+# Real third-party models with their trained weights, taken from the PyPI wheels that ship them
+# (issue 13: "real third-party models (OCR detection, recognition, classification; voice
+# activity)"); no torch needed.  name -> (pip requirement, member of the wheel, fixed input
+# shapes, what it is).  Fetched into the cache, never committed.
+THIRD_PARTY: dict[str, tuple[str, str, dict[str, list[int]], str]] = {
+    "ppocr_det": ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+                  {"x": [1, 3, 640, 640]}, "PP-OCRv4 text detection (DBNet head; RapidOCR's export), 1x3x640x640"),
+    "ppocr_rec": ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+                  {"x": [1, 3, 48, 320]}, "PP-OCRv4 text recognition (SVTR-LCNet, CTC), 1x3x48x320"),
+    "ppocr_cls": ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+                  {"x": [1, 3, 48, 192]}, "PP-OCR mobile v2.0 text-direction classifier, 1x3x48x192"),
+    "silero_vad": ("silero-vad==6.2.3", "silero_vad/data/silero_vad_openvino_16k.onnx", {},
+                   "Silero VAD (16 kHz; 576-sample chunk and its 2x1x128 state; the package's static-shape export)"),
+}
+SPECS.update({name: spec[3] for name, spec in THIRD_PARTY.items()})
+
 
 def _import_torchvision():
     """torchvision, also when its C++ ops cannot load: PyPI's Linux torchvision wheels link the
@@ -186,8 +202,38 @@ def model_path(cache: Path, name: str, variant: str) -> Path:
     return Path(cache) / f"{name}.{variant}.onnx"
 
 
+def fetch_third_party(name: str, path: Path) -> None:
+    """The model ``name`` of THIRD_PARTY out of its wheel (``pip download --no-deps``), its
+    inputs fixed to the listed shapes (and the shapes inferred again), saved as ``path``."""
+    import subprocess
+    import zipfile
+
+    import onnx
+    requirement, member, shapes, _ = THIRD_PARTY[name]
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                        "-q", "-d", tmp, requirement], check=True)
+        wheel = next(Path(tmp).glob("*.whl"))
+        with zipfile.ZipFile(wheel) as z:
+            m = onnx.load_from_string(z.read(member))
+    for inp in m.graph.input:
+        for d, v in zip(inp.type.tensor_type.shape.dim, shapes.get(inp.name, []), strict=False):
+            d.Clear()
+            d.dim_value = v
+    # (the recognizer's character list; ONNX Runtime's qnn_preprocess_model fails on metadata)
+    del m.metadata_props[:]
+    for out in m.graph.output:  # inferred again from the fixed inputs
+        for d in out.type.tensor_type.shape.dim:
+            d.Clear()
+    onnx.save(onnx.shape_inference.infer_shapes(m), str(path))
+
+
 def export_float(name: str, path: Path) -> None:
-    """torch.onnx.export of the model in eval mode with seeded random weights, static shapes."""
+    """torch.onnx.export of the model in eval mode with seeded random weights, static shapes
+    (a THIRD_PARTY model: fetched with its own weights)."""
+    if name in THIRD_PARTY:
+        fetch_third_party(name, path)
+        return
     import torch
     torch.manual_seed(SEED)
     model, example = BUILDERS[name]()
@@ -314,7 +360,7 @@ def main(argv=None) -> int:
             print(f"{name:20} {what}")
         return 0
     failed = 0
-    for name in parse_list(args.models, BUILDERS, "model"):
+    for name in parse_list(args.models, SPECS, "model"):
         for variant in parse_list(args.variants, VARIANTS, "variant"):
             try:
                 path, what = build(args.cache, name, variant, args.force)
