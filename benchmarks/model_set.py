@@ -226,6 +226,14 @@ def fetch_third_party(name: str, path: Path) -> None:
         for d in out.type.tensor_type.shape.dim:
             d.Clear()
     onnx.save(onnx.shape_inference.infer_shapes(m), str(path))
+    # With the shapes fixed, the shape arithmetic (Shape -> Gather -> Concat feeding Resize and
+    # Reshape) folds to constants: ONNX Runtime's basic optimizations, as onnxsim would (the
+    # QDQ quantizer otherwise breaks the detector's shape subgraphs).
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    so.optimized_model_filepath = str(path)
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
 def export_float(name: str, path: Path) -> None:
