@@ -238,6 +238,8 @@ def _access_pattern(node) -> Pattern:
             dil = _ints(_param(node, "dilation"), spatial, 1)
         stride = _ints(_param(node, "stride"), spatial, 1)
         pads = _ints(_param(node, "pad_amount"), 2 * spatial, 0)
+        if op.startswith("Pool") and all(space[1 + s] == 1 and kernel[s] >= xs[1 + s] for s in range(spatial)):
+            return _global_pool_pattern(node, xs, spatial)
         window = [AxisMap("same", 0, xs[0])]
         for s in range(spatial):
             eff = (kernel[s] - 1) * dil[s] + 1
@@ -361,6 +363,21 @@ def _access_pattern(node) -> Pattern:
 
     # data movement, views and anything else: a DMA stream over the output's elements
     return _streamed(node, space, [True] * rank, "stream")
+
+
+def _global_pool_pattern(node, xs, spatial: int) -> Pattern:
+    """A pool whose one window covers the whole image (global average / max pooling): a
+    reduction over the spatial axes, whose tiles update running sums or maxima -- the vendor's
+    backend finalizes a uint16 global average pool whose input alone exceeds the VTCM budget
+    (PP-OCRv4's detector: [1, 160, 160, 96])."""
+    reduced = tuple(0 < j <= spatial for j in range(len(xs)))
+    outs = [Slice(i, tuple(AxisMap("one", j, 1) if reduced[j] else AxisMap("same", j, e)
+                           for j, e in enumerate(_shape(o))) if len(_shape(o)) == len(xs) else None, _shape(o))
+            for i, o in enumerate(node.output_specs) if o is not None]
+    p = Pattern("reduce", tuple(xs), (True,) * len(xs), [Slice(0, _identity(xs), xs)], outs)
+    p.reduced = reduced
+    p.why = f"{node.op_type} over the whole {list(xs[1:1 + spatial])} image"
+    return p
 
 
 def _reduce_pattern(node, op, space, rank, out_maps) -> Pattern:
