@@ -250,51 +250,88 @@ int qe_k_requant(const qe_args *a)
 #define FP16_MIN_NORMAL (1.0f / 16384.0f)
 
 /* htp_fp16_round: float32 -> the HTP's float16 grid, as float32.
- * p: x, y (float32; may be the same buffer); i: n, ties (0 away, 1 even). */
+ * p: x, y (float32; may be the same buffer); i: n, ties (0 away, 1 even).
+ * Branch-free so that it vectorizes (AVX-512 / AVX2 clones; integer operations, the same bits on
+ * every clone): a normal float16 rounds the float32 bits at bit 13, a subnormal one below. */
+/* Below 2**-14 the float16 grid is k * 2**-24: |x| = M * 2**(E - 150) (E the biased exponent,
+ * M the mantissa with its hidden bit; E 0: M * 2**-149), so |x| * 2**24 = M >> s with
+ * s = 126 - E (125 for E 0), at least 14 there; rounded in integers (s clamped to 31: M < 2**24
+ * rounds to 0 then), times 2**-24 exactly. */
+#define FP16_ROUND_LOOP(EVEN)                                                                       \
+    for (int64_t k = 0; k < n; k++) {                                                               \
+        uint32_t vb;                                                                                \
+        __builtin_memcpy(&vb, &x[k], 4);                                                            \
+        uint32_t bits = vb & 0x7fffffffu, sign = vb & 0x80000000u;                                  \
+        uint32_t rb = EVEN ? (bits + 0x0fffu + ((bits >> 13) & 1u)) & 0xffffe000u                  \
+                           : (bits + 0x1000u) & 0xffffe000u;                                        \
+        uint32_t e = bits >> 23;                                                                    \
+        uint32_t m = (bits & 0x7fffffu) | (e ? 0x800000u : 0u);                                    \
+        uint32_t sh = e ? 126u - e : 125u;                                                          \
+        uint32_t sub = -(uint32_t)(bits < 0x38800000u);   /* masks, not selects: vectorizes */     \
+        sh = ((sh < 31u ? sh : 31u) & sub) | (14u & ~sub);                                          \
+        uint32_t half = 1u << (sh - 1u);                                                            \
+        uint32_t qi = EVEN ? (m + half - 1u + ((m >> sh) & 1u)) >> sh : (m + half) >> sh;          \
+        float rs = (float)(int32_t)qi * (1.0f / 16777216.0f);                                       \
+        uint32_t sb;                                                                                \
+        __builtin_memcpy(&sb, &rs, 4);                                                              \
+        rb = (sb & sub) | (rb & ~sub);                                                              \
+        uint32_t big = -(uint32_t)((bits > 0x7f800000u) | (rb > 0x47ffe000u));  /* NaN, > 131008 */ \
+        rb = (0x47ffe000u & big) | (rb & ~big);                                                     \
+        rb |= sign;                                                                                 \
+        __builtin_memcpy(&y[k], &rb, 4);                                                            \
+    }
+
+/* (the bounds compare the bits: 0x38800000 is 2**-14, 0x47ffe000 is 131008) */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void fp16_round_block(const float *x, float *y, int64_t n, int even)
+{
+    if (even)
+        FP16_ROUND_LOOP(1)
+    else
+        FP16_ROUND_LOOP(0)
+}
+#undef FP16_ROUND_LOOP
+
 int qe_k_fp16_round(const qe_args *a)
 {
-    int64_t n = a->i[0];
-    int even = (int)a->i[1];
-    const float *x = a->p[0];
-    float *y = a->p[1];
-    for (int64_t k = 0; k < n; k++) {
-        float v = x[k];
-        float av = fabsf(v);
-        uint32_t bits;
-        memcpy(&bits, &av, 4);
-        uint32_t rb = even ? ((bits + 0x0fffu + ((bits >> 13) & 1u)) & 0xffffe000u)
-                           : ((bits + 0x1000u) & 0xffffe000u);
-        float r;
-        memcpy(&r, &rb, 4);
-        if (av < FP16_MIN_NORMAL) {
-            double q = (double)av * 16777216.0;
-            q = even ? nearbyint(q) : floor(q + 0.5);
-            r = (float)(q * (1.0 / 16777216.0));
-        }
-        if (av != av) r = HTP_FP16_MAX;
-        else if (r > HTP_FP16_MAX || r != r) r = HTP_FP16_MAX;
-        y[k] = copysignf(r, v);
-    }
+    fp16_round_block(a->p[0], a->p[1], a->i[0], (int)a->i[1]);
     return 0;
 }
 
 /* htp_fp16_to_fp32: a float16-math result delivered as float32 (one float32 ulp of the value's
- * binade away from zero; zeros stay zeros).  p: x, y; i: n. */
-int qe_k_fp16_to_fp32(const qe_args *a)
+ * binade away from zero, the binade at least float16's smallest normal 2**-14; zeros stay
+ * zeros, infinities as they are, NaNs quiet).  p: x, y; i: n.  Vectorizes: for |v| >= 2**-14 one
+ * ulp up is the next float32 (its bits + 1); below, |v| + 2**-37 (exact: |v| is a multiple of
+ * 2**-38 at most 2**-15 there). */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void fp16_to_fp32_block(const float *x, float *y, int64_t n)
 {
-    int64_t n = a->i[0];
-    const float *x = a->p[0];
-    float *y = a->p[1];
     for (int64_t k = 0; k < n; k++) {
         float v = x[k];
-        double av = fabs((double)v);
-        double m = av != av ? av : (av > (double)FP16_MIN_NORMAL ? av : (double)FP16_MIN_NORMAL);
-        int e;
-        frexp(m, &e);
-        float up = (float)(av + ldexp(1.0, e - 24));
-        if (av == 0.0) up = 0.0f;
-        y[k] = copysignf(up, v);
+        uint32_t vb;
+        __builtin_memcpy(&vb, &v, 4);
+        uint32_t bits = vb & 0x7fffffffu, sign = vb & 0x80000000u;
+        float av;
+        __builtin_memcpy(&av, &bits, 4);
+        uint32_t nb = bits + 1u;
+        float next;
+        __builtin_memcpy(&next, &nb, 4);
+        float small = av + 7.275957614183426e-12f;   /* 2**-37 */
+        float up = av < FP16_MIN_NORMAL ? small : next;
+        uint32_t qb = bits > 0x7f800000u ? bits | 0x00400000u : bits;   /* a NaN comes out quiet */
+        float same;
+        __builtin_memcpy(&same, &qb, 4);
+        up = (bits == 0u || bits >= 0x7f800000u) ? same : up;   /* zero, infinity, NaN */
+        uint32_t ob;
+        __builtin_memcpy(&ob, &up, 4);
+        ob |= sign;
+        __builtin_memcpy(&y[k], &ob, 4);
     }
+}
+
+int qe_k_fp16_to_fp32(const qe_args *a)
+{
+    fp16_to_fp32_block(a->p[0], a->p[1], a->i[0]);
     return 0;
 }
 

@@ -43,7 +43,11 @@ def float32_bits(n: int, seed: int) -> np.ndarray:
     x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
     edges = np.array([0.0, -0.0, 2.0**-14, 2.0**-24, 2.0**-25, 3 * 2.0**-25, 65504.0, 65520.0, 131008.0,
                       131072.0, np.inf, -np.inf, np.nan, 1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11], np.float32)
-    return np.concatenate([x, edges, -edges])
+    # around the float16 subnormal grid's ties (0x32ffffff: 2**-25 less half an ulp, which a
+    # float32 q + 0.5f would round up), its top (0x387fffff) and the float32 subnormals
+    near = np.array([0x32FFFFFF, 0x33000000, 0x33000001, 0x33BFFFFF, 0x33C00000, 0x33C00001, 0x387FFFFF,
+                     0x38800000, 0x00000001, 0x007FFFFF, 0x00800000], np.uint32).view(np.float32)
+    return np.concatenate([x, edges, -edges, near, -near])
 
 
 # -- converter kernels: each bit-identical to the Python converter --------------------------------
