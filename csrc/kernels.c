@@ -554,12 +554,26 @@ static void pack_a_segments(const void *ctx, long i0, int mc, int p0, int kc, fl
  * panel (32 wide: NV = 1 reads its first 16 columns, for a last panel of at most 16).  Every
  * element is one chain of fused multiply-adds over the K block in increasing K, as in
  * ukernel_avx512, and is stored the same way: first block C = acc (+ bias), else C += acc. */
+/* A folded activation on the values a micro-kernel stores (act_scalar's semantics). */
+static inline __attribute__((always_inline, target("avx512f")))
+__m512 act512(__m512 v, int mode, __m512 lo, __m512 hi)
+{
+    if (mode == QE_ACT_RELU)
+        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
+    if (mode == QE_ACT_CLIP) return _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+    return v;
+}
+
+/* act: the folded activation of a tile's last K block (QE_ACT_NONE before), applied to the
+ * values as they are stored. */
 #define QE_SEG_KERNEL(R, NV)                                                                  \
 __attribute__((target("avx512f")))                                                            \
 static void ukseg_r##R##_v##NV(int nseg, const int *lens, const float *const *ptrs,           \
                                const float *Bp, float *C, long ldc, int nr, int first,        \
-                               const float *bias, const float *pf, int pf_lines)              \
+                               const float *bias, const float *pf, int pf_lines, int act,     \
+                               float act_lo, float act_hi)                                    \
 {                                                                                             \
+    const __m512 alo = _mm512_set1_ps(act_lo), ahi = _mm512_set1_ps(act_hi);                 \
     int kk = 0;                                                                               \
     __m512 acc[R][NV];                                                                        \
     for (int r = 0; r < R; r++)                                                               \
@@ -594,18 +608,19 @@ static void ukseg_r##R##_v##NV(int nseg, const int *lens, const float *const *pt
         for (int r = 0; r < R; r++)                                                           \
             for (int v = 0; v < NV; v++)                                                      \
                 _mm512_mask_storeu_ps(C + (long)r * ldc + 16 * v, mk[v],                      \
-                                      _mm512_add_ps(acc[r][v], bb[v]));                       \
+                                      act512(_mm512_add_ps(acc[r][v], bb[v]), act, alo, ahi)); \
     } else if (first) {                                                                       \
         for (int r = 0; r < R; r++)                                                           \
             for (int v = 0; v < NV; v++)                                                      \
-                _mm512_mask_storeu_ps(C + (long)r * ldc + 16 * v, mk[v], acc[r][v]);          \
+                _mm512_mask_storeu_ps(C + (long)r * ldc + 16 * v, mk[v],                      \
+                                      act512(acc[r][v], act, alo, ahi));                      \
     } else {                                                                                  \
         for (int r = 0; r < R; r++)                                                           \
             for (int v = 0; v < NV; v++) {                                                    \
                 float *c = C + (long)r * ldc + 16 * v;                                        \
                 _mm512_mask_storeu_ps(c, mk[v],                                               \
-                                      _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c),          \
-                                                    acc[r][v]));                              \
+                                      act512(_mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c),   \
+                                                           acc[r][v]), act, alo, ahi));       \
             }                                                                                 \
     }                                                                                         \
 }
@@ -616,7 +631,7 @@ QE_SEG_KERNEL(5, 2) QE_SEG_KERNEL(6, 2) QE_SEG_KERNEL(7, 2) QE_SEG_KERNEL(8, 2)
 #undef QE_SEG_KERNEL
 
 typedef void (*ukseg_fn)(int, const int *, const float *const *, const float *, float *, long,
-                         int, int, const float *, const float *, int);
+                         int, int, const float *, const float *, int, int, float, float);
 static const ukseg_fn ukseg[2][SMR + 1] = {
     {NULL, ukseg_r1_v1, ukseg_r2_v1, ukseg_r3_v1, ukseg_r4_v1, ukseg_r5_v1, ukseg_r6_v1,
      ukseg_r7_v1, ukseg_r8_v1},
@@ -817,10 +832,8 @@ static int gemm_run_seg(const struct gemm_job *j)
                                            ptrs + (long)t * maxseg * SMR, bp,
                                            j->C + (ic + (long)t * SMR) * j->ldc + jc + jr,
                                            j->ldc, nr, pc == 0, bb, next + (long)t * kc * 16,
-                                           j->Bpre && t < 2 ? kc : 0);
-                        if (j->act && pc + kc >= K)
-                            act_block(j->C + (ic + (long)t * SMR) * j->ldc + jc + jr, j->ldc,
-                                      mr, nr, j->act, j->act_lo, j->act_hi);
+                                           j->Bpre && t < 2 ? kc : 0, pc + kc >= K ? j->act : 0,
+                                           j->act_lo, j->act_hi);
                     }
                 }
             }
