@@ -940,17 +940,24 @@ static int threads_for(double fmas, long items)
 
 typedef void (*range_fn)(const void *ctx, long p0, long p1);
 
-struct range_job { range_fn fn; const void *ctx; long p0, p1; };
+/* fn(ctx, p0, p1) over [0, n) on up to qe_threads() threads, by the estimated cost of an
+ * item: pieces of a multiple of ``align`` items (about 8 in all) that the threads take in
+ * turn (an atomic counter), so a thread that starts late (its core busy) takes fewer instead of
+ * holding the others up.  The pieces do not depend on the thread count. */
+struct range_dyn { range_fn fn; const void *ctx; long n, step; atomic_long next; };
 
-static void range_item(void *arg)
+static void range_dyn_item(void *arg)
 {
-    struct range_job *j = arg;
-    j->fn(j->ctx, j->p0, j->p1);
+    struct range_dyn *d = *(struct range_dyn **)arg;
+    for (;;) {
+        long p0 = atomic_fetch_add(&d->next, 1) * d->step;
+        if (p0 >= d->n) break;
+        d->fn(d->ctx, p0, d->n - p0 < d->step ? d->n : p0 + d->step);
+    }
 }
 
-/* fn(ctx, p0, p1) over [0, n) in up to qe_threads() contiguous pieces, by the estimated
- * cost of an item. */
-static void parallel_for(range_fn fn, const void *ctx, long n, double ns_per_item)
+static void parallel_for_aligned(range_fn fn, const void *ctx, long n, double ns_per_item,
+                                 long align)
 {
     double t = (double)n * ns_per_item / NS_PER_THREAD;
     int limit = threads_now();
@@ -960,12 +967,20 @@ static void parallel_for(range_fn fn, const void *ctx, long n, double ns_per_ite
         fn(ctx, 0, n);
         return;
     }
-    struct range_job jobs[64];
-    int cnt = 0;
-    long step = (n + T - 1) / T;
-    for (long p = 0; p < n && cnt < 64; p += step)
-        jobs[cnt++] = (struct range_job){fn, ctx, p, p + step < n ? p + step : n};
-    qe_pool_run(range_item, jobs, sizeof jobs[0], cnt);
+    if (T > 64) T = 64;
+    if (align < 1) align = 1;
+    /* pieces of a fixed size for this n (not for T): about 8 of them, whole ``align`` units */
+    long want = (n + 7) / 8;
+    struct range_dyn d = {fn, ctx, n, (want + align - 1) / align * align, 0};
+    atomic_init(&d.next, 0);
+    struct range_dyn *same[64];
+    for (long i = 0; i < T; i++) same[i] = &d;
+    qe_pool_run(range_dyn_item, same, sizeof same[0], (int)T);
+}
+
+static void parallel_for(range_fn fn, const void *ctx, long n, double ns_per_item)
+{
+    parallel_for_aligned(fn, ctx, n, ns_per_item, 1);
 }
 
 /* Geometry and buffers of the 2-D kernels below (each uses the fields it needs). */
@@ -1561,8 +1576,11 @@ void qe_depthwise2d_act(int n, int h, int w, int c_in, int fh, int fw, int c_out
     a->x = x; a->f = f; a->bias = bias; a->y = y;
     d.fn = depthwise_range_fn(fh, fw, c_in, c_out);
     /* ~0.05 ns per multiply-add (vectorized); the same split with or without the activation */
-    parallel_for(act == QE_ACT_NONE ? d.fn : depthwise_act_range, act == QE_ACT_NONE ? (void *)a : (void *)&d,
-                 (long)n * oh * ow, 0.05 * fh * fw * c_out + 2.0);
+    /* pieces of whole output rows: each run of pixels the kernels compute is the same on any
+     * thread count (the 4-pixel and 1-pixel paths may order the adds of two NaNs differently) */
+    parallel_for_aligned(act == QE_ACT_NONE ? d.fn : depthwise_act_range,
+                         act == QE_ACT_NONE ? (void *)a : (void *)&d, (long)n * oh * ow,
+                         0.05 * fh * fw * c_out + 2.0, ow);
 }
 
 /* ---- pooling ----------------------------------------------------------------------------- */
