@@ -266,7 +266,7 @@ def _transpose(ctx, op, g, geo, x, bias, has_bias, wbuf, packed, static, f_shape
 
 
 # ---- activations folded into these ops (qnnemu/core/plan.py, "relu folded into convolutions") --
-_BY_OP = {"FullyConnected": _fully_connected, "MatMul": _matmul, **{t: _convolution for t in CONV_TYPES}}
+_BY_OP = {"FullyConnected": _fully_connected, "MatMul": _matmul, **dict.fromkeys(CONV_TYPES, _convolution)}
 
 
 @lowers_impl(plan_mod.ActivationEpilogue)
