@@ -102,7 +102,7 @@ def ours(our_backend):
     return our_backend      # tests/conftest.py
 
 
-@pytest.mark.parametrize("math", ["float32", "float16"])
+@pytest.mark.parametrize("math", ["soc", "float32", "float16"])   # soc: v68's float32 with its float16 islands
 @pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
 @pytest.mark.parametrize("producer", PRODUCERS)
 def test_fold_is_bit_identical(ours, monkeypatch, producer, activation, math):
