@@ -10,6 +10,12 @@
  * thread split or the tiles (every element summed over the same K blocks in the same order,
  * stored the same way), not the operand strides, packing or im2col (they move values only).
  * Products below ``small`` multiply-adds run on the calling thread, as _fast._OneThread does.
+ *
+ * A float Relu / ReluMinMax folded into the step (qnnemu/core/plan.py, "relu folded into
+ * convolutions": plan.ActivationEpilogue) comes as an optional last integer parameter ``act``
+ * (QE_ACT_*: 1 relu, 2 clip) with the clip bounds as the float parameters: the GEMM applies it
+ * to each finished tile, the depthwise kernel to each few output pixels; max / min are exact,
+ * so the bytes are those of the op followed by the activation's step.
  */
 #include <stdint.h>
 #include <string.h>
@@ -20,32 +26,67 @@
 
 #define QE_ERR_NOMEM 2
 
+/* The folded activation of a step: integer parameter ``at`` (absent: none), bounds d[0], d[1]. */
+struct act { int mode; float lo, hi; };
+static const struct act NO_ACT = {0, 0.0f, 0.0f};
+
+static struct act act_of(const qe_args *a, int at)
+{
+    struct act r = {0, 0.0f, 0.0f};
+    if (at >= 0 && a->ni > at && a->i[at]) {
+        r.mode = (int)a->i[at];
+        if (a->nd >= 2) {
+            r.lo = (float)a->d[0];
+            r.hi = (float)a->d[1];
+        }
+    }
+    return r;
+}
+
+/* A folded activation in place, after the producer's float16 rounding:
+ * p: y; i: n, act; d: lo, hi. */
+int qe_k_act(const qe_args *a)
+{
+    struct act act = act_of(a, 1);
+    qe_act_apply(a->p[0], a->i[0], act.mode, act.lo, act.hi);
+    return 0;
+}
+
+/* The step of an activation folded into its producer: the producer wrote its output. */
+int qe_k_nop(const qe_args *a)
+{
+    (void)a;
+    return 0;
+}
+
 /* Runs the GEMM limited to the calling thread when ``one`` (restoring the caller's limit). */
 static int gemm_call(int one, long M, long N, int K, const float *A, long rsa, long csa,
                      const float *B, long rsb, long csb, int packed, float *C, long ldc,
-                     const float *bias)
+                     const float *bias, struct act act)
 {
     int prev = qe_call_threads();
     if (one) qe_set_call_threads(1);
-    int rc = packed ? qe_sgemm_packed(M, N, K, A, rsa, csa, B, C, ldc, bias)
-                    : qe_sgemm(M, N, K, A, rsa, csa, B, rsb, csb, C, ldc, bias);
+    int rc = packed ? qe_sgemm_packed_act(M, N, K, A, rsa, csa, B, C, ldc, bias, act.mode,
+                                          act.lo, act.hi)
+                    : qe_sgemm_act(M, N, K, A, rsa, csa, B, rsb, csb, C, ldc, bias, act.mode,
+                                   act.lo, act.hi);
     if (one) qe_set_call_threads(prev);
     return rc ? QE_ERR_NOMEM : 0;
 }
 
 /* C[M,N] = A[M,K] B[K,N] (+ bias): _fast.c_gemm.
  * p: A, B (plain or packed by qe_pack_b), C[, bias]; i: M, N, K, rsa, csa, rsb, csb, packed,
- * has_bias, small (the product runs on the calling thread). */
+ * has_bias, small (the product runs on the calling thread)[, act]. */
 int qe_k_gemm(const qe_args *a)
 {
     const int64_t *i = a->i;
     return gemm_call((int)i[9], i[0], i[1], (int)i[2], a->p[0], i[3], i[4], a->p[1], i[5], i[6],
-                     (int)i[7], a->p[2], i[1], i[8] ? a->p[3] : NULL);
+                     (int)i[7], a->p[2], i[1], i[8] ? a->p[3] : NULL, act_of(a, 10));
 }
 
 /* numpy.matmul with broadcast batches: _fast._c_matmul (qe_sgemm_batched).
  * p: A, B, C, a_off, b_off (int64 element offsets per batch item);
- * i: batch, M, N, K, rsa, csa, rsb, csb, small. */
+ * i: batch, M, N, K, rsa, csa, rsb, csb, small[, act] (applied after the products). */
 int qe_k_gemm_batched(const qe_args *a)
 {
     const int64_t *i = a->i;
@@ -54,6 +95,9 @@ int qe_k_gemm_batched(const qe_args *a)
     int rc = qe_sgemm_batched((int)i[0], a->p[3], a->p[4], i[1], i[2], (int)i[3], a->p[0], i[4],
                               i[5], a->p[1], i[6], i[7], a->p[2], i[2], NULL);
     if (i[8]) qe_set_call_threads(prev);
+    struct act act = act_of(a, 9);
+    if (!rc && act.mode)
+        qe_act_apply(a->p[2], i[0] * i[1] * i[2], act.mode, act.lo, act.hi);
     return rc ? QE_ERR_NOMEM : 0;
 }
 
@@ -62,7 +106,8 @@ static int small_product(double fmas, int64_t limit) { return fmas < (double)lim
 /* A convolution through im2col + GEMM: conv.conv_fast for 2-D geometry.
  * p: x [n,h,w,c_in], W, y [n,oh,ow,c_out], scratch[, bias];
  * i: n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, c_out, group, mode, packed,
- *    has_bias, small_limit (_fast.CONV_SINGLE_THREAD_MAX_FMAS), unused, w_group_stride, w_rs.
+ *    has_bias, small_limit (_fast.CONV_SINGLE_THREAD_MAX_FMAS), unused, w_group_stride, w_rs
+ *    [, act].
  * mode 0, 1x1 without padding (group 1): x itself (strided: its pixels gathered into scratch)
  *   is the left operand, bias in the GEMM;
  * modes 1 (group 1) and 2 (groups): qe_sconv2d, the implicit GEMM of _fast.conv2d (no im2col
@@ -82,6 +127,7 @@ int qe_k_conv2d(const qe_args *a)
     float *y = a->p[2], *scratch = a->p[3];
     const float *bias = has_bias ? a->p[4] : NULL;
     long P = (long)n * oh * ow;
+    struct act act = act_of(a, 23);
     if (mode == 0) {
         const float *A = x;
         if (sh != 1 || sw != 1) {
@@ -96,7 +142,7 @@ int qe_k_conv2d(const qe_args *a)
             A = scratch;
         }
         return gemm_call(small_product((double)P * c_in * c_out, small), P, c_out, c_in, A,
-                         c_in, 1, W, c_out, 1, packed, y, c_out, bias);
+                         c_in, 1, W, c_out, 1, packed, y, c_out, bias, act);
     }
     /* modes 1 and 2: the implicit GEMM of _fast.conv2d (bias in the GEMM) */
     int cig = c_in / group;
@@ -104,8 +150,9 @@ int qe_k_conv2d(const qe_args *a)
     int prev = qe_call_threads();
     int one = small_product((double)P * K * c_out, small);
     if (one) qe_set_call_threads(1);
-    int rc = qe_sconv2d(n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, group, cog, x,
-                        packed ? NULL : W, wrs, 1, wgs, packed ? W : NULL, y, c_out, bias);
+    int rc = qe_sconv2d_act(n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, group, cog,
+                            x, packed ? NULL : W, wrs, 1, wgs, packed ? W : NULL, y, c_out, bias,
+                            act.mode, act.lo, act.hi);
     if (one) qe_set_call_threads(prev);
     (void)chunk;
     (void)scratch;
@@ -113,13 +160,15 @@ int qe_k_conv2d(const qe_args *a)
 }
 
 /* Depthwise convolution: _fast.depthwise2d.  p: x, f [fh,fw,1,c_out], y[, bias];
- * i: n, h, w, c_in, fh, fw, c_out, oh, ow, sh, sw, pt, pl, dh, dw, has_bias. */
+ * i: n, h, w, c_in, fh, fw, c_out, oh, ow, sh, sw, pt, pl, dh, dw, has_bias[, act]. */
 int qe_k_depthwise2d(const qe_args *a)
 {
     const int64_t *i = a->i;
-    qe_depthwise2d((int)i[0], (int)i[1], (int)i[2], (int)i[3], (int)i[4], (int)i[5], (int)i[6],
-                   (int)i[7], (int)i[8], (int)i[9], (int)i[10], (int)i[11], (int)i[12],
-                   (int)i[13], (int)i[14], a->p[0], a->p[1], i[15] ? a->p[3] : NULL, a->p[2]);
+    struct act act = act_of(a, 16);
+    qe_depthwise2d_act((int)i[0], (int)i[1], (int)i[2], (int)i[3], (int)i[4], (int)i[5],
+                       (int)i[6], (int)i[7], (int)i[8], (int)i[9], (int)i[10], (int)i[11],
+                       (int)i[12], (int)i[13], (int)i[14], a->p[0], a->p[1],
+                       i[15] ? a->p[3] : NULL, a->p[2], act.mode, act.lo, act.hi);
     return 0;
 }
 
@@ -128,7 +177,7 @@ int qe_k_depthwise2d(const qe_args *a)
  * products (scratch), then the output set to the bias (or 0) and the products scattered in.
  * p: x [n,h,w,c_in], W, y [n,oh,ow,c_out], scratch[, bias];
  * i: n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, c_out, group, packed, has_bias,
- *    small_limit. */
+ *    small_limit[, act] (applied after the scatter). */
 int qe_k_tconv2d(const qe_args *a)
 {
     const int64_t *i = a->i;
@@ -146,7 +195,8 @@ int qe_k_tconv2d(const qe_args *a)
     long gstride = 0;
     if (group == 1) {
         int rc = gemm_call(small_product((double)nP * c_in * T * c_out, small), nP, T * c_out,
-                           c_in, x, c_in, 1, W, T * c_out, 1, packed, cols, T * c_out, NULL);
+                           c_in, x, c_in, 1, W, T * c_out, 1, packed, cols, T * c_out, NULL,
+                           NO_ACT);
         if (rc) return rc;
     } else {
         gstride = nP * T * cog;
@@ -154,7 +204,7 @@ int qe_k_tconv2d(const qe_args *a)
         for (int g = 0; g < group; g++) {
             int rc = gemm_call(one, nP, T * cog, cig, x + (long)g * cig, c_in, 1,
                                W + (long)g * cig * T * cog, T * cog, 1, 0, cols + g * gstride,
-                               T * cog, NULL);
+                               T * cog, NULL, NO_ACT);
             if (rc) return rc;
         }
     }
@@ -168,5 +218,7 @@ int qe_k_tconv2d(const qe_args *a)
     }
     qe_col2im2d(n, h, w, group, (int)cog, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, cols, gstride,
                 T * cog, y);
+    struct act act = act_of(a, 19);
+    if (act.mode) qe_act_apply(y, P * c_out, act.mode, act.lo, act.hi);
     return 0;
 }

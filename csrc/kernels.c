@@ -40,6 +40,11 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
+/* Folded activations (the act argument of the *_act kernels; kernels.h) */
+#define QE_ACT_NONE 0
+#define QE_ACT_RELU 1   /* numpy.maximum(x, 0) */
+#define QE_ACT_CLIP 2   /* numpy.clip(x, lo, hi) */
+
 typedef float v8f __attribute__((vector_size(32)));
 
 ALWAYS_INLINE v8f ld8(const float *p)
@@ -549,12 +554,26 @@ static void pack_a_segments(const void *ctx, long i0, int mc, int p0, int kc, fl
  * panel (32 wide: NV = 1 reads its first 16 columns, for a last panel of at most 16).  Every
  * element is one chain of fused multiply-adds over the K block in increasing K, as in
  * ukernel_avx512, and is stored the same way: first block C = acc (+ bias), else C += acc. */
+/* A folded activation on the values a micro-kernel stores (act_scalar's semantics). */
+static inline __attribute__((always_inline, target("avx512f")))
+__m512 act512(__m512 v, int mode, __m512 lo, __m512 hi)
+{
+    if (mode == QE_ACT_RELU)
+        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
+    if (mode == QE_ACT_CLIP) return _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+    return v;
+}
+
+/* act: the folded activation of a tile's last K block (QE_ACT_NONE before), applied to the
+ * values as they are stored. */
 #define QE_SEG_KERNEL(R, NV)                                                                  \
 __attribute__((target("avx512f")))                                                            \
 static void ukseg_r##R##_v##NV(int nseg, const int *lens, const float *const *ptrs,           \
                                const float *Bp, float *C, long ldc, int nr, int first,        \
-                               const float *bias, const float *pf, int pf_lines)              \
+                               const float *bias, const float *pf, int pf_lines, int act,     \
+                               float act_lo, float act_hi)                                    \
 {                                                                                             \
+    const __m512 alo = _mm512_set1_ps(act_lo), ahi = _mm512_set1_ps(act_hi);                 \
     int kk = 0;                                                                               \
     __m512 acc[R][NV];                                                                        \
     for (int r = 0; r < R; r++)                                                               \
@@ -589,18 +608,19 @@ static void ukseg_r##R##_v##NV(int nseg, const int *lens, const float *const *pt
         for (int r = 0; r < R; r++)                                                           \
             for (int v = 0; v < NV; v++)                                                      \
                 _mm512_mask_storeu_ps(C + (long)r * ldc + 16 * v, mk[v],                      \
-                                      _mm512_add_ps(acc[r][v], bb[v]));                       \
+                                      act512(_mm512_add_ps(acc[r][v], bb[v]), act, alo, ahi)); \
     } else if (first) {                                                                       \
         for (int r = 0; r < R; r++)                                                           \
             for (int v = 0; v < NV; v++)                                                      \
-                _mm512_mask_storeu_ps(C + (long)r * ldc + 16 * v, mk[v], acc[r][v]);          \
+                _mm512_mask_storeu_ps(C + (long)r * ldc + 16 * v, mk[v],                      \
+                                      act512(acc[r][v], act, alo, ahi));                      \
     } else {                                                                                  \
         for (int r = 0; r < R; r++)                                                           \
             for (int v = 0; v < NV; v++) {                                                    \
                 float *c = C + (long)r * ldc + 16 * v;                                        \
                 _mm512_mask_storeu_ps(c, mk[v],                                               \
-                                      _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c),          \
-                                                    acc[r][v]));                              \
+                                      act512(_mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c),   \
+                                                           acc[r][v]), act, alo, ahi));       \
             }                                                                                 \
     }                                                                                         \
 }
@@ -611,7 +631,7 @@ QE_SEG_KERNEL(5, 2) QE_SEG_KERNEL(6, 2) QE_SEG_KERNEL(7, 2) QE_SEG_KERNEL(8, 2)
 #undef QE_SEG_KERNEL
 
 typedef void (*ukseg_fn)(int, const int *, const float *const *, const float *, float *, long,
-                         int, int, const float *, const float *, int);
+                         int, int, const float *, const float *, int, int, float, float);
 static const ukseg_fn ukseg[2][SMR + 1] = {
     {NULL, ukseg_r1_v1, ukseg_r2_v1, ukseg_r3_v1, ukseg_r4_v1, ukseg_r5_v1, ukseg_r6_v1,
      ukseg_r7_v1, ukseg_r8_v1},
@@ -639,7 +659,82 @@ struct gemm_job {
     const void *sctx;
     int maxseg;         /* segments per tile and K block at most */
     void (*fill)(const void *ctx, long i0, int mc, float *buf);   /* seg_src.fill */
+    int act;            /* a folded Relu / ReluMinMax applied to each finished tile (QE_ACT_*) */
+    float act_lo, act_hi;
 };
+
+/* ---- activation epilogue: a Relu / ReluMinMax folded into the product ------------------------
+ * Applied to a tile right after its last K block is stored (the tile is still in L1), with
+ * numpy's semantics, so the bytes equal the op followed by the activation's own step:
+ * QE_ACT_RELU is numpy.maximum(x, 0) (NaN kept, -0 -> +0), QE_ACT_CLIP numpy.clip(x, lo, hi)
+ * (x kept when it equals a bound, NaN kept).  Max / min are exact: no rounding to reproduce. */
+ALWAYS_INLINE float act_scalar(float v, int mode, float lo, float hi)
+{
+    if (mode == QE_ACT_RELU) return v != v ? v : (v > 0.0f ? v : 0.0f);
+    float t = lo > v ? lo : v;
+    return hi < t ? hi : t;
+}
+
+__attribute__((target("avx512f")))
+static void act_block_avx512(float *C, long ldc, long rows, long cols, int mode, float lo,
+                             float hi)
+{
+    const __m512 z = _mm512_setzero_ps(), l = _mm512_set1_ps(lo), u = _mm512_set1_ps(hi);
+    for (long r = 0; r < rows; r++) {
+        float *c = C + r * ldc;
+        for (long j = 0; j < cols; j += 16) {
+            __mmask16 m = cols - j >= 16 ? (__mmask16)0xFFFF
+                                         : (__mmask16)((1u << (cols - j)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(m, c + j);
+            /* relu: v where !(v <= 0) (v > 0 or NaN), else +0; clip: max(lo, .) then min(hi, .)
+             * with the bound first (VMAXPS/VMINPS return the second operand on NaN / equality) */
+            v = mode == QE_ACT_RELU ? _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, z, _CMP_NLE_UQ), v)
+                                    : _mm512_min_ps(u, _mm512_max_ps(l, v));
+            _mm512_mask_storeu_ps(c + j, m, v);
+        }
+    }
+}
+
+__attribute__((target("avx2")))
+static void act_block_avx2(float *C, long ldc, long rows, long cols, int mode, float lo,
+                           float hi)
+{
+    const __m256 z = _mm256_setzero_ps(), l = _mm256_set1_ps(lo), u = _mm256_set1_ps(hi);
+    for (long r = 0; r < rows; r++) {
+        float *c = C + r * ldc;
+        long j = 0;
+        for (; j + 8 <= cols; j += 8) {
+            __m256 v = _mm256_loadu_ps(c + j);
+            v = mode == QE_ACT_RELU ? _mm256_and_ps(_mm256_cmp_ps(v, z, _CMP_NLE_UQ), v)
+                                    : _mm256_min_ps(u, _mm256_max_ps(l, v));
+            _mm256_storeu_ps(c + j, v);
+        }
+        for (; j < cols; j++) c[j] = act_scalar(c[j], mode, lo, hi);
+    }
+}
+
+static void act_block(float *C, long ldc, long rows, long cols, int mode, float lo, float hi)
+{
+    if (mode == QE_ACT_NONE || rows <= 0 || cols <= 0) return;
+    if (qe_gemm_avx512()) {
+        act_block_avx512(C, ldc, rows, cols, mode, lo, hi);
+    } else if (use_avx2()) {
+        act_block_avx2(C, ldc, rows, cols, mode, lo, hi);
+    } else {
+        for (long r = 0; r < rows; r++)
+            for (long j = 0; j < cols; j++)
+                C[r * ldc + j] = act_scalar(C[r * ldc + j], mode, lo, hi);
+    }
+}
+
+/* The activation of y[0:n] in place (a folded activation after a kernel without an epilogue). */
+void qe_act_apply(float *y, long n, int mode, float lo, float hi)
+{
+    for (long i = 0; i < n; i += 1L << 20) {
+        long len = n - i < (1L << 20) ? n - i : (1L << 20);
+        act_block(y + i, 0, 1, len, mode, lo, hi);
+    }
+}
 
 static int gemm_nr(void) { return qe_gemm_avx512() ? 32 : use_avx2() ? 16 : 8; }
 
@@ -737,7 +832,8 @@ static int gemm_run_seg(const struct gemm_job *j)
                                            ptrs + (long)t * maxseg * SMR, bp,
                                            j->C + (ic + (long)t * SMR) * j->ldc + jc + jr,
                                            j->ldc, nr, pc == 0, bb, next + (long)t * kc * 16,
-                                           j->Bpre && t < 2 ? kc : 0);
+                                           j->Bpre && t < 2 ? kc : 0, pc + kc >= K ? j->act : 0,
+                                           j->act_lo, j->act_hi);
                     }
                 }
             }
@@ -758,6 +854,7 @@ static int gemm_run(const struct gemm_job *j)
     if (K <= 0) {  /* empty sum: C = bias or 0 */
         for (long i = 0; i < M; i++)
             for (long c = 0; c < N; c++) j->C[i * j->ldc + c] = j->bias ? j->bias[c] : 0.0f;
+        act_block(j->C, j->ldc, M, N, j->act, j->act_lo, j->act_hi);
         return 0;
     }
     int isa = qe_gemm_avx512() ? 2 : use_avx2();
@@ -792,6 +889,9 @@ static int gemm_run(const struct gemm_job *j)
                         int mr = mc - ir < MR ? mc - ir : MR;
                         uk(kc, Ap + (long)ir * kc, Bp + (long)jr * kc,
                            j->C + (ic + ir) * j->ldc + jc + jr, j->ldc, mr, nr, pc == 0, bb);
+                        if (j->act && pc + kc >= K)
+                            act_block(j->C + (ic + ir) * j->ldc + jc + jr, j->ldc, mr, nr,
+                                      j->act, j->act_lo, j->act_hi);
                     }
                 }
             }
@@ -840,17 +940,24 @@ static int threads_for(double fmas, long items)
 
 typedef void (*range_fn)(const void *ctx, long p0, long p1);
 
-struct range_job { range_fn fn; const void *ctx; long p0, p1; };
+/* fn(ctx, p0, p1) over [0, n) on up to qe_threads() threads, by the estimated cost of an
+ * item: pieces of a multiple of ``align`` items (about 8 in all) that the threads take in
+ * turn (an atomic counter), so a thread that starts late (its core busy) takes fewer instead of
+ * holding the others up.  The pieces do not depend on the thread count. */
+struct range_dyn { range_fn fn; const void *ctx; long n, step; atomic_long next; };
 
-static void range_item(void *arg)
+static void range_dyn_item(void *arg)
 {
-    struct range_job *j = arg;
-    j->fn(j->ctx, j->p0, j->p1);
+    struct range_dyn *d = *(struct range_dyn **)arg;
+    for (;;) {
+        long p0 = atomic_fetch_add(&d->next, 1) * d->step;
+        if (p0 >= d->n) break;
+        d->fn(d->ctx, p0, d->n - p0 < d->step ? d->n : p0 + d->step);
+    }
 }
 
-/* fn(ctx, p0, p1) over [0, n) in up to qe_threads() contiguous pieces, by the estimated
- * cost of an item. */
-static void parallel_for(range_fn fn, const void *ctx, long n, double ns_per_item)
+static void parallel_for_aligned(range_fn fn, const void *ctx, long n, double ns_per_item,
+                                 long align)
 {
     double t = (double)n * ns_per_item / NS_PER_THREAD;
     int limit = threads_now();
@@ -860,12 +967,20 @@ static void parallel_for(range_fn fn, const void *ctx, long n, double ns_per_ite
         fn(ctx, 0, n);
         return;
     }
-    struct range_job jobs[64];
-    int cnt = 0;
-    long step = (n + T - 1) / T;
-    for (long p = 0; p < n && cnt < 64; p += step)
-        jobs[cnt++] = (struct range_job){fn, ctx, p, p + step < n ? p + step : n};
-    qe_pool_run(range_item, jobs, sizeof jobs[0], cnt);
+    if (T > 64) T = 64;
+    if (align < 1) align = 1;
+    /* pieces of a fixed size for this n (not for T): about 8 of them, whole ``align`` units */
+    long want = (n + 7) / 8;
+    struct range_dyn d = {fn, ctx, n, (want + align - 1) / align * align, 0};
+    atomic_init(&d.next, 0);
+    struct range_dyn *same[64];
+    for (long i = 0; i < T; i++) same[i] = &d;
+    qe_pool_run(range_dyn_item, same, sizeof same[0], (int)T);
+}
+
+static void parallel_for(range_fn fn, const void *ctx, long n, double ns_per_item)
+{
+    parallel_for_aligned(fn, ctx, n, ns_per_item, 1);
 }
 
 /* Geometry and buffers of the 2-D kernels below (each uses the fields it needs). */
@@ -945,13 +1060,14 @@ static int gemm_dynamic(const struct gemm_job *base, int T, int by_rows)
  * packs all of B), else by columns (each thread packs all of A). */
 static int gemm_split(long M, long N, int K, pack_a_fn pa, const void *actx,
                       const struct seg_src *seg, const float *B, long rsb, long csb,
-                      const float *Bpre, float *C, long ldc, const float *bias)
+                      const float *Bpre, float *C, long ldc, const float *bias, int act,
+                      float lo, float hi)
 {
     int NR = gemm_nr();
     struct gemm_job base = {0, M, N, K, pa, actx, B, rsb, csb, C, ldc, bias, 0, Bpre, 0,
                             (N + NR - 1) / NR * NR, seg ? seg->fn : NULL,
                             seg ? seg->ctx : NULL, seg ? seg->maxseg : 0,
-                            seg ? seg->fill : NULL};
+                            seg ? seg->fill : NULL, act, lo, hi};
     int T = threads_for((double)M * N * K, N <= M ? (M + MR - 1) / MR : (N + 31) / 32);
     if (T <= 1) return gemm_run(&base);
     if (Bpre || N > M) return gemm_dynamic(&base, T, N <= M);
@@ -987,10 +1103,18 @@ static int gemm_split(long M, long N, int K, pack_a_fn pa, const void *actx,
 int qe_sgemm(long M, long N, int K, const float *A, long rsa, long csa, const float *B,
              long rsb, long csb, float *C, long ldc, const float *bias)
 {
+    return qe_sgemm_act(M, N, K, A, rsa, csa, B, rsb, csb, C, ldc, bias, QE_ACT_NONE, 0, 0);
+}
+
+/* qe_sgemm followed by a folded activation (QE_ACT_*; lo, hi: QE_ACT_CLIP's bounds). */
+int qe_sgemm_act(long M, long N, int K, const float *A, long rsa, long csa, const float *B,
+                 long rsb, long csb, float *C, long ldc, const float *bias, int act, float lo,
+                 float hi)
+{
     struct strided_a s = {A, rsa, csa};
     struct seg_src seg = {aseg_strided, &s, 1, NULL};
     return gemm_split(M, N, K, pack_a_strided, &s, csa == 1 ? &seg : NULL, B, rsb, csb, NULL,
-                      C, ldc, bias);
+                      C, ldc, bias, act, lo, hi);
 }
 
 /* qe_sgemm with B packed by qe_pack_b (same N, K; same process: the packing follows the
@@ -998,10 +1122,18 @@ int qe_sgemm(long M, long N, int K, const float *A, long rsa, long csa, const fl
 int qe_sgemm_packed(long M, long N, int K, const float *A, long rsa, long csa,
                     const float *Bpacked, float *C, long ldc, const float *bias)
 {
+    return qe_sgemm_packed_act(M, N, K, A, rsa, csa, Bpacked, C, ldc, bias, QE_ACT_NONE, 0, 0);
+}
+
+/* qe_sgemm_packed followed by a folded activation. */
+int qe_sgemm_packed_act(long M, long N, int K, const float *A, long rsa, long csa,
+                        const float *Bpacked, float *C, long ldc, const float *bias, int act,
+                        float lo, float hi)
+{
     struct strided_a s = {A, rsa, csa};
     struct seg_src seg = {aseg_strided, &s, 1, NULL};
     return gemm_split(M, N, K, pack_a_strided, &s, csa == 1 ? &seg : NULL, NULL, 0, 0, Bpacked,
-                      C, ldc, bias);
+                      C, ldc, bias, act, lo, hi);
 }
 
 /* A 2-D convolution as one GEMM per group without an im2col matrix (implicit GEMM): for group
@@ -1015,6 +1147,16 @@ int qe_sconv2d(int n, int h, int w, int c_in, int fh, int fw, int oh, int ow, in
                const float *B, long rsb, long csb, long b_gstride, const float *Bpacked,
                float *C, long ldc, const float *bias)
 {
+    return qe_sconv2d_act(n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, group, cog, x,
+                          B, rsb, csb, b_gstride, Bpacked, C, ldc, bias, QE_ACT_NONE, 0, 0);
+}
+
+/* qe_sconv2d followed by a folded activation (applied per finished tile). */
+int qe_sconv2d_act(int n, int h, int w, int c_in, int fh, int fw, int oh, int ow, int sh,
+                   int sw, int pt, int pl, int dh, int dw, int group, long cog, const float *x,
+                   const float *B, long rsb, long csb, long b_gstride, const float *Bpacked,
+                   float *C, long ldc, const float *bias, int act, float lo, float hi)
+{
     int cig = c_in / group;
     long M = (long)n * oh * ow;
     int K = fh * fw * cig;
@@ -1024,7 +1166,7 @@ int qe_sconv2d(int n, int h, int w, int c_in, int fh, int fw, int oh, int ow, in
                               cig < CONV_FILL_CIG ? conv_fill : NULL};
         int rc = gemm_split(M, cog, K, pack_a_segments, &seg, &seg,
                             Bpacked ? NULL : B + g * b_gstride, rsb, csb, Bpacked,
-                            C + g * cog, ldc, bias ? bias + g * cog : NULL);
+                            C + g * cog, ldc, bias ? bias + g * cog : NULL, act, lo, hi);
         if (rc) return rc;
     }
     return 0;
@@ -1398,13 +1540,47 @@ void qe_depthwise2d(int n, int h, int w, int c_in, int fh, int fw, int c_out, in
                     int sh, int sw, int pt, int pl, int dh, int dw, const float *x,
                     const float *f, const float *bias, float *y)
 {
-    struct k2d a = {0};
-    a.h = h; a.w = w; a.c_in = c_in; a.fh = fh; a.fw = fw; a.c_out = c_out; a.oh = oh;
-    a.ow = ow; a.sh = sh; a.sw = sw; a.pt = pt; a.pl = pl; a.dh = dh; a.dw = dw;
-    a.x = x; a.f = f; a.bias = bias; a.y = y;
-    /* ~0.05 ns per multiply-add (vectorized) */
-    parallel_for(depthwise_range_fn(fh, fw, c_in, c_out), &a, (long)n * oh * ow,
-                 0.05 * fh * fw * c_out + 2.0);
+    qe_depthwise2d_act(n, h, w, c_in, fh, fw, c_out, oh, ow, sh, sw, pt, pl, dh, dw, x, f, bias,
+                       y, QE_ACT_NONE, 0, 0);
+}
+
+/* A depthwise range followed by the folded activation, a few output rows at a time (their
+ * values still in L1 / L2).  The pieces end at output row boundaries, where the kernels' runs
+ * of pixels end anyway: every pixel is computed by the same code path as without the
+ * activation (the 4-pixel and the 1-pixel paths may order the adds of two NaNs differently). */
+struct dw_act { struct k2d a; range_fn fn; int act; float lo, hi; };
+
+static void depthwise_act_range(const void *ctx, long p0, long p1)
+{
+    const struct dw_act *d = ctx;
+    long c = d->a.c_out, ow = d->a.ow;
+    long rows = c * ow >= 4096 ? 1 : 4096 / (c * ow);   /* about 16 KiB of output per pass */
+    for (long p = p0; p < p1;) {
+        long q = (p / ow + rows) * ow;
+        if (q > p1) q = p1;
+        d->fn(&d->a, p, q);
+        act_block(d->a.y + p * c, 0, 1, (q - p) * c, d->act, d->lo, d->hi);
+        p = q;
+    }
+}
+
+/* qe_depthwise2d followed by a folded activation. */
+void qe_depthwise2d_act(int n, int h, int w, int c_in, int fh, int fw, int c_out, int oh,
+                        int ow, int sh, int sw, int pt, int pl, int dh, int dw, const float *x,
+                        const float *f, const float *bias, float *y, int act, float lo, float hi)
+{
+    struct dw_act d = {{0}, NULL, act, lo, hi};
+    struct k2d *a = &d.a;
+    a->h = h; a->w = w; a->c_in = c_in; a->fh = fh; a->fw = fw; a->c_out = c_out; a->oh = oh;
+    a->ow = ow; a->sh = sh; a->sw = sw; a->pt = pt; a->pl = pl; a->dh = dh; a->dw = dw;
+    a->x = x; a->f = f; a->bias = bias; a->y = y;
+    d.fn = depthwise_range_fn(fh, fw, c_in, c_out);
+    /* ~0.05 ns per multiply-add (vectorized); the same split with or without the activation */
+    /* pieces of whole output rows: each run of pixels the kernels compute is the same on any
+     * thread count (the 4-pixel and 1-pixel paths may order the adds of two NaNs differently) */
+    parallel_for_aligned(act == QE_ACT_NONE ? d.fn : depthwise_act_range,
+                         act == QE_ACT_NONE ? (void *)a : (void *)&d, (long)n * oh * ow,
+                         0.05 * fh * fw * c_out + 2.0, ow);
 }
 
 /* ---- pooling ----------------------------------------------------------------------------- */

@@ -36,6 +36,22 @@ void qe_col2im2d(int n, int h, int w, int group, int cog, int fh, int fw, int oh
 void qe_depthwise2d(int n, int h, int w, int c_in, int fh, int fw, int c_out, int oh, int ow,
                     int sh, int sw, int pt, int pl, int dh, int dw, const float *x,
                     const float *f, const float *bias, float *y);
+/* a Relu / ReluMinMax folded into a product or convolution: act is one of 0 (none),
+ * 1 (numpy.maximum(x, 0)), 2 (numpy.clip(x, lo, hi)) -- QE_ACT_* in kernels.c */
+int qe_sgemm_act(long M, long N, int K, const float *A, long rsa, long csa, const float *B,
+                 long rsb, long csb, float *C, long ldc, const float *bias, int act, float lo,
+                 float hi);
+int qe_sgemm_packed_act(long M, long N, int K, const float *A, long rsa, long csa,
+                        const float *Bpacked, float *C, long ldc, const float *bias, int act,
+                        float lo, float hi);
+int qe_sconv2d_act(int n, int h, int w, int c_in, int fh, int fw, int oh, int ow, int sh,
+                   int sw, int pt, int pl, int dh, int dw, int group, long cog, const float *x,
+                   const float *B, long rsb, long csb, long b_gstride, const float *Bpacked,
+                   float *C, long ldc, const float *bias, int act, float lo, float hi);
+void qe_depthwise2d_act(int n, int h, int w, int c_in, int fh, int fw, int c_out, int oh,
+                        int ow, int sh, int sw, int pt, int pl, int dh, int dw, const float *x,
+                        const float *f, const float *bias, float *y, int act, float lo, float hi);
+void qe_act_apply(float *y, long n, int mode, float lo, float hi);
 int qe_pool2d(int kind, int n, int h, int w, int c, int fh, int fw, int oh, int ow, int sh,
               int sw, int pt, int pb, int pl, int pr, int count_pad, const float *x, float *y);
 /* cdef end */

@@ -342,8 +342,8 @@ def test_transpose_conv2d_bit_identical(h, w, cig, cog, group, fh, fw, s, pad, o
 
 
 def test_conv_relu_folded_runs_in_c():
-    """A Conv2d followed by Relu on the float path (the plan may fold the activation into the
-    producer): both run in C, bit identical."""
+    """A Conv2d followed by Relu on the float path: the plan folds the activation into the
+    producer's step (plan.ActivationEpilogue); both steps run in C, bit identical."""
     rng = np.random.default_rng(13)
     b = GraphBuilder(new_context(), "convrelu")
     x = b.tensor("x", (1, 6, 6, 3), type_=APP_WRITE)
@@ -354,9 +354,63 @@ def test_conv_relu_folded_runs_in_c():
     b.node("Relu", "relu", [c], [y])
     b.graph.finalize()
     engine = b.graph.plan.engine
-    assert all(op != "Conv2d" for _, op, _ in engine.fallbacks), f"Conv2d runs in C: {engine.fallbacks}"
+    assert b.graph.plan.float_folds == {1: 0}, f"the Relu is folded: {b.graph.plan.float_folds}"
+    assert engine.fallbacks == [], f"both steps run in C: {engine.fallbacks}"
     check_plan(b.graph.plan, {x.id: rand(rng, (1, 6, 6, 3))})
     release(b)
+
+
+FOLD_PRODUCERS = ["Conv2d", "DepthWiseConv2d", "FullyConnected", "MatMul"]
+
+
+@given(producer=st.sampled_from(FOLD_PRODUCERS), clip=st.booleans(), hw=st.integers(1, 12),
+       c_in=st.sampled_from([3, 8, 16, 33]), c_out=st.sampled_from([5, 16, 32, 40]), k=st.sampled_from([1, 3]),
+       stride=st.integers(1, 2), bias=st.booleans(), fp16=st.booleans(), seed=st.integers(0, 2**31))
+def test_folded_activation_bit_identical(producer, clip, hw, c_in, c_out, k, stride, bias, fp16, seed):
+    """A Relu / ReluMinMax folded into a float producer (the kernels' epilogue): the engine equals
+    the plan, and the plan equals the unfolded plan (compile_plan(fold_relu=False)), byte for
+    byte, over shapes that take every micro-kernel (partial tiles, narrow panels, 1x1 and
+    implicit-GEMM convolutions, strides) with NaN and signed zeros."""
+    from qnnemu.core.plan import compile_plan
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(context(fp16), "fold")
+    if producer in ("FullyConnected", "MatMul"):
+        xs, cs = (hw * 3, c_in), (hw * 3, c_out)
+        ws = (c_out, c_in) if producer == "FullyConnected" else (c_in, c_out)
+        params = {}
+    else:
+        pad = k // 2
+        o = (hw + 2 * pad - k) // stride + 1
+        c_out = c_in if producer == "DepthWiseConv2d" else c_out
+        xs, cs = (1, hw, hw, c_in), (1, o, o, c_out)
+        ws = (k, k, 1 if producer == "DepthWiseConv2d" else c_in, c_out)
+        params = dict(stride=[stride, stride], pad_amount=[[pad, pad], [pad, pad]])
+    x = b.tensor("x", xs, type_=APP_WRITE)
+    xv = rand(rng, xs, zeros=True)
+    xv.reshape(-1)[rng.integers(0, xv.size, max(xv.size // 40, 1))] = np.nan
+    w = b.tensor("w", ws, type_=STATIC, data=rand(rng, ws))
+    ins = [x, w]
+    if bias and producer != "MatMul":
+        ins.append(b.tensor("b", (c_out,), type_=STATIC, data=rand(rng, (c_out,))))
+    c = b.tensor("c", cs)
+    b.node(producer, "p", ins, [c], **params)
+    y = b.tensor("y", cs, type_=APP_READ)
+    if clip:
+        b.node("ReluMinMax", "a", [c], [y], min_value=-0.25, max_value=0.5)
+    else:
+        b.node("Relu", "a", [c], [y])
+    what = f"{producer} x{xs} w{ws} {'clip' if clip else 'relu'} fp16={fp16}"
+    try:
+        b.graph.finalize()
+        plan = b.graph.plan
+        assert plan.float_folds == {1: 0}, f"{what}: folded ({plan.float_folds})"
+        assert plan.engine.fallbacks == [], f"{what}: both steps in C ({plan.engine.fallbacks})"
+        check_plan(plan, {x.id: xv})
+        got = plan.run({x.id: xv}, [y.id])[y.id]
+        ref = compile_plan(b.graph, fold_relu=False).run({x.id: xv}, [y.id])[y.id]
+        assert got.tobytes() == ref.tobytes(), f"{what}: folded bytes == unfolded bytes"
+    finally:
+        release(b)
 
 
 def test_blas_backend_declines(monkeypatch):

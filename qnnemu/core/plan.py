@@ -497,6 +497,104 @@ def _discard(_value):
     return None
 
 
+# Float graphs (issue 13): a Relu / ReluMinMax whose float32 input is the result of a Conv2d,
+# DepthWiseConv2d, TransposeConv2d, FullyConnected or MatMul that nothing else reads (and that is
+# no graph output) is applied by the producer's step: its C kernel clamps each finished tile, so
+# the activation is no pass of its own over memory (the HTP folds them too: no number changes,
+# max / min being exact).  The producer's step writes the activation's output
+# (``ActivationEpilogue``); the activation's step stays in the plan, writing nothing
+# (``FoldedIntoProducer``), so per-node profiles still list it.  FOLD_RELU_ACTIVATION_INTO_CONV_OFF
+# turns it off, as the fixed-point fold.  Float16 math: the activation is applied to the
+# producer's rounded result (then rounded again, which changes nothing), so NaN -- rounded to
+# the largest float16 value before the activation -- gives the unfolded bytes; clip bounds must
+# be float16 values.
+FLOAT_FOLDING_PRODUCERS = FOLDING_PRODUCERS | {"MatMul"}
+
+
+class ActivationEpilogue:
+    """A float producer's step with the activation folded into it: ``activation`` (the Relu /
+    ReluMinMax op instance) applied to the op's result -- after ``rounded`` (the producer's
+    float16 output rounding) in float16 math.  ``mode`` / ``lo`` / ``hi`` say the same for the C
+    kernels (1: numpy.maximum(x, 0); 2: numpy.clip(x, lo, hi), bounds as float32)."""
+
+    def __init__(self, impl, activation, activation_node, rounded: Callable | None):
+        self.impl, self.activation, self.activation_node, self.rounded = impl, activation, activation_node, rounded
+        if activation_node.op_type == "Relu":
+            self.mode, self.lo, self.hi = 1, 0.0, 0.0
+        else:
+            self.mode = 2
+            self.lo = float(np.float32(activation.param_values["min_value"]))
+            self.hi = float(np.float32(activation.param_values["max_value"]))
+
+    def run(self, *args):
+        y = self.impl.run(*args)[0]
+        if self.rounded is not None:
+            y = self.rounded(y)
+        return self.activation.run(y)
+
+
+class FoldedIntoProducer:
+    """The step of a float activation its producer applied (``ActivationEpilogue``): nothing to do."""
+
+    def run(self):
+        return ()
+
+
+def _fp16_value(v: float) -> bool:
+    return bool(np.isfinite(v)) and abs(v) <= 65504.0 and float(np.float16(v)) == float(np.float32(v))
+
+
+def float_folded_activations(graph, fp16: bool, arch: int | None, islands: bool) -> dict[int, int]:
+    """Node index of each float Relu / ReluMinMax folded into its producer (see above) -> the
+    producer's node index (FOLD_RELU_ACTIVATION_INTO_CONV on)."""
+    index = {node.name: k for k, node in enumerate(graph.nodes)}
+    folds: dict[int, int] = {}
+    for k, node in enumerate(graph.nodes):
+        if node.op_type not in FOLDED_ACTIVATIONS or len(node.inputs) != 1 or len(node.outputs) != 1 \
+                or node.inputs[0] is None:
+            continue
+        src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+        p = index.get(src.producer) if src is not None else None
+        if p is None or out is None or src.dtype != FLOAT32 or out.dtype != FLOAT32:
+            continue
+        producer = graph.nodes[p]
+        if producer.op_type not in FLOAT_FOLDING_PRODUCERS or len(producer.outputs) != 1 \
+                or producer.outputs[0] != src.id:
+            continue
+        if src.type != Q.QNN_TENSOR_TYPE_NATIVE or list(src.consumers) != [node.name]:
+            continue   # another reader, or a graph output: the producer's own value is needed
+        if fp16 and node.op_type == "ReluMinMax" and not (_fp16_value(node.params.get("min_value", 0.0))
+                                                           and _fp16_value(node.params.get("max_value", 0.0))):
+            continue
+        # the activation's step as it would be: the op itself, no input converter, its output
+        # left as float32 (float32 math) or rounded to float16 (float16 math)
+        step = _compile_step(graph, node, _Slots(), {}, fp16, arch=arch, islands=islands)
+        conv = step.out_conv[0]
+        if type(step.impl) is not node.op_cls or step.in_conv != [None] or \
+                not (conv in (_fp16_round, _fp16_round_even) if fp16 else
+                     conv is None or getattr(conv, "__qualname__", "") == "_cast_to.<locals>.cast"):
+            continue
+        folds[k] = p
+    return folds
+
+
+def _float_fold_step(graph, k: int, step: Step, folds: dict[int, int], slot_of, fp16: bool, arch: int | None,
+                     islands: bool) -> Step:
+    """Node k's step with a float fold applied: an activation's becomes ``FoldedIntoProducer``,
+    a producer's writes the activation's output through ``ActivationEpilogue``."""
+    if k in folds:
+        return Step(step.node, FoldedIntoProducer(), [], [], [], [])
+    a = next((r for r, p in folds.items() if p == k), None)
+    if a is None:
+        return step
+    node = graph.nodes[a]
+    act = _compile_step(graph, node, _Slots(), {}, fp16, arch=arch, islands=islands).impl   # the op instance
+    rounded = step.out_conv[0] if step.out_conv[0] in (_fp16_round, _fp16_round_even) else None
+    out = graph.tensor(node.outputs[0])
+    return Step(step.node, ActivationEpilogue(step.impl, act, node, rounded), list(step.reads),
+                [slot_of(out.id)], list(step.in_conv), list(step.out_conv))
+
+
 # -- float16 math (QNN HTP backend documentation, "QNN HTP Precision") --------------------------
 
 FLOAT_MATH_ENV = "QNNEMU_FLOAT_MATH"
@@ -631,6 +729,9 @@ class Plan:
     # outputs, and those outputs as the static tensors the other steps read
     constant_folds: dict[int, tuple[int, ...]] = field(default_factory=dict)
     constant_tensors: dict[int, Any] = field(default_factory=dict)
+    # float activations applied by their producers' steps (``float_folded_activations``):
+    # activation node index -> producer node index
+    float_folds: dict[int, int] = field(default_factory=dict)
 
     @routed_fp_errors
     def run(self, feeds: dict[int, np.ndarray], wanted: list[int], observer=None) -> dict[int, np.ndarray]:
@@ -897,12 +998,14 @@ def _fold_layout(graph, folds: dict[int, int]):
 
 
 def _compile_node(graph, k: int, slot_of: _Slots, statics, fp16: bool, folds: dict[int, int], layout,
-                  arch: int | None, islands: bool = False, masked: dict | None = None) -> Step:
+                  arch: int | None, islands: bool = False, masked: dict | None = None,
+                  float_folds: dict[int, int] | None = None) -> Step:
     if masked and k in masked:
         return _masked_softmax_step(graph, graph.nodes[k], masked[k], slot_of)
     fold_outs, keep_own = layout.get(k, ((), True))
-    return _compile_step(graph, graph.nodes[k], slot_of, statics, fp16, fold_outs, keep_own, k in folds, arch,
+    step = _compile_step(graph, graph.nodes[k], slot_of, statics, fp16, fold_outs, keep_own, k in folds, arch,
                          islands)
+    return _float_fold_step(graph, k, step, float_folds, slot_of, fp16, arch, islands) if float_folds else step
 
 
 @routed_fp_errors
@@ -931,14 +1034,20 @@ def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | No
     view, constant_folds = fold_constants(
         graph, lambda v, node, slots, values: _compile_step(v, node, slots, values, precision_fp16, arch=arch,
                                                             islands=islands))
+    float_folds = float_folded_activations(view, precision_fp16, arch, islands) if fold_relu else {}
     steps = [_folded_constant_step(graph, k) if k in constant_folds else
-             _compile_node(view, k, slot_of, statics, precision_fp16, folds, layout, arch, islands, masked)
+             _compile_node(view, k, slot_of, statics, precision_fp16, folds, layout, arch, islands, masked,
+                           float_folds)
              for k in range(len(graph.nodes))]
     notes: list[str] = [f"MaskedSoftmax rewrite (pattern {m.pattern}): {graph.nodes[k].name} = "
                         f"MaskedSoftmax({' -> '.join(m.nodes)})" for k, m in sorted(masked.items())]
     if constant_folds:
         notes.append(f"{len(constant_folds)} node(s) of constant inputs computed at finalize: "
                      + ", ".join(graph.nodes[k].name for k in sorted(constant_folds)))
+    if float_folds:
+        notes.append(f"{len(float_folds)} float activation(s) applied by their producers: "
+                     + ", ".join(f"{graph.nodes[r].name} -> {graph.nodes[p].name}"
+                                 for r, p in sorted(float_folds.items())))
     if folds:
         notes.append(f"{len(folds)} relu(s) folded into their convolutions: "
                      + ", ".join(f"{graph.nodes[r].name} -> {graph.nodes[p].name}" for r, p in sorted(folds.items())))
@@ -969,7 +1078,7 @@ def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | No
                      f"{'HMX weight layout -> flat' if kv.is_input else 'flat -> HMX weight layout'}")
     plan = Plan(slot_of.slots, statics, steps, input_conv, len(slot_of.slots), precision_fp16, notes, output_conv,
                 fold_relu, folds, islands, masked_softmax=masked, constant_folds=constant_folds,
-                constant_tensors=view._tensors)
+                constant_tensors=view._tensors, float_folds=float_folds)
     return plan
 
 
@@ -1016,7 +1125,9 @@ def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
     # activations' codes: an update touching either side recompiles both.
     folds = folded_activations(graph) if plan.fold_relu else {}
     touched = set(nodes_touching(graph, tensor_ids))
-    for relu, producer in list(plan.folds.items()) + list(folds.items()):
+    float_folds = float_folded_activations(view, plan.fp16, _arch(graph), plan.float16_islands) \
+        if plan.fold_relu else {}
+    for relu, producer in [*plan.folds.items(), *folds.items(), *plan.float_folds.items(), *float_folds.items()]:
         if relu in touched or producer in touched:
             touched.update((relu, producer))
     layout = _fold_layout(graph, folds)
@@ -1027,10 +1138,10 @@ def refresh_plan(plan: Plan, graph, tensor_ids) -> Plan:
     touched.update(k for k, m in masked.items() if touched.intersection(m.node_indices))
     for k in sorted(touched):
         steps[k] = _compile_node(view, k, slot_of, statics, plan.fp16, folds, layout, _arch(graph),
-                                 plan.float16_islands, masked)
+                                 plan.float16_islands, masked, float_folds)
     new = Plan(slot_of.slots, statics, steps, plan.input_conv, len(slot_of.slots), plan.fp16, list(plan.notes),
                plan.output_conv, plan.fold_relu, folds, plan.float16_islands, masked_softmax=masked,
-               constant_folds=plan.constant_folds, constant_tensors=plan.constant_tensors)
+               constant_folds=plan.constant_folds, constant_tensors=plan.constant_tensors, float_folds=float_folds)
     return new
 
 
@@ -1158,5 +1269,6 @@ def _cast_to(dtype: int):
 __all__ = ["Plan", "Step", "compile_plan", "refresh_plan", "nodes_touching", "ROUNDING_BY_OP",
            "DEFAULT_ROUNDING", "rounding_for", "Requantize", "INTEGER_ACCUMULATION_OPS", "INTEGER_ELEMENTWISE_OPS",
            "IntegerAccumulation", "IntegerAdd", "FOLDING_PRODUCERS", "FOLDED_ACTIVATIONS",
-           "folded_activations", "FoldedActivation", "routed_fp_errors", "masked_softmax_rewrites",
+           "folded_activations", "FoldedActivation", "FLOAT_FOLDING_PRODUCERS", "float_folded_activations",
+           "ActivationEpilogue", "FoldedIntoProducer", "routed_fp_errors", "masked_softmax_rewrites",
            "MaskedSoftmaxPattern", "MaskedSoftmaxRewrite", "MASKED_SOFTMAX_FILL_MAX"]

@@ -13,6 +13,12 @@ split and the operand packing do not matter).  The quantized integer pipeline
 (IntegerAccumulation) is not lowered here; with ``QNNEMU_GEMM=blas`` or
 ``QNNEMU_KERNELS=reference`` the Python steps use numpy and every step here is Unsupported.
 
+A float Relu / ReluMinMax folded into its producer (qnnemu/core/plan.py, ``ActivationEpilogue``)
+is one more integer parameter of the producer's kernel (1: relu, 2: clip; the bounds as float
+parameters): the kernels apply it to each finished tile.  In float16 math the activation follows
+the output's rounding (``qe_k_act`` in place after it).  The activation's own step
+(``FoldedIntoProducer``) is ``qe_k_nop``.
+
 Static weights are prepared at lowering by the op itself (its packed GEMM operand, shared with
 the Python step) and handed to C as constants; the gathered pixels of a strided 1x1
 convolution and the per-tap products of a transposed one live in scratch regions of the arena.
@@ -30,7 +36,8 @@ from ...ops.conv import (
     TransposeConv2d,
 )
 from ...ops.matmul import FullyConnected, MatMul
-from .lowering import F32, Unsupported, lowers
+from .. import plan as plan_mod
+from .lowering import F32, Unsupported, lowers, lowers_impl
 
 
 def _require_c_gemm() -> None:
@@ -68,10 +75,21 @@ def _small() -> int:
     return int(_fast.SINGLE_THREAD_MAX_FMAS)
 
 
+def _act(act) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The extra (ints, floats) of a kernel for a folded activation ``act`` (mode, lo, hi)."""
+    if act is None:
+        return (), ()
+    mode, lo, hi = act
+    return (int(mode),), (float(lo), float(hi))
+
+
 # ---- FullyConnected --------------------------------------------------------------------------
 @lowers("FullyConnected")
 def fully_connected(ctx) -> None:
-    op = ctx.impl
+    _fully_connected(ctx, ctx.impl, None)
+
+
+def _fully_connected(ctx, op, act) -> None:
     if type(op) is not FullyConnected or ctx.n_out != 1:
         raise Unsupported("a wrapped FullyConnected (integer accumulation)")
     _require_c_gemm()
@@ -88,14 +106,18 @@ def fully_connected(ctx) -> None:
         rsb, csb = 1, k      # w.T: a transposed view of the [m, k] weights
     bias, has_bias = _bias(ctx, 2)
     out = ctx.output_f32(0)
+    ai, ad = _act(act)
     ctx.emit("qe_k_gemm", (x, b_buf, out) + bias,
-             (rows, m, k, k, 1, rsb, csb, packed, has_bias, int(rows * m * k < _small())))
+             (rows, m, k, k, 1, rsb, csb, packed, has_bias, int(rows * m * k < _small())) + ai, ad)
 
 
 # ---- MatMul ----------------------------------------------------------------------------------
 @lowers("MatMul")
 def matmul(ctx) -> None:
-    op = ctx.impl
+    _matmul(ctx, ctx.impl, None)
+
+
+def _matmul(ctx, op, act) -> None:
     if type(op) is not MatMul or ctx.n_out != 1:
         raise Unsupported("a wrapped MatMul (integer accumulation)")
     _require_c_gemm()
@@ -122,6 +144,7 @@ def matmul(ctx) -> None:
     # (row stride, column stride) of the [k, n] operand
     rsb, csb = (1, k) if b_t else (n, 1)
     out = ctx.output_f32(0)
+    ai, ad = _act(act)
     if len(b_shape) == 2 and not t0:
         # _fast.matmul: a's batch folded into the rows of one GEMM (a PackedB operand too)
         rows = math.prod(a_shape[:-1])
@@ -129,13 +152,13 @@ def matmul(ctx) -> None:
             b_buf, rsb, csb = packed_buf, n, 1
         ctx.emit("qe_k_gemm", (a, b_buf, out),
                  (rows, n, k, k, 1, rsb, csb, int(packed_buf is not None), 0,
-                  int(rows * n * k < _small())))
+                  int(rows * n * k < _small())) + ai, ad)
         return
     m = a_shape[-1] if t0 else a_shape[-2]
     rsa, csa = (1, m) if t0 else (k, 1)
     if len(a_shape) == 2 and len(b_shape) == 2:
         ctx.emit("qe_k_gemm", (a, b_buf, out),
-                 (m, n, k, rsa, csa, rsb, csb, 0, 0, int(m * n * k < _small())))
+                 (m, n, k, rsa, csa, rsb, csb, 0, 0, int(m * n * k < _small())) + ai, ad)
         return
     batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
     nb = math.prod(batch)
@@ -146,7 +169,7 @@ def matmul(ctx) -> None:
         return np.ascontiguousarray(idx * (shape[-2] * shape[-1]))
     a_off, b_off = ctx.const(offsets(a_shape)), ctx.const(offsets(b_shape))
     ctx.emit("qe_k_gemm_batched", (a, b_buf, out, a_off, b_off),
-             (nb, m, n, k, rsa, csa, rsb, csb, int(nb * m * n * k < _small())))
+             (nb, m, n, k, rsa, csa, rsb, csb, int(nb * m * n * k < _small())) + ai, ad)
 
 
 # ---- convolutions ----------------------------------------------------------------------------
@@ -174,7 +197,10 @@ def _filter(ctx, op, g):
 
 @lowers(*CONV_TYPES)
 def convolution(ctx) -> None:
-    op = ctx.impl
+    _convolution(ctx, ctx.impl, None)
+
+
+def _convolution(ctx, op, act) -> None:
     if type(op) is not CONV_TYPES[ctx.node.op_type] or ctx.n_out != 1:
         raise Unsupported("a wrapped convolution (integer accumulation)")
     _require_c_gemm()
@@ -192,8 +218,9 @@ def convolution(ctx) -> None:
     bias, has_bias = _bias(ctx, 2)
     fbuf, wbuf, packed, static = _filter(ctx, op, g)
     geo = (n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw)
+    ai, ad = _act(act)
     if op.kind == "transpose":
-        _transpose(ctx, op, g, geo, x, bias, has_bias, wbuf, packed, static, f_shape)
+        _transpose(ctx, op, g, geo, x, bias, has_bias, wbuf, packed, static, f_shape, ai, ad)
         return
     c_out = f_shape[-1]
     cig = f_shape[-2]
@@ -202,7 +229,7 @@ def convolution(ctx) -> None:
             fbuf = ctx.input_f32(1)
         out = ctx.output_f32(0)
         ctx.emit("qe_k_depthwise2d", (x, fbuf, out) + bias,
-                 (n, h, w, c_in, fh, fw, c_out, oh, ow, sh, sw, pt, pl, dh, dw, has_bias))
+                 (n, h, w, c_in, fh, fw, c_out, oh, ow, sh, sw, pt, pl, dh, dw, has_bias) + ai, ad)
         return
     group = g.group
     K = fh * fw * cig
@@ -222,10 +249,10 @@ def convolution(ctx) -> None:
     out = ctx.output_f32(0)
     ctx.emit("qe_k_conv2d", (x, wbuf, out, scratch) + bias,
              geo + (c_out, group, mode, packed, has_bias, int(_fast.CONV_SINGLE_THREAD_MAX_FMAS),
-                    0, wgs, wrs))
+                    0, wgs, wrs) + ai, ad)
 
 
-def _transpose(ctx, op, g, geo, x, bias, has_bias, wbuf, packed, static, f_shape) -> None:
+def _transpose(ctx, op, g, geo, x, bias, has_bias, wbuf, packed, static, f_shape, ai, ad) -> None:
     if not static:
         raise Unsupported("a transposed convolution with a dynamic filter")
     n, h, w, c_in = geo[:4]
@@ -235,4 +262,34 @@ def _transpose(ctx, op, g, geo, x, bias, has_bias, wbuf, packed, static, f_shape
     cols = ctx.scratch(max(4 * n * h * w * T * c_out, 64))
     out = ctx.output_f32(0)
     ctx.emit("qe_k_tconv2d", (x, wbuf, out, cols) + bias,
-             geo + (c_out, group, packed, has_bias, _small()))
+             geo + (c_out, group, packed, has_bias, _small()) + ai, ad)
+
+
+# ---- activations folded into these ops (qnnemu/core/plan.py, "relu folded into convolutions") --
+_BY_OP = {"FullyConnected": _fully_connected, "MatMul": _matmul, **dict.fromkeys(CONV_TYPES, _convolution)}
+
+
+@lowers_impl(plan_mod.ActivationEpilogue)
+def activation_epilogue(ctx) -> None:
+    wrap = ctx.impl
+    lower = _BY_OP.get(ctx.node.op_type)
+    if lower is None:
+        raise Unsupported(f"an activation folded into {ctx.node.op_type}")
+    act = (wrap.mode, wrap.lo, wrap.hi)
+    if wrap.rounded is None:
+        lower(ctx, wrap.impl, act)       # the kernel's epilogue
+        return
+    # float16 math: the activation of the rounded result, in place (rounding it again would
+    # change nothing: it is a float16 value or a float16 bound)
+    lower(ctx, wrap.impl, None)
+    ctx.finish()
+    slot = ctx.step.writes[0]
+    if ctx.out_dtype(0) != F32:
+        raise Unsupported(f"a folded activation's output stored as {ctx.out_dtype(0)}")
+    buf = ctx.b.slot_buffer(slot, ctx.index)
+    ctx.emit("qe_k_act", (buf,), (math.prod(ctx.out_shape(0)), wrap.mode), (wrap.lo, wrap.hi))
+
+
+@lowers_impl(plan_mod.FoldedIntoProducer)
+def folded_into_producer(ctx) -> None:
+    ctx.emit("qe_k_nop", ())
