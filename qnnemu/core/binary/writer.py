@@ -8,16 +8,18 @@ import zlib
 
 from ... import ops
 from ...headers import Q
+from ...htp.cost import HMX_TILE
 from ...location import Location
 from ...rules import error, fail, warn_at
+from ...spec import dtypes
 from .. import api_version
 from ..device import DeviceModel
 from ..graph import Graph
 from ..log import NULL_LOGGER
-from . import format as fmt  # fmt.FORMAT_VERSION: read at call time (tests vary it)
-from ...htp.cost import HMX_TILE
-from ...spec import dtypes
-from . import plan_record
+from . import (
+    format as fmt,  # fmt.FORMAT_VERSION: read at call time (tests vary it)
+    plan_record,
+)
 from .format import (
     CONSTANT_ALIGN,
     DATA_ALIGN,
