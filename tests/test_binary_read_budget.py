@@ -31,8 +31,6 @@ from qnnemu.headers import Q
 
 OK = Q.QNN_SUCCESS
 MIB = 1 << 20
-FUNC = "contextCreateFromBinary"
-BUDGET_PATH = "config.customConfig.fileReadMemoryBudgetInMb"
 LOAD_ACCEL = Q.QNN_HTP_PROFILE_EVENTTYPE_CONTEXT_LOAD_BIN_ACCEL_TIME_MICROSEC
 
 
@@ -186,37 +184,14 @@ def test_init_acceleration_spreads_graph_initialization(env):
 def test_load_model_numbers():
     read = binary.ReadStats(chunk_bytes=MIB)
     list(read.pieces(0, 3 * MIB + 1))
-    assert (read.chunks, read.bytes, read.largest) == (4, 3 * MIB + 1, MIB), "reads of at most the budget"
+    assert (read.chunks, read.bytes_read, read.largest) == (4, 3 * MIB + 1, MIB), "reads of at most the budget"
     assert load_model.read_us(read) == pytest.approx(4 * load_model.READ_LATENCY_US +
                                                      (3 * MIB + 1) / load_model.READ_BYTES_PER_US), "read time"
     assert load_model.init_us([10], 4) == pytest.approx(load_model.GRAPH_INIT_US + 10 * load_model.STEP_INIT_US / 4)
 
 
-# ------------------------------------------------------------------------------ warning rules
-def test_rule_budget_zero_turns_the_feature_off(env, tmp_path):
-    mm = mmapped(tmp_path, big_binary(env))
-    code, ctx, ev = load(env, mm, configs(env, budget_mb=0))
-    env.rec.assert_warning(code, "QNNEMU-context-file-read-budget-zero", FUNC, BUDGET_PATH)
-    assert ev["Binary read: reads"][1] == 2, f"read at once: {ev}"
-    env.free_context(ctx)
-
-
-def test_rule_budget_above_the_file_reads_the_file(env, tmp_path):
-    blob = big_binary(env)
-    mm = mmapped(tmp_path, blob)
-    code, ctx, ev = load(env, mm, configs(env, budget_mb=4096))
-    env.rec.assert_warning(code, "QNNEMU-context-file-read-budget-clipped", FUNC, BUDGET_PATH)
-    assert ev["Binary read: largest read (bytes)"][1] <= len(blob) and ev["Binary read: reads"][1] == 2, \
-        f"min(file size, budget): the file at once: {ev}"
-    env.free_context(ctx)
-
-
-def test_rule_budget_needs_an_mmapped_buffer(env):
-    blob = big_binary(env)
-    code, ctx, ev = load(env, blob, configs(env, budget_mb=1))   # a heap copy, not a mapped file
-    env.rec.assert_warning(code, "QNNEMU-context-file-read-budget-not-mmapped", FUNC, "binaryBuffer")
-    assert ev["Binary read: reads"][1] == 2, f"read at once: {ev}"
-    env.free_context(ctx)
+# The warning rules (budget 0, above the file, not mmapped) and their effect (the binary read at
+# once) are tests/test_warning_rules.py's cases.
 
 
 # ------------------------------------------------------------------------------ the vendor

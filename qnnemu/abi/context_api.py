@@ -199,7 +199,7 @@ def _commit_init(rec, ctx=None, read: binary.ReadStats | None = None, configs: d
     if ctx is None or read is None or not _load_options_set(configs or {}):
         profile_api.commit(rec, "init")
         return
-    events = rec.init_events(time.perf_counter_ns()) + _load_events(rec.start_us, ctx, read, configs, model)
+    events = rec.init_events(time.perf_counter_ns()) + _load_events(rec.start_us, ctx, read, configs or {}, model)
     rec.profile.replace_events(events, rec.func)
 
 
@@ -280,7 +280,7 @@ def _load_events(start_us: int, ctx, read: binary.ReadStats, configs: dict, mode
     return [ProfileEvent(Q.QNN_HTP_PROFILE_EVENTTYPE_CONTEXT_LOAD_BIN_ACCEL_TIME_MICROSEC, US, round(t.total_us),
                          LOAD_ACCEL_EVENT, start_us),
             ProfileEvent(backend, COUNT, read.chunks, "Binary read: reads", start_us),
-            ProfileEvent(backend, BYTES, read.bytes, "Binary read: bytes", start_us),
+            ProfileEvent(backend, BYTES, read.bytes_read, "Binary read: bytes", start_us),
             ProfileEvent(backend, BYTES, read.largest, "Binary read: largest read (bytes)", start_us),
             ProfileEvent(backend, US, round(t.read_us), "Binary read: modelled time", start_us),
             ProfileEvent(backend, COUNT, t.init_threads, "Graph init: HVX threads", start_us),

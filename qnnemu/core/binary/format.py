@@ -104,7 +104,7 @@ class ReadStats:
 
     chunk_bytes: int = 0
     chunks: int = 0            # reads made
-    bytes: int = 0             # bytes read
+    bytes_read: int = 0        # bytes read
     largest: int = 0           # the largest read
 
     def pieces(self, start: int, end: int):
@@ -113,7 +113,7 @@ class ReadStats:
         for a in range(start, end, step):
             b = min(end, a + step)
             self.chunks += 1
-            self.bytes += b - a
+            self.bytes_read += b - a
             self.largest = max(self.largest, b - a)
             yield a, b
 
@@ -126,7 +126,7 @@ class ReadStats:
     def copy(self, view: memoryview) -> bytes:
         """A copy of ``view`` made read by read (at most one read's bytes beyond the copy)."""
         if not self.chunk_bytes:
-            self.chunks, self.bytes = self.chunks + 1, self.bytes + len(view)
+            self.chunks, self.bytes_read = self.chunks + 1, self.bytes_read + len(view)
             self.largest = max(self.largest, len(view))
             return bytes(view)
         out = bytearray(len(view))

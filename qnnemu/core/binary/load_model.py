@@ -39,7 +39,7 @@ class LoadTime:
 
 
 def read_us(read: ReadStats) -> float:
-    return read.chunks * READ_LATENCY_US + read.bytes / READ_BYTES_PER_US
+    return read.chunks * READ_LATENCY_US + read.bytes_read / READ_BYTES_PER_US
 
 
 def init_us(step_counts: list[int], threads: int) -> float:

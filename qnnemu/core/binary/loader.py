@@ -282,7 +282,7 @@ def _external_data(data_source, h: Header, info: BinaryInfo, func: str) -> _Data
 class _Deferred:
     """Builds the graphs of a checked binary into ``ctx`` by name (each at most once)."""
 
-    def __init__(self, ctx, info: BinaryInfo, data: memoryview, func: str, log):
+    def __init__(self, ctx, info: BinaryInfo, data: _Data, func: str, log):
         self.ctx = ctx
         self.info = info
         self.data = data
@@ -347,7 +347,7 @@ def _make_tensor(t: TensorInfo, info: BinaryInfo, data: _Data, func: str, where:
     return from_desc(d, t.id, quant, static)
 
 
-def _build_context_tensors(ctx, info: BinaryInfo, data: memoryview, func: str) -> None:
+def _build_context_tensors(ctx, info: BinaryInfo, data: _Data, func: str) -> None:
     for t in info.context_tensors:
         tensor = _make_tensor(t, info, data, func, f"context tensor '{t.name}'")
         ctx.tensors[tensor.id] = tensor
@@ -368,7 +368,7 @@ def prepared_device(h: Header) -> DeviceModel:
     return model
 
 
-def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: str) -> Graph:
+def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: _Data, func: str) -> Graph:
     """Graph ``g`` rebuilt through the creation / graphAddNode / graphFinalize rules.  A graph
     that fails is released again."""
     where = f"graph '{g.name}'"

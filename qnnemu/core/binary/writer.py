@@ -206,8 +206,9 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
                 "nodes": nodes, "inputs": [t.id for t in g.app_inputs()],
                 "outputs": [t.id for t in g.app_outputs()],
                 "spill_fill_bytes": int(getattr(g, "spill_fill_bytes", 0) or 0)}
-            if with_plan and getattr(g, "htp_plan", None) is not None:
-                record["plan"] = plan_record.encode(g.htp_plan)
+            plan = getattr(g, "htp_plan", None)
+            if with_plan and plan is not None:
+                record["plan"] = plan_record.encode(plan)
             graphs_json.append(record)
     except _Unencodable as e:
         raise error(Location(func), "QNNEMU-binary-unserializable", f"cannot store {e} in a context binary",
