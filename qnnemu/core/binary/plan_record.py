@@ -9,8 +9,8 @@ runlist of steps with their schedule, the VTCM blocks with their offsets, the sp
 the tilings) into the graph's ``"plan"`` record; ``decode`` checks a record field by field (types
 and ranges from the dataclasses' own annotations, indices against the graph) and rebuilds the
 plan, which the loader installs instead of preparing the graph again.  Steps and blocks are
-stored as columns + rows (the field names once), so a step costs tens of bytes, as the
-documentation's "40 bytes" per op.
+stored as columns + rows (the field names once): a step costs a few hundred bytes of JSON
+(docs/context-binary.md "Size effects").
 
 ``describe(plan)`` is the sequence and paging summary ``qnnemu-context-binary-utility`` prints.
 """
