@@ -135,6 +135,13 @@ WARNING_RULES: dict[str, str] = {
     "QNNEMU-binary-suboptimal-loaded":
         "a context binary made for another SoC / arch or an older format, loaded under "
         "QNN_CONTEXT_BINARY_COMPATIBILITY_PERMISSIVE: loaded as is",
+    # bin (issue 16 item 1): FILE_READ_MEMORY_BUDGET
+    "QNNEMU-context-file-read-budget-zero":
+        "FILE_READ_MEMORY_BUDGET of 0 MB: the feature is off, the binary is read at once (the vendor warns too)",
+    "QNNEMU-context-file-read-budget-clipped":
+        "FILE_READ_MEMORY_BUDGET above the binary's size: min(file size, budget) is used",
+    "QNNEMU-context-file-read-budget-not-mmapped":
+        "FILE_READ_MEMORY_BUDGET with a binary buffer that is not an mmapped file: read at once",
     # htp16 (issue 16 item 4)
     "QNNEMU-context-dma-data-unaligned":
         "a DMA data provider whose data section does not start on a 4 KiB boundary (direct I/O needs it): "
@@ -402,6 +409,10 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
          "the reserved RAW_BUFFER callback type (only the DMA buffer callback is defined)"),
     "QNNEMU-contextCreateFromBinaryWithCallback-response":
         (("QNN_CONTEXT_ERROR_CREATE_FROM_BINARY",), "the data provider's response has a NULL buffer"),
+    # bin (issue 16 items 1, 4, 8): context-binary fidelity
+    "QNNEMU-contextCreateFromBinaryWithCallback-fd":
+        (("QNN_CONTEXT_ERROR_CREATE_FROM_BINARY",),
+         "the data provider returned the fd of an earlier request of the same call (fds must be distinct)"),
     # ---- context binaries (QnnContext.h; docs/context-binary.md)
     "QNNEMU-binary-null": (("QNN_CONTEXT_ERROR_INVALID_ARGUMENT",), "a NULL context binary"),
     "QNNEMU-binary-magic":

@@ -169,6 +169,75 @@ def _(s):
     return weight_sharing_binary(s, 2, vtcm_mb=(2, 4))
 
 
+# ---- FILE_READ_MEMORY_BUDGET at contextCreateFromBinary (qnnemu/abi/context_api.py; bin helper) ---
+def _budget_load(s: abi.Session, budget_mb: int, mapped: bool) -> int:
+    """A binary with a 1 MiB weight loaded with FILE_READ_MEMORY_BUDGET ``budget_mb`` from an
+    mmapped file (``mapped``) or a heap buffer, with a profile whose read events ``effect`` checks."""
+    import tempfile
+    code, g = s.graph("g")
+    x, w = abi.tensor("x", (1, 512)), abi.static_tensor("w", np.ones((512, 512), np.float32))
+    y = abi.tensor("y", (1, 512), type_=Q.QNN_TENSOR_TYPE_APP_READ)
+    assert code == OK and all(s.tensor(g, t) == OK for t in (x, w, y)), "setup: a graph with a weight"
+    assert s.node(g, abi.op_config("fc", "FullyConnected", [x, w], [y])) == OK and s.finalize(g) == OK, "setup"
+    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinarySize", vp(s.ctx), size) == OK, "setup: contextGetBinarySize"
+    buf = s.own(ffi.new("char[]", int(size[0])))
+    written = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinary", vp(s.ctx), buf, size[0], written) == OK, "setup: contextGetBinary"
+    blob = bytes(ffi.buffer(buf, int(written[0])))
+    if mapped:
+        folder = tempfile.TemporaryDirectory()   # removed when the case ends
+        later(s, folder.cleanup)
+        path = pathlib.Path(folder.name) / "model.bin"
+        path.write_bytes(blob)
+        data = s.own(np.memmap(path, dtype=np.uint8, mode="r"))
+        ptr = s.own(ffi.from_buffer(data))
+    else:
+        ptr = s.own(ffi.new("char[]", blob))
+    prof = s.own(ffi.new("Qnn_ProfileHandle_t *"))
+    assert s.call("profileCreate", vp(s.be), Q.QNN_PROFILE_LEVEL_BASIC, prof) == OK, "setup: profileCreate"
+    later(s, lambda: s.call("profileFree", prof[0]))
+    s.budget_profile = prof[0]
+    cfg = s.list("QnnContext_Config_t", s.context_custom(Q.QNN_HTP_CONTEXT_CONFIG_OPTION_FILE_READ_MEMORY_BUDGET,
+                                                         fileReadMemoryBudgetInMb=budget_mb))
+    out = s.own(ffi.new("Qnn_ContextHandle_t *"))
+    code = s.call("contextCreateFromBinary", vp(s.be), vp(s.dev), cfg, ptr, len(blob), out, prof[0])
+    if code == OK:
+        later(s, lambda: s.call("contextFree", out[0], NULL))
+    return code
+
+
+def _read_at_once(s: abi.Session) -> None:
+    """The binary was read at once: two reads (the payload CRC, the copy of the data section)."""
+    ids, n = ffi.new("const QnnProfile_EventId_t **"), ffi.new("uint32_t *")
+    assert s.call("profileGetEvents", s.budget_profile, ids, n) == OK, "profileGetEvents"
+    values = {}
+    for i in range(n[0]):
+        data = ffi.new("QnnProfile_EventData_t *")
+        assert s.call("profileGetEventData", ids[0][i], data) == OK, "profileGetEventData"
+        values[ffi.string(data.identifier).decode()] = int(data.value)
+    assert values.get("Binary read: reads") == 2 and values["Binary read: largest read (bytes)"] > 1 << 20, \
+        f"the budget took no effect: the binary was read at once ({values})"
+
+
+@case("QNNEMU-context-file-read-budget-zero", SM8550, "contextCreateFromBinary",
+      "config.customConfig.fileReadMemoryBudgetInMb", effect=_read_at_once)
+def _(s):
+    return _budget_load(s, 0, mapped=True)
+
+
+@case("QNNEMU-context-file-read-budget-clipped", SM8550, "contextCreateFromBinary",
+      "config.customConfig.fileReadMemoryBudgetInMb", effect=_read_at_once)
+def _(s):
+    return _budget_load(s, 4096, mapped=True)
+
+
+@case("QNNEMU-context-file-read-budget-not-mmapped", SM8550, "contextCreateFromBinary", "binaryBuffer",
+      effect=_read_at_once)
+def _(s):
+    return _budget_load(s, 1, mapped=False)
+
+
 # ---- contextCreateFromBinaryWithCallback (qnnemu/abi/context_api.py) ---------------------------
 @case("QNNEMU-context-dma-data-unaligned", SM8550, "contextCreateFromBinaryWithCallback",
       "callback.dmaBufferCallback.v1.dataProvide: dmaDataResponse")

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import struct
 import threading
+import time
 
 from .. import rules
 from ..core import binary  # binary.deserialize is looked up at call time (tests spy on it)
 from ..core.backend import Backend
+from ..core.binary import load_model
 from ..core.context import Context
-from ..core.device import Device
+from ..core.device import Device, DeviceModel
 from ..core.graph import Graph
 from ..core.handles import HANDLES
+from ..core.profile import BYTES, COUNT, US, ProfileEvent
 from ..core.signal import Signal, checker
 from ..errors import QnnError
 from ..headers import Q
@@ -186,13 +189,106 @@ def _device(device):
     return HANDLES.get(_hval(device), Device, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE, "device")
 
 
-def _commit_init(rec) -> None:
-    """The call succeeded: an INIT event (QNN (init) time, us) replaces the profile's events."""
-    profile_api.commit(rec, "init")
+def _commit_init(rec, ctx=None, read: binary.ReadStats | None = None, configs: dict | None = None,
+                 model=None) -> None:
+    """The call succeeded: an INIT event (QNN (init) time, us) replaces the profile's events.
+    With FILE_READ_MEMORY_BUDGET or INIT_ACCELERATION configured, the load's modelled events follow
+    it (``_load_events``)."""
+    if rec is None:
+        return
+    if ctx is None or read is None or not _load_options_set(configs or {}):
+        profile_api.commit(rec, "init")
+        return
+    events = rec.init_events(time.perf_counter_ns()) + _load_events(rec.start_us, ctx, read, configs or {}, model)
+    rec.profile.replace_events(events, rec.func)
+
+
+# ------------------------------------------------------------------------------ read budget, init acceleration
+FILE_READ_OPTION = "QNN_HTP_CONTEXT_CONFIG_OPTION_FILE_READ_MEMORY_BUDGET"
+INIT_ACCELERATION_OPTION = "QNN_HTP_CONTEXT_CONFIG_OPTION_INIT_ACCELERATION"
+MIB = 1 << 20
+LOAD_ACCEL_EVENT = "Accelerator (load binary) time"   # the vendor's identifier of event 1004
+
+
+def _load_options_set(configs: dict) -> bool:
+    htp = configs.get("htp") or {}
+    return FILE_READ_OPTION in htp or INIT_ACCELERATION_OPTION in htp
+
+
+def _file_mapped(address: int, size: int) -> bool:
+    """The buffer lies in a mapping of a file (mmap of the binary), per /proc/self/maps; True
+    when that cannot be read (the documented use is assumed)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                if lo <= address < hi:
+                    name = fields[5].strip() if len(fields) > 5 else ""
+                    return bool(name) and not name.startswith("[") and address + size <= hi
+    except (OSError, ValueError, IndexError):
+        return True
+    return False
+
+
+def _read_stats(func: str, configs: dict, view, pointer) -> binary.ReadStats:
+    """How the loader reads the binary: QNN_HTP_CONTEXT_CONFIG_OPTION_FILE_READ_MEMORY_BUDGET (QNN
+    HTP backend documentation, "QNN HTP Context Config Options") gives reads of at most the budget
+    over an mmapped buffer; without it the binary is read at once.  The vendor's library (2.51,
+    probed: tests/test_binary_read_budget.py) accepts every value on any buffer and warns at 0; the
+    documentation's rules are warnings here: 0 turns the feature off, a budget above the file reads
+    the file at once (min of the two), a buffer that is not mmapped is read at once."""
+    option = (configs.get("htp") or {}).get(FILE_READ_OPTION)
+    if option is None or view is None:
+        return binary.ReadStats()
+    mb = int(option.get("fileReadMemoryBudgetInMb", 0) if isinstance(option, dict) else option or 0)
+    path = "config.customConfig.fileReadMemoryBudgetInMb"
+    size = len(view)
+    if mb <= 0:
+        rules.warn("QNNEMU-context-file-read-budget-zero", func, path,
+                   "0 MB: the read memory budget should be greater than 0; the feature is turned off "
+                   "(the binary is read at once)")
+        return binary.ReadStats()
+    budget = mb * MIB
+    if budget > size:
+        rules.warn("QNNEMU-context-file-read-budget-clipped", func, path,
+                   f"{mb} MB is more than the {size}-byte binary; min(file size, budget) = {size} bytes is used")
+        budget = size
+    if not _file_mapped(int(ffi.cast("uintptr_t", pointer)), size):
+        rules.warn("QNNEMU-context-file-read-budget-not-mmapped", func, "binaryBuffer",
+                   f"{mb} MB read memory budget with a buffer that is not an mmapped file (the documentation "
+                   f"leaves that undefined); the binary is read at once")
+        return binary.ReadStats()
+    return binary.ReadStats(chunk_bytes=budget)
+
+
+def _init_threads(configs: dict, model) -> int:
+    """INIT_ACCELERATION: the graphs initialize on every HVX thread of the device; else on one."""
+    option = (configs.get("htp") or {}).get(INIT_ACCELERATION_OPTION)
+    on = bool(option.get("initAcceleration") if isinstance(option, dict) else option)
+    return int(getattr(model, "hvx_threads", 4) or 1) if on else 1
+
+
+def _load_events(start_us: int, ctx, read: binary.ReadStats, configs: dict, model) -> list:
+    """The load's modelled events (qnnemu/core/binary/load_model.py): event 1004 (QNN HTP
+    CONTEXT_LOAD_BIN_ACCEL_TIME, "Accelerator (load binary) time", as the vendor reports it) with
+    the modelled read + initialization time, then BACKEND events with the reads and the
+    initialization's threads."""
+    steps = [len(g.htp_plan.steps) for g in ctx.graphs.values() if getattr(g, "htp_plan", None) is not None]
+    t = load_model.load_time(read, steps, _init_threads(configs, model))
+    backend = Q.QNN_PROFILE_EVENTTYPE_BACKEND
+    return [ProfileEvent(Q.QNN_HTP_PROFILE_EVENTTYPE_CONTEXT_LOAD_BIN_ACCEL_TIME_MICROSEC, US, round(t.total_us),
+                         LOAD_ACCEL_EVENT, start_us),
+            ProfileEvent(backend, COUNT, read.chunks, "Binary read: reads", start_us),
+            ProfileEvent(backend, BYTES, read.bytes_read, "Binary read: bytes", start_us),
+            ProfileEvent(backend, BYTES, read.largest, "Binary read: largest read (bytes)", start_us),
+            ProfileEvent(backend, US, round(t.read_us), "Binary read: modelled time", start_us),
+            ProfileEvent(backend, COUNT, t.init_threads, "Graph init: HVX threads", start_us),
+            ProfileEvent(backend, US, round(t.init_us), "Graph init: modelled time", start_us)]
 
 
 def _load(func: str, be: Backend, dev, configs: dict, view, sig=None, *, data_source=None,
-          on_graph=None, register=None):
+          on_graph=None, register=None, read=None):
     """binary.deserialize with the load-time configs applied; returns (context handle, Context).
     The handle is registered with the backend before the first graph is built (``register``
     receives it then); if loading fails the context and the handle are released."""
@@ -208,7 +304,7 @@ def _load(func: str, be: Backend, dev, configs: dict, view, sig=None, *, data_so
             view, be, dev, compatibility=configs.get("binaryCompatibility", binary.PERMISSIVE), logger=be.log,
             check_abort=checker(sig), configs=configs, on_graph=on_graph, enable_graphs=configs.get("enableGraphs"),
             func=func, data_source=data_source, persistent=bool(configs.get("persistentBinary")),
-            defer_graphs=bool(configs.get("deferGraphInit")), on_context=on_context)
+            defer_graphs=bool(configs.get("deferGraphInit")), on_context=on_context, read=read)
     except BaseException:
         if handles:
             be.free_context(handles[0])
@@ -280,13 +376,14 @@ def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBuffe
     configs = _context_configs(config, func, _model(dev))
     provider = _DmaProvider(func, callback, configs) if callback is not None else None
     view = _client_buffer(binaryBuffer, binaryBufferSize)
+    read = _read_stats(func, configs, view, binaryBuffer)
     sig_handle = ffi.NULL if signal is None else signal
     try:
         with (signal_api.use_signal(sig_handle, func, Q.QNN_CONTEXT_ERROR_INVALID_HANDLE,
                                     Q.QNN_CONTEXT_ERROR_ABORTED, Q.QNN_CONTEXT_ERROR_TIMED_OUT) as sig,
               profile_api.recording(call) as rec):
             handle, ctx = _load(func, be, dev, configs, view, sig,
-                                data_source=provider.request if provider else None)
+                                data_source=provider.request if provider else None, read=read)
     except BaseException:
         if provider is not None:
             provider.release_all(func)  # buffers already provided are released on failure too
@@ -294,7 +391,7 @@ def _create_from_binary(func, backend, device, config, binaryBuffer, binaryBuffe
     if provider is not None:
         ctx.on_free.append(lambda: provider.release_all("contextFree"))
     _warn_group_dlbc(func, configs, ctx)
-    _commit_init(rec)
+    _commit_init(rec, ctx, read, configs, _model(dev) or DeviceModel())
     context[0] = ffi.cast("Qnn_ContextHandle_t", handle)
 
 
@@ -389,7 +486,17 @@ class _DmaProvider:
             fail(Location(self.func).path(f"{path}"), "QNNEMU-contextCreateFromBinaryWithCallback-response",
                  "dmaDataResponse.dmaBuffer.data is NULL", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
         start, aligned = int(resp.dataStartOffset), int(resp.alignedSize)
-        self.buffers.append((int(resp.dmaBuffer.fd), data, aligned))
+        fd = int(resp.dmaBuffer.fd)
+        earlier = [b[0] for b in self.buffers]
+        self.buffers.append((fd, data, aligned))   # released on failure like every provided buffer
+        if fd in earlier:
+            # One request per data section (shared and non-shared weights apart), each a buffer
+            # of its own: "the FDs returned by the dataProvider callback must always be distinct".
+            fail(Location(self.func).path(f"{path}"), "QNNEMU-contextCreateFromBinaryWithCallback-fd",
+                 f"dmaDataResponse.dmaBuffer.fd {fd} for the data section at offset {offset} was already returned "
+                 f"by request {earlier.index(fd) + 1} of this call; each request needs a distinct DMA buffer fd "
+                 f"(QNN HTP backend documentation, 'QnnContext_createFromBinaryWithCallback API')",
+                 code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
         first = int(ffi.cast("uintptr_t", data)) + start
         if first % DMA_DATA_ALIGNMENT:
             # Direct I/O into the DMA buffer needs the section to start on a 4 KiB boundary

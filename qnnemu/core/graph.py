@@ -299,6 +299,7 @@ class Graph:
         self.finalized = False
         self.plan: Plan | None = None
         self.htp_plan: PreparedPlan | None = None   # set at finalize
+        self.recorded_htp_plan: PreparedPlan | None = None   # a context binary's plan (used at finalize)
         self.spill_fill_bytes = 0     # the prepared plan's spill-fill buffer size
         self.configs: dict[str, Any] = {}
         self.lock = threading.Lock()
@@ -445,7 +446,7 @@ class Graph:
         self.plan = compile_plan(self)   # float16 or float32 math: plan.float_math
         self.plan.engine = build_engine(self.plan, self)   # its C program (qnnemu/core/engine)
         # The HTP device model's view of the graph: runlist, VTCM blocks and offsets, spill/fill.
-        self.htp_plan = htp_prepare.prepare_graph(self)
+        self.htp_plan = self.recorded_htp_plan or htp_prepare.prepare_graph(self)
         self.spill_fill_bytes = self.htp_plan.spill_fill_buffer_bytes
         self.finalized = True
         self.log.info(f"{func}: graph '{self.name}' finalized: {len(self.nodes)} nodes, "

@@ -8,7 +8,9 @@ backend id, build id, core/backend API versions, SoC model, HTP arch, socVersion
 version and size, the context tensors, and per graph its name, input/output/updateable tensors
 (id, name, type, data type, dims, quantization), spill-fill buffer size and, when the library
 reports them, VTCM size, optimization level and HVX threads. Type codes are accompanied by
-their QNN names (``typeName``, ``dataTypeName``, ``encodingName``).
+their QNN names (``typeName``, ``dataTypeName``, ``encodingName``).  A qnnemu binary also gets
+``qnnemu``: its format version, data sections and padded constants, and per graph the recorded
+sequence of steps and data paging (``qnnemu_layout``; null for a graph of an older binary).
 
 ``python -m qnnemu.tools.context_binary_utility`` runs it too.
 """
@@ -73,8 +75,37 @@ def binary_report(binary: str, system_library: str, log_level: str | None = None
     if not blob:
         raise ToolError(f"--context_binary {binary}: the file is empty")
     info = SystemLibrary(system_library, log_level=log_level).binary_info(blob, details=True)
-    return {"context_binary": os.path.abspath(binary), "system_library": system_library,
-            "info": _with_names(info)}
+    report = {"context_binary": os.path.abspath(binary), "system_library": system_library,
+              "info": _with_names(info)}
+    layout = qnnemu_layout(blob)
+    if layout is not None:
+        report["qnnemu"] = layout
+    return report
+
+
+def qnnemu_layout(blob: bytes) -> dict | None:
+    """What a qnnemu context binary records beyond systemContextGetBinaryInfo (docs/context-binary.md
+    "Sequencing and data paging"): its format version, data sections and padded constants, and per
+    graph the recorded sequence of steps and data paging; None for another backend's binary (or
+    one that does not read)."""
+    from ..core import binary as core_binary
+    from ..core.binary import plan_record
+    from ..errors import QnnError
+    if not blob.startswith(core_binary.MAGIC):
+        return None
+    try:
+        info = core_binary.inspect(blob, func="qnnemu-context-binary-utility")
+    except QnnError:
+        return None
+    padded = [b for b in info.blobs if b.reserved > b.size]
+    return {"format_version": info.header.format_version, "data_offset": info.header.data_offset,
+            "data_size": info.header.data_size,
+            "data_sections": [{"name": sec.name, "offset": info.header.data_offset + sec.offset, "size": sec.size}
+                              for sec in info.sections],
+            "constants": {"blobs": len(info.blobs), "padded": len(padded),
+                          "data_bytes": sum(b.size for b in info.blobs),
+                          "padding_bytes": sum(b.reserved - b.size for b in padded)},
+            "graphs": {g.name: plan_record.describe(g.plan) if g.plan is not None else None for g in info.graphs}}
 
 
 def build_parser() -> argparse.ArgumentParser:

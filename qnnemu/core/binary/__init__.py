@@ -5,7 +5,10 @@
   the SoC/HTP arch the context was prepared for, flags, CRC32s, section offsets), a JSON
   metadata section (graphs, configs, tensors with quantization, nodes with params) and a data
   section with the static tensor data, every blob aligned to 64 bytes in the file so weights
-  can be mapped in place.  Identical blobs of one graph are stored once; with
+  can be mapped in place.  Format version 3 also records each graph's prepared plan (its
+  sequence of steps and data paging, ``plan_record``), starts the data section -- and, with
+  weight sharing, the shared weights' section apart from the graphs' own -- on 4 KiB pages, and
+  reserves HMX weights at their padded prepared size.  Identical blobs of one graph are stored once; with
   ``QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED`` identical blobs of all graphs of the
   context are.  A graph with ``QNN_HTP_GRAPH_CONFIG_OPTION_WEIGHTS_PACKING`` stores its STATIC
   8-bit tensors whose codes lie in the 4-bit range as nibbles, two per byte (``PACKINGS``;
@@ -39,8 +42,10 @@ from .format import (
     MIN_FORMAT_VERSION,
     PACKING_FORMAT_VERSION,
     PERMISSIVE,
+    PLAN_FORMAT_VERSION,
     STRICT,
     Header,
+    ReadStats,
     assemble,
     parse_header,
     reseal,
@@ -49,6 +54,7 @@ from .loader import check_compatibility, compatibility_mode, deserialize, valida
 from .metadata import (
     BinaryInfo,
     BlobInfo,
+    DataSection,
     GraphInfo,
     NodeInfo,
     TensorInfo,
@@ -62,7 +68,8 @@ __all__ = ["MAGIC", "FORMAT_VERSION", "MIN_FORMAT_VERSION", "HEADER_SIZE", "ALIG
            "Header", "TensorInfo", "NodeInfo", "GraphInfo", "BlobInfo", "BinaryInfo",
            "serialize", "assemble", "reseal", "parse_header", "inspect", "validate", "deserialize",
            "compatibility_mode", "check_compatibility", "weight_sharing_enabled", "weights_packing_enabled",
-           "Packing", "PACKINGS", "PACKING_FORMAT_VERSION", "packing_of", "pack_codes", "unpack_codes"]
+           "Packing", "PACKINGS", "PACKING_FORMAT_VERSION", "packing_of", "pack_codes", "unpack_codes",
+           "PLAN_FORMAT_VERSION", "ReadStats", "DataSection"]
 
 # Private names kept importable from here for the binary sections (core/sections.py) and the
 # binary tests that patch or call them.

@@ -23,11 +23,21 @@ from ...rules import error, fail
 
 # ------------------------------------------------------------------------------ format constants
 MAGIC = b"QNNEMUCB"
-FORMAT_VERSION = 2          # what serialize writes and the newest deserialize reads
+FORMAT_VERSION = 3          # what serialize writes and the newest deserialize reads
 MIN_FORMAT_VERSION = 1      # the oldest deserialize reads (older: QNN_CONTEXT_ERROR_BINARY_VERSION)
 PACKING_FORMAT_VERSION = 2  # the first version whose tensors may carry "packing" (WEIGHTS_PACKING)
+PLAN_FORMAT_VERSION = 3     # the first version with the prepared plan, data sections, 4 KiB alignment
 HEADER_SIZE = 160
-ALIGN = 64                  # file alignment of the data section and of every blob in it
+ALIGN = 64                  # file alignment of every blob (and of the data section before version 3)
+# Version 3: the data section (and each of its data sections) starts on a 4 KiB page, so that a
+# loader can read it with direct I/O at its file offset (QNN HTP backend documentation,
+# "QnnContext_createFromBinaryWithCallback API": "the main data section is 4KB-aligned relative
+# to the file start, enabling efficient offset-based reads").
+DATA_ALIGN = 4096
+# Version 3: constants are laid out like the prepared plan's DDR blocks: each blob starts on the
+# plan's Plain block granule and reserves the bytes its prepared format takes (docs/context-binary.md
+# "Constant padding").
+CONSTANT_ALIGN = 256
 FORMAT_NAME = "qnnemu.context-binary"
 
 FLAG_WEIGHT_SHARING = 0x1   # the context had QNN_HTP_CONTEXT_CONFIG_OPTION_WEIGHT_SHARING_ENABLED
@@ -48,8 +58,13 @@ _INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1  # quantization offsets (int32_t in Q
 STRICT = "strict"
 PERMISSIVE = "permissive"
 
-def _align(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
+def _align(n: int, granule: int = ALIGN) -> int:
+    return (n + granule - 1) // granule * granule
+
+
+def data_alignment(version: int) -> int:
+    """The file alignment of the data section in format ``version``."""
+    return DATA_ALIGN if version >= PLAN_FORMAT_VERSION else ALIGN
 
 
 # ------------------------------------------------------------------------------ public records
@@ -81,6 +96,45 @@ class Header:
         return bool(self.flags & FLAG_WEIGHT_SHARING)
 
 
+@dataclass
+class ReadStats:
+    """How the loader read a binary (QNN_HTP_CONTEXT_CONFIG_OPTION_FILE_READ_MEMORY_BUDGET: "load
+    the binary in chunks, instead of loading the entire binary to memory at once").
+    ``chunk_bytes`` 0 reads each range at once; otherwise no read is larger than it."""
+
+    chunk_bytes: int = 0
+    chunks: int = 0            # reads made
+    bytes_read: int = 0        # bytes read
+    largest: int = 0           # the largest read
+
+    def pieces(self, start: int, end: int):
+        """[start, end) as the reads the budget allows, each counted."""
+        step = self.chunk_bytes or max(end - start, 1)
+        for a in range(start, end, step):
+            b = min(end, a + step)
+            self.chunks += 1
+            self.bytes_read += b - a
+            self.largest = max(self.largest, b - a)
+            yield a, b
+
+    def crc32(self, view: memoryview, start: int, end: int) -> int:
+        crc = 0
+        for a, b in self.pieces(start, end):
+            crc = zlib.crc32(view[a:b], crc)
+        return crc
+
+    def copy(self, view: memoryview) -> bytes:
+        """A copy of ``view`` made read by read (at most one read's bytes beyond the copy)."""
+        if not self.chunk_bytes:
+            self.chunks, self.bytes_read = self.chunks + 1, self.bytes_read + len(view)
+            self.largest = max(self.largest, len(view))
+            return bytes(view)
+        out = bytearray(len(view))
+        for a, b in self.pieces(0, len(view)):
+            out[a:b] = view[a:b]
+        return bytes(out)
+
+
 # ------------------------------------------------------------------------------ errors
 class _Bad(Exception):
     """A schema violation in the metadata; becomes QNNEMU-binary-metadata."""
@@ -98,7 +152,7 @@ def assemble(header: Header, meta: dict, data: bytes) -> bytes:
     meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                             allow_nan=False).encode("ascii")
     meta_off = HEADER_SIZE
-    data_off = _align(meta_off + len(meta_bytes))
+    data_off = _align(meta_off + len(meta_bytes), data_alignment(header.format_version))
     total = data_off + len(data)
     out = bytearray(total)
     out[meta_off:meta_off + len(meta_bytes)] = meta_bytes
@@ -156,13 +210,15 @@ def _foreign(view: memoryview, func: str) -> QnnError:
                  f"qnnemu instead", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
 
 
-def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_data: bool = False) -> Header:
+def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_data: bool = False,
+                 read: ReadStats | None = None) -> Header:
     """Checks magic, version, sizes and both CRC32s; returns the header.
 
     ``external_data``: the data section comes from elsewhere (the data provider of
     contextCreateFromBinaryWithCallback): the buffer needs to reach only the end of the
     metadata, and the payload CRC (which covers the data section) is not checked -- the
-    metadata CRC is, and the loader checks every blob's CRC."""
+    metadata CRC is, and the loader checks every blob's CRC.  ``read``: the payload is read (for
+    its CRC) in the chunks it allows, and counted there."""
     view = _as_view(blob, func)
     n = len(view)
     if bytes(view[:min(n, 8)]) != MAGIC[:min(n, 8)]:
@@ -210,8 +266,8 @@ def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_d
     if bad is None:
         if meta_off < header_size or meta_off + meta_size > total:
             bad = f"metadata section [{meta_off}, +{meta_size}) outside the binary ({total} bytes)"
-        elif data_off % ALIGN:
-            bad = f"data section offset {data_off} is not a multiple of {ALIGN}"
+        elif data_off % data_alignment(version):
+            bad = f"data section offset {data_off} is not a multiple of {data_alignment(version)}"
         elif data_off < meta_off + meta_size or data_off + data_size > total:
             bad = f"data section [{data_off}, +{data_size}) overlaps the metadata or leaves the binary"
     if bad is None:
@@ -228,7 +284,12 @@ def parse_header(blob: Any, func: str = "contextCreateFromBinary", *, external_d
         fail(Location(func), "QNNEMU-binary-truncated",
              f"binaryBuffer: the header and metadata take {meta_off + meta_size} bytes but only {n} "
              f"were given", code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
-    crc = payload_crc if external_data else zlib.crc32(view[header_size:total])
+    if external_data:
+        crc = payload_crc
+    elif read is not None:
+        crc = read.crc32(view, header_size, total)
+    else:
+        crc = zlib.crc32(view[header_size:total])
     if crc != payload_crc:
         fail(Location(func), "QNNEMU-binary-crc",
              f"binaryBuffer: CRC32 mismatch over bytes [{header_size}, {total}) (stored "

@@ -29,7 +29,7 @@ from ..graph import Graph, OpConfigDesc
 from ..log import NULL_LOGGER
 from ..tensor import RawQuant, Tensor, TensorDesc, from_desc, validate_desc
 from . import format as fmt  # fmt.FORMAT_VERSION: read at call time (tests vary it)
-from .format import PERMISSIVE, STRICT, Header, _abort, _as_view, _guard, parse_header
+from .format import PERMISSIVE, STRICT, Header, ReadStats, _abort, _as_view, _guard, parse_header
 from .metadata import _PER_TENSOR_ENCODINGS, BinaryInfo, GraphInfo, TensorInfo, _metadata, inspect
 from .writer import _device_model
 
@@ -152,7 +152,7 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
                 on_graph: Callable[[str, int], None] | None = None, enable_graphs=None,
                 func: str = "contextCreateFromBinary", data_source: Callable[[int, int], Any] | None = None,
                 persistent: bool = False, defer_graphs: bool = False,
-                on_context: Callable[[Any], None] | None = None):
+                on_context: Callable[[Any], None] | None = None, read: ReadStats | None = None):
     """A new Context rebuilt from ``blob`` (not registered with ``backend``: the caller makes its
     handle, or does so in ``on_context``).  ``configs``: load-time context configs, merged over
     the stored ones.
@@ -170,13 +170,16 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
     graph is built at its first ``graphRetrieve`` (``Context.deferred``) or by contextFinalize.
     ``on_context(ctx)`` is called once the Context object exists, before any graph is built (a
     caller that must hand out the context handle with the graph notifications registers it
-    there; on failure the context is freed and the caller releases that handle)."""
+    there; on failure the context is freed and the caller releases that handle).
+    ``read`` (QNN_HTP_CONTEXT_CONFIG_OPTION_FILE_READ_MEMORY_BUDGET): the binary is read -- its
+    payload CRC and the copy of its data section -- in reads of at most ``read.chunk_bytes``,
+    counted in ``read``."""
     log = logger or NULL_LOGGER
     mode = compatibility_mode(compatibility, func)
 
     def body():
         view = _as_view(blob, func)
-        h = parse_header(view, func, external_data=data_source is not None)
+        h = parse_header(view, func, external_data=data_source is not None, read=read)
         _abort(check_abort, func)
         info = _metadata(view, h, func, check_abort)
         check_compatibility(h, device, mode, log, func)
@@ -199,7 +202,9 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
             # One copy of the data section when the caller's buffer may go away; static tensors
             # are read-only views into it (shared blobs stay shared in memory).
             section = view[h.data_offset:h.data_offset + h.data_size]
-            data = memoryview(section if isinstance(blob, bytes) or persistent else bytes(section))
+            if not (isinstance(blob, bytes) or persistent):
+                section = memoryview(read.copy(section) if read is not None else bytes(section))
+            data = _Data([(0, memoryview(section))])
         _abort(check_abort, func)
         ctx = Context(backend, device, log, _merge_configs(info.context_configs, configs))
         ctx.binary_graph_bytes = own_bytes
@@ -230,19 +235,42 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
     return _guard(func, body)
 
 
-def _external_data(data_source, h: Header, info: BinaryInfo, func: str) -> memoryview:
-    """The data section from ``data_source``, every blob's CRC-32 checked."""
-    if h.data_size == 0:
-        return memoryview(b"")
-    buf = data_source(h.data_offset, h.data_size)
-    data = memoryview(buf).cast("B")
-    if len(data) < h.data_size:
-        fail(Location(func), "QNNEMU-binary-truncated",
-             f"the data provider gave {len(data)} bytes for the {h.data_size}-byte data section",
-             code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
-    data = data[:h.data_size]
+class _Data:
+    """The data section(s) the blobs are read from: (offset of the section in the data section,
+    its bytes) -- one view of the whole data section, or one buffer per data section from a data
+    provider."""
+
+    def __init__(self, views: list[tuple[int, memoryview]]):
+        self.views = views
+
+    def blob(self, b) -> memoryview:
+        if b.size == 0:
+            return memoryview(b"")
+        for start, view in reversed(self.views):
+            if start <= b.offset:
+                return view[b.offset - start:b.offset - start + b.size]
+        raise AssertionError("a checked blob outside every data section")
+
+
+def _external_data(data_source, h: Header, info: BinaryInfo, func: str) -> _Data:
+    """Each data section from ``data_source`` (one request per section: QNN HTP backend
+    documentation, "QnnContext_createFromBinaryWithCallback API": "once for each data section
+    being loaded (e.g., shared weights and non-shared weights are handled separately)"), every
+    blob's CRC-32 checked."""
+    views = []
+    for sec in info.sections:
+        if sec.size == 0:
+            continue
+        buf = data_source(h.data_offset + sec.offset, sec.size)
+        view = memoryview(buf).cast("B")
+        if len(view) < sec.size:
+            fail(Location(func), "QNNEMU-binary-truncated",
+                 f"the data provider gave {len(view)} bytes for the {sec.size}-byte data section '{sec.name}'",
+                 code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY)
+        views.append((sec.offset, view[:sec.size]))
+    data = _Data(views)
     for i, b in enumerate(info.blobs):
-        crc = zlib.crc32(data[b.offset:b.offset + b.size])
+        crc = zlib.crc32(data.blob(b))
         if crc != b.crc32:
             fail(Location(func), "QNNEMU-binary-crc",
                  f"data section from the data provider: blob {i} [{b.offset}, +{b.size}) CRC32 mismatch "
@@ -254,7 +282,7 @@ def _external_data(data_source, h: Header, info: BinaryInfo, func: str) -> memor
 class _Deferred:
     """Builds the graphs of a checked binary into ``ctx`` by name (each at most once)."""
 
-    def __init__(self, ctx, info: BinaryInfo, data: memoryview, func: str, log):
+    def __init__(self, ctx, info: BinaryInfo, data: _Data, func: str, log):
         self.ctx = ctx
         self.info = info
         self.data = data
@@ -297,11 +325,11 @@ def _rebuild_failure(func: str, where: str, e: QnnError) -> str:
     return f"{where}: {detail} [{e.rule}]"
 
 
-def _make_tensor(t: TensorInfo, info: BinaryInfo, data: memoryview, func: str, where: str) -> Tensor:
+def _make_tensor(t: TensorInfo, info: BinaryInfo, data: _Data, func: str, where: str) -> Tensor:
     blob = None
     if t.blob is not None:
         b = info.blobs[t.blob]
-        blob = data[b.offset:b.offset + b.size]
+        blob = data.blob(b)
         if t.packing:
             # The exact original codes, unpacked once per (blob, packing, count): tensors sharing
             # a packed blob share the unpacked array too.
@@ -319,7 +347,7 @@ def _make_tensor(t: TensorInfo, info: BinaryInfo, data: memoryview, func: str, w
     return from_desc(d, t.id, quant, static)
 
 
-def _build_context_tensors(ctx, info: BinaryInfo, data: memoryview, func: str) -> None:
+def _build_context_tensors(ctx, info: BinaryInfo, data: _Data, func: str) -> None:
     for t in info.context_tensors:
         tensor = _make_tensor(t, info, data, func, f"context tensor '{t.name}'")
         ctx.tensors[tensor.id] = tensor
@@ -340,7 +368,7 @@ def prepared_device(h: Header) -> DeviceModel:
     return model
 
 
-def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: str) -> Graph:
+def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: _Data, func: str) -> Graph:
     """Graph ``g`` rebuilt through the creation / graphAddNode / graphFinalize rules.  A graph
     that fails is released again."""
     where = f"graph '{g.name}'"
@@ -370,6 +398,9 @@ def _build_graph(ctx, info: BinaryInfo, g: GraphInfo, data: memoryview, func: st
                 node = f"{where}: node '{n.name}' ({n.type_name})"
                 raise error(Location(func).path("binaryBuffer"), "QNNEMU-binary-graph", _rebuild_failure(func, node, e),
                             code=Q.QNN_CONTEXT_ERROR_CREATE_FROM_BINARY) from None
+        # Format version 3 records the plan prepare made: the graph runs that sequence and data
+        # paging instead of preparing again (docs/context-binary.md "Sequencing and data paging").
+        graph.recorded_htp_plan = g.plan
         try:
             graph.finalize()
         except QnnError as e:

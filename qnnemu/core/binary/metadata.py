@@ -24,10 +24,12 @@ from ...rules import error
 from ...spec import dtypes
 from ..graph import Graph, ParamDesc
 from ..tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES, SUPPORTED_TYPES, RawQuant, Tensor, TensorDesc
+from . import plan_record
 from .format import (
     _INT32_MAX,
     _INT32_MIN,
     ALIGN,
+    DATA_ALIGN,
     FORMAT_NAME,
     FORMAT_VERSION,
     MAX_DIM,
@@ -35,6 +37,7 @@ from .format import (
     MAX_RANK,
     MAX_TENSOR_BYTES,
     PACKING_FORMAT_VERSION,
+    PLAN_FORMAT_VERSION,
     Header,
     _abort,
     _as_view,
@@ -134,6 +137,7 @@ class GraphInfo:
     inputs: list[TensorInfo]           # APP_WRITE/APP_READWRITE, in creation order
     outputs: list[TensorInfo]          # APP_READ/APP_READWRITE, in creation order
     spill_fill_bytes: int = 0          # the graph's spill-fill buffer size (metadata key, optional)
+    plan: Any = None                   # the recorded PreparedPlan (format version 3), None before
 
     @property
     def static_bytes(self) -> int:
@@ -145,6 +149,16 @@ class BlobInfo:
     offset: int                         # relative to the data section (a multiple of 64)
     size: int
     crc32: int
+    reserved: int = 0                   # bytes its prepared format takes (>= size; version 3), 0: size
+
+
+@dataclass(frozen=True)
+class DataSection:
+    """One data section (format version 3: the shared weights and the graphs' own weights are
+    separate sections, each on a 4 KiB page; one section before version 3)."""
+    name: str                           # "shared" or "weights"
+    offset: int                         # relative to the data section start (a multiple of 4096)
+    size: int
 
 
 @dataclass
@@ -156,6 +170,7 @@ class BinaryInfo:
     context_tensors: list[TensorInfo]
     graphs: list[GraphInfo]
     blobs: list[BlobInfo]
+    sections: list[DataSection] = field(default_factory=list)
     # (blob, packing, count) -> the unpacked bytes: tensors sharing a packed blob share one array.
     unpacked: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -169,6 +184,11 @@ class BinaryInfo:
     @property
     def total_size(self) -> int:
         return self.header.total_size
+
+    def section_of(self, blob: BlobInfo) -> int:
+        """The index of the data section holding ``blob``."""
+        return next(i for i, s in enumerate(self.sections)
+                    if s.offset <= blob.offset and blob.offset + blob.size <= s.offset + s.size)
 
 
 # ------------------------------------------------------------------------------ value encoding
@@ -725,11 +745,17 @@ def _schema(meta: Any, h: Header, check_abort, func: str) -> BinaryInfo:
         off = _int(_key(b, "offset", p), f"{p}.offset", 0, h.data_size)
         size = _int(_key(b, "size", p), f"{p}.size", 0, h.data_size)
         crc = _int(_key(b, "crc32", p), f"{p}.crc32")
+        reserved = 0
+        if "reserved" in b:
+            if h.format_version < PLAN_FORMAT_VERSION:
+                raise _Bad(f"{p}.reserved: format version {h.format_version} has no reserved blob sizes")
+            reserved = _int(b["reserved"], f"{p}.reserved", size, h.data_size)
         if off % ALIGN:
             raise _Bad(f"{p}.offset: {off} is not a multiple of {ALIGN}")
-        if off + size > h.data_size:
-            raise _Bad(f"{p}: [{off}, +{size}) leaves the data section ({h.data_size} bytes)")
-        blobs.append(BlobInfo(off, size, crc))
+        if off + max(size, reserved) > h.data_size:
+            raise _Bad(f"{p}: [{off}, +{max(size, reserved)}) leaves the data section ({h.data_size} bytes)")
+        blobs.append(BlobInfo(off, size, crc, reserved))
+    sections = _sections_from_json(meta.get("sections"), h, blobs)
     ctx = _obj(_key(meta, "context", "metadata"), "context")
     ctx_configs = _configs_from_json(ctx.get("configs", {}), "context.configs")
     ids: set[int] = set()
@@ -782,8 +808,40 @@ def _schema(meta: Any, h: Header, check_abort, func: str) -> BinaryInfo:
                 raise _Bad(f"{p}.{key}: {listed!r:.80} differs from the graph's "
                            f"{'APP_WRITE' if key == 'inputs' else 'APP_READ'} tensors {[t.id for t in want]}")
         spill_fill = _int(g.get("spill_fill_bytes", 0), f"{p}.spill_fill_bytes", 0, 2**64 - 1)
-        graphs.append(GraphInfo(name, configs, tensors, nodes, inputs, outputs, spill_fill))
-    return BinaryInfo(h, ctx_configs, ctx_tensors, graphs, blobs)
+        plan = None
+        if "plan" in g:
+            if h.format_version < PLAN_FORMAT_VERSION:
+                raise _Bad(f"{p}.plan: format version {h.format_version} has no prepared plan")
+            plan = plan_record.decode(g["plan"], f"{p}.plan", name, len(nodes), h.metadata_size)
+        graphs.append(GraphInfo(name, configs, tensors, nodes, inputs, outputs, spill_fill, plan))
+    return BinaryInfo(h, ctx_configs, ctx_tensors, graphs, blobs, sections)
+
+
+def _sections_from_json(value: Any, h: Header, blobs: list[BlobInfo]) -> list[DataSection]:
+    """The data sections (format version 3; before: the whole data section), checked: 4 KiB
+    aligned, in order, inside the data section, every blob inside exactly one."""
+    if value is None:
+        return [DataSection("weights", 0, h.data_size)]
+    if h.format_version < PLAN_FORMAT_VERSION:
+        raise _Bad(f"metadata.sections: format version {h.format_version} has one data section")
+    out: list[DataSection] = []
+    end = 0
+    for i, sec in enumerate(_list(value, "metadata.sections")):
+        p = f"sections[{i}]"
+        sec = _obj(sec, p)
+        name = _str(_key(sec, "name", p), f"{p}.name")
+        off = _int(_key(sec, "offset", p), f"{p}.offset", 0, h.data_size)
+        size = _int(_key(sec, "size", p), f"{p}.size", 0, h.data_size)
+        if off % DATA_ALIGN or off < end or off + size > h.data_size:
+            raise _Bad(f"{p}: [{off}, +{size}) is not a {DATA_ALIGN}-byte aligned section after the previous one "
+                       f"inside the data section ({h.data_size} bytes)")
+        end = off + size
+        out.append(DataSection(name, off, size))
+    for i, b in enumerate(blobs):
+        span = max(b.size, b.reserved)
+        if b.size and not any(s.offset <= b.offset and b.offset + span <= s.offset + s.size for s in out):
+            raise _Bad(f"blobs[{i}]: [{b.offset}, +{span}) is in no data section")
+    return out
 
 
 def inspect(blob: Any, *, func: str = "contextValidateBinary", check_abort=None) -> BinaryInfo:
