@@ -11,6 +11,8 @@ elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
   ElementWiseUnary with one of those (or RECIPROCAL), Relu, Relu1, Relu6, ReluMinMax, HardSwish,
   Sigmoid, Tanh, Elu, Gelu, Erf, ThresholdedRelu, ElementWiseSoftplus, ElementWiseNeuron;
 - ``qe_k_softmax_f32``: Softmax, LogSoftmax (any axis, beta);
+- ``qe_k_silu_f32`` + ``qe_k_nop``: SiLU, a Sigmoid read only by the next step, an
+  ElementWiseMultiply of the Sigmoid's input by it (float32, no converters), in one pass;
 - ``qe_k_norm_f32``: LayerNorm and RmsNorm over trailing axes, InstanceNorm (every region and
   mode), GroupNorm -- on float32 inputs (float16 ones are normalized in float64 and rounded once
   by the Python op), with static gamma / beta;
