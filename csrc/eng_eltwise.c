@@ -316,6 +316,83 @@ EW_INLINE double exp_d(double x)
     return p * scale;
 }
 
+/* ---- Sigmoid: a fast AVX-512 pass that gives the exact formula's bytes ---------------------- */
+/* The exact formula (QE_UN_SIGMOID's definition; the ops' fast path and the engine both run it):
+ * 1 / (1 + exp_d(-x)) in float64, rounded once to float32. */
+EW_INLINE float sigmoid_exact(float v) { return (float)(1.0 / (1.0 + exp_d(-(double)v))); }
+
+/* 2^(j/16), j = 0..15 (exp2 of glibc: within 1 ulp of float64, far inside the budget below). */
+static double sig_exp2_16[16];
+static pthread_once_t sig_once = PTHREAD_ONCE_INIT;
+static void sig_table_init(void)
+{
+    for (int j = 0; j < 16; j++) sig_exp2_16[j] = exp2((double)j / 16.0);
+}
+
+/* Eight lanes of the fast sigmoid: s ~ 1 / (1 + e^-x) in float64 with a relative error below
+ * 2^-42 (exp: x = (16k + j) ln2/16 + r, |r| <= ln2/32, 2^k 2^(j/16) by a 16-entry table, e^r
+ * by its Taylor series to r^5 (truncation 1.5e-13 = 2^-42.6); then one division, correctly
+ * rounded: faster here than rcp14 and two Newton steps).  The exact formula is within 2^-51 of the true value, so both round to
+ * the same float32 unless s lies within ~2^-41 (relative) of a float32 rounding midpoint: the
+ * lanes where the 29 mantissa bits float32 drops are within 2^14 units (2^-38 relative) of the
+ * half-way pattern, where s is below 2^-125 (float32 subnormals round on another grid) or x is
+ * NaN are returned in *redo (about 1 lane in 16000) and recomputed by the exact formula.  The
+ * result therefore equals the exact formula's for every float32 input: checked over all 2^32
+ * of them (docs/engine-eltwise.md). */
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static inline __m256
+sigmoid8_avx512(__m256 xf, __m512d tlo, __m512d thi, __mmask8 *redo)
+{
+    const __m512d shift = _mm512_set1_pd(EXP_SHIFT);
+    __m512d z = _mm512_sub_pd(_mm512_setzero_pd(), _mm512_cvtps_pd(xf));   /* -x, exact */
+    /* (max / min return their second operand when one is NaN: a NaN x stays NaN to the end) */
+    z = _mm512_min_pd(_mm512_set1_pd(700.0), _mm512_max_pd(_mm512_set1_pd(-700.0), z));
+    __m512d kd = _mm512_fmadd_pd(z, _mm512_set1_pd(23.083120654223414), shift);   /* 16/ln2 */
+    __m512d kf = _mm512_sub_pd(kd, shift);
+    __m512d r = _mm512_fnmadd_pd(kf, _mm512_set1_pd(0.04332169878499658), z);     /* ln2/16 */
+    r = _mm512_fnmadd_pd(kf, _mm512_set1_pd(1.4494042586539372e-18), r);  /* its rest */
+    __m512i n = _mm512_sub_epi64(_mm512_castpd_si512(kd), _mm512_castpd_si512(shift));
+    __m512d t = _mm512_permutex2var_pd(tlo, n, thi);            /* 2^((n mod 16) / 16) */
+    __m512i k52 = _mm512_slli_epi64(_mm512_srai_epi64(n, 4), 52);
+    __m512d p = _mm512_set1_pd(1.0 / 120.0);
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 24.0));
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 6.0));
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(0.5));
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
+    __m512d e = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(_mm512_mul_pd(t, p)), k52));
+    const __m512d one = _mm512_set1_pd(1.0);
+    __m512d d = _mm512_add_pd(one, e);
+    __m512d q = _mm512_div_pd(one, d);
+    /* the 29 bits below float32's mantissa, against the half-way pattern 2^28 */
+    __m512i low = _mm512_and_si512(_mm512_castpd_si512(q), _mm512_set1_epi64((1LL << 29) - 1));
+    __m512i dist = _mm512_abs_epi64(_mm512_sub_epi64(low, _mm512_set1_epi64(1LL << 28)));
+    __mmask8 near = _mm512_cmple_epi64_mask(dist, _mm512_set1_epi64(1LL << 14));
+    __mmask8 tiny_or_nan = _mm512_cmp_pd_mask(q, _mm512_set1_pd(0x1p-125), _CMP_NGE_UQ);
+    *redo = near | tiny_or_nan;
+    return _mm512_cvtpd_ps(q);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static void sigmoid_rows_avx512(const float *x,
+                                                                                    float *y,
+                                                                                    int64_t n)
+{
+    const __m512d tlo = _mm512_loadu_pd(sig_exp2_16), thi = _mm512_loadu_pd(sig_exp2_16 + 8);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __mmask8 r0, r1;
+        __m256 y0 = sigmoid8_avx512(_mm256_loadu_ps(x + i), tlo, thi, &r0);
+        __m256 y1 = sigmoid8_avx512(_mm256_loadu_ps(x + i + 8), tlo, thi, &r1);
+        _mm256_storeu_ps(y + i, y0);
+        _mm256_storeu_ps(y + i + 8, y1);
+        if (__builtin_expect(r0 | r1, 0)) {
+            unsigned m = (unsigned)r0 | (unsigned)r1 << 8;
+            for (int l = 0; l < 16; l++)
+                if (m >> l & 1) y[i + l] = sigmoid_exact(x[i + l]);
+        }
+    }
+    for (; i < n; i++) y[i] = sigmoid_exact(x[i]);
+}
+
 /* tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)); below 2^-9 the odd series x - x^3/3 + 2x^5/15
  * - 17x^7/315 (the other form cancels there). */
 EW_INLINE double tanh_d(double x)
@@ -453,7 +530,7 @@ EW_INLINE int un_all(int op, const float *x, float *y, int64_t n, const double *
     /* float64 evaluations, rounded once to float32 */
     case QE_UN_EXP: UN_LOOP((float)exp_d((double)v)); break;
     case QE_UN_LOG: UN_LOOP((float)log((double)v)); break;
-    case QE_UN_SIGMOID: UN_LOOP((float)(1.0 / (1.0 + exp_d(-(double)v)))); break;
+    case QE_UN_SIGMOID: case QE_UN_SIGMOID_EXACT: UN_LOOP(sigmoid_exact(v)); break;
     case QE_UN_TANH: UN_LOOP((float)tanh_d((double)v)); break;
     case QE_UN_ELU: {  /* max(x, 0) + alpha expm1(min(x, 0)); prm: alpha */
         double al = prm[0];
@@ -522,7 +599,9 @@ static void un_range(const void *cp, int64_t e0, int64_t e1)
     const float *x = c->x + e0;
     float *y = c->y + e0;
     int64_t n = e1 - e0;
-    if (c->op == QE_UN_GELU) {
+    if (c->op == QE_UN_SIGMOID && ew_level() == 2) {
+        sigmoid_rows_avx512(x, y, n);
+    } else if (c->op == QE_UN_GELU) {
         if (use_avx512()) gelu_rows_avx512(x, y, n);
         else if (qe_isa()) gelu_rows_avx2(x, y, n);
         else gelu_rows_base(x, y, n);
@@ -543,8 +622,10 @@ int qe_ew_unary_f32(int op, const float *x, float *y, int64_t n, const double *p
     if (op < 0 || op >= QE_UN_COUNT || n < 0) return 2;
     if (!prm) prm = none;
     if (op == QE_UN_GELU) pthread_once(&erf_once, erf_table_init);
+    if (op == QE_UN_SIGMOID) pthread_once(&sig_once, sig_table_init);
     /* the float64 functions cost ~1.5 ns an element here, the rest is memory-bound */
-    double ns = op >= QE_UN_EXP && op != QE_UN_HTP_RECIP ? 1.5 : 0.3;
+    double ns = op == QE_UN_SIGMOID && ew_level() == 2 ? 0.5
+              : op >= QE_UN_EXP && op != QE_UN_HTP_RECIP ? 1.5 : 0.3;
     un_ctx c = {op, x, y, prm};
     ew_parallel(un_range, &c, n, ns);
     return 0;
@@ -555,6 +636,53 @@ int qe_k_unary_f32(const qe_args *a)
 {
     if (a->np != 2 || a->ni != 2 || a->nd < 2) return 1;
     return qe_ew_unary_f32((int)a->i[0], a->p[0], a->p[1], a->i[1], a->d);
+}
+
+/* ---- SiLU: a Sigmoid and the Multiply of its input by it, in one pass ----------------------- */
+/* y = x * sigmoid(x) as the two steps compute it (s = the Sigmoid's float32 result, written too,
+ * then the Multiply's float32 product in the node's operand order), block by block so that x
+ * and s are read back from L1: one read of x and two writes instead of three reads and two. */
+typedef struct { const float *x; float *s, *y; int x_first; } silu_ctx;
+
+#define SILU_BLOCK 2048
+__attribute__((target("avx2"))) static void silu_mul_avx2(const float *a, const float *b, float *y,
+                                                         int64_t n)
+{
+    bin_row(QE_BIN_MUL, a, b, y, n, 1, 1);
+}
+
+static void silu_range(const void *cp, int64_t e0, int64_t e1)
+{
+    const silu_ctx *c = cp;
+    for (int64_t b = e0; b < e1; b += SILU_BLOCK) {
+        int64_t n = e1 - b < SILU_BLOCK ? e1 - b : SILU_BLOCK;
+        const float *x = c->x + b;
+        float *s = c->s + b, *y = c->y + b;
+        if (ew_level() == 2) sigmoid_rows_avx512(x, s, n);
+        else if (qe_isa()) un_all_avx2(QE_UN_SIGMOID, x, s, n, NULL);
+        else un_all_base(QE_UN_SIGMOID, x, s, n, NULL);
+        const float *a = c->x_first ? x : s, *bb = c->x_first ? s : x;
+        if (qe_isa()) silu_mul_avx2(a, bb, y, n);
+        else bin_row(QE_BIN_MUL, a, bb, y, n, 1, 1);
+    }
+}
+
+/* p: x, s (the Sigmoid's output), y (the Multiply's); i: n, x_first (1: the Multiply computes
+ * x * s, 0: s * x). */
+int qe_k_silu_f32(const qe_args *a)
+{
+    if (a->np != 3 || a->ni != 2) return 1;
+    pthread_once(&sig_once, sig_table_init);
+    silu_ctx c = {a->p[0], a->p[1], a->p[2], (int)a->i[1]};
+    ew_parallel(silu_range, &c, a->i[0], ew_level() == 2 ? 0.6 : 1.8);
+    return 0;
+}
+
+/* A step that computes nothing: the Multiply of a SiLU whose product the Sigmoid's step wrote. */
+int qe_k_nop(const qe_args *a)
+{
+    (void)a;
+    return 0;
 }
 
 /* ---- Softmax / LogSoftmax ---------------------------------------------------------------------- */

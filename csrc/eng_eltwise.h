@@ -27,6 +27,8 @@ int qe_k_softmax_f32(const qe_args *a);
 int qe_k_lut(const qe_args *a);
 int qe_k_qbinary(const qe_args *a);
 int qe_k_iadd(const qe_args *a);
+int qe_k_silu_f32(const qe_args *a);
+int qe_k_nop(const qe_args *a);
 /* cdef end */
 
 /* Unary operation codes (qe_ew_unary_f32's op; mirrored in qnnemu/ops/_fast_eltwise.py). */
@@ -35,7 +37,7 @@ enum {
     QE_UN_RECIP, QE_UN_SIGN, QE_UN_RELU, QE_UN_CLIP, QE_UN_HARD_SIGMOID, QE_UN_HARD_SWISH,
     QE_UN_THRESHOLD, QE_UN_EXP, QE_UN_LOG, QE_UN_SIGMOID, QE_UN_TANH, QE_UN_ELU, QE_UN_GELU,
     QE_UN_SOFTPLUS, QE_UN_ERF, QE_UN_HTP_RECIP, QE_UN_SIN, QE_UN_COS, QE_UN_ASIN,
-    QE_UN_ATAN, QE_UN_COUNT
+    QE_UN_ATAN, QE_UN_SIGMOID_EXACT, QE_UN_COUNT
 };
 
 /* Binary operation codes (qe_k_binary_f32's op). */

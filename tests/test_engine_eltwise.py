@@ -444,7 +444,7 @@ def kernels_of(graph) -> list[str]:
     from qnnemu._kernels import ffi, lib
     names = {int(ffi.cast("intptr_t", ffi.addressof(lib, n))): n
              for n in ("qe_k_lut", "qe_k_qbinary", "qe_k_iadd", "qe_k_qadd", "qe_k_dequant", "qe_k_requant",
-                       "qe_k_unary_f32", "qe_k_binary_f32", "qe_k_copy")}
+                       "qe_k_unary_f32", "qe_k_binary_f32", "qe_k_copy", "qe_k_silu_f32", "qe_k_nop")}
     return [names.get(int(row[0]), "?") for row in graph.plan.engine.program.steps]
 
 
@@ -622,3 +622,106 @@ def test_shared_kernels_give_the_same_bytes_on_any_thread_count():
         _fast.set_threads(saved)
     for k, (a, b) in enumerate(zip(one, many)):
         assert a is not None and a.tobytes() == b.tobytes(), f"kernel {k}: 1 thread and 4 threads agree bytewise"
+
+
+# -- Sigmoid's fast AVX-512 pass and SiLU -------------------------------------------------------
+
+def _sigmoid_patterns(rng, n: int) -> np.ndarray:
+    """Random float32 bit patterns (every class: NaN, inf, subnormal, huge) plus values in the
+    range where the sigmoid is neither 0 nor 1, plus the edges (0, the float32 subnormal output
+    range near -88 .. -104, the saturation near 17)."""
+    bits = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    live = rng.uniform(-110.0, 20.0, n).astype(np.float32)
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45, 17.328680, 17.32868,
+                      -87.33654, -88.72284, -103.27893, -103.97208, -104.0, 88.0, 700.0, -700.0, 3e38,
+                      -3e38], np.float32)
+    near = np.nextafter(np.repeat(edges, 4), np.tile(np.array([np.inf, -np.inf, 0, 1], np.float32),
+                                                     edges.size)).astype(np.float32)
+    return np.concatenate([bits, live, edges, near])
+
+
+@given(seed=st.integers(0, 2**32 - 1))
+def test_fast_sigmoid_equals_the_exact_formula_bytewise(seed):
+    """The AVX-512 Sigmoid pass (fast exp, rcp14 + Newton, exact fallback near float32 rounding
+    midpoints) gives the exact formula's bytes (1 / (1 + exp(-x)) in float64, one rounding) and
+    numpy's float64 reference values; tools/exhaustive_sigmoid.py checks all 2^32 inputs."""
+    rng = np.random.default_rng(seed)
+    x = _sigmoid_patterns(rng, 20000)
+    fast = _fast_eltwise.unary("sigmoid", x)
+    exact = _fast_eltwise.unary("sigmoid_exact", x)
+    with np.errstate(all="ignore"):
+        ref = (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+    nan = np.isnan(x)
+    assert np.isnan(fast[nan]).all() and np.isnan(exact[nan]).all(), "sigmoid(NaN) is NaN on both paths"
+    bad = np.flatnonzero(fast.view(np.uint32) != exact.view(np.uint32))
+    assert bad.size == 0, f"fast == exact sigmoid bytewise; differs at x = {x[bad[:5]]}"
+    # numpy's float64 value may itself sit on (or within an ulp of) a float32 halfway point and
+    # round the other way (x = 0x37260000 on an AVX-512 numpy): compare elsewhere
+    with np.errstate(all="ignore"):
+        s64 = 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
+    low = (s64.view(np.uint64) & np.uint64((1 << 29) - 1)).astype(np.int64)
+    tie = np.abs(low - (1 << 28)) <= 2
+    bad = np.flatnonzero((exact.view(np.uint32) != ref.view(np.uint32)) & ~nan & ~tie)
+    assert bad.size == 0, f"exact sigmoid == numpy's float64 reference; differs at x = {x[bad[:5]]}"
+
+
+def test_sigmoid_is_correctly_rounded_where_numpys_float64_formula_is_not():
+    """The one input of 2^32 where the kernel and numpy's float64 reference differ (on this
+    machine's numpy): numpy's value is exactly the float32 halfway point 0x1.0000530000000p-1 and
+    rounds up to even, the true sigmoid lies 2e-17 below it, so 0.50000244 is the correct result."""
+    x = np.array([0x37260000] * 3, np.uint32).view(np.float32)     # 9.894371e-06
+    want = np.float32(0.500002443790435791015625)
+    for op in ("sigmoid", "sigmoid_exact"):
+        assert (_fast_eltwise.unary(op, x) == want).all(), f"{op}(9.894371e-06) rounds down to {want}"
+
+
+def test_fast_sigmoid_takes_its_exact_fallback_near_rounding_midpoints():
+    """Inputs whose float64 sigmoid lies close to a float32 rounding midpoint (found by scanning)
+    still give the exact formula's result (the fallback lanes), at every position of a vector."""
+    x = np.arange(0x3F000000, 0x3F000000 + (1 << 21), dtype=np.uint32).view(np.float32)  # 0.5 .. ~0.56
+    s = 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
+    low = s.view(np.uint64) & np.uint64((1 << 29) - 1)
+    dist = np.abs(low.astype(np.int64) - (1 << 28))
+    hard = x[np.argsort(dist)[:64]]            # the 64 closest to a midpoint
+    assert dist.min() < (1 << 14), "the scan found inputs inside the fast pass's uncertainty band"
+    for shift in range(17):                    # every lane of the 16-wide loop, and the tail
+        v = np.concatenate([np.zeros(shift, np.float32), hard]).astype(np.float32)
+        assert _fast_eltwise.unary("sigmoid", v).tobytes() == _fast_eltwise.unary("sigmoid_exact", v).tobytes(), \
+            f"hard inputs at offset {shift}: fast == exact bytewise"
+
+
+def silu_graph(shape, x_first: bool = True, extra_reader: bool = False, graph_output: bool = False):
+    """x -> Sigmoid -> s; Multiply(x, s) (or (s, x)) -> y; optionally s also read by an Add or
+    returned as a graph output (then no fusion)."""
+    b = GraphBuilder(tracked_context(), "silu")
+    x = b.tensor("x", shape, F32, type_=APP_WRITE)
+    s = b.tensor("s", shape, F32, type_=APP_READ if graph_output else Q.QNN_TENSOR_TYPE_NATIVE)
+    y = b.tensor("y", shape, F32, type_=APP_READ)
+    b.node("Sigmoid", "sig", [x], [s])
+    b.node("ElementWiseMultiply", "mul", [x, s] if x_first else [s, x], [y])
+    outs = [y]
+    if extra_reader:
+        z = b.tensor("z", shape, F32, type_=APP_READ)
+        b.node("ElementWiseAdd", "add", [s, x], [z])
+        outs.append(z)
+    b.graph.finalize()
+    return b.graph, [x]
+
+
+@pytest.mark.parametrize("shape", [(1, 5, 7, 3), (1, 56, 56, 144), (2, 3, 1000)])
+@pytest.mark.parametrize("x_first", [True, False])
+def test_silu_is_one_c_step_bit_identical(shape, x_first):
+    graph, ins = silu_graph(shape, x_first)
+    assert kernels_of(graph) == ["qe_k_silu_f32", "qe_k_nop"], \
+        f"Sigmoid -> Multiply by its input is one SiLU step: {kernels_of(graph)}"
+    assert_lowered_and_identical(graph, ins, "float32", 3, f"SiLU {shape} x_first={x_first}")
+
+
+@pytest.mark.parametrize("variant", ["extra_reader", "graph_output"])
+def test_silu_is_not_fused_when_the_sigmoid_has_other_readers(variant):
+    graph, ins = silu_graph((1, 8, 8, 16), extra_reader=variant == "extra_reader",
+                            graph_output=variant == "graph_output")
+    kernels = kernels_of(graph)
+    assert "qe_k_silu_f32" not in kernels and kernels[:2] == ["qe_k_unary_f32", "qe_k_binary_f32"], \
+        f"{variant}: the Sigmoid's output is needed, no fusion: {kernels}"
+    assert_lowered_and_identical(graph, ins, "float32", 4, f"SiLU not fused ({variant})")

@@ -22,7 +22,7 @@ from . import _fast
 UNARY = {name: code for code, name in enumerate((
     "neg", "abs", "sqrt", "floor", "ceil", "rint", "rsqrt", "recip", "sign", "relu", "clip",
     "hard_sigmoid", "hard_swish", "threshold", "exp", "log", "sigmoid", "tanh", "elu", "gelu",
-    "softplus", "erf", "htp_recip", "sin", "cos", "asin", "atan"))}
+    "softplus", "erf", "htp_recip", "sin", "cos", "asin", "atan", "sigmoid_exact"))}
 # csrc/eng_eltwise.h, enum QE_BIN_*
 BINARY = {name: code for code, name in enumerate((
     "add", "sub", "mul", "div", "max", "min", "sqdiff", "floordiv", "fmod", "mod", "prelu", "pow",

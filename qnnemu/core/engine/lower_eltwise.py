@@ -11,6 +11,8 @@ elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
   ElementWiseUnary with one of those (or RECIPROCAL), Relu, Relu1, Relu6, ReluMinMax, HardSwish,
   Sigmoid, Tanh, Elu, Gelu, Erf, ThresholdedRelu, ElementWiseSoftplus, ElementWiseNeuron;
 - ``qe_k_softmax_f32``: Softmax, LogSoftmax (any axis, beta);
+- ``qe_k_silu_f32`` + ``qe_k_nop``: SiLU, a Sigmoid read only by the next step, an
+  ElementWiseMultiply of the Sigmoid's input by it (float32, no converters), in one pass;
 - ``qe_k_norm_f32``: LayerNorm and RmsNorm over trailing axes, InstanceNorm (every region and
   mode), GroupNorm -- on float32 inputs (float16 ones are normalized in float64 and rounded once
   by the Python op), with static gamma / beta;
@@ -26,6 +28,8 @@ fast paths are on (``QNNEMU_KERNELS=reference`` keeps numpy there: the step fall
 BOOL_8 computations (logic ops) and float16.Float32BiasAdd (the float16-math bias add) fall back to Python.
 """
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -43,7 +47,7 @@ from ...ops.base import to_compute
 from ...spec import dtypes
 from ...spec.quant import Dequantizer, Requantize
 from .. import float16
-from .lowering import Unsupported, lowers, type_code
+from .lowering import Unsupported, _cast_target, lowers, type_code
 
 # C-kernel unary ops whose Python fast path calls that kernel (not a numpy formula)
 _SHARED = {"exp", "log", "sigmoid", "tanh", "elu", "gelu", "softplus", "erf", "sin", "cos", "asin",
@@ -176,6 +180,11 @@ def _emit_binary(ctx, op: str) -> None:
 def binary(ctx) -> None:
     impl = ctx.impl
     cls = type(impl)
+    if ctx.index in _silu_products.get(ctx.b, ()):
+        # the product is written by the Sigmoid step before (``_silu``); its buffers are named so
+        # that they keep their lifetimes
+        ctx.emit("qe_k_nop", (ctx.input_raw(0), ctx.input_raw(1), ctx.output_raw(0)))
+        return
     if cls is float16.ReciprocalDivide and ctx.node.op_type == "ElementWiseDivide":
         _reciprocal_divide(ctx)
         return
@@ -392,6 +401,8 @@ def activation(ctx) -> None:
     elif cls is act.HardSwish:
         op, prm = "hard_swish", (1.0 / 6.0, 0.5)
     elif cls is act.Sigmoid:
+        if _silu(ctx):
+            return
         op, prm = "sigmoid", ()
     elif cls is act.Tanh:
         op, prm = "tanh", ()
@@ -410,6 +421,55 @@ def activation(ctx) -> None:
     else:
         raise Unsupported(f"{cls.__name__} (a wrapper of the op)")
     _emit_unary(ctx, op, prm)
+
+
+# builder -> indices of the Multiply steps whose product a SiLU step computed (``_silu``)
+_silu_products: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_F32 = np.dtype(np.float32)
+
+
+def _identity(conv) -> bool:
+    """No output converter, or a cast to float32 (of a float32 value: no change)."""
+    return conv is None or _cast_target(conv) == _F32
+
+
+def _silu(ctx) -> bool:
+    """A Sigmoid whose output only the next step reads, an ElementWiseMultiply of the Sigmoid's
+    own input by it (SiLU, x * sigmoid(x)), all float32 without converters: one qe_k_silu_f32
+    step that writes the Sigmoid's output and the Multiply's product in one pass (the same
+    float32 values the two steps compute); the Multiply's step then emits a qe_k_nop.  False
+    (emits nothing) otherwise."""
+    step, k = ctx.step, ctx.index
+    steps = ctx.plan.steps
+    if not _fast.enabled() or ctx.impl is not step.impl or k + 1 >= len(steps):
+        return False
+    if len(step.reads) != 1 or len(step.writes) != 1 or step.in_conv[0] is not None \
+            or not _identity(step.out_conv[0]):
+        return False
+    x, s = step.reads[0], step.writes[0]
+    mul = steps[k + 1]
+    if type(mul.impl) is not ew.ElementWiseMultiply or mul.node.op_type != "ElementWiseMultiply" \
+            or len(mul.reads) != 2 or len(mul.writes) != 1 or sorted(mul.reads) != sorted((x, s)) \
+            or x == s or any(c is not None for c in mul.in_conv) or not _identity(mul.out_conv[0]):
+        return False
+    y = mul.writes[0]
+    if x < 0 or ctx.b.slot_dtype(x) != _F32 or ctx.b.slot_dtype(s) != _F32 or ctx.b.slot_dtype(y) != _F32:
+        return False
+    shape = ctx.b.slot_shape(x)
+    if ctx.b.slot_shape(s) != shape or ctx.b.slot_shape(y) != shape:
+        return False
+    # the Sigmoid's output is read by the Multiply alone and is no graph output
+    if any(s in other.reads for j, other in enumerate(steps) if j != k + 1):
+        return False
+    outputs = {ctx.plan.slots.get(t.id) for t in ctx.graph.app_outputs()}
+    inputs = {ctx.plan.slots.get(t.id) for t in ctx.graph.app_inputs()}
+    if s in outputs or s in inputs or y in inputs:
+        return False
+    # y's region lives from this node on (slot_buffer extends its lifetime to node k)
+    ctx.emit("qe_k_silu_f32", (ctx.b.slot_buffer(x, k), ctx.b.slot_buffer(s, k), ctx.b.slot_buffer(y, k)),
+             (_n(shape), int(mul.reads[0] == x)))
+    _silu_products.setdefault(ctx.b, set()).add(k + 1)
+    return True
 
 
 @lowers("Softmax", "LogSoftmax")
