@@ -678,13 +678,6 @@ int qe_k_silu_f32(const qe_args *a)
     return 0;
 }
 
-/* A step that computes nothing: the Multiply of a SiLU whose product the Sigmoid's step wrote. */
-int qe_k_nop(const qe_args *a)
-{
-    (void)a;
-    return 0;
-}
-
 /* ---- Softmax / LogSoftmax ---------------------------------------------------------------------- */
 /* x viewed as [outer, len, inner], normalized along len: z = beta x (float64), m = max z,
  * e = exp(z - m), softmax e / sum(e), log-softmax (z - m) - log(sum(e)); NaN anywhere in a

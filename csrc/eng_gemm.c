@@ -52,13 +52,6 @@ int qe_k_act(const qe_args *a)
     return 0;
 }
 
-/* The step of an activation folded into its producer: the producer wrote its output. */
-int qe_k_nop(const qe_args *a)
-{
-    (void)a;
-    return 0;
-}
-
 /* Runs the GEMM limited to the calling thread when ``one`` (restoring the caller's limit). */
 static int gemm_call(int one, long M, long N, int K, const float *A, long rsa, long csa,
                      const float *B, long rsb, long csb, int packed, float *C, long ldc,

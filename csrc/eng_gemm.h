@@ -12,7 +12,6 @@ int qe_k_gemm_batched(const qe_args *a);
 int qe_k_conv2d(const qe_args *a);
 int qe_k_depthwise2d(const qe_args *a);
 int qe_k_tconv2d(const qe_args *a);
-int qe_k_nop(const qe_args *a);
 int qe_k_act(const qe_args *a);
 /* cdef end */
 

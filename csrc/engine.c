@@ -81,6 +81,14 @@ static inline double load_as_double(const void *p, int t, int64_t i)
 
 /* Dequantizer (per tensor): y = ((float)q + offset) * scale in float32.
  * p: codes, float32 out; i: n, code type; d: scale, offset (float32 values). */
+/* A step that computes nothing: a node whose values another step wrote (an activation folded
+ * into its float producer, the Multiply of a fused SiLU). */
+int qe_k_nop(const qe_args *a)
+{
+    (void)a;
+    return 0;
+}
+
 int qe_k_dequant(const qe_args *a)
 {
     int64_t n = a->i[0];

@@ -22,6 +22,7 @@ long qe_run(const int64_t *steps, long first, long last, const int64_t *pbuf,
             void *const *io);
 
 int qe_k_copy(const qe_args *a);
+int qe_k_nop(const qe_args *a);
 int qe_k_dequant(const qe_args *a);
 int qe_k_requant(const qe_args *a);
 int qe_k_fp16_round(const qe_args *a);
