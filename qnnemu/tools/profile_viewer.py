@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from ..core import profile as core_profile
 from ..core import system_profile
 from .config import read_json
 from .reporting import LOG_LEVELS, ToolError, plural, tool_main
@@ -320,16 +321,38 @@ def list_document(doc: dict, out: TextIO) -> None:
               f"({ov['critical_path_us']:.3f} us)\n")
     out.write(f"   VTCM: peak {ov['peak_vtcm_bytes']} of {ov['vtcm_budget_bytes']}  bytes; spill "
               f"{ov['spill_bytes']}, fill {ov['fill_bytes']}  bytes\n")
+    lint = {row[0]: row for row in core_profile.lint_schedule(lint_steps(doc), int(doc.get("total_cycles", 0)))}
+
+    def entry(title: str, cycles: int, key, resource_names: list[str]) -> None:
+        _, wait, overlap, by, overlap_wait, wait_by = lint[key]
+        out.write(f"      {title} (cycles): {cycles}  cycles\n")
+        out.write(f"            Wait (Scheduler) time: {wait}  cycles\n")
+        out.write(f"            Overlap time: {overlap}  cycles\n")
+        for i in by[:MAX_NAMES]:
+            out.write(f"               {names.get(i, f'step {i}')}\n")
+        out.write(f"            Overlap (wait) time: {overlap_wait}  cycles\n")
+        for i in wait_by[:MAX_NAMES]:
+            out.write(f"               {names.get(i, f'step {i}')}\n")
+        out.write(f"            Resources: {', '.join(resource_names)}\n".replace(": \n", ":\n"))
+
+    # the pseudo-ops' OpIds after every node's and step's, as qnnemu.core.profile numbers them
+    n_nodes = 1 + max((int(st["node_index"]) for st in doc["steps"] if st.get("node_index") is not None),
+                      default=-1)
+    ids = core_profile.pseudo_op_ids(n_nodes, len(doc["steps"]))
+    entry(f"Input OpId_{ids['Input']}", 0, "Input", [])
     for step in sorted(doc["steps"], key=lambda st: (st["start_cycle"], st["index"])):
-        out.write(f"      {step['name']} (cycles): {step['cycles']}  cycles\n")
-        out.write(f"            Wait (Scheduler) time: {step.get('wait_cycles', 0)}  cycles\n")
-        out.write(f"            Overlap time: {step.get('overlap_cycles', 0)}  cycles\n")
-        for i in step.get("overlap_steps", [])[:MAX_NAMES]:
-            out.write(f"               {names.get(i, f'step {i}')}\n")
-        out.write(f"            Overlap (wait) time: {step.get('overlap_wait_cycles', 0)}  cycles\n")
-        for i in step.get("overlap_wait_steps", [])[:MAX_NAMES]:
-            out.write(f"               {names.get(i, f'step {i}')}\n")
-        out.write(f"            Resources: {', '.join(resources[step['index']])}\n")
+        entry(step["name"], step["cycles"], step["index"], resources[step["index"]])
+    entry(f"Output OpId_{ids['Output']}", 0, "Output", [])
+
+
+def lint_steps(doc: dict) -> list:
+    """The optrace document's steps as the linting model's input (qnnemu.core.profile)."""
+    return [core_profile.LintStep(int(st["index"]), str(st.get("kind", "op")), int(st["start_cycle"]),
+                                  int(st["end_cycle"]), int(st.get("wait_cycles", 0)),
+                                  tuple(int(d) for d in st.get("deps", ()) or ()),
+                                  None if st.get("pair") is None else int(st["pair"]),
+                                  core_profile.is_main_thread(str(st.get("kind", "op")), st.get("op_type")))
+            for st in doc["steps"]]
 
 
 def list_log(plog: ProfileLog, documents: list[dict], out: TextIO) -> None:
