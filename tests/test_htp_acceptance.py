@@ -46,8 +46,8 @@ from helpers.profile_env import (
     data,
     events,
     expected_lint_tree,
-    reference_lint_rows,
     optrace_object,
+    reference_lint_rows,
     sub_events,
     tree,
 )

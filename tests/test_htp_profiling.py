@@ -29,10 +29,10 @@ from helpers.profile_env import (
     data,
     events,
     expected_lint_tree,
-    reference_lint_rows,
     extended,
     optrace_object,
     ort_session,
+    reference_lint_rows,
     sub_events,
     tree,
 )

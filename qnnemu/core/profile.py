@@ -469,14 +469,15 @@ class LintStep:
 
 def _covered(lo: int, hi: int, spans: list[tuple[int, int]]) -> int:
     """Cycles of [lo, hi) covered by the union of ``spans``."""
-    total, cur_a, cur_b = 0, None, None
+    total = 0
+    cur: tuple[int, int] | None = None    # the union's current run
     for a, b in sorted((max(lo, a), min(hi, b)) for a, b in spans if min(hi, b) > max(lo, a)):
-        if cur_b is None or a > cur_b:
-            total += 0 if cur_b is None else cur_b - cur_a
-            cur_a, cur_b = a, b
+        if cur is None or a > cur[1]:
+            total += 0 if cur is None else cur[1] - cur[0]
+            cur = (a, b)
         else:
-            cur_b = max(cur_b, b)
-    return total + (0 if cur_b is None else cur_b - cur_a)
+            cur = (cur[0], max(cur[1], b))
+    return total + (0 if cur is None else cur[1] - cur[0])
 
 
 def waited_on(step: LintStep, by_index: dict[int, LintStep]) -> set[int]:

@@ -19,8 +19,9 @@ follow the other steps'; ``op_type`` names the service):
 
 Every service is a marker on the existing schedule: the checkpoints, sync ops and zaps take 0
 cycles (the cost model prices their work inside the copies and ops), and the prefetch runs on its
-own lane (resource ``CPU``, thread ``PREFETCH_THREAD``: no HVX, HMX or DMA unit) beside the op, so the makespan, the critical path
-and every other step's schedule are unchanged.  ``step.note`` says what each one does.
+own lane (resource ``CPU``, thread ``PREFETCH_THREAD``: no HVX, HMX or DMA unit) beside the op,
+so the makespan, the critical path and every other step's schedule are unchanged.  ``step.note``
+says what each one does.
 """
 from __future__ import annotations
 
@@ -70,17 +71,16 @@ def add_system_services(plan: PreparedPlan, raw_bytes: dict[int, int]) -> int:
             add("SystemService", f"{s.name}:l2_prefetch", s.start_cycle, cycles, "CPU", PREFETCH_THREAD, [],
                 f"prefetches {s.bytes} B of DDR data of {s.name} into L2", bytes_=s.bytes)
     zapped = set()
-    for b in plan.blocks:
-        raw = raw_bytes.get(b.tensor_id, 0) if b.tensor_id is not None else 0
-        if b.kind != TCM or b.role != "tensor" or b.first_step is None or not raw or raw % BLOCK_BYTES == 0:
+    for blk in plan.blocks:
+        raw = raw_bytes.get(blk.tensor_id, 0) if blk.tensor_id is not None else 0
+        padded = raw % BLOCK_BYTES == 0
+        if blk.kind != TCM or blk.role != "tensor" or blk.first_step is None or not raw or padded or blk.name in zapped:
             continue
-        if b.name in zapped:
-            continue
-        zapped.add(b.name)
-        writer = steps[b.first_step]
+        zapped.add(blk.name)
+        writer = steps[blk.first_step]
         pad = -raw % BLOCK_BYTES
-        add("BlockZapOp", f"{b.name}:block_zap", writer.start_cycle, 0, "HVX", writer.thread, [],
-            f"pads {pad} B of {b.name}'s last {BLOCK_BYTES} B block with the zero value", bytes_=pad)
+        add("BlockZapOp", f"{blk.name}:block_zap", writer.start_cycle, 0, "HVX", writer.thread, [],
+            f"pads {pad} B of {blk.name}'s last {BLOCK_BYTES} B block with the zero value", bytes_=pad)
     steps.extend(added)
     counts = {name: sum(1 for s in added if s.op_type == name) for name in SYSTEM_SERVICES}
     # on the re-schedule's line: the passes are the six of "Scheduling and Allocation"

@@ -51,11 +51,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from ..core import profile as core_profile
-from ..core import system_profile
+from ..core import profile as core_profile, system_profile
+from ..errors import QnnError
 from .config import read_json
 from .reporting import LOG_LEVELS, ToolError, plural, tool_main
-from .viewer import chrometrace, qhas
+from .viewer import chrometrace, optrace_features, qhas
 
 PROG = "qnnemu-profile-viewer"
 log = logging.getLogger("qnnemu.tools.profile_viewer")
@@ -66,9 +66,11 @@ MAX_NAMES = 10        # the linting listing names at most 10 contributing ops pe
 # The optrace config.json features: (used by qnnemu, default) -- QNN HTP backend
 # documentation, "Post Process (Chrometrace Generation)".
 CONFIG_FEATURES = {"runtrace": (True, True), "memory_info": (True, True), "gzip": (True, False),
-                   "qhas_json": (True, False), "enable_input_output_flow_events": (False, False),
-                   "enable_sequencer_flow_events": (False, False), "htp_json": (False, True),
-                   "traceback": (False, True), "qhas_schema": (False, False)}
+                   "qhas_json": (True, False), "enable_input_output_flow_events": (True, False),
+                   "enable_sequencer_flow_events": (True, False), "htp_json": (True, True),
+                   "traceback": (True, True), "qhas_schema": (True, False)}
+HTP_JSON_SUFFIX = "_htp.json"
+QHAS_SCHEMA_FILE = "qhas_schema.json"
 # Profiled call (System-library method type, or net-run's call name) -> the listing's section.
 SECTIONS = {"BACKEND_EXECUTE": "Execute", "graphExecute": "Execute",
             "BACKEND_EXECUTE_ASYNC": "Execute", "BACKEND_FINALIZE": "Finalize",
@@ -420,10 +422,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gzip", action="store_true", help="gzip-compress the chrometrace (.json.gz)")
     p.add_argument("--html", metavar="FILE", help="write the QHAS HTML report here")
     p.add_argument("--config", metavar="FILE", help="optrace config.json ({\"features\": {...}})")
+    p.add_argument("--schematic", metavar="FILE",
+                   help="the [MODEL]_schematic.bin qnnemu-context-binary-generator --profiling_option optrace "
+                   "wrote: the graphs' structure (nodes, framework names) for the chrometrace")
+    p.add_argument("--zoom_start", metavar="NODE",
+                   help="restrict the chrometrace and QHAS to the sub-network from this QNN node (or framework op)")
+    p.add_argument("--zoom_end", metavar="NODE", help="... to this one (with --zoom_start)")
     p.add_argument("--reader", metavar="LIB",
                    help="the SDK's reader plugin; accepted for compatibility and ignored")
     p.add_argument("--log_level", choices=LOG_LEVELS, default="warn")
     return p
+
+
+def _zoomed(documents: list[dict], start: str, end: str) -> list[dict]:
+    """--zoom_start/--zoom_end: every document restricted to the sub-network (a rule error when a
+    name is unknown or the end does not depend on the start)."""
+    if not documents:
+        raise ToolError("--zoom_start: the log has no optrace data to zoom into")
+    def names(d: dict) -> set:
+        nodes = d.get("nodes") or []
+        return {n.get("name") for n in nodes} | \
+            {n["framework"].get("name") for n in nodes if isinstance(n.get("framework"), dict)}
+    try:
+        # the graphs that have the start node (a log may hold several graphs)
+        zoomed = [optrace_features.zoom(d, start, end) for d in documents if start in names(d)]
+        return zoomed or [optrace_features.zoom(documents[0], start, end)]
+    except QnnError as e:
+        raise ToolError(str(e)) from None
+    except chrometrace.OptraceError as e:
+        raise ToolError(str(e)) from None
 
 
 def _write_text(path: str, text: str, what: str) -> None:
@@ -447,8 +474,17 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         features = load_config(args.config)
         if args.reader:
             log.info("--reader %s ignored: the log format is recognised from its content", args.reader)
+        if (args.zoom_start is None) != (args.zoom_end is None):
+            raise ToolError("--zoom_start and --zoom_end go together")
         plog = read_log(args.input_log)
         documents = chrometrace.merge_documents(plog.documents)
+        if args.schematic:
+            try:
+                documents = optrace_features.apply_schematic(documents, optrace_features.read_schematic(args.schematic))
+            except optrace_features.SchematicError as e:
+                raise ToolError(str(e)) from None
+        if args.zoom_start is not None:
+            documents = _zoomed(documents, args.zoom_start, args.zoom_end)
         if not args.output and not args.html:
             list_log(plog, documents, out)
             return 0
@@ -460,6 +496,11 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
             trace = chrometrace.build_trace(documents, source=os.path.abspath(args.input_log),
                                             runtrace=features["runtrace"],
                                             memory_info=features["memory_info"])
+            if features["traceback"]:
+                optrace_features.add_traceback(trace, documents)
+            flows = optrace_features.add_flow_events(trace, documents, features["enable_input_output_flow_events"],
+                                                     features["enable_sequencer_flow_events"])
+            trace["otherData"]["flow_events"] = flows
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
                 path = chrometrace.write_trace(trace, args.output, args.gzip or features["gzip"])
@@ -476,6 +517,16 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
                 _write_text(path, json.dumps([qhas.summarize(d) for d in documents], indent=1) + "\n",
                             "QHAS JSON")
                 written.append(f"{path} (QHAS JSON)")
+            out_dir = os.path.dirname(os.path.abspath(args.output))
+            if features["qhas_schema"]:
+                path = os.path.join(out_dir, QHAS_SCHEMA_FILE)
+                _write_text(path, json.dumps(optrace_features.QHAS_SCHEMA, indent=1) + "\n", "QHAS schema")
+                written.append(f"{path} (QHAS schema)")
+            if features["htp_json"]:
+                for d in documents:
+                    path = os.path.join(out_dir, d["graph"] + HTP_JSON_SUFFIX)
+                    _write_text(path, json.dumps(optrace_features.htp_json(d), indent=1) + "\n", "htp_json")
+                    written.append(f"{path} (HTP topology for Netron)")
         if args.html:
             _write_text(args.html, qhas.render_html(documents), "--html")
             written.append(f"{args.html} (QHAS report)")
