@@ -57,7 +57,8 @@ graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
   GRAPH_EXECUTE_CRITICAL_ACCEL_TIME_CYCLE (6001) cycles
                           "Accelerator (critical path execute) time (cycles)"
       ``htp_plan.critical_path_cycles``
-      LINTING: one NODE sub-event per plan step (see below) with the linting sub-events
+      LINTING: Input, one NODE sub-event per plan step, Output (see below) with the linting
+      sub-events
   GRAPH_EXECUTE_ACCEL_TIME_CYCLE (3003)   cycles  "Accelerator (execute) time (cycles)"
       ``htp_plan.total_cycles`` (the schedule's makespan)
       DETAILED: one NODE (404) sub-event per plan step, in runlist order, unit cycles, value the
@@ -82,14 +83,18 @@ graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
       its plain event data value is the object's length in bytes
   so EXECUTE >= HOST_RPC >= HTP_RPC (measured) for every execution.
 
-LINTING, per plan step (NODE (404) cycles "<label> (cycles)", value the step's own cycles), the
-numbers the re-scheduler computed (``lint_plan``):
-  NODE_WAIT (5001)          cycles "Wait (Scheduler) time"   wait_cycles: ready, not yet started
-  NODE_OVERLAP (5002)       cycles "Overlap time"            overlap_cycles, with one
-      NODE_CRITICAL_BG_OP_ID (5005) sub-event per contributing step (overlap_steps, at most
-      ``MAX_CONTRIBUTORS``), unit none, identifier its label, value its OpId k
-  NODE_WAIT_OVERLAP (5003)  cycles "Overlap (wait) time"     overlap_wait_cycles, with one
-      NODE_WAIT_BG_OP_ID (5006) sub-event per step of overlap_wait_steps (at most 10)
+LINTING, the "Input OpId_<k>" pseudo-op, then per plan step (NODE (404) cycles "<label>
+(cycles)", value the step's own cycles), then the "Output OpId_<k>" pseudo-op, with the numbers
+of the documentation's main-thread model over the re-scheduler's schedule (``lint_plan`` /
+``lint_schedule``; docs/profiling-tools.md):
+  NODE_WAIT (5001)          cycles "Wait (Scheduler) time"   a main-thread entry: the cycles since
+      the previous main-thread entry ended; a background step: ready -> start
+  NODE_OVERLAP (5002)       cycles "Overlap time"            cycles of its run other steps cover,
+      the steps it waits on excluded, with one NODE_CRITICAL_BG_OP_ID (5005) sub-event per
+      contributing step (at most ``MAX_CONTRIBUTORS``), unit none, identifier its label, value
+      its OpId k
+  NODE_WAIT_OVERLAP (5003)  cycles "Overlap (wait) time"     the same over its wait window, with one
+      NODE_WAIT_BG_OP_ID (5006) sub-event per contributing step (at most 10)
   NODE_RESOURCEMASK (5004)  none   "Resources: HVX, HMX, DMA"  value the mask of
       ``RESOURCE_BITS`` over the step's resources; identifier "Resources:" alone for a step
       using none of them (CPU work)

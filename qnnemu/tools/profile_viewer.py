@@ -20,8 +20,9 @@ Outputs:
 
 - no ``--output`` / ``--html``: the listing on stdout -- every profiled call's events (indented
   sub-events, value and unit), "Execute Stats (Average/Min/Max)" per graph over the executions,
-  and per optrace document the linting-style per-step listing (cycles, Wait (Scheduler) time,
-  Overlap time with the overlapping steps, Resources);
+  and per optrace document the linting listing (cycles, Wait (Scheduler) time, Overlap time with
+  the overlapping steps, Resources; the Input and Output pseudo-ops; qnnemu.core.profile's
+  main-thread model);
 - ``--output FILE``: the chrometrace (:mod:`qnnemu.tools.viewer.chrometrace`); gzip-compressed when
   ``--gzip``, when FILE ends in ``.gz`` or when the ``--config`` file enables ``gzip`` (the
   documentation's three ways); the QHAS report is written next to it as
@@ -30,9 +31,13 @@ Outputs:
 
 ``--config`` is the optrace config.json (``{"features": {...}}``): ``runtrace``, ``memory_info``
 and ``gzip`` change the chrometrace, ``qhas_json`` also writes the analysis as
-``<stem>_qnn_htp_analysis_summary.json``; the SDK's other features (flow events, htp_json,
-traceback, qhas_schema) are accepted and reported as not produced. ``--reader`` (the SDK's reader
-plugin) is accepted and ignored: the formats are recognised from the content.
+``<stem>_qnn_htp_analysis_summary.json``; ``enable_input_output_flow_events``,
+``enable_sequencer_flow_events``, ``traceback``, ``htp_json`` (``<graph>_htp.json`` for Netron) and
+``qhas_schema`` (``qhas_schema.json``) are :mod:`qnnemu.tools.viewer.optrace_features`'.
+``--schematic`` (the generator's ``[BINARY]_schematic.bin``) adds the graphs' node tables and
+framework names; ``--zoom_start`` / ``--zoom_end`` restrict everything to a sub-network
+(docs/profiling-tools.md).  ``--reader`` (the SDK's reader plugin) is accepted and ignored: the
+formats are recognised from the content.
 
 ``python -m qnnemu.tools.profile_viewer`` runs it too.
 """
