@@ -442,43 +442,55 @@ with Backend(None if lib == "ours" else lib, log_level="error") as be:
 """
 
 
-def _probe(lib: str, level: str) -> dict:
+def _probe(lib: str, level: str, cwd: Path) -> dict:
     proc = subprocess.run([sys.executable, "-c", VENDOR_PROBE, lib, level], capture_output=True, text=True,
-                          timeout=300, env={**vendor_env(), "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"})
+                          timeout=300, env={**vendor_env(), "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}, cwd=cwd)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, f"probe {lib} {level} failed: {proc.stderr[-2000:]}"
     return json.loads(line[7:])
 
 
 @pytest.mark.skipif(vendor_library() is None, reason="onnxruntime-qnn (the vendor's libQnnHtp.so) not installed")
-def test_vendor_linting_structure_and_optrace_objects():
+def test_vendor_linting_structure_and_optrace_objects(tmp_path):
     """Probed: the vendor's x86 linting tree has the Input and Output pseudo-ops around the node
     entries, each with Wait (Scheduler) / Overlap / Overlap (wait) / Resources children -- as
-    qnnemu's; the vendor's x86 library hands out no optrace object (finalize or execute) where
-    qnnemu hands out the schematic and the optrace document, so --profiling_option optrace on
-    the generator needs qnnemu's library."""
+    qnnemu's.  With optrace at graphFinalize the vendor's library hands out no optrace object but
+    writes "<graph>_schematic.bin" (its own text format) into the current directory; qnnemu's
+    library reports the schematic as a profiling event and writes no file."""
     for lib in (str(vendor_library()), "ours"):
-        lint = _probe(lib, "linting")["execute"]
+        lint = _probe(lib, "linting", tmp_path)["execute"]
         critical = next(e for e in lint if e[0] == "Accelerator (critical path execute) time (cycles)")
         entries = [e[0] for e in critical[3]]
         assert entries[0].startswith("Input OpId_") and entries[-1].startswith("Output OpId_"), f"{lib}: {entries}"
         assert [c[0] for c in critical[3][1][3]][:3] == ["Wait (Scheduler) time", "Overlap time",
                                                          "Overlap (wait) time"], f"{lib}: linting children"
         assert {e[0].split(":OpId_")[0] for e in critical[3][1:-1]} >= {"r1", "s1", "t1", "add"}, entries
-    vendor = _probe(str(vendor_library()), "detailed")
-    ours = _probe("ours", "detailed")
+    (tmp_path / "v").mkdir()
+    (tmp_path / "o").mkdir()
+    vendor = _probe(str(vendor_library()), "detailed", tmp_path / "v")
+    ours = _probe("ours", "detailed", tmp_path / "o")
     has_object = [any(e[2] for e in vendor[k]) for k in ("finalize", "execute")]
     assert has_object == [False, False], "the vendor's x86 library reports no optrace object"
+    written = sorted(p.name for p in (tmp_path / "v").iterdir())
+    assert written == ["lint_schematic.bin"], f"the vendor writes <graph>_schematic.bin into the cwd: {written}"
+    assert (tmp_path / "v" / "lint_schematic.bin").read_bytes().startswith(b"# python_pprint_graph_summary"), \
+        "in its own (text) format"
+    assert list((tmp_path / "o").iterdir()) == [], "qnnemu's library writes no file"
     assert [e[0] for e in ours["finalize"] if e[2]] == ["Schematic"] and \
         [e[0] for e in ours["execute"] if e[2]] == ["Optrace"], "qnnemu's: the schematic and the optrace document"
 
 
 @pytest.mark.skipif(vendor_library() is None, reason="onnxruntime-qnn (the vendor's libQnnHtp.so) not installed")
-def test_generator_optrace_on_the_vendor_library_says_why(tmp_path):
+def test_generator_optrace_on_the_vendor_library_keeps_its_schematic(tmp_path):
+    """With the vendor's library the SDK's flow holds: the schematic lands in the current
+    directory, in the vendor's format; the generator says so and writes no qnnemu schematic."""
     model = chain_description(tmp_path / "m.json")
     proc = subprocess.run([sys.executable, "-m", "qnnemu.tools.context_binary_generator", "--model", str(model),
                            "--backend", str(vendor_library()), "--output_dir", str(tmp_path / "out"),
                            "--profiling_level", "detailed", "--profiling_option", "optrace"],
-                          capture_output=True, text=True, timeout=300,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
                           env={**vendor_env(), "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 1 and "reported no schematic for graph 'chain'" in proc.stderr, proc.stderr[-1500:]
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert "wrote its own schematic" in proc.stderr and (tmp_path / "chain_schematic.bin").is_file(), \
+        f"the vendor's own schematic, reported: {proc.stderr[-800:]}"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["m.bin"], "no qnnemu schematic beside it"

@@ -598,20 +598,29 @@ def generate_from_json(model: str, backend: str, config: BackendConfig, log_leve
 
         def collect(g) -> None:
             if schematic is not None:
-                schematic.append(_schematic_of(profile.events(), specs[g.name], backend))
+                doc = _schematic_of(profile.events(), specs[g.name], backend)
+                if doc is not None:
+                    schematic.append(doc)
         finalize_graphs(built, graphs, profile=profile, after=collect)
         blob = ctx.get_binary()
         return blob, len(graphs), (make_sections(ctx, built, graphs, loaded) if sections else {})
 
 
-def _schematic_of(events: list[dict], spec: dict, backend: str) -> dict:
+def _schematic_of(events: list[dict], spec: dict, backend: str) -> dict | None:
     """The graph's schematic from its graphFinalize profile events, with the framework op names
-    of its description (QNN HTP backend documentation, "QNN HTP Optrace Profiling")."""
+    of its description (QNN HTP backend documentation, "QNN HTP Optrace Profiling").  None when
+    the backend wrote its own ``<graph>_schematic.bin`` into the current directory instead, as
+    the vendor's libQnnHtp.so does (probed: a text file in the SDK's format)."""
     doc = next((e.get("object") for e in events if e.get("identifier") == "Schematic"
                 and isinstance(e.get("object"), dict)), None)
     if doc is None:
+        own = Path.cwd() / f"{spec['name']}_schematic.bin"
+        if own.is_file():
+            log.warning("--profiling_option optrace: %s wrote its own schematic %s (its format; the SDK's "
+                        "qnn-profile-viewer reads it, qnnemu-profile-viewer reads qnnemu's)", backend, own)
+            return None
         raise ToolError(f"--profiling_option optrace: {backend} reported no schematic for graph "
-                        f"{spec['name']!r} (qnnemu's HTP library writes one at graphFinalize)")
+                        f"{spec['name']!r} (qnnemu's HTP library reports one at graphFinalize)")
     framework = {n["name"]: n["framework"] for n in spec["nodes"] if n.get("framework")}
     for node in doc.get("nodes", []):
         if node["name"] in framework:
@@ -719,7 +728,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 count = graph_counts[i] if graph_counts else _graph_count(blob, backend)
                 graphs_text = "" if count is None else f", {plural(count, 'graph')}"
                 written.append(f"{out} ({len(blob)} bytes{graphs_text})")
-            if schematic is not None:   # [MODEL]_schematic.bin next to the binary
+            if schematic:   # [MODEL]_schematic.bin next to the binary
                 from .viewer.optrace_features import write_schematic
                 out = os.path.normpath(os.path.join(args.output_dir, f"{name}_schematic.bin"))
                 size = write_schematic(out, schematic, os.path.abspath(model), f"{name}.bin")

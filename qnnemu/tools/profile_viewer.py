@@ -522,16 +522,16 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
                 _write_text(path, json.dumps([qhas.summarize(d) for d in documents], indent=1) + "\n",
                             "QHAS JSON")
                 written.append(f"{path} (QHAS JSON)")
-            out_dir = os.path.dirname(os.path.abspath(args.output))
+            out_dir = os.path.dirname(args.output)
             if features["qhas_schema"]:
                 path = os.path.join(out_dir, QHAS_SCHEMA_FILE)
                 _write_text(path, json.dumps(optrace_features.QHAS_SCHEMA, indent=1) + "\n", "QHAS schema")
                 written.append(f"{path} (QHAS schema)")
-            if features["htp_json"]:
+            if features["htp_json"]:   # on by default: logged (info), not in the summary line
                 for d in documents:
                     path = os.path.join(out_dir, d["graph"] + HTP_JSON_SUFFIX)
                     _write_text(path, json.dumps(optrace_features.htp_json(d), indent=1) + "\n", "htp_json")
-                    written.append(f"{path} (HTP topology for Netron)")
+                    log.info("wrote %s (HTP topology for Netron)", path)
         if args.html:
             _write_text(args.html, qhas.render_html(documents), "--html")
             written.append(f"{args.html} (QHAS report)")
