@@ -1119,6 +1119,14 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
         (("QNN_COMMON_ERROR_MEM_ALLOC",), "a 33rd TCM buffer (the TCM allocator supports 32)"),
     "QNNEMU-lpai-tcm-mem-type":
         (("QNN_COMMON_ERROR_MEM_ALLOC",), "an I/O or model buffer of an undefined memory type (not ddr or tcm)"),
+    # Profiling and optrace tooling (issue 16 item 5, task prof; qnnemu/tools/viewer/optrace_features.py):
+    # qnnemu-profile-viewer's --zoom_start/--zoom_end ("Profile Submodule Chrometrace").
+    "QNNEMU-viewer-zoom-unknown-node":
+        (("QNN_COMMON_ERROR_INVALID_ARGUMENT",),
+         "a --zoom_start/--zoom_end name that is no QNN node or framework op of the graph"),
+    "QNNEMU-viewer-zoom-order":
+        (("QNN_COMMON_ERROR_INVALID_ARGUMENT",),
+         "a --zoom_end node that does not depend on the --zoom_start node (reversed or unconnected)"),
     "QNNEMU-{op}-align-corners-half-pixel":
         (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG", "QNN_BACKEND_ERROR_NOT_SUPPORTED"),
          "align_corners and half_pixel_centers both true"),

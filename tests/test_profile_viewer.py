@@ -608,10 +608,14 @@ def test_text_listing_of_a_bare_document(tmp_path, capsys):
     path.write_text(json.dumps(parallel_plan().to_optrace()))
     status, out, err = run_viewer(["--input_log", path, "--reader", "libQnnHtpProfilingReader.so"], capsys)
     assert status == 0, err
-    assert out.count("(cycles):") == len(parallel_plan().steps), "one linting entry per step"
-    assert "      convLeft (cycles): 6000  cycles\n            Wait (Scheduler) time: 0  cycles\n" \
-           "            Overlap time: 3000  cycles\n               subRight\n               divRight\n" in out, \
+    assert out.count("(cycles):") == len(parallel_plan().steps) + 2, "one linting entry per step, Input, Output"
+    # convLeft waits from the end of the previous main-thread op (Input, cycle 0) to its start
+    # (100), while its launch runs; subRight and divRight cover [200, 6100) of its run
+    assert "      convLeft (cycles): 6000  cycles\n            Wait (Scheduler) time: 100  cycles\n" \
+           "            Overlap time: 5900  cycles\n               subRight\n               divRight\n" in out, \
         "the documentation's linting layout"
+    assert out.index("      Input OpId_12 (cycles): 0  cycles") < out.index("convLeft (cycles)") < \
+        out.index("      Output OpId_13 (cycles): 0  cycles"), "the Input and Output pseudo-ops around the steps"
     assert "Resources: HVX, HMX" in out
 
 

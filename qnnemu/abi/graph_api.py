@@ -137,7 +137,7 @@ def graphFinalize(graphHandle, profileHandle, signalHandle):
                                Q.QNN_GRAPH_ERROR_SIGNAL_IN_USE) as sig:
         if sig is not None:
             sig.check()
-        with profile_api.recording(call) as rec:
+        with profile_api.recording(call, g) as rec:   # the graph: its schematic (optrace)
             g.finalize()
     profile_api.commit(rec, "finalize")
 

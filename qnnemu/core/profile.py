@@ -33,6 +33,10 @@ outputs):
 
 graphFinalize (every level)
   FINALIZE (300)  us  "QNN (finalize) time"   wall time of the whole graphFinalize call
+  with QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE, last:
+  TRACE (600)     object  "Schematic"   the graph's schematic: fileName "<graph>_schematic.json",
+      data the UTF-8 JSON of ``htp_plan.to_optrace()`` plus "nodes" (``node_table``); the
+      context-binary generator's ``--profiling_option optrace`` writes ``<binary>_schematic.bin``
 
 graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
   GRAPH_NUMBER_OF_HVX_THREADS (8001)      count   "Number of HVX threads used"
@@ -53,7 +57,8 @@ graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
   GRAPH_EXECUTE_CRITICAL_ACCEL_TIME_CYCLE (6001) cycles
                           "Accelerator (critical path execute) time (cycles)"
       ``htp_plan.critical_path_cycles``
-      LINTING: one NODE sub-event per plan step (see below) with the linting sub-events
+      LINTING: Input, one NODE sub-event per plan step, Output (see below) with the linting
+      sub-events
   GRAPH_EXECUTE_ACCEL_TIME_CYCLE (3003)   cycles  "Accelerator (execute) time (cycles)"
       ``htp_plan.total_cycles`` (the schedule's makespan)
       DETAILED: one NODE (404) sub-event per plan step, in runlist order, unit cycles, value the
@@ -70,7 +75,7 @@ graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
       measured: wall time of the whole graphExecute call
   with QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE, last:
   TRACE (600)     object  "Optrace"   extended data: a QnnProfile_BackendOpaqueObject_t, fileName
-      "<graph>.optrace.json", data the UTF-8 JSON of ``htp_plan.to_optrace()`` plus
+      "<graph>.optrace.json", data the UTF-8 JSON of ``htp_plan.to_optrace()`` plus "nodes" and
       "execution": {"start_us", "end_us", "clocks": {core_mhz, hmx_mhz, bus_mhz, corner},
       "runs": [{"execution", "start_us", "end_us", "accel_start_us", "accel_end_us",
       "total_cycles", "critical_path_cycles", "yields", "vtcm_acquire_us", "power_on_us"}]}
@@ -78,14 +83,18 @@ graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
       its plain event data value is the object's length in bytes
   so EXECUTE >= HOST_RPC >= HTP_RPC (measured) for every execution.
 
-LINTING, per plan step (NODE (404) cycles "<label> (cycles)", value the step's own cycles), the
-numbers the re-scheduler computed (``lint_plan``):
-  NODE_WAIT (5001)          cycles "Wait (Scheduler) time"   wait_cycles: ready, not yet started
-  NODE_OVERLAP (5002)       cycles "Overlap time"            overlap_cycles, with one
-      NODE_CRITICAL_BG_OP_ID (5005) sub-event per contributing step (overlap_steps, at most
-      ``MAX_CONTRIBUTORS``), unit none, identifier its label, value its OpId k
-  NODE_WAIT_OVERLAP (5003)  cycles "Overlap (wait) time"     overlap_wait_cycles, with one
-      NODE_WAIT_BG_OP_ID (5006) sub-event per step of overlap_wait_steps (at most 10)
+LINTING, the "Input OpId_<k>" pseudo-op, then per plan step (NODE (404) cycles "<label>
+(cycles)", value the step's own cycles), then the "Output OpId_<k>" pseudo-op, with the numbers
+of the documentation's main-thread model over the re-scheduler's schedule (``lint_plan`` /
+``lint_schedule``; docs/profiling-tools.md):
+  NODE_WAIT (5001)          cycles "Wait (Scheduler) time"   a main-thread entry: the cycles since
+      the previous main-thread entry ended; a background step: ready -> start
+  NODE_OVERLAP (5002)       cycles "Overlap time"            cycles of its run other steps cover,
+      the steps it waits on excluded, with one NODE_CRITICAL_BG_OP_ID (5005) sub-event per
+      contributing step (at most ``MAX_CONTRIBUTORS``), unit none, identifier its label, value
+      its OpId k
+  NODE_WAIT_OVERLAP (5003)  cycles "Overlap (wait) time"     the same over its wait window, with one
+      NODE_WAIT_BG_OP_ID (5006) sub-event per contributing step (at most 10)
   NODE_RESOURCEMASK (5004)  none   "Resources: HVX, HMX, DMA"  value the mask of
       ``RESOURCE_BITS`` over the step's resources; identifier "Resources:" alone for a step
       using none of them (CPU work)
@@ -109,6 +118,7 @@ start of what the event measures.  Microsecond values are rounded to the nearest
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import threading
@@ -120,6 +130,7 @@ from .. import rules
 from ..headers import Q
 from ..htp import perf as htp_perf  # htp_perf.current_clocks: read at call time (tests vary the clocks)
 from ..htp.cost import cycles_to_us as reference_cycles_to_us
+from ..htp.services import is_background_service
 from ..htp.settings import graph_settings
 from ..location import Location
 from ..rules import fail
@@ -180,6 +191,30 @@ def _yield_record(sched) -> int | list[dict]:
 YIELD_WAIT_EVENT = EventKind("yield_wait", Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_YIELD_INSTANCE_WAIT_TIME, US,
                              "Time waited for pre-empting graphs")
 OPTRACE_EVENT = EventKind("optrace", Q.QNN_PROFILE_EVENTTYPE_TRACE, OBJECT, "Optrace")
+SCHEMATIC_EVENT = EventKind("schematic", Q.QNN_PROFILE_EVENTTYPE_TRACE, OBJECT, "Schematic")
+
+
+def node_table(graph) -> list[dict]:
+    """The graph's nodes for the optrace / schematic documents' ``nodes``: index, name, QNN op
+    type, package and the names of the tensors each reads and writes (the topology the viewer's
+    --zoom_start/--zoom_end, flow events and htp_json use)."""
+    def names(tids) -> list[str]:
+        return [graph.tensor(t).name for t in tids if t is not None]
+    return [{"index": k, "name": n.name, "type": n.op_type, "package": n.package, "inputs": names(n.inputs),
+             "outputs": names(n.outputs)} for k, n in enumerate(graph.nodes)]
+
+
+def tensor_table(graph) -> dict[str, dict]:
+    """The graph's tensors the nodes use: name -> {"type": Qnn_TensorType_t, "data_type":
+    Qnn_DataType_t, "dims"} (the optrace / schematic documents' ``tensors``)."""
+    out: dict[str, dict] = {}
+    for n in graph.nodes:
+        for tid in (*n.inputs, *n.outputs):
+            if tid is not None:
+                t = graph.tensor(tid)
+                out.setdefault(t.name, {"type": int(t.type), "data_type": int(t.dtype),
+                                        "dims": [int(d) for d in t.dims]})
+    return out
 
 # The linting sub-events of one step (QNN HTP backend documentation, "Detailed and Linting
 # Profiling").
@@ -412,17 +447,135 @@ class StepLint:
     resources: list[str]
 
 
+# Steps the main thread hands to a background unit and does not execute itself (HMX launches,
+# DMA spills and fills, the background System Services); ops, waits, sync ops, checkpoint waits
+# and block zaps are the main thread's.
+BACKGROUND_KINDS = ("launch", "spill", "fill")
+
+
+def is_main_thread(kind: str, op_type: str | None) -> bool:
+    if kind == "service":
+        return not is_background_service(op_type)
+    return kind not in BACKGROUND_KINDS
+
+
+@dataclass(frozen=True)
+class LintStep:
+    """What the linting model needs of one scheduled step (a plan Step or an optrace step)."""
+    index: int
+    kind: str
+    start: int
+    end: int
+    sched_wait: int              # the re-scheduler's wait (ready -> start)
+    deps: tuple[int, ...]
+    pair: int | None
+    main: bool = True            # run by the main thread (is_main_thread)
+
+
+def _covered(lo: int, hi: int, spans: list[tuple[int, int]]) -> int:
+    """Cycles of [lo, hi) covered by the union of ``spans``."""
+    total = 0
+    cur: tuple[int, int] | None = None    # the union's current run
+    for a, b in sorted((max(lo, a), min(hi, b)) for a, b in spans if min(hi, b) > max(lo, a)):
+        if cur is None or a > cur[1]:
+            total += 0 if cur is None else cur[1] - cur[0]
+            cur = (a, b)
+        else:
+            cur = (cur[0], max(cur[1], b))
+    return total + (0 if cur is None else cur[1] - cur[0])
+
+
+def waited_on(step: LintStep, by_index: dict[int, LintStep]) -> set[int]:
+    """The steps ``step`` waits for: its dependencies, the launch behind each wait step it
+    depends on, and (a wait step) its own launch."""
+    out = set(step.deps)
+    for d in step.deps:
+        dep = by_index.get(d)
+        if dep is not None and dep.kind == "wait" and dep.pair is not None:
+            out.add(dep.pair)
+    if step.kind == "wait" and step.pair is not None:
+        out.add(step.pair)
+    return out
+
+
+def lint_schedule(steps: list[LintStep], total_cycles: int) -> list[tuple]:
+    """The linting numbers of a schedule (QNN HTP backend documentation, "Detailed and Linting
+    Profiling"), per step in the given order, then the Output pseudo-op:
+    ``(index | "Input" | "Output", wait, overlap, overlap_by, overlap_wait, overlap_wait_by)``,
+    the Input pseudo-op first.
+
+    * The main thread runs the ops and waits in start order; a main-thread step's "Wait" is the
+      time since the previous main-thread step ended ("each op has to wait for some cycles since
+      the execution of the last op"), 0 while another main-thread step still runs.  A background
+      step (launch, spill, fill) keeps the re-scheduler's wait (ready -> start).
+    * "Overlap" / "Overlap (wait)": the cycles of the step's run / wait window covered by other
+      steps -- except the background steps it waits on ("Background ops that are being waited on
+      by main thread ops are not considered as background activity"), so a wait step's own launch
+      and an op's filled inputs never count.
+    * Input: cycle 0, nothing before it.  Output: from the last main-thread step's end to the end
+      of the schedule, waiting for everything still running (so no overlap)."""
+    by_index = {s.index: s for s in steps}
+    spans = sorted((s.start, s.end, s.index) for s in steps if s.end > s.start)
+    starts = [a for a, _, _ in spans]
+    reach, top = [], 0
+    for _, b, _ in spans:
+        top = max(top, b)
+        reach.append(top)
+
+    def background(lo: int, hi: int, exclude: set[int]) -> tuple[int, list[int]]:
+        if hi <= lo:
+            return 0, []
+        others = []
+        j = bisect.bisect_left(starts, hi) - 1
+        while j >= 0 and reach[j] > lo:
+            a, b, k = spans[j]
+            if b > lo and k not in exclude:
+                others.append((a, b, k))
+            j -= 1
+        return _covered(lo, hi, [(a, b) for a, b, _ in others]), sorted(k for _, _, k in others)
+
+    main_wait_from: dict[int, int] = {}
+    main_end = 0
+    for s in sorted((s for s in steps if s.main), key=lambda s: (s.start, s.index)):
+        main_wait_from[s.index] = main_end if main_end <= s.start else s.start   # busy: no wait
+        main_end = max(main_end, s.end)
+    out: list[tuple] = [("Input", 0, 0, [], 0, [])]
+    for s in steps:
+        lo = main_wait_from.get(s.index, s.start - s.sched_wait)
+        exclude = waited_on(s, by_index) | {s.index}
+        overlap, by = background(s.start, s.end, exclude)
+        overlap_wait, wait_by = background(lo, s.start, exclude)
+        out.append((s.index, s.start - lo, overlap, by, overlap_wait, wait_by))
+    out.append(("Output", max(0, total_cycles - main_end), 0, [], 0, []))
+    return out
+
+
+def _lint_steps_of_plan(plan) -> list[LintStep]:
+    return [LintStep(s.index, s.kind, s.start_cycle, s.end_cycle, s.wait_cycles, tuple(s.deps or ()), s.pair,
+                     is_main_thread(s.kind, s.op_type)) for s in plan.steps]
+
+
+def pseudo_op_ids(n_nodes: int, n_steps: int) -> dict[str, int]:
+    """The OpIds of the Input and Output pseudo-ops: after every node's and inserted step's."""
+    return {"Input": n_nodes + n_steps, "Output": n_nodes + n_steps + 1}
+
+
 def lint_plan(plan, n_nodes: int) -> list[StepLint]:
-    """The linting report of a prepared plan, one entry per step in runlist order: the step's
-    own cycles, the cycles it was ready but waited for the scheduler, and the cycles (and the
-    steps) of background activity while it ran and while it waited -- all computed by the
-    re-scheduler (qnnemu/htp/prepare.py); the wait window starts when the step's inputs were
-    ready, so the steps it waits on are no part of it, as the documentation says."""
+    """The linting report of a prepared plan: the Input pseudo-op, one entry per step in runlist
+    order, the Output pseudo-op (labelled ``Input OpId_<k>`` / ``Output OpId_<k>`` as in the
+    documentation's listings); numbers from :func:`lint_schedule` over the re-scheduler's
+    schedule (qnnemu/htp/prepare.py)."""
+    steps = {s.index: s for s in plan.steps}
+    ids = pseudo_op_ids(n_nodes, len(plan.steps))
     out = []
-    for s in plan.steps:
+    for key, wait, overlap, by, overlap_wait, wait_by in lint_schedule(_lint_steps_of_plan(plan), plan.total_cycles):
+        if isinstance(key, str):
+            out.append(StepLint(f"{key} OpId_{ids[key]}", ids[key], 0, wait, overlap, by, overlap_wait, wait_by,
+                                []))
+            continue
+        s = steps[key]
         label, k = step_label(s, n_nodes)
-        out.append(StepLint(label, k, s.cycles, s.wait_cycles, s.overlap_cycles, list(s.overlap_steps),
-                            s.overlap_wait_cycles, list(s.overlap_wait_steps), step_resources(s)))
+        out.append(StepLint(label, k, s.cycles, wait, overlap, by, overlap_wait, wait_by, step_resources(s)))
     return out
 
 
@@ -508,8 +661,10 @@ class CallRecorder:
 
     def finalize_events(self, end_ns: int) -> list[ProfileEvent]:
         total = self._elapsed(self.start_ns, end_ns)
-        return [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_FINALIZE, US, micros(total), "QNN (finalize) time",
-                             self.start_us)]
+        out = [ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_FINALIZE, US, micros(total), "QNN (finalize) time",
+                            self.start_us)]
+        schematic = self.schematic_event() if self.profile.optrace else None
+        return out + ([schematic] if schematic is not None else [])
 
     def execute_events(self, end_ns: int) -> list[ProfileEvent]:
         graph = self.graph
@@ -559,8 +714,10 @@ class CallRecorder:
         steps = {s.index: s for s in plan.steps}
         kinds = {k.key: k for k in LINTING_EVENT_TABLE}
         out = []
-        for s, lint in zip(plan.steps, lint_plan(plan, n_nodes)):
-            t = self._step_time(s, run_us, clocks)
+        lints = lint_plan(plan, n_nodes)
+        starts = [0] + [s.start_cycle for s in plan.steps] + [max((s.end_cycle for s in plan.steps), default=0)]
+        for start, lint in zip(starts, lints):
+            t = run_us + cycles_to_us(start, clocks)
             node = ProfileEvent(Q.QNN_PROFILE_EVENTTYPE_NODE, CYCLES, lint.cycles, f"{lint.label} (cycles)", t)
             wait = event(kinds["wait"], lint.wait, t - cycles_to_us(lint.wait, clocks))
             overlap = event(kinds["overlap"], lint.overlap, t)
@@ -582,6 +739,7 @@ class CallRecorder:
         this execution (clocks, wall-clock span, the runtrace of the run)."""
         graph = self.graph
         doc = plan.to_optrace()
+        doc["nodes"], doc["tensors"] = node_table(graph), tensor_table(graph)
         end_us = self.start_us + micros(self._elapsed(self.start_ns, end_ns))
         doc["execution"] = {
             "start_us": self.start_us, "end_us": end_us,
@@ -596,6 +754,21 @@ class CallRecorder:
         payload = json.dumps(doc, separators=(",", ":")).encode("utf-8")
         return ProfileEvent(OPTRACE_EVENT.type, OPTRACE_EVENT.unit, len(payload), OPTRACE_EVENT.identifier,
                             self.start_us, payload=payload, file_name=f"{graph.name}.optrace.json")
+
+    def schematic_event(self) -> ProfileEvent | None:
+        """graphFinalize with QNN_PROFILE_CONFIG_OPTION_ENABLE_OPTRACE: the graph's schematic --
+        its prepared plan's optrace document with the node table -- as an OBJECT event
+        ``"Schematic"`` (file ``<graph>_schematic.json``); qnnemu-context-binary-generator's
+        ``--profiling_option optrace`` writes it into ``<binary>_schematic.bin``."""
+        graph = self.graph
+        plan = getattr(graph, "htp_plan", None)
+        if plan is None:
+            return None
+        doc = plan.to_optrace()
+        doc["nodes"], doc["tensors"] = node_table(graph), tensor_table(graph)
+        payload = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+        return ProfileEvent(SCHEMATIC_EVENT.type, SCHEMATIC_EVENT.unit, len(payload), SCHEMATIC_EVENT.identifier,
+                            self.start_us, payload=payload, file_name=f"{graph.name}_schematic.json")
 
     def _dsp_event(self, identifier: str) -> ProfileEvent:
         # Both DSP heap events are taken with no context loaded: the runtime's heap.

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 TCM = "TCM"        # a block living in VTCM
 PLAIN = "Plain"    # a block in DDR (graph I/O, weights not streamed, spilled copies)
 
-STEP_KINDS = ("op", "spill", "fill", "launch", "wait")
+# "service": the HTP's System Service steps (qnnemu/htp/services.py), appended after the re-schedule
+STEP_KINDS = ("op", "spill", "fill", "launch", "wait", "service")
 RESOURCES = ("HVX", "HMX", "DMA", "CPU")
 
 

@@ -47,7 +47,7 @@ from ..errors import QnnError
 from ..headers import Q
 from ..location import Location
 from ..rules import error
-from . import cost, tiling
+from . import cost, services, tiling
 from .plan_types import PLAIN, TCM, Block, PreparedPlan, Step, Tiling
 from .settings import device_model, graph_settings
 
@@ -1247,6 +1247,7 @@ def prepare_graph(graph) -> PreparedPlan:
         f"{f' on each of {cores} cores' if cores > 1 else ''}; "
         f"optimization level {level}: {policy} priority"
         f"{' (both rules tried, the SoC configured)' if thorough else ''}")
+    services.add_system_services(plan, {t.tid: t.raw for t in a.tensors.values()})   # System Service steps
     log = _log(graph)
     if log is not None:
         for line in plan.passes:

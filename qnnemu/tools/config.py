@@ -61,8 +61,10 @@ _DEVICE_IGNORED = {
     "core_id": "the emulated device has one core",
     "core_type": "the emulated device has one (NSP) core",
     "use_client_context": "power contexts are not modelled",
-    "profiling_level": "the extension's profiling_level is not read; pass --profiling_level basic|detailed|linting",
 }
+# devices[].profiling_level (QNN HTP backend documentation, "Detailed and Linting Profiling": the
+# level qnn-net-run's ``--profiling_level backend`` uses)
+PROFILING_LEVELS = ("basic", "detailed", "linting")
 # The outer form's ``context_configs`` keys (QNN HTP backend documentation, "Graph Switching (Beta)",
 # "Multi-Graph Switching (Beta)") -> (QnnContext_Config_t option, union member, value kinds); they
 # apply when a context is loaded from a binary (qnnemu/htp/switching.py).
@@ -90,6 +92,8 @@ class BackendConfig:
     # the outer form's context_configs: (QnnContext_Config_t option name, union member, value), at load
     load_configs: list[tuple[str, str, Any]] = field(default_factory=list)
     raw: dict = field(default_factory=dict)
+    # devices[0].profiling_level: the level of net-run's --profiling_level backend (None: not set)
+    profiling_level: str | None = None
     # devices[0].cores[0]: perf_profile and the RPC / HMX overrides (qnnemu.htp.perf.profile_votes
     # keywords); net-run votes them around each inference through the perf infrastructure
     perf: dict = field(default_factory=dict)
@@ -284,6 +288,11 @@ def _device_options(cfg: BackendConfig, data: dict) -> None:
                                     f"\"signed\" or \"unsigned\"")
                 cfg.device.append(("SIGNEDPD", "useSignedProcessDomain",
                                    {"deviceId": 0, "useSignedProcessDomain": value == "signed"}))
+            elif key == "profiling_level":
+                if value not in PROFILING_LEVELS:
+                    raise ToolError(f"config file: {where}: {json.dumps(value)} is not one of "
+                                    f"{', '.join(PROFILING_LEVELS)}")
+                cfg.profiling_level = value
             elif key in _DEVICE_IGNORED:
                 log.warning("config file: %s ignored: %s", where, _DEVICE_IGNORED[key])
             elif key == "cores":
@@ -306,7 +315,7 @@ def _device_options(cfg: BackendConfig, data: dict) -> None:
                         cfg.perf[ckey] = cvalue
             else:
                 raise ToolError(f"config file: {where}: unknown device option (known: soc_model, "
-                                f"soc_id, dsp_arch, pd_session, cores, "
+                                f"soc_id, dsp_arch, pd_session, profiling_level, cores, "
                                 f"{', '.join(_DEVICE_IGNORED)})")
 
 

@@ -4,7 +4,10 @@ Conventions of the SDK's qnn-context-binary-generator: ``--backend`` (default: o
 libQnnHtpEmu.so; any QNN backend .so works, e.g. the vendor's libQnnHtp.so), ``--model``,
 ``--binary_file`` (the output's name; ``.bin`` is appended), ``--output_dir`` (default
 ``./output``), ``--config_file`` (the HTP backend-extension JSON, see :mod:`qnnemu.tools`),
-``--log_level``. Where the SDK tool takes a compiled model library, this one takes
+``--log_level``, ``--profiling_level`` with ``--profiling_option optrace`` (graphFinalize profiled
+with optrace: ``[BINARY]_schematic.bin`` is written next to the binary, for
+``qnnemu-profile-viewer --schematic``; its format is :mod:`qnnemu.tools.viewer.optrace_features`).
+Where the SDK tool takes a compiled model library, this one takes
 
 - a JSON graph description (``*.json``; the format is docs/graph-json.md and
   :func:`load_graph_description`): the graphs are built with qnnemu.client on the backend
@@ -63,7 +66,7 @@ _NUMPY_NAMES = {"float32": "FLOAT_32", "float16": "FLOAT_16", "float64": "FLOAT_
 _WITH_DATA = (Q.QNN_TENSOR_TYPE_STATIC, Q.QNN_TENSOR_TYPE_UPDATEABLE_STATIC)
 _GRAPH_KEYS = {"name", "precision", "tensors", "nodes"}
 _TENSOR_KEYS = {"name", "type", "dtype", "dims", "quant", "data"}
-_NODE_KEYS = {"name", "package", "type", "inputs", "outputs", "params"}
+_NODE_KEYS = {"name", "package", "type", "inputs", "outputs", "params", "framework"}
 
 
 # ------------------------------------------------------------------------------ the format
@@ -346,8 +349,16 @@ def _check_graph(g: Any, file: str, jpath: str, base: Path) -> dict:
         params = n.get("params") or {}
         if not isinstance(params, dict):
             raise ToolError(f"{nw}.params: must be an object (name -> value)")
+        framework = n.get("framework")
+        if isinstance(framework, str):
+            framework = {"name": framework}
+        if framework is not None and (not isinstance(framework, dict) or set(framework) - {"name", "type"}
+                                      or not all(isinstance(v, str) and v for v in framework.values())
+                                      or "name" not in framework):
+            raise ToolError(f"{nw}.framework: the source framework op is a name or "
+                            f"{{\"name\": ..., \"type\": ...}} (strings), got {json.dumps(framework)}")
         nodes.append({"name": node_name, "package": package, "type": op_type, "inputs": ins,
-                      "outputs": outs, "where": nw,
+                      "outputs": outs, "where": nw, "framework": framework,
                       "params": {k: _param(v, base, f"{nw}.params.{k}") for k, v in params.items()}})
     for t in tensors.values():
         if t["type"] in (Q.QNN_TENSOR_TYPE_NATIVE, Q.QNN_TENSOR_TYPE_APP_READ) and t["producer"] is None:
@@ -567,21 +578,54 @@ def generate_from_onnx(model: str, backend: str, config: BackendConfig,
 
 # ----------------------------------------------------------------------------------- main
 def generate_from_json(model: str, backend: str, config: BackendConfig, log_level: str,
-                       sections: bool = False, adapters: Sequence[tuple[str, str]] = ()):
+                       sections: bool = False, adapters: Sequence[tuple[str, str]] = (),
+                       profiling: str | None = None, schematic: list | None = None):
     """Prepares a JSON description: returns ``(binary, number of graphs, sections)``, the
     sections (``make_sections(...)`` for the ``adapters`` ``(name, adapter file)``) only with
-    ``sections``, else ``{}``."""
+    ``sections``, else ``{}``.  ``profiling``: graphFinalize with a profile of that level;
+    with ``schematic`` (a list) optrace is enabled and each graph's schematic (graphFinalize's
+    "Schematic" event, with the description's framework op names) is appended to it."""
     from ..client import Backend
     graphs = load_graph_description(model)
     loaded = [(name, load_adapter(path, graphs)) for name, path in adapters]
     config.warn_unused("prepare")
     config.warn_perf_unused("the context-binary generator")
     with Backend(backend, log_level=log_level, device_configs=config.device_configs()) as be:
+        profile = be.profile(profiling, optrace=schematic is not None) if profiling else None
         ctx = be.context(config.context_configs("prepare"))
         built = build_graphs(ctx, graphs, config)
-        finalize_graphs(built, graphs)
+        specs = {spec["name"]: spec for spec in graphs}
+
+        def collect(g) -> None:
+            if schematic is not None:
+                doc = _schematic_of(profile.events(), specs[g.name], backend)
+                if doc is not None:
+                    schematic.append(doc)
+        finalize_graphs(built, graphs, profile=profile, after=collect)
         blob = ctx.get_binary()
         return blob, len(graphs), (make_sections(ctx, built, graphs, loaded) if sections else {})
+
+
+def _schematic_of(events: list[dict], spec: dict, backend: str) -> dict | None:
+    """The graph's schematic from its graphFinalize profile events, with the framework op names
+    of its description (QNN HTP backend documentation, "QNN HTP Optrace Profiling").  None when
+    the backend wrote its own ``<graph>_schematic.bin`` into the current directory instead, as
+    the vendor's libQnnHtp.so does (probed: a text file in the SDK's format)."""
+    doc = next((e.get("object") for e in events if e.get("identifier") == "Schematic"
+                and isinstance(e.get("object"), dict)), None)
+    if doc is None:
+        own = Path.cwd() / f"{spec['name']}_schematic.bin"
+        if own.is_file():
+            log.warning("--profiling_option optrace: %s wrote its own schematic %s (its format; the SDK's "
+                        "qnn-profile-viewer reads it, qnnemu-profile-viewer reads qnnemu's)", backend, own)
+            return None
+        raise ToolError(f"--profiling_option optrace: {backend} reported no schematic for graph "
+                        f"{spec['name']!r} (qnnemu's HTP library reports one at graphFinalize)")
+    framework = {n["name"]: n["framework"] for n in spec["nodes"] if n.get("framework")}
+    for node in doc.get("nodes", []):
+        if node["name"] in framework:
+            node["framework"] = framework[node["name"]]
+    return doc
 
 
 def _graph_count(blob: bytes, backend: str) -> int | None:
@@ -613,6 +657,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--adapter", action="append", default=[], metavar="NAME=FILE.json",
                    help="new data for UPDATEABLE_STATIC tensors ({graph: {tensor: data}}); writes "
                    "<binary>.<graph>.NAME.section.bin (implies --output_sections; repeatable)")
+    p.add_argument("--profiling_level", choices=("basic", "detailed", "linting"),
+                   help="profile graphFinalize at this level (with --profiling_option optrace: detailed or linting)")
+    p.add_argument("--profiling_option", choices=("optrace",),
+                   help="optrace: also write [BINARY]_schematic.bin next to the binary (JSON models), "
+                   "for qnnemu-profile-viewer --schematic")
     p.add_argument("--log_level", choices=LOG_LEVELS, default="warn")
     return p
 
@@ -648,6 +697,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             adapters.append((adapter, path))
         want_sections = args.output_sections or bool(adapters)
         suffix = Path(model).suffix.lower()
+        schematic: list | None = None
+        if args.profiling_option == "optrace":
+            if args.profiling_level not in ("detailed", "linting"):
+                raise ToolError("--profiling_option optrace needs --profiling_level detailed or linting")
+            if suffix != ".json" or lpai.provides_lpai(backend):
+                raise ToolError("--profiling_option optrace: the schematic is written for JSON graph descriptions "
+                                "prepared on an HTP backend")
+            schematic = []
         sections: dict = {}
         graph_counts: list[int] = []
         if suffix == ".onnx":
@@ -657,7 +714,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             blobs = generate_from_onnx(model, backend, config, args.log_level)
         elif suffix == ".json":
             blob, count, sections = generate_from_json(model, backend, config, args.log_level,
-                                                       want_sections, adapters)
+                                                       want_sections, adapters, args.profiling_level, schematic)
             blobs, graph_counts = [blob], [count]
         else:
             raise ToolError(f"--model {model}: expected a .json graph description or an .onnx model")
@@ -671,6 +728,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 count = graph_counts[i] if graph_counts else _graph_count(blob, backend)
                 graphs_text = "" if count is None else f", {plural(count, 'graph')}"
                 written.append(f"{out} ({len(blob)} bytes{graphs_text})")
+            if schematic:   # [MODEL]_schematic.bin next to the binary
+                from .viewer.optrace_features import write_schematic
+                out = os.path.normpath(os.path.join(args.output_dir, f"{name}_schematic.bin"))
+                size = write_schematic(out, schematic, os.path.abspath(model), f"{name}.bin")
+                written.append(f"{out} (schematic, {size} bytes)")
             section_files = []
             for (graph, adapter), blob in sections.items():
                 out = os.path.normpath(os.path.join(args.output_dir, section_file_name(name, graph, adapter)))

@@ -23,6 +23,8 @@ vendor's libQnnHtp.so for comparison):
   QNN_HTP_PROFILE_LEVEL_LINTING) is passed to contextCreateFromBinary / graphFinalize and every
   graphExecute, and its events are written to ``<output_dir>/qnn-profiling-data.json``;
   ``--profiling_option optrace`` (detailed / linting) adds each execute's optrace document;
+  ``--profiling_level backend`` takes the level from the config file's
+  ``devices[0].profiling_level`` (e.g. ``"linting"``, as the documentation's linting recipe);
 - ``--config_file``: the backend-extension JSON (see :mod:`qnnemu.tools`): device options go
   to deviceCreate, context options to contextCreate[FromBinary], graph options to graphCreate
   (``--model`` only: a binary's graphs were configured when it was prepared);
@@ -249,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run for this long, looping over the input list")
     p.add_argument("--keep_num_outputs", type=int, metavar="N",
                    help="write the outputs of the first N inferences only")
-    p.add_argument("--profiling_level", choices=("basic", "detailed", "linting"))
+    p.add_argument("--profiling_level", choices=("basic", "detailed", "linting", "backend"),
+                   help="backend: the level of the config file's devices[0].profiling_level")
     p.add_argument("--profiling_option", choices=("optrace",),
                    help="optrace: one optrace document per execute (needs detailed or linting)")
     p.add_argument("--config_file", metavar="FILE",
@@ -259,6 +262,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="LPAI backend: ADSP direct mode (TCM memory becomes available)")
     p.add_argument("--log_level", choices=LOG_LEVELS, default="warn")
     return p
+
+
+def _profiling_level(level: str | None, config) -> str | None:
+    """``--profiling_level backend`` takes the backend-extension config's
+    ``devices[0].profiling_level`` (QNN HTP backend documentation, "Detailed and Linting
+    Profiling": ``{"devices": [{"profiling_level": "linting"}]}`` with ``--profiling_level
+    backend`` gives the linting report); without one in the config, BASIC."""
+    if level == "backend":
+        if config.profiling_level is None:
+            log.warning("--profiling_level backend: the config file sets no devices[0].profiling_level; "
+                        "profiling at basic level")
+            return "basic"
+        log.info("--profiling_level backend: %s (config file devices[0].profiling_level)",
+                 config.profiling_level)
+        return config.profiling_level
+    if config.profiling_level is not None:
+        log.warning("config file: devices[0].profiling_level %s is used with --profiling_level backend only",
+                    config.profiling_level)
+    return level
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -276,6 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         backend_path = lpai.resolve(args.backend) or resolve_backend(args.backend)
         if lpai.provides_lpai(backend_path):
             from .context_binary_generator import build_graphs, load_graph_description
+            if args.profiling_level == "backend":   # the LPAI config file has no profiling level
+                log.warning("--profiling_level backend: the LPAI backend has no backend-specific level; "
+                            "profiling at basic level")
+                args.profiling_level = "basic"
             return lpai.net_run(args, backend_path, lpai.RunHelpers(
                 PROG, PROFILE_FILE, SKIP_GRAPH, parse_input_list, _input_lists, _ProfileLog, _ran_text,
                 load_graph_description, build_graphs))
@@ -283,6 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ToolError(f"--direct_mode {args.direct_mode}: ADSP direct mode is the LPAI backend's; "
                             f"{backend_path} has no LPAI provider")
         config = load_backend_config(args.config_file)
+        args.profiling_level = _profiling_level(args.profiling_level, config)
         for path in args.input_list.split(","):
             if path.strip() != SKIP_GRAPH and not os.path.isfile(path.strip()):
                 raise ToolError(f"--input_list {path.strip()}: no such file")

@@ -20,8 +20,9 @@ Outputs:
 
 - no ``--output`` / ``--html``: the listing on stdout -- every profiled call's events (indented
   sub-events, value and unit), "Execute Stats (Average/Min/Max)" per graph over the executions,
-  and per optrace document the linting-style per-step listing (cycles, Wait (Scheduler) time,
-  Overlap time with the overlapping steps, Resources);
+  and per optrace document the linting listing (cycles, Wait (Scheduler) time, Overlap time with
+  the overlapping steps, Resources; the Input and Output pseudo-ops; qnnemu.core.profile's
+  main-thread model);
 - ``--output FILE``: the chrometrace (:mod:`qnnemu.tools.viewer.chrometrace`); gzip-compressed when
   ``--gzip``, when FILE ends in ``.gz`` or when the ``--config`` file enables ``gzip`` (the
   documentation's three ways); the QHAS report is written next to it as
@@ -30,9 +31,13 @@ Outputs:
 
 ``--config`` is the optrace config.json (``{"features": {...}}``): ``runtrace``, ``memory_info``
 and ``gzip`` change the chrometrace, ``qhas_json`` also writes the analysis as
-``<stem>_qnn_htp_analysis_summary.json``; the SDK's other features (flow events, htp_json,
-traceback, qhas_schema) are accepted and reported as not produced. ``--reader`` (the SDK's reader
-plugin) is accepted and ignored: the formats are recognised from the content.
+``<stem>_qnn_htp_analysis_summary.json``; ``enable_input_output_flow_events``,
+``enable_sequencer_flow_events``, ``traceback``, ``htp_json`` (``<graph>_htp.json`` for Netron) and
+``qhas_schema`` (``qhas_schema.json``) are :mod:`qnnemu.tools.viewer.optrace_features`'.
+``--schematic`` (the generator's ``[BINARY]_schematic.bin``) adds the graphs' node tables and
+framework names; ``--zoom_start`` / ``--zoom_end`` restrict everything to a sub-network
+(docs/profiling-tools.md).  ``--reader`` (the SDK's reader plugin) is accepted and ignored: the
+formats are recognised from the content.
 
 ``python -m qnnemu.tools.profile_viewer`` runs it too.
 """
@@ -51,10 +56,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from ..core import system_profile
+from ..core import profile as core_profile, system_profile
+from ..errors import QnnError
 from .config import read_json
 from .reporting import LOG_LEVELS, ToolError, plural, tool_main
-from .viewer import chrometrace, qhas
+from .viewer import chrometrace, optrace_features, qhas
 
 PROG = "qnnemu-profile-viewer"
 log = logging.getLogger("qnnemu.tools.profile_viewer")
@@ -65,9 +71,11 @@ MAX_NAMES = 10        # the linting listing names at most 10 contributing ops pe
 # The optrace config.json features: (used by qnnemu, default) -- QNN HTP backend
 # documentation, "Post Process (Chrometrace Generation)".
 CONFIG_FEATURES = {"runtrace": (True, True), "memory_info": (True, True), "gzip": (True, False),
-                   "qhas_json": (True, False), "enable_input_output_flow_events": (False, False),
-                   "enable_sequencer_flow_events": (False, False), "htp_json": (False, True),
-                   "traceback": (False, True), "qhas_schema": (False, False)}
+                   "qhas_json": (True, False), "enable_input_output_flow_events": (True, False),
+                   "enable_sequencer_flow_events": (True, False), "htp_json": (True, True),
+                   "traceback": (True, True), "qhas_schema": (True, False)}
+HTP_JSON_SUFFIX = "_htp.json"
+QHAS_SCHEMA_FILE = "qhas_schema.json"
 # Profiled call (System-library method type, or net-run's call name) -> the listing's section.
 SECTIONS = {"BACKEND_EXECUTE": "Execute", "graphExecute": "Execute",
             "BACKEND_EXECUTE_ASYNC": "Execute", "BACKEND_FINALIZE": "Finalize",
@@ -320,16 +328,38 @@ def list_document(doc: dict, out: TextIO) -> None:
               f"({ov['critical_path_us']:.3f} us)\n")
     out.write(f"   VTCM: peak {ov['peak_vtcm_bytes']} of {ov['vtcm_budget_bytes']}  bytes; spill "
               f"{ov['spill_bytes']}, fill {ov['fill_bytes']}  bytes\n")
+    lint = {row[0]: row for row in core_profile.lint_schedule(lint_steps(doc), int(doc.get("total_cycles", 0)))}
+
+    def entry(title: str, cycles: int, key, resource_names: list[str]) -> None:
+        _, wait, overlap, by, overlap_wait, wait_by = lint[key]
+        out.write(f"      {title} (cycles): {cycles}  cycles\n")
+        out.write(f"            Wait (Scheduler) time: {wait}  cycles\n")
+        out.write(f"            Overlap time: {overlap}  cycles\n")
+        for i in by[:MAX_NAMES]:
+            out.write(f"               {names.get(i, f'step {i}')}\n")
+        out.write(f"            Overlap (wait) time: {overlap_wait}  cycles\n")
+        for i in wait_by[:MAX_NAMES]:
+            out.write(f"               {names.get(i, f'step {i}')}\n")
+        out.write(f"            Resources: {', '.join(resource_names)}\n".replace(": \n", ":\n"))
+
+    # the pseudo-ops' OpIds after every node's and step's, as qnnemu.core.profile numbers them
+    n_nodes = 1 + max((int(st["node_index"]) for st in doc["steps"] if st.get("node_index") is not None),
+                      default=-1)
+    ids = core_profile.pseudo_op_ids(n_nodes, len(doc["steps"]))
+    entry(f"Input OpId_{ids['Input']}", 0, "Input", [])
     for step in sorted(doc["steps"], key=lambda st: (st["start_cycle"], st["index"])):
-        out.write(f"      {step['name']} (cycles): {step['cycles']}  cycles\n")
-        out.write(f"            Wait (Scheduler) time: {step.get('wait_cycles', 0)}  cycles\n")
-        out.write(f"            Overlap time: {step.get('overlap_cycles', 0)}  cycles\n")
-        for i in step.get("overlap_steps", [])[:MAX_NAMES]:
-            out.write(f"               {names.get(i, f'step {i}')}\n")
-        out.write(f"            Overlap (wait) time: {step.get('overlap_wait_cycles', 0)}  cycles\n")
-        for i in step.get("overlap_wait_steps", [])[:MAX_NAMES]:
-            out.write(f"               {names.get(i, f'step {i}')}\n")
-        out.write(f"            Resources: {', '.join(resources[step['index']])}\n")
+        entry(step["name"], step["cycles"], step["index"], resources[step["index"]])
+    entry(f"Output OpId_{ids['Output']}", 0, "Output", [])
+
+
+def lint_steps(doc: dict) -> list:
+    """The optrace document's steps as the linting model's input (qnnemu.core.profile)."""
+    return [core_profile.LintStep(int(st["index"]), str(st.get("kind", "op")), int(st["start_cycle"]),
+                                  int(st["end_cycle"]), int(st.get("wait_cycles", 0)),
+                                  tuple(int(d) for d in st.get("deps", ()) or ()),
+                                  None if st.get("pair") is None else int(st["pair"]),
+                                  core_profile.is_main_thread(str(st.get("kind", "op")), st.get("op_type")))
+            for st in doc["steps"]]
 
 
 def list_log(plog: ProfileLog, documents: list[dict], out: TextIO) -> None:
@@ -397,10 +427,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gzip", action="store_true", help="gzip-compress the chrometrace (.json.gz)")
     p.add_argument("--html", metavar="FILE", help="write the QHAS HTML report here")
     p.add_argument("--config", metavar="FILE", help="optrace config.json ({\"features\": {...}})")
+    p.add_argument("--schematic", metavar="FILE",
+                   help="the [MODEL]_schematic.bin qnnemu-context-binary-generator --profiling_option optrace "
+                   "wrote: the graphs' structure (nodes, framework names) for the chrometrace")
+    p.add_argument("--zoom_start", metavar="NODE",
+                   help="restrict the chrometrace and QHAS to the sub-network from this QNN node (or framework op)")
+    p.add_argument("--zoom_end", metavar="NODE", help="... to this one (with --zoom_start)")
     p.add_argument("--reader", metavar="LIB",
                    help="the SDK's reader plugin; accepted for compatibility and ignored")
     p.add_argument("--log_level", choices=LOG_LEVELS, default="warn")
     return p
+
+
+def _zoomed(documents: list[dict], start: str, end: str) -> list[dict]:
+    """--zoom_start/--zoom_end: every document restricted to the sub-network (a rule error when a
+    name is unknown or the end does not depend on the start)."""
+    if not documents:
+        raise ToolError("--zoom_start: the log has no optrace data to zoom into")
+    def names(d: dict) -> set:
+        nodes = d.get("nodes") or []
+        return {n.get("name") for n in nodes} | \
+            {n["framework"].get("name") for n in nodes if isinstance(n.get("framework"), dict)}
+    try:
+        # the graphs that have the start node (a log may hold several graphs)
+        zoomed = [optrace_features.zoom(d, start, end) for d in documents if start in names(d)]
+        return zoomed or [optrace_features.zoom(documents[0], start, end)]
+    except QnnError as e:
+        raise ToolError(str(e)) from None
+    except chrometrace.OptraceError as e:
+        raise ToolError(str(e)) from None
 
 
 def _write_text(path: str, text: str, what: str) -> None:
@@ -424,8 +479,17 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         features = load_config(args.config)
         if args.reader:
             log.info("--reader %s ignored: the log format is recognised from its content", args.reader)
+        if (args.zoom_start is None) != (args.zoom_end is None):
+            raise ToolError("--zoom_start and --zoom_end go together")
         plog = read_log(args.input_log)
         documents = chrometrace.merge_documents(plog.documents)
+        if args.schematic:
+            try:
+                documents = optrace_features.apply_schematic(documents, optrace_features.read_schematic(args.schematic))
+            except optrace_features.SchematicError as e:
+                raise ToolError(str(e)) from None
+        if args.zoom_start is not None:
+            documents = _zoomed(documents, args.zoom_start, args.zoom_end)
         if not args.output and not args.html:
             list_log(plog, documents, out)
             return 0
@@ -437,6 +501,11 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
             trace = chrometrace.build_trace(documents, source=os.path.abspath(args.input_log),
                                             runtrace=features["runtrace"],
                                             memory_info=features["memory_info"])
+            if features["traceback"]:
+                optrace_features.add_traceback(trace, documents)
+            flows = optrace_features.add_flow_events(trace, documents, features["enable_input_output_flow_events"],
+                                                     features["enable_sequencer_flow_events"])
+            trace["otherData"]["flow_events"] = flows
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
                 path = chrometrace.write_trace(trace, args.output, args.gzip or features["gzip"])
@@ -453,6 +522,16 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
                 _write_text(path, json.dumps([qhas.summarize(d) for d in documents], indent=1) + "\n",
                             "QHAS JSON")
                 written.append(f"{path} (QHAS JSON)")
+            out_dir = os.path.dirname(args.output)
+            if features["qhas_schema"]:
+                path = os.path.join(out_dir, QHAS_SCHEMA_FILE)
+                _write_text(path, json.dumps(optrace_features.QHAS_SCHEMA, indent=1) + "\n", "QHAS schema")
+                written.append(f"{path} (QHAS schema)")
+            if features["htp_json"]:   # on by default: logged (info), not in the summary line
+                for d in documents:
+                    path = os.path.join(out_dir, d["graph"] + HTP_JSON_SUFFIX)
+                    _write_text(path, json.dumps(optrace_features.htp_json(d), indent=1) + "\n", "htp_json")
+                    log.info("wrote %s (HTP topology for Netron)", path)
         if args.html:
             _write_text(args.html, qhas.render_html(documents), "--html")
             written.append(f"{args.html} (QHAS report)")

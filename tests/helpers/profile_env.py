@@ -264,3 +264,49 @@ def ort_session(tmp_path: Path, level: str, runs: int = 2) -> tuple[Path, list]:
     with open(csv_path, newline="") as f:
         rows = list(csv.reader(f))
     return csv_path, rows
+
+
+def reference_lint_rows(plan, n_nodes: int) -> list[tuple]:
+    """The linting report of ``plan`` as the documentation defines it ("Detailed and Linting
+    Profiling"), computed segment by segment (an oracle independent of qnnemu.core.profile's
+    sweep): rows for expected_lint_tree, Input and Output pseudo-ops included.  Main thread:
+    op and wait steps and the System Services other than the checkpoint set and the L2 prefetch,
+    in start order; "Wait" since the previous main-thread step ended; overlap
+    windows covered by other steps except the ones the step waits on (its dependencies, the
+    launch behind a wait it depends on, its own launch)."""
+    from qnnemu.core.profile import step_label
+    steps = plan.steps
+    by = {s.index: s for s in steps}
+    label = {s.index: step_label(s, n_nodes)[0] for s in steps}
+
+    def covered(lo, hi, exclude):
+        if hi <= lo:
+            return 0, []
+        live = [s for s in steps if s.end_cycle > s.start_cycle and s.index not in exclude
+                and s.start_cycle < hi and s.end_cycle > lo]
+        cuts = sorted({lo, hi, *(max(lo, s.start_cycle) for s in live), *(min(hi, s.end_cycle) for s in live)})
+        total = sum(b - a for a, b in zip(cuts, cuts[1:])
+                    if any(s.start_cycle <= a and s.end_cycle >= b for s in live))
+        return total, sorted(s.index for s in live)
+
+    main_end, wait_from = 0, {}
+    main = [s for s in steps if s.kind in ("op", "wait") or
+            (s.kind == "service" and s.op_type not in ("DmaCheckpointSet", "SystemService"))]
+    for s in sorted(main, key=lambda s: (s.start_cycle, s.index)):
+        wait_from[s.index] = main_end if main_end <= s.start_cycle else s.start_cycle
+        main_end = max(main_end, s.end_cycle)
+    first, last = n_nodes + len(steps), n_nodes + len(steps) + 1
+    rows = [(f"Input OpId_{first}", 0, 0, 0, [], 0, [], [])]
+    for s in steps:
+        exclude = {s.index, *s.deps}
+        exclude |= {by[d].pair for d in s.deps if by[d].kind == "wait" and by[d].pair is not None}
+        if s.kind == "wait" and s.pair is not None:
+            exclude.add(s.pair)
+        lo = wait_from.get(s.index, s.start_cycle - s.wait_cycles)
+        ov, ov_by = covered(s.start_cycle, s.end_cycle, exclude)
+        ow, ow_by = covered(lo, s.start_cycle, exclude)
+        rows.append((label[s.index], s.cycles, s.start_cycle - lo, ov, [label[i] for i in ov_by][:10], ow,
+                     [label[i] for i in ow_by][:10],
+                     [r for r in RESOURCE_BITS if r in (s.resources or [s.resource])]))
+    rows.append((f"Output OpId_{last}", 0, max(0, plan.total_cycles - main_end), 0, [], 0, [], []))
+    return rows

@@ -23,6 +23,9 @@ PHASES_REQUIRED = {
     "i": ("name", "ts", "pid", "tid"),
     "I": ("name", "ts", "pid", "tid"),
     "M": ("name", "pid", "args"),
+    # flow events (start, finish): the optrace config's flow-event features
+    "s": ("name", "cat", "id", "ts", "pid", "tid"),
+    "f": ("name", "cat", "id", "ts", "pid", "tid"),
 }
 METADATA_ARGS = {"process_name": ("name", str), "thread_name": ("name", str),
                  "process_sort_index": ("sort_index", int), "thread_sort_index": ("sort_index", int),
@@ -50,6 +53,7 @@ def check_trace(trace) -> list[str]:
     lanes: dict[tuple, list[tuple[float, float, int]]] = {}
     counters: dict[tuple, tuple[float, set]] = {}
     begin_depth: dict[tuple, int] = {}
+    flows: dict[tuple, list[str]] = {}
     for n, e in enumerate(trace["traceEvents"]):
         ph = e.get("ph") if isinstance(e, dict) else None
         if ph not in PHASES_REQUIRED:
@@ -102,6 +106,10 @@ def check_trace(trace) -> list[str]:
                 problems.append(f"event {n}: instant scope {e.get('s')!r}")
             used_pids.add(e["pid"])
             used_tids.add((e["pid"], e["tid"]))
+        elif ph in ("s", "f"):
+            flows.setdefault((e["cat"], e["id"]), []).append(ph)
+            used_pids.add(e["pid"])
+            used_tids.add((e["pid"], e["tid"]))
         else:  # B / E
             key = (e["pid"], e["tid"])
             begin_depth[key] = begin_depth.get(key, 0) + (1 if ph == "B" else -1)
@@ -110,6 +118,7 @@ def check_trace(trace) -> list[str]:
             used_pids.add(e["pid"])
             used_tids.add(key)
     problems += [f"B without E on {k}" for k, depth in begin_depth.items() if depth > 0]
+    problems += [f"flow {k}: phases {v} (one s, then one f)" for k, v in flows.items() if v != ["s", "f"]]
     problems += [f"pid {p} has no process_name" for p in sorted(used_pids - named_pids)]
     problems += [f"lane {t} has no thread_name" for t in sorted(used_tids - named_tids)]
     eps = 1e-9
