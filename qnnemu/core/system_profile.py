@@ -204,10 +204,14 @@ def event_object(event: dict) -> bytes | None:
 
 
 def optrace_documents(records: list[dict]) -> list[dict]:
-    """The optrace JSON documents (``format: qnnemu.optrace``) in profileData ``records``, in order."""
+    """The optrace JSON documents (``format: qnnemu.optrace``) in profileData ``records``, in order
+    -- the runs' traces, not graphFinalize's "Schematic" object (the same format, a prepared
+    plan with its node table: ``<graph>_schematic.json``)."""
     docs = []
     for rec in records:
         for e in walk_events(rec.get("events") or []):
+            if str((e.get("object") or {}).get("fileName") or "").endswith("_schematic.json"):
+                continue
             data = event_object(e) if e.get("unit") == Q.QNN_PROFILE_EVENTUNIT_OBJECT else None
             if data is None:
                 continue
