@@ -49,6 +49,8 @@ def pack(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _int8(w: np.ndarray) -> np.ndarray | None:
+    if w.dtype == np.int8:
+        return w
     if w.size and (w.min() < -128 or w.max() > 127):
         return None
     return w.astype(np.int8)
@@ -113,10 +115,12 @@ def _pad_code(x_type: int, x_offset: float) -> int | None:
 
 
 def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int: np.ndarray,
-            out_shape, transpose_in1: bool = False) -> QAcc | None:
+            out_shape, transpose_in1: bool = False, wabs: np.ndarray | None = None) -> QAcc | None:
     """The QAcc of a static-weight op (``w_int``: the integer weights the plan uses, in the
-    op's layout), or None when the C kernels are not built or the op's form is not covered
-    (the plan then keeps its float formula)."""
+    op's layout: integer-valued float64, or an integer array), or None when the C kernels are
+    not built or the op's form is not covered (the plan then keeps its float formula).
+    ``wabs``: the int64 sum of |w| per output channel when the caller has it (a Conv2d's then
+    skips that pass over its weights)."""
     if not _fast.available():
         return None
     x_dtype = np.dtype(x_dtype)
@@ -124,10 +128,12 @@ def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int
     if t is None or not float(x_offset).is_integer():
         return None
     x_shape, out_shape = tuple(int(d) for d in x_shape), tuple(int(d) for d in out_shape)
-    w_int = np.asarray(w_int, dtype=np.float64)
+    w_int = np.asarray(w_int)
+    if w_int.dtype.kind != "i":   # integer values: no float64 copy of the weights
+        w_int = np.asarray(w_int, dtype=np.float64)
     try:
         if op_type in ("Conv2d", "DepthWiseConv2d"):
-            return _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_shape)
+            return _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_shape, wabs)
         if op_type == "FullyConnected":
             N, K = w_int.shape
             b = _int8(w_int.T)
@@ -164,7 +170,8 @@ def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int
     return None
 
 
-def _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_shape) -> QAcc | None:
+def _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_shape,
+                  wabs: np.ndarray | None = None) -> QAcc | None:
     if len(x_shape) != 4 or w_int.ndim != 4 or len(out_shape) != 4:
         return None
     n, h, w, cin = x_shape
@@ -210,7 +217,8 @@ def _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_sha
     q = QAcc("gemm", _geo(kind=1, k=K, n=cog, group=group, pad_code=pad_code, ldo=cout, **geo),
              np.concatenate(parts), np.concatenate(sums).astype(np.int32), x_shape, x_dtype,
              x_offset, out_shape)
-    q.wabs = np.abs(w_int).reshape(K, cout).sum(axis=0).astype(np.int64)
+    q.wabs = np.asarray(wabs, dtype=np.int64) if wabs is not None and np.shape(wabs) == (cout,) else \
+        np.abs(w_int).reshape(K, cout).sum(axis=0).astype(np.int64)
     return q
 
 
