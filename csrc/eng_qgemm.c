@@ -122,14 +122,28 @@ static long nblocks(long N) { return (N + NB - 1) / NB; }
 long qe_qgemm_packed_size(long K, long N) { return kpad(K) * nblocks(N) * NB; }
 
 /* Bp[block][k / 4][column in block][k % 4]; zero beyond K and N.  wsum[n] = sum_k B[k, n].
- * Rows of B are read in order (a column-by-column walk strides through the whole matrix: at
- * finalize, every weight of a quantized model passes through here); each group of 4 rows fills
- * one 64-byte line of every block. */
+ * B is read along its contiguous direction (a walk across it strides through the whole matrix:
+ * at finalize every weight of a quantized model passes through here): column by column when
+ * its columns are contiguous (rsb 1), else row by row, each group of 4 rows filling one 64-byte
+ * line of every block. */
 int qe_qgemm_pack(long K, long N, const int8_t *B, long rsb, long csb, int8_t *Bp,
                   int32_t *wsum)
 {
     long Kp = kpad(K), nbk = nblocks(N);
     memset(Bp, 0, (size_t)(Kp * nbk * NB));
+    if (rsb == 1 && csb != 1) {
+        for (long n = 0; n < N; n++) {
+            int32_t s = 0;
+            int8_t *blk = Bp + (n / NB) * Kp * NB + (n % NB) * 4;
+            for (long k = 0; k < K; k++) {
+                int8_t v = B[k + n * csb];
+                s += v;
+                blk[(k / 4) * NB * 4 + (k % 4)] = v;
+            }
+            if (wsum) wsum[n] = s;
+        }
+        return 0;
+    }
     if (wsum)
         for (long n = 0; n < N; n++)
             wsum[n] = 0;

@@ -156,10 +156,14 @@ def _pack_reference(b: np.ndarray, kp: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @settings(max_examples=60)
-@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 300), n=st.integers(1, 70))
-def test_qgemm_pack_layout(seed, k, n):
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 300), n=st.integers(1, 70), transposed=st.booleans())
+def test_qgemm_pack_layout(seed, k, n, transposed):
+    """Row-major [K, N] operands are read row by row, transposed views of [N, K] weights
+    (FullyConnected) column by column: the same packed bytes either way."""
     lib, _ = _fast.library()
-    b = np.random.default_rng(seed).integers(-128, 128, (k, n)).astype(np.int8)
+    rng = np.random.default_rng(seed)
+    b = rng.integers(-128, 128, (n, k)).astype(np.int8).T if transposed else \
+        rng.integers(-128, 128, (k, n)).astype(np.int8)
     packed, wsum = _fast_qgemm.pack(b)
     kp = int(lib.qe_qgemm_packed_size(k, n)) // (16 * -(-n // 16))
     ref, ref_sum = _pack_reference(b, kp)
