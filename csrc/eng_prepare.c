@@ -219,3 +219,40 @@ int qe_weight_codes(const void *codes, int64_t code_type, int64_t rows, int64_t 
     free(part);
     return bad ? 2 : 0;
 }
+
+/* Per-channel minimum and maximum of 8-bit weight codes [rows, channels] (code_type 0 uint8,
+ * 1 int8): which channels qe_weight_codes requantizes (numpy's reduction along the rows was
+ * most of the weights' finalize time). */
+#define CODE_MINMAX(NAME, SRC_T)                                                                  \
+    __attribute__((target_clones("avx512f", "avx2", "default")))                                 \
+    static void NAME(const SRC_T *restrict src, int64_t rows, int64_t n, int32_t *restrict mn,   \
+                     int32_t *restrict mx)                                                       \
+    {                                                                                            \
+        for (int64_t r = 0; r < rows; ++r) {                                                     \
+            const SRC_T *restrict s = src + r * n;                                               \
+            for (int64_t c = 0; c < n; ++c) {                                                    \
+                int32_t v = s[c];                                                                \
+                mn[c] = v < mn[c] ? v : mn[c];                                                   \
+                mx[c] = v > mx[c] ? v : mx[c];                                                   \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+CODE_MINMAX(minmax_u8, uint8_t)
+CODE_MINMAX(minmax_s8, int8_t)
+
+int qe_code_minmax(const void *codes, int64_t code_type, int64_t rows, int64_t channels, int32_t *mn,
+                   int32_t *mx)
+{
+    if (rows < 1 || channels < 0 || (code_type != 0 && code_type != 1))
+        return 1;
+    for (int64_t c = 0; c < channels; ++c) {
+        mn[c] = 255;
+        mx[c] = -128;
+    }
+    if (code_type == 0)
+        minmax_u8((const uint8_t *)codes, rows, channels, mn, mx);
+    else
+        minmax_s8((const int8_t *)codes, rows, channels, mn, mx);
+    return 0;
+}

@@ -16,6 +16,8 @@ int qe_int_requant_table(int64_t n, const double *xw, const double *cst, const d
 int qe_weight_codes(const void *codes, int64_t code_type, int64_t rows, int64_t channels,
                     const int32_t *off, const uint32_t *recip, void *out, int64_t out_bytes,
                     int64_t *wsum, int64_t *wabs);
+int qe_code_minmax(const void *codes, int64_t code_type, int64_t rows, int64_t channels, int32_t *mn,
+                   int32_t *mx);
 /* cdef end */
 
 #endif /* QNNEMU_ENG_PREPARE_H */

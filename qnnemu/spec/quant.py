@@ -396,10 +396,16 @@ def htp_int8_weight_codes(codes: np.ndarray, offset, channel_axis: int, requanti
     off = np.ascontiguousarray(np.broadcast_to(off, (n,)))
     recip = np.full(n, 65536.0)   # 2**16 / 1: a channel kept as it is
     factor = np.ones(n)
+    lib, ffi = kernels
+    code_type = 0 if flat.dtype == np.uint8 else 1
     if requantize:
         # the channel maxima of code + offset are the code maxima + offset (exact in float64)
-        hi = flat.max(axis=0).astype(np.float64) + off
-        lo = flat.min(axis=0).astype(np.float64) + off
+        mn, mx = np.empty(n, np.int32), np.empty(n, np.int32)
+        if lib.qe_code_minmax(ffi.cast("void *", ffi.from_buffer(flat)), code_type, flat.shape[0], n,
+                              ffi.cast("int32_t *", ffi.from_buffer(mn)), ffi.cast("int32_t *", ffi.from_buffer(mx))):
+            return None
+        hi = mx.astype(np.float64) + off
+        lo = mn.astype(np.float64) + off
         over = (hi > 127) | (lo < -128)
         if np.any(over):   # _int8_requant's per-channel formula
             f = np.maximum(hi / 127.0, -lo / 128.0)
@@ -409,14 +415,13 @@ def htp_int8_weight_codes(codes: np.ndarray, offset, channel_axis: int, requanti
             factor = np.where(over, fq, 1.0)
     if not np.all((recip >= 1) & (recip <= 65536)):
         return None
-    lib, ffi = kernels
     off32 = np.ascontiguousarray(off, dtype=np.int32)
     recip32 = np.ascontiguousarray(recip, dtype=np.uint32)
     wsum = np.empty(n, np.int64)
     wabs = np.empty(n, np.int64)
     for dtype in (np.int8, np.int16):
         out = np.empty(flat.shape, dtype)
-        rc = lib.qe_weight_codes(ffi.cast("void *", ffi.from_buffer(flat)), 0 if flat.dtype == np.uint8 else 1,
+        rc = lib.qe_weight_codes(ffi.cast("void *", ffi.from_buffer(flat)), code_type,
                                  flat.shape[0], n, ffi.cast("int32_t *", ffi.from_buffer(off32)),
                                  ffi.cast("uint32_t *", ffi.from_buffer(recip32)),
                                  ffi.cast("void *", ffi.from_buffer(out)), out.itemsize,
