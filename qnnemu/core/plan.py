@@ -248,6 +248,7 @@ class IntegerAccumulation:
         first use: with the C kernels on only the reference path reads them."""
         if self._w_f32 is None and self._w_values is not None:
             self._w_f32 = self._w_values.astype(np.float32)
+        assert self._w_f32 is not None, "static weights only"
         return self._w_f32
 
     def fold_into(self, outs, keep_own: bool) -> None:
@@ -296,11 +297,11 @@ class IntegerAccumulation:
             weight *= base
 
     def run(self, x, w, b=None):
+        w_f: np.ndarray | None = None     # static weights: self.w_int, made only when needed
         if self.w_static:
             wl1, wsum = self.wl1, self.wsum
             requant = self.requant
             acc = self.cacc(x) if self.cacc is not None else None
-            w_f = self.w_int if acc is None else None
         else:
             # a dynamic in1: columns outside int8 are requantized now (htp_int8_operand)
             k_axis = -1 if self.transpose_in1 else -2
@@ -316,7 +317,7 @@ class IntegerAccumulation:
             # codes + offset are integers below 2**17: exact in float32, the GEMM's operand type
             x_int = x.astype(np.float32)
             x_int += np.float32(self.x_offset)
-            acc = self._acc(x_int, w_f, wl1)
+            acc = self._acc(x_int, self.w_int if w_f is None else w_f, wl1)
         if not self.folded:
             return (requant(acc, wsum).astype(self.np_dtype),)
         # AccRequant works in place on a float64 accumulator: every requantization but the

@@ -494,6 +494,7 @@ class TileCatalog:
         working set."""
         if self._options is None:
             self._list_options()
+        assert self._options is not None
         return self._options
 
     def _list_options(self) -> None:

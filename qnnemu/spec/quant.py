@@ -425,7 +425,8 @@ def htp_int8_weight_codes(codes: np.ndarray, offset, channel_axis: int, requanti
                                  flat.shape[0], n, ffi.cast("int32_t *", ffi.from_buffer(off32)),
                                  ffi.cast("uint32_t *", ffi.from_buffer(recip32)),
                                  ffi.cast("void *", ffi.from_buffer(out)), out.itemsize,
-                                 ffi.cast("int64_t *", ffi.from_buffer(wsum)), ffi.cast("int64_t *", ffi.from_buffer(wabs)))
+                                 ffi.cast("int64_t *", ffi.from_buffer(wsum)),
+                                 ffi.cast("int64_t *", ffi.from_buffer(wabs)))
         if rc == 0:
             values = np.moveaxis(out.reshape(moved.shape), -1, channel_axis)
             return np.ascontiguousarray(values), factor, wsum, wabs
