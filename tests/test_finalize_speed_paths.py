@@ -28,6 +28,8 @@ from qnnemu.spec import quant
 from qnnemu.spec.quant import AccRequant, code_range
 
 pytestmark = pytest.mark.skipif(not _fast.available(), reason="qnnemu._kernels is not built")
+# the fast paths themselves (QNNEMU_KERNELS=reference turns them off: the formulas only)
+fast_paths = pytest.mark.skipif(quant._prepare_kernels() is None, reason="QNNEMU_KERNELS=reference")
 
 U8, S8 = Q.QNN_DATATYPE_UFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_8
 U16, S16 = Q.QNN_DATATYPE_UFIXED_POINT_16, Q.QNN_DATATYPE_SFIXED_POINT_16
@@ -71,6 +73,7 @@ def _random_requant(rng, n: int):
     return rq, xw, top * wabs, wsum, chmax
 
 
+@fast_paths
 @settings(max_examples=300)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
 def test_int_requant_table_matches_python_loop(seed, n):
@@ -85,6 +88,7 @@ def test_int_requant_table_matches_python_loop(seed, n):
             f"int32 requantization tables differ:\nC {got}\nPython {ref}"
 
 
+@fast_paths
 def test_int_requant_table_builds_on_real_parameters():
     """The random parameters above reach built tables, not only refusals (else the property
     would compare Nones)."""
@@ -98,6 +102,7 @@ def test_int_requant_table_builds_on_real_parameters():
 
 # -- weights from their codes -------------------------------------------------------------------
 
+@fast_paths
 @settings(max_examples=300)
 @given(seed=st.integers(0, 2**32 - 1), signed=st.booleans(), requantize=st.booleans(),
        offsets=st.sampled_from(["one", "per-channel", "symmetric", "huge"]),
@@ -219,6 +224,7 @@ def _same(a, b) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
 
 
+@fast_paths
 @settings(max_examples=60)
 @given(seed=st.integers(0, 2**31), op=st.sampled_from(["Conv2d", "DepthWiseConv2d", "FullyConnected", "MatMul"]),
        unsigned_w=st.booleans(), per_channel=st.booleans(), wide=st.booleans())
