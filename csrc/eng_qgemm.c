@@ -121,21 +121,44 @@ static long nblocks(long N) { return (N + NB - 1) / NB; }
 
 long qe_qgemm_packed_size(long K, long N) { return kpad(K) * nblocks(N) * NB; }
 
-/* Bp[block][k / 4][column in block][k % 4]; zero beyond K and N.  wsum[n] = sum_k B[k, n]. */
+/* Bp[block][k / 4][column in block][k % 4]; zero beyond K and N.  wsum[n] = sum_k B[k, n].
+ * B is read along its contiguous direction (a walk across it strides through the whole matrix:
+ * at finalize every weight of a quantized model passes through here): column by column when
+ * its columns are contiguous (rsb 1), else row by row, each group of 4 rows filling one 64-byte
+ * line of every block. */
 int qe_qgemm_pack(long K, long N, const int8_t *B, long rsb, long csb, int8_t *Bp,
                   int32_t *wsum)
 {
     long Kp = kpad(K), nbk = nblocks(N);
     memset(Bp, 0, (size_t)(Kp * nbk * NB));
-    for (long n = 0; n < N; n++) {
-        int32_t s = 0;
-        int8_t *blk = Bp + (n / NB) * Kp * NB + (n % NB) * 4;
-        for (long k = 0; k < K; k++) {
-            int8_t v = B[k * rsb + n * csb];
-            s += v;
-            blk[(k / 4) * NB * 4 + (k % 4)] = v;
+    if (rsb == 1 && csb != 1) {
+        for (long n = 0; n < N; n++) {
+            int32_t s = 0;
+            int8_t *blk = Bp + (n / NB) * Kp * NB + (n % NB) * 4;
+            for (long k = 0; k < K; k++) {
+                int8_t v = B[k + n * csb];
+                s += v;
+                blk[(k / 4) * NB * 4 + (k % 4)] = v;
+            }
+            if (wsum) wsum[n] = s;
         }
-        if (wsum) wsum[n] = s;
+        return 0;
+    }
+    if (wsum)
+        for (long n = 0; n < N; n++)
+            wsum[n] = 0;
+    for (long k = 0; k < K; k++) {
+        const int8_t *row = B + k * rsb;
+        int8_t *line = Bp + (k / 4) * NB * 4 + (k % 4);
+        for (long b = 0; b < nbk; b++) {
+            long n0 = b * NB, n1 = n0 + NB < N ? n0 + NB : N;
+            int8_t *dst = line + b * Kp * NB;
+            for (long n = n0; n < n1; n++) {
+                int8_t v = row[n * csb];
+                dst[(n - n0) * 4] = v;
+                if (wsum) wsum[n] += v;
+            }
+        }
     }
     return 0;
 }

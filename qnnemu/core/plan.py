@@ -92,6 +92,7 @@ from ..spec.quant import (
     Requantize,
     code_range,
     htp_int8_operand,
+    htp_int8_weight_codes,
     htp_int8_weights,
     rounding_for,
     same_encoding,
@@ -173,23 +174,36 @@ class IntegerAccumulation:
         self.transpose_in1 = bool(node.params.get("transpose_in1", False))
         wq = w.quant
         rank = len(w.dims)
+        self._w_f32: np.ndarray | None = None
+        self._w_values: np.ndarray | None = None
+        wabs = None
         if self.w_static:
-            off = np.asarray(wq.offset, dtype=np.float64)
-            if wq.axis is not None:
-                shape = [1] * rank
-                shape[wq.axis] = -1
-                off = off.reshape(shape)
-            w_int = np.asarray(w.data, dtype=np.float64) + off
-            if fine:   # the strided depthwise kernels take the weights as they are
-                factor = np.ones(w_int.shape[channel_axis])
+            # One C pass from the codes (int16 values, sums; finalize time of a quantized
+            # model), else the float64 route whose values those are exactly.
+            fast = htp_int8_weight_codes(w.data, wq.offset, channel_axis, requantize=not fine) \
+                if wq.axis is None or wq.axis == channel_axis else None
+            if fast is not None:
+                w_int, factor, wsum, wabs = fast
+                self._w_values = w_int
+                self.wl1 = float(wabs.max())
+                self.wsum = wsum.astype(np.float64)
             else:
-                w_int, factor = htp_int8_weights(w_int, channel_axis)
-            self.w_int = w_int.astype(np.float32)
-            # the largest sum of |w| over one channel's reduction: bounds every partial sum
-            self.wl1 = float(np.abs(np.moveaxis(w_int, channel_axis, -1)).reshape(
-                -1, w_int.shape[channel_axis]).sum(axis=0).max()) if w_int.size else 0.0
-            self.wsum = np.moveaxis(w_int, channel_axis, -1).reshape(
-                -1, w_int.shape[channel_axis]).sum(axis=0)
+                off = np.asarray(wq.offset, dtype=np.float64)
+                if wq.axis is not None:
+                    shape = [1] * rank
+                    shape[wq.axis] = -1
+                    off = off.reshape(shape)
+                w_int = np.asarray(w.data, dtype=np.float64) + off
+                if fine:   # the strided depthwise kernels take the weights as they are
+                    factor = np.ones(w_int.shape[channel_axis])
+                else:
+                    w_int, factor = htp_int8_weights(w_int, channel_axis)
+                self._w_f32 = w_int.astype(np.float32)
+                # the largest sum of |w| over one channel's reduction: bounds every partial sum
+                self.wl1 = float(np.abs(np.moveaxis(w_int, channel_axis, -1)).reshape(
+                    -1, w_int.shape[channel_axis]).sum(axis=0).max()) if w_int.size else 0.0
+                self.wsum = np.moveaxis(w_int, channel_axis, -1).reshape(
+                    -1, w_int.shape[channel_axis]).sum(axis=0)
         else:
             factor = np.ones(1)
             self.w_offset = float(wq.offset)
@@ -221,13 +235,22 @@ class IntegerAccumulation:
         # whenever the C kernels are enabled; the float32 formula of ``_acc`` otherwise.
         self.out_shape = tuple(int(d) for d in out.dims)
         self.cacc = _fast_qgemm.prepare(node.op_type, node.params, x.dims, dtypes.numpy_dtype(x.dtype),
-                                        self.x_offset, w_int, self.out_shape, self.transpose_in1) \
+                                        self.x_offset, w_int, self.out_shape, self.transpose_in1, wabs) \
             if self.w_static else None
         # Folded activations (``fold_into``): further outputs requantized from the same
         # accumulator straight into each folded Relu's encoding; ``keep_own`` False skips the
         # op's own codes when nothing but those activations reads them.
         self.folded: list[tuple[AccRequant, np.dtype]] = []
         self.keep_own = True
+
+    @property
+    def w_int(self) -> np.ndarray:
+        """The static integer weights as float32 (the float formula's GEMM operand), made on
+        first use: with the C kernels on only the reference path reads them."""
+        if self._w_f32 is None and self._w_values is not None:
+            self._w_f32 = self._w_values.astype(np.float32)
+        assert self._w_f32 is not None, "static weights only"
+        return self._w_f32
 
     def fold_into(self, outs, keep_own: bool) -> None:
         """Also requantize the accumulator into each tensor of ``outs`` (folded Relu outputs,
@@ -275,8 +298,9 @@ class IntegerAccumulation:
             weight *= base
 
     def run(self, x, w, b=None):
+        w_f: np.ndarray | None = None     # static weights: self.w_int, made only when needed
         if self.w_static:
-            w_f, wl1, wsum = self.w_int, self.wl1, self.wsum
+            wl1, wsum = self.wl1, self.wsum
             requant = self.requant
             acc = self.cacc(x) if self.cacc is not None else None
         else:
@@ -294,7 +318,7 @@ class IntegerAccumulation:
             # codes + offset are integers below 2**17: exact in float32, the GEMM's operand type
             x_int = x.astype(np.float32)
             x_int += np.float32(self.x_offset)
-            acc = self._acc(x_int, w_f, wl1)
+            acc = self._acc(x_int, self.w_int if w_f is None else w_f, wl1)
         if not self.folded:
             return (requant(acc, wsum).astype(self.np_dtype),)
         # AccRequant works in place on a float64 accumulator: every requantization but the

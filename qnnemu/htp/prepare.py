@@ -40,7 +40,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import QnnError
@@ -464,6 +464,7 @@ class _SpillResult:
     tilings: dict[int, tiling.Option] = field(default_factory=dict)   # tiled node -> its tiling
     tile_spill_bytes: int = 0
     tile_fill_bytes: int = 0
+    need_peak: int = 0               # the most VTCM the pass asked for before any eviction
 
     @property
     def tiles(self) -> int:
@@ -552,10 +553,11 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False)
     used = 0
     copies: set[int] = set()
     entries: list[tuple[str, int]] = []
-    spill = fill = reused = tile_spill = tile_fill = 0
+    spill = fill = reused = tile_spill = tile_fill = need_peak = 0
 
     def make_room(i: int, need: int, pinned: set[int]) -> int:
-        nonlocal used, spill, reused
+        nonlocal used, spill, reused, need_peak
+        need_peak = max(need_peak, need)
         if need <= budget:
             return need
         victims = []
@@ -625,7 +627,28 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False)
                 del resident[t]
                 used -= a.size(t)
     return _SpillResult(budget, entries, spill + tile_spill, fill + tile_fill, reused, flush, tiles,
-                        tile_spill, tile_fill)
+                        tile_spill, tile_fill, need_peak)
+
+
+def _spill_passes(a: _Analysis, order: list[int], budgets: list[int], flush: bool = False,
+                  first: _SpillResult | None = None) -> list[_SpillResult]:
+    """spill_pass at each of ``budgets`` (largest first; ``first``: the pass at budgets[0],
+    already made).  A pass that tiled nothing and evicted nothing makes the same entries at
+    every budget down to the larger of its peak need and the largest working set (no op is
+    tiled there and no room is ever short), so below budgets in that range reuse it with their
+    own budget instead of running again (the ladder has a rung every 64 KiB)."""
+    largest = max((a.nodes[v].working_set for v in order), default=0)
+    out: list[_SpillResult] = []
+    same: tuple[int, _SpillResult] | None = None
+    for k, b in enumerate(budgets):
+        if same is not None and b >= same[0]:
+            r = replace(same[1], budget=b, entries=list(same[1].entries), tilings={})
+        else:
+            r = first if k == 0 and first is not None else spill_pass(a, order, b, flush)
+            if same is None and not r.tilings and largest <= b and r.need_peak <= b:
+                same = (max(largest, r.need_peak), r)
+        out.append(r)
+    return out
 
 
 def budget_ladder(budget: int, floor: int, peak: int | None = None) -> list[int]:
@@ -1162,8 +1185,7 @@ def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int
             return got
     # every ladder budget's plan and its flush plan (the fragmentation fallback: one op's
     # blocks at a time, which always packs within that budget)
-    results = [first] + [spill_pass(a, order, b) for b in ladder[1:]] + \
-        [spill_pass(a, order, b, flush=True) for b in ladder]
+    results = _spill_passes(a, order, ladder, first=first) + _spill_passes(a, order, ladder, flush=True)
     # Whether a plan fits depends on the plan only (offsets are placed within the plan's own
     # budget, or packed lowest-first), so a plan that fits a budget fits every larger one.
     for r in sorted(results, key=_SpillResult.key):

@@ -498,28 +498,43 @@ class TileCatalog:
         space (the op's own scratch and the buffer its DDR tensors stream through)."""
         self.pattern, self.inputs, self.outputs, self.scratch = pattern, inputs, outputs, scratch
         space, tileable = pattern.space, pattern.tileable
+        axes = [j for j, t in enumerate(tileable) if t and space[j] > 1]
+        # The finest grid is always among the options when there are any (its tile count is
+        # space[axis] > 1 on every tileable axis): a graph's VTCM floor needs only it, so the
+        # other options are listed on first use (``best``): most ops fit their budget whole.
+        self.finest: Option | None = self._option(axes[-1], 1, 1) if axes and (inputs or outputs) else None
+        self._options: list[Option] | None = None
+
+    @property
+    def options(self) -> list[Option]:
+        """The double-buffered tilings, one per tile count (the least working set), in order of
+        working set."""
+        if self._options is None:
+            self._list_options()
+        assert self._options is not None
+        return self._options
+
+    def _list_options(self) -> None:
+        space, tileable = self.pattern.space, self.pattern.tileable
         options: list[Option] = []
-        if inputs or outputs:
+        if self.inputs or self.outputs:
             for axis in range(len(space)):
                 if tileable[axis] and space[axis] > 1:
                     candidates = [self._option(axis, -(-space[axis] // count), 2)
                                   for count in _counts(space[axis])]
                     options += [o for o in candidates if o is not None]
-        self.finest: Option | None = None
-        axes = [j for j, t in enumerate(tileable) if t and space[j] > 1]
-        if axes and options:
-            self.finest = self._option(axes[-1], 1, 1)
         # one double-buffered option per tile count: the one with the least working set
         best: dict[int, Option] = {}
         for o in options:
             if o.tiles not in best or (o.working_set, o.key()) < (best[o.tiles].working_set, best[o.tiles].key()):
                 best[o.tiles] = o
-        self.options = sorted(best.values(), key=lambda o: (o.working_set, o.key()))
+        ordered = sorted(best.values(), key=lambda o: (o.working_set, o.key()))
         # the best key among the options up to each working set: best(budget) is a lookup
-        self._ws = [o.working_set for o in self.options]
+        self._ws = [o.working_set for o in ordered]
         self._prefix: list[Option] = []
-        for o in self.options:
+        for o in ordered:
             self._prefix.append(o if not self._prefix or o.key() < self._prefix[-1].key() else self._prefix[-1])
+        self._options = ordered
 
     def _option(self, axis: int, chunk: int, buffers: int) -> Option | None:
         space, tileable = self.pattern.space, self.pattern.tileable
@@ -553,6 +568,8 @@ class TileCatalog:
 
     def best(self, budget: int) -> Option | None:
         """The tiling kept at ``budget`` (None: not even the finest grid fits)."""
+        if self._options is None:
+            self._list_options()
         k = bisect.bisect_right(self._ws, budget)
         if k:
             return self._prefix[k - 1]

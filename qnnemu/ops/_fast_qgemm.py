@@ -38,17 +38,31 @@ def isa() -> str:
 def pack(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """int8 [K, N] GEMM operand -> (packed bytes, int32 column sums)."""
     lib, ffi = _fast.library()
-    b = np.ascontiguousarray(b, dtype=np.int8)
     K, N = b.shape
+    if b.dtype == np.int8 and b.T.flags.c_contiguous and not b.flags.c_contiguous:
+        src, rsb, csb = b.T, 1, K         # a transposed weight ([N, K] as stored): read in place
+    else:
+        src, rsb, csb = np.ascontiguousarray(b, dtype=np.int8), N, 1
     packed = _fast.aligned_empty(max(int(lib.qe_qgemm_packed_size(K, N)), 1), np.int8)
     wsum = np.empty(max(N, 1), np.int32)
-    lib.qe_qgemm_pack(K, N, ffi.cast("int8_t *", ffi.from_buffer(b)), N, 1,
+    lib.qe_qgemm_pack(K, N, ffi.cast("int8_t *", ffi.from_buffer(src)), rsb, csb,
                       ffi.cast("int8_t *", ffi.from_buffer(packed)),
                       ffi.cast("int32_t *", ffi.from_buffer(wsum)))
     return packed, wsum
 
 
+def _column_abs_sums(b: np.ndarray, given: np.ndarray | None) -> np.ndarray:
+    """int64 sum of |b| per column of the [K, N] operand: ``given`` (the caller's per-channel
+    sums of the same weights) when it has N entries, else computed (on a transposed view that
+    reduction is slow: a ResNet-50's classifier took 70 ms)."""
+    if given is not None and np.shape(given) == (b.shape[1],):
+        return np.asarray(given, dtype=np.int64)
+    return np.abs(np.ascontiguousarray(b).astype(np.int64)).sum(axis=0)
+
+
 def _int8(w: np.ndarray) -> np.ndarray | None:
+    if w.dtype == np.int8:
+        return w
     if w.size and (w.min() < -128 or w.max() > 127):
         return None
     return w.astype(np.int8)
@@ -113,10 +127,12 @@ def _pad_code(x_type: int, x_offset: float) -> int | None:
 
 
 def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int: np.ndarray,
-            out_shape, transpose_in1: bool = False) -> QAcc | None:
+            out_shape, transpose_in1: bool = False, wabs: np.ndarray | None = None) -> QAcc | None:
     """The QAcc of a static-weight op (``w_int``: the integer weights the plan uses, in the
-    op's layout), or None when the C kernels are not built or the op's form is not covered
-    (the plan then keeps its float formula)."""
+    op's layout: integer-valued float64, or an integer array), or None when the C kernels are
+    not built or the op's form is not covered (the plan then keeps its float formula).
+    ``wabs``: the int64 sum of |w| per output channel when the caller has it (then no pass
+    over the weights computes it)."""
     if not _fast.available():
         return None
     x_dtype = np.dtype(x_dtype)
@@ -124,10 +140,12 @@ def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int
     if t is None or not float(x_offset).is_integer():
         return None
     x_shape, out_shape = tuple(int(d) for d in x_shape), tuple(int(d) for d in out_shape)
-    w_int = np.asarray(w_int, dtype=np.float64)
+    w_int = np.asarray(w_int)
+    if w_int.dtype.kind != "i":   # integer values: no float64 copy of the weights
+        w_int = np.asarray(w_int, dtype=np.float64)
     try:
         if op_type in ("Conv2d", "DepthWiseConv2d"):
-            return _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_shape)
+            return _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_shape, wabs)
         if op_type == "FullyConnected":
             N, K = w_int.shape
             b = _int8(w_int.T)
@@ -139,7 +157,7 @@ def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int
             packed, wsum = pack(b)
             q = QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,
                      x_shape, x_dtype, x_offset, out_shape)
-            q.wabs = np.abs(b.astype(np.int64)).sum(axis=0)
+            q.wabs = _column_abs_sums(b, wabs)
             return q
         if op_type == "MatMul":
             if params.get("transpose_in0", False) or w_int.ndim < 2 or len(x_shape) < 2 \
@@ -157,14 +175,15 @@ def prepare(op_type: str, params: dict, x_shape, x_dtype, x_offset: float, w_int
             packed, wsum = pack(b)
             q = QAcc("gemm", _geo(kind=0, type=t, m=M, k=K, n=N, lda=K, ldo=N), packed, wsum,
                      x_shape, x_dtype, x_offset, out_shape)
-            q.wabs = np.abs(b.astype(np.int64)).sum(axis=0)
+            q.wabs = _column_abs_sums(b, wabs)
             return q
     except (ValueError, TypeError, KeyError):
         return None
     return None
 
 
-def _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_shape) -> QAcc | None:
+def _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_shape,
+                  wabs: np.ndarray | None = None) -> QAcc | None:
     if len(x_shape) != 4 or w_int.ndim != 4 or len(out_shape) != 4:
         return None
     n, h, w, cin = x_shape
@@ -207,10 +226,14 @@ def _prepare_conv(op_type, params, x_shape, x_dtype, t, x_offset, w_int, out_sha
         packed, wsum = pack(b)
         parts.append(packed)
         sums.append(wsum[:cog])
+    # one group's packed operand as packed (64-byte aligned: the engine takes it in place);
+    # groups joined into one aligned buffer
+    weights = parts[0] if len(parts) == 1 else \
+        np.concatenate(parts, out=_fast.aligned_empty(sum(p.size for p in parts), np.int8))
     q = QAcc("gemm", _geo(kind=1, k=K, n=cog, group=group, pad_code=pad_code, ldo=cout, **geo),
-             np.concatenate(parts), np.concatenate(sums).astype(np.int32), x_shape, x_dtype,
-             x_offset, out_shape)
-    q.wabs = np.abs(w_int).reshape(K, cout).sum(axis=0).astype(np.int64)
+             weights, np.concatenate(sums).astype(np.int32), x_shape, x_dtype, x_offset, out_shape)
+    q.wabs = np.asarray(wabs, dtype=np.int64) if wabs is not None and np.shape(wabs) == (cout,) else \
+        np.abs(w_int).reshape(K, cout).sum(axis=0).astype(np.int64)
     return q
 
 

@@ -372,6 +372,69 @@ def htp_int8_weights(w: np.ndarray, channel_axis: int) -> tuple[np.ndarray, np.n
     return np.ascontiguousarray(out), factor
 
 
+def htp_int8_weight_codes(codes: np.ndarray, offset, channel_axis: int, requantize: bool = True):
+    """:func:`htp_int8_weights` of ``codes + offset`` (8-bit weight codes, integer QNN offsets per
+    channel or one), computed from the codes in one C pass (csrc/eng_prepare.c
+    qe_weight_codes) instead of float64 passes over every weight (finalize time of a quantized
+    model).  ``requantize`` False takes the values as they are (strided depthwise).
+
+    Returns (the values as int8, or int16 when they leave int8, in ``codes``' layout; the
+    per-channel factor; int64 per-channel sums; int64 per-channel sums of magnitudes), or None
+    when the C kernels are off or the values do not fit int16 (the caller then takes the
+    float64 route, whose values these are exactly)."""
+    kernels = _prepare_kernels()
+    codes = np.asarray(codes)
+    if kernels is None or codes.dtype not in (np.uint8, np.int8) or codes.size == 0 or codes.ndim == 0:
+        return None
+    moved = np.moveaxis(codes, channel_axis, -1)
+    n = moved.shape[-1]
+    flat = np.ascontiguousarray(moved).reshape(-1, n)
+    off = np.asarray(offset, dtype=np.float64).reshape(-1)
+    if off.size not in (1, n) or not np.all(np.isfinite(off)) or np.any(off != np.floor(off)) \
+            or np.any(np.abs(off) > 65280):   # qe_weight_codes' integer lanes
+        return None
+    off = np.ascontiguousarray(np.broadcast_to(off, (n,)))
+    recip = np.full(n, 65536.0)   # 2**16 / 1: a channel kept as it is
+    factor = np.ones(n)
+    lib, ffi = kernels
+    code_type = 0 if flat.dtype == np.uint8 else 1
+    if requantize:
+        # the channel maxima of code + offset are the code maxima + offset (exact in float64)
+        mn, mx = np.empty(n, np.int32), np.empty(n, np.int32)
+        if lib.qe_code_minmax(ffi.cast("void *", ffi.from_buffer(flat)), code_type, flat.shape[0], n,
+                              ffi.cast("int32_t *", ffi.from_buffer(mn)), ffi.cast("int32_t *", ffi.from_buffer(mx))):
+            return None
+        hi = mx.astype(np.float64) + off
+        lo = mn.astype(np.float64) + off
+        over = (hi > 127) | (lo < -128)
+        if np.any(over):   # _int8_requant's per-channel formula
+            f = np.maximum(hi / 127.0, -lo / 128.0)
+            fq = np.rint(f * 2048.0) / 2048.0
+            with np.errstate(divide="ignore"):   # fq 0 only in channels kept as they are
+                recip = np.where(over, np.rint(65536.0 / fq), 65536.0)
+            factor = np.where(over, fq, 1.0)
+    if not np.all((recip >= 1) & (recip <= 65536)):
+        return None
+    off32 = np.ascontiguousarray(off, dtype=np.int32)
+    recip32 = np.ascontiguousarray(recip, dtype=np.uint32)
+    wsum = np.empty(n, np.int64)
+    wabs = np.empty(n, np.int64)
+    for dtype in (np.int8, np.int16):
+        out = np.empty(flat.shape, dtype)
+        rc = lib.qe_weight_codes(ffi.cast("void *", ffi.from_buffer(flat)), code_type,
+                                 flat.shape[0], n, ffi.cast("int32_t *", ffi.from_buffer(off32)),
+                                 ffi.cast("uint32_t *", ffi.from_buffer(recip32)),
+                                 ffi.cast("void *", ffi.from_buffer(out)), out.itemsize,
+                                 ffi.cast("int64_t *", ffi.from_buffer(wsum)),
+                                 ffi.cast("int64_t *", ffi.from_buffer(wabs)))
+        if rc == 0:
+            values = np.moveaxis(out.reshape(moved.shape), -1, channel_axis)
+            return np.ascontiguousarray(values), factor, wsum, wabs
+        if rc != 2:
+            return None
+    return None
+
+
 class AccRequant:
     """Output codes of an accumulating op from its exact integer accumulator, per output channel
     (the last output axis), the way the HTP requantizes.
@@ -462,4 +525,4 @@ __all__ = ["ROUNDING", "code_range", "dequantize", "quantize", "Requantize", "De
            "ROUNDING_BY_OP", "DEFAULT_ROUNDING", "rounding_for", "spec_from_dict", "spec_to_dict",
            "clamp_codes",
            "same_encoding", "scale_offset_arrays", "round_half_away", "round_significant",
-           "htp_int8_weights", "htp_int8_operand", "AccRequant"]
+           "htp_int8_weights", "htp_int8_weight_codes", "htp_int8_operand", "AccRequant"]
