@@ -252,6 +252,8 @@ def test_optrace_object(env, level):
         "plain event data: the object's length"
     doc = json.loads(payload.decode("utf-8"))
     execution = doc.pop("execution")
+    tables = {k: doc.pop(k, None) for k in ("nodes", "tensors")}
+    assert all(isinstance(v, list | dict) for v in tables.values()), f"node and tensor tables (traceback): {tables}"
     assert doc == json.loads(json.dumps(plan.to_optrace())), "the plan's optrace document"
     assert set(execution) == {"start_us", "end_us", "clocks", "runs"}
     assert t0 <= execution["start_us"] <= execution["end_us"] <= t1, "the call's span, us since the epoch"

@@ -150,6 +150,10 @@ def _object_document(event: dict, where: str) -> dict | None:
     """The optrace document an OBJECT event carries, or None (with a warning) for any other
     or undecodable object."""
     obj = event.get("object") or {}
+    if str(obj.get("fileName") or "").endswith("_schematic.json"):
+        # graphFinalize's "Schematic" (a prepared plan, read through --schematic), not a run
+        log.info("%s: object %r is a graph's schematic; listed only", where, obj.get("fileName"))
+        return None
     data = obj.get("dataBase64")
     text = obj.get("json")
     if data is None and text is None:
