@@ -231,6 +231,9 @@ WARNING_RULES: dict[str, str] = {
     # LPAI part 2 (issue 15 items 3-5): offline binaries on libQnnLpaiEmu.so.
     "QNNEMU-lpai-binary-persistent":
         "QNN_CONTEXT_CONFIG_PERSISTENT_BINARY false on LPAI (REQUIRE_PERSISTENT_BINARY is 1): used as true",
+    # lora (issue 16 item 3): LoRA weight sharing (qnnemu/htp/lora.py, qnnemu/core/binary/lora.py)
+    "QNNEMU-binary-lora-not-shared":
+        "LORA_WEIGHT_SHARING_ENABLED at load of a binary prepared without it: loaded without LoRA weight sharing",
 }
 
 # id -> (the QNN error codes it makes the API call return -- the one of the call its negative test
@@ -1108,6 +1111,10 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
         (("QNN_COMMON_ERROR_MEM_ALLOC",), "a 33rd TCM buffer (the TCM allocator supports 32)"),
     "QNNEMU-lpai-tcm-mem-type":
         (("QNN_COMMON_ERROR_MEM_ALLOC",), "an I/O or model buffer of an undefined memory type (not ddr or tcm)"),
+    # lora (issue 16 item 3): LoRA weight sharing (qnnemu/htp/lora.py)
+    "QNNEMU-graphExecute-lora-not-applied":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",),
+         "graphExecute in a LoRA weight sharing context before a section was applied to the graph"),
     "QNNEMU-{op}-align-corners-half-pixel":
         (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG", "QNN_BACKEND_ERROR_NOT_SUPPORTED"),
          "align_corners and half_pixel_centers both true"),
