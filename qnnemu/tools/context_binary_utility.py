@@ -8,7 +8,9 @@ backend id, build id, core/backend API versions, SoC model, HTP arch, socVersion
 version and size, the context tensors, and per graph its name, input/output/updateable tensors
 (id, name, type, data type, dims, quantization), spill-fill buffer size and, when the library
 reports them, VTCM size, optimization level and HVX threads. Type codes are accompanied by
-their QNN names (``typeName``, ``dataTypeName``, ``encodingName``).
+their QNN names (``typeName``, ``dataTypeName``, ``encodingName``).  A qnnemu binary prepared
+with LORA_WEIGHT_SHARING_ENABLED adds ``loraWeightSharing``: the shared blob's offset and size,
+the graph whose weights fill it and each graph's updatable bytes (docs/lora.md).
 
 ``python -m qnnemu.tools.context_binary_utility`` runs it too.
 """
@@ -73,8 +75,13 @@ def binary_report(binary: str, system_library: str, log_level: str | None = None
     if not blob:
         raise ToolError(f"--context_binary {binary}: the file is empty")
     info = SystemLibrary(system_library, log_level=log_level).binary_info(blob, details=True)
-    return {"context_binary": os.path.abspath(binary), "system_library": system_library,
-            "info": _with_names(info)}
+    report = {"context_binary": os.path.abspath(binary), "system_library": system_library,
+              "info": _with_names(info)}
+    from ..core.binary import lora  # LORA_WEIGHT_SHARING_ENABLED: the shared blob (docs/lora.md)
+    shared = lora.describe(blob)
+    if shared is not None:
+        report["loraWeightSharing"] = shared
+    return report
 
 
 def build_parser() -> argparse.ArgumentParser:

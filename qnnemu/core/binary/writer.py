@@ -15,6 +15,7 @@ from ..graph import Graph
 from ..log import NULL_LOGGER
 from . import format as fmt  # fmt.FORMAT_VERSION: read at call time (tests vary it)
 from .format import FLAG_WEIGHT_SHARING, FORMAT_NAME, HEADER_SIZE, Header, _align, _Unencodable, assemble
+from .lora import append_shared as append_lora_blob, layout as lora_layout
 from .metadata import (
     _BlobStore,
     _context_configs_json,
@@ -82,6 +83,7 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
     if sharing:
         _warn_weight_sharing_limits(graphs, _device_model(context.device), func)
     store = _BlobStore()
+    shared = lora_layout(context, graphs)   # LORA_WEIGHT_SHARING_ENABLED (qnnemu/core/binary/lora.py)
     try:
         # NULL tensors (absent optional inputs, made by clients such as ONNX Runtime's QNN EP)
         # hold nothing and no node refers to them (absent inputs are stored as null): skipped.
@@ -91,8 +93,8 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
         for g in graphs:
             scope = "context" if sharing else f"graph:{g.name}"
             packing = weights_packing_enabled(g.configs)
-            tensors = [_tensor_json(t, store, scope, packing) for t in g.tensors.values()
-                       if t.type != Q.QNN_TENSOR_TYPE_NULL]
+            tensors = [_tensor_json(shared.stored_form(g, t) if shared else t, store, scope, packing)
+                       for t in g.tensors.values() if t.type != Q.QNN_TENSOR_TYPE_NULL]
             nodes = [{"name": n.name, "package": getattr(n, "package", None) or ops.PACKAGE_NAME,
                       "type": n.op_type, "params": [_param_json(p) for p in _node_params(n)],
                       "inputs": [None if i is None else int(i) for i in n.inputs],
@@ -119,6 +121,7 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
     data = bytearray(offsets[-1] + len(store.blobs[-1]) if store.blobs else 0)
     for off, raw in zip(offsets, store.blobs):
         data[off:off + len(raw)] = raw
+    data = append_lora_blob(shared, meta, data, graphs)   # the one shared LoRA blob, last
     model = _device_model(context.device)
     header = Header(fmt.FORMAT_VERSION, HEADER_SIZE, 0, FLAG_WEIGHT_SHARING if sharing else 0, 0,
                     api_version.core_api_version(), (Q.QNN_HTP_API_VERSION_MAJOR, Q.QNN_HTP_API_VERSION_MINOR,
