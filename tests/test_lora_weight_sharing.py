@@ -25,6 +25,7 @@ from abi import NULL, vp
 from helpers.context_env import OK, Env
 from vendor import our_library, vendor_env, vendor_library
 
+from qnnemu.abi import fast_execute
 from qnnemu.client import Backend, QnnCallError, htp_context_config
 from qnnemu.client.cabi import ffi as client_ffi
 from qnnemu.core import binary
@@ -174,6 +175,16 @@ def test_apply_before_execute_then_adapters_switch(made, caplog):
         loaded.apply(sections["B"]["small"], "small")
         assert loaded.run("small") == "B", "section B applied to small: adapter B"
         assert loaded.run("large") == "B", "large's cached section (B) is restored"
+        # Alternating executes: each restores its graph's section, also once the C fast path
+        # (which skips the Python entry) has registered a graph.
+        core = HANDLES.lookup(int(client_ffi.cast("uintptr_t", loaded.ctx.handle)))
+        before = core.lora.reapplies
+        runs = [(n, loaded.run(n)) for n in ("small", "small", "large", "large", "small", "large")]
+        assert runs == [("small", "B"), ("small", "B"), ("large", "B"), ("large", "B"), ("small", "B"),
+                        ("large", "B")], f"every execute computes its graph's last adapter: {runs}"
+        assert core.lora.reapplies - before == 4, \
+            f"one re-apply per change of graph (4), none for a repeated graph: {core.lora.reapplies - before}"
+        assert fast_execute.registered() <= 1, "at most the resident graph is on the C fast path"
 
 
 def test_tensor_update_does_not_unblock():
@@ -251,6 +262,8 @@ def test_graph_switching_reapplies_the_cached_section(made, caplog):
         loaded = Loaded(be, blob, configs)
         core = HANDLES.lookup(int(client_ffi.cast("uintptr_t", loaded.ctx.handle)))
         assert core.switching is not None and core.switching.loaded == ["small"], "setup: low-memory mode, small loaded"
+        assert core.binary_graph_bytes == {"small": 0, "large": 0}, \
+            f"the shared LoRA blob stays resident with the context: no graph owns its bytes {core.binary_graph_bytes}"
         loaded.apply(sections["A"]["small"], "small")
         loaded.apply(sections["B"]["large"], "large")
         caplog.clear()
@@ -339,6 +352,7 @@ def test_old_binary_loaded_with_the_config_does_not_share(env, made):
 _PROBE = """
 import json, sys
 import numpy as np
+from qnnemu.abi import fast_execute
 from qnnemu.client import Backend, QnnCallError, htp_context_config
 lib = None if sys.argv[1] == "ours" else sys.argv[1]
 LORA = [htp_context_config("LORA_WEIGHT_SHARING_ENABLED", loraWeightSharingEnabled=True)]
