@@ -30,6 +30,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ... import rules
 from ...headers import Q
 from ...htp import lora as htp_lora
@@ -87,7 +89,7 @@ def append_shared(shared: SharedLayout | None, meta: dict, data: bytearray, grap
     if shared.source is not None:
         g = by_name[shared.source]
         for tid, off in shared.offsets[shared.source].items():
-            raw = g.tensors[tid].data.tobytes()
+            raw = np.ascontiguousarray(g.tensors[tid].data).tobytes()
             region[off:off + len(raw)] = raw
     blobs = meta["blobs"]
     for gj in meta["graphs"]:
@@ -116,7 +118,12 @@ def record(view, h: Header) -> dict | None:
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     rec = meta.get(RECORD_KEY) if isinstance(meta, dict) else None
-    if not isinstance(rec, dict) or not isinstance(rec.get("size"), int) or not isinstance(rec.get("graphs"), dict):
+    if not isinstance(rec, dict):
+        return None
+    offset, size, graphs = rec.get("offset"), rec.get("size"), rec.get("graphs")
+    if not (isinstance(offset, int) and isinstance(size, int) and min(offset, size) >= 0
+            and offset + size <= h.data_size and isinstance(graphs, dict)
+            and all(isinstance(n, str) and isinstance(b, int) for n, b in graphs.items())):
         return None
     return rec
 
