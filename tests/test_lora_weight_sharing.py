@@ -295,6 +295,13 @@ def test_generator_config_file_writes_the_shared_blob(tmp_path, capsys):
                                               "lora", "--config_file", tmp_path / "config.json", "--output_sections")])
     assert status == 0, f"the generator succeeds: {capsys.readouterr().err}"
     blob = (out / "lora.bin").read_bytes()
+    flag = tmp_path / "flag"
+    status = generator.main([str(a) for a in ("--model", tmp_path / "model.json", "--output_dir", flag,
+                                              "--binary_file", "lora", "--lora_weight_sharing")])
+    assert status == 0, f"the generator succeeds with --lora_weight_sharing: {capsys.readouterr().err}"
+    assert (flag / "lora.bin").read_bytes() == blob, "--lora_weight_sharing writes the config file's binary"
+    assert generator.main([str(a) for a in ("--model", tmp_path / "m.onnx", "--lora_weight_sharing")]) == 1 and \
+        "needs a JSON graph description" in capsys.readouterr().err, "--lora_weight_sharing refuses an ONNX model"
     record = lora.describe(blob)
     assert record is not None and record["sharedBlobSize"] == SIZES["large"] ** 2 * 4, \
         f"lora_weight_sharing in the config file makes a shared-blob binary: {record}"
