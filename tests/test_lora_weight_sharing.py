@@ -32,6 +32,8 @@ from qnnemu.core import binary
 from qnnemu.core.binary import lora
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
+from qnnemu.htp import lora as htp_lora
+from qnnemu.htp.device_model import DeviceModel
 from qnnemu.system_client import SystemLibrary
 from qnnemu.tools import context_binary_generator as generator, context_binary_utility as utility
 
@@ -172,6 +174,9 @@ def test_apply_before_execute_then_adapters_switch(made, caplog):
         reapplied = [r.getMessage() for r in caplog.records if REAPPLIED in r.getMessage()]
         assert len(reapplied) == 1 and "'small'" in reapplied[0] and "held graph 'large'" in reapplied[0], \
             f"small's cached section is re-applied once (the shared memory held large's weights): {reapplied}"
+        took = htp_lora.reapply_us(SIZES["small"] ** 2 * 4, DeviceModel().arch)
+        assert took > 0 and f"{took:.2f} us modelled" in reapplied[0], \
+            f"the re-apply's DMA copy of small's 1 KiB is modelled ({took:.2f} us): {reapplied[0]}"
         loaded.apply(sections["B"]["small"], "small")
         assert loaded.run("small") == "B", "section B applied to small: adapter B"
         assert loaded.run("large") == "B", "large's cached section (B) is restored"

@@ -21,7 +21,8 @@ feature").  In such a context (``LoraState``):
   the shared memory holds one graph's weights at a time (``resident``).  Executing a graph whose
   weights are not resident -- another graph's section was applied since, or graph switching
   loads the graph again -- first re-applies its cached section (logged, counted in
-  ``reapplies``), so a graph always computes with the adapter last applied *to it*.
+  ``reapplies``, its DMA copy ``reapply_us`` on the device's virtual clock), so a graph always
+  computes with the adapter last applied *to it*.
 
 The emulator keeps every graph's tensor values apart, so a re-apply changes no value; it is the
 bookkeeping (and the log) of what the device does.  A graph on graphExecute's C fast path skips
@@ -37,6 +38,9 @@ from dataclasses import dataclass, field
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
+from . import cost, perf
+from .device_model import DeviceModel
+from .runtime import runtime_for
 
 OPTION = "QNN_HTP_CONTEXT_CONFIG_OPTION_LORA_WEIGHT_SHARING_ENABLED"
 MEMBER = "loraWeightSharingEnabled"
@@ -96,6 +100,12 @@ def note_applied(context, graph_names, nbytes: int, carries_weights: bool) -> No
         st.resident = names[0] if len(names) == 1 else None
 
 
+def reapply_us(nbytes: int, arch: int) -> float:
+    """Virtual microseconds a re-apply takes: the section's weights copied into the shared LoRA
+    memory by DMA at the voted bus clock (qnnemu/htp/cost.py, as a graph switch's load)."""
+    return cost.cycles_to_us(cost.dma_copy_cycles(int(nbytes)), perf.current_clocks(arch=arch), "DMA")
+
+
 def check_execute(graph, func: str = "graphExecute") -> None:
     """graphExecute's hook (via qnnemu/htp/settings.py ``check_execute_allowed``): refuses a
     graph no section was applied to; re-applies the cached section of a graph whose weights are
@@ -123,10 +133,16 @@ def check_execute(graph, func: str = "graphExecute") -> None:
     why = ("graph switching loads it" if switched_in else
            f"the shared LoRA memory held graph '{previous}'s weights" if previous else
            "a whole-context section was applied last")
+    device = getattr(context, "device", None)
+    model = getattr(device, "model", None) if device is not None else None
+    model = model if isinstance(model, DeviceModel) else DeviceModel()
+    took = reapply_us(st.applied[graph.name], model.arch)
+    runtime_for(model.soc).advance(took)   # on the device's virtual clock, before the execute
     log = getattr(context, "log", None)
     if log is not None:
         log.info(f"{func}: LoRA weight sharing: re-applied the cached binary section of graph "
-                 f"'{graph.name}' ({st.applied[graph.name]} bytes) before its execute ({why})")
+                 f"'{graph.name}' ({st.applied[graph.name]} bytes of weights, {took:.2f} us modelled) before "
+                 f"its execute ({why})")
     _withdraw_fast_paths()
 
 
