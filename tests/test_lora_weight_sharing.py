@@ -202,9 +202,10 @@ def test_tensor_update_does_not_unblock():
             "tensorUpdateGraphTensors does not unblock a LoRA-sharing graph"
 
 
-def test_whole_context_section_unblocks_every_graph(made):
+def test_whole_context_section_unblocks_every_graph(made, caplog):
     blob, _, sections = made
-    with Backend(log_level=None) as be:
+    caplog.set_level(logging.INFO, logger="qnnemu.client")
+    with Backend(log_level="info") as be:
         with Backend(log_level=None) as maker:
             ctx, graphs = build(maker, [lora_config()])
             for name in SIZES:
@@ -212,8 +213,13 @@ def test_whole_context_section_unblocks_every_graph(made):
             whole = ctx.binary_section(None)
         loaded = Loaded(be, blob)
         loaded.apply(whole, None)
+        caplog.clear()
         assert {n: loaded.run(n) for n in SIZES} == {"small": "B", "large": "B"}, \
             "a whole-context section (graph NULL) unblocks every graph with its adapter"
+        reapplied = [r.getMessage() for r in caplog.records if REAPPLIED in r.getMessage()]
+        assert len(reapplied) == 2 and f"'small' ({SIZES['small'] ** 2 * 4} bytes" in reapplied[0] \
+            and f"'large' ({SIZES['large'] ** 2 * 4} bytes" in reapplied[1], \
+            f"each graph restores its own part of the whole-context section: {reapplied}"
 
 
 def test_quant_params_section_fills_no_lora_memory(made):

@@ -464,9 +464,10 @@ def apply_section(context, graph, sec: Section, func: str) -> int:
         updates.append(resolve_entry(e, target, func, path, scope))
     apply_updates(context, updates, func)
     # LORA_WEIGHT_SHARING_ENABLED: the section is now the graph's cached adapter (qnnemu/htp/lora.py)
-    weights = sum(len(cast(Any, e.tensor.data)) for e in sec.entries if e.has_data)
-    htp_lora.note_applied(context, [graph.name] if graph is not None else list(by_name), weights,
-                          carries_data(sec.section))
+    names = [graph.name] if graph is not None else list(by_name)
+    weights = {name: sum(len(cast(Any, e.tensor.data)) for e in sec.entries if e.has_data and e.graph in (name, None))
+               for name in names}   # each graph's own weights and the context tensors' of the section
+    htp_lora.note_applied(context, weights, carries_data(sec.section))
     return len(updates)
 
 

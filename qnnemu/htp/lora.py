@@ -83,18 +83,18 @@ def state(context) -> LoraState | None:
     return st
 
 
-def note_applied(context, graph_names, nbytes: int, carries_weights: bool) -> None:
-    """contextApplyBinarySection installed a section for ``graph_names`` (one graph, or every
-    graph of the context for a whole-context section): the section is cached for each, and a
-    one-graph section now fills the shared memory.  A section without weights
-    (QUANT_PARAMS) fills no LoRA memory."""
+def note_applied(context, weights: dict[str, int], carries_weights: bool) -> None:
+    """contextApplyBinarySection installed a section for the graphs of ``weights`` (one graph,
+    or every graph of the context for a whole-context section; the bytes of weights it holds for
+    each): the section is cached for each, and a one-graph section now fills the shared memory.
+    A section without weights (QUANT_PARAMS) fills no LoRA memory."""
     st = state(context)
     if st is None or not carries_weights:
         return
-    names = list(graph_names)
+    names = list(weights)
     with st.lock:
         for name in names:
-            st.applied[name] = int(nbytes)
+            st.applied[name] = int(weights[name])
         # A whole-context section holds every graph's weights; the shared memory one graph's:
         # the first execute of any graph then restores its own.
         st.resident = names[0] if len(names) == 1 else None
