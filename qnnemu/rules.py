@@ -238,6 +238,9 @@ WARNING_RULES: dict[str, str] = {
     # LPAI part 2 (issue 15 items 3-5): offline binaries on libQnnLpaiEmu.so.
     "QNNEMU-lpai-binary-persistent":
         "QNN_CONTEXT_CONFIG_PERSISTENT_BINARY false on LPAI (REQUIRE_PERSISTENT_BINARY is 1): used as true",
+    # lora (issue 16 item 3): LoRA weight sharing (qnnemu/htp/lora.py, qnnemu/core/binary/lora.py)
+    "QNNEMU-binary-lora-not-shared":
+        "LORA_WEIGHT_SHARING_ENABLED at load of a binary prepared without it: loaded without LoRA weight sharing",
 }
 
 # id -> (the QNN error codes it makes the API call return -- the one of the call its negative test
@@ -1127,6 +1130,10 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "QNNEMU-viewer-zoom-order":
         (("QNN_COMMON_ERROR_INVALID_ARGUMENT",),
          "a --zoom_end node that does not depend on the --zoom_start node (reversed or unconnected)"),
+    # lora (issue 16 item 3): LoRA weight sharing (qnnemu/htp/lora.py)
+    "QNNEMU-graphExecute-lora-not-applied":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",),
+         "graphExecute in a LoRA weight sharing context before a section was applied to the graph"),
     "QNNEMU-{op}-align-corners-half-pixel":
         (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG", "QNN_BACKEND_ERROR_NOT_SUPPORTED"),
          "align_corners and half_pixel_centers both true"),

@@ -238,6 +238,26 @@ def _(s):
     return _budget_load(s, 1, mapped=False)
 
 
+# ---- LoRA weight sharing (qnnemu/core/binary/lora.py; tests/test_lora_weight_sharing.py) --------
+@case("QNNEMU-binary-lora-not-shared", SM8550, "contextCreateFromBinary",
+      "config[].customConfig.loraWeightSharingEnabled")
+def _(s):
+    codes = s.relu_graph(execute=False)
+    assert codes == (OK,) * len(codes), f"setup: a graph without LoRA weight sharing: {codes}"
+    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinarySize", vp(s.ctx), size) == OK, "setup: contextGetBinarySize"
+    buf = s.own(ffi.new("char[]", int(size[0])))
+    written = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
+    assert s.call("contextGetBinary", vp(s.ctx), buf, size[0], written) == OK, "setup: contextGetBinary"
+    lora = s.context_custom(Q.QNN_HTP_CONTEXT_CONFIG_OPTION_LORA_WEIGHT_SHARING_ENABLED, loraWeightSharingEnabled=True)
+    out = s.own(ffi.new("Qnn_ContextHandle_t *"))
+    code = s.call("contextCreateFromBinary", vp(s.be), vp(s.dev), s.list("QnnContext_Config_t", lora), buf,
+                  written[0], out, NULL)
+    if code == OK:
+        later(s, lambda: s.call("contextFree", out[0], NULL))
+    return code
+
+
 # ---- contextCreateFromBinaryWithCallback (qnnemu/abi/context_api.py) ---------------------------
 @case("QNNEMU-context-dma-data-unaligned", SM8550, "contextCreateFromBinaryWithCallback",
       "callback.dmaBufferCallback.v1.dataProvide: dmaDataResponse")

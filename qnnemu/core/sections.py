@@ -23,6 +23,8 @@ Binary sections
   the whole context; ``parse_section`` checks one (magic, version, sizes, CRC32 unless told to
   skip it, metadata schema) and ``apply_section`` applies it with ``apply_updates``.
   ``update_section`` is getBinarySectionUpdate: a new section with some tensors replaced.
+  In a context with QNN_HTP_CONTEXT_CONFIG_OPTION_LORA_WEIGHT_SHARING_ENABLED an applied section
+  is also the graph's cached LoRA adapter, which unblocks its executes (qnnemu/htp/lora.py).
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..headers import Q
+from ..htp import lora as htp_lora
 from ..location import Location
 from ..rules import error, fail
 from ..spec import dtypes
@@ -460,6 +463,11 @@ def apply_section(context, graph, sec: Section, func: str) -> int:
             scope = f"graph '{e.graph}'"
         updates.append(resolve_entry(e, target, func, path, scope))
     apply_updates(context, updates, func)
+    # LORA_WEIGHT_SHARING_ENABLED: the section is now the graph's cached adapter (qnnemu/htp/lora.py)
+    names = [graph.name] if graph is not None else list(by_name)
+    weights = {name: sum(len(cast(Any, e.tensor.data)) for e in sec.entries if e.has_data and e.graph in (name, None))
+               for name in names}   # each graph's own weights and the context tensors' of the section
+    htp_lora.note_applied(context, weights, carries_data(sec.section))
     return len(updates)
 
 

@@ -45,7 +45,7 @@ from .. import rules
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
-from . import groups, packing as weights_packing, priority, switching
+from . import groups, lora, packing as weights_packing, priority, switching
 from .device_model import DeviceModel
 
 MIB = 1 << 20
@@ -482,6 +482,7 @@ def check_execute_allowed(graph, func: str = "graphExecute") -> None:
              f"graph '{graph.name}' belongs to a context created with "
              f"QNN_HTP_CONTEXT_CONFIG_OPTION_PREPARE_ONLY; it can be prepared and saved, not executed",
              code=Q.QNN_GRAPH_ERROR_UNSUPPORTED_FEATURE)
+    lora.check_execute(graph, func)   # LORA_WEIGHT_SHARING_ENABLED: a section applied first (qnnemu/htp/lora.py)
 
 
 def file_read_chunk_bytes(configs: dict, file_size: int) -> int:

@@ -27,7 +27,10 @@ description, and each ``--adapter NAME=FILE.json`` (new data for updatable tenso
 :func:`load_adapter`) gives ``<binary>.<graph>.<NAME>.section.bin``. Such a file is a LoRA
 adapter: ``contextApplyBinarySection`` installs it in a context loaded from the binary, and
 ONNX Runtime's QNN EP applies it through the run option ``qnn.lora_config``
-(:func:`qnnemu.onnxruntime.lora_run_options`).
+(:func:`qnnemu.onnxruntime.lora_run_options`).  ``--lora_weight_sharing`` prepares with
+QNN_HTP_CONTEXT_CONFIG_OPTION_LORA_WEIGHT_SHARING_ENABLED: the binary stores the updatable
+weights of all graphs once, and a graph loaded from it executes only after its section was
+applied (docs/lora.md).
 
 ``python -m qnnemu.tools.context_binary_generator`` runs it too.
 """
@@ -662,8 +665,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profiling_option", choices=("optrace",),
                    help="optrace: also write [BINARY]_schematic.bin next to the binary (JSON models), "
                    "for qnnemu-profile-viewer --schematic")
+    p.add_argument("--lora_weight_sharing", action="store_true",
+                   help="prepare with QNN_HTP_CONTEXT_CONFIG_OPTION_LORA_WEIGHT_SHARING_ENABLED (as "
+                   "\"context\": {\"lora_weight_sharing\": true} in the config file): the updatable weights "
+                   "of all graphs stored once, as one shared blob (docs/lora.md; JSON models, HTP)")
     p.add_argument("--log_level", choices=LOG_LEVELS, default="warn")
     return p
+
+
+def _request_lora_weight_sharing(config: BackendConfig, backend: str, model: str) -> None:
+    """--lora_weight_sharing: the HTP context config LORA_WEIGHT_SHARING_ENABLED at prepare (the
+    config file's ``lora_weight_sharing`` key), for a JSON description on an HTP backend."""
+    from . import lpai
+    if lpai.provides_lpai(backend):
+        raise ToolError("--lora_weight_sharing: an HTP context config; the LPAI backend has no LoRA weight sharing")
+    if Path(model).suffix.lower() != ".json":
+        raise ToolError("--lora_weight_sharing needs a JSON graph description: the QNN EP prepares ONNX "
+                        "initializers as STATIC (not updatable) tensors")
+    entry = ("LORA_WEIGHT_SHARING_ENABLED", "loraWeightSharingEnabled", True, "prepare")
+    config.context[:] = [c for c in config.context if c[0] != entry[0]] + [entry]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -679,6 +699,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 f"(ONNX Runtime's QNN EP has no LPAI backend option)")
         else:
             config = load_backend_config(args.config_file)
+        if args.lora_weight_sharing:
+            _request_lora_weight_sharing(config, backend, args.model)
         model = args.model
         if not os.path.isfile(model):
             raise ToolError(f"--model {model}: no such file")

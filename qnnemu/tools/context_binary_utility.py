@@ -10,7 +10,9 @@ version and size, the context tensors, and per graph its name, input/output/upda
 reports them, VTCM size, optimization level and HVX threads. Type codes are accompanied by
 their QNN names (``typeName``, ``dataTypeName``, ``encodingName``).  A qnnemu binary also gets
 ``qnnemu``: its format version, data sections and padded constants, and per graph the recorded
-sequence of steps and data paging (``qnnemu_layout``; null for a graph of an older binary).
+sequence of steps and data paging (``qnnemu_layout``; null for a graph of an older binary).  One
+prepared with LORA_WEIGHT_SHARING_ENABLED adds ``loraWeightSharing``: the shared blob's offset and
+size, the graph whose weights fill it and each graph's updatable bytes (docs/lora.md).
 
 ``python -m qnnemu.tools.context_binary_utility`` runs it too.
 """
@@ -80,6 +82,10 @@ def binary_report(binary: str, system_library: str, log_level: str | None = None
     layout = qnnemu_layout(blob)
     if layout is not None:
         report["qnnemu"] = layout
+    from ..core.binary import lora  # LORA_WEIGHT_SHARING_ENABLED: the shared blob (docs/lora.md)
+    shared = lora.describe(blob)
+    if shared is not None:
+        report["loraWeightSharing"] = shared
     return report
 
 

@@ -30,6 +30,7 @@ from ..log import NULL_LOGGER
 from ..tensor import RawQuant, Tensor, TensorDesc, from_desc, validate_desc
 from . import format as fmt  # fmt.FORMAT_VERSION: read at call time (tests vary it)
 from .format import PERMISSIVE, STRICT, Header, ReadStats, _abort, _as_view, _guard, parse_header
+from .lora import attach as attach_lora
 from .metadata import _PER_TENSOR_ENCODINGS, BinaryInfo, GraphInfo, TensorInfo, _metadata, inspect
 from .writer import _device_model
 
@@ -208,6 +209,7 @@ def deserialize(blob: Any, backend, device, *, compatibility: Any = PERMISSIVE, 
         _abort(check_abort, func)
         ctx = Context(backend, device, log, _merge_configs(info.context_configs, configs))
         ctx.binary_graph_bytes = own_bytes
+        attach_lora(ctx, view, h, info, configs, func)   # LORA_WEIGHT_SHARING_ENABLED (core/binary/lora.py)
         try:
             if on_context is not None:
                 on_context(ctx)

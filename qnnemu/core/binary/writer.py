@@ -32,6 +32,7 @@ from .format import (
     _Unencodable,
     assemble,
 )
+from .lora import append_shared as append_lora_blob, layout as lora_layout
 from .metadata import (
     _BlobStore,
     _context_configs_json,
@@ -177,6 +178,7 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
     with_plan = version >= PLAN_FORMAT_VERSION
     users: dict[int, set[str]] = {}      # blob -> the graphs using it ("" = the context tensors)
     reserved: dict[int, int] = {}        # blob -> bytes its prepared format takes (version 3)
+    shared = lora_layout(context, graphs)   # LORA_WEIGHT_SHARING_ENABLED (qnnemu/core/binary/lora.py)
     try:
         # NULL tensors (absent optional inputs, made by clients such as ONNX Runtime's QNN EP)
         # hold nothing and no node refers to them (absent inputs are stored as null): skipped.
@@ -189,8 +191,8 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
         for g in graphs:
             scope = "context" if sharing else f"graph:{g.name}"
             packing = weights_packing_enabled(g.configs)
-            tensors = [_tensor_json(t, store, scope, packing) for t in g.tensors.values()
-                       if t.type != Q.QNN_TENSOR_TYPE_NULL]
+            tensors = [_tensor_json(shared.stored_form(g, t) if shared else t, store, scope, packing)
+                       for t in g.tensors.values() if t.type != Q.QNN_TENSOR_TYPE_NULL]
             padded = _prepared_constant_bytes(g) if with_plan else {}
             for t in tensors:
                 if t["blob"] is not None:
@@ -222,6 +224,8 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
         data = _layout_v3(store.blobs, reserved, users, sharing, meta)
     else:
         data = _layout(store.blobs, meta)
+    # the one shared LoRA blob, last (version 3: a data section of its own, on a 4 KiB page)
+    data = append_lora_blob(shared, meta, bytearray(data), graphs, DATA_ALIGN if with_plan else None)
     model = _device_model(context.device)
     header = Header(version, HEADER_SIZE, 0, FLAG_WEIGHT_SHARING if sharing else 0, 0,
                     api_version.core_api_version(), (Q.QNN_HTP_API_VERSION_MAJOR, Q.QNN_HTP_API_VERSION_MINOR,
