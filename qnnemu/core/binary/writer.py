@@ -220,12 +220,9 @@ def serialize(context, *, func: str = "contextGetBinary") -> bytes:
         "context": {"configs": _context_configs_json(context.configs, log), "tensors": ctx_tensors},
         "graphs": graphs_json,
     }
-    if with_plan:
-        data = _layout_v3(store.blobs, reserved, users, sharing, meta)
-    else:
-        data = _layout(store.blobs, meta)
+    laid = _layout_v3(store.blobs, reserved, users, sharing, meta) if with_plan else _layout(store.blobs, meta)
     # the one shared LoRA blob, last (version 3: a data section of its own, on a 4 KiB page)
-    data = append_lora_blob(shared, meta, bytearray(data), graphs, DATA_ALIGN if with_plan else None)
+    data = append_lora_blob(shared, meta, bytearray(laid), graphs, DATA_ALIGN if with_plan else None)
     model = _device_model(context.device)
     header = Header(version, HEADER_SIZE, 0, FLAG_WEIGHT_SHARING if sharing else 0, 0,
                     api_version.core_api_version(), (Q.QNN_HTP_API_VERSION_MAJOR, Q.QNN_HTP_API_VERSION_MINOR,
