@@ -175,6 +175,10 @@ WARNING_RULES: dict[str, str] = {
     "QNNEMU-a16w16-weight-clipped":
         "static int16 weights of a Conv2d / DepthWiseConv2d / TransposeConv2d / FullyConnected / MatMul with "
         "codes above 0x7F7F (the HTP's int16 weight range is 0x8000..0x7F7F): computed as 0x7F7F",
+    # issue 16 items 4/7 (dev task: A16W16 weights, device variants, native KV cache)
+    "QNNEMU-weight-axis-offset-ignored":
+        "static per-axis weights of a Conv2d / DepthWiseConv2d / TransposeConv2d / FullyConnected / MatMul with "
+        "non-zero offsets (the HTP takes symmetric weights): computed with offset 0, as the vendor's backend does",
     "QNNEMU-binary-weight-sharing-vtcm":
         "WEIGHT_SHARING_ENABLED across graphs of different VTCM sizes (documented as not supported): binary "
         "written, weights shared",

@@ -266,6 +266,30 @@ def _(s):
     return s.finalize(g)
 
 
+@case("QNNEMU-weight-axis-offset-ignored", SM8550, "graphFinalize",
+      "node 'conv' (Conv2d) inputTensors[1].quantizeParams.axisScaleOffsetEncoding")
+def _(s):
+    code, g = s.graph("g")
+    assert code == OK, "setup: graphCreate"
+    x = abi.tensor("x", (1, 4, 4, 8), Q.QNN_DATATYPE_UFIXED_POINT_16, quant=(1 / 1000, -32768))
+    w = abi.tensor("w", (1, 1, 8, 4), Q.QNN_DATATYPE_SFIXED_POINT_16, Q.QNN_TENSOR_TYPE_STATIC,
+                   data=np.full((1, 1, 8, 4), 100, np.int16), quant=(1, 0))
+    so = ffi.new("Qnn_ScaleOffset_t[]", 4)
+    for k in range(4):
+        so[k].scale, so[k].offset = 1 / 32768, -100 if k == 2 else 0
+    _CALLBACKS.append(so)
+    wq = w.v2.quantizeParams
+    wq.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET
+    wq.axisScaleOffsetEncoding.axis, wq.axisScaleOffsetEncoding.numScaleOffsets = 3, 4
+    wq.axisScaleOffsetEncoding.scaleOffset = so
+    y = abi.tensor("y", (1, 4, 4, 4), Q.QNN_DATATYPE_UFIXED_POINT_16, type_=Q.QNN_TENSOR_TYPE_APP_READ,
+                   quant=(32 / 65535, -32768))
+    for t in (x, w, y):
+        assert s.tensor(g, t) == OK, "setup: tensors"
+    assert s.node(g, abi.op_config("conv", "Conv2d", [x, w], [y])) == OK, "setup: graphAddNode"
+    return s.finalize(g)
+
+
 # ---- device -------------------------------------------------------------------------------
 def device(s: abi.Session, *configs) -> tuple[int, int]:
     """deviceCreate with the HTP custom configs ``(option, fields)``; freed when the case ends."""

@@ -756,6 +756,30 @@ def _int16_weights_clipped(node, t):
     return dataclasses.replace(t, data=np.minimum(data, np.int16(INT16_WEIGHT_MAX)))
 
 
+def _axis_weight_offsets_ignored(node, t):
+    """Static per-axis weights (AXIS_SCALE_OFFSET) of a weight op with non-zero offsets: the
+    offsets dropped (warned), as the vendor's backend computes them; others as they are.
+
+    The QNN HTP backend documentation asks for symmetric weights (A16W16: "All weights/filters
+    need to be symmetrically quantized"); the vendor's libQnnHtp.so 2.51 takes per-axis weights
+    with offsets and computes every channel as if its offset were 0 (probed on SM8550 for
+    Conv2d, DepthWiseConv2d, TransposeConv2d, FullyConnected and MatMul, int16 and int8 weights,
+    8- and 16-bit activations: tests/test_a16w16.py).  Per-tensor offsets are applied (probed)."""
+    q = getattr(t, "quant", None)
+    if (node.op_type not in A16W16_WEIGHT_OPS or not is_static(t) or q is None or q.axis is None
+            or q.block_scales is not None or t.dtype not in dtypes.FIXED_POINT_TYPES):
+        return t
+    offsets = np.atleast_1d(np.asarray(q.offset))
+    nonzero = int(np.count_nonzero(offsets))
+    if not nonzero:
+        return t
+    rules.warn("QNNEMU-weight-axis-offset-ignored", "graphFinalize",
+               f"node '{node.name}' ({node.op_type}) inputTensors[1].quantizeParams.axisScaleOffsetEncoding",
+               f"{nonzero} of {offsets.size} per-axis weight offset(s) are not 0 (first: {int(offsets[offsets != 0][0])}); "
+               f"the HTP takes symmetric weights: computed with offset 0, as the vendor's backend does")
+    return dataclasses.replace(t, quant=dataclasses.replace(q, offset=np.zeros_like(offsets)))
+
+
 def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], precision_fp16: bool,
                   fold_outs: list | tuple = (), keep_own: bool = True, folded: bool = False,
                   arch: int | None = None, islands: bool = False) -> Step:
@@ -774,6 +798,8 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
     fixed = dtypes.FIXED_POINT_TYPES
     cls = node.op_cls
     ins = [graph.tensor(i) if i is not None else None for i in node.inputs]
+    if len(ins) > 1 and ins[1] is not None:
+        ins[1] = _axis_weight_offsets_ignored(node, ins[1])
     outs = [graph.tensor(i) for i in node.outputs]
     if folded:
         out = outs[0]
