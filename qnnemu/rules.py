@@ -1400,6 +1400,16 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "QNNEMU-{op}-weight-shape":
         (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG", "QNN_BACKEND_ERROR_NOT_SUPPORTED"),
          "a weight input whose dimensions do not match"),
+    # issue 16 items 4/7 (dev task: native KV cache bounds, device variants)
+    "QNNEMU-graphFinalize-native-kv-scatter-index":
+        (("QNN_GRAPH_ERROR_INVALID_TENSOR",),
+         "static scatter indices into a native KV cache above context length - roundup(ARN, 32) (N not a multiple of 32)"),
+    "QNNEMU-graphExecute-native-kv-scatter-index":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",),
+         "fed scatter indices into a native KV cache above context length - roundup(ARN, 32) (N not a multiple of 32)"),
+    "QNNEMU-graphFinalize-native-kv-vtcm":
+        (("QNN_GRAPH_ERROR_FINALIZE_FAILED",),
+         "a native KV cache context too long for the graph's VTCM (one head's K and V must fit)"),
 }
 
 _PY_LOGGER = logging.getLogger("qnnemu")

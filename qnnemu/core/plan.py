@@ -977,6 +977,8 @@ def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | No
     for kv in (getattr(graph, "native_kv", None) or {}).values():
         if kv.is_input:
             input_conv[kv.tensor_id] = kv.to_flat
+            if kv.index_bound is not None:   # fed scatter indices: the documented bound, checked as they arrive
+                input_conv[kv.index_bound.tensor_id] = kv.index_bound
         else:
             output_conv[kv.tensor_id] = kv.to_native
         notes.append(f"native KV {kv.kind} cache '{kv.name}' converted "
