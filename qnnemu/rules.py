@@ -179,6 +179,9 @@ WARNING_RULES: dict[str, str] = {
     "QNNEMU-weight-axis-offset-ignored":
         "static per-axis weights of a Conv2d / DepthWiseConv2d / TransposeConv2d / FullyConnected / MatMul with "
         "non-zero offsets (the HTP takes symmetric weights): computed with offset 0, as the vendor's backend does",
+    "QNNEMU-device-platform-info-not-emulated":
+        "a PLATFORM_INFO description (socModel / arch / VTCM) other than the emulated device: recorded and reported "
+        "by deviceGetInfo, graphs prepared for the device the SOC / ARCH configs chose (as the vendor's library)",
     "QNNEMU-binary-weight-sharing-vtcm":
         "WEIGHT_SHARING_ENABLED across graphs of different VTCM sizes (documented as not supported): binary "
         "written, weights shared",
@@ -1403,13 +1406,18 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
     # issue 16 items 4/7 (dev task: native KV cache bounds, device variants)
     "QNNEMU-graphFinalize-native-kv-scatter-index":
         (("QNN_GRAPH_ERROR_INVALID_TENSOR",),
-         "static scatter indices into a native KV cache above context length - roundup(ARN, 32) (N not a multiple of 32)"),
+         "static scatter indices into a native KV cache above context length - roundup(ARN, 32), N % 32 != 0"),
     "QNNEMU-graphExecute-native-kv-scatter-index":
         (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",),
-         "fed scatter indices into a native KV cache above context length - roundup(ARN, 32) (N not a multiple of 32)"),
+         "fed scatter indices into a native KV cache above context length - roundup(ARN, 32), N % 32 != 0"),
     "QNNEMU-graphFinalize-native-kv-vtcm":
         (("QNN_GRAPH_ERROR_FINALIZE_FAILED",),
          "a native KV cache context too long for the graph's VTCM (one head's K and V must fit)"),
+    "QNNEMU-device-platform-info-empty":
+        (("QNN_DEVICE_ERROR_INVALID_CONFIG",), "a PLATFORM_INFO device config describing no hardware device"),
+    "QNNEMU-device-platform-info-cores":
+        (("QNN_DEVICE_ERROR_INVALID_CONFIG",),
+         "a PLATFORM_INFO hardware device with another NSP core count than the emulated device's"),
 }
 
 _PY_LOGGER = logging.getLogger("qnnemu")

@@ -278,7 +278,7 @@ def _(s):
     for k in range(4):
         so[k].scale, so[k].offset = 1 / 32768, -100 if k == 2 else 0
     _CALLBACKS.append(so)
-    wq = w.v2.quantizeParams
+    wq = w.v.quantizeParams
     wq.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET
     wq.axisScaleOffsetEncoding.axis, wq.axisScaleOffsetEncoding.numScaleOffsets = 3, 4
     wq.axisScaleOffsetEncoding.scaleOffset = so
@@ -311,6 +311,30 @@ V73, V75 = Q.QNN_HTP_DEVICE_ARCH_V73, Q.QNN_HTP_DEVICE_ARCH_V75
 case("QNNEMU-device-soc-unmodelled", SM8550, "deviceCreate", "config[0].customConfig.socModel",
      effect=lambda s: _expect(model_of(s).arch == V75, "SDM855 has no SoC row: the ARCH config chooses v75"))(
     lambda s: device(s, (SOC, dict(socModel=Q.QNN_SOC_MODEL_SDM855)), (ARCH, dict(arch={"arch": V75})))[0])
+def described_device(s: abi.Session, soc: int, arch: int, vtcm_mb: int) -> int:
+    """deviceCreate with only a PLATFORM_INFO description of one HTP device; freed when the case ends."""
+    ext = s.own(ffi.new("QnnHtpDevice_DeviceInfoExtension_t *"))
+    ext.onChipDevice.vtcmSize, ext.onChipDevice.socModel, ext.onChipDevice.arch = vtcm_mb, soc, arch
+    core = s.own(ffi.new("QnnDevice_CoreInfo_t[]", 1))
+    hw = s.own(ffi.new("QnnDevice_HardwareDeviceInfo_t[]", 1))
+    hw[0].version, hw[0].v1.numCores, hw[0].v1.cores = Q.QNN_DEVICE_HARDWARE_DEVICE_INFO_VERSION_1, 1, core
+    hw[0].v1.deviceInfoExtension = ffi.cast("QnnDevice_DeviceInfoExtension_t", ext)
+    info = s.own(ffi.new("QnnDevice_PlatformInfo_t *"))
+    info.version, info.v1.numHwDevices, info.v1.hwDevices = Q.QNN_DEVICE_PLATFORM_INFO_VERSION_1, 1, hw
+    cfg = s.own(ffi.new("QnnDevice_Config_t *"))
+    cfg.option, cfg.hardwareInfo = Q.QNN_DEVICE_CONFIG_OPTION_PLATFORM_INFO, info
+    code, dev = s.lib.create("deviceCreate", vp(s.log), s.list("QnnDevice_Config_t", cfg))
+    if code == OK:
+        s.extra_device = dev
+        later(s, lambda: s.call("deviceFree", vp(dev)))
+    return code
+
+
+case("QNNEMU-device-platform-info-not-emulated", SM8550, "deviceCreate",
+     "config[0].hardwareInfo.v1.hwDevices[0].v1.deviceInfoExtension",
+     effect=lambda s: _expect(model_of(s).soc_model == socs.DEFAULT_SOC,
+                              "a description of SM8650: the emulated device stays the default"))(
+    lambda s: described_device(s, SM8650, 75, 8))
 case("QNNEMU-device-arch-ignored", SM8550, "deviceCreate", "config[0].customConfig.arch.arch",
      effect=lambda s: _expect(model_of(s).soc_model == socs.DEFAULT_SOC, "arch 99: the device stays the default"))(
     lambda s: device(s, (ARCH, dict(arch={"arch": 99})))[0])

@@ -775,7 +775,8 @@ def _axis_weight_offsets_ignored(node, t):
         return t
     rules.warn("QNNEMU-weight-axis-offset-ignored", "graphFinalize",
                f"node '{node.name}' ({node.op_type}) inputTensors[1].quantizeParams.axisScaleOffsetEncoding",
-               f"{nonzero} of {offsets.size} per-axis weight offset(s) are not 0 (first: {int(offsets[offsets != 0][0])}); "
+               f"{nonzero} of {offsets.size} per-axis weight offset(s) are not 0 "
+               f"(first: {int(offsets[offsets != 0][0])}); "
                f"the HTP takes symmetric weights: computed with offset 0, as the vendor's backend does")
     return dataclasses.replace(t, quant=dataclasses.replace(q, offset=np.zeros_like(offsets)))
 

@@ -68,6 +68,7 @@ from ..headers import Q
 from ..location import Location
 from ..rules import fail
 from ..spec.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES, is_static
+from .settings import graph_settings
 
 NATIVE_FORMAT = Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT
 # The documentation: "KV_TILE_SIZE is fixed in this SDK version. K_TILE_SIZE=256, V_TILE_SIZE=64".
@@ -295,8 +296,7 @@ def _scatter_bound(graph, t, node, axis: int, context: int) -> ScatterIndexBound
 
 
 def _check_vtcm(graph, t, kind: str, head_dim: int, context: int) -> None:
-    from .settings import graph_settings   # the graph's VTCM budget (same layer)
-    settings = graph_settings(graph)
+    settings = graph_settings(graph)   # the VTCM budget the graph runs with
     need = vtcm_bytes_for_head(head_dim, context)
     if need >= settings.vtcm_bytes:
         longest = (settings.vtcm_bytes - 1) // (KV_TENSORS_PER_HEAD * head_dim)
@@ -389,5 +389,6 @@ def check_graph(graph, arch: int) -> dict[int, NativeKv]:
     return found
 
 
-__all__ = ["ScatterIndexBound", "scatter_index_limit", "vtcm_bytes_for_head", "K_TILE_SIZE", "V_TILE_SIZE", "KV_TILE_SIZES", "NATIVE_FORMAT", "NativeKv", "check_graph",
+__all__ = ["ScatterIndexBound", "scatter_index_limit", "vtcm_bytes_for_head",
+           "K_TILE_SIZE", "V_TILE_SIZE", "KV_TILE_SIZES", "NATIVE_FORMAT", "NativeKv", "check_graph",
            "flat_to_native", "native_to_flat", "native_shape", "flat_shape", "native_index", "tile_size"]
