@@ -1413,6 +1413,8 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "QNNEMU-graphFinalize-native-kv-vtcm":
         (("QNN_GRAPH_ERROR_FINALIZE_FAILED",),
          "a native KV cache context too long for the graph's VTCM (one head's K and V must fit)"),
+    "QNNEMU-graphFinalize-float16-associativity-env":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "QNNEMU_FLOAT16_ASSOCIATIVITY set to neither vendor nor device"),
     "QNNEMU-device-platform-info-empty":
         (("QNN_DEVICE_ERROR_INVALID_CONFIG",), "a PLATFORM_INFO device config describing no hardware device"),
     "QNNEMU-device-platform-info-cores":
