@@ -31,7 +31,9 @@ sequential up to v73, pairwise from v75) -- ``BlockedReduction``.  It runs on th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +93,7 @@ class Float16Rules:
     ties: str = "away"                                       # rounding of the op's result
     float32_inputs: set[int] = field(default_factory=set)    # graph inputs taken unrounded
     float32_statics: set[int] = field(default_factory=set)   # static inputs kept float32
-    kernel: type | None = None                               # wraps the op's impl
+    kernel: Callable[[Any], Any] | None = None               # wraps the op's impl
 
 
 def _dims(t) -> tuple[int, ...]:
