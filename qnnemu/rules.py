@@ -178,7 +178,7 @@ WARNING_RULES: dict[str, str] = {
     # issue 16 items 4/7 (dev task: A16W16 weights, device variants, native KV cache)
     "QNNEMU-weight-axis-offset-ignored":
         "static per-axis weights of a Conv2d / DepthWiseConv2d / TransposeConv2d / FullyConnected / MatMul with "
-        "non-zero offsets (the HTP takes symmetric weights): computed with offset 0, as the vendor's backend does",
+        "non-symmetric offsets: computed with offset 0 (signed) / -128 (uint8), as the vendor's backend does",
     "QNNEMU-device-platform-info-not-emulated":
         "a PLATFORM_INFO description (socModel / arch / VTCM) other than the emulated device: recorded and reported "
         "by deviceGetInfo, graphs prepared for the device the SOC / ARCH configs chose (as the vendor's library)",

@@ -11,8 +11,9 @@ quantized"; for MatMul "Input B must be symmetrically quantized") are taken and 
 their offset by the vendor (``fc``/``mm`` with offsets +-700 differ from offset 0 by the offset's
 effect), so qnnemu computes them as well, without a rule.  Per-axis (AXIS_SCALE_OFFSET) static
 weights with offsets are different: the vendor computes every channel with offset 0, for int16 and
-int8 weights of Conv2d, DepthWiseConv2d, TransposeConv2d, FullyConnected and MatMul
-(``test_vendor_ignores_per_axis_weight_offsets``); qnnemu does the same and says so (warning rule
+int8 weights of Conv2d, DepthWiseConv2d, TransposeConv2d, FullyConnected and MatMul, and with offset
+-128 (zero point 128) for uint8 weights (``test_vendor_ignores_per_axis_weight_offsets``); qnnemu does
+the same and says so (warning rule
 ``QNNEMU-weight-axis-offset-ignored``, qnnemu/core/plan.py).
 """
 from __future__ import annotations
@@ -155,12 +156,39 @@ def test_per_axis_weight_offsets_are_ignored(op, weights):
         f"{op}: per-axis weight offsets {offset} computed as 0 (the vendor's behaviour)"
 
 
+U8 = Q.QNN_DATATYPE_UFIXED_POINT_8
+U8_OFFSETS = ((-128, -128, -128), (-100, -100, -100), (-128, -100, -50), (0, 0, 0))
+
+
+def run_u8_fc(library: str, offsets) -> list[int]:
+    """A uint8 FullyConnected whose static uint8 weights are per-axis with ``offsets``."""
+    from qnnemu.client import Backend, htp_device_config
+    with Backend(library, log_level=None, device_configs=[htp_device_config("SOC", socModel=SM8550)]) as be:
+        g = be.context().graph("g")
+        x = g.input("x", (1, 4), U8, quant=(0.05, -128))
+        w = g.static("w", np.array([[130, 140, 120, 128]] * 3, np.uint8), U8,
+                     quant={"axis": 0, "scales": [0.01] * 3, "offsets": list(offsets)})
+        g.node("FullyConnected", [x, w], [("y", (1, 3), U8, (0.01, -128))], app_read=True)
+        g.finalize()
+        return [int(v) for v in g.execute({"x": np.full((1, 4), 200, np.uint8)})["y"].ravel()]
+
+
+def test_uint8_per_axis_weights_use_zero_point_128():
+    """uint8 per-axis weights compute with offset -128 (zero point 128) whatever offsets they give."""
+    lib = str(our_library())
+    symmetric = run_u8_fc(lib, U8_OFFSETS[0])
+    assert symmetric == [150] * 3, f"codes 130/140/120/128 around 128 against x = 3.6: {symmetric}"
+    for offsets in U8_OFFSETS[1:]:
+        assert run_u8_fc(lib, offsets) == symmetric, f"offsets {offsets} computed as -128"
+
+
 _VENDOR_AXIS = """
 import sys, json
 sys.path.insert(0, sys.argv[1])
 import test_a16w16 as t
 out = {f"{op} {w} {o}": t.run_axis(sys.argv[2], op, w, o) for op in t.AXIS_OPS for w in (t.S16, t.S8)
        for o in (0, -100 if w == t.S16 else -10)}
+out["u8"] = [t.run_u8_fc(sys.argv[2], o) for o in t.U8_OFFSETS]
 open(sys.argv[3], "w").write(json.dumps(out))
 """
 
@@ -182,3 +210,5 @@ def test_vendor_ignores_per_axis_weight_offsets(tmp_path):
             got = run_axis(ours, op, w, o)
             assert max(abs(a - b) for a, b in zip(got, vendor[f"{op} {w} {o}"])) <= 4, \
                 f"{op} ({w}) offset {o}: ours {got} near the vendor's {vendor[f'{op} {w} {o}']}"
+    assert vendor["u8"] == [run_u8_fc(ours, o) for o in U8_OFFSETS], \
+        f"uint8 per-axis weights: the vendor's codes {vendor['u8']} (offset -128 whatever is given)"

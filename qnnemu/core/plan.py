@@ -756,29 +756,39 @@ def _int16_weights_clipped(node, t):
     return dataclasses.replace(t, data=np.minimum(data, np.int16(INT16_WEIGHT_MAX)))
 
 
+# The zero point per-axis weights are computed with (the vendor's, probed): none for signed codes,
+# the middle code for unsigned ones (a symmetric encoding either way).
+_SYMMETRIC_OFFSET = {Q.QNN_DATATYPE_UFIXED_POINT_8: -128}   # uint16 weights: not probed, left as they are
+_SIGNED_WEIGHTS = frozenset({Q.QNN_DATATYPE_SFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_16})
+
+
 def _axis_weight_offsets_ignored(node, t):
-    """Static per-axis weights (AXIS_SCALE_OFFSET) of a weight op with non-zero offsets: the
-    offsets dropped (warned), as the vendor's backend computes them; others as they are.
+    """Static per-axis weights (AXIS_SCALE_OFFSET) of a weight op whose offsets are not the
+    symmetric one: computed with the symmetric offset (warned), as the vendor's backend computes
+    them; others as they are.
 
     The QNN HTP backend documentation asks for symmetric weights (A16W16: "All weights/filters
     need to be symmetrically quantized"); the vendor's libQnnHtp.so 2.51 takes per-axis weights
-    with offsets and computes every channel as if its offset were 0 (probed on SM8550 for
-    Conv2d, DepthWiseConv2d, TransposeConv2d, FullyConnected and MatMul, int16 and int8 weights,
-    8- and 16-bit activations: tests/test_a16w16.py).  Per-tensor offsets are applied (probed)."""
+    with any offsets and computes every channel with offset 0 for signed codes (probed on SM8550
+    for Conv2d, DepthWiseConv2d, TransposeConv2d, FullyConnected and MatMul, int16 and int8
+    weights, 8- and 16-bit activations) and -128 for uint8 codes (FullyConnected, offsets 0, -50,
+    -100, -128 alike): tests/test_a16w16.py.  Per-tensor offsets are applied (probed)."""
     q = getattr(t, "quant", None)
     if (node.op_type not in A16W16_WEIGHT_OPS or not is_static(t) or q is None or q.axis is None
-            or q.block_scales is not None or t.dtype not in dtypes.FIXED_POINT_TYPES):
+            or q.block_scales is not None or t.dtype not in _SIGNED_WEIGHTS | set(_SYMMETRIC_OFFSET)):
         return t
+    symmetric = _SYMMETRIC_OFFSET.get(t.dtype, 0)
     offsets = np.atleast_1d(np.asarray(q.offset))
-    nonzero = int(np.count_nonzero(offsets))
-    if not nonzero:
+    other = offsets != symmetric
+    count = int(np.count_nonzero(other))
+    if not count:
         return t
     rules.warn("QNNEMU-weight-axis-offset-ignored", "graphFinalize",
                f"node '{node.name}' ({node.op_type}) inputTensors[1].quantizeParams.axisScaleOffsetEncoding",
-               f"{nonzero} of {offsets.size} per-axis weight offset(s) are not 0 "
-               f"(first: {int(offsets[offsets != 0][0])}); "
-               f"the HTP takes symmetric weights: computed with offset 0, as the vendor's backend does")
-    return dataclasses.replace(t, quant=dataclasses.replace(q, offset=np.zeros_like(offsets)))
+               f"{count} of {offsets.size} per-axis weight offset(s) are not {symmetric} "
+               f"(first: {int(offsets[other][0])}); the HTP takes symmetric weights: computed with offset "
+               f"{symmetric}, as the vendor's backend does")
+    return dataclasses.replace(t, quant=dataclasses.replace(q, offset=np.full_like(offsets, symmetric)))
 
 
 def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], precision_fp16: bool,
