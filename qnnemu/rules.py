@@ -182,6 +182,13 @@ WARNING_RULES: dict[str, str] = {
     "QNNEMU-a16w16-weight-clipped":
         "static int16 weights of a Conv2d / DepthWiseConv2d / TransposeConv2d / FullyConnected / MatMul with "
         "codes above 0x7F7F (the HTP's int16 weight range is 0x8000..0x7F7F): computed as 0x7F7F",
+    # issue 16 items 4/7 (dev task: A16W16 weights, device variants, native KV cache)
+    "QNNEMU-weight-axis-offset-ignored":
+        "static per-axis weights of a Conv2d / DepthWiseConv2d / TransposeConv2d / FullyConnected / MatMul with "
+        "non-symmetric offsets: computed with offset 0 (signed) / -128 (uint8), as the vendor's backend does",
+    "QNNEMU-device-platform-info-not-emulated":
+        "a PLATFORM_INFO description (socModel / arch / VTCM) other than the emulated device: recorded and reported "
+        "by deviceGetInfo, graphs prepared for the device the SOC / ARCH configs chose (as the vendor's library)",
     "QNNEMU-binary-weight-sharing-vtcm":
         "WEIGHT_SHARING_ENABLED across graphs of different VTCM sizes (documented as not supported): binary "
         "written, weights shared",
@@ -1422,6 +1429,23 @@ ERROR_RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "QNNEMU-{op}-weight-shape":
         (("QNN_GRAPH_ERROR_INVALID_OP_CONFIG", "QNN_BACKEND_ERROR_NOT_SUPPORTED"),
          "a weight input whose dimensions do not match"),
+    # issue 16 items 4/7 (dev task: native KV cache bounds, device variants)
+    "QNNEMU-graphFinalize-native-kv-scatter-index":
+        (("QNN_GRAPH_ERROR_INVALID_TENSOR",),
+         "static scatter indices into a native KV cache above context length - roundup(ARN, 32), N % 32 != 0"),
+    "QNNEMU-graphExecute-native-kv-scatter-index":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",),
+         "fed scatter indices into a native KV cache above context length - roundup(ARN, 32), N % 32 != 0"),
+    "QNNEMU-graphFinalize-native-kv-vtcm":
+        (("QNN_GRAPH_ERROR_FINALIZE_FAILED",),
+         "a native KV cache context too long for the graph's VTCM (one head's K and V must fit)"),
+    "QNNEMU-graphFinalize-float16-associativity-env":
+        (("QNN_GRAPH_ERROR_INVALID_ARGUMENT",), "QNNEMU_FLOAT16_ASSOCIATIVITY set to neither vendor nor device"),
+    "QNNEMU-device-platform-info-empty":
+        (("QNN_DEVICE_ERROR_INVALID_CONFIG",), "a PLATFORM_INFO device config describing no hardware device"),
+    "QNNEMU-device-platform-info-cores":
+        (("QNN_DEVICE_ERROR_INVALID_CONFIG",),
+         "a PLATFORM_INFO hardware device with another NSP core count than the emulated device's"),
 }
 
 _PY_LOGGER = logging.getLogger("qnnemu")

@@ -105,10 +105,11 @@ def env():
 
 
 def kv_graph(env: Env, kind: str, heads=2, head_dim=64, ctx_len=256, new=32, native_in=True, native_out=True,
-             axis=None, name="g", ctx=None, finalize=True, start=100):
+             axis=None, name="g", ctx=None, finalize=True, start=100, fed_indices=False, configs=NULL):
     """past (native) --ScatterElements(indices, new)--> present (APP_READ, native) --Dequantize-->
-    present_f (APP_READ, flat float32). K: [H, head_dim, ctx]; V: [H, ctx, head_dim]."""
-    g = env.graph(name, ctx=ctx)
+    present_f (APP_READ, flat float32). K: [H, head_dim, ctx]; V: [H, ctx, head_dim].  The indices
+    are static (positions start..start+new-1), or a graph input "idx" fed at execute."""
+    g = env.graph(name, configs, ctx=ctx)
     if kind == "key":
         cache, upd, ax = (heads, head_dim, ctx_len), (heads, head_dim, new), 2
     else:
@@ -119,9 +120,12 @@ def kv_graph(env: Env, kind: str, heads=2, head_dim=64, ctx_len=256, new=32, nat
     new_t = env.tensor(g, "new", upd, U8, quant=QUANT)
     pos = np.broadcast_to((start + np.arange(new)).reshape([-1 if i == ax else 1 for i in range(3)]), upd)
     ax = ax if axis is None else axis   # the ScatterElements axis (indices laid out along the context)
-    idx = abi.static_tensor("idx", np.ascontiguousarray(pos, dtype=np.int32))
-    assert abi.call("tensorCreateGraphTensor", vp(g), idx.ptr) == Q.QNN_SUCCESS, "setup: indices"
-    env.keep.append(idx)
+    if fed_indices:
+        idx = env.tensor(g, "idx", upd, Q.QNN_DATATYPE_INT_32)
+    else:
+        idx = abi.static_tensor("idx", np.ascontiguousarray(pos, dtype=np.int32))
+        assert abi.call("tensorCreateGraphTensor", vp(g), idx.ptr) == Q.QNN_SUCCESS, "setup: indices"
+        env.keep.append(idx)
     present = env.tensor(g, "present", cache, U8, APP_READ, quant=QUANT, data_format=fmt_out)
     present_f = env.tensor(g, "present_f", cache, F32, APP_READ)
     env.node(g, "scatter", "ScatterElements", [past, idx, new_t], [present],
@@ -365,3 +369,82 @@ def test_native_kv_graph_survives_the_context_binary(env):
             np.testing.assert_array_equal(o, w, err_msg=f"loaded native-KV graph: {what} identical")
     finally:
         assert abi.call("contextFree", vp(loaded_ctx), NULL) == Q.QNN_SUCCESS, "contextFree of the loaded context"
+
+
+# ---------------------------------------------------- scatter-index bound and VTCM-bound context
+def vtcm_config(env: Env, mb: int):
+    """A graph config list asking for ``mb`` MB of VTCM (QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE)."""
+    cc = ffi.new("QnnHtpGraph_CustomConfig_t *")
+    cc.option, cc.vtcmSizeInMB = Q.QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE, mb
+    gc = ffi.new("QnnGraph_Config_t *")
+    gc.option, gc.customConfig = Q.QNN_GRAPH_CONFIG_OPTION_CUSTOM, cc
+    env.keep += [cc, gc]
+    return abi.null_terminated("QnnGraph_Config_t", [gc], env.keep)
+
+
+def test_scatter_index_limit_is_the_documented_formula():
+    assert kvcache.scatter_index_limit(256, 8) == 256 - 32, "AR8 into 256: 256 - roundup(8, 32)"
+    assert kvcache.scatter_index_limit(1024, 33) == 1024 - 64, "AR33 rounds up to 64"
+    assert kvcache.scatter_index_limit(1024, 64) is None, "N a multiple of 32: no bound"
+    assert kvcache.vtcm_bytes_for_head(64, 16384) == 2 << 20, "16K context, head_dim 64: exactly 2 MiB"
+
+
+@pytest.mark.parametrize("kind", ["key", "value"])
+def test_scatter_index_at_the_bound_runs(env, kind):
+    """AR8 (N not a multiple of 32) written at index 224 = 256 - roundup(8, 32) of a native input,
+    flat output, static and fed indices: accepted, and the tokens land there."""
+    g, past, new_t, present, present_f, pos = kv_graph(env, kind, heads=1, new=8, start=224, native_out=False)
+    g2, past2, new2, present2, _, _ = kv_graph(env, kind, heads=1, new=8, native_out=False, fed_indices=True,
+                                               name="g2")
+    shape = tuple(past.v.dimensions[k] for k in range(3))
+    flat = np.full(shape, 128, np.uint8)
+    vals = np.full(pos.shape, 200, np.uint8)
+    fed = np.ascontiguousarray(pos, dtype=np.int32)   # positions 224..231, as the static graph's
+    for graph, p, n, out_t, fed_indices in ((g, past, new_t, present, False), (g2, past2, new2, present2, True)):
+        out = np.zeros(shape, np.uint8)
+        ins = [env.arg(p, kvcache.flat_to_native(flat, kind).reshape(shape)), env.arg(n, vals)]
+        if fed_indices:
+            ins.append(env.arg(env.tensors[(graph, "idx")], fed))
+        code = env.execute(graph, ins, [env.arg(out_t, out)])
+        assert code == Q.QNN_SUCCESS, f"{kind}: index 224 with AR8 is within the bound: {env.rec.errors()}"
+        ax = 2 if kind == "key" else 1
+        assert np.all(np.take(out, range(224, 232), axis=ax) == 200), f"{kind}: the tokens are written at 224"
+
+
+def test_rule_native_kv_scatter_index_static(env):
+    """Static indices: AR8 at 225, one above 256 - roundup(8, 32)."""
+    g, *_ = kv_graph(env, "value", heads=1, new=8, start=225, native_out=False, finalize=False)
+    env.rec.clear()
+    msg = env.assert_rule(env.finalize(g), Q.QNN_GRAPH_ERROR_INVALID_TENSOR,
+                          "QNNEMU-graphFinalize-native-kv-scatter-index", "graphFinalize", "tensor 'past'")
+    assert "225" in msg and "224" in msg, f"names the index and the bound: {msg}"
+
+
+def test_rule_native_kv_scatter_index_fed(env):
+    """Indices fed at execute: AR8 at 230 > 224 refused at graphExecute, naming the input."""
+    g, past, new_t, present, present_f, pos = kv_graph(env, "key", heads=1, new=8, native_out=False,
+                                                       fed_indices=True)
+    shape = (1, 64, 256)
+    bad = np.ascontiguousarray(pos - 100 + 230, dtype=np.int32)
+    ins = [env.arg(past, np.zeros(shape, np.uint8)), env.arg(new_t, np.zeros(pos.shape, np.uint8)),
+           env.arg(env.tensors[(g, "idx")], bad)]
+    env.rec.clear()
+    code = env.execute(g, ins, [env.arg(present, np.zeros(shape, np.uint8))])
+    msg = env.assert_rule(code, Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT, "QNNEMU-graphExecute-native-kv-scatter-index",
+                          "graphExecute", "inputs['idx']")
+    assert "230" in msg and "224" in msg, f"names the index and the bound: {msg}"
+
+
+def test_context_length_below_the_vtcm_bound_finalizes(env):
+    """2 MB of VTCM holds an 8K V cache with head_dim 64 (2 x 64 x 8192 = 1 MiB)."""
+    kv_graph(env, "value", heads=1, ctx_len=8192, native_out=False, configs=vtcm_config(env, 2))
+
+
+def test_rule_native_kv_vtcm(env):
+    """The documentation's example: 2 MB of VTCM does not support a 16K context."""
+    g, *_ = kv_graph(env, "value", heads=1, ctx_len=16384, native_out=False, finalize=False,
+                     configs=vtcm_config(env, 2))
+    env.rec.clear()
+    msg = env.assert_rule(env.finalize(g), Q.QNN_GRAPH_ERROR_FINALIZE_FAILED, "QNNEMU-graphFinalize-native-kv-vtcm",
+                          "graphFinalize", "tensor 'past'")
+    assert "16384" in msg and str(2 << 20) in msg, f"names the context and the VTCM: {msg}"

@@ -355,6 +355,30 @@ def _(s):
     return s.finalize(g)
 
 
+@case("QNNEMU-weight-axis-offset-ignored", SM8550, "graphFinalize",
+      "node 'conv' (Conv2d) inputTensors[1].quantizeParams.axisScaleOffsetEncoding")
+def _(s):
+    code, g = s.graph("g")
+    assert code == OK, "setup: graphCreate"
+    x = abi.tensor("x", (1, 4, 4, 8), Q.QNN_DATATYPE_UFIXED_POINT_16, quant=(1 / 1000, -32768))
+    w = abi.tensor("w", (1, 1, 8, 4), Q.QNN_DATATYPE_SFIXED_POINT_16, Q.QNN_TENSOR_TYPE_STATIC,
+                   data=np.full((1, 1, 8, 4), 100, np.int16), quant=(1, 0))
+    so = ffi.new("Qnn_ScaleOffset_t[]", 4)
+    for k in range(4):
+        so[k].scale, so[k].offset = 1 / 32768, -100 if k == 2 else 0
+    _CALLBACKS.append(so)
+    wq = w.v.quantizeParams
+    wq.quantizationEncoding = Q.QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET
+    wq.axisScaleOffsetEncoding.axis, wq.axisScaleOffsetEncoding.numScaleOffsets = 3, 4
+    wq.axisScaleOffsetEncoding.scaleOffset = so
+    y = abi.tensor("y", (1, 4, 4, 4), Q.QNN_DATATYPE_UFIXED_POINT_16, type_=Q.QNN_TENSOR_TYPE_APP_READ,
+                   quant=(32 / 65535, -32768))
+    for t in (x, w, y):
+        assert s.tensor(g, t) == OK, "setup: tensors"
+    assert s.node(g, abi.op_config("conv", "Conv2d", [x, w], [y])) == OK, "setup: graphAddNode"
+    return s.finalize(g)
+
+
 # ---- device -------------------------------------------------------------------------------
 def device(s: abi.Session, *configs) -> tuple[int, int]:
     """deviceCreate with the HTP custom configs ``(option, fields)``; freed when the case ends."""
@@ -376,6 +400,30 @@ V73, V75 = Q.QNN_HTP_DEVICE_ARCH_V73, Q.QNN_HTP_DEVICE_ARCH_V75
 case("QNNEMU-device-soc-unmodelled", SM8550, "deviceCreate", "config[0].customConfig.socModel",
      effect=lambda s: _expect(model_of(s).arch == V75, "SDM855 has no SoC row: the ARCH config chooses v75"))(
     lambda s: device(s, (SOC, dict(socModel=Q.QNN_SOC_MODEL_SDM855)), (ARCH, dict(arch={"arch": V75})))[0])
+def described_device(s: abi.Session, soc: int, arch: int, vtcm_mb: int) -> int:
+    """deviceCreate with only a PLATFORM_INFO description of one HTP device; freed when the case ends."""
+    ext = s.own(ffi.new("QnnHtpDevice_DeviceInfoExtension_t *"))
+    ext.onChipDevice.vtcmSize, ext.onChipDevice.socModel, ext.onChipDevice.arch = vtcm_mb, soc, arch
+    core = s.own(ffi.new("QnnDevice_CoreInfo_t[]", 1))
+    hw = s.own(ffi.new("QnnDevice_HardwareDeviceInfo_t[]", 1))
+    hw[0].version, hw[0].v1.numCores, hw[0].v1.cores = Q.QNN_DEVICE_HARDWARE_DEVICE_INFO_VERSION_1, 1, core
+    hw[0].v1.deviceInfoExtension = ffi.cast("QnnDevice_DeviceInfoExtension_t", ext)
+    info = s.own(ffi.new("QnnDevice_PlatformInfo_t *"))
+    info.version, info.v1.numHwDevices, info.v1.hwDevices = Q.QNN_DEVICE_PLATFORM_INFO_VERSION_1, 1, hw
+    cfg = s.own(ffi.new("QnnDevice_Config_t *"))
+    cfg.option, cfg.hardwareInfo = Q.QNN_DEVICE_CONFIG_OPTION_PLATFORM_INFO, info
+    code, dev = s.lib.create("deviceCreate", vp(s.log), s.list("QnnDevice_Config_t", cfg))
+    if code == OK:
+        s.extra_device = dev
+        later(s, lambda: s.call("deviceFree", vp(dev)))
+    return code
+
+
+case("QNNEMU-device-platform-info-not-emulated", SM8550, "deviceCreate",
+     "config[0].hardwareInfo.v1.hwDevices[0].v1.deviceInfoExtension",
+     effect=lambda s: _expect(model_of(s).soc_model == socs.DEFAULT_SOC,
+                              "a description of SM8650: the emulated device stays the default"))(
+    lambda s: described_device(s, SM8650, 75, 8))
 case("QNNEMU-device-arch-ignored", SM8550, "deviceCreate", "config[0].customConfig.arch.arch",
      effect=lambda s: _expect(model_of(s).soc_model == socs.DEFAULT_SOC, "arch 99: the device stays the default"))(
     lambda s: device(s, (ARCH, dict(arch={"arch": 99})))[0])

@@ -18,15 +18,28 @@ FullyConnected: exact sums of exact products; LayerNorm and RmsNorm: exact norma
 round once.  Not reproduced: the vendor's transcendental approximations (Sigmoid, Tanh, Gelu,
 Softmax, Exp, Log: within a few float16 ulps of the exact result) and the partial-sum
 rounding of average pooling over padded borders.
+
+The devices themselves differ between archs ("QNN HTP FP16 output difference between SM8550 and
+SM8650": the v75 hardware "changed the associativity of some of the computations"), which the
+vendor's x86 library does not show (bit-identical on v73, v75, v79, v81: docs/device-variants.md).
+``QNNEMU_FLOAT16_ASSOCIATIVITY=device`` (default ``vendor``) switches on the device model of that
+difference: MatMul, FullyConnected and Conv2d sum their contraction in blocks whose float32
+partial sums are added in the arch's order (qnnemu/htp/soc.py ``float16_reduction_order``:
+sequential up to v73, pairwise from v75) -- ``BlockedReduction``.  It runs on the Python path
+(the C engine computes the vendor's order).
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from ..errors import QnnError
 from ..headers import Q
+from ..htp import soc as socs
 from ..ops.base import HTP_FP16_MAX, htp_fp16_round
 from .tensor import APP_INPUT_TYPES, is_static
 
@@ -53,6 +66,26 @@ FLOAT32_BIAS_ADD_DEPTH = 32
 # nearest gives 59%, plain truncation 93%).
 RECIPROCAL_BIAS = 1.0 + 4e-5
 
+# The device model of the per-arch float16 reduction order (module docstring): "vendor" (the
+# vendor's x86 library: one order on every arch) or "device".
+ASSOCIATIVITY_ENV = "QNNEMU_FLOAT16_ASSOCIATIVITY"
+ASSOCIATIVITY_VALUES = ("vendor", "device")
+# op -> (the input holding the contraction, its axis: None = the op decides), the bias input
+BLOCKED_REDUCTION_OPS = {"MatMul": (0, None), "FullyConnected": (0, -1), "Conv2d": (0, -1)}
+BIAS_INPUT = 2
+
+
+def associativity() -> str:
+    """QNNEMU_FLOAT16_ASSOCIATIVITY: "vendor" (unset) or "device"; another value fails the
+    finalize that reads it (rule QNNEMU-graphFinalize-float16-associativity-env)."""
+    import os
+    text = os.environ.get(ASSOCIATIVITY_ENV, "").strip().lower() or "vendor"
+    if text not in ASSOCIATIVITY_VALUES:
+        raise QnnError(Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT,
+                       f"environment: {ASSOCIATIVITY_ENV}: {text!r} is not one of {', '.join(ASSOCIATIVITY_VALUES)}",
+                       rule="QNNEMU-graphFinalize-float16-associativity-env")
+    return text
+
 
 @dataclass
 class Float16Rules:
@@ -60,7 +93,7 @@ class Float16Rules:
     ties: str = "away"                                       # rounding of the op's result
     float32_inputs: set[int] = field(default_factory=set)    # graph inputs taken unrounded
     float32_statics: set[int] = field(default_factory=set)   # static inputs kept float32
-    kernel: type | None = None                               # wraps the op's impl
+    kernel: Callable[[Any], Any] | None = None               # wraps the op's impl
 
 
 def _dims(t) -> tuple[int, ...]:
@@ -90,6 +123,10 @@ def rules_for(node, ins: list, arch: int) -> Float16Rules:
         rules = Float16Rules()
     if op == "ElementWiseDivide":
         rules.kernel = ReciprocalDivide
+    if op in BLOCKED_REDUCTION_OPS and arch >= socs.FLOAT16_MATH_FROM_ARCH and associativity() == "device" \
+            and all(t is None or t.dtype == FLOAT32 for t in ins):
+        order = socs.float16_reduction_order(arch)
+        rules.kernel = lambda impl, node=node: BlockedReduction(impl, node, order)
     rules.float32_statics = {i for i in STATIC_FLOAT32_INPUTS.get(op, ())
                              if i < len(ins) and ins[i] is not None and is_static(ins[i])
                              and ins[i].dtype == FLOAT32}
@@ -137,6 +174,59 @@ class Float32BiasAdd:
         return (np.where(both_negative, down, up).astype(np.float32),)
 
 
+class BlockedReduction:
+    """The device model's float16 reduction (module docstring): the op's contraction split into
+    blocks of ``soc.FLOAT16_REDUCTION_BLOCK`` input channels -- the op run once per block on its
+    input with the other channels zeroed (so any geometry, stride or group is kept), bias 0 --
+    each block's result a float32 partial sum, the partials added in ``order`` ("sequential" or
+    "pairwise") in float32, then the bias; the plan rounds the result to float16 as before."""
+
+    def __init__(self, impl, node, order: str):
+        self.impl = impl
+        self.order = order
+        self.transpose_in0 = bool(node.params.get("transpose_in0", False))
+        self.op = node.op_type
+
+    def _axis(self, x: np.ndarray) -> int:
+        if self.op == "MatMul":
+            return x.ndim - 2 if self.transpose_in0 else x.ndim - 1
+        return x.ndim - 1
+
+    def run(self, x, *rest):
+        x = np.asarray(x, dtype=np.float32)
+        axis = self._axis(x)
+        k = x.shape[axis]
+        block = socs.FLOAT16_REDUCTION_BLOCK
+        bias = rest[BIAS_INPUT - 1] if len(rest) >= BIAS_INPUT and rest[BIAS_INPUT - 1] is not None else None
+        others = list(rest)
+        if bias is not None:
+            others[BIAS_INPUT - 1] = np.zeros_like(np.asarray(bias, dtype=np.float32))
+        if k <= block:
+            return self.impl.run(x, *rest)
+        partials = []
+        for start in range(0, k, block):
+            part = np.zeros_like(x)
+            index = [slice(None)] * x.ndim
+            index[axis] = slice(start, start + block)
+            part[tuple(index)] = x[tuple(index)]
+            partials.append(np.asarray(self.impl.run(part, *others)[0], dtype=np.float32))
+        total = self._sum(partials)
+        if bias is not None:
+            total = (total + np.asarray(bias, dtype=np.float32)).astype(np.float32)
+        return (total,)
+
+    def _sum(self, partials: list[np.ndarray]) -> np.ndarray:
+        if self.order == "sequential":
+            total = partials[0]
+            for p in partials[1:]:
+                total = (total + p).astype(np.float32)
+            return total
+        while len(partials) > 1:
+            pairs = [(partials[i] + partials[i + 1]).astype(np.float32) for i in range(0, len(partials) - 1, 2)]
+            partials = pairs + ([partials[-1]] if len(partials) % 2 else [])
+        return partials[0]
+
+
 class ReciprocalDivide:
     """ElementWiseDivide in float16 math: a * r(b), r(b) the float16 reciprocal of b the way the
     vendor's kernel makes it (slightly low: ``RECIPROCAL_BIAS``, truncated); the product of two
@@ -155,5 +245,6 @@ class ReciprocalDivide:
             return (np.multiply(a, r, dtype=np.float32),)
 
 
-__all__ = ["Float16Rules", "rules_for", "FLOAT16_ON_FLOAT32_DEVICES", "Float32BiasAdd", "is_graph_input",
+__all__ = ["BlockedReduction", "associativity",
+           "Float16Rules", "rules_for", "FLOAT16_ON_FLOAT32_DEVICES", "Float32BiasAdd", "is_graph_input",
            "htp_fp16_trunc", "ReciprocalDivide", "STATIC_FLOAT32_INPUTS", "RECIPROCAL_BIAS"]

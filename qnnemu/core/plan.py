@@ -886,6 +886,41 @@ def _int16_weights_clipped(node, t):
     return dataclasses.replace(t, data=np.minimum(data, np.int16(INT16_WEIGHT_MAX)))
 
 
+# The zero point per-axis weights are computed with (the vendor's, probed): none for signed codes,
+# the middle code for unsigned ones (a symmetric encoding either way).
+_SYMMETRIC_OFFSET = {Q.QNN_DATATYPE_UFIXED_POINT_8: -128}   # uint16 weights: not probed, left as they are
+_SIGNED_WEIGHTS = frozenset({Q.QNN_DATATYPE_SFIXED_POINT_8, Q.QNN_DATATYPE_SFIXED_POINT_16})
+
+
+def _axis_weight_offsets_ignored(node, t):
+    """Static per-axis weights (AXIS_SCALE_OFFSET) of a weight op whose offsets are not the
+    symmetric one: computed with the symmetric offset (warned), as the vendor's backend computes
+    them; others as they are.
+
+    The QNN HTP backend documentation asks for symmetric weights (A16W16: "All weights/filters
+    need to be symmetrically quantized"); the vendor's libQnnHtp.so 2.51 takes per-axis weights
+    with any offsets and computes every channel with offset 0 for signed codes (probed on SM8550
+    for Conv2d, DepthWiseConv2d, TransposeConv2d, FullyConnected and MatMul, int16 and int8
+    weights, 8- and 16-bit activations) and -128 for uint8 codes (FullyConnected, offsets 0, -50,
+    -100, -128 alike): tests/test_a16w16.py.  Per-tensor offsets are applied (probed)."""
+    q = getattr(t, "quant", None)
+    if (node.op_type not in A16W16_WEIGHT_OPS or not is_static(t) or q is None or q.axis is None
+            or q.block_scales is not None or t.dtype not in _SIGNED_WEIGHTS | set(_SYMMETRIC_OFFSET)):
+        return t
+    symmetric = _SYMMETRIC_OFFSET.get(t.dtype, 0)
+    offsets = np.atleast_1d(np.asarray(q.offset))
+    other = offsets != symmetric
+    count = int(np.count_nonzero(other))
+    if not count:
+        return t
+    rules.warn("QNNEMU-weight-axis-offset-ignored", "graphFinalize",
+               f"node '{node.name}' ({node.op_type}) inputTensors[1].quantizeParams.axisScaleOffsetEncoding",
+               f"{count} of {offsets.size} per-axis weight offset(s) are not {symmetric} "
+               f"(first: {int(offsets[other][0])}); the HTP takes symmetric weights: computed with offset "
+               f"{symmetric}, as the vendor's backend does")
+    return dataclasses.replace(t, quant=dataclasses.replace(q, offset=np.full_like(offsets, symmetric)))
+
+
 def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], precision_fp16: bool,
                   fold_outs: list | tuple = (), keep_own: bool = True, folded: bool = False,
                   arch: int | None = None, islands: bool = False) -> Step:
@@ -904,6 +939,8 @@ def _compile_step(graph, node, slot_of: _Slots, statics: dict[int, np.ndarray], 
     fixed = dtypes.FIXED_POINT_TYPES
     cls = node.op_cls
     ins = [graph.tensor(i) if i is not None else None for i in node.inputs]
+    if len(ins) > 1 and ins[1] is not None:
+        ins[1] = _axis_weight_offsets_ignored(node, ins[1])
     outs = [graph.tensor(i) for i in node.outputs]
     if folded:
         out = outs[0]
@@ -1096,6 +1133,8 @@ def compile_plan(graph, precision_fp16: bool | None = None, fold_relu: bool | No
     for kv in (getattr(graph, "native_kv", None) or {}).values():
         if kv.is_input:
             input_conv[kv.tensor_id] = kv.to_flat
+            if kv.index_bound is not None:   # fed scatter indices: the documented bound, checked as they arrive
+                input_conv[kv.index_bound.tensor_id] = kv.index_bound
         else:
             output_conv[kv.tensor_id] = kv.to_native
         notes.append(f"native KV {kv.kind} cache '{kv.name}' converted "

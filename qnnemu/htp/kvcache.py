@@ -45,8 +45,18 @@ qnnemu/core/tensor.py, at finalize in ``check_graph``):
   ``QNNEMU-graphFinalize-native-kv-partial``;
 - "Cannot support v68 targets or lower" -- ``QNNEMU-graphFinalize-native-kv-arch``.
 
-Not enforced: the scatter index bound for ARN not a multiple of 32 (it depends on the values
-fed at execute) and the VTCM-bound maximum context length.
+- "For ARN where N is not multiple of 32 ... scatter_index <= (context length - roundup(ARN,32))":
+  the position a native input's ScatterElements writes its N new tokens at (the smallest index
+  along the context axis) -- static indices at finalize, ``QNNEMU-graphFinalize-native-kv-scatter-index``;
+  indices fed at execute (a graph input) when they arrive, ``QNNEMU-graphExecute-native-kv-scatter-index``
+  (``ScatterIndexBound``, installed by the plan as the indices' input conversion);
+- "The maximum context length that can be supported is limited by the fixed VTCM size. For
+  example, 2M VTCM won't support 16K context length or above" --
+  ``QNNEMU-graphFinalize-native-kv-vtcm``.  The emulator's model (``vtcm_bytes_for_head``): the
+  HMX attention of one head keeps that head's K and V caches in VTCM, 2 x head_dim x context
+  bytes (uint8), which must be less than the VTCM the graph runs with.  With the smallest
+  documented head_dim (64) 16K context needs exactly 2 MiB, so 2 MiB of VTCM holds contexts below
+  16K, as the documentation's example says; a larger head_dim lowers the bound.
 """
 from __future__ import annotations
 
@@ -57,7 +67,8 @@ import numpy as np
 from ..headers import Q
 from ..location import Location
 from ..rules import fail
-from ..spec.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES
+from ..spec.tensor import APP_INPUT_TYPES, APP_OUTPUT_TYPES, is_static
+from .settings import graph_settings
 
 NATIVE_FORMAT = Q.QNN_TENSOR_DATA_FORMAT_HMX_WEIGHT_LAYOUT
 # The documentation: "KV_TILE_SIZE is fixed in this SDK version. K_TILE_SIZE=256, V_TILE_SIZE=64".
@@ -76,6 +87,55 @@ HEAD_DIM_MULTIPLE = 64
 UPDATE_TOKEN_MULTIPLE = 32      # "ARN where N is multiple of 32" may use a native KV output
 MAX_UNSUPPORTED_ARCH = 68       # "Cannot support v68 targets or lower"
 SYMMETRIC_UINT8_OFFSET = -128   # zero point 128 in QNN's scale * (code + offset)
+KV_TENSORS_PER_HEAD = 2          # K and V of one head resident in VTCM together (the VTCM bound)
+
+
+def round_up(n: int, multiple: int) -> int:
+    return -(-int(n) // multiple) * multiple
+
+
+def scatter_index_limit(context: int, new_tokens: int) -> int | None:
+    """The largest scatter position the documentation allows for ``new_tokens`` (ARN) written into
+    a native cache of ``context`` positions, or None when N is a multiple of 32 (no bound)."""
+    if new_tokens % UPDATE_TOKEN_MULTIPLE == 0:
+        return None
+    return context - round_up(new_tokens, UPDATE_TOKEN_MULTIPLE)
+
+
+def vtcm_bytes_for_head(head_dim: int, context: int) -> int:
+    """VTCM one head's native K and V caches take (uint8: a byte per element)."""
+    return KV_TENSORS_PER_HEAD * int(head_dim) * int(context)
+
+
+@dataclass(frozen=True)
+class ScatterIndexBound:
+    """The scatter-index bound of a native KV input whose ScatterElements indices are fed at
+    execute: called on the fed indices (the plan's input conversion of that tensor), it returns
+    them unchanged or refuses the execute."""
+
+    tensor_id: int
+    name: str           # the indices tensor
+    cache: str          # the native cache input
+    axis: int
+    context: int
+    new_tokens: int
+    limit: int
+
+    def __call__(self, indices: np.ndarray) -> np.ndarray:
+        arr = np.asarray(indices)
+        if arr.size:
+            rank = arr.ndim
+            axis = self.axis if rank > self.axis else rank - 1
+            start = np.min(arr, axis=axis) if rank else arr
+            worst = int(np.max(start))
+            if worst > self.limit:
+                fail(Location("graphExecute").path(f"inputs['{self.name}']"),
+                     "QNNEMU-graphExecute-native-kv-scatter-index",
+                     f"scatter index {worst} into native KV cache '{self.cache}' is above {self.limit} = "
+                     f"context length {self.context} - roundup(ARN={self.new_tokens}, {UPDATE_TOKEN_MULTIPLE}): "
+                     f"with N not a multiple of {UPDATE_TOKEN_MULTIPLE} the documentation requires "
+                     f"scatter_index <= context length - roundup(ARN, 32)", code=Q.QNN_GRAPH_ERROR_INVALID_ARGUMENT)
+        return indices
 
 
 def tile_size(kind: str) -> int:
@@ -167,6 +227,7 @@ class NativeKv:
     kind: str            # "key" or "value"
     is_input: bool       # graph input (native -> flat before the ops) or output (flat -> native)
     dims: tuple[int, ...]
+    index_bound: ScatterIndexBound | None = None   # fed indices checked at execute (inputs only)
 
     def to_flat(self, arr: np.ndarray) -> np.ndarray:
         """A fed buffer (shaped like the tensor's logical dims, bytes in native order) -> flat."""
@@ -204,6 +265,48 @@ def _kv_link(graph, t, is_input: bool):
                 and node.inputs[2] == t.id:
             return node, "update"
     return None
+
+
+def _scatter_bound(graph, t, node, axis: int, context: int) -> ScatterIndexBound | None:
+    """The documented scatter-index bound of native input ``t`` updated by ``node``: static
+    indices are checked here, fed ones get a ScatterIndexBound for execute."""
+    if len(node.inputs) < 3 or node.inputs[1] is None or node.inputs[2] is None:
+        return None
+    idx, upd = graph.tensor(node.inputs[1]), graph.tensor(node.inputs[2])
+    upd_dims = tuple(int(d) for d in upd.dims)
+    if len(upd_dims) <= axis:
+        return None
+    new_tokens = upd_dims[axis]
+    limit = scatter_index_limit(context, new_tokens)
+    if limit is None:
+        return None
+    if is_static(idx):
+        if idx.data is None or not np.asarray(idx.data).size:
+            return None
+        data = np.asarray(idx.data).reshape(tuple(int(d) for d in idx.dims))
+        worst = int(np.max(np.min(data, axis=min(axis, data.ndim - 1))))
+        if worst > limit:
+            fail(Location("graphFinalize"), "QNNEMU-graphFinalize-native-kv-scatter-index",
+                 f"{_tensor(graph, t)}: ScatterElements '{node.name}' writes ARN={new_tokens} new tokens at "
+                 f"static index {worst}, above {limit} = context length {context} - roundup({new_tokens}, "
+                 f"{UPDATE_TOKEN_MULTIPLE}): with N not a multiple of {UPDATE_TOKEN_MULTIPLE} the documentation "
+                 f"requires scatter_index <= context length - roundup(ARN, 32)", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
+        return None
+    return ScatterIndexBound(idx.id, idx.name, t.name, axis, context, new_tokens, limit)
+
+
+def _check_vtcm(graph, t, kind: str, head_dim: int, context: int) -> None:
+    settings = graph_settings(graph)   # the VTCM budget the graph runs with
+    need = vtcm_bytes_for_head(head_dim, context)
+    if need >= settings.vtcm_bytes:
+        longest = (settings.vtcm_bytes - 1) // (KV_TENSORS_PER_HEAD * head_dim)
+        fail(Location("graphFinalize"), "QNNEMU-graphFinalize-native-kv-vtcm",
+             f"{_tensor(graph, t)}: {kind} cache context length {context} (head_dim {head_dim}) is too long "
+             f"for the graph's VTCM of {settings.vtcm_bytes} bytes ({settings.vtcm_source}): one head's K and V "
+             f"take {need} bytes in the HMX layout (the emulator's model of the documented limit \"2M VTCM "
+             f"won't support 16K context length or above\"); at most {longest} positions fit -- ask for "
+             f"more VTCM (QNN_HTP_GRAPH_CONFIG_OPTION_VTCM_SIZE) or use a shorter context",
+             code=Q.QNN_GRAPH_ERROR_FINALIZE_FAILED)
 
 
 def check_graph(graph, arch: int) -> dict[int, NativeKv]:
@@ -260,7 +363,10 @@ def check_graph(graph, arch: int) -> dict[int, NativeKv]:
                  f"{context} must be a multiple of {context_multiple} and head_dim {head_dim} a multiple "
                  f"of {HEAD_DIM_MULTIPLE} (layout: DIN a multiple of {DIN_GROUP}, DOUT of the {kind} tile "
                  f"{t_size})", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
-        found[t.id] = NativeKv(t.id, t.name, kind, is_input, tuple(t.dims))
+        if role == "cache":
+            _check_vtcm(graph, t, kind, head_dim, context)
+        bound = _scatter_bound(graph, t, node, axis, context) if is_input else None
+        found[t.id] = NativeKv(t.id, t.name, kind, is_input, tuple(t.dims), bound)
     # "either fully in native format or not at all": every cache input updated by a
     # ScatterElements the same way as a native one must be native too.
     flat_caches = []
@@ -283,5 +389,6 @@ def check_graph(graph, arch: int) -> dict[int, NativeKv]:
     return found
 
 
-__all__ = ["K_TILE_SIZE", "V_TILE_SIZE", "KV_TILE_SIZES", "NATIVE_FORMAT", "NativeKv", "check_graph",
+__all__ = ["ScatterIndexBound", "scatter_index_limit", "vtcm_bytes_for_head",
+           "K_TILE_SIZE", "V_TILE_SIZE", "KV_TILE_SIZES", "NATIVE_FORMAT", "NativeKv", "check_graph",
            "flat_to_native", "native_to_flat", "native_shape", "flat_shape", "native_index", "tile_size"]

@@ -54,6 +54,24 @@ MIB = 1 << 20
 HTP_ARCHS = (68, 69, 73, 75, 79, 81)   # archs with at least one SoC row (v85: arch-only devices)
 FLOAT16_MATH_FROM_ARCH = 69            # float32 graphs computed in float16 math (SocInfo.float16_math)
 
+# The float16 reduction order of the device model (QNN HTP backend documentation, "QNN HTP FP16
+# output difference between SM8550 and SM8650": v75 "changed the associativity of some of the
+# computations"; docs/device-variants.md).  The contraction of MatMul / FullyConnected / Conv2d
+# is summed in blocks of FLOAT16_REDUCTION_BLOCK input channels, each block's partial sum rounded
+# to float32; up to v73 the partials are added in order (((p0 + p1) + p2) + ...), from v75 on
+# pairwise ((p0 + p1) + (p2 + p3)) ...).  The block size and the two orders are the emulator's
+# choice: the document gives no numbers, and the vendor's x86-64 library computes the same
+# float16 results on every arch (measured: SM8550, SM8650, SM8750, SM8850 bit-identical), so the
+# order applies only when QNNEMU_FLOAT16_ASSOCIATIVITY=device asks for it (qnnemu/core/float16.py).
+FLOAT16_REDUCTION_BLOCK = 32
+PAIRWISE_REDUCTION_FROM_ARCH = 75
+
+
+def float16_reduction_order(arch: int) -> str:
+    """"sequential" (v69-v73) or "pairwise" (v75 and later): how the device model adds the
+    float16-math partial sums of an HTP ``arch``."""
+    return "pairwise" if int(arch) >= PAIRWISE_REDUCTION_FROM_ARCH else "sequential"
+
 
 @dataclass(frozen=True)
 class SocInfo:
@@ -93,6 +111,11 @@ class SocInfo:
         v69 on, whatever the deprecated PRECISION graph config says; on v68 it computes
         float32 (docs/numerics.md "Float math per arch")."""
         return self.arch >= FLOAT16_MATH_FROM_ARCH
+
+    @property
+    def float16_reduction_order(self) -> str:
+        """The device model's float16 reduction order (``float16_reduction_order``)."""
+        return float16_reduction_order(self.arch)
 
 
 # NUM_HVX_THREADS maximum per SoC as the vendor's libQnnHtp.so 2.51 clips it (its context binary's
