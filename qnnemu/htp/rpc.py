@@ -165,9 +165,9 @@ class ExecuteSpan:
     rpc: RpcCost
 
     def to_dict(self) -> dict:
+        """The span and its RPC as one flat JSON-able dict (the optrace run record's "rpc")."""
         d = asdict(self)
-        d["rpc"]["overhead_us"] = self.rpc.overhead_us
-        return d
+        return {**{k: v for k, v in d.items() if k != "rpc"}, **d["rpc"], "overhead_us": self.rpc.overhead_us}
 
 
 @dataclass
