@@ -11,6 +11,7 @@ entry: the C fast path keeps no virtual time)."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 
 import numpy as np
@@ -292,3 +293,104 @@ def test_config_file_core_keys_reach_the_rpc_model(backend, tmp_path, core, expe
         f"{core}: the completion path follows rpc_polling_time: {r}"
     wake = rpc.dsp_wakeup(expect, rpc.RPC_SEND_US + rpc.RPC_RETURN_US)[1]
     assert r["dsp_wakeup_us"] == wake, f"{core}: the profile's sleep latency decides the wake-up: {r}"
+
+
+# ------------------------------------------- the values the vendor's library takes without a check
+# (name, setPowerConfig entries as (option, value | DCVS v3 fields)), what RpcVote they give.
+_PROBE = """
+import json, sys
+from qnnemu.client import Backend
+from qnnemu.client.cabi import QnnCallError
+from qnnemu.client.perf import PerfInfrastructure
+from qnnemu.htp import perf as P
+cases = json.loads(sys.argv[2])
+out = {}
+with Backend(sys.argv[1] or None, log_level=None) as be:
+    infra = PerfInfrastructure(be)
+    for name, entries in cases.items():
+        pid = infra.create_power_config_id()
+        votes = []
+        for option, value in entries:
+            if isinstance(value, dict):
+                value = {"contextId": pid, **value}
+            votes.append((option, value))
+        try:
+            infra.set_power(pid, votes)
+            out[name] = 0
+        except QnnCallError as err:
+            out[name] = err.code
+        infra.destroy(pid)
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _dcvs_fields(**fields) -> dict:
+    d = {"setDcvsEnable": 0, "dcvsEnable": 0, "powerMode": 0, "setSleepLatency": 0, "sleepLatency": 0,
+         "setSleepDisable": 0, "sleepDisable": 0, "setBusParams": 0, "setCoreParams": 0}
+    d.update(fields)
+    return d
+
+
+UNCHECKED = {   # name -> (entries, the RpcVote qnnemu models them as)
+    "control latency 0xFFFFFFFF": ([(perf.OPT_RPC_CONTROL_LATENCY, 0xFFFFFFFF)],
+                                   rpc.RpcVote(rpc_control_latency_us=0xFFFFFFFF)),
+    "polling 0xFFFFFFFF": ([(perf.OPT_RPC_POLLING_TIME, 0xFFFFFFFF)], rpc.RpcVote(rpc_polling_time_us=9999)),
+    "adaptive 0xFFFFFFFF, polling 9999": ([(perf.OPT_RPC_POLLING_TIME, 9999), (perf.OPT_ADAPTIVE_POLLING, 0xFFFFFFFF)],
+                                          rpc.RpcVote(rpc_polling_time_us=9999, adaptive_polling_time_us=0xFFFFFFFF)),
+    "adaptive 5000 above polling 100": ([(perf.OPT_RPC_POLLING_TIME, 100), (perf.OPT_ADAPTIVE_POLLING, 5000)],
+                                        rpc.RpcVote(rpc_polling_time_us=100, adaptive_polling_time_us=5000)),
+    "adaptive without polling": ([(perf.OPT_ADAPTIVE_POLLING, 1000)], rpc.RpcVote()),
+    "sleepLatency 0": ([(perf.OPT_DCVS_V3, _dcvs_fields(setSleepLatency=1, sleepLatency=0))],
+                       rpc.RpcVote(sleep_latency_us=10)),
+    "sleepLatency 0xFFFFFFFF": ([(perf.OPT_DCVS_V3, _dcvs_fields(setSleepLatency=1, sleepLatency=0xFFFFFFFF))],
+                                rpc.RpcVote(sleep_latency_us=65535)),
+    "sleepDisable 0xFF": ([(perf.OPT_DCVS_V3, _dcvs_fields(setSleepDisable=1, sleepDisable=0xFF))],
+                          rpc.RpcVote(sleep_disabled=True)),
+}
+
+
+def test_unchecked_rpc_values_are_accepted_as_the_vendor_does_and_modelled(backend):
+    """What the vendor's x86 library takes without a check (setPowerConfig returns 0 for every
+    entry here) qnnemu takes too, and the RPC model reads it as the table says (out-of-range
+    sleep latency and polling time with their warning rules, QNNEMU-perf-dcvs-sleep-latency and
+    QNNEMU-perf-rpc-polling-range; adaptive polling without polling stays inactive)."""
+    for name, (entries, modelled) in UNCHECKED.items():
+        pid = backend.perf.create_power_config_id()
+        votes = [(o, {"contextId": pid, **v} if isinstance(v, dict) else v) for o, v in entries]
+        backend.perf.set_power(pid, votes)    # raises on a non-zero code
+        assert rpc.current_vote() == modelled, f"{name}: modelled as {modelled}, got {rpc.current_vote()}"
+        backend.perf.destroy(pid)
+
+
+def test_the_vendor_accepts_the_unchecked_rpc_values():
+    import subprocess
+
+    from vendor import vendor_env, vendor_library
+    lib = vendor_library()
+    if lib is None:
+        pytest.skip("onnxruntime_qnn (the vendor's libQnnHtp.so) is not installed")
+    cases = json.dumps({name: entries for name, (entries, _) in UNCHECKED.items()})
+    got = {}
+    for label, path in (("vendor", str(lib)), ("qnnemu", "")):
+        proc = subprocess.run([sys.executable, "-c", _PROBE, path, cases], capture_output=True, text=True,
+                              timeout=120, env=vendor_env())
+        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+        assert line is not None, f"{label} probe ran: {proc.stderr[-2000:]}"
+        got[label] = json.loads(line[len("RESULT "):])
+    assert got["vendor"] == {name: 0 for name in UNCHECKED}, f"the vendor accepts every entry: {got['vendor']}"
+    assert got["qnnemu"] == got["vendor"], f"qnnemu returns what the vendor returns: {got}"
+
+
+@pytest.mark.parametrize("key, value", [("rpc_polling_time", -5), ("rpc_control_latency", 1 << 32),
+                                        ("adaptive_polling_time", -1)])
+def test_config_file_core_values_outside_uint32_are_refused(tmp_path, key, value):
+    """A cores[] microsecond value the power config's uint32_t cannot hold is a clear tool error
+    naming the key (it used to escape as an OverflowError at the first vote)."""
+    from qnnemu.tools.config import load_backend_config
+    from qnnemu.tools.reporting import ToolError
+    path = tmp_path / "htp.json"
+    path.write_text(json.dumps({"devices": [{"cores": [{"perf_profile": "burst", key: value}]}]}))
+    with pytest.raises(ToolError) as err:
+        load_backend_config(str(path))
+    assert f"devices[0].cores[0].{key}: {value} is not a microsecond value 0..4294967295" in str(err.value), \
+        f"the message names the key and the range: {err.value}"
