@@ -6,11 +6,9 @@ activations take the VTCM the weights would be kept in; the page's ResNet-50 exa
 batches of 5 and 2 threads: about 1.8x the inferences per second of 1 batch and 1 thread)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from helpers.resnet50_graph import build_resnet50
 
 from qnnemu.client import Backend, ffi, htp_device_config, htp_graph_config
 from qnnemu.client.cabi import _set_buffer
@@ -19,9 +17,6 @@ from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.htp import cost, perf, rpc, runtime, settings
 from qnnemu.htp.perf import PERF
-
-sys.path.insert(0, str(Path(__file__).parent))
-from helpers.resnet50_graph import build_resnet50  # noqa: E402
 
 ACCEL_CYCLES = Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE
 SM8550 = int(Q.QNN_SOC_MODEL_SM8550)

@@ -264,7 +264,7 @@ def batch_reuse(graph, plan) -> list[cost.StepReuse]:
     """The plan's weight reuse across a batch (qnnemu.htp.cost.batch_reuse), computed once per plan."""
     hit = getattr(plan, "batch_reuse_cache", None)
     if hit is None:
-        from . import settings   # (settings imports the switching model, which imports cost)
+        from . import settings  # (settings imports the switching model, which imports cost)
         hit = cost.batch_reuse(graph, plan, settings.device_model(graph), settings.graph_settings(graph))
         plan.batch_reuse_cache = hit   # not a field: the binary and the optrace never carry it
     return hit
