@@ -40,7 +40,7 @@ import threading
 import weakref
 from dataclasses import asdict, dataclass, field
 
-from . import cost, perf
+from . import cost, perf, settings
 
 # ---- constants of the model (docs/htp-rpc.md "Constants") --------------------------------------
 RPC_SEND_US = 300.0          # FastRPC call CPU -> DSP: marshalling, cache maintenance, DSP dispatch
@@ -264,7 +264,6 @@ def batch_reuse(graph, plan) -> list[cost.StepReuse]:
     """The plan's weight reuse across a batch (qnnemu.htp.cost.batch_reuse), computed once per plan."""
     hit = getattr(plan, "batch_reuse_cache", None)
     if hit is None:
-        from . import settings  # (settings imports the switching model, which imports cost)
         hit = cost.batch_reuse(graph, plan, settings.device_model(graph), settings.graph_settings(graph))
         plan.batch_reuse_cache = hit   # not a field: the binary and the optrace never carry it
     return hit
