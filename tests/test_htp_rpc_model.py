@@ -269,10 +269,11 @@ def test_the_timeline_two_threads_keep_a_long_inference_busy():
      rpc.RpcVote(40, False, 150, 0, 0)),
     ({"perf_profile": "balanced"}, rpc.RpcVote(1000, False, 100, 0, 0)),
     ({"perf_profile": "high_performance", "adaptive_polling_time": 2000}, rpc.RpcVote(100, False, 100, 9999, 2000)),
+    ({"perf_profile": "burst", "hmx_timeout_us": 1000}, rpc.RpcVote(40, False, 100, 9999, 0, 1000)),
 ])
 def test_config_file_core_keys_reach_the_rpc_model(backend, tmp_path, core, expect):
     """devices[0].cores[0] of the backend-extension config (perf_profile, rpc_control_latency,
-    rpc_polling_time, adaptive_polling_time; the profile's sleep latency) are voted by net-run's
+    rpc_polling_time, adaptive_polling_time, hmx_timeout_us; the profile's sleep latency) are voted by net-run's
     perf session before each inference and decide the execute's modelled RPC."""
     from qnnemu.tools.config import load_backend_config
     path = tmp_path / "htp.json"
@@ -394,3 +395,37 @@ def test_config_file_core_values_outside_uint32_are_refused(tmp_path, key, value
         load_backend_config(str(path))
     assert f"devices[0].cores[0].{key}: {value} is not a microsecond value 0..4294967295" in str(err.value), \
         f"the message names the key and the range: {err.value}"
+
+
+def test_hmx_timeout_powers_the_hmx_down_between_executes(isolated_votes):
+    """HMX timeout (hmx_timeout_us, 100..1000000 us): the HMX powers down after that much idle.
+    A 100 us timeout is shorter than the RPC's return + send between one thread's executes, so
+    every execute of a graph running on the HMX powers it up again ("Time for HVX + HMX power on
+    and acquire" and the modelled RPC); the default 300000 us keeps it up."""
+    from qnnemu.client import htp_device_config
+    power = Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_RESOURCE_POWER_UP_TIME
+    with Backend(None, log_level=None,
+                 device_configs=[htp_device_config("SOC", socModel=int(Q.QNN_SOC_MODEL_SM8550))]) as be:
+        infra = PerfInfrastructure(be)
+        g = be.context().graph("fc16")
+        x = g.input("x", (1, 256))
+        w = g.static("w", np.random.default_rng(2).standard_normal((256, 256)).astype(np.float32))
+        g.node("FullyConnected", [x, w], [("y", (1, 256), np.float32)], app_read=True)
+        g.finalize()
+        assert rpc.plan_uses_hmx(core_of(g).htp_plan), "setup: float16 math on v73 runs the FullyConnected on HMX"
+        prof = be.profile("basic")
+        got = {}
+        try:
+            pid = infra.create_power_config_id()
+            for timeout in (300000, 100):
+                infra.set_power(pid, [(perf.OPT_HMX_TIMEOUT, timeout)])
+                assert rpc.current_vote().hmx_timeout_us == timeout, "the vote reaches the model"
+                for _ in range(2):
+                    g.execute({"x": np.ones((1, 256), np.float32)}, profile=prof)
+                events = {e["type"]: e["value"] for e in prof.events()}
+                got[timeout] = (events[power], core_of(g).last_schedule.span.rpc.hmx_power_up_us)
+        finally:
+            prof.free()
+            infra.close()
+    assert got == {300000: (0, 0.0), 100: (rpc.HMX_POWER_UP_US, rpc.HMX_POWER_UP_US)}, \
+        f"(power-on us in the profile, in the modelled RPC) per HMX timeout: {got}"

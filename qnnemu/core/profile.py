@@ -49,7 +49,9 @@ graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
   GRAPH_EXECUTE_RESOURCE_POWER_UP_TIME (3011) us  "Time for HVX + HMX power on and acquire"
       the model's resource acquisition (``RESOURCE_ACQUIRE_US``): a graph acquires VTCM and
       powers its HVX (and HMX, when a step of its plan uses HMX) at its first execution; later
-      executions keep them (0 us), as in the documentation's showcase averages
+      executions keep them (0 us), as in the documentation's showcase averages -- unless the
+      device idled past the voted HMX timeout before the execute: then the HMX powers up again
+      (``qnnemu.htp.rpc.HMX_POWER_UP_US``, docs/htp-rpc.md)
   GRAPH_EXECUTE_CRITICAL_ACCEL_TIME_CYCLE (6001) cycles
                           "Accelerator (critical path execute) time (cycles)"
       ``htp_plan.critical_path_cycles``
@@ -125,6 +127,7 @@ from typing import Any
 from .. import rules
 from ..headers import Q
 from ..htp import perf as htp_perf  # htp_perf.current_clocks: read at call time (tests vary the clocks)
+from ..htp import rpc as htp_rpc
 from ..htp.cost import cycles_to_us as reference_cycles_to_us
 from ..htp.settings import graph_settings
 from ..location import Location
@@ -205,7 +208,7 @@ RESOURCE_BITS = {"HVX": 1, "HMX": 2, "DMA": 4}
 
 # The emulator's resource-acquisition model for a graph's first execution (microseconds):
 # acquiring its VTCM, powering on the HVX, and the HMX when its plan has an HMX step.
-RESOURCE_ACQUIRE_US = {"VTCM": 12, "HVX": 25, "HMX": 40}
+RESOURCE_ACQUIRE_US = {"VTCM": 12, "HVX": 25, "HMX": htp_rpc.HMX_POWER_UP_US}
 
 # The emulator's DSP heap model (DSP heap profiling): bytes of the DSP heap with no context
 # loaded (the HTP runtime's session: code, scheduler, perf client).
@@ -536,8 +539,12 @@ class CallRecorder:
         htp_rpc = min(host_rpc, self._elapsed(self.run_start_ns, self.run_end_ns))
         rpc_us = self.rpc_start_us or self.start_us
         run_us = self.run_start_us or rpc_us
-        vtcm_us, power_us = resource_acquire_us(plan, getattr(graph, "executions", 0) <= 1)
+        first = getattr(graph, "executions", 0) <= 1
+        vtcm_us, power_us = resource_acquire_us(plan, first)
         sched = getattr(graph, "last_schedule", None)
+        span = getattr(sched, "span", None)
+        if not first and span is not None:
+            power_us += round(span.rpc.hmx_power_up_us)   # the HMX timed out since the last execute
         accel_cycles = execute_accel_cycles(plan, sched)
         accel_us = cycles_to_us(accel_cycles, clocks)
         yields = int(getattr(sched, "yields", 0))

@@ -141,7 +141,8 @@ def _on_virtual_clock(graph, yields: int, batch: int = 1) -> tuple[float, float,
         for _ in range(yields):
             rt.log.append((start, "yielded", graph.name))
         rt.log.append((start, "execute", graph.name))
-    span = rpc.timeline_for(rt).execute(graph.name, took, rpc.current_vote(), batch=batch)
+    span = rpc.timeline_for(rt).execute(graph.name, took, rpc.current_vote(), batch=batch,
+                                        uses_hmx=rpc.plan_uses_hmx(plan))
     return start, start + took, cycles, span
 
 

@@ -58,6 +58,7 @@ CPU_IDLE_STATES: tuple[tuple[str, float], ...] = (
     ("wfi", 1.0), ("core retention", 80.0), ("core power collapse", 300.0),
     ("cluster power collapse", 1200.0))
 NO_VOTE_SLEEP_LATENCY_US = perf.SLEEP_LATENCY_RANGE_US[1]   # no sleep vote: every mode allowed
+HMX_POWER_UP_US = 40         # powering the HMX up again after its idle timeout (the profile's HMX power-on)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class RpcVote:
     rpc_control_latency_us: int = 0      # 0: no requirement
     rpc_polling_time_us: int = 0         # 0: polling off
     adaptive_polling_time_us: int = 0    # 0: off; only with polling on
+    hmx_timeout_us: int = perf.DEFAULT_HMX_TIMEOUT_US   # the HMX powers down after this much idle
 
 
 def current_vote(device_id: int = 0, core_id: int = 0) -> RpcVote:
@@ -83,7 +85,8 @@ def current_vote(device_id: int = 0, core_id: int = 0) -> RpcVote:
         sleep_disabled=bool(active.sleep_disabled),
         rpc_control_latency_us=int(active.rpc_control_latency_us or 0),
         rpc_polling_time_us=int(active.rpc_polling_time_us or 0),
-        adaptive_polling_time_us=int(active.adaptive_polling_time_us or 0))
+        adaptive_polling_time_us=int(active.adaptive_polling_time_us or 0),
+        hmx_timeout_us=int(active.hmx_timeout_us))
 
 
 def _deepest(states: tuple[tuple[str, float], ...], allowed_us: float, idle_us: float) -> tuple[str, float]:
@@ -117,6 +120,7 @@ class RpcCost:
     dsp_wakeup_us: float
     dsp_mode: str             # the low-power mode the DSP woke from ("active": none)
     queue_us: float           # waiting for the accelerator (another thread's execute)
+    hmx_power_up_us: float    # the HMX powered down after its idle timeout and powers up again
     accel_us: float           # the accelerator's time (the cost model, batch included)
     completion_us: float
     completion: str           # "interrupt", "polling", "adaptive polling"
@@ -127,7 +131,7 @@ class RpcCost:
     @property
     def overhead_us(self) -> float:
         """Everything but the accelerator and the queue: what RPC and wake-ups add."""
-        return self.send_us + self.dsp_wakeup_us + self.completion_us + self.return_us
+        return self.send_us + self.dsp_wakeup_us + self.hmx_power_up_us + self.completion_us + self.return_us
 
     @property
     def total_us(self) -> float:
@@ -206,9 +210,10 @@ class DeviceTimeline:
             self.spans.clear()
 
     def execute(self, graph: str, accel_us: float, vote: RpcVote, *, batch: int = 1,
-                thread: int | None = None) -> ExecuteSpan:
+                thread: int | None = None, uses_hmx: bool = False) -> ExecuteSpan:
         """Places one execute of ``graph`` taking ``accel_us`` on the accelerator, issued by
-        ``thread`` (default: the calling thread) under ``vote``."""
+        ``thread`` (default: the calling thread) under ``vote``; ``uses_hmx``: a step of its plan
+        runs on the HMX, which powers up again when the device idled past the HMX timeout."""
         thread = threading.get_ident() if thread is None else thread
         with self.lock:
             issue = self.thread_clock.get(thread, self.latest_issue_us)
@@ -216,12 +221,14 @@ class DeviceTimeline:
             arrive = issue + RPC_SEND_US
             idle_gap = arrive - self.device_free_us
             mode, wake = dsp_wakeup(vote, idle_gap)
-            start = max(arrive + wake, self.device_free_us)
+            ran_before = self.executes > 0 or self.device_free_us > 0
+            hmx_up = float(HMX_POWER_UP_US) if uses_hmx and ran_before and idle_gap >= vote.hmx_timeout_us else 0.0
+            start = max(arrive + wake + hmx_up, self.device_free_us)
             end = start + accel_us
             path, done_us, state, spin = completion(vote, end - arrive, self.last_accel_us.get(graph))
             back = end + done_us + RPC_RETURN_US
-            rpc = RpcCost(RPC_SEND_US, wake, mode, start - arrive - wake, accel_us, done_us, path, state,
-                          RPC_RETURN_US, spin)
+            rpc = RpcCost(RPC_SEND_US, wake, mode, start - arrive - wake - hmx_up, hmx_up, accel_us, done_us,
+                          path, state, RPC_RETURN_US, spin)
             span = ExecuteSpan(graph, thread, batch, issue, start, end, back, rpc)
             self.thread_clock[thread] = back
             self.device_free_us = end
@@ -266,6 +273,15 @@ def batch_reuse(graph, plan) -> list[cost.StepReuse]:
     if hit is None:
         hit = cost.batch_reuse(graph, plan, settings.device_model(graph), settings.graph_settings(graph))
         plan.batch_reuse_cache = hit   # not a field: the binary and the optrace never carry it
+    return hit
+
+
+def plan_uses_hmx(plan) -> bool:
+    """A step of ``plan`` runs on the HMX (cached on the plan)."""
+    hit = getattr(plan, "uses_hmx_cache", None)
+    if hit is None:
+        hit = any(s.resource == "HMX" or "HMX" in (s.resources or ()) for s in plan.steps)
+        plan.uses_hmx_cache = hit
     return hit
 
 
