@@ -126,8 +126,10 @@ from typing import Any
 
 from .. import rules
 from ..headers import Q
-from ..htp import perf as htp_perf  # htp_perf.current_clocks: read at call time (tests vary the clocks)
-from ..htp import rpc as htp_rpc
+from ..htp import (
+    perf as htp_perf,  # htp_perf.current_clocks: read at call time (tests vary the clocks)
+    rpc as htp_rpc,
+)
 from ..htp.cost import cycles_to_us as reference_cycles_to_us
 from ..htp.settings import graph_settings
 from ..location import Location
