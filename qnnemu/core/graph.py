@@ -586,7 +586,7 @@ class Graph:
                  f"graph '{self.name}' input(s) {missing} not given", code=Q.QNN_GRAPH_ERROR_INVALID_TENSOR)
         self._note_priority("graphExecute")
         assert self.plan is not None   # (finalized: checked above)
-        with self.lock, scheduling.executing(self):
+        with self.lock, scheduling.executing(self, batch):
             if batch == 1:
                 out = self.plan.run(feeds, wanted, observer)
             else:

@@ -53,14 +53,18 @@ graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
   GRAPH_EXECUTE_RESOURCE_POWER_UP_TIME (3011) us  "Time for HVX + HMX power on and acquire"
       the model's resource acquisition (``RESOURCE_ACQUIRE_US``): a graph acquires VTCM and
       powers its HVX (and HMX, when a step of its plan uses HMX) at its first execution; later
-      executions keep them (0 us), as in the documentation's showcase averages
+      executions keep them (0 us), as in the documentation's showcase averages -- unless the
+      device idled past the voted HMX timeout before the execute: then the HMX powers up again
+      (``qnnemu.htp.rpc.HMX_POWER_UP_US``, docs/htp-rpc.md)
   GRAPH_EXECUTE_CRITICAL_ACCEL_TIME_CYCLE (6001) cycles
                           "Accelerator (critical path execute) time (cycles)"
       ``htp_plan.critical_path_cycles``
       LINTING: Input, one NODE sub-event per plan step, Output (see below) with the linting
       sub-events
   GRAPH_EXECUTE_ACCEL_TIME_CYCLE (3003)   cycles  "Accelerator (execute) time (cycles)"
-      ``htp_plan.total_cycles`` (the schedule's makespan)
+      ``htp_plan.total_cycles`` (the schedule's makespan); an execute with batch multiple n
+      ("QNN HTP Variable Batch") reports n runs less the weights they reuse
+      (``Schedule.accel_cycles``, qnnemu/htp/rpc.py, docs/htp-rpc.md)
       DETAILED: one NODE (404) sub-event per plan step, in runlist order, unit cycles, value the
       step's cycles, identifier "<step name>:OpId_<k> (cycles)" (``step_label``): k is the
       node's 0-based position in graphAddNode order for op / launch / wait steps (so "fc:OpId_0
@@ -78,8 +82,12 @@ graphExecute (every level, in this order: ``EXECUTE_EVENT_TABLE``)
       "<graph>.optrace.json", data the UTF-8 JSON of ``htp_plan.to_optrace()`` plus "nodes" and
       "execution": {"start_us", "end_us", "clocks": {core_mhz, hmx_mhz, bus_mhz, corner},
       "runs": [{"execution", "start_us", "end_us", "accel_start_us", "accel_end_us",
-      "total_cycles", "critical_path_cycles", "yields", "vtcm_acquire_us", "power_on_us"}]}
-      (``*_us``: microseconds since the epoch; the steps' cycle 0 is ``accel_start_us``);
+      "total_cycles", "critical_path_cycles", "yields", "vtcm_acquire_us", "power_on_us",
+      "batch", "rpc"}]}
+      (``*_us``: microseconds since the epoch; the steps' cycle 0 is ``accel_start_us``;
+      "rpc" is the execute's modelled RPC on the device's host-thread timeline --
+      ``qnnemu.htp.rpc.ExecuteSpan.to_dict()``: issue / device start / device end / return in
+      virtual us and the send, DSP wake-up, queue, completion path and return -- or null);
       its plain event data value is the object's length in bytes
   so EXECUTE >= HOST_RPC >= HTP_RPC (measured) for every execution.
 
@@ -128,7 +136,10 @@ from typing import Any
 
 from .. import rules
 from ..headers import Q
-from ..htp import perf as htp_perf  # htp_perf.current_clocks: read at call time (tests vary the clocks)
+from ..htp import (
+    perf as htp_perf,  # htp_perf.current_clocks: read at call time (tests vary the clocks)
+    rpc as htp_rpc,
+)
 from ..htp.cost import cycles_to_us as reference_cycles_to_us
 from ..htp.services import is_background_service
 from ..htp.settings import graph_settings
@@ -234,7 +245,7 @@ RESOURCE_BITS = {"HVX": 1, "HMX": 2, "DMA": 4}
 
 # The emulator's resource-acquisition model for a graph's first execution (microseconds):
 # acquiring its VTCM, powering on the HVX, and the HMX when its plan has an HMX step.
-RESOURCE_ACQUIRE_US = {"VTCM": 12, "HVX": 25, "HMX": 40}
+RESOURCE_ACQUIRE_US = {"VTCM": 12, "HVX": 25, "HMX": htp_rpc.HMX_POWER_UP_US}
 
 # The emulator's DSP heap model (DSP heap profiling): bytes of the DSP heap with no context
 # loaded (the HTP runtime's session: code, scheduler, perf client).
@@ -579,6 +590,14 @@ def lint_plan(plan, n_nodes: int) -> list[StepLint]:
     return out
 
 
+def execute_accel_cycles(plan, sched) -> int:
+    """The modelled accelerator cycles of the execute ``sched`` records (qnnemu/core/scheduling.py
+    ``Schedule.accel_cycles``: with batch n, n runs of the plan less the weights they reuse,
+    qnnemu/htp/rpc.py); the plan's total cycles without a record."""
+    cycles = int(getattr(sched, "accel_cycles", 0) or 0)
+    return cycles if cycles > 0 else int(plan.total_cycles)
+
+
 def plan_uses(plan, resource: str) -> bool:
     return any(resource in step_resources(s) for s in plan.steps)
 
@@ -677,13 +696,18 @@ class CallRecorder:
         htp_rpc = min(host_rpc, self._elapsed(self.run_start_ns, self.run_end_ns))
         rpc_us = self.rpc_start_us or self.start_us
         run_us = self.run_start_us or rpc_us
-        vtcm_us, power_us = resource_acquire_us(plan, getattr(graph, "executions", 0) <= 1)
-        accel_us = cycles_to_us(plan.total_cycles, clocks)
+        first = getattr(graph, "executions", 0) <= 1
+        vtcm_us, power_us = resource_acquire_us(plan, first)
         sched = getattr(graph, "last_schedule", None)
+        span = getattr(sched, "span", None)
+        if not first and span is not None:
+            power_us += round(span.rpc.hmx_power_up_us)   # the HMX timed out since the last execute
+        accel_cycles = execute_accel_cycles(plan, sched)
+        accel_us = cycles_to_us(accel_cycles, clocks)
         yields = int(getattr(sched, "yields", 0))
         values = {"hvx_threads": graph_settings(graph).hvx_threads, "host_rpc": micros(host_rpc),
                   "htp_rpc": micros(htp_rpc), "yields": yields, "vtcm_acquire": vtcm_us, "power_on": power_us,
-                  "critical_cycles": plan.critical_path_cycles, "accel_cycles": plan.total_cycles,
+                  "critical_cycles": plan.critical_path_cycles, "accel_cycles": accel_cycles,
                   "accel_us": accel_us, "execute": micros(total)}
         stamps = {"host_rpc": rpc_us, "execute": self.start_us}
         events = {k.key: event(k, values[k.key], stamps.get(k.key, run_us)) for k in EXECUTE_EVENT_TABLE}
@@ -741,15 +765,20 @@ class CallRecorder:
         doc = plan.to_optrace()
         doc["nodes"], doc["tensors"] = node_table(graph), tensor_table(graph)
         end_us = self.start_us + micros(self._elapsed(self.start_ns, end_ns))
+        sched = getattr(graph, "last_schedule", None)
+        span = getattr(sched, "span", None)
         doc["execution"] = {
             "start_us": self.start_us, "end_us": end_us,
             "clocks": {"core_mhz": clocks.core_mhz, "hmx_mhz": clocks.hmx_mhz, "bus_mhz": clocks.bus_mhz,
                        "corner": clocks.corner},
             "runs": [{"execution": int(getattr(graph, "executions", 0)), "start_us": self.start_us,
                       "end_us": end_us, "accel_start_us": run_us, "accel_end_us": run_us + accel_us,
-                      "total_cycles": plan.total_cycles, "critical_path_cycles": plan.critical_path_cycles,
-                      "yields": _yield_record(getattr(graph, "last_schedule", None)),
-                      "vtcm_acquire_us": vtcm_us, "power_on_us": power_us}],
+                      "total_cycles": execute_accel_cycles(plan, sched),
+                      "critical_path_cycles": plan.critical_path_cycles,
+                      "yields": _yield_record(sched),
+                      "vtcm_acquire_us": vtcm_us, "power_on_us": power_us,
+                      "batch": int(getattr(sched, "batch", 1) or 1),
+                      "rpc": span.to_dict() if span is not None else None}],
         }
         payload = json.dumps(doc, separators=(",", ":")).encode("utf-8")
         return ProfileEvent(OPTRACE_EVENT.type, OPTRACE_EVENT.unit, len(payload), OPTRACE_EVENT.identifier,

@@ -21,7 +21,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..htp import cost, perf, runtime, settings
+from ..htp import cost, perf, rpc, runtime, settings
 from ..ops import _fast
 from ..rules import warn
 
@@ -40,6 +40,9 @@ class Schedule:
     spans: tuple[tuple[int, int], ...] = ()   # (yielded, resumed), epoch us, the first 8 yields
     virtual_start_us: float = 0.0   # on the device's virtual clock (qnnemu/htp/runtime.py)
     virtual_end_us: float = 0.0
+    batch: int = 1                  # the batch multiple it ran with ("QNN HTP Variable Batch")
+    accel_cycles: int = 0           # its modelled accelerator cycles (the batch's weight reuse included)
+    span: rpc.ExecuteSpan | None = None   # its RPC and place on the host threads' timeline (qnnemu/htp/rpc.py)
 
 
 NO_SCHEDULE = Schedule(0, 0, 0, 0)
@@ -83,8 +86,9 @@ def os_priority(graph) -> int:
 
 
 @contextmanager
-def executing(graph):
-    """One execute of ``graph`` under the device's scheduler (blocks while it may not run)."""
+def executing(graph, batch: int = 1):
+    """One execute of ``graph`` (batch multiple ``batch``) under the device's scheduler (blocks
+    while it may not run)."""
     lib = _lib()
     if lib is None:
         graph.last_schedule = NO_SCHEDULE
@@ -103,9 +107,9 @@ def executing(graph):
         shift = time.time_ns() - time.monotonic_ns()    # CLOCK_MONOTONIC -> epoch
         spans = tuple(((int(exec_.yield_start_ns[i]) + shift) // 1000, (int(exec_.yield_end_ns[i]) + shift) // 1000)
                       for i in range(n))
-        v0, v1 = _on_virtual_clock(graph, int(exec_.yields))
+        v0, v1, cycles, span = _on_virtual_clock(graph, int(exec_.yields), batch)
         graph.last_schedule = Schedule(int(exec_.yields), int(exec_.wait_ns) // 1000,
-                                       int(exec_.preempt_ns) // 1000, prio, spans, v0, v1)
+                                       int(exec_.preempt_ns) // 1000, prio, spans, v0, v1, batch, cycles, span)
         if exec_.yields:
             # the vendor's backend logs "Releasing VTCM" / "Releasing and Re-Acquiring VTCM" at
             # WARNING around each pre-emption
@@ -114,26 +118,32 @@ def executing(graph):
                  f"Releasing VTCM; Releasing and Re-Acquiring VTCM (waited {int(exec_.preempt_ns) // 1000} us)")
 
 
-def _on_virtual_clock(graph, yields: int) -> tuple[float, float]:
+def _on_virtual_clock(graph, yields: int, batch: int = 1) -> tuple[float, float, int, rpc.ExecuteSpan | None]:
     """The execute on its device's virtual clock (``HtpRuntime``): it starts when the device's
-    clock stands and takes the plan's modelled time (total cycles at the voted clocks), so a
-    sequence of executes has a deterministic HTP timeline besides the wall clock; the runtime's
-    log gets an "execute" entry (and one "yielded" entry per pre-emption)."""
+    clock stands and takes the plan's modelled time (its cycles -- with batch n, n runs less the
+    weights they reuse, qnnemu/htp/rpc.py -- at the voted clocks), so a sequence of executes has
+    a deterministic HTP timeline besides the wall clock; the runtime's log gets an "execute"
+    entry (and one "yielded" entry per pre-emption).  The same execute is placed, with its
+    modelled RPC and wake-ups, on the host threads' timeline of the device (``rpc.timeline_for``).
+    Returns (start, end, accelerator cycles, its span on the host threads' timeline)."""
     plan = getattr(graph, "htp_plan", None)
     if plan is None:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0, None
     try:
         rt = runtime.runtime_for(settings.device_model(graph).soc)
-        took = cost.cycles_to_us(plan.total_cycles, perf.current_clocks(arch=plan.arch))
+        cycles = rpc.execute_cycles(graph, plan, batch)
+        took = cost.cycles_to_us(cycles, perf.current_clocks(arch=plan.arch))
     except Exception:  # noqa: BLE001 - an unknown device has no shared runtime: no virtual time
-        return 0.0, 0.0
+        return 0.0, 0.0, 0, None
     with rt._lock:
         start = rt.now
         rt.now = start + took
         for _ in range(yields):
             rt.log.append((start, "yielded", graph.name))
         rt.log.append((start, "execute", graph.name))
-    return start, start + took
+    span = rpc.timeline_for(rt).execute(graph.name, took, rpc.current_vote(), batch=batch,
+                                        uses_hmx=rpc.plan_uses_hmx(plan))
+    return start, start + took, cycles, span
 
 
 def point() -> None:

@@ -585,3 +585,64 @@ def tiled_cycles(fills: list[int], computes: list[int], spills: list[int], buffe
             spill(i - 1)
         spill(n - 1)
     return max(s_end[-1], c_end[-1])
+
+
+# ---- variable batch: weights reused across the batch -----------------------------------------
+@dataclass(frozen=True)
+class StepReuse:
+    """What one runlist step saves per extra batch element whose weights it does not re-read
+    (QNN HTP backend documentation, "Benefits of batch inference and multi-threaded inference")."""
+    step: int               # the step's index in the runlist
+    saving_cycles: int      # a batch element reusing the step's weights costs this much less
+    group: int              # batch elements whose activations fit in VTCM with its weights
+
+
+def weight_bus_bytes(node, graph, settings) -> int:
+    """Bytes of the op's static inputs (weights) that cross the bus (packed with
+    WEIGHTS_PACKING, compressed with ENABLE_DLBC_WEIGHTS)."""
+    weights = static_streamed_bytes(node, graph, settings)
+    return math.ceil(weights * DLBC_WEIGHT_RATIO) if getattr(settings, "dlbc_weights", False) else weights
+
+
+def batch_reuse(graph, plan, soc, settings) -> list[StepReuse]:
+    """Per op step of ``plan`` (untiled ops with weights): the cycles an extra batch element
+    saves by reusing the weights the first one brought in, and how many batch elements share
+    them.  A batch element's op costs, without the weights' DMA and the op's set-up, the larger
+    of its compute and its activations' DMA (``op_cost``'s overlap rule); the weights stay in
+    VTCM for as many batch elements as fit in the VTCM budget beside them (the step's live VTCM
+    bytes each; HMX ops also hold their weights in VTCM), so "with large resolution models ...
+    weights are reused for lesser number of activations"."""
+    out = []
+    budget = int(plan.vtcm_budget_bytes or getattr(settings, "vtcm_bytes", 0) or 0)
+    for s in plan.steps:
+        if s.kind not in ("op", "launch") or s.node_index is None or s.tile is not None:
+            continue
+        node = graph.nodes[s.node_index]
+        weights = weight_bus_bytes(node, graph, settings)
+        if weights <= 0:
+            continue
+        c = op_cost(node, graph, soc, settings)
+        compute = c.hmx_cycles if c.resource == "HMX" else c.hvx_cycles
+        shared = max(compute, dma_copy_cycles(max(0, c.dma_bytes - weights)))
+        saving = max(0, int(s.cycles) - shared)
+        if saving == 0:
+            continue
+        held = static_streamed_bytes(node, graph, settings) if c.resource == "HMX" else 0
+        group = max(1, (budget - held) // max(1, int(s.vtcm_bytes))) if budget > held else 1
+        out.append(StepReuse(s.index, saving, int(group)))
+    return out
+
+
+def batch_cycles(plan, reuse: list[StepReuse], n: int) -> int:
+    """Reference cycles of one execute with batch multiple ``n`` ("QNN HTP Variable Batch": n x
+    the prepared batch): n runs of the plan, less what each op saves on the batch elements that
+    reuse its weights (``n - ceil(n / group)`` of them).  The savings of steps that run beside
+    others shorten the makespan by the plan's parallel fraction (makespan / sum of step cycles)."""
+    n = max(1, int(n))
+    total = int(plan.total_cycles)
+    if n == 1 or not reuse:
+        return total * n
+    busy = sum(int(s.cycles) for s in plan.steps) or 1
+    scale = min(1.0, total / busy)
+    saved = sum((n - math.ceil(n / r.group)) * r.saving_cycles for r in reuse)
+    return max(math.ceil(total * n - saved * scale), total)

@@ -78,6 +78,7 @@ _CONTEXT_CONFIGS_IGNORED = {
     "spill_fill_buffer": "a spill-fill buffer shared with the client is not modelled",
     "weights_buffer": "a weights buffer shared with the client is not modelled",
 }
+_UINT32_MAX = 0xFFFFFFFF
 _CORE_KEYS = ("perf_profile", "rpc_control_latency", "rpc_polling_time", "hmx_timeout_us",
               "adaptive_polling_time")
 
@@ -312,6 +313,11 @@ def _device_options(cfg: BackendConfig, data: dict) -> None:
                             continue
                         if ckey != "perf_profile":
                             _expect(cvalue, int, f"{where}[{j}].{ckey}")
+                            if not 0 <= cvalue <= _UINT32_MAX:
+                                # a uint32_t field of QnnHtpPerfInfrastructure_PowerConfig_t
+                                raise ToolError(f"config file: {where}[{j}].{ckey}: {cvalue} is not a "
+                                                f"microsecond value 0..{_UINT32_MAX} (a uint32_t of the "
+                                                f"power config)")
                         cfg.perf[ckey] = cvalue
             else:
                 raise ToolError(f"config file: {where}: unknown device option (known: soc_model, "
