@@ -318,7 +318,8 @@ def _int8_requant(w: np.ndarray, hi: np.ndarray, lo: np.ndarray):
         return w, np.ones_like(hi, dtype=np.float64)
     f = np.maximum(hi / 127.0, -lo / 128.0)
     fq = np.rint(f * 2048.0) / 2048.0
-    recip = np.rint(65536.0 / fq)
+    # (channels that need no requantization may have fq 0: they never use recip)
+    recip = np.rint(65536.0 / np.where(over, fq, 1.0))
     kernels = _prepare_kernels()
     if kernels is not None and w.ndim == 2 and hi.shape == (w.shape[1],) and w.dtype == np.float64:
         # the same formula in one C pass (finalize time: every weight of a quantized model)
