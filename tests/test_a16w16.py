@@ -18,14 +18,9 @@ the same and says so (warning rule
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-from vendor import our_library, vendor_env, vendor_library
+from vendor import our_library, vendor_probe
 
 from qnnemu.headers import Q
 
@@ -85,14 +80,7 @@ open(sys.argv[3], "w").write(json.dumps(out))
 
 
 def test_vendor_clips(tmp_path):
-    library = vendor_library()
-    if library is None:
-        pytest.skip("onnxruntime_qnn (the vendor's libQnnHtp.so) is not installed")
-    result = tmp_path / "vendor.json"
-    proc = subprocess.run([sys.executable, "-c", _VENDOR, str(Path(__file__).resolve().parent), str(library),
-                           str(result)], env=vendor_env(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and result.exists(), f"vendor probe failed: {proc.stderr[-2000:]}"
-    vendor = json.loads(result.read_text())
+    vendor = vendor_probe(_VENDOR, tmp_path)
     ours = str(our_library())
     for op in ("FullyConnected", "MatMul"):
         base = vendor[op][str(0x7F7F)]
@@ -194,14 +182,7 @@ open(sys.argv[3], "w").write(json.dumps(out))
 
 
 def test_vendor_ignores_per_axis_weight_offsets(tmp_path):
-    library = vendor_library()
-    if library is None:
-        pytest.skip("onnxruntime_qnn (the vendor's libQnnHtp.so) is not installed")
-    result = tmp_path / "vendor.json"
-    proc = subprocess.run([sys.executable, "-c", _VENDOR_AXIS, str(Path(__file__).resolve().parent), str(library),
-                           str(result)], env=vendor_env(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and result.exists(), f"vendor probe failed: {proc.stderr[-2000:]}"
-    vendor = json.loads(result.read_text())
+    vendor = vendor_probe(_VENDOR_AXIS, tmp_path)
     ours = str(our_library())
     for op in AXIS_OPS:
         for w, o in ((S16, -100), (S8, -10)):

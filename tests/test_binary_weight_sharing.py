@@ -12,14 +12,9 @@ limit of the x86 build, which qnnemu, emulating the device, does not copy.
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-from vendor import our_library, vendor_env, vendor_library
+from vendor import our_library, vendor_probe
 
 from qnnemu.core import binary
 from qnnemu.core.binary.format import FLAG_WEIGHT_SHARING
@@ -71,14 +66,7 @@ open(sys.argv[3], "w").write(json.dumps(out))
 
 
 def test_vendor_writes(tmp_path):
-    library = vendor_library()
-    if library is None:
-        pytest.skip("onnxruntime_qnn (the vendor's libQnnHtp.so) is not installed")
-    result = tmp_path / "vendor.json"
-    proc = subprocess.run([sys.executable, "-c", _VENDOR, str(Path(__file__).resolve().parent), str(library),
-                           str(result)], env=vendor_env(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and result.exists(), f"vendor probe failed: {proc.stderr[-2000:]}"
-    out = json.loads(result.read_text())
+    out = vendor_probe(_VENDOR, tmp_path)
     for name in CASES:
         assert isinstance(out[name], int) and out[name] > 0, \
             f"{name}: the vendor writes the weight-sharing binary (got {out[name]!r})"

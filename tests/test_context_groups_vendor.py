@@ -17,14 +17,9 @@ and tests/test_context_api.py.
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-from vendor import our_library, vendor_env, vendor_library
+from vendor import our_library, vendor_probe
 
 from qnnemu.headers import Q
 
@@ -87,14 +82,7 @@ open(sys.argv[3], "w").write(json.dumps(out))
 def test_vendor_x86_library_refuses_the_registrations(tmp_path):
     """The divergence, pinned: the x86 library refuses both registrations as features it does not
     run (5010 / 1000) on every SoC; qnnemu loads the contexts into one group."""
-    library = vendor_library()
-    if library is None:
-        pytest.skip("onnxruntime_qnn (the vendor's libQnnHtp.so) is not installed")
-    result = tmp_path / "vendor.json"
-    proc = subprocess.run([sys.executable, "-c", _VENDOR, str(Path(__file__).resolve().parent), str(library),
-                           str(result)], env=vendor_env(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and result.exists(), f"vendor probe failed: {proc.stderr[-2000:]}"
-    vendor = json.loads(result.read_text())
+    vendor = vendor_probe(_VENDOR, tmp_path)
     for soc in (*SOCS, "big"):
         assert vendor[soc] == {"first": Q.QNN_CONTEXT_ERROR_INVALID_CONFIG}, \
             f"vendor {soc}: REGISTER_MULTI_CONTEXTS refused with 5010 at contextCreateFromBinary: {vendor[soc]}"

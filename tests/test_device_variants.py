@@ -16,16 +16,11 @@ process domain at deviceCreate.
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import abi
 import numpy as np
 import pytest
 from abi import ffi, vp
-from vendor import our_library, vendor_env, vendor_library
+from vendor import our_library, vendor_probe
 
 from qnnemu.headers import Q
 
@@ -209,14 +204,7 @@ open(sys.argv[3], "w").write(json.dumps(out))
 def test_vendor_platform_description(tmp_path):
     """Every description through both libraries: the same codes and the same deviceGetInfo
     contents, and the graph prepared for the same device (float16 math or not)."""
-    library = vendor_library()
-    if library is None:
-        pytest.skip("onnxruntime_qnn (the vendor's libQnnHtp.so) is not installed")
-    result = tmp_path / "vendor.json"
-    proc = subprocess.run([sys.executable, "-c", _VENDOR, str(Path(__file__).resolve().parent), str(library),
-                           str(result)], env=vendor_env(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and result.exists(), f"vendor probe failed: {proc.stderr[-2000:]}"
-    vendor = json.loads(result.read_text())
+    vendor = vendor_probe(_VENDOR, tmp_path)
     ours = {name: probe(str(our_library()), name) for name in DESCRIPTIONS}
     ours["soc+description"] = probe(str(our_library()), "sm8650-2mb", soc_config=SM8550)
     for name, v in vendor.items():

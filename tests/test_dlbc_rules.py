@@ -16,14 +16,9 @@ negative cases are in tests/test_warning_rules.py and tests/test_htp_configs.py.
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-from vendor import our_library, vendor_env, vendor_library
+from vendor import our_library, vendor_probe
 
 from qnnemu.headers import Q
 
@@ -66,14 +61,7 @@ open(sys.argv[3], "w").write(json.dumps(out))
 
 
 def test_vendor(tmp_path):
-    library = vendor_library()
-    if library is None:
-        pytest.skip("onnxruntime_qnn (the vendor's libQnnHtp.so) is not installed")
-    result = tmp_path / "vendor.json"
-    proc = subprocess.run([sys.executable, "-c", _VENDOR, str(Path(__file__).resolve().parent), str(library),
-                           str(result)], env=vendor_env(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and result.exists(), f"vendor probe failed: {proc.stderr[-2000:]}"
-    out = json.loads(result.read_text())
+    out = vendor_probe(_VENDOR, tmp_path)
     assert isinstance(out["ENABLE_DLBC"], int) and out["ENABLE_DLBC"] > 0, \
         f"vendor: input DLBC with weight sharing writes a binary ({out['ENABLE_DLBC']!r})"
     assert out["ENABLE_DLBC_WEIGHTS"] == "graphCreate", f"vendor: DLBC weights refused at graphCreate ({out})"

@@ -13,16 +13,12 @@ up to v73 and pairwise from v75.  v68 devices compute float32 and are untouched.
 """
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
-import sys
-from pathlib import Path
 
 import abi
 import numpy as np
 import pytest
-from vendor import our_library, vendor_env, vendor_library
+from vendor import our_library, vendor_probe
 
 from qnnemu.headers import Q
 
@@ -166,14 +162,7 @@ open(sys.argv[3], "w").write(json.dumps(out))
 def test_vendor_float16_results_do_not_depend_on_the_arch(tmp_path, monkeypatch):
     """The vendor's x86 library: SM8550, SM8650 and SM8750 bit-identical; qnnemu's default order
     gives its results (at most 1 output in 100 differs, by at most 1 ulp of the tensor's scale)."""
-    library = vendor_library()
-    if library is None:
-        pytest.skip("onnxruntime_qnn (the vendor's libQnnHtp.so) is not installed")
-    result = tmp_path / "vendor.json"
-    proc = subprocess.run([sys.executable, "-c", _VENDOR, str(Path(__file__).resolve().parent), str(library),
-                           str(result)], env=vendor_env(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and result.exists(), f"vendor probe failed: {proc.stderr[-2000:]}"
-    vendor = {key: np.array(v, np.float32) for key, v in json.loads(result.read_text()).items()}
+    vendor = {key: np.array(v, np.float32) for key, v in vendor_probe(_VENDOR, tmp_path).items()}
     monkeypatch.delenv(ENV, raising=False)
     for op, k in (("MatMul", 1024), ("Conv2d", 256)):
         base = vendor[f"{op} {k} SM8550"]

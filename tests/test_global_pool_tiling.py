@@ -5,14 +5,9 @@ backend finalizes a uint16 global average pool whose input alone exceeds the 4 M
 QNNEMU-prepare-working-set."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-from vendor import our_library, vendor_env, vendor_library
+from vendor import our_library, vendor_probe
 
 from qnnemu.headers import Q
 
@@ -75,14 +70,7 @@ open(sys.argv[3], "w").write(json.dumps(t.finalize(sys.argv[2], "PoolAvg2d", 160
 
 
 def test_vendor_finalizes_it_too(tmp_path):
-    library = vendor_library()
-    if library is None:
-        pytest.skip("onnxruntime_qnn (the vendor's libQnnHtp.so) is not installed")
-    out = tmp_path / "vendor.json"
-    proc = subprocess.run([sys.executable, "-c", _VENDOR, str(Path(__file__).resolve().parent), str(library),
-                           str(out)], env=vendor_env(), capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0 and out.exists(), f"vendor probe ran: {proc.stderr[-2000:]}"
-    vendor = json.loads(out.read_text())
+    vendor = vendor_probe(_VENDOR, tmp_path, timeout=900)
     assert vendor["finalize"] == 0, f"the vendor finalizes the global average pool: {vendor}"
     ours = finalize(str(our_library()), "PoolAvg2d", 160, 96)
     assert max(abs(a - b) for a, b in zip(ours["y"], vendor["y"])) <= 1, \

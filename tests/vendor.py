@@ -38,6 +38,25 @@ def vendor_env() -> dict[str, str]:
     return env
 
 
+def vendor_probe(script: str, tmp_path: Path, timeout: int = 600):
+    """Runs ``script`` (``python -c``) in a subprocess on the vendor's library -- argv: the tests
+    directory, the library's path, the JSON file to write -- and returns what it wrote; skips the
+    calling test when onnxruntime_qnn is not installed."""
+    import json
+    import subprocess
+    import sys
+
+    import pytest
+    library = vendor_library()
+    if library is None:
+        pytest.skip("onnxruntime_qnn (the vendor's libQnnHtp.so) is not installed")
+    result = tmp_path / "vendor.json"
+    proc = subprocess.run([sys.executable, "-c", script, str(Path(__file__).resolve().parent), str(library),
+                           str(result)], env=vendor_env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0 and result.exists(), f"vendor probe failed: {proc.stderr[-2000:]}"
+    return json.loads(result.read_text())
+
+
 def our_library() -> Path | None:
     """Our libQnnHtpEmu.so, or None when it has not been built."""
     import qnnemu
