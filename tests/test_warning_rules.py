@@ -179,12 +179,7 @@ def _budget_load(s: abi.Session, budget_mb: int, mapped: bool) -> int:
     y = abi.tensor("y", (1, 512), type_=Q.QNN_TENSOR_TYPE_APP_READ)
     assert code == OK and all(s.tensor(g, t) == OK for t in (x, w, y)), "setup: a graph with a weight"
     assert s.node(g, abi.op_config("fc", "FullyConnected", [x, w], [y])) == OK and s.finalize(g) == OK, "setup"
-    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
-    assert s.call("contextGetBinarySize", vp(s.ctx), size) == OK, "setup: contextGetBinarySize"
-    buf = s.own(ffi.new("char[]", int(size[0])))
-    written = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
-    assert s.call("contextGetBinary", vp(s.ctx), buf, size[0], written) == OK, "setup: contextGetBinary"
-    blob = bytes(ffi.buffer(buf, int(written[0])))
+    blob = context_binary(s)
     if mapped:
         folder = tempfile.TemporaryDirectory()   # removed when the case ends
         later(s, folder.cleanup)
@@ -244,15 +239,12 @@ def _(s):
 def _(s):
     codes = s.relu_graph(execute=False)
     assert codes == (OK,) * len(codes), f"setup: a graph without LoRA weight sharing: {codes}"
-    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
-    assert s.call("contextGetBinarySize", vp(s.ctx), size) == OK, "setup: contextGetBinarySize"
-    buf = s.own(ffi.new("char[]", int(size[0])))
-    written = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
-    assert s.call("contextGetBinary", vp(s.ctx), buf, size[0], written) == OK, "setup: contextGetBinary"
+    blob = context_binary(s)
+    buf = s.own(ffi.from_buffer(blob))
     lora = s.context_custom(Q.QNN_HTP_CONTEXT_CONFIG_OPTION_LORA_WEIGHT_SHARING_ENABLED, loraWeightSharingEnabled=True)
     out = s.own(ffi.new("Qnn_ContextHandle_t *"))
     code = s.call("contextCreateFromBinary", vp(s.be), vp(s.dev), s.list("QnnContext_Config_t", lora), buf,
-                  written[0], out, NULL)
+                  len(blob), out, NULL)
     if code == OK:
         later(s, lambda: s.call("contextFree", out[0], NULL))
     return code
@@ -268,12 +260,7 @@ def _(s):
     y = abi.tensor("y", (2, 3), type_=Q.QNN_TENSOR_TYPE_APP_READ)
     assert code == OK and all(s.tensor(g, t) == OK for t in (x, w, y)), "setup: a graph with a weight"
     assert s.node(g, abi.op_config("add", "ElementWiseAdd", [x, w], [y])) == OK and s.finalize(g) == OK, "setup"
-    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
-    assert s.call("contextGetBinarySize", vp(s.ctx), size) == OK, "setup: contextGetBinarySize"
-    buf = s.own(ffi.new("char[]", int(size[0])))
-    written = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
-    assert s.call("contextGetBinary", vp(s.ctx), buf, size[0], written) == OK, "setup: contextGetBinary"
-    blob = bytes(ffi.buffer(buf, int(written[0])))
+    blob = context_binary(s)
     header = core_binary.parse_header(blob)
 
     def provide(req, resp, param):
@@ -324,16 +311,13 @@ def _(s):
                           opt=(Q.QNN_HTP_GRAPH_OPTIMIZATION_TYPE_ENABLE_DLBC, 1.0))
     codes = s.relu_graph(dlbc, execute=False)
     assert codes == (OK,) * len(codes), "setup: a DLBC graph"
-    size = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
-    assert s.call("contextGetBinarySize", vp(s.ctx), size) == OK, "setup: contextGetBinarySize"
-    buf = s.own(ffi.new("char[]", int(size[0])))
-    written = s.own(ffi.new("Qnn_ContextBinarySize_t *"))
-    assert s.call("contextGetBinary", vp(s.ctx), buf, size[0], written) == OK, "setup: contextGetBinary"
+    blob = context_binary(s)
+    buf = s.own(ffi.from_buffer(blob))
     group = s.context_custom(Q.QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS,
                              groupRegistration={"firstGroupHandle": NULL, "maxSpillFillBuffer": 1 << 20})
     out = s.own(ffi.new("Qnn_ContextHandle_t *"))
     code = s.call("contextCreateFromBinary", vp(s.be), vp(s.dev), s.list("QnnContext_Config_t", group), buf,
-                  written[0], out, NULL)
+                  len(blob), out, NULL)
     if code == OK:
         later(s, lambda: s.call("contextFree", out[0], NULL))
     return code
