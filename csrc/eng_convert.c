@@ -43,28 +43,6 @@ static inline float nan_to_num(float v)
     return v;
 }
 
-/* float32 -> float16 -> float32, nearest even (IEEE; |v| <= 65504 here). */
-static inline float f16_rne(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    uint32_t sign = b & 0x80000000u, m = b & 0x7fffffffu;
-    if (m >= 0x38800000u) {
-        uint32_t odd = (m >> 13) & 1u;
-        m = (m + 0x0fffu + odd) & 0xffffe000u;
-    } else {
-        float am;
-        memcpy(&am, &m, 4);
-        double q = nearbyint((double)am * 16777216.0);
-        float r = (float)(q / 16777216.0);
-        memcpy(&m, &r, 4);
-    }
-    m |= sign;
-    float out;
-    memcpy(&out, &m, 4);
-    return out;
-}
-
 static void store_code(int t, void *out, int64_t k, float y)
 {
     switch (t) {

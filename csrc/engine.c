@@ -108,29 +108,6 @@ int qe_k_dequant(const qe_args *a)
     return 0;
 }
 
-/* IEEE float32 -> float16 -> float32, round half to even (numpy's astype(float16)); finite
- * inputs of magnitude <= 65504 only (the caller clipped). */
-static inline float f16_rne(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    uint32_t sign = b & 0x80000000u, m = b & 0x7fffffffu;
-    if (m >= 0x38800000u) {                       /* a normal float16 */
-        uint32_t odd = (m >> 13) & 1u;
-        m = (m + 0x0fffu + odd) & 0xffffe000u;
-    } else {                                      /* subnormal: multiples of 2**-24 */
-        float am;
-        memcpy(&am, &m, 4);
-        double q = nearbyint((double)am * 16777216.0);
-        float r = (float)(q / 16777216.0);
-        memcpy(&m, &r, 4);
-    }
-    m |= sign;
-    float out;
-    memcpy(&out, &m, 4);
-    return out;
-}
-
 static inline float store_round(float y, int mode)
 {
     switch (mode) {

@@ -45,4 +45,31 @@ enum { QE_U8 = 0, QE_I8 = 1, QE_U16 = 2, QE_I16 = 3, QE_U32 = 4, QE_I32 = 5, QE_
 
 #define QE_MAX_STEP_BUFFERS 512
 
+/* (shared by the converter kernels of engine.c and eng_convert.c; not declared to cffi) */
+#include <math.h>
+#include <string.h>
+
+/* IEEE float32 -> float16 -> float32, round half to even (numpy's astype(float16)); finite
+ * inputs of magnitude <= 65504 only (the caller clipped). */
+static inline float f16_rne(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    uint32_t sign = b & 0x80000000u, m = b & 0x7fffffffu;
+    if (m >= 0x38800000u) {                       /* a normal float16 */
+        uint32_t odd = (m >> 13) & 1u;
+        m = (m + 0x0fffu + odd) & 0xffffe000u;
+    } else {                                      /* subnormal: multiples of 2**-24 */
+        float am;
+        memcpy(&am, &m, 4);
+        double q = nearbyint((double)am * 16777216.0);
+        float r = (float)(q / 16777216.0);
+        memcpy(&m, &r, 4);
+    }
+    m |= sign;
+    float out;
+    memcpy(&out, &m, 4);
+    return out;
+}
+
 #endif /* QNNEMU_ENGINE_H */
