@@ -12,15 +12,19 @@
  * queue.  A forked child has no workers: its first call starts new ones (pthread_atfork resets
  * the pool's state in the child).
  */
+#include <immintrin.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pool.h"
 
 #define POOL_MAX_WORKERS 63
 #define POOL_QUEUE 1024
+#define POOL_SPIN_US 1000
 
 struct pool_batch {
     void (*fn)(void *);
@@ -36,8 +40,44 @@ struct pool_batch {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
 static struct pool_batch *g_queue[POOL_QUEUE];   /* tickets: the batch to help */
-static long g_head, g_tail;          /* tickets [g_head, g_tail) are queued */
+static atomic_long g_head, g_tail;   /* tickets [g_head, g_tail) are queued (written under g_mu) */
 static int g_workers;                /* started (and still alive in this process) */
+static int g_sleepers;               /* workers waiting on g_cv (under g_mu) */
+/* How long an idle worker keeps watching the queue before it sleeps on g_cv: the ops of one
+ * inference follow each other within microseconds, and a worker woken through the condition
+ * variable arrives tens of microseconds late -- after the caller has run most of a small op's
+ * items alone.  QNNEMU_POOL_SPIN_US overrides it (0: always sleep). */
+static long g_spin_ns = -1;
+
+static long spin_ns(void)
+{
+    if (g_spin_ns < 0) {
+        const char *env = getenv("QNNEMU_POOL_SPIN_US");
+        long us = env && *env ? strtol(env, NULL, 10) : POOL_SPIN_US;
+        g_spin_ns = us < 0 ? 0 : us * 1000;
+    }
+    return g_spin_ns;
+}
+
+static long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* Waits (without the lock) up to spin_ns() for a ticket to be queued. */
+static void spin_for_ticket(void)
+{
+    long limit = spin_ns();
+    if (limit == 0) return;
+    long t0 = now_ns();
+    while (atomic_load_explicit(&g_head, memory_order_relaxed) ==
+           atomic_load_explicit(&g_tail, memory_order_relaxed)) {
+        for (int i = 0; i < 16; i++) _mm_pause();
+        if (now_ns() - t0 > limit) return;
+    }
+}
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 /* Runs unclaimed items of ``b`` until none is left. */
@@ -54,8 +94,13 @@ static void *worker(void *unused)
 {
     (void)unused;
     for (;;) {
+        spin_for_ticket();
         pthread_mutex_lock(&g_mu);
-        while (g_head == g_tail) pthread_cond_wait(&g_cv, &g_mu);
+        while (g_head == g_tail) {
+            g_sleepers++;
+            pthread_cond_wait(&g_cv, &g_mu);
+            g_sleepers--;
+        }
         struct pool_batch *b = g_queue[g_head % POOL_QUEUE];
         g_head++;
         /* counted while g_mu is held: the caller takes its tickets back under g_mu, so it
@@ -78,8 +123,10 @@ static void child_after_fork(void)
     pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
     g_mu = mu;
     g_cv = cv;
-    g_head = g_tail = 0;
+    atomic_store(&g_head, 0);
+    atomic_store(&g_tail, 0);
     g_workers = 0;
+    g_sleepers = 0;
 }
 
 static void install_fork_handler(void) { pthread_atfork(NULL, NULL, child_after_fork); }
@@ -139,7 +186,7 @@ void qe_pool_run(void (*fn)(void *), void *base, size_t stride, int n)
         g_tail++;
         tickets++;
     }
-    if (tickets) pthread_cond_broadcast(&g_cv);
+    if (tickets && g_sleepers > 0) pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);
     drain(&b);
     if (tickets) {
