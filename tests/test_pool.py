@@ -54,3 +54,33 @@ def test_concurrent_callers_get_the_single_thread_bytes(threads):
     finally:
         lib.qe_set_threads(prev)
     assert not bad, f"results equal to the one-thread bytes with {threads} pool threads: differed in {bad}"
+
+
+def _split_gemm_once():
+    rng = np.random.default_rng(9)
+    m, n, k = 600, 300, 200
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    pb = _fast.PackedB(rng.standard_normal((k, n)).astype(np.float32))
+    return _gemm(a, pb, n, k)
+
+
+def test_idle_workers_stop_spinning():
+    """Between calls the pool's workers watch the queue for a short while (so a split op does not
+    wait for a sleeping worker to wake up) and then sleep: an idle process must not keep burning a
+    core.  After a split GEMM, the whole process may use at most a few ms of CPU time while the
+    caller sleeps 300 ms (the spin window is 1 ms; a worker that never stopped spinning would use
+    about 300 ms)."""
+    import time
+    lib = _fast._lib
+    prev = lib.qe_threads()
+    try:
+        lib.qe_set_threads(2)
+        _split_gemm_once()
+        time.sleep(0.05)     # past the spin window
+        _split_gemm_once()   # the workers spin again after this one
+        c0 = time.process_time()
+        time.sleep(0.3)
+        used = time.process_time() - c0
+    finally:
+        lib.qe_set_threads(prev)
+    assert used < 0.06, f"process CPU time while idle for 300 ms after a split call: {used * 1e3:.1f} ms (< 60 ms)"
