@@ -173,6 +173,13 @@ class LowerCtx:
             return self.b.slot_buffer(slot, self.index)
         if conv is None:
             raise Unsupported(f"output {k} is stored as {dtype} without a converter")
+        if dtype == F32 and conv in _IN_PLACE_CONVERTERS:
+            # float16 math: the kernel stores float32 into the output itself and the rounding
+            # pass then rewrites it in place (element by element): no scratch copy, and the
+            # values are still in cache when they are rounded
+            dst = self.b.slot_buffer(slot, self.index)
+            self.pending.append((dst, conv, k))
+            return dst
         n = int(np.prod(self.b.slot_shape(slot), dtype=np.int64))
         tmp = self.scratch(4 * n)
         self.pending.append((tmp, conv, k))
@@ -196,6 +203,11 @@ class LowerCtx:
             self.b.convert(conv, tmp, F32, self.b.slot_buffer(slot, self.index),
                            self.b.slot_dtype(slot), n, self.index, direction="out")
         self.pending = []
+
+
+# float32 -> float32 converters whose C twins (emit_converter) work element by element, so they
+# may run with the same buffer as source and destination
+_IN_PLACE_CONVERTERS = (plan_mod._fp16_round, plan_mod._fp16_round_even, plan_mod._fp16_island_output)
 
 
 def _name(conv) -> str:
