@@ -11,6 +11,17 @@
  * qe_run resolves each step's buffer ids to pointers and calls its kernel; it needs no
  * interpreter, and cffi releases the GIL around it.
  *
+ * Element-wise chains: a qe_k_chain step heads m steps that all compute element i of their
+ * outputs from element i of their inputs (or from a broadcast scalar), over the same n
+ * elements, on buffers that either coincide or do not overlap (qnnemu/core/engine/chain.py
+ * checks all that).  When the whole chain is in the range being run, qe_run runs it block by
+ * block: every step on elements [e, e + block) before any step on the next block, the blocks
+ * split over the pool's threads.  Each value is computed by the same kernel on the same
+ * operands, so the bytes are those of the steps one after the other; what changes is that a
+ * block's intermediates are still in L1 when the next step reads them, and that a chain of
+ * small steps splits over the cores as one piece of work.  A range that starts inside a chain
+ * (a profiled or checked execute runs node by node) runs the steps one after the other.
+ *
  * The converters reproduce, bit for bit, the Python plan's (qnnemu/spec/quant.py Dequantizer
  * and Requantize, qnnemu/ops/base.py htp_fp16_round and htp_fp16_to_fp32): the same float32 /
  * float64 operations in the same order.  The build turns FMA contraction off
@@ -18,13 +29,156 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
 #include "eng_sched.h"
 #include "kernels.h"
 #include "pool.h"
+
+static inline void *resolve(const int64_t *bufs, int64_t id, char *arena, void *const *io)
+{
+    const int64_t *b = bufs + 2 * id;
+    switch (b[0]) {
+    case QE_BUF_ABSOLUTE: return (void *)(intptr_t)b[1];
+    case QE_BUF_ARENA: return arena + b[1];
+    default: return io[b[1]];
+    }
+}
+
+/* A header's int parameters: m, n, then per step: n_index, n_mult, np, element size of each
+ * buffer (0: a broadcast value, not offset), ni, the step's int parameters rewritten for a
+ * block (the block's element count times n_mult goes to n_index: qe_k_copy counts bytes). */
+#define CHAIN_MAX_STEPS 32
+#define CHAIN_MAX_PTRS 8
+#define CHAIN_MAX_INTS 16
+
+typedef struct {
+    qe_kernel_fn fn;
+    void *base[CHAIN_MAX_PTRS];
+    int64_t esize[CHAIN_MAX_PTRS];
+    int64_t ints[CHAIN_MAX_INTS];
+    const double *d;
+    int np, ni, nd, n_index;
+    int64_t n_mult;
+} chain_step;
+
+typedef struct {
+    const chain_step *st;
+    int m;
+    int64_t n, block, b0, b1;     /* this piece: blocks [b0, b1) */
+    long first;                   /* the program index of the chain's first step */
+    atomic_long *err;
+} chain_piece;
+
+static void chain_piece_run(void *pp)
+{
+    chain_piece *c = pp;
+    int prev = qe_call_threads();
+    qe_set_call_threads(1);       /* the steps' kernels must not split a block again */
+    void *ptrs[CHAIN_MAX_PTRS];
+    int64_t ints[CHAIN_MAX_INTS];
+    for (int64_t b = c->b0; b < c->b1; b++) {
+        int64_t e0 = b * c->block, len = c->n - e0 < c->block ? c->n - e0 : c->block;
+        for (int j = 0; j < c->m; j++) {
+            const chain_step *st = &c->st[j];
+            for (int q = 0; q < st->np; q++)
+                ptrs[q] = (char *)st->base[q] + e0 * st->esize[q];
+            memcpy(ints, st->ints, (size_t)st->ni * sizeof ints[0]);
+            ints[st->n_index] = len * st->n_mult;
+            qe_args a = {ptrs, ints, st->d, st->np, st->ni, st->nd};
+            int rc = st->fn(&a);
+            if (rc != 0) {
+                long code = ((c->first + j) << 8) | (rc & 0xff);
+                long none = -1;
+                atomic_compare_exchange_strong(c->err, &none, code);
+                qe_set_call_threads(prev);
+                return;
+            }
+        }
+    }
+    qe_set_call_threads(prev);
+}
+
+/* Elements per block (QNNEMU_CHAIN_BLOCK overrides; a multiple of 64). */
+static int64_t chain_block(void)
+{
+    static int64_t blk = 0;
+    if (blk == 0) {
+        const char *env = getenv("QNNEMU_CHAIN_BLOCK");
+        long v = env && *env ? strtol(env, NULL, 10) : 4096;
+        blk = v < 64 ? 64 : (v + 63) / 64 * 64;
+    }
+    return blk;
+}
+
+/* Runs the chain headed by step k (its m steps follow it); -1 or an error code as qe_run. */
+static long run_chain(const int64_t *steps, long k, const int64_t *pbuf, const int64_t *ints,
+                      const double *dbls, const int64_t *bufs, char *arena, void *const *io)
+{
+    const int64_t *h = ints + steps[k * QE_STEP_COLS + QE_STEP_IOFF];
+    int m = (int)h[0];
+    int64_t n = h[1];
+    if (m < 1 || m > CHAIN_MAX_STEPS) return (k << 8) | 0xfd;
+    chain_step st[CHAIN_MAX_STEPS];
+    const int64_t *q = h + 2;
+    for (int j = 0; j < m; j++) {
+        const int64_t *s = steps + (k + 1 + j) * QE_STEP_COLS;
+        chain_step *c = &st[j];
+        c->fn = (qe_kernel_fn)(intptr_t)s[QE_STEP_FN];
+        c->n_index = (int)q[0];
+        c->n_mult = q[1];
+        q++;
+        c->np = (int)q[1];
+        if (c->np != (int)s[QE_STEP_NP] || c->np > CHAIN_MAX_PTRS) return (k << 8) | 0xfd;
+        const int64_t *ids = pbuf + s[QE_STEP_POFF];
+        for (int p = 0; p < c->np; p++) {
+            c->base[p] = resolve(bufs, ids[p], arena, io);
+            c->esize[p] = q[2 + p];
+        }
+        q += 2 + c->np;
+        c->ni = (int)q[0];
+        if (c->ni > CHAIN_MAX_INTS || c->n_index < 0 || c->n_index >= c->ni) return (k << 8) | 0xfd;
+        memcpy(c->ints, q + 1, (size_t)c->ni * sizeof c->ints[0]);
+        q += 1 + c->ni;
+        c->d = dbls + s[QE_STEP_DOFF];
+        c->nd = (int)s[QE_STEP_ND];
+    }
+    int64_t block = chain_block();
+    int64_t nblocks = (n + block - 1) / block;
+    /* threads: one per ~20 us of work at ~0.3 ns per element and step (memory-bound kernels
+     * in cache); the pieces are whole blocks */
+    int t = qe_threads();
+    int ct = qe_call_threads();
+    if (ct > 0 && ct < t) t = ct;
+    double work_ns = (double)n * m * 0.3;
+    if (work_ns / 20000.0 < t) t = (int)(work_ns / 20000.0);
+    if (t > nblocks) t = (int)nblocks;
+    if (t > 16) t = 16;
+    if (t < 1) t = 1;
+    atomic_long err;
+    atomic_init(&err, -1);
+    chain_piece pieces[16];
+    int64_t per = (nblocks + t - 1) / t;
+    int cnt = 0;
+    for (int64_t b = 0; b < nblocks && cnt < 16; b += per)
+        pieces[cnt++] = (chain_piece){st, m, n, block, b, b + per < nblocks ? b + per : nblocks,
+                                      k + 1, &err};
+    if (cnt == 1) chain_piece_run(&pieces[0]);
+    else qe_pool_run(chain_piece_run, pieces, sizeof pieces[0], cnt);
+    return atomic_load(&err);
+}
+
+/* A chain header (see the top of this file; its step row has QE_CHAIN_MARK buffers); run by
+ * itself it does nothing. */
+int qe_k_chain(const qe_args *a)
+{
+    (void)a;
+    return 0;
+}
 
 long qe_run(const int64_t *steps, long first, long last, const int64_t *pbuf,
             const int64_t *ints, const double *dbls, const int64_t *bufs, char *arena,
@@ -35,20 +189,25 @@ long qe_run(const int64_t *steps, long first, long last, const int64_t *pbuf,
         if (k > first)
             qe_sched_point();   /* an op boundary: yield to a higher-priority execute if asked */
         const int64_t *s = steps + k * QE_STEP_COLS;
+        qe_kernel_fn fn = (qe_kernel_fn)(intptr_t)s[QE_STEP_FN];
+        /* (a header is marked by its buffer count: the kernel address the compiler has is cffi's
+         * trampoline, not this file's qe_k_chain) */
+        if (s[QE_STEP_NP] == QE_CHAIN_MARK) {
+            long m = (long)ints[s[QE_STEP_IOFF]];
+            if (k + m < last) {   /* the whole chain is in this range */
+                long rc = run_chain(steps, k, pbuf, ints, dbls, bufs, arena, io);
+                if (rc != -1) return rc;
+                k += m;
+            }
+            continue;
+        }
         int np = (int)s[QE_STEP_NP];
         if (np > QE_MAX_STEP_BUFFERS) return (k << 8) | 0xfe;
         const int64_t *ids = pbuf + s[QE_STEP_POFF];
-        for (int j = 0; j < np; j++) {
-            const int64_t *b = bufs + 2 * ids[j];
-            switch (b[0]) {
-            case QE_BUF_ABSOLUTE: ptrs[j] = (void *)(intptr_t)b[1]; break;
-            case QE_BUF_ARENA: ptrs[j] = arena + b[1]; break;
-            default: ptrs[j] = io[b[1]]; break;
-            }
-        }
+        for (int j = 0; j < np; j++)
+            ptrs[j] = resolve(bufs, ids[j], arena, io);
         qe_args a = {ptrs, ints + s[QE_STEP_IOFF], dbls + s[QE_STEP_DOFF], np,
                      (int32_t)s[QE_STEP_NI], (int32_t)s[QE_STEP_ND]};
-        qe_kernel_fn fn = (qe_kernel_fn)(intptr_t)s[QE_STEP_FN];
         int rc = fn(&a);
         if (rc != 0) return (k << 8) | (rc & 0xff);
     }
@@ -313,9 +472,83 @@ static void fp16_parallel(const float *x, float *y, int64_t n, int kind, int eve
     qe_pool_run(fp16_piece_run, pieces, sizeof pieces[0], cnt);
 }
 
+/* The same rounding, 16 (AVX-512) or 8 (AVX2) lanes at a time, with the common case first: a
+ * vector whose lanes are all zero or at least 2**-14 (a normal float16, or beyond: > 131008,
+ * infinity and NaN round to bits above 0x47ffe000 and clamp to it by an unsigned minimum) needs
+ * only the bit-13 rounding; a vector with a float16 subnormal (a nonzero |x| < 2**-14) goes
+ * through fp16_round_block.  The same bits as fp16_round_block for every float32 (checked over
+ * all 2**32 patterns in both tie modes: tests/test_engine_convert.py samples them, the
+ * exhaustive run is tools/exhaustive_fp16_round.py). */
+__attribute__((target("avx512f"))) static void fp16_round_avx512(const float *x, float *y, int64_t n,
+                                                               int even)
+{
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), min_normal = _mm512_set1_epi32(0x38800000);
+    const __m512i top = _mm512_set1_epi32(0x47ffe000), keep = _mm512_set1_epi32((int)0xffffe000u);
+    const __m512i half = _mm512_set1_epi32(even ? 0x0fff : 0x1000), one = _mm512_set1_epi32(1);
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m512i v = _mm512_loadu_si512((const void *)(x + k));
+        __m512i bits = _mm512_and_si512(v, absmask);
+        __mmask16 sub = _mm512_mask_cmpneq_epi32_mask(_mm512_cmplt_epu32_mask(bits, min_normal), bits,
+                                                      _mm512_setzero_si512());
+        if (__builtin_expect(sub != 0, 0)) {
+            fp16_round_block(x + k, y + k, 16, even);
+            continue;
+        }
+        __m512i add = even ? _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(bits, 13), one)) : half;
+        __m512i rb = _mm512_and_si512(_mm512_add_epi32(bits, add), keep);
+        rb = _mm512_min_epu32(rb, top);
+        rb = _mm512_or_si512(rb, _mm512_andnot_si512(absmask, v));   /* the sign back */
+        _mm512_storeu_si512((void *)(y + k), rb);
+    }
+    if (k < n) fp16_round_block(x + k, y + k, n - k, even);
+}
+
+__attribute__((target("avx2"))) static void fp16_round_avx2(const float *x, float *y, int64_t n, int even)
+{
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), min_normal = _mm256_set1_epi32(0x38800000);
+    const __m256i top = _mm256_set1_epi32(0x47ffe000), keep = _mm256_set1_epi32((int)0xffffe000u);
+    const __m256i half = _mm256_set1_epi32(even ? 0x0fff : 0x1000), one = _mm256_set1_epi32(1);
+    const __m256i sign = _mm256_set1_epi32((int)0x80000000u), zero = _mm256_setzero_si256();
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(x + k));
+        __m256i bits = _mm256_and_si256(v, absmask);
+        /* (bits < 2**31: a signed compare is an unsigned one) */
+        __m256i sub = _mm256_andnot_si256(_mm256_cmpeq_epi32(bits, zero), _mm256_cmpgt_epi32(min_normal, bits));
+        if (__builtin_expect(!_mm256_testz_si256(sub, sub), 0)) {
+            fp16_round_block(x + k, y + k, 8, even);
+            continue;
+        }
+        __m256i add = even ? _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(bits, 13), one)) : half;
+        __m256i rb = _mm256_and_si256(_mm256_add_epi32(bits, add), keep);
+        rb = _mm256_min_epu32(rb, top);
+        rb = _mm256_or_si256(rb, _mm256_and_si256(v, sign));
+        _mm256_storeu_si256((__m256i *)(y + k), rb);
+    }
+    if (k < n) fp16_round_block(x + k, y + k, n - k, even);
+}
+
+static void fp16_round_fast(const float *x, float *y, int64_t n, int even)
+{
+    static int level = -1;
+    if (level < 0) {
+        __builtin_cpu_init();
+        level = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+        const char *force = getenv("QNNEMU_KERNELS_ISA");   /* as the GEMM's (csrc/kernels.c) */
+        if (force && strcmp(force, "avx2") == 0 && level > 1) level = 1;
+        if (force && strcmp(force, "sse") == 0) level = 0;
+    }
+    if (level == 2) fp16_round_avx512(x, y, n, even);
+    else if (level == 1) fp16_round_avx2(x, y, n, even);
+    else fp16_round_block(x, y, n, even);
+}
+
+/* p: x, y; i: n, ties (0 away, 1 even); i[2] if present: 1 runs the plain loop alone (the
+ * tests compare the two). */
 int qe_k_fp16_round(const qe_args *a)
 {
-    fp16_parallel(a->p[0], a->p[1], a->i[0], 0, (int)a->i[1]);
+    fp16_parallel(a->p[0], a->p[1], a->i[0], a->ni > 2 && a->i[2] == 1 ? 2 : 0, (int)a->i[1]);
     return 0;
 }
 
@@ -352,7 +585,8 @@ static void fp16_to_fp32_block(const float *x, float *y, int64_t n)
 
 static void fp16_block(const float *x, float *y, int64_t n, int kind, int even)
 {
-    if (kind == 0) fp16_round_block(x, y, n, even);
+    if (kind == 0) fp16_round_fast(x, y, n, even);
+    else if (kind == 2) fp16_round_block(x, y, n, even);
     else fp16_to_fp32_block(x, y, n);
 }
 

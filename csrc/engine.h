@@ -23,6 +23,7 @@ long qe_run(const int64_t *steps, long first, long last, const int64_t *pbuf,
 
 int qe_k_copy(const qe_args *a);
 int qe_k_nop(const qe_args *a);
+int qe_k_chain(const qe_args *a);
 int qe_k_dequant(const qe_args *a);
 int qe_k_requant(const qe_args *a);
 int qe_k_fp16_round(const qe_args *a);
@@ -35,6 +36,9 @@ int qe_k_dequant64(const qe_args *a);
 /* Step table columns (int64 each), one row per step. */
 enum { QE_STEP_FN, QE_STEP_POFF, QE_STEP_NP, QE_STEP_IOFF, QE_STEP_NI, QE_STEP_DOFF,
        QE_STEP_ND, QE_STEP_COLS };
+
+/* The buffer count of a chain header's step row (csrc/engine.c qe_run). */
+#define QE_CHAIN_MARK (-1)
 
 /* Buffer kinds (column 0 of the buffer table; column 1 is the address, offset or index). */
 enum { QE_BUF_ABSOLUTE = 0, QE_BUF_ARENA = 1, QE_BUF_IO = 2 };

@@ -62,6 +62,29 @@ def test_fp16_round_kernel_matches_htp_fp16_round(ties):
         f"qe_k_fp16_round (ties {ties}) reproduces htp_fp16_round bit for bit on every float32 class"
 
 
+@pytest.mark.parametrize("ties", ["away", "even"])
+def test_fp16_round_fast_vectors_match_the_plain_loop(ties):
+    """The kernel's vector path takes whole vectors of zeros and float16 normals (and beyond),
+    and hands a vector holding a float16 subnormal to the plain loop: activations that are
+    mostly normal, with zeros, infinities, NaNs, values past 131008 and the odd subnormal at
+    random places, give the bits of the plain loop (i[2] = 1) and of htp_fp16_round.
+    (tools/exhaustive_fp16_round.py checks all 2**32 patterns.)"""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(50000) * rng.choice([1e-3, 1.0, 300.0, 1e5], 50000)).astype(np.float32)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 131008.0, 131072.0, -2.0e5, 2.0**-14,
+                         np.float32(2.0**-14) * np.float32(0.999), 3e-6, -1e-7, 1e-40], np.float32)
+    x[rng.integers(0, x.size, 400)] = rng.choice(specials, 400)
+    x[:64] = 0.0                                    # whole zero vectors take the fast path
+    even = int(ties == "even")
+    fast, plain = np.empty_like(x), np.empty_like(x)
+    call("qe_k_fp16_round", [x, fast], (x.size, even))
+    call("qe_k_fp16_round", [x, plain], (x.size, even, 1))
+    assert fast.view(np.uint32).tolist() == plain.view(np.uint32).tolist(), \
+        f"qe_k_fp16_round's vector path (ties {ties}) equals its plain loop bit for bit"
+    assert fast.view(np.uint32).tolist() == htp_fp16_round(x, ties).view(np.uint32).tolist(), \
+        f"qe_k_fp16_round (ties {ties}) equals htp_fp16_round bit for bit"
+
+
 def test_fp16_to_fp32_kernel_matches_htp_conversion():
     x = htp_fp16_round(float32_bits(20000, 2))
     y = np.empty_like(x)

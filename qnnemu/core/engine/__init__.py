@@ -29,6 +29,7 @@ import numpy as np
 from ...headers import Q
 from ...ops.base import htp_fp16_to_fp32
 from .. import plan as plan_mod, scheduling
+from . import chain
 from .lowering import F32, IMPL_LOWERINGS, LowerCtx, Unsupported, load_lowerings
 from .program import Builder, NodeCode, Program, aligned_empty
 
@@ -155,9 +156,11 @@ def build_engine(plan, graph) -> Engine | None:
     builder.extend_outputs(outputs, end)
     epilogue, converted = _lower_output_conversions(builder, plan, graph, end)
     arena_bytes = builder.plan_arena(end + 1)
+    nodes, epilogue, chains = chain.fuse(builder, nodes, epilogue)
     program = builder.program(nodes, arena_bytes)
     engine = Engine(plan, graph, builder, program, check=mode == "check", epilogue=epilogue,
                     converted_outputs=converted)
+    engine.chains = chains
     if engine.fallbacks and _log.isEnabledFor(logging.DEBUG):
         _log.debug("graph '%s': %d of %d nodes run as Python fallback steps: %s", graph.name,
                    len(engine.fallbacks), len(plan.steps),
@@ -219,6 +222,7 @@ class Engine:
                        ffi.cast("int64_t *", p.ints.ctypes.data), ffi.cast("double *", p.dbls.ctypes.data),
                        ffi.cast("int64_t *", p.bufs.ctypes.data))
         self._no_io = self.ffi.new("void *[]", 1)
+        self.chains: list[tuple[int, int]] = []   # (header step, steps): element-wise chains
 
     def fast_descriptor(self, graph) -> np.ndarray | None:
         """The descriptor of graphExecute's C fast path (csrc/fast_execute.h) for this program,
@@ -265,7 +269,8 @@ class Engine:
         reasons = Counter(op for _, op, _ in self.fallbacks)
         return {"nodes": len(self.plan.steps), "c_nodes": self.c_nodes, "c_steps": self.c_steps,
                 "fallbacks": len(self.fallbacks), "fallback_ops": dict(reasons),
-                "arena_bytes": self.arena_bytes}
+                "arena_bytes": self.arena_bytes, "chains": len(self.chains),
+                "chained_steps": sum(m for _, m in self.chains)}
 
     # -- views -----------------------------------------------------------------------------
     def _view(self, slot: int, arena: np.ndarray, feeds_by_io: list):

@@ -51,6 +51,7 @@ class Builder:
         self.plan, self.graph = plan, graph
         self.lib, self.ffi = _fast.library()
         self.steps: list[list[int]] = []
+        self.kernel_names: list[str] = []    # the kernel of each step (chain.py reads them)
         self.pbuf: list[int] = []
         self.ints: list[int] = []
         self.dbls: list[float] = []
@@ -171,6 +172,7 @@ class Builder:
     def emit(self, kernel: str, bufs, ints=(), dbls=()) -> None:
         self.steps.append([self.fn_address(kernel), len(self.pbuf), len(bufs), len(self.ints), len(ints),
                            len(self.dbls), len(dbls)])
+        self.kernel_names.append(kernel)
         self.pbuf.extend(int(b) for b in bufs)
         self.ints.extend(int(v) for v in ints)
         self.dbls.extend(float(v) for v in dbls)
@@ -185,7 +187,7 @@ class Builder:
     def rollback(self, m) -> None:
         """Forgets everything emitted or allocated since ``mark()`` (a lowering gave up)."""
         ns, npb, ni, nd, nb, nr, nk = m
-        del self.steps[ns:], self.pbuf[npb:], self.ints[ni:], self.dbls[nd:], self.keep[nk:]
+        del self.steps[ns:], self.kernel_names[ns:], self.pbuf[npb:], self.ints[ni:], self.dbls[nd:], self.keep[nk:]
         for slot in [s for s, b in self.slot_buf.items() if b >= nb]:
             del self.slot_buf[slot]
         for tid in [t for t, b in self.io_of_tid.items() if b >= nb]:
