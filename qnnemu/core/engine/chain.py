@@ -213,7 +213,7 @@ def fuse(builder, nodes: list[NodeCode], epilogue: tuple[int, int]):
                 acc += a
                 n = blk.n
                 j += 1
-            if len(members) >= 2:
+            if len(members) >= 2 and n is not None:
                 header = [len(members), int(n)]
                 for step, blk in members:
                     row = builder.steps[step]
@@ -230,11 +230,11 @@ def fuse(builder, nodes: list[NodeCode], epilogue: tuple[int, int]):
     headers_at = {first: header for first, _, header in chains}
     addr = builder.fn_address("qe_k_chain")
     for k, row in enumerate(builder.steps):
-        header = headers_at.get(k)
-        if header is not None:
-            steps.append([addr, len(builder.pbuf), CHAIN_MARK, len(builder.ints), len(header), len(builder.dbls), 0])
+        head = headers_at.get(k)
+        if head is not None:
+            steps.append([addr, len(builder.pbuf), CHAIN_MARK, len(builder.ints), len(head), len(builder.dbls), 0])
             names.append("qe_k_chain")
-            builder.ints.extend(int(v) for v in header)
+            builder.ints.extend(int(v) for v in head)
         position.append(len(steps))
         steps.append(row)
         names.append(builder.kernel_names[k])
