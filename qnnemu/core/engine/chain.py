@@ -147,7 +147,11 @@ class _Chains:
                 if written:
                     return None
                 continue
-            out.append((int(value), int(self.region_size.get(buf, 0)), blk.esize[pos], written))
+            # the bytes the step touches: its region's (the arena may place several values in
+            # one region), at least the n elements it reads or writes (a buffer without a region
+            # of its own, e.g. a view into another value's bytes, has just those)
+            touched = blk.n * blk.esize[pos] if blk.esize[pos] else 4
+            out.append((int(value), max(int(self.region_size.get(buf, 0)), touched), blk.esize[pos], written))
         return out
 
     @staticmethod
