@@ -566,6 +566,27 @@ def test_random_dags(g, data):
     check_monotone_in_vtcm(seen)
 
 
+@settings(max_examples=40, deadline=None)
+@given(random_dags(), st.data())
+def test_ladder_reuse_equals_every_pass(g, data):
+    """The ladder search reuses a pass for lower rungs with the same choices at or above its
+    ``reuse_floor`` (a finalize-time saving): every rung's result, ladder and flush plans, must
+    equal the pass run at that rung."""
+    a = prepare._Analysis(g, prepare.device_model(g), prepare.graph_settings(g))
+    order = list(range(len(g.nodes)))
+    least = a.floor()
+    top = max(prepare.live_peak(a, order), max(n.working_set for n in a.nodes)) + 4096
+    budget = data.draw(st.integers(-(-least // 2048), top // 2048)) * 2048
+    ladder = prepare.budget_ladder(budget, least, prepare.live_peak(a, order))
+    for flush in (False, True):
+        reused = prepare._spill_passes(a, order, ladder, flush=flush)
+        for b, r in zip(ladder, reused, strict=True):
+            fresh = prepare.spill_pass(a, order, b, flush)
+            assert (r.budget, r.entries, r.key(), r.tilings, r.reused_copies, r.need_peak) == \
+                (fresh.budget, fresh.entries, fresh.key(), fresh.tilings, fresh.reused_copies, fresh.need_peak), \
+                f"rung {b} B (flush {flush}) of ladder {ladder}: the reused pass differs from the pass run there"
+
+
 # A random DAG hypothesis found (uint8 activations, x a graph input, t11 the graph output):
 # (op, node, inputs, (output, shape)) in graph order.
 MORE_TILES_DAG = (

@@ -465,6 +465,10 @@ class _SpillResult:
     tile_spill_bytes: int = 0
     tile_fill_bytes: int = 0
     need_peak: int = 0               # the most VTCM the pass asked for before any eviction
+    # The least budget at which the same choices (tilings, in-place ops on DDR) make the very
+    # same eviction decisions: every room request that could evict and did not (or stopped
+    # evicting) had at most this much; a lower rung with the same choices reuses the pass.
+    reuse_floor: int = 0
 
     @property
     def tiles(self) -> int:
@@ -522,7 +526,23 @@ def working_set_errors(graph) -> dict[str, QnnError]:
             if (err := _working_set_error(a, v, settings.vtcm_bytes)) is not None}
 
 
-def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False) -> _SpillResult:
+def pass_choices(a: _Analysis, order: list[int], budget: int) -> tuple[dict[int, tiling.Option], set[int]]:
+    """What a spill pass at ``budget`` decides before it runs: the tiling of every op whose
+    working set exceeds the budget, and the in-place ops among them that run on their DDR copy."""
+    tiles: dict[int, tiling.Option] = {}
+    on_ddr: set[int] = set()
+    for v in order:
+        if a.nodes[v].working_set > budget:
+            option = a.tiling(v, budget)
+            if option is not None:
+                tiles[v] = option
+            elif v in a.in_place:
+                on_ddr.add(v)
+    return tiles, on_ddr
+
+
+def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False,
+               choices: tuple[dict[int, tiling.Option], set[int]] | None = None) -> _SpillResult:
     """Belady-like eviction: the resident block whose next read is furthest away goes first.
 
     Ops whose working set exceeds ``budget`` are tiled (their TCM inputs are read from DDR
@@ -531,17 +551,10 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False)
 
     ``flush``: the fallback when no budget's plan can be allocated without fragmentation --
     before each op every resident block leaves VTCM, so only one op's blocks (its filled
-    inputs, outputs and scratch, or its tiles) are ever live together and they pack from 0."""
-    tiles: dict[int, tiling.Option] = {}
-    on_ddr: set[int] = set()
-    for v in order:
-        n = a.nodes[v]
-        if n.working_set > budget:
-            option = a.tiling(v, budget)
-            if option is not None:
-                tiles[v] = option
-            elif v in a.in_place:
-                on_ddr.add(v)
+    inputs, outputs and scratch, or its tiles) are ever live together and they pack from 0.
+
+    ``choices``: ``pass_choices(a, order, budget)`` when the caller has them already."""
+    tiles, on_ddr = choices if choices is not None else pass_choices(a, order, budget)
     uses: dict[int, list[int]] = {}     # reads that need the block in VTCM (for eviction)
     last_read: dict[int, int] = {}      # the last read of any kind (DDR reads of tiled ops too)
     for i, v in enumerate(order):
@@ -553,12 +566,17 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False)
     used = 0
     copies: set[int] = set()
     entries: list[tuple[str, int]] = []
-    spill = fill = reused = tile_spill = tile_fill = need_peak = 0
+    spill = fill = reused = tile_spill = tile_fill = need_peak = floor = 0
 
     def make_room(i: int, need: int, pinned: set[int]) -> int:
-        nonlocal used, spill, reused, need_peak
+        # (``floor``: a request met without evicting, or after evicting down to ``need``, is met
+        # the same way at any budget down to ``need``; one that ran out of victims at this budget
+        # runs out at every lower one.  With ``flush`` nothing is resident here: no floor.)
+        nonlocal used, spill, reused, need_peak, floor
         need_peak = max(need_peak, need)
         if need <= budget:
+            if not flush:
+                floor = max(floor, need)
             return need
         victims = []
         for t in resident:
@@ -580,6 +598,8 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False)
             del resident[t]
             used -= size
             need -= size
+        if need <= budget:
+            floor = max(floor, need)
         return need
 
     for i, v in enumerate(order):
@@ -627,26 +647,27 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False)
                 del resident[t]
                 used -= a.size(t)
     return _SpillResult(budget, entries, spill + tile_spill, fill + tile_fill, reused, flush, tiles,
-                        tile_spill, tile_fill, need_peak)
+                        tile_spill, tile_fill, need_peak, floor)
 
 
 def _spill_passes(a: _Analysis, order: list[int], budgets: list[int], flush: bool = False,
                   first: _SpillResult | None = None) -> list[_SpillResult]:
     """spill_pass at each of ``budgets`` (largest first; ``first``: the pass at budgets[0],
-    already made).  A pass that tiled nothing and evicted nothing makes the same entries at
-    every budget down to the larger of its peak need and the largest working set (no op is
-    tiled there and no room is ever short), so below budgets in that range reuse it with their
-    own budget instead of running again (the ladder has a rung every 64 KiB)."""
-    largest = max((a.nodes[v].working_set for v in order), default=0)
+    already made).  A pass's decisions depend on its budget only through its choices (which ops
+    are tiled and how, which in-place ops run on DDR) and through the room requests that evict
+    (or could), so a lower rung with the same choices and a budget at or above the pass's
+    ``reuse_floor`` makes exactly the same entries: it reuses the pass with its own budget
+    instead of running again (the ladder has a rung every 64 KiB)."""
     out: list[_SpillResult] = []
-    same: tuple[int, _SpillResult] | None = None
+    last: tuple[tuple, _SpillResult] | None = None
     for k, b in enumerate(budgets):
-        if same is not None and b >= same[0]:
-            r = replace(same[1], budget=b, entries=list(same[1].entries), tilings={})
+        tiles, on_ddr = choices = pass_choices(a, order, b)
+        same = (tuple((v, id(o)) for v, o in tiles.items()), frozenset(on_ddr))
+        if last is not None and last[0] == same and b >= last[1].reuse_floor:
+            r = replace(last[1], budget=b, entries=list(last[1].entries), tilings=dict(last[1].tilings))
         else:
-            r = first if k == 0 and first is not None else spill_pass(a, order, b, flush)
-            if same is None and not r.tilings and largest <= b and r.need_peak <= b:
-                same = (max(largest, r.need_peak), r)
+            r = first if k == 0 and first is not None else spill_pass(a, order, b, flush, choices)
+            last = (same, r)
         out.append(r)
     return out
 
