@@ -587,6 +587,33 @@ def test_ladder_reuse_equals_every_pass(g, data):
                 f"rung {b} B (flush {flush}) of ladder {ladder}: the reused pass differs from the pass run there"
 
 
+@settings(max_examples=40, deadline=None)
+@given(random_dags(), st.data())
+def test_pruned_search_keeps_the_exhaustive_plan(g, data):
+    """_memory_plan makes a rung only while its tilings' spill bytes could still rank it first:
+    the plan it keeps must be the one a search over every rung (ladder and flush plans, best
+    key first, the first that allocates within the budget) keeps."""
+    model, settings_ = prepare.device_model(g), prepare.graph_settings(g)
+    a = prepare._Analysis(g, model, settings_)
+    least = a.floor()
+    order = list(range(len(g.nodes)))
+    top = max(prepare.live_peak(a, order), max(n.working_set for n in a.nodes)) + 4096
+    budget = data.draw(st.integers(-(-least // 2048), top // 2048)) * 2048
+    plan = prepare.PreparedPlan(graph=g.name, soc_model=model.soc_model, arch=model.arch, vtcm_budget_bytes=budget,
+                                hvx_threads=settings_.hvx_threads, hmx=True, reference_clocks={})
+    prepare.register_blocks(a, plan)
+    order = prepare.preschedule(a, plan)
+    kept = prepare._memory_plan(a, plan, order, budget)[0]
+    ladder = prepare.budget_ladder(budget, least, plan.runlist_peak_bytes) or [budget]
+    every = [prepare.spill_pass(a, order, b, flush) for flush in (False, True) for b in ladder]
+    for r in sorted(every, key=prepare._SpillResult.key):
+        steps = prepare.build_steps(a, plan, r)
+        if any(prepare.allocate(steps, r.budget, compact)[0] <= budget for compact in (False, True)):
+            break
+    assert (kept.key(), kept.entries) == (r.key(), r.entries), \
+        f"budget {budget} B: the pruned search kept {kept.key()}, the exhaustive one {r.key()}"
+
+
 # A random DAG hypothesis found (uint8 activations, x a graph input, t11 the graph output):
 # (op, node, inputs, (output, shape)) in graph order.
 MORE_TILES_DAG = (

@@ -650,26 +650,38 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False,
                         tile_spill, tile_fill, need_peak, floor)
 
 
+class _Rungs:
+    """Spill passes of one kind (ladder plans or, with ``flush``, flush plans) at the rungs of the
+    budget ladder, made on demand.  A pass's decisions depend on its budget only through its
+    choices (which ops are tiled and how, which in-place ops run on DDR) and through the room
+    requests that evict (or could), so a lower rung with the same choices and a budget at or
+    above a made pass's ``reuse_floor`` makes exactly the same entries: it reuses that pass with
+    its own budget instead of running again (the ladder has a rung every 64 KiB)."""
+
+    def __init__(self, a: _Analysis, order: list[int], flush: bool):
+        self.a, self.order, self.flush = a, order, flush
+        self.made: list[tuple[tuple, _SpillResult]] = []
+
+    def at(self, budget: int, choices=None, made: _SpillResult | None = None) -> _SpillResult:
+        """The pass at ``budget`` (``choices``: pass_choices at it when known; ``made``: the pass
+        itself, already run)."""
+        choices = choices if choices is not None else pass_choices(self.a, self.order, budget)
+        tiles, on_ddr = choices
+        same = (tuple((v, id(o)) for v, o in tiles.items()), frozenset(on_ddr))
+        for key, r in self.made:
+            if key == same and r.reuse_floor <= budget <= r.budget:
+                return replace(r, budget=budget, entries=list(r.entries), tilings=dict(r.tilings))
+        r = made if made is not None else spill_pass(self.a, self.order, budget, self.flush, choices)
+        self.made.append((same, r))
+        return r
+
+
 def _spill_passes(a: _Analysis, order: list[int], budgets: list[int], flush: bool = False,
                   first: _SpillResult | None = None) -> list[_SpillResult]:
     """spill_pass at each of ``budgets`` (largest first; ``first``: the pass at budgets[0],
-    already made).  A pass's decisions depend on its budget only through its choices (which ops
-    are tiled and how, which in-place ops run on DDR) and through the room requests that evict
-    (or could), so a lower rung with the same choices and a budget at or above the pass's
-    ``reuse_floor`` makes exactly the same entries: it reuses the pass with its own budget
-    instead of running again (the ladder has a rung every 64 KiB)."""
-    out: list[_SpillResult] = []
-    last: tuple[tuple, _SpillResult] | None = None
-    for k, b in enumerate(budgets):
-        tiles, on_ddr = choices = pass_choices(a, order, b)
-        same = (tuple((v, id(o)) for v, o in tiles.items()), frozenset(on_ddr))
-        if last is not None and last[0] == same and b >= last[1].reuse_floor:
-            r = replace(last[1], budget=b, entries=list(last[1].entries), tilings=dict(last[1].tilings))
-        else:
-            r = first if k == 0 and first is not None else spill_pass(a, order, b, flush, choices)
-            last = (same, r)
-        out.append(r)
-    return out
+    already made), reusing passes as ``_Rungs`` does."""
+    rungs = _Rungs(a, order, flush)
+    return [rungs.at(b, made=first if k == 0 else None) for k, b in enumerate(budgets)]
 
 
 def budget_ladder(budget: int, floor: int, peak: int | None = None) -> list[int]:
@@ -1198,19 +1210,36 @@ def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int
             if compact:
                 packed_too_big.add(key)
         return None
-    first = spill_pass(a, order, ladder[0])
+    choices = pass_choices(a, order, ladder[0])
+    first = spill_pass(a, order, ladder[0], choices=choices)
     if not search or (not first.spill_bytes and not first.fill_bytes):
         # (optimization level 1 keeps the first plan that fits: no search over budgets)
         got = attempt(first)          # nothing to spill, fill or tile: nothing beats it
         if got is not None:
             return got
-    # every ladder budget's plan and its flush plan (the fragmentation fallback: one op's
-    # blocks at a time, which always packs within that budget)
-    results = _spill_passes(a, order, ladder, first=first) + _spill_passes(a, order, ladder, flush=True)
-    # Whether a plan fits depends on the plan only (offsets are placed within the plan's own
-    # budget, or packed lowest-first), so a plan that fits a budget fits every larger one.
-    for r in sorted(results, key=_SpillResult.key):
-        got = attempt(r)
+    # Candidates: every ladder budget's plan and its flush plan (the fragmentation fallback: one
+    # op's blocks at a time, which always packs within that budget); the best by key that fits
+    # is kept.  Whether a plan fits depends on the plan only (offsets are placed within the
+    # plan's own budget, or packed lowest-first), so a plan that fits a budget fits every larger
+    # one.  A rung's tilings alone spill their tiles' outputs (``least_spill``), so a rung whose
+    # tilings spill more than a made plan's spill bytes cannot rank before it: rungs are made
+    # only while they could, which keeps the very plan a search over every rung keeps.
+    by_budget = {ladder[0]: choices, **{b: pass_choices(a, order, b) for b in ladder[1:]}}
+    least_spill = {b: sum(o.spill_bytes for o in tiles.values()) for b, (tiles, _) in by_budget.items()}
+    kinds = {False: _Rungs(a, order, False), True: _Rungs(a, order, True)}
+    candidates = [kinds[False].at(ladder[0], choices, made=first)]
+    pending = [(b, flush) for flush in (False, True) for b in ladder if (b, flush) != (ladder[0], False)]
+    while candidates or pending:
+        best = min(candidates, key=_SpillResult.key, default=None)
+        bound = best.spill_bytes if best is not None else math.inf
+        due = [(b, flush) for b, flush in pending if least_spill[b] <= bound]
+        if due:
+            candidates += [kinds[flush].at(b, by_budget[b]) for b, flush in due]
+            pending = [p for p in pending if least_spill[p[0]] > bound]
+            continue
+        assert best is not None
+        candidates.remove(best)
+        got = attempt(best)
         if got is not None:
             return got
     raise AssertionError(f"prepare: no flush plan of '{a.graph.name}' fits {budget} bytes")
