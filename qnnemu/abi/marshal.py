@@ -106,7 +106,7 @@ def read_tensor(t, data: str = "copy") -> TensorDesc:
     elif v.dimensions == ffi.NULL:
         dims = None
     else:
-        dims = tuple(np.frombuffer(ffi.buffer(v.dimensions, 4 * rank), dtype=np.uint32).tolist())
+        dims = tuple(ffi.unpack(v.dimensions, rank))
     quant = read_quant(v.quantizeParams)
     _finish_blockwise(v.quantizeParams, quant, dims)
     d = TensorDesc(version, int(v.id), c_str(v.name), int(v.type), int(v.dataFormat), int(v.dataType),

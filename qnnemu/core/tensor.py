@@ -136,7 +136,7 @@ def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, dims: t
         return None
     enc = q.encoding
     if enc in (Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET, Q.QNN_QUANTIZATION_ENCODING_BW_SCALE_OFFSET):
-        if not np.isfinite(q.scale) or q.scale <= 0:
+        if not math.isfinite(q.scale) or q.scale <= 0:
             fail(Location(func).field(f"{path}.quantizeParams"), "QNNEMU-tensor-quant-scale",
                  f"scale must be a positive finite number, got {q.scale}", code=code)
         return QuantSpec(enc, float(q.scale), int(q.offset), None, q.bitwidth or None)
@@ -231,7 +231,7 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
         if d.mem_type != Q.QNN_TENSORMEMTYPE_RAW:
             fail(Location(func).field(f"{v}.memType"), "QNNEMU-tensor-static-memtype",
                  f"{kind} tensors carry their data in clientBuf (QNN_TENSORMEMTYPE_RAW), got {d.mem_type}", code=code)
-        want = int(np.prod(d.dims, dtype=np.int64)) * dtypes.itemsize(d.dtype)
+        want = _int64_product(d.dims) * dtypes.itemsize(d.dtype)
         if d.data is None and want:
             fail(Location(func).field(f"{v}.clientBuf.data"), "QNNEMU-tensor-static-data",
                  f"a {kind} tensor needs its data at creation", code=code)
@@ -253,6 +253,12 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
             if d.borrowed:
                 static.flags.writeable = False   # the application's memory
     return quant, static
+
+
+def _int64_product(dims) -> int:
+    """``int(np.prod(dims, dtype=np.int64))`` (wrapping as int64 does) without numpy's call
+    overhead (tensor creation's hot path)."""
+    return (math.prod(int(n) for n in dims) + 2**63) % 2**64 - 2**63
 
 
 STATIC_ALIGN = 64   # the C engine references 64-byte-aligned constants in place (no aligned copy)
