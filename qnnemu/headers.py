@@ -104,16 +104,23 @@ def constants() -> dict[str, int | str]:
     return out
 
 
+@functools.cache
+def _enum(prefix: str) -> dict[int, str]:
+    """Q.enum's table, made once per prefix (the entries ask for it on every call that reads a
+    config; the walk over every constant took about a millisecond)."""
+    out: dict[int, str] = {}
+    for k, v in constants().items():
+        if k.startswith(prefix) and isinstance(v, int):
+            out.setdefault(v, k)
+    return out
+
+
 class _Constants:
     """The constants as attributes (see _Namespace)."""
 
     def enum(self, prefix: str) -> dict[int, str]:
         """value -> name for every constant starting with prefix (first name wins)."""
-        out: dict[int, str] = {}
-        for k, v in constants().items():
-            if k.startswith(prefix) and isinstance(v, int):
-                out.setdefault(v, k)
-        return out
+        return dict(_enum(prefix))   # (a copy: the caller may change it)
 
 
 class _Namespace(_Constants):
