@@ -684,6 +684,12 @@ def _spill_passes(a: _Analysis, order: list[int], budgets: list[int], flush: boo
     return [rungs.at(b, made=first if k == 0 else None) for k, b in enumerate(budgets)]
 
 
+def _ladder_fixed(budget: int, floor: int) -> set[int]:
+    """The ladder's budgets that depend on the graph's floor only (see budget_ladder)."""
+    return {*range(TCM_ALIGN, BUDGET_GRANULE + 1, TCM_ALIGN), *range(BUDGET_GRANULE, budget + 1, BUDGET_GRANULE),
+            *range(floor, floor + BUDGET_GRANULE, TCM_ALIGN)}
+
+
 def budget_ladder(budget: int, floor: int, peak: int | None = None) -> list[int]:
     """Budgets the spill pass tries, largest first: those of a fixed set between ``floor`` (the
     largest working set) and ``budget``.  The set depends on the graph only -- multiples of
@@ -692,8 +698,7 @@ def budget_ladder(budget: int, floor: int, peak: int | None = None) -> list[int]
     every smaller budget's and keeping the plan with the fewest spill bytes over the ladder
     makes spill bytes never grow with VTCM (a plan that fits a smaller budget fits a larger)."""
     floor = _round_up(floor, TCM_ALIGN)
-    fixed = {*range(TCM_ALIGN, BUDGET_GRANULE + 1, TCM_ALIGN), *range(BUDGET_GRANULE, budget + 1, BUDGET_GRANULE),
-             *range(floor, floor + BUDGET_GRANULE, TCM_ALIGN)}
+    fixed = _ladder_fixed(budget, floor)
     if peak is not None:
         fixed.add(_round_up(peak, TCM_ALIGN))
     return sorted((b for b in fixed if floor <= b <= budget), reverse=True)
@@ -1187,9 +1192,6 @@ def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int
     one and the key is a total order, so spill bytes never grow with the budget, nor fill bytes
     at equal spill bytes; at equal spill and fill bytes the kept plan's own budget never shrinks
     (its tiles never multiply)."""
-    floor = a.floor()
-    ladder = budget_ladder(budget, floor, plan.runlist_peak_bytes) or [budget]
-
     built: dict[tuple, _Steps] = {}
     packed_too_big: set[tuple] = set()     # steps whose lowest-first packing exceeds the budget
 
@@ -1210,13 +1212,31 @@ def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int
             if compact:
                 packed_too_big.add(key)
         return None
-    choices = pass_choices(a, order, ladder[0])
-    first = spill_pass(a, order, ladder[0], choices=choices)
-    if not search or (not first.spill_bytes and not first.fill_bytes):
-        # (optimization level 1 keeps the first plan that fits: no search over budgets)
-        got = attempt(first)          # nothing to spill, fill or tile: nothing beats it
-        if got is not None:
-            return got
+    def first_plan(top: int):
+        choices = pass_choices(a, order, top)
+        first = spill_pass(a, order, top, choices=choices)
+        if not search or (not first.spill_bytes and not first.fill_bytes):
+            # (optimization level 1 keeps the first plan that fits: no search over budgets)
+            got = attempt(first)          # nothing to spill, fill or tile: nothing beats it
+            if got is not None:
+                return choices, first, got
+        return choices, first, None
+
+    # The ladder's top rung is the budget itself when the budget is one of the ladder's budgets
+    # whatever the floor (2 KiB multiples to 64 KiB, 64 KiB multiples above; every op fits it:
+    # check_working_sets passed): then its plan is made first, and when it needs no search the
+    # floor (the tilings of every large op) is never listed.
+    on_ladder = budget % BUDGET_GRANULE == 0 if budget > BUDGET_GRANULE else budget % TCM_ALIGN == 0 < budget
+    made = first_plan(budget) if on_ladder else None
+    if made is not None and made[2] is not None:
+        return made[2]
+    floor = a.floor()
+    ladder = budget_ladder(budget, floor, plan.runlist_peak_bytes) or [budget]
+    if made is None or ladder[0] != budget:
+        made = first_plan(ladder[0])
+        if made[2] is not None:
+            return made[2]
+    choices, first, _ = made
     # Candidates: every ladder budget's plan and its flush plan (the fragmentation fallback: one
     # op's blocks at a time, which always packs within that budget); the best by key that fits
     # is kept.  Whether a plan fits depends on the plan only (offsets are placed within the
