@@ -132,7 +132,7 @@ class _Namespace(_Constants):
     def __getattr__(self, name: str):
         table = constants()
         self.__dict__.update(table)
-        self.__class__ = _Constants
+        object.__setattr__(self, "__class__", _Constants)
         try:
             return table[name]
         except KeyError:

@@ -24,11 +24,10 @@ finalize configs, System profile events).
 """
 from __future__ import annotations
 
+import importlib
 import threading
 import traceback
 from collections.abc import Callable
-
-import _cffi_backend
 
 from .. import _version, rules
 from ..core.handles import HANDLES
@@ -41,7 +40,7 @@ from ..location import Location
 # FFI compares and casts the pointers of either library.  The backend's own FFI type (what the
 # compiled modules' ``ffi`` objects are) needs no C parser: ``cffi.FFI()`` imports pycparser,
 # a tenth of the library's load time.
-_FFI = _cffi_backend.FFI()
+_FFI = importlib.import_module("_cffi_backend").FFI()
 NULL = _FFI.NULL
 _UINTPTR = _FFI.typeof("uintptr_t")
 

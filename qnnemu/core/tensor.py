@@ -245,7 +245,7 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
                        f"the first {want} bytes are the tensor's data")
         if (d.borrowed and not transient) or isinstance(d.data, bytes):
             # the client's buffer (or a copy of it): copied once, kept 64-byte aligned
-            static = _aligned_static(d.data, want, dtypes.numpy_dtype(d.dtype), d.dims)
+            static = _aligned_static(d.data or b"", want, dtypes.numpy_dtype(d.dtype), d.dims)
         else:
             # a view of a loaded binary (tensors sharing a blob share its memory), or of the
             # client's buffer for the duration of the call
@@ -264,7 +264,7 @@ def _int64_product(dims) -> int:
 STATIC_ALIGN = 64   # the C engine references 64-byte-aligned constants in place (no aligned copy)
 
 
-def _aligned_static(data: bytes, nbytes: int, dtype, dims) -> np.ndarray:
+def _aligned_static(data: bytes | memoryview, nbytes: int, dtype, dims) -> np.ndarray:
     """A static tensor's data as a read-only array starting on a STATIC_ALIGN boundary."""
     raw = np.empty(nbytes + STATIC_ALIGN, np.uint8)
     start = (-raw.ctypes.data) % STATIC_ALIGN
