@@ -104,22 +104,39 @@ def constants() -> dict[str, int | str]:
     return out
 
 
-class _Namespace:
-    """Attribute access to constants(): ``Q.QNN_DATATYPE_FLOAT_32``."""
+@functools.cache
+def _enum(prefix: str) -> dict[int, str]:
+    """Q.enum's table, made once per prefix (the entries ask for it on every call that reads a
+    config; the walk over every constant took about a millisecond)."""
+    out: dict[int, str] = {}
+    for k, v in constants().items():
+        if k.startswith(prefix) and isinstance(v, int):
+            out.setdefault(v, k)
+    return out
 
-    def __getattr__(self, name: str):
-        try:
-            return constants()[name]
-        except KeyError:
-            raise AttributeError(name) from None
+
+class _Constants:
+    """The constants as attributes (see _Namespace)."""
 
     def enum(self, prefix: str) -> dict[int, str]:
         """value -> name for every constant starting with prefix (first name wins)."""
-        out: dict[int, str] = {}
-        for k, v in constants().items():
-            if k.startswith(prefix) and isinstance(v, int):
-                out.setdefault(v, k)
-        return out
+        return dict(_enum(prefix))   # (a copy: the caller may change it)
+
+
+class _Namespace(_Constants):
+    """Attribute access to constants(): ``Q.QNN_DATATYPE_FLOAT_32``.  The first access copies
+    every constant into the instance and drops this ``__getattr__`` (the instance becomes a
+    plain _Constants), so later reads are plain attribute reads: the entries' hot paths read
+    dozens per call, and the lookup through ``__getattr__`` cost about a microsecond each."""
+
+    def __getattr__(self, name: str):
+        table = constants()
+        self.__dict__.update(table)
+        object.__setattr__(self, "__class__", _Constants)
+        try:
+            return table[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 Q = _Namespace()

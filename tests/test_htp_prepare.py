@@ -566,6 +566,54 @@ def test_random_dags(g, data):
     check_monotone_in_vtcm(seen)
 
 
+@settings(max_examples=40, deadline=None)
+@given(random_dags(), st.data())
+def test_ladder_reuse_equals_every_pass(g, data):
+    """The ladder search reuses a pass for lower rungs with the same choices at or above its
+    ``reuse_floor`` (a finalize-time saving): every rung's result, ladder and flush plans, must
+    equal the pass run at that rung."""
+    a = prepare._Analysis(g, prepare.device_model(g), prepare.graph_settings(g))
+    order = list(range(len(g.nodes)))
+    least = a.floor()
+    top = max(prepare.live_peak(a, order), max(n.working_set for n in a.nodes)) + 4096
+    budget = data.draw(st.integers(-(-least // 2048), top // 2048)) * 2048
+    ladder = prepare.budget_ladder(budget, least, prepare.live_peak(a, order))
+    for flush in (False, True):
+        reused = prepare._spill_passes(a, order, ladder, flush=flush)
+        for b, r in zip(ladder, reused, strict=True):
+            fresh = prepare.spill_pass(a, order, b, flush)
+            assert (r.budget, r.entries, r.key(), r.tilings, r.reused_copies, r.need_peak) == \
+                (fresh.budget, fresh.entries, fresh.key(), fresh.tilings, fresh.reused_copies, fresh.need_peak), \
+                f"rung {b} B (flush {flush}) of ladder {ladder}: the reused pass differs from the pass run there"
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_dags(), st.data())
+def test_pruned_search_keeps_the_exhaustive_plan(g, data):
+    """_memory_plan makes a rung only while its tilings' spill bytes could still rank it first:
+    the plan it keeps must be the one a search over every rung (ladder and flush plans, best
+    key first, the first that allocates within the budget) keeps."""
+    model, settings_ = prepare.device_model(g), prepare.graph_settings(g)
+    a = prepare._Analysis(g, model, settings_)
+    least = a.floor()
+    order = list(range(len(g.nodes)))
+    top = max(prepare.live_peak(a, order), max(n.working_set for n in a.nodes)) + 4096
+    budget = data.draw(st.integers(-(-least // 2048), top // 2048)) * 2048
+    plan = prepare.PreparedPlan(graph=g.name, soc_model=model.soc_model, arch=model.arch, vtcm_budget_bytes=budget,
+                                hvx_threads=settings_.hvx_threads, hmx=True, reference_clocks={})
+    prepare.register_blocks(a, plan)
+    order = prepare.preschedule(a, plan)
+    kept = prepare._memory_plan(a, plan, order, budget)[0]
+    ladder = prepare.budget_ladder(budget, least, plan.runlist_peak_bytes) or [budget]
+    every = [prepare.spill_pass(a, order, b, flush) for flush in (False, True) for b in ladder]
+    for r in sorted(every, key=prepare._SpillResult.key):
+        steps = prepare.build_steps(a, plan, r)
+        if any(prepare.allocate(steps, r.budget, compact)[0] <= budget for compact in (False, True)):
+            break
+    assert (kept.key(), kept.entries) == (r.key(), r.entries), \
+        f"budget {budget} B: the pruned search kept {kept.key()}, the exhaustive one {r.key()}"
+
+
 # A random DAG hypothesis found (uint8 activations, x a graph input, t11 the graph output):
 # (op, node, inputs, (output, shape)) in graph order.
 MORE_TILES_DAG = (

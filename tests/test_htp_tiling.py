@@ -125,6 +125,35 @@ def test_access_rules(case):
         assert (p.reduced, p.passes) == REDUCE[op], f"{op}: reduced axes and passes {REDUCE[op]}"
 
 
+@pytest.mark.parametrize("op,ins,out,params", [
+    ("ElementWiseMultiply", [(1, 32, 40, 40), (1, 1, 1, 40)], (1, 32, 40, 40), {}),
+    ("Conv2d", [(1, 33, 31, 16), (3, 3, 16, 32)], (1, 17, 16, 32),
+     {"stride": np.array([2, 2]), "pad_amount": np.array([[1, 1], [1, 1]]), "dilation": np.array([1, 1])}),
+    ("TransposeConv2d", [(1, 16, 16, 16), (2, 2, 16, 8)], (1, 32, 32, 8),
+     {"stride": np.array([2, 2]), "pad_amount": np.zeros((2, 2))}),
+    ("MatMul", [(1, 96, 64), (64, 48)], (1, 96, 48), {}),
+    ("InstanceNorm", [(2, 24, 24, 8), (8,), (8,)], (2, 24, 24, 8), {}),
+    ("Concat", [(1, 8, 40, 16), (1, 8, 40, 16)], (1, 8, 40, 32), {"axis": 3}),
+    ("ResizeNearestNeighbor", [(1, 20, 20, 16), ], (1, 40, 40, 16), {}),
+])
+def test_catalog_tile_bytes_equal_tensor_tile_bytes(op, ins, out, params):
+    """The catalog measures its options with its own grouping of each tensor's maps, made once
+    (finalize time): every (axis, chunk) must give tensor_tile_bytes' numbers."""
+    p = tiling.access_pattern(node(op, [spec(x, F16) for x in ins], [spec(out, F16)], **params))
+    tensors = [tiling.Tensor(sl, 2.0, 2 * math.prod(sl.shape), k) for k, sl in enumerate([*p.inputs, *p.outputs])]
+    cat = tiling.TileCatalog(p, tensors[:len(p.inputs)], tensors[len(p.inputs):], lambda share: 0)
+    checked = 0
+    for axis, extent in enumerate(p.space):
+        for chunk in sorted({1, 2, 3, max(1, extent // 3), extent}):
+            starts = range(0, extent, chunk)
+            for t in tensors:
+                want = tiling.tensor_tile_bytes(t, p.space, p.tileable, axis, chunk, list(starts))
+                assert cat._tile_bytes(t, axis, chunk, len(starts)) == want, \
+                    f"{op}: axis {axis} chunk {chunk} tensor {t.slice.index}: {want}"
+                checked += 1
+    assert checked > 0, f"{op}: some options were measured"
+
+
 def test_split_reduction_reads_its_tiles_twice():
     """InstanceNorm reduces over the spatial axes: split there, a tile reads its input twice
     (statistics, then the normalized values); split over the batch only, once."""

@@ -115,7 +115,7 @@ def backendValidateOpConfig(backend, opConfig):
     be = _get(backend, Backend, Q.QNN_BACKEND_ERROR_INVALID_HANDLE, "backend")
     try:
         validate_op_config(read_op_config(opConfig, code=Q.QNN_BACKEND_ERROR_INVALID_ARGUMENT,
-                                          func="backendValidateOpConfig"))
+                                          func="backendValidateOpConfig", tensor_data="borrow"))
     except QnnError as err:
         # "Unsupported" answers are part of normal partitioning: log at INFO, not ERROR.
         LIBRARY.record(err.code, "backendValidateOpConfig", str(err))

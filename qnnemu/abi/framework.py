@@ -24,11 +24,10 @@ finalize configs, System profile events).
 """
 from __future__ import annotations
 
+import importlib
 import threading
 import traceback
 from collections.abc import Callable
-
-import cffi
 
 from .. import _version, rules
 from ..core.handles import HANDLES
@@ -38,8 +37,10 @@ from ..headers import Q
 from ..location import Location
 
 # Pointer tests and casts need no declarations: cdata of every FFI share one backend, so a plain
-# FFI compares and casts the pointers of either library.
-_FFI = cffi.FFI()
+# FFI compares and casts the pointers of either library.  The backend's own FFI type (what the
+# compiled modules' ``ffi`` objects are) needs no C parser: ``cffi.FFI()`` imports pycparser,
+# a tenth of the library's load time.
+_FFI = importlib.import_module("_cffi_backend").FFI()
 NULL = _FFI.NULL
 _UINTPTR = _FFI.typeof("uintptr_t")
 

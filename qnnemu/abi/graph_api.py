@@ -124,7 +124,7 @@ def graphGetProperty(graphHandle, properties):
 @entry
 def graphAddNode(graphHandle, opConfig):
     g = _get(graphHandle, Graph, Q.QNN_GRAPH_ERROR_INVALID_HANDLE, "graphHandle")
-    g.add_node(read_op_config(opConfig))
+    g.add_node(read_op_config(opConfig, tensor_data="none"))   # its tensors were created (with their data)
 
 
 @entry

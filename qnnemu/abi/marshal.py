@@ -87,8 +87,14 @@ def _finish_blockwise(qp, q: RawQuant, dims) -> None:
         q.block_scales = np.frombuffer(ffi.buffer(b.blocksScale16, 2 * n), dtype=np.uint16).reshape(channels, -1).copy()
 
 
-def read_tensor(t, with_data: bool = True) -> TensorDesc:
-    """Copies a Qnn_Tensor_t (v1 or v2).  ``t`` is a ``Qnn_Tensor_t *`` or struct."""
+def read_tensor(t, data: str = "copy") -> TensorDesc:
+    """Copies a Qnn_Tensor_t (v1 or v2).  ``t`` is a ``Qnn_Tensor_t *`` or struct.
+
+    ``data``: what happens to a RAW tensor's clientBuf contents (static data):
+    ``"copy"`` -- copied into ``bytes``; ``"borrow"`` -- a memoryview of the application's
+    buffer, valid during the call only (``TensorDesc.borrowed``: whoever keeps it copies it,
+    as validate_desc does; this saves a copy of every weight); ``"none"`` -- not read (the
+    pointer and size still are)."""
     version = int(t.version)
     if version not in (1, 2):
         return TensorDesc(version, 0, None, 0, 0, 0, RawQuant(0, 0), None, 0)
@@ -100,7 +106,7 @@ def read_tensor(t, with_data: bool = True) -> TensorDesc:
     elif v.dimensions == ffi.NULL:
         dims = None
     else:
-        dims = tuple(np.frombuffer(ffi.buffer(v.dimensions, 4 * rank), dtype=np.uint32).tolist())
+        dims = tuple(ffi.unpack(v.dimensions, rank))
     quant = read_quant(v.quantizeParams)
     _finish_blockwise(v.quantizeParams, quant, dims)
     d = TensorDesc(version, int(v.id), c_str(v.name), int(v.type), int(v.dataFormat), int(v.dataType),
@@ -108,8 +114,12 @@ def read_tensor(t, with_data: bool = True) -> TensorDesc:
     if d.mem_type == Q.QNN_TENSORMEMTYPE_RAW:
         d.has_data_pointer = v.clientBuf.data != ffi.NULL
         d.data_size = int(v.clientBuf.dataSize)
-        if with_data and d.has_data_pointer and d.data_size:
-            d.data = bytes(ffi.buffer(v.clientBuf.data, d.data_size))
+        if data != "none" and d.has_data_pointer and d.data_size:
+            if data == "borrow":
+                d.data = memoryview(ffi.buffer(v.clientBuf.data, d.data_size))
+                d.borrowed = True
+            else:
+                d.data = bytes(ffi.buffer(v.clientBuf.data, d.data_size))
     if version == 2:
         v2 = t.v2
         if v2.isDynamicDimensions != ffi.NULL and rank:
@@ -117,9 +127,13 @@ def read_tensor(t, with_data: bool = True) -> TensorDesc:
     return d
 
 
-def read_op_config(oc, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, func: str = "graphAddNode") -> OpConfigDesc:
+def read_op_config(oc, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, func: str = "graphAddNode",
+                   tensor_data: str = "copy") -> OpConfigDesc:
     """Copies a Qnn_OpConfig_t of API call ``func``; ``code`` is returned for NULL arrays with
-    non-zero counts."""
+    non-zero counts.  ``tensor_data``: how the input and output tensors' static data is read
+    (read_tensor's ``data``; tensor parameters always borrow theirs: parse_params copies the
+    values it keeps).  graphAddNode reads none (a node refers to created tensors, whose data
+    was copied at creation); backendValidateOpConfig borrows it (nothing outlives the call)."""
     version = int(oc.version)
     if version != 1:
         return OpConfigDesc(version, None, None, None, [], [], [])
@@ -133,7 +147,7 @@ def read_op_config(oc, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, func: st
             dtype, value = read_scalar(p.scalarParam)
             params.append(ParamDesc(name, "scalar", dtype, value))
         elif kind_raw == Q.QNN_PARAMTYPE_TENSOR:
-            params.append(ParamDesc(name, "tensor", tensor=read_tensor(ffi.addressof(p, "tensorParam"))))
+            params.append(ParamDesc(name, "tensor", tensor=read_tensor(ffi.addressof(p, "tensorParam"), "borrow")))
         else:
             params.append(ParamDesc(name, str(kind_raw)))
     if int(v.numOfParams) and v.params == ffi.NULL:
@@ -146,7 +160,7 @@ def read_op_config(oc, code: int = Q.QNN_GRAPH_ERROR_INVALID_OP_CONFIG, func: st
         if n and arr == ffi.NULL:
             fail(Location(func).field("opConfig").field("v1").field(what), "QNNEMU-op-tensors-null",
                  f"is NULL but its count is {n}", code=code)
-        tensors.append([read_tensor(arr + i, with_data=True) for i in range(n)])
+        tensors.append([read_tensor(arr + i, tensor_data) for i in range(n)])
     return OpConfigDesc(1, c_str(v.name), c_str(v.packageName), c_str(v.typeName), params,
                         tensors[0], tensors[1])
 

@@ -21,7 +21,7 @@ def _write_back_id(tensor, tid: int) -> None:
 def tensorCreateGraphTensor(graph, tensor):
     g = _get(graph, Graph, Q.QNN_TENSOR_ERROR_INVALID_HANDLE, "graph")
     require(tensor, Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, "tensorCreateGraphTensor", "tensor")
-    t = g.create_tensor(read_tensor(tensor))
+    t = g.create_tensor(read_tensor(tensor, "borrow"))   # the data: copied once, aligned
     _write_back_id(tensor, t.id)
 
 
@@ -29,5 +29,5 @@ def tensorCreateGraphTensor(graph, tensor):
 def tensorCreateContextTensor(context, tensor):
     ctx = _get(context, Context, Q.QNN_TENSOR_ERROR_INVALID_HANDLE, "context")
     require(tensor, Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM, "tensorCreateContextTensor", "tensor")
-    t = ctx.create_tensor(read_tensor(tensor))
+    t = ctx.create_tensor(read_tensor(tensor, "borrow"))
     _write_back_id(tensor, t.id)

@@ -223,7 +223,8 @@ def validate_op_config(cfg: OpConfigDesc) -> None:
     declared: list[TensorSpec | None] = []
     for role, descs, out in (("inputTensors", cfg.inputs, specs), ("outputTensors", cfg.outputs, declared)):
         for i, d in enumerate(descs):
-            quant, static = validate_desc(d, func, f"opConfig.v1.{role}[{i}]", code=code, max_rank=None)
+            quant, static = validate_desc(d, func, f"opConfig.v1.{role}[{i}]", code=code, max_rank=None,
+                                          transient=True)
             out.append(None if d.type == Q.QNN_TENSOR_TYPE_NULL and out is specs else
                        TensorSpec(tuple(d.dims or ()), d.dtype, quant, static if out is specs else None,
                                   d.name or ""))

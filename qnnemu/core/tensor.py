@@ -76,6 +76,9 @@ class TensorDesc:
     data_size: int = 0
     has_data_pointer: bool = False
     dynamic_dims: tuple[bool, ...] | None = None
+    # True: ``data`` is a view of the application's buffer, valid during the API call only
+    # (validate_desc copies it; a memoryview that is not borrowed is a loaded binary's memory)
+    borrowed: bool = False
 
 
 @dataclass
@@ -133,7 +136,7 @@ def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, dims: t
         return None
     enc = q.encoding
     if enc in (Q.QNN_QUANTIZATION_ENCODING_SCALE_OFFSET, Q.QNN_QUANTIZATION_ENCODING_BW_SCALE_OFFSET):
-        if not np.isfinite(q.scale) or q.scale <= 0:
+        if not math.isfinite(q.scale) or q.scale <= 0:
             fail(Location(func).field(f"{path}.quantizeParams"), "QNNEMU-tensor-quant-scale",
                  f"scale must be a positive finite number, got {q.scale}", code=code)
         return QuantSpec(enc, float(q.scale), int(q.offset), None, q.bitwidth or None)
@@ -179,11 +182,13 @@ def quant_spec(q: RawQuant, dtype: int, func: str, path: str, code: int, dims: t
 
 
 def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENSOR_ERROR_INVALID_TENSOR_PARAM,
-                  allow_null_type: bool = True, max_rank: int | None = MAX_RANK
+                  allow_null_type: bool = True, max_rank: int | None = MAX_RANK, transient: bool = False
                   ) -> tuple[QuantSpec | None, np.ndarray | None]:
     """Creation rules for a tensor description; returns (quantization, static array).
     ``max_rank`` None: no rank limit (backendValidateOpConfig: the vendor's validation takes
-    tensors of rank 7 and 8 for ops that do not check ranks; op support data decides there)."""
+    tensors of rank 7 and 8 for ops that do not check ranks; op support data decides there).
+    ``transient``: the static array is used during this call only (backendValidateOpConfig), so
+    borrowed data is not copied: the array is a read-only view of the application's buffer."""
     if d.version not in (1, 2):
         fail(Location(func).field(f"{path}.version"), "QNNEMU-tensor-version",
              f"must be QNN_TENSOR_VERSION_1 or _2, got {d.version}", code=code)
@@ -226,7 +231,7 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
         if d.mem_type != Q.QNN_TENSORMEMTYPE_RAW:
             fail(Location(func).field(f"{v}.memType"), "QNNEMU-tensor-static-memtype",
                  f"{kind} tensors carry their data in clientBuf (QNN_TENSORMEMTYPE_RAW), got {d.mem_type}", code=code)
-        want = int(np.prod(d.dims, dtype=np.int64)) * dtypes.itemsize(d.dtype)
+        want = _int64_product(d.dims) * dtypes.itemsize(d.dtype)
         if d.data is None and want:
             fail(Location(func).field(f"{v}.clientBuf.data"), "QNNEMU-tensor-static-data",
                  f"a {kind} tensor needs its data at creation", code=code)
@@ -238,19 +243,28 @@ def validate_desc(d: TensorDesc, func: str, path: str, *, code: int = Q.QNN_TENS
             rules.warn("QNNEMU-tensor-static-size-larger", func, f"{v}.clientBuf.dataSize",
                        f"is {d.data_size} bytes; dimensions {list(d.dims)} of {dtypes.name(d.dtype)} need {want}: "
                        f"the first {want} bytes are the tensor's data")
-        if isinstance(d.data, bytes):
-            # a tensorCreate copy of the client's buffer: kept 64-byte aligned
-            static = _aligned_static(d.data, want, dtypes.numpy_dtype(d.dtype), d.dims)
+        if (d.borrowed and not transient) or isinstance(d.data, bytes):
+            # the client's buffer (or a copy of it): copied once, kept 64-byte aligned
+            static = _aligned_static(d.data or b"", want, dtypes.numpy_dtype(d.dtype), d.dims)
         else:
-            # a view of a loaded binary (tensors sharing a blob share its memory)
+            # a view of a loaded binary (tensors sharing a blob share its memory), or of the
+            # client's buffer for the duration of the call
             static = np.frombuffer((d.data or b"")[:want], dtype=dtypes.numpy_dtype(d.dtype)).reshape(d.dims)
+            if d.borrowed:
+                static.flags.writeable = False   # the application's memory
     return quant, static
+
+
+def _int64_product(dims) -> int:
+    """``int(np.prod(dims, dtype=np.int64))`` (wrapping as int64 does) without numpy's call
+    overhead (tensor creation's hot path)."""
+    return (math.prod(int(n) for n in dims) + 2**63) % 2**64 - 2**63
 
 
 STATIC_ALIGN = 64   # the C engine references 64-byte-aligned constants in place (no aligned copy)
 
 
-def _aligned_static(data: bytes, nbytes: int, dtype, dims) -> np.ndarray:
+def _aligned_static(data: bytes | memoryview, nbytes: int, dtype, dims) -> np.ndarray:
     """A static tensor's data as a read-only array starting on a STATIC_ALIGN boundary."""
     raw = np.empty(nbytes + STATIC_ALIGN, np.uint8)
     start = (-raw.ctypes.data) % STATIC_ALIGN

@@ -465,6 +465,10 @@ class _SpillResult:
     tile_spill_bytes: int = 0
     tile_fill_bytes: int = 0
     need_peak: int = 0               # the most VTCM the pass asked for before any eviction
+    # The least budget at which the same choices (tilings, in-place ops on DDR) make the very
+    # same eviction decisions: every room request that could evict and did not (or stopped
+    # evicting) had at most this much; a lower rung with the same choices reuses the pass.
+    reuse_floor: int = 0
 
     @property
     def tiles(self) -> int:
@@ -522,7 +526,23 @@ def working_set_errors(graph) -> dict[str, QnnError]:
             if (err := _working_set_error(a, v, settings.vtcm_bytes)) is not None}
 
 
-def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False) -> _SpillResult:
+def pass_choices(a: _Analysis, order: list[int], budget: int) -> tuple[dict[int, tiling.Option], set[int]]:
+    """What a spill pass at ``budget`` decides before it runs: the tiling of every op whose
+    working set exceeds the budget, and the in-place ops among them that run on their DDR copy."""
+    tiles: dict[int, tiling.Option] = {}
+    on_ddr: set[int] = set()
+    for v in order:
+        if a.nodes[v].working_set > budget:
+            option = a.tiling(v, budget)
+            if option is not None:
+                tiles[v] = option
+            elif v in a.in_place:
+                on_ddr.add(v)
+    return tiles, on_ddr
+
+
+def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False,
+               choices: tuple[dict[int, tiling.Option], set[int]] | None = None) -> _SpillResult:
     """Belady-like eviction: the resident block whose next read is furthest away goes first.
 
     Ops whose working set exceeds ``budget`` are tiled (their TCM inputs are read from DDR
@@ -531,17 +551,10 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False)
 
     ``flush``: the fallback when no budget's plan can be allocated without fragmentation --
     before each op every resident block leaves VTCM, so only one op's blocks (its filled
-    inputs, outputs and scratch, or its tiles) are ever live together and they pack from 0."""
-    tiles: dict[int, tiling.Option] = {}
-    on_ddr: set[int] = set()
-    for v in order:
-        n = a.nodes[v]
-        if n.working_set > budget:
-            option = a.tiling(v, budget)
-            if option is not None:
-                tiles[v] = option
-            elif v in a.in_place:
-                on_ddr.add(v)
+    inputs, outputs and scratch, or its tiles) are ever live together and they pack from 0.
+
+    ``choices``: ``pass_choices(a, order, budget)`` when the caller has them already."""
+    tiles, on_ddr = choices if choices is not None else pass_choices(a, order, budget)
     uses: dict[int, list[int]] = {}     # reads that need the block in VTCM (for eviction)
     last_read: dict[int, int] = {}      # the last read of any kind (DDR reads of tiled ops too)
     for i, v in enumerate(order):
@@ -553,12 +566,17 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False)
     used = 0
     copies: set[int] = set()
     entries: list[tuple[str, int]] = []
-    spill = fill = reused = tile_spill = tile_fill = need_peak = 0
+    spill = fill = reused = tile_spill = tile_fill = need_peak = floor = 0
 
     def make_room(i: int, need: int, pinned: set[int]) -> int:
-        nonlocal used, spill, reused, need_peak
+        # (``floor``: a request met without evicting, or after evicting down to ``need``, is met
+        # the same way at any budget down to ``need``; one that ran out of victims at this budget
+        # runs out at every lower one.  With ``flush`` nothing is resident here: no floor.)
+        nonlocal used, spill, reused, need_peak, floor
         need_peak = max(need_peak, need)
         if need <= budget:
+            if not flush:
+                floor = max(floor, need)
             return need
         victims = []
         for t in resident:
@@ -580,6 +598,8 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False)
             del resident[t]
             used -= size
             need -= size
+        if need <= budget:
+            floor = max(floor, need)
         return need
 
     for i, v in enumerate(order):
@@ -627,28 +647,47 @@ def spill_pass(a: _Analysis, order: list[int], budget: int, flush: bool = False)
                 del resident[t]
                 used -= a.size(t)
     return _SpillResult(budget, entries, spill + tile_spill, fill + tile_fill, reused, flush, tiles,
-                        tile_spill, tile_fill, need_peak)
+                        tile_spill, tile_fill, need_peak, floor)
+
+
+class _Rungs:
+    """Spill passes of one kind (ladder plans or, with ``flush``, flush plans) at the rungs of the
+    budget ladder, made on demand.  A pass's decisions depend on its budget only through its
+    choices (which ops are tiled and how, which in-place ops run on DDR) and through the room
+    requests that evict (or could), so a lower rung with the same choices and a budget at or
+    above a made pass's ``reuse_floor`` makes exactly the same entries: it reuses that pass with
+    its own budget instead of running again (the ladder has a rung every 64 KiB)."""
+
+    def __init__(self, a: _Analysis, order: list[int], flush: bool):
+        self.a, self.order, self.flush = a, order, flush
+        self.made: list[tuple[tuple, _SpillResult]] = []
+
+    def at(self, budget: int, choices=None, made: _SpillResult | None = None) -> _SpillResult:
+        """The pass at ``budget`` (``choices``: pass_choices at it when known; ``made``: the pass
+        itself, already run)."""
+        choices = choices if choices is not None else pass_choices(self.a, self.order, budget)
+        tiles, on_ddr = choices
+        same = (tuple((v, id(o)) for v, o in tiles.items()), frozenset(on_ddr))
+        for key, r in self.made:
+            if key == same and r.reuse_floor <= budget <= r.budget:
+                return replace(r, budget=budget, entries=list(r.entries), tilings=dict(r.tilings))
+        r = made if made is not None else spill_pass(self.a, self.order, budget, self.flush, choices)
+        self.made.append((same, r))
+        return r
 
 
 def _spill_passes(a: _Analysis, order: list[int], budgets: list[int], flush: bool = False,
                   first: _SpillResult | None = None) -> list[_SpillResult]:
     """spill_pass at each of ``budgets`` (largest first; ``first``: the pass at budgets[0],
-    already made).  A pass that tiled nothing and evicted nothing makes the same entries at
-    every budget down to the larger of its peak need and the largest working set (no op is
-    tiled there and no room is ever short), so below budgets in that range reuse it with their
-    own budget instead of running again (the ladder has a rung every 64 KiB)."""
-    largest = max((a.nodes[v].working_set for v in order), default=0)
-    out: list[_SpillResult] = []
-    same: tuple[int, _SpillResult] | None = None
-    for k, b in enumerate(budgets):
-        if same is not None and b >= same[0]:
-            r = replace(same[1], budget=b, entries=list(same[1].entries), tilings={})
-        else:
-            r = first if k == 0 and first is not None else spill_pass(a, order, b, flush)
-            if same is None and not r.tilings and largest <= b and r.need_peak <= b:
-                same = (max(largest, r.need_peak), r)
-        out.append(r)
-    return out
+    already made), reusing passes as ``_Rungs`` does."""
+    rungs = _Rungs(a, order, flush)
+    return [rungs.at(b, made=first if k == 0 else None) for k, b in enumerate(budgets)]
+
+
+def _ladder_fixed(budget: int, floor: int) -> set[int]:
+    """The ladder's budgets that depend on the graph's floor only (see budget_ladder)."""
+    return {*range(TCM_ALIGN, BUDGET_GRANULE + 1, TCM_ALIGN), *range(BUDGET_GRANULE, budget + 1, BUDGET_GRANULE),
+            *range(floor, floor + BUDGET_GRANULE, TCM_ALIGN)}
 
 
 def budget_ladder(budget: int, floor: int, peak: int | None = None) -> list[int]:
@@ -659,8 +698,7 @@ def budget_ladder(budget: int, floor: int, peak: int | None = None) -> list[int]
     every smaller budget's and keeping the plan with the fewest spill bytes over the ladder
     makes spill bytes never grow with VTCM (a plan that fits a smaller budget fits a larger)."""
     floor = _round_up(floor, TCM_ALIGN)
-    fixed = {*range(TCM_ALIGN, BUDGET_GRANULE + 1, TCM_ALIGN), *range(BUDGET_GRANULE, budget + 1, BUDGET_GRANULE),
-             *range(floor, floor + BUDGET_GRANULE, TCM_ALIGN)}
+    fixed = _ladder_fixed(budget, floor)
     if peak is not None:
         fixed.add(_round_up(peak, TCM_ALIGN))
     return sorted((b for b in fixed if floor <= b <= budget), reverse=True)
@@ -1154,9 +1192,6 @@ def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int
     one and the key is a total order, so spill bytes never grow with the budget, nor fill bytes
     at equal spill bytes; at equal spill and fill bytes the kept plan's own budget never shrinks
     (its tiles never multiply)."""
-    floor = a.floor()
-    ladder = budget_ladder(budget, floor, plan.runlist_peak_bytes) or [budget]
-
     built: dict[tuple, _Steps] = {}
     packed_too_big: set[tuple] = set()     # steps whose lowest-first packing exceeds the budget
 
@@ -1177,19 +1212,54 @@ def _memory_plan(a: _Analysis, plan: PreparedPlan, order: list[int], budget: int
             if compact:
                 packed_too_big.add(key)
         return None
-    first = spill_pass(a, order, ladder[0])
-    if not search or (not first.spill_bytes and not first.fill_bytes):
-        # (optimization level 1 keeps the first plan that fits: no search over budgets)
-        got = attempt(first)          # nothing to spill, fill or tile: nothing beats it
-        if got is not None:
-            return got
-    # every ladder budget's plan and its flush plan (the fragmentation fallback: one op's
-    # blocks at a time, which always packs within that budget)
-    results = _spill_passes(a, order, ladder, first=first) + _spill_passes(a, order, ladder, flush=True)
-    # Whether a plan fits depends on the plan only (offsets are placed within the plan's own
-    # budget, or packed lowest-first), so a plan that fits a budget fits every larger one.
-    for r in sorted(results, key=_SpillResult.key):
-        got = attempt(r)
+    def first_plan(top: int):
+        choices = pass_choices(a, order, top)
+        first = spill_pass(a, order, top, choices=choices)
+        if not search or (not first.spill_bytes and not first.fill_bytes):
+            # (optimization level 1 keeps the first plan that fits: no search over budgets)
+            got = attempt(first)          # nothing to spill, fill or tile: nothing beats it
+            if got is not None:
+                return choices, first, got
+        return choices, first, None
+
+    # The ladder's top rung is the budget itself when the budget is one of the ladder's budgets
+    # whatever the floor (2 KiB multiples to 64 KiB, 64 KiB multiples above; every op fits it:
+    # check_working_sets passed): then its plan is made first, and when it needs no search the
+    # floor (the tilings of every large op) is never listed.
+    on_ladder = budget % BUDGET_GRANULE == 0 if budget > BUDGET_GRANULE else budget % TCM_ALIGN == 0 < budget
+    made = first_plan(budget) if on_ladder else None
+    if made is not None and made[2] is not None:
+        return made[2]
+    floor = a.floor()
+    ladder = budget_ladder(budget, floor, plan.runlist_peak_bytes) or [budget]
+    if made is None or ladder[0] != budget:
+        made = first_plan(ladder[0])
+        if made[2] is not None:
+            return made[2]
+    choices, first, _ = made
+    # Candidates: every ladder budget's plan and its flush plan (the fragmentation fallback: one
+    # op's blocks at a time, which always packs within that budget); the best by key that fits
+    # is kept.  Whether a plan fits depends on the plan only (offsets are placed within the
+    # plan's own budget, or packed lowest-first), so a plan that fits a budget fits every larger
+    # one.  A rung's tilings alone spill their tiles' outputs (``least_spill``), so a rung whose
+    # tilings spill more than a made plan's spill bytes cannot rank before it: rungs are made
+    # only while they could, which keeps the very plan a search over every rung keeps.
+    by_budget = {ladder[0]: choices, **{b: pass_choices(a, order, b) for b in ladder[1:]}}
+    least_spill = {b: sum(o.spill_bytes for o in tiles.values()) for b, (tiles, _) in by_budget.items()}
+    kinds = {False: _Rungs(a, order, False), True: _Rungs(a, order, True)}
+    candidates = [kinds[False].at(ladder[0], choices, made=first)]
+    pending = [(b, flush) for flush in (False, True) for b in ladder if (b, flush) != (ladder[0], False)]
+    while candidates or pending:
+        best = min(candidates, key=_SpillResult.key, default=None)
+        bound = best.spill_bytes if best is not None else math.inf
+        due = [(b, flush) for b, flush in pending if least_spill[b] <= bound]
+        if due:
+            candidates += [kinds[flush].at(b, by_budget[b]) for b, flush in due]
+            pending = [p for p in pending if least_spill[p[0]] > bound]
+            continue
+        assert best is not None
+        candidates.remove(best)
+        got = attempt(best)
         if got is not None:
             return got
     raise AssertionError(f"prepare: no flush plan of '{a.graph.name}' fits {budget} bytes")

@@ -502,6 +502,9 @@ class TileCatalog:
         # The finest grid is always among the options when there are any (its tile count is
         # space[axis] > 1 on every tileable axis): a graph's VTCM floor needs only it, so the
         # other options are listed on first use (``best``): most ops fit their budget whole.
+        # per tensor (by id): how its maps group by space axis (tensor_tile_bytes' first step,
+        # made once per tensor instead of once per option)
+        self._layouts: dict[int, tuple[int, tuple[tuple[int, tuple, tuple[AxisMap, ...]], ...]]] = {}
         self.finest: Option | None = self._option(axes[-1], 1, 1) if axes and (inputs or outputs) else None
         self._options: list[Option] | None = None
 
@@ -542,12 +545,12 @@ class TileCatalog:
         tiles = math.prod(space[j] for j in lead) * -(-space[axis] // chunk)
         if tiles <= 1:
             return None
-        starts = list(range(0, space[axis], chunk))
+        n_starts = len(range(0, space[axis], chunk))
 
         def measure(tensors: list[Tensor]) -> tuple[int, int]:
             vtcm = moved = 0
             for t in tensors:
-                biggest, total = tensor_tile_bytes(t, space, tileable, axis, chunk, starts)
+                biggest, total = self._tile_bytes(t, axis, chunk, n_starts)
                 vtcm += _round_up(biggest, TILE_ALIGN)
                 moved += total
             return vtcm, moved
@@ -557,6 +560,46 @@ class TileCatalog:
         box = math.prod(1 if (j < axis and tileable[j]) else (chunk if j == axis else e) for j, e in enumerate(space))
         share = box / (math.prod(space) or 1)
         return Option(axis, chunk, tiles, buffers, in_b, out_b, self.scratch(share), fill, spill)
+
+    def _tile_bytes(self, t: Tensor, axis: int, chunk: int, n_starts: int) -> tuple[int, int]:
+        """tensor_tile_bytes(t, space, tileable, axis, chunk, starts) with ``n_starts`` =
+        len(starts): the same values from the same operations in the same order, the maps'
+        grouping made once per tensor and the per-axis extents cached by plain keys."""
+        space, tileable = self.pattern.space, self.pattern.tileable
+        if t.slice.maps is None:
+            return tensor_tile_bytes(t, space, tileable, axis, chunk, range(n_starts))
+        layout = self._layouts.get(id(t))
+        if layout is None:
+            constant = 1
+            by_axis: dict[int, list[AxisMap]] = {}
+            for m in t.slice.maps:
+                if m.kind in ("full", "one") or m.axis < 0:
+                    constant *= m.needed(0, 0)
+                else:
+                    by_axis.setdefault(m.axis, []).append(m)
+            layout = self._layouts[id(t)] = (constant, tuple(
+                (o, tuple(_map_key(m) for m in maps), tuple(maps)) for o, maps in by_axis.items()))
+        constant, groups = layout
+        biggest = total = 1.0
+        lead_axes = set()
+        for o, key, maps in groups:
+            e = space[o]
+            if o == axis:
+                big, tot = _extents_keyed(key, e, chunk)
+            elif o < axis and tileable[o]:
+                big, tot = _extents_keyed(key, e, 1)
+            else:
+                big = tot = math.prod(m.needed(0, e) for m in maps)
+            biggest *= big
+            total *= tot
+            lead_axes.add(o)
+        # tiles along lead axes no map follows repeat the same slice
+        for o in [j for j in range(axis) if tileable[j]] + [axis]:
+            if o not in lead_axes:
+                total *= n_starts if o == axis else space[o]
+        biggest_b = math.ceil(biggest * constant * t.elem_bytes)
+        total_b = math.ceil(total * constant * t.dma_elem_bytes)
+        return biggest_b, total_b
 
     def passes(self, axis: int) -> int:
         """How often the tiles read their inputs when split along ``axis`` (and one index of
@@ -628,6 +671,17 @@ def tensor_tile_bytes(t: Tensor, space, tileable, axis: int, chunk: int, starts)
     biggest_b = math.ceil(biggest * constant * t.elem_bytes)
     total_b = math.ceil(total * constant * t.dma_elem_bytes)
     return biggest_b, total_b
+
+
+def _map_key(m: AxisMap) -> tuple:
+    return (m.kind, m.axis, m.extent, m.kernel, m.stride, m.pad, m.offset, m.out)
+
+
+@functools.lru_cache(maxsize=65536)
+def _extents_keyed(key: tuple, e: int, chunk: int) -> tuple[int, int]:
+    """_extents of the maps whose fields are ``key`` (a tuple of ints and strings hashes in C;
+    the frozen AxisMaps' generated hash was a tenth of the tiling catalog's time)."""
+    return _extents(tuple(AxisMap(*fields) for fields in key), e, chunk)
 
 
 @functools.lru_cache(maxsize=65536)
