@@ -88,15 +88,28 @@ static int ew_vbmi(void)
     return on;
 }
 
-/* Threads for a pass over n elements at about ns_per_elem each: one per ~200 us of work (a
- * second thread waits for a core when other processes hold them: small passes stay on one),
+/* Work (ns) per thread below which a pass is not split further: QNNEMU_EW_SPLIT_US (default
+ * 20 us; the pool's workers spin for a while before they sleep, so a split costs a few us, not
+ * the tens of a wake-up: docs/engine-eltwise.md has the measurements). */
+static double ew_split_ns(void)
+{
+    static double ns = -1.0;
+    if (ns < 0.0) {
+        const char *env = getenv("QNNEMU_EW_SPLIT_US");
+        double us = env && *env ? atof(env) : 20.0;
+        ns = (us > 0.0 ? us : 20.0) * 1000.0;
+    }
+    return ns;
+}
+
+/* Threads for a pass over n elements at about ns_per_elem each: one per ew_split_ns() of work
  * at most the call's share of the pool (qe_call_threads) and 64. */
 static int ew_threads(int64_t n, double ns_per_elem)
 {
     int t = qe_threads();
     int c = qe_call_threads();
     if (c > 0 && c < t) t = c;
-    double want = (double)n * ns_per_elem / 200000.0;
+    double want = (double)n * ns_per_elem / ew_split_ns();
     if (want < t) t = (int)want;
     if (t > 64) t = 64;
     return t < 1 ? 1 : t;
@@ -165,10 +178,17 @@ static void ew_parallel(ew_range_fn fn, const void *ctx, int64_t n, double ns_pe
         }                                                                                         \
     } while (0)
 
+/* Internal codes of an Add whose Relu / ReluMinMax is applied as it stores (qe_k_binary_f32's
+ * activation; qnnemu/core/plan.py float folds): numpy.maximum(x0 + x1, 0), numpy.clip(x0 + x1,
+ * lo, hi) -- the Add's float32 sum, then the activation's exact max / clip. */
+enum { BIN_ADD_RELU = QE_BIN_COUNT, BIN_ADD_CLIP };
+
 EW_INLINE void bin_row(int op, const float *a, const float *b, void *yv, int64_t n, int64_t sa,
-                       int64_t sb)
+                       int64_t sb, float lo, float hi)
 {
     switch (op) {
+    case BIN_ADD_RELU: BIN_ROW(float, np_maxf(x0 + x1, 0.0f)); break;
+    case BIN_ADD_CLIP: BIN_ROW(float, np_clipf(x0 + x1, lo, hi)); break;
     case QE_BIN_ADD: BIN_ROW(float, x0 + x1); break;
     case QE_BIN_SUB: BIN_ROW(float, x0 - x1); break;
     case QE_BIN_MUL: BIN_ROW(float, x0 * x1); break;
@@ -198,7 +218,8 @@ EW_INLINE void bin_row(int op, const float *a, const float *b, void *yv, int64_t
 /* Output elements [e0, e1) of a broadcast, row by row (the first and last rows may be partial):
  * rank r (>= 1), out shape d[r], element strides sa[r], sb[r]. */
 EW_INLINE void bin_all(int op, const float *a, const float *b, char *y, int r, const int64_t *d,
-                       const int64_t *sa, const int64_t *sb, int out_size, int64_t e0, int64_t e1)
+                       const int64_t *sa, const int64_t *sb, int out_size, float lo, float hi,
+                       int64_t e0, int64_t e1)
 {
     int64_t n = d[r - 1];
     int64_t row = e0 / n, col = e0 % n;
@@ -212,7 +233,7 @@ EW_INLINE void bin_all(int op, const float *a, const float *b, char *y, int r, c
     for (int64_t e = e0; e < e1;) {
         int64_t cnt = n - col < e1 - e ? n - col : e1 - e;
         bin_row(op, a + oa + col * sa[r - 1], b + ob + col * sb[r - 1], y + e * out_size, cnt,
-                sa[r - 1], sb[r - 1]);
+                sa[r - 1], sb[r - 1], lo, hi);
         e += cnt;
         col = 0;
         for (int k = r - 2; k >= 0; k--) {   /* odometer over the outer dimensions */
@@ -231,16 +252,17 @@ typedef struct {
     const float *a, *b;
     char *y;
     const int64_t *d, *sa, *sb;
+    float lo, hi;
 } bin_ctx;
 
 static void bin_all_base(const bin_ctx *c, int64_t e0, int64_t e1)
 {
-    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, e0, e1);
+    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, c->lo, c->hi, e0, e1);
 }
 
 __attribute__((target("avx2"))) static void bin_all_avx2(const bin_ctx *c, int64_t e0, int64_t e1)
 {
-    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, e0, e1);
+    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, c->lo, c->hi, e0, e1);
 }
 
 static void bin_range(const void *cp, int64_t e0, int64_t e1)
@@ -254,28 +276,46 @@ static void bin_range(const void *cp, int64_t e0, int64_t e1)
 /* y = a op b broadcast: rank r (1..8), out dims[r], element strides sa[r], sb[r] (0 where an
  * input broadcasts); y float32, or uint8 0 / 1 for the comparisons.  Large outputs are split
  * over the pool's threads (each element is computed alike whatever the split). */
-int qe_ew_binary_f32(int op, const float *a, const float *b, void *y, int r, const int64_t *d,
-                     const int64_t *sa, const int64_t *sb)
+static int binary_f32(int op, const float *a, const float *b, void *y, int r, const int64_t *d,
+                      const int64_t *sa, const int64_t *sb, float lo, float hi)
 {
-    if (op < 0 || op >= QE_BIN_COUNT || r < 1 || r > 8) return 2;
+    if (r < 1 || r > 8) return 2;
     int64_t total = 1;
     for (int k = 0; k < r; k++) total *= d[k];
     if (total <= 0) return 0;
-    bin_ctx c = {op, r, op >= QE_BIN_FIRST_COMPARE ? 1 : 4, a, b, y, d, sa, sb};
+    int compare = op >= QE_BIN_FIRST_COMPARE && op < QE_BIN_COUNT;
+    bin_ctx c = {op, r, compare ? 1 : 4, a, b, y, d, sa, sb, lo, hi};
     /* memory-bound but for the float64 pow, fmod and the divisions */
     double ns = op == QE_BIN_POW ? 20.0 : (op == QE_BIN_FMOD || op == QE_BIN_MOD) ? 5.0 : 0.3;
     ew_parallel(bin_range, &c, total, ns);
     return 0;
 }
 
-/* p: in[0], in[1], out; i: op, rank r, out shape[r], in[0] strides[r], in[1] strides[r]. */
+int qe_ew_binary_f32(int op, const float *a, const float *b, void *y, int r, const int64_t *d,
+                     const int64_t *sa, const int64_t *sb)
+{
+    if (op < 0 || op >= QE_BIN_COUNT) return 2;
+    return binary_f32(op, a, b, y, r, d, sa, sb, 0.0f, 0.0f);
+}
+
+/* p: in[0], in[1], out; i: op, rank r, out shape[r], in[0] strides[r], in[1] strides[r], and
+ * optionally an activation applied as the result is stored (plan.float_folds: an Add's Relu /
+ * ReluMinMax): 0 none, 1 numpy.maximum(y, 0), 2 numpy.clip(y, lo, hi) with d: lo, hi (float32
+ * values). */
 int qe_k_binary_f32(const qe_args *a)
 {
     if (a->np != 3 || a->ni < 2) return 1;
-    int r = (int)a->i[1];
-    if (r < 1 || r > 8 || a->ni != 2 + 3 * r) return 2;
+    int op = (int)a->i[0], r = (int)a->i[1];
+    if (op < 0 || op >= QE_BIN_COUNT || r < 1 || r > 8) return 2;
+    if (a->ni != 2 + 3 * r && a->ni != 3 + 3 * r) return 2;
     const int64_t *d = a->i + 2;
-    return qe_ew_binary_f32((int)a->i[0], a->p[0], a->p[1], a->p[2], r, d, d + r, d + 2 * r);
+    int act = a->ni == 3 + 3 * r ? (int)a->i[2 + 3 * r] : 0;
+    if (act == 0) return binary_f32(op, a->p[0], a->p[1], a->p[2], r, d, d + r, d + 2 * r, 0.0f, 0.0f);
+    /* (the Add alone folds an activation: the plan folds nothing else) */
+    if (op != QE_BIN_ADD || act > 2 || (act == 2 && a->nd != 2)) return 2;
+    float lo = act == 2 ? (float)a->d[0] : 0.0f, hi = act == 2 ? (float)a->d[1] : 0.0f;
+    return binary_f32(act == 1 ? BIN_ADD_RELU : BIN_ADD_CLIP, a->p[0], a->p[1], a->p[2], r, d, d + r,
+                      d + 2 * r, lo, hi);
 }
 
 /* ---- vectorizable float64 exp --------------------------------------------------------------- */
@@ -639,41 +679,43 @@ int qe_k_unary_f32(const qe_args *a)
 }
 
 /* ---- SiLU: a Sigmoid and the Multiply of its input by it, in one pass ----------------------- */
-/* y = x * sigmoid(x) as the two steps compute it (s = the Sigmoid's float32 result, written too,
- * then the Multiply's float32 product in the node's operand order), block by block so that x
- * and s are read back from L1: one read of x and two writes instead of three reads and two. */
+/* y = x * sigmoid(x) as the two steps compute it (s = the Sigmoid's float32 result, then the
+ * Multiply's float32 product in the node's operand order), block by block so that x and s are
+ * read back from L1: one read of x and one write (s in a block on the stack: the plan folded the
+ * Sigmoid, nothing reads its output) or two (s written too) instead of three reads and two. */
 typedef struct { const float *x; float *s, *y; int x_first; } silu_ctx;
 
 #define SILU_BLOCK 2048
 __attribute__((target("avx2"))) static void silu_mul_avx2(const float *a, const float *b, float *y,
                                                          int64_t n)
 {
-    bin_row(QE_BIN_MUL, a, b, y, n, 1, 1);
+    bin_row(QE_BIN_MUL, a, b, y, n, 1, 1, 0.0f, 0.0f);
 }
 
 static void silu_range(const void *cp, int64_t e0, int64_t e1)
 {
     const silu_ctx *c = cp;
+    float own[SILU_BLOCK] __attribute__((aligned(64)));
     for (int64_t b = e0; b < e1; b += SILU_BLOCK) {
         int64_t n = e1 - b < SILU_BLOCK ? e1 - b : SILU_BLOCK;
         const float *x = c->x + b;
-        float *s = c->s + b, *y = c->y + b;
+        float *s = c->s ? c->s + b : own, *y = c->y + b;
         if (ew_level() == 2) sigmoid_rows_avx512(x, s, n);
         else if (qe_isa()) un_all_avx2(QE_UN_SIGMOID, x, s, n, NULL);
         else un_all_base(QE_UN_SIGMOID, x, s, n, NULL);
         const float *a = c->x_first ? x : s, *bb = c->x_first ? s : x;
         if (qe_isa()) silu_mul_avx2(a, bb, y, n);
-        else bin_row(QE_BIN_MUL, a, bb, y, n, 1, 1);
+        else bin_row(QE_BIN_MUL, a, bb, y, n, 1, 1, 0.0f, 0.0f);
     }
 }
 
-/* p: x, s (the Sigmoid's output), y (the Multiply's); i: n, x_first (1: the Multiply computes
- * x * s, 0: s * x). */
+/* p: x, s (the Sigmoid's output; left out when nothing reads it), y (the Multiply's); i: n,
+ * x_first (1: the Multiply computes x * s, 0: s * x). */
 int qe_k_silu_f32(const qe_args *a)
 {
-    if (a->np != 3 || a->ni != 2) return 1;
+    if ((a->np != 3 && a->np != 2) || a->ni != 2) return 1;
     pthread_once(&sig_once, sig_table_init);
-    silu_ctx c = {a->p[0], a->p[1], a->p[2], (int)a->i[1]};
+    silu_ctx c = {a->p[0], a->np == 3 ? a->p[1] : NULL, a->p[a->np - 1], (int)a->i[1]};
     ew_parallel(silu_range, &c, a->i[0], ew_level() == 2 ? 0.6 : 1.8);
     return 0;
 }
