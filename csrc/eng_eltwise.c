@@ -361,54 +361,64 @@ EW_INLINE double exp_d(double x)
  * 1 / (1 + exp_d(-x)) in float64, rounded once to float32. */
 EW_INLINE float sigmoid_exact(float v) { return (float)(1.0 / (1.0 + exp_d(-(double)v))); }
 
-/* 2^(j/16), j = 0..15 (exp2 of glibc: within 1 ulp of float64, far inside the budget below). */
+/* 2^(j/16), j = 0..15 (exp2 of glibc: within 1 ulp of float64, far inside the budget below),
+ * stored as bit patterns with j << 48 subtracted: adding n << 48 to entry (n mod 16), n = 16 k + j,
+ * gives the bits of 2^k 2^(j/16) in one integer add (n << 48 = k << 52 + j << 48). */
 static double sig_exp2_16[16];
 static pthread_once_t sig_once = PTHREAD_ONCE_INIT;
 static void sig_table_init(void)
 {
-    for (int j = 0; j < 16; j++) sig_exp2_16[j] = exp2((double)j / 16.0);
+    for (int j = 0; j < 16; j++) {
+        double t = exp2((double)j / 16.0);
+        int64_t bits;
+        memcpy(&bits, &t, sizeof bits);
+        bits -= (int64_t)j << 48;
+        memcpy(&sig_exp2_16[j], &bits, sizeof bits);
+    }
 }
 
-/* Eight lanes of the fast sigmoid: s ~ 1 / (1 + e^-x) in float64 with a relative error below
- * 2^-42 (exp: x = (16k + j) ln2/16 + r, |r| <= ln2/32, 2^k 2^(j/16) by a 16-entry table, e^r
- * by its Taylor series to r^5 (truncation 1.5e-13 = 2^-42.6); then one division, correctly
- * rounded: faster here than rcp14 and two Newton steps).  The exact formula is within 2^-51 of the true value, so both round to
- * the same float32 unless s lies within ~2^-41 (relative) of a float32 rounding midpoint: the
- * lanes where the 29 mantissa bits float32 drops are within 2^14 units (2^-38 relative) of the
- * half-way pattern, where s is below 2^-125 (float32 subnormals round on another grid) or x is
- * NaN are returned in *redo (about 1 lane in 16000) and recomputed by the exact formula.  The
- * result therefore equals the exact formula's for every float32 input: checked over all 2^32
- * of them (docs/engine-eltwise.md). */
+/* Fallback window: lanes whose float64 result lies within SIG_WINDOW float64 units of a float32
+ * rounding midpoint take the exact formula (about 1 lane in 2^11). */
+#define SIG_WINDOW (1LL << 17)
+/* Below this x (or NaN) the exact formula runs: the result is below 2^-125 (float32 subnormals
+ * round on another grid) or NaN. */
+#define SIG_X_LOW (-86.5f)
+
+/* Eight lanes of the fast sigmoid, x in float64 (clamped to [-86.5, 700]): s ~ 1 / (1 + e^-x)
+ * with a relative error below 2^-38.4:
+ * - e^-x = 2^k 2^(j/16) e^r', n = 16 k + j = round(-x 16/ln2), r' = -x - n ln2/16 (|r'| <=
+ *   ln2/32; ln2/16 in one part: |n| <= 16200 leaves an error below 2.4e-14 in r'), the sign of x
+ *   folded into the constants (x + n ln2/16 = -r' is computed, the polynomial takes -r');
+ * - e^r' by a degree-4 near-minimax polynomial on [-ln2/32, ln2/32] (Chebyshev fit: 2.53e-12 =
+ *   2^-38.5 with its float64 coefficients), the table entry times 2^k by one integer add;
+ * - one division, correctly rounded.
+ * The exact formula is within 2^-51 of the true value, so the two differ by less than
+ * 2^53 (2^-38.4 + 2^-51) < 2^14.7 float64 units of the result: both round to the same float32
+ * unless the result is within SIG_WINDOW = 2^17 units (a margin of 5) of a float32 rounding
+ * midpoint.  Those lanes (the 29 bits float32 drops, minus the half-way pattern 2^28, within
+ * +-2^17) are returned in *redo and recomputed by the exact formula (as are x < -86.5 and NaN:
+ * the caller's mask).  The result therefore equals the exact formula's for every float32 input:
+ * checked over all 2^32 of them (tools/exhaustive_sigmoid.py, docs/engine-eltwise.md). */
 __attribute__((target("avx512f,avx512dq,avx512vl"))) static inline __m256
-sigmoid8_avx512(__m256 xf, __m512d tlo, __m512d thi, __mmask8 *redo)
+sigmoid8_avx512(__m512d x, __m512d tlo, __m512d thi, __mmask8 *redo)
 {
-    const __m512d shift = _mm512_set1_pd(EXP_SHIFT);
-    __m512d z = _mm512_sub_pd(_mm512_setzero_pd(), _mm512_cvtps_pd(xf));   /* -x, exact */
-    /* (max / min return their second operand when one is NaN: a NaN x stays NaN to the end) */
-    z = _mm512_min_pd(_mm512_set1_pd(700.0), _mm512_max_pd(_mm512_set1_pd(-700.0), z));
-    __m512d kd = _mm512_fmadd_pd(z, _mm512_set1_pd(23.083120654223414), shift);   /* 16/ln2 */
+    const __m512d shift = _mm512_set1_pd(EXP_SHIFT), one = _mm512_set1_pd(1.0);
+    __m512d kd = _mm512_fmadd_pd(x, _mm512_set1_pd(-23.083120654223414), shift);   /* -16/ln2 */
     __m512d kf = _mm512_sub_pd(kd, shift);
-    __m512d r = _mm512_fnmadd_pd(kf, _mm512_set1_pd(0.04332169878499658), z);     /* ln2/16 */
-    r = _mm512_fnmadd_pd(kf, _mm512_set1_pd(1.4494042586539372e-18), r);  /* its rest */
-    __m512i n = _mm512_sub_epi64(_mm512_castpd_si512(kd), _mm512_castpd_si512(shift));
-    __m512d t = _mm512_permutex2var_pd(tlo, n, thi);            /* 2^((n mod 16) / 16) */
-    __m512i k52 = _mm512_slli_epi64(_mm512_srai_epi64(n, 4), 52);
-    __m512d p = _mm512_set1_pd(1.0 / 120.0);
-    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 24.0));
-    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 6.0));
-    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(0.5));
-    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
-    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
-    __m512d e = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(_mm512_mul_pd(t, p)), k52));
-    const __m512d one = _mm512_set1_pd(1.0);
-    __m512d d = _mm512_add_pd(one, e);
-    __m512d q = _mm512_div_pd(one, d);
-    /* the 29 bits below float32's mantissa, against the half-way pattern 2^28 */
-    __m512i low = _mm512_and_si512(_mm512_castpd_si512(q), _mm512_set1_epi64((1LL << 29) - 1));
-    __m512i dist = _mm512_abs_epi64(_mm512_sub_epi64(low, _mm512_set1_epi64(1LL << 28)));
-    __mmask8 near = _mm512_cmple_epi64_mask(dist, _mm512_set1_epi64(1LL << 14));
-    __mmask8 tiny_or_nan = _mm512_cmp_pd_mask(q, _mm512_set1_pd(0x1p-125), _CMP_NGE_UQ);
-    *redo = near | tiny_or_nan;
+    __m512d rn = _mm512_fmadd_pd(kf, _mm512_set1_pd(0.04332169878499658), x);      /* -r' */
+    __m512i kb = _mm512_castpd_si512(kd);              /* n in the low bits (j = bits 0-3) */
+    __m512d t = _mm512_permutex2var_pd(tlo, kb, thi);
+    __m512d t2k = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), _mm512_slli_epi64(kb, 48)));
+    __m512d p = _mm512_set1_pd(0.04166748124362417);  /* e^r' = p(r'), odd coefficients negated for -r' */
+    p = _mm512_fmadd_pd(p, rn, _mm512_set1_pd(-0.16667155414206147));
+    p = _mm512_fmadd_pd(p, rn, _mm512_set1_pd(0.4999999999044515));
+    p = _mm512_fmadd_pd(p, rn, _mm512_set1_pd(-0.9999999994267068));
+    p = _mm512_fmadd_pd(p, rn, one);
+    __m512d q = _mm512_div_pd(one, _mm512_add_pd(one, _mm512_mul_pd(t2k, p)));
+    /* (the 29 low bits - (2^28 - W)) mod 2^29 <= 2 W: within W of the half-way pattern 2^28 */
+    __m512i low = _mm512_and_si512(_mm512_sub_epi64(_mm512_castpd_si512(q), _mm512_set1_epi64((1LL << 28) - SIG_WINDOW)),
+                                   _mm512_set1_epi64((1LL << 29) - 1));
+    *redo = _mm512_cmple_epu64_mask(low, _mm512_set1_epi64(2 * SIG_WINDOW));
     return _mm512_cvtpd_ps(q);
 }
 
@@ -417,18 +427,23 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) static void sigmoid_rows_av
                                                                                     int64_t n)
 {
     const __m512d tlo = _mm512_loadu_pd(sig_exp2_16), thi = _mm512_loadu_pd(sig_exp2_16 + 8);
+    const __m512 lo = _mm512_set1_ps(SIG_X_LOW), hi = _mm512_set1_ps(700.0f);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
+        __m512 xv = _mm512_loadu_ps(x + i);
+        __mmask16 exact = _mm512_cmp_ps_mask(xv, lo, _CMP_NGE_UQ);       /* x < -86.5 or NaN */
+        /* (max / min return their second operand when one is NaN: such lanes stay NaN) */
+        __m512 v = _mm512_min_ps(hi, _mm512_max_ps(lo, xv));
         __mmask8 r0, r1;
-        __m256 y0 = sigmoid8_avx512(_mm256_loadu_ps(x + i), tlo, thi, &r0);
-        __m256 y1 = sigmoid8_avx512(_mm256_loadu_ps(x + i + 8), tlo, thi, &r1);
+        __m256 y0 = sigmoid8_avx512(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), tlo, thi, &r0);
+        __m256 y1 = sigmoid8_avx512(
+            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), tlo, thi, &r1);
         _mm256_storeu_ps(y + i, y0);
         _mm256_storeu_ps(y + i + 8, y1);
-        if (__builtin_expect(r0 | r1, 0)) {
-            unsigned m = (unsigned)r0 | (unsigned)r1 << 8;
+        unsigned m = ((unsigned)r0 | (unsigned)r1 << 8) | (unsigned)exact;
+        if (__builtin_expect(m != 0, 0))
             for (int l = 0; l < 16; l++)
                 if (m >> l & 1) y[i + l] = sigmoid_exact(x[i + l]);
-        }
     }
     for (; i < n; i++) y[i] = sigmoid_exact(x[i]);
 }
