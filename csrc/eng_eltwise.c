@@ -89,17 +89,28 @@ static int ew_vbmi(void)
 }
 
 /* Work (ns) per thread below which a pass is not split further: QNNEMU_EW_SPLIT_US (default
- * 20 us; the pool's workers spin for a while before they sleep, so a split costs a few us, not
- * the tens of a wake-up: docs/engine-eltwise.md has the measurements). */
+ * 200 us).  The pool's workers now spin before they sleep, so on an idle machine a split costs
+ * a few us; but a second thread waits for a core when other processes hold them, and on this
+ * shared machine (load 8 on 2 cores) splitting 50-250 us passes made them 1.2-2x slower than
+ * one thread (docs/engine-eltwise.md): the default stays. */
+static double ew_split = -1.0;   /* ns; < 0: not read yet */
 static double ew_split_ns(void)
 {
-    static double ns = -1.0;
-    if (ns < 0.0) {
+    if (ew_split < 0.0) {
         const char *env = getenv("QNNEMU_EW_SPLIT_US");
-        double us = env && *env ? atof(env) : 20.0;
-        ns = (us > 0.0 ? us : 20.0) * 1000.0;
+        double us = env && *env ? atof(env) : 200.0;
+        ew_split = (us > 0.0 ? us : 200.0) * 1000.0;
     }
-    return ns;
+    return ew_split;
+}
+
+/* Sets the split threshold (us of work per thread; <= 0: back to QNNEMU_EW_SPLIT_US or the
+ * default) and returns the previous one: for measurements (benchmarks/bench_ops.py). */
+double qe_ew_set_split_us(double us)
+{
+    double old = ew_split_ns() / 1000.0;
+    ew_split = us > 0.0 ? us * 1000.0 : -1.0;
+    return old;
 }
 
 /* Threads for a pass over n elements at about ns_per_elem each: one per ew_split_ns() of work
