@@ -1408,5 +1408,6 @@ __all__ = ["Plan", "Step", "compile_plan", "refresh_plan", "nodes_touching", "RO
            "DEFAULT_ROUNDING", "rounding_for", "Requantize", "INTEGER_ACCUMULATION_OPS", "INTEGER_ELEMENTWISE_OPS",
            "IntegerAccumulation", "IntegerAdd", "FOLDING_PRODUCERS", "FOLDED_ACTIVATIONS",
            "folded_activations", "FoldedActivation", "FLOAT_FOLDING_PRODUCERS", "float_folded_activations",
-           "ActivationEpilogue", "FoldedIntoProducer", "EltwiseActivationEpilogue", "SiluProduct", "routed_fp_errors", "masked_softmax_rewrites",
+           "ActivationEpilogue", "FoldedIntoProducer", "EltwiseActivationEpilogue", "SiluProduct",
+           "ELTWISE_FOLDING_PRODUCERS", "routed_fp_errors", "masked_softmax_rewrites",
            "MaskedSoftmaxPattern", "MaskedSoftmaxRewrite", "MASKED_SOFTMAX_FILL_MAX"]

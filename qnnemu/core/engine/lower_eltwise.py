@@ -52,8 +52,7 @@ from ...ops._fast_eltwise import (
 from ...ops.base import to_compute
 from ...spec import dtypes
 from ...spec.quant import Dequantizer, Requantize
-from .. import float16
-from .. import plan as plan_mod
+from .. import float16, plan as plan_mod
 from .lowering import Unsupported, _cast_target, lowers, lowers_impl, type_code
 
 # C-kernel unary ops whose Python fast path calls that kernel (not a numpy formula)
