@@ -642,7 +642,7 @@ def _sigmoid_patterns(rng, n: int) -> np.ndarray:
 
 @given(seed=st.integers(0, 2**32 - 1))
 def test_fast_sigmoid_equals_the_exact_formula_bytewise(seed):
-    """The AVX-512 Sigmoid pass (fast exp, rcp14 + Newton, exact fallback near float32 rounding
+    """The AVX-512 Sigmoid pass (fast exp, one division, exact fallback near float32 rounding
     midpoints) gives the exact formula's bytes (1 / (1 + exp(-x)) in float64, one rounding) and
     numpy's float64 reference values; tools/exhaustive_sigmoid.py checks all 2^32 inputs."""
     rng = np.random.default_rng(seed)
