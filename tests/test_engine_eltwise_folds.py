@@ -197,3 +197,46 @@ def test_folded_kernels_do_not_depend_on_the_split(contexts):
     finally:
         lib.qe_ew_set_split_us(previous)
         _fast.set_threads(saved_threads)
+
+
+@pytest.mark.parametrize("engine", ["c", "python", "check"])
+def test_add_fold_through_the_abi_with_a_weight_update(our_backend, monkeypatch, engine):
+    """Through the C ABI: x + b (b an updatable static [1,1,1,C]) -> ReluMinMax, then x -> SiLU;
+    executes before and after tensorUpdateGraphTensors of b give the bytes of the same graph
+    with FOLD_RELU_ACTIVATION_INTO_CONV_OFF (no fold), and the fold survives the update."""
+    from qnnemu.client import ffi, htp_graph_config
+    from qnnemu.core.handles import HANDLES
+    monkeypatch.setenv("QNNEMU_ENGINE", engine)
+    rng = np.random.default_rng(11)
+    shape = (1, 12, 12, 24)
+    x = special(rng, shape, nan=False)
+    b0, b1 = (rng.standard_normal((1, 1, 1, 24)).astype(np.float32) for _ in range(2))
+    outs, folds = [], []
+    for fold_off in (False, True):
+        ctx = our_backend.context()
+        try:
+            configs = [htp_graph_config("FOLD_RELU_ACTIVATION_INTO_CONV_OFF", foldReluActivationIntoConvOff=True)] \
+                if fold_off else []
+            g = ctx.graph("addfold", configs=configs)
+            xi = g.input("x", shape)
+            b = g.static("b", b0, updatable=True)
+            s = g.node("ElementWiseAdd", [xi, b], outputs=[("s", shape, np.float32)], name="add")
+            g.node("ReluMinMax", [s], outputs=[("y", shape, np.float32)], name="clip", app_read=True,
+                   params={"min_value": np.float32(-0.25), "max_value": np.float32(2.0)})
+            sg = g.node("Sigmoid", [xi], outputs=[("sg", shape, np.float32)], name="sig")
+            g.node("ElementWiseMultiply", [sg, xi], outputs=[("z", shape, np.float32)], name="mul", app_read=True)
+            g.finalize()
+            first = g.execute({"x": x})
+            g.update_tensors({"b": b1})
+            core = HANDLES.lookup(int(ffi.cast("uintptr_t", g.handle)))
+            folds.append(dict(core.plan.float_folds))
+            outs.append((first, g.execute({"x": x})))
+        finally:
+            ctx.free()
+    assert folds == [{1: 0, 2: 3}, {}], f"Add -> ReluMinMax and the SiLU folded, kept after the update: {folds}"
+    for when, k in (("before the update", 0), ("after the update", 1)):
+        a, c = outs[0][k], outs[1][k]
+        assert a.keys() == c.keys() and all(np.asarray(a[n]).tobytes() == np.asarray(c[n]).tobytes() for n in a), \
+            f"engine {engine}, {when}: folded bytes == FOLD_OFF bytes"
+    assert np.asarray(outs[0][0]["y"]).tobytes() != np.asarray(outs[0][1]["y"]).tobytes(), \
+        "the update changed the clipped sum"
