@@ -104,12 +104,12 @@ static double ew_split_ns(void)
     return ew_split;
 }
 
-/* Sets the split threshold (us of work per thread; <= 0: back to QNNEMU_EW_SPLIT_US or the
- * default) and returns the previous one: for measurements (benchmarks/bench_ops.py). */
-double qe_ew_set_split_us(double us)
+/* Sets the split threshold (ns of work per thread; <= 0: back to QNNEMU_EW_SPLIT_US or the
+ * default) and returns the previous one: for measurements and tests. */
+long qe_ew_set_split_ns(long ns)
 {
-    double old = ew_split_ns() / 1000.0;
-    ew_split = us > 0.0 ? us * 1000.0 : -1.0;
+    long old = (long)ew_split_ns();
+    ew_split = ns > 0 ? (double)ns : -1.0;
     return old;
 }
 

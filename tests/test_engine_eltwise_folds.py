@@ -183,19 +183,19 @@ def test_fold_off_keeps_the_engines_two_output_silu(contexts):
 
 def test_folded_kernels_do_not_depend_on_the_split(contexts):
     """qe_k_binary_f32 with its activation and the one-output qe_k_silu_f32, split over 2 threads
-    from any size (qe_ew_set_split_us) or run on one: the same bytes as the Python plan."""
+    from any size (qe_ew_set_split_ns) or run on one: the same bytes as the Python plan."""
     from qnnemu._kernels import lib
     saved_threads = _fast.threads()
     graphs = [add_relu_graph(contexts(), (1, 9, 9, 40), (1, 1, 1, 40), "ReluMinMax"),
               silu_graph(contexts(), (1, 9, 9, 40), False)]
-    previous = lib.qe_ew_set_split_us(0.001)
+    previous = lib.qe_ew_set_split_ns(1)
     try:
         for threads in (1, 2):
             _fast.set_threads(threads)
             for k, (graph, ins, y) in enumerate(graphs):
                 assert_identical_to_unfolded(graph, ins, y, 6 + k, f"graph {k}, {threads} thread(s)", nan=k == 0)
     finally:
-        lib.qe_ew_set_split_us(previous)
+        lib.qe_ew_set_split_ns(previous)
         _fast.set_threads(saved_threads)
 
 
