@@ -376,6 +376,8 @@ EW_INLINE float sigmoid_exact(float v) { return (float)(1.0 / (1.0 + exp_d(-(dou
  * stored as bit patterns with j << 48 subtracted: adding n << 48 to entry (n mod 16), n = 16 k + j,
  * gives the bits of 2^k 2^(j/16) in one integer add (n << 48 = k << 52 + j << 48). */
 static double sig_exp2_16[16];
+/* 2^(j/4), j = 0..3, with j << 50 subtracted (the AVX2 pass: n = 4 k + j) */
+static double sig_exp2_4[4] __attribute__((aligned(32)));
 static pthread_once_t sig_once = PTHREAD_ONCE_INIT;
 static void sig_table_init(void)
 {
@@ -385,6 +387,13 @@ static void sig_table_init(void)
         memcpy(&bits, &t, sizeof bits);
         bits -= (int64_t)j << 48;
         memcpy(&sig_exp2_16[j], &bits, sizeof bits);
+    }
+    for (int j = 0; j < 4; j++) {
+        double t = exp2((double)j / 4.0);
+        int64_t bits;
+        memcpy(&bits, &t, sizeof bits);
+        bits -= (int64_t)j << 50;
+        memcpy(&sig_exp2_4[j], &bits, sizeof bits);
     }
 }
 
@@ -457,6 +466,73 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) static void sigmoid_rows_av
                 if (m >> l & 1) y[i + l] = sigmoid_exact(x[i + l]);
     }
     for (; i < n; i++) y[i] = sigmoid_exact(x[i]);
+}
+
+/* The same pass for AVX2 (+FMA) machines: 8 float32 lanes a step, two halves of 4 float64 lanes;
+ * n = round(-x 4/ln2) = 4 k + j, |r'| <= ln2/8, 2^(j/4) from a 4-entry table (vpermps on the
+ * doubles' halves), e^r' by a degree-6 near-minimax polynomial (Chebyshev fit on [-ln2/8, ln2/8]:
+ * relative error 1.23e-13 = 2^-42.9 with its float64 coefficients; ln2/4 in one part leaves
+ * below 1e-14 in r'), then the same division, window and exact fallback as above: the error
+ * budget is smaller than the AVX-512 pass's, and all 2^32 inputs were checked the same way
+ * (QNNEMU_KERNELS_ISA=avx2 tools/exhaustive_sigmoid.py). */
+__attribute__((target("avx2,fma"))) static inline __m128 sigmoid4_avx2(__m256d x, __m256 tab, int *redo)
+{
+    const __m256d shift = _mm256_set1_pd(EXP_SHIFT), one = _mm256_set1_pd(1.0);
+    __m256d kd = _mm256_fmadd_pd(x, _mm256_set1_pd(-5.7707801635558535), shift);   /* -4/ln2 */
+    __m256d kf = _mm256_sub_pd(kd, shift);
+    __m256d rn = _mm256_fmadd_pd(kf, _mm256_set1_pd(0.17328679513998632), x);      /* -r' */
+    __m256i kb = _mm256_castpd_si256(kd);
+    /* float32 indices (2j, 2j + 1) of the table entry's two halves */
+    __m256i j2 = _mm256_slli_epi64(_mm256_and_si256(kb, _mm256_set1_epi64x(3)), 1);
+    __m256i idx = _mm256_add_epi32(_mm256_shuffle_epi32(j2, 0xA0), _mm256_set_epi32(1, 0, 1, 0, 1, 0, 1, 0));
+    __m256d t = _mm256_castps_pd(_mm256_permutevar8x32_ps(tab, idx));
+    __m256d t2k = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(t), _mm256_slli_epi64(kb, 50)));
+    __m256d p = _mm256_set1_pd(0.0013892147509165275);
+    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(-0.008335940297507852));
+    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(0.041666665443492526));
+    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(-0.16666665688094193));
+    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(0.5000000000011479));
+    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(-1.0000000000091829));
+    p = _mm256_fmadd_pd(p, rn, one);
+    __m256d q = _mm256_div_pd(one, _mm256_add_pd(one, _mm256_mul_pd(t2k, p)));
+    __m256i low = _mm256_and_si256(_mm256_sub_epi64(_mm256_castpd_si256(q), _mm256_set1_epi64x((1LL << 28) - SIG_WINDOW)),
+                                   _mm256_set1_epi64x((1LL << 29) - 1));
+    __m256i near = _mm256_cmpgt_epi64(_mm256_set1_epi64x(2 * SIG_WINDOW + 1), low);
+    *redo = _mm256_movemask_pd(_mm256_castsi256_pd(near));
+    return _mm256_cvtpd_ps(q);
+}
+
+__attribute__((target("avx2,fma"))) static void sigmoid_rows_avx2(const float *x, float *y, int64_t n)
+{
+    const __m256 tab = _mm256_load_ps((const float *)sig_exp2_4);
+    const __m256 lo = _mm256_set1_ps(SIG_X_LOW), hi = _mm256_set1_ps(700.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = _mm256_loadu_ps(x + i);
+        int exact = _mm256_movemask_ps(_mm256_cmp_ps(xv, lo, _CMP_NGE_UQ));   /* x < -86.5 or NaN */
+        __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, xv));
+        int r0, r1;
+        __m128 y0 = sigmoid4_avx2(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), tab, &r0);
+        __m128 y1 = sigmoid4_avx2(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), tab, &r1);
+        _mm_storeu_ps(y + i, y0);
+        _mm_storeu_ps(y + i + 4, y1);
+        unsigned m = (unsigned)(r0 | r1 << 4 | exact);
+        if (__builtin_expect(m != 0, 0))
+            for (int l = 0; l < 8; l++)
+                if (m >> l & 1) y[i + l] = sigmoid_exact(x[i + l]);
+    }
+    for (; i < n; i++) y[i] = sigmoid_exact(x[i]);
+}
+
+/* The fast pass of this machine (AVX-512, AVX2 + FMA) or the exact formula: the same bytes. */
+static int sig_fast_level(void)
+{
+    static int level = -1;
+    if (level < 0) {
+        __builtin_cpu_init();
+        level = ew_level() == 2 ? 2 : (ew_level() == 1 && __builtin_cpu_supports("fma") ? 1 : 0);
+    }
+    return level;
 }
 
 /* tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)); below 2^-9 the odd series x - x^3/3 + 2x^5/15
@@ -665,8 +741,10 @@ static void un_range(const void *cp, int64_t e0, int64_t e1)
     const float *x = c->x + e0;
     float *y = c->y + e0;
     int64_t n = e1 - e0;
-    if (c->op == QE_UN_SIGMOID && ew_level() == 2) {
+    if (c->op == QE_UN_SIGMOID && sig_fast_level() == 2) {
         sigmoid_rows_avx512(x, y, n);
+    } else if (c->op == QE_UN_SIGMOID && sig_fast_level() == 1) {
+        sigmoid_rows_avx2(x, y, n);
     } else if (c->op == QE_UN_GELU) {
         if (use_avx512()) gelu_rows_avx512(x, y, n);
         else if (qe_isa()) gelu_rows_avx2(x, y, n);
@@ -690,7 +768,7 @@ int qe_ew_unary_f32(int op, const float *x, float *y, int64_t n, const double *p
     if (op == QE_UN_GELU) pthread_once(&erf_once, erf_table_init);
     if (op == QE_UN_SIGMOID) pthread_once(&sig_once, sig_table_init);
     /* the float64 functions cost ~1.5 ns an element here, the rest is memory-bound */
-    double ns = op == QE_UN_SIGMOID && ew_level() == 2 ? 0.5
+    double ns = op == QE_UN_SIGMOID && sig_fast_level() ? (sig_fast_level() == 2 ? 0.5 : 0.9)
               : op >= QE_UN_EXP && op != QE_UN_HTP_RECIP ? 1.5 : 0.3;
     un_ctx c = {op, x, y, prm};
     ew_parallel(un_range, &c, n, ns);
@@ -726,7 +804,8 @@ static void silu_range(const void *cp, int64_t e0, int64_t e1)
         int64_t n = e1 - b < SILU_BLOCK ? e1 - b : SILU_BLOCK;
         const float *x = c->x + b;
         float *s = c->s ? c->s + b : own, *y = c->y + b;
-        if (ew_level() == 2) sigmoid_rows_avx512(x, s, n);
+        if (sig_fast_level() == 2) sigmoid_rows_avx512(x, s, n);
+        else if (sig_fast_level() == 1) sigmoid_rows_avx2(x, s, n);
         else if (qe_isa()) un_all_avx2(QE_UN_SIGMOID, x, s, n, NULL);
         else un_all_base(QE_UN_SIGMOID, x, s, n, NULL);
         const float *a = c->x_first ? x : s, *bb = c->x_first ? s : x;
@@ -742,7 +821,7 @@ int qe_k_silu_f32(const qe_args *a)
     if ((a->np != 3 && a->np != 2) || a->ni != 2) return 1;
     pthread_once(&sig_once, sig_table_init);
     silu_ctx c = {a->p[0], a->np == 3 ? a->p[1] : NULL, a->p[a->np - 1], (int)a->i[1]};
-    ew_parallel(silu_range, &c, a->i[0], ew_level() == 2 ? 0.6 : 1.8);
+    ew_parallel(silu_range, &c, a->i[0], sig_fast_level() == 2 ? 0.6 : (sig_fast_level() ? 1.0 : 1.8));
     return 0;
 }
 
@@ -1115,9 +1194,10 @@ int qe_eltwise_isa(char *buf, int n)
     const char *unary = use_avx512() ? "avx512f+dq+vl" : (qe_isa() ? "avx2" : "sse4.2");
     const char *binary = qe_isa() ? "avx2" : "sse4.2";
     const char *fixed = ew_level() == 2 ? "avx512f+bw+dq+vl" : (ew_level() == 1 ? "avx2" : "sse4.2");
+    const char *sigmoid = sig_fast_level() == 2 ? "avx512f+dq+vl" : (sig_fast_level() ? "avx2+fma" : "exact formula");
     return snprintf(buf, (size_t)n,
-                    "unary/softmax/gelu/norm %s, binary %s, fixed-point binary %s, 8-bit tables %s",
-                    unary, binary, fixed, ew_vbmi() ? "avx512vbmi" : "scalar");
+                    "unary/softmax/gelu/norm %s (fast Sigmoid %s), binary %s, fixed-point binary %s, 8-bit tables %s",
+                    unary, sigmoid, binary, fixed, ew_vbmi() ? "avx512vbmi" : "scalar");
 }
 
 /* ==== fixed-point element-wise steps (8/16-bit codes in and out) ================================ */
