@@ -88,15 +88,39 @@ static int ew_vbmi(void)
     return on;
 }
 
-/* Threads for a pass over n elements at about ns_per_elem each: one per ~200 us of work (a
- * second thread waits for a core when other processes hold them: small passes stay on one),
+/* Work (ns) per thread below which a pass is not split further: QNNEMU_EW_SPLIT_US (default
+ * 200 us).  The pool's workers now spin before they sleep, so on an idle machine a split costs
+ * a few us; but a second thread waits for a core when other processes hold them, and on this
+ * shared machine (load 8 on 2 cores) splitting 50-250 us passes made them 1.2-2x slower than
+ * one thread (docs/engine-eltwise.md): the default stays. */
+static double ew_split = -1.0;   /* ns; < 0: not read yet */
+static double ew_split_ns(void)
+{
+    if (ew_split < 0.0) {
+        const char *env = getenv("QNNEMU_EW_SPLIT_US");
+        double us = env && *env ? atof(env) : 200.0;
+        ew_split = (us > 0.0 ? us : 200.0) * 1000.0;
+    }
+    return ew_split;
+}
+
+/* Sets the split threshold (ns of work per thread; <= 0: back to QNNEMU_EW_SPLIT_US or the
+ * default) and returns the previous one: for measurements and tests. */
+long qe_ew_set_split_ns(long ns)
+{
+    long old = (long)ew_split_ns();
+    ew_split = ns > 0 ? (double)ns : -1.0;
+    return old;
+}
+
+/* Threads for a pass over n elements at about ns_per_elem each: one per ew_split_ns() of work
  * at most the call's share of the pool (qe_call_threads) and 64. */
 static int ew_threads(int64_t n, double ns_per_elem)
 {
     int t = qe_threads();
     int c = qe_call_threads();
     if (c > 0 && c < t) t = c;
-    double want = (double)n * ns_per_elem / 200000.0;
+    double want = (double)n * ns_per_elem / ew_split_ns();
     if (want < t) t = (int)want;
     if (t > 64) t = 64;
     return t < 1 ? 1 : t;
@@ -165,10 +189,17 @@ static void ew_parallel(ew_range_fn fn, const void *ctx, int64_t n, double ns_pe
         }                                                                                         \
     } while (0)
 
+/* Internal codes of an Add whose Relu / ReluMinMax is applied as it stores (qe_k_binary_f32's
+ * activation; qnnemu/core/plan.py float folds): numpy.maximum(x0 + x1, 0), numpy.clip(x0 + x1,
+ * lo, hi) -- the Add's float32 sum, then the activation's exact max / clip. */
+enum { BIN_ADD_RELU = QE_BIN_COUNT, BIN_ADD_CLIP };
+
 EW_INLINE void bin_row(int op, const float *a, const float *b, void *yv, int64_t n, int64_t sa,
-                       int64_t sb)
+                       int64_t sb, float lo, float hi)
 {
     switch (op) {
+    case BIN_ADD_RELU: BIN_ROW(float, np_maxf(x0 + x1, 0.0f)); break;
+    case BIN_ADD_CLIP: BIN_ROW(float, np_clipf(x0 + x1, lo, hi)); break;
     case QE_BIN_ADD: BIN_ROW(float, x0 + x1); break;
     case QE_BIN_SUB: BIN_ROW(float, x0 - x1); break;
     case QE_BIN_MUL: BIN_ROW(float, x0 * x1); break;
@@ -198,7 +229,8 @@ EW_INLINE void bin_row(int op, const float *a, const float *b, void *yv, int64_t
 /* Output elements [e0, e1) of a broadcast, row by row (the first and last rows may be partial):
  * rank r (>= 1), out shape d[r], element strides sa[r], sb[r]. */
 EW_INLINE void bin_all(int op, const float *a, const float *b, char *y, int r, const int64_t *d,
-                       const int64_t *sa, const int64_t *sb, int out_size, int64_t e0, int64_t e1)
+                       const int64_t *sa, const int64_t *sb, int out_size, float lo, float hi,
+                       int64_t e0, int64_t e1)
 {
     int64_t n = d[r - 1];
     int64_t row = e0 / n, col = e0 % n;
@@ -212,7 +244,7 @@ EW_INLINE void bin_all(int op, const float *a, const float *b, char *y, int r, c
     for (int64_t e = e0; e < e1;) {
         int64_t cnt = n - col < e1 - e ? n - col : e1 - e;
         bin_row(op, a + oa + col * sa[r - 1], b + ob + col * sb[r - 1], y + e * out_size, cnt,
-                sa[r - 1], sb[r - 1]);
+                sa[r - 1], sb[r - 1], lo, hi);
         e += cnt;
         col = 0;
         for (int k = r - 2; k >= 0; k--) {   /* odometer over the outer dimensions */
@@ -231,16 +263,17 @@ typedef struct {
     const float *a, *b;
     char *y;
     const int64_t *d, *sa, *sb;
+    float lo, hi;
 } bin_ctx;
 
 static void bin_all_base(const bin_ctx *c, int64_t e0, int64_t e1)
 {
-    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, e0, e1);
+    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, c->lo, c->hi, e0, e1);
 }
 
 __attribute__((target("avx2"))) static void bin_all_avx2(const bin_ctx *c, int64_t e0, int64_t e1)
 {
-    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, e0, e1);
+    bin_all(c->op, c->a, c->b, c->y, c->r, c->d, c->sa, c->sb, c->out_size, c->lo, c->hi, e0, e1);
 }
 
 static void bin_range(const void *cp, int64_t e0, int64_t e1)
@@ -254,28 +287,46 @@ static void bin_range(const void *cp, int64_t e0, int64_t e1)
 /* y = a op b broadcast: rank r (1..8), out dims[r], element strides sa[r], sb[r] (0 where an
  * input broadcasts); y float32, or uint8 0 / 1 for the comparisons.  Large outputs are split
  * over the pool's threads (each element is computed alike whatever the split). */
-int qe_ew_binary_f32(int op, const float *a, const float *b, void *y, int r, const int64_t *d,
-                     const int64_t *sa, const int64_t *sb)
+static int binary_f32(int op, const float *a, const float *b, void *y, int r, const int64_t *d,
+                      const int64_t *sa, const int64_t *sb, float lo, float hi)
 {
-    if (op < 0 || op >= QE_BIN_COUNT || r < 1 || r > 8) return 2;
+    if (r < 1 || r > 8) return 2;
     int64_t total = 1;
     for (int k = 0; k < r; k++) total *= d[k];
     if (total <= 0) return 0;
-    bin_ctx c = {op, r, op >= QE_BIN_FIRST_COMPARE ? 1 : 4, a, b, y, d, sa, sb};
+    int compare = op >= QE_BIN_FIRST_COMPARE && op < QE_BIN_COUNT;
+    bin_ctx c = {op, r, compare ? 1 : 4, a, b, y, d, sa, sb, lo, hi};
     /* memory-bound but for the float64 pow, fmod and the divisions */
     double ns = op == QE_BIN_POW ? 20.0 : (op == QE_BIN_FMOD || op == QE_BIN_MOD) ? 5.0 : 0.3;
     ew_parallel(bin_range, &c, total, ns);
     return 0;
 }
 
-/* p: in[0], in[1], out; i: op, rank r, out shape[r], in[0] strides[r], in[1] strides[r]. */
+int qe_ew_binary_f32(int op, const float *a, const float *b, void *y, int r, const int64_t *d,
+                     const int64_t *sa, const int64_t *sb)
+{
+    if (op < 0 || op >= QE_BIN_COUNT) return 2;
+    return binary_f32(op, a, b, y, r, d, sa, sb, 0.0f, 0.0f);
+}
+
+/* p: in[0], in[1], out; i: op, rank r, out shape[r], in[0] strides[r], in[1] strides[r], and
+ * optionally an activation applied as the result is stored (plan.float_folds: an Add's Relu /
+ * ReluMinMax): 0 none, 1 numpy.maximum(y, 0), 2 numpy.clip(y, lo, hi) with d: lo, hi (float32
+ * values). */
 int qe_k_binary_f32(const qe_args *a)
 {
     if (a->np != 3 || a->ni < 2) return 1;
-    int r = (int)a->i[1];
-    if (r < 1 || r > 8 || a->ni != 2 + 3 * r) return 2;
+    int op = (int)a->i[0], r = (int)a->i[1];
+    if (op < 0 || op >= QE_BIN_COUNT || r < 1 || r > 8) return 2;
+    if (a->ni != 2 + 3 * r && a->ni != 3 + 3 * r) return 2;
     const int64_t *d = a->i + 2;
-    return qe_ew_binary_f32((int)a->i[0], a->p[0], a->p[1], a->p[2], r, d, d + r, d + 2 * r);
+    int act = a->ni == 3 + 3 * r ? (int)a->i[2 + 3 * r] : 0;
+    if (act == 0) return binary_f32(op, a->p[0], a->p[1], a->p[2], r, d, d + r, d + 2 * r, 0.0f, 0.0f);
+    /* (the Add alone folds an activation: the plan folds nothing else) */
+    if (op != QE_BIN_ADD || act > 2 || (act == 2 && a->nd != 2)) return 2;
+    float lo = act == 2 ? (float)a->d[0] : 0.0f, hi = act == 2 ? (float)a->d[1] : 0.0f;
+    return binary_f32(act == 1 ? BIN_ADD_RELU : BIN_ADD_CLIP, a->p[0], a->p[1], a->p[2], r, d, d + r,
+                      d + 2 * r, lo, hi);
 }
 
 /* ---- vectorizable float64 exp --------------------------------------------------------------- */
@@ -321,54 +372,73 @@ EW_INLINE double exp_d(double x)
  * 1 / (1 + exp_d(-x)) in float64, rounded once to float32. */
 EW_INLINE float sigmoid_exact(float v) { return (float)(1.0 / (1.0 + exp_d(-(double)v))); }
 
-/* 2^(j/16), j = 0..15 (exp2 of glibc: within 1 ulp of float64, far inside the budget below). */
+/* 2^(j/16), j = 0..15 (exp2 of glibc: within 1 ulp of float64, far inside the budget below),
+ * stored as bit patterns with j << 48 subtracted: adding n << 48 to entry (n mod 16), n = 16 k + j,
+ * gives the bits of 2^k 2^(j/16) in one integer add (n << 48 = k << 52 + j << 48). */
 static double sig_exp2_16[16];
+/* 2^(j/4), j = 0..3, with j << 50 subtracted (the AVX2 pass: n = 4 k + j) */
+static double sig_exp2_4[4] __attribute__((aligned(32)));
 static pthread_once_t sig_once = PTHREAD_ONCE_INIT;
 static void sig_table_init(void)
 {
-    for (int j = 0; j < 16; j++) sig_exp2_16[j] = exp2((double)j / 16.0);
+    for (int j = 0; j < 16; j++) {
+        double t = exp2((double)j / 16.0);
+        int64_t bits;
+        memcpy(&bits, &t, sizeof bits);
+        bits -= (int64_t)j << 48;
+        memcpy(&sig_exp2_16[j], &bits, sizeof bits);
+    }
+    for (int j = 0; j < 4; j++) {
+        double t = exp2((double)j / 4.0);
+        int64_t bits;
+        memcpy(&bits, &t, sizeof bits);
+        bits -= (int64_t)j << 50;
+        memcpy(&sig_exp2_4[j], &bits, sizeof bits);
+    }
 }
 
-/* Eight lanes of the fast sigmoid: s ~ 1 / (1 + e^-x) in float64 with a relative error below
- * 2^-42 (exp: x = (16k + j) ln2/16 + r, |r| <= ln2/32, 2^k 2^(j/16) by a 16-entry table, e^r
- * by its Taylor series to r^5 (truncation 1.5e-13 = 2^-42.6); then one division, correctly
- * rounded: faster here than rcp14 and two Newton steps).  The exact formula is within 2^-51 of the true value, so both round to
- * the same float32 unless s lies within ~2^-41 (relative) of a float32 rounding midpoint: the
- * lanes where the 29 mantissa bits float32 drops are within 2^14 units (2^-38 relative) of the
- * half-way pattern, where s is below 2^-125 (float32 subnormals round on another grid) or x is
- * NaN are returned in *redo (about 1 lane in 16000) and recomputed by the exact formula.  The
- * result therefore equals the exact formula's for every float32 input: checked over all 2^32
- * of them (docs/engine-eltwise.md). */
+/* Fallback window: lanes whose float64 result lies within SIG_WINDOW float64 units of a float32
+ * rounding midpoint take the exact formula (about 1 lane in 2^11). */
+#define SIG_WINDOW (1LL << 17)
+/* Below this x (or NaN) the exact formula runs: the result is below 2^-125 (float32 subnormals
+ * round on another grid) or NaN. */
+#define SIG_X_LOW (-86.5f)
+
+/* Eight lanes of the fast sigmoid, x in float64 (clamped to [-86.5, 700]): s ~ 1 / (1 + e^-x)
+ * with a relative error below 2^-38.4:
+ * - e^-x = 2^k 2^(j/16) e^r', n = 16 k + j = round(-x 16/ln2), r' = -x - n ln2/16 (|r'| <=
+ *   ln2/32; ln2/16 in one part: |n| <= 16200 leaves an error below 2.4e-14 in r'), the sign of x
+ *   folded into the constants (x + n ln2/16 = -r' is computed, the polynomial takes -r');
+ * - e^r' by a degree-4 near-minimax polynomial on [-ln2/32, ln2/32] (Chebyshev fit: 2.53e-12 =
+ *   2^-38.5 with its float64 coefficients), the table entry times 2^k by one integer add;
+ * - one division, correctly rounded.
+ * The exact formula is within 2^-51 of the true value, so the two differ by less than
+ * 2^53 (2^-38.4 + 2^-51) < 2^14.7 float64 units of the result: both round to the same float32
+ * unless the result is within SIG_WINDOW = 2^17 units (a margin of 5) of a float32 rounding
+ * midpoint.  Those lanes (the 29 bits float32 drops, minus the half-way pattern 2^28, within
+ * +-2^17) are returned in *redo and recomputed by the exact formula (as are x < -86.5 and NaN:
+ * the caller's mask).  The result therefore equals the exact formula's for every float32 input:
+ * checked over all 2^32 of them (tools/exhaustive_sigmoid.py, docs/engine-eltwise.md). */
 __attribute__((target("avx512f,avx512dq,avx512vl"))) static inline __m256
-sigmoid8_avx512(__m256 xf, __m512d tlo, __m512d thi, __mmask8 *redo)
+sigmoid8_avx512(__m512d x, __m512d tlo, __m512d thi, __mmask8 *redo)
 {
-    const __m512d shift = _mm512_set1_pd(EXP_SHIFT);
-    __m512d z = _mm512_sub_pd(_mm512_setzero_pd(), _mm512_cvtps_pd(xf));   /* -x, exact */
-    /* (max / min return their second operand when one is NaN: a NaN x stays NaN to the end) */
-    z = _mm512_min_pd(_mm512_set1_pd(700.0), _mm512_max_pd(_mm512_set1_pd(-700.0), z));
-    __m512d kd = _mm512_fmadd_pd(z, _mm512_set1_pd(23.083120654223414), shift);   /* 16/ln2 */
+    const __m512d shift = _mm512_set1_pd(EXP_SHIFT), one = _mm512_set1_pd(1.0);
+    __m512d kd = _mm512_fmadd_pd(x, _mm512_set1_pd(-23.083120654223414), shift);   /* -16/ln2 */
     __m512d kf = _mm512_sub_pd(kd, shift);
-    __m512d r = _mm512_fnmadd_pd(kf, _mm512_set1_pd(0.04332169878499658), z);     /* ln2/16 */
-    r = _mm512_fnmadd_pd(kf, _mm512_set1_pd(1.4494042586539372e-18), r);  /* its rest */
-    __m512i n = _mm512_sub_epi64(_mm512_castpd_si512(kd), _mm512_castpd_si512(shift));
-    __m512d t = _mm512_permutex2var_pd(tlo, n, thi);            /* 2^((n mod 16) / 16) */
-    __m512i k52 = _mm512_slli_epi64(_mm512_srai_epi64(n, 4), 52);
-    __m512d p = _mm512_set1_pd(1.0 / 120.0);
-    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 24.0));
-    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 6.0));
-    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(0.5));
-    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
-    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
-    __m512d e = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(_mm512_mul_pd(t, p)), k52));
-    const __m512d one = _mm512_set1_pd(1.0);
-    __m512d d = _mm512_add_pd(one, e);
-    __m512d q = _mm512_div_pd(one, d);
-    /* the 29 bits below float32's mantissa, against the half-way pattern 2^28 */
-    __m512i low = _mm512_and_si512(_mm512_castpd_si512(q), _mm512_set1_epi64((1LL << 29) - 1));
-    __m512i dist = _mm512_abs_epi64(_mm512_sub_epi64(low, _mm512_set1_epi64(1LL << 28)));
-    __mmask8 near = _mm512_cmple_epi64_mask(dist, _mm512_set1_epi64(1LL << 14));
-    __mmask8 tiny_or_nan = _mm512_cmp_pd_mask(q, _mm512_set1_pd(0x1p-125), _CMP_NGE_UQ);
-    *redo = near | tiny_or_nan;
+    __m512d rn = _mm512_fmadd_pd(kf, _mm512_set1_pd(0.04332169878499658), x);      /* -r' */
+    __m512i kb = _mm512_castpd_si512(kd);              /* n in the low bits (j = bits 0-3) */
+    __m512d t = _mm512_permutex2var_pd(tlo, kb, thi);
+    __m512d t2k = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), _mm512_slli_epi64(kb, 48)));
+    __m512d p = _mm512_set1_pd(0.04166748124362417);  /* e^r' = p(r'), odd coefficients negated for -r' */
+    p = _mm512_fmadd_pd(p, rn, _mm512_set1_pd(-0.16667155414206147));
+    p = _mm512_fmadd_pd(p, rn, _mm512_set1_pd(0.4999999999044515));
+    p = _mm512_fmadd_pd(p, rn, _mm512_set1_pd(-0.9999999994267068));
+    p = _mm512_fmadd_pd(p, rn, one);
+    __m512d q = _mm512_div_pd(one, _mm512_add_pd(one, _mm512_mul_pd(t2k, p)));
+    /* (the 29 low bits - (2^28 - W)) mod 2^29 <= 2 W: within W of the half-way pattern 2^28 */
+    __m512i low = _mm512_and_si512(_mm512_sub_epi64(_mm512_castpd_si512(q), _mm512_set1_epi64((1LL << 28) - SIG_WINDOW)),
+                                   _mm512_set1_epi64((1LL << 29) - 1));
+    *redo = _mm512_cmple_epu64_mask(low, _mm512_set1_epi64(2 * SIG_WINDOW));
     return _mm512_cvtpd_ps(q);
 }
 
@@ -377,20 +447,92 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) static void sigmoid_rows_av
                                                                                     int64_t n)
 {
     const __m512d tlo = _mm512_loadu_pd(sig_exp2_16), thi = _mm512_loadu_pd(sig_exp2_16 + 8);
+    const __m512 lo = _mm512_set1_ps(SIG_X_LOW), hi = _mm512_set1_ps(700.0f);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
+        __m512 xv = _mm512_loadu_ps(x + i);
+        __mmask16 exact = _mm512_cmp_ps_mask(xv, lo, _CMP_NGE_UQ);       /* x < -86.5 or NaN */
+        /* (max / min return their second operand when one is NaN: such lanes stay NaN) */
+        __m512 v = _mm512_min_ps(hi, _mm512_max_ps(lo, xv));
         __mmask8 r0, r1;
-        __m256 y0 = sigmoid8_avx512(_mm256_loadu_ps(x + i), tlo, thi, &r0);
-        __m256 y1 = sigmoid8_avx512(_mm256_loadu_ps(x + i + 8), tlo, thi, &r1);
+        __m256 y0 = sigmoid8_avx512(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), tlo, thi, &r0);
+        __m256 y1 = sigmoid8_avx512(
+            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), tlo, thi, &r1);
         _mm256_storeu_ps(y + i, y0);
         _mm256_storeu_ps(y + i + 8, y1);
-        if (__builtin_expect(r0 | r1, 0)) {
-            unsigned m = (unsigned)r0 | (unsigned)r1 << 8;
+        unsigned m = ((unsigned)r0 | (unsigned)r1 << 8) | (unsigned)exact;
+        if (__builtin_expect(m != 0, 0))
             for (int l = 0; l < 16; l++)
                 if (m >> l & 1) y[i + l] = sigmoid_exact(x[i + l]);
-        }
     }
     for (; i < n; i++) y[i] = sigmoid_exact(x[i]);
+}
+
+/* The same pass for AVX2 (+FMA) machines: 8 float32 lanes a step, two halves of 4 float64 lanes;
+ * n = round(-x 4/ln2) = 4 k + j, |r'| <= ln2/8, 2^(j/4) from a 4-entry table (vpermps on the
+ * doubles' halves), e^r' by a degree-6 near-minimax polynomial (Chebyshev fit on [-ln2/8, ln2/8]:
+ * relative error 1.23e-13 = 2^-42.9 with its float64 coefficients; ln2/4 in one part leaves
+ * below 1e-14 in r'), then the same division, window and exact fallback as above: the error
+ * budget is smaller than the AVX-512 pass's, and all 2^32 inputs were checked the same way
+ * (QNNEMU_KERNELS_ISA=avx2 tools/exhaustive_sigmoid.py). */
+__attribute__((target("avx2,fma"))) static inline __m128 sigmoid4_avx2(__m256d x, __m256 tab, int *redo)
+{
+    const __m256d shift = _mm256_set1_pd(EXP_SHIFT), one = _mm256_set1_pd(1.0);
+    __m256d kd = _mm256_fmadd_pd(x, _mm256_set1_pd(-5.7707801635558535), shift);   /* -4/ln2 */
+    __m256d kf = _mm256_sub_pd(kd, shift);
+    __m256d rn = _mm256_fmadd_pd(kf, _mm256_set1_pd(0.17328679513998632), x);      /* -r' */
+    __m256i kb = _mm256_castpd_si256(kd);
+    /* float32 indices (2j, 2j + 1) of the table entry's two halves */
+    __m256i j2 = _mm256_slli_epi64(_mm256_and_si256(kb, _mm256_set1_epi64x(3)), 1);
+    __m256i idx = _mm256_add_epi32(_mm256_shuffle_epi32(j2, 0xA0), _mm256_set_epi32(1, 0, 1, 0, 1, 0, 1, 0));
+    __m256d t = _mm256_castps_pd(_mm256_permutevar8x32_ps(tab, idx));
+    __m256d t2k = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(t), _mm256_slli_epi64(kb, 50)));
+    __m256d p = _mm256_set1_pd(0.0013892147509165275);
+    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(-0.008335940297507852));
+    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(0.041666665443492526));
+    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(-0.16666665688094193));
+    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(0.5000000000011479));
+    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(-1.0000000000091829));
+    p = _mm256_fmadd_pd(p, rn, one);
+    __m256d q = _mm256_div_pd(one, _mm256_add_pd(one, _mm256_mul_pd(t2k, p)));
+    __m256i low = _mm256_and_si256(_mm256_sub_epi64(_mm256_castpd_si256(q), _mm256_set1_epi64x((1LL << 28) - SIG_WINDOW)),
+                                   _mm256_set1_epi64x((1LL << 29) - 1));
+    __m256i near = _mm256_cmpgt_epi64(_mm256_set1_epi64x(2 * SIG_WINDOW + 1), low);
+    *redo = _mm256_movemask_pd(_mm256_castsi256_pd(near));
+    return _mm256_cvtpd_ps(q);
+}
+
+__attribute__((target("avx2,fma"))) static void sigmoid_rows_avx2(const float *x, float *y, int64_t n)
+{
+    const __m256 tab = _mm256_load_ps((const float *)sig_exp2_4);
+    const __m256 lo = _mm256_set1_ps(SIG_X_LOW), hi = _mm256_set1_ps(700.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = _mm256_loadu_ps(x + i);
+        int exact = _mm256_movemask_ps(_mm256_cmp_ps(xv, lo, _CMP_NGE_UQ));   /* x < -86.5 or NaN */
+        __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, xv));
+        int r0, r1;
+        __m128 y0 = sigmoid4_avx2(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), tab, &r0);
+        __m128 y1 = sigmoid4_avx2(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), tab, &r1);
+        _mm_storeu_ps(y + i, y0);
+        _mm_storeu_ps(y + i + 4, y1);
+        unsigned m = (unsigned)(r0 | r1 << 4 | exact);
+        if (__builtin_expect(m != 0, 0))
+            for (int l = 0; l < 8; l++)
+                if (m >> l & 1) y[i + l] = sigmoid_exact(x[i + l]);
+    }
+    for (; i < n; i++) y[i] = sigmoid_exact(x[i]);
+}
+
+/* The fast pass of this machine (AVX-512, AVX2 + FMA) or the exact formula: the same bytes. */
+static int sig_fast_level(void)
+{
+    static int level = -1;
+    if (level < 0) {
+        __builtin_cpu_init();
+        level = ew_level() == 2 ? 2 : (ew_level() == 1 && __builtin_cpu_supports("fma") ? 1 : 0);
+    }
+    return level;
 }
 
 /* tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)); below 2^-9 the odd series x - x^3/3 + 2x^5/15
@@ -599,8 +741,10 @@ static void un_range(const void *cp, int64_t e0, int64_t e1)
     const float *x = c->x + e0;
     float *y = c->y + e0;
     int64_t n = e1 - e0;
-    if (c->op == QE_UN_SIGMOID && ew_level() == 2) {
+    if (c->op == QE_UN_SIGMOID && sig_fast_level() == 2) {
         sigmoid_rows_avx512(x, y, n);
+    } else if (c->op == QE_UN_SIGMOID && sig_fast_level() == 1) {
+        sigmoid_rows_avx2(x, y, n);
     } else if (c->op == QE_UN_GELU) {
         if (use_avx512()) gelu_rows_avx512(x, y, n);
         else if (qe_isa()) gelu_rows_avx2(x, y, n);
@@ -624,7 +768,7 @@ int qe_ew_unary_f32(int op, const float *x, float *y, int64_t n, const double *p
     if (op == QE_UN_GELU) pthread_once(&erf_once, erf_table_init);
     if (op == QE_UN_SIGMOID) pthread_once(&sig_once, sig_table_init);
     /* the float64 functions cost ~1.5 ns an element here, the rest is memory-bound */
-    double ns = op == QE_UN_SIGMOID && ew_level() == 2 ? 0.5
+    double ns = op == QE_UN_SIGMOID && sig_fast_level() ? (sig_fast_level() == 2 ? 0.5 : 0.9)
               : op >= QE_UN_EXP && op != QE_UN_HTP_RECIP ? 1.5 : 0.3;
     un_ctx c = {op, x, y, prm};
     ew_parallel(un_range, &c, n, ns);
@@ -639,42 +783,45 @@ int qe_k_unary_f32(const qe_args *a)
 }
 
 /* ---- SiLU: a Sigmoid and the Multiply of its input by it, in one pass ----------------------- */
-/* y = x * sigmoid(x) as the two steps compute it (s = the Sigmoid's float32 result, written too,
- * then the Multiply's float32 product in the node's operand order), block by block so that x
- * and s are read back from L1: one read of x and two writes instead of three reads and two. */
+/* y = x * sigmoid(x) as the two steps compute it (s = the Sigmoid's float32 result, then the
+ * Multiply's float32 product in the node's operand order), block by block so that x and s are
+ * read back from L1: one read of x and one write (s in a block on the stack: the plan folded the
+ * Sigmoid, nothing reads its output) or two (s written too) instead of three reads and two. */
 typedef struct { const float *x; float *s, *y; int x_first; } silu_ctx;
 
 #define SILU_BLOCK 2048
 __attribute__((target("avx2"))) static void silu_mul_avx2(const float *a, const float *b, float *y,
                                                          int64_t n)
 {
-    bin_row(QE_BIN_MUL, a, b, y, n, 1, 1);
+    bin_row(QE_BIN_MUL, a, b, y, n, 1, 1, 0.0f, 0.0f);
 }
 
 static void silu_range(const void *cp, int64_t e0, int64_t e1)
 {
     const silu_ctx *c = cp;
+    float own[SILU_BLOCK] __attribute__((aligned(64)));
     for (int64_t b = e0; b < e1; b += SILU_BLOCK) {
         int64_t n = e1 - b < SILU_BLOCK ? e1 - b : SILU_BLOCK;
         const float *x = c->x + b;
-        float *s = c->s + b, *y = c->y + b;
-        if (ew_level() == 2) sigmoid_rows_avx512(x, s, n);
+        float *s = c->s ? c->s + b : own, *y = c->y + b;
+        if (sig_fast_level() == 2) sigmoid_rows_avx512(x, s, n);
+        else if (sig_fast_level() == 1) sigmoid_rows_avx2(x, s, n);
         else if (qe_isa()) un_all_avx2(QE_UN_SIGMOID, x, s, n, NULL);
         else un_all_base(QE_UN_SIGMOID, x, s, n, NULL);
         const float *a = c->x_first ? x : s, *bb = c->x_first ? s : x;
         if (qe_isa()) silu_mul_avx2(a, bb, y, n);
-        else bin_row(QE_BIN_MUL, a, bb, y, n, 1, 1);
+        else bin_row(QE_BIN_MUL, a, bb, y, n, 1, 1, 0.0f, 0.0f);
     }
 }
 
-/* p: x, s (the Sigmoid's output), y (the Multiply's); i: n, x_first (1: the Multiply computes
- * x * s, 0: s * x). */
+/* p: x, s (the Sigmoid's output; left out when nothing reads it), y (the Multiply's); i: n,
+ * x_first (1: the Multiply computes x * s, 0: s * x). */
 int qe_k_silu_f32(const qe_args *a)
 {
-    if (a->np != 3 || a->ni != 2) return 1;
+    if ((a->np != 3 && a->np != 2) || a->ni != 2) return 1;
     pthread_once(&sig_once, sig_table_init);
-    silu_ctx c = {a->p[0], a->p[1], a->p[2], (int)a->i[1]};
-    ew_parallel(silu_range, &c, a->i[0], ew_level() == 2 ? 0.6 : 1.8);
+    silu_ctx c = {a->p[0], a->np == 3 ? a->p[1] : NULL, a->p[a->np - 1], (int)a->i[1]};
+    ew_parallel(silu_range, &c, a->i[0], sig_fast_level() == 2 ? 0.6 : (sig_fast_level() ? 1.0 : 1.8));
     return 0;
 }
 
@@ -1047,9 +1194,10 @@ int qe_eltwise_isa(char *buf, int n)
     const char *unary = use_avx512() ? "avx512f+dq+vl" : (qe_isa() ? "avx2" : "sse4.2");
     const char *binary = qe_isa() ? "avx2" : "sse4.2";
     const char *fixed = ew_level() == 2 ? "avx512f+bw+dq+vl" : (ew_level() == 1 ? "avx2" : "sse4.2");
+    const char *sigmoid = sig_fast_level() == 2 ? "avx512f+dq+vl" : (sig_fast_level() ? "avx2+fma" : "exact formula");
     return snprintf(buf, (size_t)n,
-                    "unary/softmax/gelu/norm %s, binary %s, fixed-point binary %s, 8-bit tables %s",
-                    unary, binary, fixed, ew_vbmi() ? "avx512vbmi" : "scalar");
+                    "unary/softmax/gelu/norm %s (fast Sigmoid %s), binary %s, fixed-point binary %s, 8-bit tables %s",
+                    unary, sigmoid, binary, fixed, ew_vbmi() ? "avx512vbmi" : "scalar");
 }
 
 /* ==== fixed-point element-wise steps (8/16-bit codes in and out) ================================ */

@@ -168,20 +168,20 @@ def test_no_fold(ours, monkeypatch, case):
 
 
 def test_no_fold_after_other_producers(ours):
-    """An activation after an op that is no folding producer (ElementWiseAdd) and a Relu6 after a
-    Conv2d keep their steps."""
+    """An activation after an op that is no folding producer (ElementWiseSubtract) and a Relu6
+    after a Conv2d keep their steps."""
     ctx = ours.context()
     try:
         g = ctx.graph("nf")
         x = g.input("x", (1, 4, 4, 8))
-        s = g.node("ElementWiseAdd", [x, x], outputs=[("s", (1, 4, 4, 8), F32)])
+        s = g.node("ElementWiseSubtract", [x, x], outputs=[("s", (1, 4, 4, 8), F32)])
         g.node("Relu", [s], outputs=[("y", (1, 4, 4, 8), F32)], app_read=True)
         w = g.static("w", np.ones((1, 1, 8, 8), F32))
         c = g.node("Conv2d", [x, w], outputs=[("c", (1, 4, 4, 8), F32)])
         g.node("Relu6", [c], outputs=[("y6", (1, 4, 4, 8), F32)], app_read=True)
         g.finalize()
         plan = core_graph(g).plan
-        assert plan.float_folds == {}, f"no float fold after ElementWiseAdd or into a Relu6: {plan.float_folds}"
+        assert plan.float_folds == {}, f"no float fold after ElementWiseSubtract or into a Relu6: {plan.float_folds}"
     finally:
         ctx.free()
 

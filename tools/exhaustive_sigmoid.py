@@ -4,7 +4,8 @@ engine's element-wise kernels, csrc/eng_eltwise.c, docs/engine-eltwise.md).
 Runs every float32 bit pattern (2^32 of them, in chunks) through
 
 - ``fast``: the kernel the op and the engine run (``qe_ew_unary_f32`` Sigmoid: the AVX-512 pass
-  with its exact fallback on machines that have AVX-512, else the exact formula);
+  with its exact fallback on machines that have AVX-512, the AVX2 + FMA pass on those that have
+  that (``QNNEMU_KERNELS_ISA=avx2`` picks it on an AVX-512 machine), else the exact formula);
 - ``exact``: the exact formula alone (1 / (1 + exp(-x)) in float64 with the kernels' own exp,
   rounded once to float32);
 - ``numpy``: the op's ``QNNEMU_KERNELS=reference`` formula, numpy's float64 exp.

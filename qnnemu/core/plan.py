@@ -564,6 +564,35 @@ class FoldedIntoProducer:
         return ()
 
 
+# Float element-wise folds (issue 13), the same way:
+# - an ElementWiseAdd (numpy broadcasting included) whose float32 result only a Relu / ReluMinMax
+#   reads applies it as it stores the sum (``EltwiseActivationEpilogue``; float32 math only);
+# - SiLU: a Sigmoid whose float32 result only an ElementWiseMultiply of the Sigmoid's own input
+#   by it reads (x * sigmoid(x), either operand order, same shapes) is computed by the
+#   Multiply's step (``SiluProduct``: it reads x, writes the product), the Sigmoid's step stays
+#   as ``FoldedIntoProducer``: the Sigmoid's own output is never stored, one read and one write
+#   per element.  Both are no change of a number: the same float32 operations on the same values.
+ELTWISE_FOLDING_PRODUCERS = {"ElementWiseAdd"}
+
+
+class EltwiseActivationEpilogue(ActivationEpilogue):
+    """``ActivationEpilogue`` of an ElementWiseAdd (its own type: the C engine lowers it with the
+    element-wise kernels, qnnemu/core/engine/lower_eltwise.py)."""
+
+
+class SiluProduct:
+    """The Multiply's step of a folded SiLU: ``sigmoid`` (the Sigmoid op instance) of x, then
+    ``multiply`` (the ElementWiseMultiply op instance) of x and it in the node's operand order
+    (``x_first``: x * s, else s * x)."""
+
+    def __init__(self, sigmoid, multiply, x_first: bool, sigmoid_node):
+        self.sigmoid, self.multiply, self.x_first, self.sigmoid_node = sigmoid, multiply, x_first, sigmoid_node
+
+    def run(self, x):
+        s = self.sigmoid.run(x)[0]
+        return self.multiply.run(x, s) if self.x_first else self.multiply.run(s, x)
+
+
 def _fp16_value(v: float) -> bool:
     return bool(np.isfinite(v)) and abs(v) <= 65504.0 and float(np.float16(v)) == float(np.float32(v))
 
@@ -574,6 +603,11 @@ def float_folded_activations(graph, fp16: bool, arch: int | None, islands: bool)
     index = {node.name: k for k, node in enumerate(graph.nodes)}
     folds: dict[int, int] = {}
     for k, node in enumerate(graph.nodes):
+        if node.op_type == "Sigmoid" and not fp16:
+            m = _silu_multiply(graph, node, index, arch, islands)
+            if m is not None:
+                folds[k] = m
+            continue
         if node.op_type not in FOLDED_ACTIVATIONS or len(node.inputs) != 1 or len(node.outputs) != 1 \
                 or node.inputs[0] is None:
             continue
@@ -582,8 +616,11 @@ def float_folded_activations(graph, fp16: bool, arch: int | None, islands: bool)
         if p is None or out is None or src.dtype != FLOAT32 or out.dtype != FLOAT32:
             continue
         producer = graph.nodes[p]
-        if producer.op_type not in FLOAT_FOLDING_PRODUCERS or len(producer.outputs) != 1 \
-                or producer.outputs[0] != src.id:
+        if producer.op_type not in FLOAT_FOLDING_PRODUCERS | ELTWISE_FOLDING_PRODUCERS \
+                or len(producer.outputs) != 1 or producer.outputs[0] != src.id:
+            continue
+        if producer.op_type in ELTWISE_FOLDING_PRODUCERS and \
+                (fp16 or not _plain_float32_step(graph, producer, arch, islands)):
             continue
         if src.type != Q.QNN_TENSOR_TYPE_NATIVE or list(src.consumers) != [node.name]:
             continue   # another reader, or a graph output: the producer's own value is needed
@@ -602,6 +639,38 @@ def float_folded_activations(graph, fp16: bool, arch: int | None, islands: bool)
     return folds
 
 
+def _plain_float32_step(graph, node, arch: int | None, islands: bool) -> bool:
+    """Node's step is its own op on float32 tensors, without converters (float32 math)."""
+    if any(t is None or graph.tensor(t) is None or graph.tensor(t).dtype != FLOAT32
+           for t in [*node.inputs, *node.outputs]):
+        return False
+    step = _compile_step(graph, node, _Slots(), {}, False, arch=arch, islands=islands)
+    return type(step.impl) is node.op_cls and all(c is None for c in step.in_conv) and \
+        all(c is None or getattr(c, "__qualname__", "") == "_cast_to.<locals>.cast" for c in step.out_conv)
+
+
+def _silu_multiply(graph, node, index: dict, arch: int | None, islands: bool) -> int | None:
+    """The node index of the ElementWiseMultiply that folds this Sigmoid (SiLU, see above), or None."""
+    if len(node.inputs) != 1 or len(node.outputs) != 1 or node.inputs[0] is None:
+        return None
+    x, s = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+    if x is None or s is None or x.id == s.id or s.type != Q.QNN_TENSOR_TYPE_NATIVE or len(s.consumers) != 1:
+        return None
+    m = index.get(s.consumers[0])
+    if m is None:
+        return None
+    mul = graph.nodes[m]
+    if mul.op_type != "ElementWiseMultiply" or len(mul.outputs) != 1 or len(mul.inputs) != 2 \
+            or sorted(mul.inputs) != sorted((x.id, s.id)):
+        return None
+    y = graph.tensor(mul.outputs[0])
+    if y is None or not (tuple(x.dims) == tuple(s.dims) == tuple(y.dims)):
+        return None
+    if not (_plain_float32_step(graph, node, arch, islands) and _plain_float32_step(graph, mul, arch, islands)):
+        return None
+    return m
+
+
 def _float_fold_step(graph, k: int, step: Step, folds: dict[int, int], slot_of, fp16: bool, arch: int | None,
                      islands: bool) -> Step:
     """Node k's step with a float fold applied: an activation's becomes ``FoldedIntoProducer``,
@@ -613,9 +682,15 @@ def _float_fold_step(graph, k: int, step: Step, folds: dict[int, int], slot_of, 
         return step
     node = graph.nodes[a]
     act = _compile_step(graph, node, _Slots(), {}, fp16, arch=arch, islands=islands).impl   # the op instance
+    if node.op_type == "Sigmoid":   # SiLU: the Multiply reads x alone
+        x_first = graph.nodes[k].inputs[0] == node.inputs[0]
+        x_slot = step.reads[0 if x_first else 1]
+        return Step(step.node, SiluProduct(act, step.impl, x_first, node), [x_slot], list(step.writes),
+                    [None], list(step.out_conv))
     rounded = step.out_conv[0] if step.out_conv[0] in (_fp16_round, _fp16_round_even) else None
     out = graph.tensor(node.outputs[0])
-    return Step(step.node, ActivationEpilogue(step.impl, act, node, rounded), list(step.reads),
+    wrap = EltwiseActivationEpilogue if step.node.op_type in ELTWISE_FOLDING_PRODUCERS else ActivationEpilogue
+    return Step(step.node, wrap(step.impl, act, node, rounded), list(step.reads),
                 [slot_of(out.id)], list(step.in_conv), list(step.out_conv))
 
 
@@ -1333,5 +1408,6 @@ __all__ = ["Plan", "Step", "compile_plan", "refresh_plan", "nodes_touching", "RO
            "DEFAULT_ROUNDING", "rounding_for", "Requantize", "INTEGER_ACCUMULATION_OPS", "INTEGER_ELEMENTWISE_OPS",
            "IntegerAccumulation", "IntegerAdd", "FOLDING_PRODUCERS", "FOLDED_ACTIVATIONS",
            "folded_activations", "FoldedActivation", "FLOAT_FOLDING_PRODUCERS", "float_folded_activations",
-           "ActivationEpilogue", "FoldedIntoProducer", "routed_fp_errors", "masked_softmax_rewrites",
+           "ActivationEpilogue", "FoldedIntoProducer", "EltwiseActivationEpilogue", "SiluProduct",
+           "ELTWISE_FOLDING_PRODUCERS", "routed_fp_errors", "masked_softmax_rewrites",
            "MaskedSoftmaxPattern", "MaskedSoftmaxRewrite", "MASKED_SOFTMAX_FILL_MAX"]

@@ -11,8 +11,14 @@ elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
   ElementWiseUnary with one of those (or RECIPROCAL), Relu, Relu1, Relu6, ReluMinMax, HardSwish,
   Sigmoid, Tanh, Elu, Gelu, Erf, ThresholdedRelu, ElementWiseSoftplus, ElementWiseNeuron;
 - ``qe_k_softmax_f32``: Softmax, LogSoftmax (any axis, beta);
-- ``qe_k_silu_f32`` + ``qe_k_nop``: SiLU, a Sigmoid read only by the next step, an
-  ElementWiseMultiply of the Sigmoid's input by it (float32, no converters), in one pass;
+- ``qe_k_silu_f32``: SiLU folded by the plan (qnnemu/core/plan.py ``SiluProduct``: the Multiply's
+  step reads x and writes x * sigmoid(x), the Sigmoid's own output is never stored; its step,
+  ``FoldedIntoProducer``, is a ``qe_k_nop``); and with the plan's folds off
+  (FOLD_RELU_ACTIVATION_INTO_CONV_OFF), a Sigmoid read only by the next step, an
+  ElementWiseMultiply of the Sigmoid's input by it (float32, no converters): one pass writing
+  both, then ``qe_k_nop``;
+- ``qe_k_binary_f32`` with an activation: an ElementWiseAdd whose Relu / ReluMinMax the plan
+  folded into it (``EltwiseActivationEpilogue``), clamped as the sum is stored;
 - ``qe_k_norm_f32``: LayerNorm and RmsNorm over trailing axes, InstanceNorm (every region and
   mode), GroupNorm -- on float32 inputs (float16 ones are normalized in float64 and rounded once
   by the Python op), with static gamma / beta;
@@ -46,8 +52,8 @@ from ...ops._fast_eltwise import (
 from ...ops.base import to_compute
 from ...spec import dtypes
 from ...spec.quant import Dequantizer, Requantize
-from .. import float16
-from .lowering import Unsupported, _cast_target, lowers, type_code
+from .. import float16, plan as plan_mod
+from .lowering import Unsupported, _cast_target, lowers, lowers_impl, type_code
 
 # C-kernel unary ops whose Python fast path calls that kernel (not a numpy formula)
 _SHARED = {"exp", "log", "sigmoid", "tanh", "elu", "gelu", "softplus", "erf", "sin", "cos", "asin",
@@ -189,6 +195,40 @@ def binary(ctx) -> None:
         _reciprocal_divide(ctx)
         return
     _emit_binary(ctx, _kernel_op(impl, ew.ElementWiseBinary, _BINARY_OF, "binary"))
+
+
+@lowers_impl(plan_mod.EltwiseActivationEpilogue)
+def add_activation(ctx) -> None:
+    """An ElementWiseAdd with its Relu / ReluMinMax folded (float32 math): one qe_k_binary_f32
+    step clamping as it stores."""
+    wrap = ctx.impl
+    if ctx.node.op_type != "ElementWiseAdd" or type(wrap.impl) is not ew.ElementWiseAdd or wrap.rounded is not None:
+        raise Unsupported(f"an activation folded into {ctx.node.op_type} {type(wrap.impl).__name__}")
+    if ctx.n_in != 2 or ctx.n_out != 1:
+        raise Unsupported("an add without two inputs and one output")
+    _real_mode(ctx, (0, 1))
+    if _int_class(ctx, (0, 1)) is not None or any(ctx.in_dtype(i) != _F32 for i in (0, 1)) \
+            or ctx.out_dtype(0) != _F32:
+        raise Unsupported("a folded add that is not float32")
+    dims, sa, sb = broadcast_layout(ctx.in_shape(0), ctx.in_shape(1), ctx.out_shape(0))
+    a, b = ctx.input_f32(0), ctx.input_f32(1)
+    ctx.emit("qe_k_binary_f32", (a, b, ctx.output_f32(0)),
+             [BINARY["add"], len(dims), *dims, *sa, *sb, wrap.mode], (wrap.lo, wrap.hi))
+
+
+@lowers_impl(plan_mod.SiluProduct)
+def silu_product(ctx) -> None:
+    """The Multiply's step of a SiLU the plan folded: qe_k_silu_f32 reading x, writing the product
+    alone."""
+    wrap = ctx.impl
+    if not _fast.enabled():
+        raise Unsupported("QNNEMU_KERNELS=reference: the Sigmoid computes with numpy")
+    if type(wrap.sigmoid) is not act.Sigmoid or type(wrap.multiply) is not ew.ElementWiseMultiply:
+        raise Unsupported("a SiLU of wrapped ops")
+    if ctx.n_in != 1 or ctx.n_out != 1 or ctx.in_dtype(0) != _F32 or ctx.out_dtype(0) != _F32 \
+            or ctx.in_shape(0) != ctx.out_shape(0):
+        raise Unsupported("a SiLU that is not float32 of one shape")
+    ctx.emit("qe_k_silu_f32", (ctx.input_f32(0), ctx.output_f32(0)), (_n(ctx.in_shape(0)), int(wrap.x_first)))
 
 
 def _reciprocal_divide(ctx) -> None:
