@@ -445,7 +445,8 @@ def kernels_of(graph) -> list[str]:
     names = {int(ffi.cast("intptr_t", ffi.addressof(lib, n))): n
              for n in ("qe_k_lut", "qe_k_qbinary", "qe_k_iadd", "qe_k_qadd", "qe_k_dequant", "qe_k_requant",
                        "qe_k_unary_f32", "qe_k_binary_f32", "qe_k_copy", "qe_k_silu_f32", "qe_k_nop")}
-    return [names.get(int(row[0]), "?") for row in graph.plan.engine.program.steps]
+    # (an element-wise chain's header, buffer count -1, is not a kernel: csrc/engine.h QE_CHAIN_MARK)
+    return [names.get(int(row[0]), "?") for row in graph.plan.engine.program.steps if int(row[2]) != -1]
 
 
 def codes_graph(op, inputs, out, **params):

@@ -64,13 +64,14 @@ def _contiguous_strides(dims: list[int]) -> list[int]:
 
 
 def _binary(ints: list[int], np_: int) -> _Blocked | None:
-    # ints: op, rank r, out dims[r], in[0] strides[r], in[1] strides[r]
+    # ints: op, rank r, out dims[r], in[0] strides[r], in[1] strides[r] [, folded activation]
     if np_ != 3 or len(ints) < 2:
         return None
     op, r = ints[0], ints[1]
-    if r < 1 or len(ints) != 2 + 3 * r:
+    if r < 1 or len(ints) not in (2 + 3 * r, 3 + 3 * r):
         return None
-    dims, sa, sb = ints[2:2 + r], ints[2 + r:2 + 2 * r], ints[2 + 2 * r:]
+    act = ints[2 + 3 * r:]
+    dims, sa, sb = ints[2:2 + r], ints[2 + r:2 + 2 * r], ints[2 + 2 * r:2 + 3 * r]
     full = _contiguous_strides(dims)
     kinds = []
     for strides in (sa, sb):
@@ -81,8 +82,10 @@ def _binary(ints: list[int], np_: int) -> _Blocked | None:
         else:
             return None
     n = int(np.prod(dims, dtype=np.int64))
+    if n == 1:
+        kinds = [1, 1]    # (one element: a "broadcast" operand is element 0 of a length-1 array)
     return _Blocked(n, 2, [4 * kinds[0], 4 * kinds[1], 1 if op in _COMPARE_CODES else 4],
-                    [op, 1, n, kinds[0], kinds[1]], [2])
+                    [op, 1, n, kinds[0], kinds[1], *act], [2])
 
 
 def _unary(ints: list[int], np_: int) -> _Blocked | None:
@@ -99,6 +102,11 @@ def _n_first(np_expected: int, nints: int, written: list[int]):
     return parse
 
 
+def _silu(ints: list[int], np_: int) -> _Blocked | None:
+    # x, s, y or (the plan's SiLU fold) x, y
+    return _n_first(np_, 2, [1, 2] if np_ == 3 else [1])(ints, np_) if np_ in (2, 3) else None
+
+
 def _copy(ints: list[int], np_: int) -> _Blocked | None:
     # (bytes): blocked as float32 elements when the byte count is a whole number of them
     if np_ != 2 or len(ints) != 1 or ints[0] % 4:
@@ -112,7 +120,7 @@ _BLOCKABLE = {
     "qe_k_unary_f32": _unary,
     "qe_k_fp16_round": _n_first(2, 2, [1]),       # n, even
     "qe_k_fp16_to_fp32": _n_first(2, 1, [1]),     # n
-    "qe_k_silu_f32": _n_first(3, 2, [1, 2]),      # n, x_first
+    "qe_k_silu_f32": _silu,                        # n, x_first
     "qe_k_copy": _copy,
 }
 
@@ -203,10 +211,15 @@ def fuse(builder, nodes: list[NodeCode], epilogue: tuple[int, int]):
         k = lo
         while k < hi:
             members: list[tuple[int, _Blocked]] = []
+            real = 0              # members that are not a folded activation's qe_k_nop
             acc: list = []
             n = None
             j = k
             while j < hi and len(members) < MAX_STEPS:
+                if n is not None and builder.kernel_names[j] == "qe_k_nop" and builder.steps[j][2] == 0:
+                    members.append((j, _Blocked(n, 0, [], [n], [])))   # (qe_k_nop ignores its n)
+                    j += 1
+                    continue
                 blk = ch.blocked(j)
                 if blk is None or (n is not None and blk.n != n) or blk.n <= 0:
                     break
@@ -214,10 +227,11 @@ def fuse(builder, nodes: list[NodeCode], epilogue: tuple[int, int]):
                 if a is None or not ch.compatible(acc, a):
                     break
                 members.append((j, blk))
+                real += 1
                 acc += a
                 n = blk.n
                 j += 1
-            if len(members) >= 2 and n is not None:
+            if real >= 2 and n is not None:
                 header = [len(members), int(n)]
                 for step, blk in members:
                     row = builder.steps[step]
