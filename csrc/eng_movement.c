@@ -384,7 +384,9 @@ int qe_k_pool2d(const qe_args *a)
  *   out = in > out ? in : out, which is what MAXPS(in, out) computes (NaN and equal operands
  *   give the second), so NaNs and signed zeros land as in qe_pool2d;
  * - global average (one window covering the whole input, no padding): per channel the float64
- *   sum from 0.0 of the cells in row order, times 1.0 / (h * w) in float64, rounded once. */
+ *   sum from 0.0 of the cells in row order, times 1.0 / (h * w) in float64, rounded once; the
+ *   same value unless it is a NaN, whose sign the compiler's operand order decides: then
+ *   qe_pool2d computes the step. */
 typedef struct {
     int64_t h, w, c, fh, fw, oh, ow, sh, sw, pt, pl, p0, p1;
     const float *x;
@@ -448,8 +450,8 @@ __attribute__((target("avx512f"))) static void avgpool_global_f32_run(void *arg)
             __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
             for (int64_t q = 0; q < cells; q++) {
                 __m512 v = _mm512_maskz_loadu_ps(m, xb + q * c + c0);
-                lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-                hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+                lo = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), lo);
+                hi = _mm512_add_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), hi);
             }
             __m512d s = _mm512_set1_pd(inv);
             __m256 rlo = _mm512_cvtpd_ps(_mm512_mul_pd(lo, s)), rhi = _mm512_cvtpd_ps(_mm512_mul_pd(hi, s));
@@ -507,6 +509,13 @@ int qe_k_avgpool_global_f32(const qe_args *a)
                          0, 0, 0, 0, 0, (const float *)a->p[0], (float *)a->p[1]);
     pool_job base = {h, w, c, n, 0, 1, 1, 0, 0, 0, 0, 0, 0, (const float *)a->p[0], (float *)a->p[1]};
     pool_split(avgpool_global_f32_run, base, c, move_threads(n * h * w * c * 4), 16);
+    /* A NaN sum's sign and payload depend on which operand of each add the compiler put first
+     * (additions commute for it): a NaN output is recomputed by qe_pool2d itself. */
+    const float *y = (const float *)a->p[1];
+    for (int64_t q = 0; q < n * c; q++)
+        if (isnan(y[q]))
+            return qe_pool2d(1, (int)n, (int)h, (int)w, (int)c, (int)h, (int)w, 1, 1, (int)h,
+                             (int)w, 0, 0, 0, 0, 0, (const float *)a->p[0], (float *)a->p[1]);
     return 0;
 }
 
