@@ -169,6 +169,32 @@ static int move_transposed(char *dst, const char *src, int r, int k, const int64
     return 0;
 }
 
+#define SHORT_ROWS(B)                                                                       \
+    for (int64_t i = 0; i < rows; i++) memcpy(dst + i * dstep, src + i * sstep, B);         \
+    return
+
+/* rows x ``bytes`` (at most 256) from src (rows sstep bytes apart) to dst (dstep apart). */
+static void short_rows(char *dst, const char *src, int64_t rows, int64_t bytes, int64_t sstep,
+                       int64_t dstep)
+{
+    switch (bytes) {
+    case 16: SHORT_ROWS(16);
+    case 32: SHORT_ROWS(32);
+    case 64: SHORT_ROWS(64);
+    case 128: SHORT_ROWS(128);
+    case 256: SHORT_ROWS(256);
+    default: break;
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        char *d = dst + i * dstep;
+        const char *s = src + i * sstep;
+        int64_t b = 0;
+        for (; b + 32 <= bytes; b += 32) memcpy(d + b, s + b, 32);
+        for (; b + 8 <= bytes; b += 8) memcpy(d + b, s + b, 8);
+        for (; b < bytes; b++) d[b] = s[b];
+    }
+}
+
 /* The copy of one box: shape[r], element strides ss (source) / ds (destination). */
 static void move_box(char *dst, const char *src, int r, const int64_t *shape, const int64_t *ss,
                      const int64_t *ds, int es)
@@ -186,6 +212,12 @@ static void move_box(char *dst, const char *src, int r, const int64_t *shape, co
                 move_transposed(dst, src, r, k, shape, ss, ds, es);
                 return;
             }
+    if (r == 2 && ss[1] == 1 && ds[1] == 1 && n * es <= 256) {
+        /* short contiguous rows (a channel Concat in NHWC): copies of a constant size,
+         * inlined, instead of a memcpy call per row */
+        short_rows(dst, src, shape[0], n * es, ss[0] * es, ds[0] * es);
+        return;
+    }
     int64_t idx[QE_MOVE_MAX_RANK] = {0};
     int64_t so = 0, dof = 0;
     for (int64_t row = 0; row < rows; row++) {
@@ -668,8 +700,8 @@ int qe_movement_isa(char *buf, int n)
     /* max pooling on codes takes AVX-512BW where the CPU has it; Concat moves codes through
      * tables; float pooling is kernels.c's qe_pool2d */
     const char *s = __builtin_cpu_supports("avx512bw")
-                        ? "memcpy + strided copies; max pooling on codes avx512bw; Concat via code tables"
-                        : "memcpy + strided copies; max pooling on codes scalar; Concat via code tables";
+                        ? "memcpy + strided copies split over threads, transposes avx2 8x8; float max / global average pooling avx512f; max pooling on codes avx512bw; Concat via code tables; Reshape / one-run slices share bytes"
+                        : "memcpy + strided copies split over threads; max pooling on codes scalar; Concat via code tables; Reshape / one-run slices share bytes";
     if (n > 0) {
         strncpy(buf, s, (size_t)n - 1);
         buf[n - 1] = 0;

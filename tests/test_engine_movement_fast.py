@@ -93,6 +93,21 @@ def test_large_concat_slabs_split_over_threads(two_threads):
     assert np.array_equal(out[:, 64:], a) and not out[:, :64].any(), "the slab lands in its columns only"
 
 
+@pytest.mark.parametrize("es", [1, 2, 4, 8])
+@pytest.mark.parametrize("cols", [1, 3, 4, 8, 16, 29, 32, 50, 64, 100])
+def test_short_contiguous_rows(es, cols):
+    """Rows of at most 256 bytes between rows of other lengths (a channel Concat in NHWC; the
+    constant-size copies of 16..256 bytes and the 32/8/1-byte pieces of other sizes)."""
+    dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]
+    rows = 37
+    src = np.random.default_rng(cols).integers(1, 2**31, (rows, cols + 3)).astype(dtype)
+    out = np.zeros((rows, 2 * cols + 1), dtype)
+    rc = call("qe_k_move", [src, out], (es, 2, 2, cols, rows, cols, cols + 3, 1, 2 * cols + 1, 1))
+    assert rc == 0, "qe_k_move returns 0"
+    assert np.array_equal(out[:, cols:2 * cols], src[:, 2:cols + 2]), f"{rows} rows of {cols * es} bytes"
+    assert not out[:, :cols].any() and not out[:, 2 * cols:].any(), "nothing written outside the rows"
+
+
 # -- float pooling: the register kernels against qe_pool2d ----------------------------------------------
 def qe_pool2d(kind, x, k, s, pads, out, count_pad=0) -> np.ndarray:
     n, h, w, c = x.shape
