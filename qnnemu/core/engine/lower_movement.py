@@ -465,7 +465,8 @@ def indexed_move(ctx) -> None:
     progs = [plan_single(m, in_size, _refinements(op, ctx.in_shape(0), m.shape)) for m in maps]
     fill_buf = ctx.const(fill) if fill is not None else None
     for k, prog in enumerate(progs):
-        if _one_run(prog) is not None and _share_bytes(ctx, k, _one_run(prog)):
+        start = _one_run(prog)
+        if start is not None and _share_bytes(ctx, k, start):
             continue
         prog.emit(ctx, srcs, result_buffer(ctx, k, dtype), dtype.itemsize, fill_buf)
 
