@@ -19,6 +19,7 @@
 #include "engine.h"
 #include "eng_movement.h"
 #include "kernels.h"
+#include "pool.h"
 
 #define QE_MOVE_MAX_RANK 16
 
@@ -71,9 +72,72 @@ static void move_row(char *dst, const char *src, int64_t n, int64_t ss, int64_t 
         }                                                                                   \
     } while (0)
 
+/* AVX2 is used unless QNNEMU_KERNELS_ISA caps the kernels at SSE. */
+static int avx2_usable(void)
+{
+    static int ok = -1;
+    if (ok < 0) {
+        __builtin_cpu_init();
+        const char *force = getenv("QNNEMU_KERNELS_ISA");
+        ok = !(force && strcmp(force, "sse") == 0) && __builtin_cpu_supports("avx2");
+    }
+    return ok;
+}
+
+/* 4-byte elements with AVX2: 8 x 8 blocks transposed in registers (8 row loads, 24 shuffles,
+ * 8 row stores) inside the 32 x 32 tiles; the edges one element at a time. */
+__attribute__((target("avx2"))) static void transpose_2d_4_avx2(char *dst, const char *src,
+                                                                 int64_t m, int64_t n, int64_t dn,
+                                                                 int64_t sm)
+{
+    const float *s_ = (const float *)src;
+    float *d_ = (float *)dst;
+    for (int64_t i0 = 0; i0 < m; i0 += TILE) {
+        int64_t i1 = i0 + TILE < m ? i0 + TILE : m;
+        for (int64_t j0 = 0; j0 < n; j0 += TILE) {
+            int64_t j1 = j0 + TILE < n ? j0 + TILE : n;
+            int64_t ib = i0 + (i1 - i0) / 8 * 8, jb = j0 + (j1 - j0) / 8 * 8;
+            for (int64_t i = i0; i < ib; i += 8)
+                for (int64_t j = j0; j < jb; j += 8) {
+                    const float *s = s_ + i + j * sm;
+                    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + sm);
+                    __m256 r2 = _mm256_loadu_ps(s + 2 * sm), r3 = _mm256_loadu_ps(s + 3 * sm);
+                    __m256 r4 = _mm256_loadu_ps(s + 4 * sm), r5 = _mm256_loadu_ps(s + 5 * sm);
+                    __m256 r6 = _mm256_loadu_ps(s + 6 * sm), r7 = _mm256_loadu_ps(s + 7 * sm);
+                    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+                    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+                    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+                    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+                    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+                    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+                    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+                    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                    float *d = d_ + i * dn + j;
+                    _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+                    _mm256_storeu_ps(d + dn, _mm256_permute2f128_ps(u1, u5, 0x20));
+                    _mm256_storeu_ps(d + 2 * dn, _mm256_permute2f128_ps(u2, u6, 0x20));
+                    _mm256_storeu_ps(d + 3 * dn, _mm256_permute2f128_ps(u3, u7, 0x20));
+                    _mm256_storeu_ps(d + 4 * dn, _mm256_permute2f128_ps(u0, u4, 0x31));
+                    _mm256_storeu_ps(d + 5 * dn, _mm256_permute2f128_ps(u1, u5, 0x31));
+                    _mm256_storeu_ps(d + 6 * dn, _mm256_permute2f128_ps(u2, u6, 0x31));
+                    _mm256_storeu_ps(d + 7 * dn, _mm256_permute2f128_ps(u3, u7, 0x31));
+                }
+            /* the edges: rows past ib (all columns), columns past jb (rows up to ib) */
+            for (int64_t i = ib; i < i1; i++)
+                for (int64_t j = j0; j < j1; j++) d_[i * dn + j] = s_[i + j * sm];
+            for (int64_t i = i0; i < ib; i++)
+                for (int64_t j = jb; j < j1; j++) d_[i * dn + j] = s_[i + j * sm];
+        }
+    }
+}
+
 static void transpose_2d(char *dst, const char *src, int64_t m, int64_t n, int64_t dn, int64_t sm,
                          int es)
 {
+    if (es == 4 && m >= 8 && n >= 8 && avx2_usable()) {
+        transpose_2d_4_avx2(dst, src, m, n, dn, sm);
+        return;
+    }
     switch (es) {
     case 1: TRANSPOSE_2D(uint8_t); break;
     case 2: TRANSPOSE_2D(uint16_t); break;
@@ -105,27 +169,55 @@ static int move_transposed(char *dst, const char *src, int r, int k, const int64
     return 0;
 }
 
-/* p: src, dst.  i: element size, rank r, source offset, destination offset (elements), then
- * shape[r], source strides[r], destination strides[r] (elements; any sign, 0 repeats). */
-int qe_k_move(const qe_args *a)
+#define SHORT_ROWS(B)                                                                       \
+    for (int64_t i = 0; i < rows; i++) memcpy(dst + i * dstep, src + i * sstep, B);         \
+    return
+
+/* rows x ``bytes`` (at most 256) from src (rows sstep bytes apart) to dst (dstep apart). */
+static void short_rows(char *dst, const char *src, int64_t rows, int64_t bytes, int64_t sstep,
+                       int64_t dstep)
 {
-    int es = (int)a->i[0], r = (int)a->i[1];
-    if (r < 1 || r > QE_MOVE_MAX_RANK || a->ni != 4 + 3 * r) return 1;
-    if (es != 1 && es != 2 && es != 4 && es != 8) return 2;
-    const int64_t *shape = a->i + 4, *ss = shape + r, *ds = ss + r;
-    const char *src = (const char *)a->p[0] + a->i[2] * es;
-    char *dst = (char *)a->p[1] + a->i[3] * es;
+    switch (bytes) {
+    case 16: SHORT_ROWS(16);
+    case 32: SHORT_ROWS(32);
+    case 64: SHORT_ROWS(64);
+    case 128: SHORT_ROWS(128);
+    case 256: SHORT_ROWS(256);
+    default: break;
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        char *d = dst + i * dstep;
+        const char *s = src + i * sstep;
+        int64_t b = 0;
+        for (; b + 32 <= bytes; b += 32) memcpy(d + b, s + b, 32);
+        for (; b + 8 <= bytes; b += 8) memcpy(d + b, s + b, 8);
+        for (; b < bytes; b++) d[b] = s[b];
+    }
+}
+
+/* The copy of one box: shape[r], element strides ss (source) / ds (destination). */
+static void move_box(char *dst, const char *src, int r, const int64_t *shape, const int64_t *ss,
+                     const int64_t *ds, int es)
+{
     int64_t rows = 1;
     for (int k = 0; k < r - 1; k++) {
-        if (shape[k] <= 0) return 0;
+        if (shape[k] <= 0) return;
         rows *= shape[k];
     }
     int64_t n = shape[r - 1];
-    if (n <= 0) return 0;
+    if (n <= 0) return;
     if (r >= 2 && ds[r - 1] == 1 && ss[r - 1] != 1 && n >= 2)
         for (int k = r - 2; k >= 0; k--)
-            if (ss[k] == 1 && shape[k] >= 8)
-                return move_transposed(dst, src, r, k, shape, ss, ds, es);
+            if (ss[k] == 1 && shape[k] >= 8) {
+                move_transposed(dst, src, r, k, shape, ss, ds, es);
+                return;
+            }
+    if (r == 2 && ss[1] == 1 && ds[1] == 1 && n * es <= 256) {
+        /* short contiguous rows (a channel Concat in NHWC): copies of a constant size,
+         * inlined, instead of a memcpy call per row */
+        short_rows(dst, src, shape[0], n * es, ss[0] * es, ds[0] * es);
+        return;
+    }
     int64_t idx[QE_MOVE_MAX_RANK] = {0};
     int64_t so = 0, dof = 0;
     for (int64_t row = 0; row < rows; row++) {
@@ -138,6 +230,93 @@ int qe_k_move(const qe_args *a)
             idx[k] = 0;
         }
     }
+}
+
+/* Bytes a copy moves before it is split over the pool's threads (the workers spin between
+ * ops, so a split costs a few microseconds: about what one core copies in 32 KiB). */
+#define MOVE_SPLIT_BYTES (32 << 10)
+
+/* Threads for a pass moving ``bytes`` (bytes / MOVE_SPLIT_BYTES, at most the call's share of
+ * the pool and 64). */
+static int move_threads(int64_t bytes)
+{
+    static int64_t split = -1;
+    if (split < 0) {
+        const char *e = getenv("QNNEMU_MOVE_SPLIT_BYTES");   /* tuning only */
+        split = e && atoll(e) > 0 ? atoll(e) : MOVE_SPLIT_BYTES;
+    }
+    int t = qe_threads();
+    int c = qe_call_threads();
+    if (c > 0 && c < t) t = c;
+    int64_t want = bytes / split;
+    if (want < t) t = (int)want;
+    if (t > 64) t = 64;
+    return t < 1 ? 1 : t;
+}
+
+/* One piece of a split copy: the box with dimension ``axis`` cut to [lo, hi). */
+typedef struct {
+    char *dst;
+    const char *src;
+    const int64_t *shape, *ss, *ds;
+    int r, es, axis;
+    int64_t lo, hi;
+} move_job;
+
+static void move_job_run(void *p)
+{
+    const move_job *j = p;
+    if (j->hi <= j->lo) return;
+    int64_t shape[QE_MOVE_MAX_RANK];
+    memcpy(shape, j->shape, (size_t)j->r * sizeof shape[0]);
+    shape[j->axis] = j->hi - j->lo;
+    move_box(j->dst + j->lo * j->ds[j->axis] * j->es, j->src + j->lo * j->ss[j->axis] * j->es,
+             j->r, shape, j->ss, j->ds, j->es);
+}
+
+/* The copy of a box over up to move_threads() threads: the pieces are sub-boxes along its
+ * longest outer dimension (the innermost when it is the only long one; 64-byte multiples),
+ * each element copied once, so the result does not depend on the split. */
+static void move_split(char *dst, const char *src, int r, const int64_t *shape,
+                       const int64_t *ss, const int64_t *ds, int es)
+{
+    int64_t total = 1;
+    for (int k = 0; k < r; k++) total *= shape[k] > 0 ? shape[k] : 0;
+    int T = total > 0 ? move_threads(total * es) : 1;
+    for (int k = 0; k < r; k++)
+        if (shape[k] > 1 && ds[k] == 0) T = 1;   /* an element written twice: one order */
+    int axis = -1;
+    for (int k = 0; k < r - 1; k++)
+        if (shape[k] >= 2 * T && (axis < 0 || shape[k] > shape[axis])) axis = k;
+    int64_t granule = 1;
+    if (axis < 0) {
+        axis = r - 1;
+        granule = 64 / es;
+    }
+    if (T < 2 || shape[axis] < 2 * granule) {
+        move_box(dst, src, r, shape, ss, ds, es);
+        return;
+    }
+    move_job jobs[64];
+    int64_t per = ((shape[axis] + T - 1) / T + granule - 1) / granule * granule;
+    int cnt = 0;
+    for (int64_t lo = 0; lo < shape[axis] && cnt < 64; lo += per)
+        jobs[cnt++] = (move_job){dst, src, shape, ss, ds, r, es, axis, lo,
+                                 lo + per < shape[axis] ? lo + per : shape[axis]};
+    qe_pool_run(move_job_run, jobs, sizeof jobs[0], cnt);
+}
+
+/* p: src, dst.  i: element size, rank r, source offset, destination offset (elements), then
+ * shape[r], source strides[r], destination strides[r] (elements; any sign, 0 repeats). */
+int qe_k_move(const qe_args *a)
+{
+    int es = (int)a->i[0], r = (int)a->i[1];
+    if (r < 1 || r > QE_MOVE_MAX_RANK || a->ni != 4 + 3 * r) return 1;
+    if (es != 1 && es != 2 && es != 4 && es != 8) return 2;
+    const int64_t *shape = a->i + 4, *ss = shape + r, *ds = ss + r;
+    const char *src = (const char *)a->p[0] + a->i[2] * es;
+    char *dst = (char *)a->p[1] + a->i[3] * es;
+    move_split(dst, src, r, shape, ss, ds, es);
     return 0;
 }
 
@@ -226,6 +405,150 @@ int qe_k_pool2d(const qe_args *a)
                      (int)v[6], (int)v[7], (int)v[8], (int)v[9], (int)v[10], (int)v[11],
                      (int)v[12], (int)v[13], (int)v[14], (int)v[15], (const float *)a->p[0],
                      (float *)a->p[1]);
+}
+
+/* -- float32 pooling in registers ------------------------------------------------------------- */
+/* qe_pool2d's (kernels.c) max and global-average pooling, computed the same way value for value
+ * (the op's fast path calls qe_pool2d: the two must agree bit for bit), but 16 channels per
+ * AVX-512 register and split over the pool's threads:
+ * - max: a window whose cells are not all inside the input starts from 0 (the HTP's zero
+ *   padding), else from its first cell; then, cell by cell in row order,
+ *   out = in > out ? in : out, which is what MAXPS(in, out) computes (NaN and equal operands
+ *   give the second), so NaNs and signed zeros land as in qe_pool2d;
+ * - global average (one window covering the whole input, no padding): per channel the float64
+ *   sum from 0.0 of the cells in row order, times 1.0 / (h * w) in float64, rounded once; the
+ *   same value unless it is a NaN, whose sign the compiler's operand order decides: then
+ *   qe_pool2d computes the step. */
+typedef struct {
+    int64_t h, w, c, fh, fw, oh, ow, sh, sw, pt, pl, p0, p1;
+    const float *x;
+    float *y;
+} pool_job;
+
+static int avx512_usable(void)
+{
+    static int ok = -1;
+    if (ok < 0) {
+        __builtin_cpu_init();
+        const char *force = getenv("QNNEMU_KERNELS_ISA");
+        int capped = force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0
+                               || strcmp(force, "avxvnni") == 0);
+        ok = !capped && __builtin_cpu_supports("avx512f");
+    }
+    return ok;
+}
+
+/* Output pixels [p0, p1) of max pooling. */
+__attribute__((target("avx512f"))) static void maxpool_f32_run(void *arg)
+{
+    const pool_job *j = arg;
+    const int64_t h = j->h, w = j->w, c = j->c, fh = j->fh, fw = j->fw;
+    for (int64_t p = j->p0; p < j->p1; p++) {
+        int64_t b = p / (j->oh * j->ow), rem = p % (j->oh * j->ow);
+        int64_t y0 = rem / j->ow * j->sh - j->pt, x0 = rem % j->ow * j->sw - j->pl;
+        int64_t iy0 = y0 < 0 ? 0 : y0, iy1 = y0 + fh > h ? h : y0 + fh;
+        int64_t ix0 = x0 < 0 ? 0 : x0, ix1 = x0 + fw > w ? w : x0 + fw;
+        int64_t inside = (iy1 > iy0 ? iy1 - iy0 : 0) * (ix1 > ix0 ? ix1 - ix0 : 0);
+        const float *xb = j->x + b * h * w * c;
+        float *out = j->y + p * c;
+        for (int64_t c0 = 0; c0 < c; c0 += 16) {
+            int64_t k = c - c0 < 16 ? c - c0 : 16;
+            __mmask16 m = k == 16 ? (__mmask16)0xffff : (__mmask16)((1u << k) - 1);
+            __m512 acc = _mm512_setzero_ps();
+            int first = inside == fh * fw;
+            for (int64_t iy = iy0; iy < iy1; iy++)
+                for (int64_t ix = ix0; ix < ix1; ix++) {
+                    __m512 v = _mm512_maskz_loadu_ps(m, xb + (iy * w + ix) * c + c0);
+                    acc = first ? v : _mm512_max_ps(v, acc);
+                    first = 0;
+                }
+            _mm512_mask_storeu_ps(out + c0, m, acc);
+        }
+    }
+}
+
+/* Channels [p0, p1) (multiples of 16 but the last) of a global average pool. */
+__attribute__((target("avx512f"))) static void avgpool_global_f32_run(void *arg)
+{
+    const pool_job *j = arg;
+    const int64_t cells = j->h * j->w, c = j->c;
+    const double inv = 1.0 / (double)cells;
+    for (int64_t b = 0; b < j->fh; b++) {     /* (fh carries the batch here) */
+        const float *xb = j->x + b * cells * c;
+        float *out = j->y + b * c;
+        for (int64_t c0 = j->p0; c0 < j->p1; c0 += 16) {
+            int64_t k = j->p1 - c0 < 16 ? j->p1 - c0 : 16;
+            __mmask16 m = k == 16 ? (__mmask16)0xffff : (__mmask16)((1u << k) - 1);
+            __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+            for (int64_t q = 0; q < cells; q++) {
+                __m512 v = _mm512_maskz_loadu_ps(m, xb + q * c + c0);
+                lo = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), lo);
+                hi = _mm512_add_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), hi);
+            }
+            __m512d s = _mm512_set1_pd(inv);
+            __m256 rlo = _mm512_cvtpd_ps(_mm512_mul_pd(lo, s)), rhi = _mm512_cvtpd_ps(_mm512_mul_pd(hi, s));
+            __m512 r = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(rlo)),
+                                                           _mm256_castps_pd(rhi), 1));
+            _mm512_mask_storeu_ps(out + c0, m, r);
+        }
+    }
+}
+
+/* jobs over [0, n) in up to T contiguous pieces of a multiple of ``granule``. */
+static void pool_split(void (*fn)(void *), pool_job base, int64_t n, int T, int64_t granule)
+{
+    pool_job jobs[64];
+    if (T > 64) T = 64;
+    int64_t per = ((n + T - 1) / T + granule - 1) / granule * granule;
+    if (per < granule) per = granule;
+    int cnt = 0;
+    for (int64_t lo = 0; lo < n && cnt < 64; lo += per) {
+        jobs[cnt] = base;
+        jobs[cnt].p0 = lo;
+        jobs[cnt].p1 = lo + per < n ? lo + per : n;
+        cnt++;
+    }
+    if (cnt == 1) fn(&jobs[0]);
+    else qe_pool_run(fn, jobs, sizeof jobs[0], cnt);
+}
+
+/* PoolMax2d on float32 NHWC.  p: x, y.  i: n, h, w, c, fh, fw, oh, ow, sh, sw, pt, pl.  Without
+ * AVX-512: kernels.c's qe_pool2d. */
+int qe_k_maxpool_f32(const qe_args *a)
+{
+    if (a->ni != 12 || a->np != 2) return 1;
+    const int64_t *I = a->i;
+    int64_t n = I[0], h = I[1], w = I[2], c = I[3], fh = I[4], fw = I[5], oh = I[6], ow = I[7];
+    if (!avx512_usable())   /* (pb / pr only change average pooling's counts) */
+        return qe_pool2d(0, (int)n, (int)h, (int)w, (int)c, (int)fh, (int)fw, (int)oh, (int)ow,
+                         (int)I[8], (int)I[9], (int)I[10], 0, (int)I[11], 0, 0,
+                         (const float *)a->p[0], (float *)a->p[1]);
+    pool_job base = {h, w, c, fh, fw, oh, ow, I[8], I[9], I[10], I[11], 0, 0,
+                     (const float *)a->p[0], (float *)a->p[1]};
+    int64_t items = n * oh * ow;
+    pool_split(maxpool_f32_run, base, items, move_threads(items * fh * fw * c), 1);
+    return 0;
+}
+
+/* PoolAvg2d on float32 NHWC whose one window covers the whole input (no padding).  p: x, y.
+ * i: n, h, w, c.  Without AVX-512: kernels.c's qe_pool2d. */
+int qe_k_avgpool_global_f32(const qe_args *a)
+{
+    if (a->ni != 4 || a->np != 2) return 1;
+    int64_t n = a->i[0], h = a->i[1], w = a->i[2], c = a->i[3];
+    if (!avx512_usable())
+        return qe_pool2d(1, (int)n, (int)h, (int)w, (int)c, (int)h, (int)w, 1, 1, (int)h, (int)w,
+                         0, 0, 0, 0, 0, (const float *)a->p[0], (float *)a->p[1]);
+    pool_job base = {h, w, c, n, 0, 1, 1, 0, 0, 0, 0, 0, 0, (const float *)a->p[0], (float *)a->p[1]};
+    pool_split(avgpool_global_f32_run, base, c, move_threads(n * h * w * c * 4), 16);
+    /* A NaN sum's sign and payload depend on which operand of each add the compiler put first
+     * (additions commute for it): a NaN output is recomputed by qe_pool2d itself. */
+    const float *y = (const float *)a->p[1];
+    for (int64_t q = 0; q < n * c; q++)
+        if (isnan(y[q]))
+            return qe_pool2d(1, (int)n, (int)h, (int)w, (int)c, (int)h, (int)w, 1, 1, (int)h,
+                             (int)w, 0, 0, 0, 0, 0, (const float *)a->p[0], (float *)a->p[1]);
+    return 0;
 }
 
 enum { QE_RED_SUM = 0, QE_RED_MEAN = 1, QE_RED_MAX = 2, QE_RED_MIN = 3 };
@@ -377,8 +700,8 @@ int qe_movement_isa(char *buf, int n)
     /* max pooling on codes takes AVX-512BW where the CPU has it; Concat moves codes through
      * tables; float pooling is kernels.c's qe_pool2d */
     const char *s = __builtin_cpu_supports("avx512bw")
-                        ? "memcpy + strided copies; max pooling on codes avx512bw; Concat via code tables"
-                        : "memcpy + strided copies; max pooling on codes scalar; Concat via code tables";
+                        ? "memcpy + strided copies split over threads, transposes avx2 8x8; float max / global average pooling avx512f; max pooling on codes avx512bw; Concat via code tables; Reshape / one-run slices share bytes"
+                        : "memcpy + strided copies split over threads; max pooling on codes scalar; Concat via code tables; Reshape / one-run slices share bytes";
     if (n > 0) {
         strncpy(buf, s, (size_t)n - 1);
         buf[n - 1] = 0;

@@ -11,6 +11,8 @@ int qe_k_move(const qe_args *a);
 int qe_k_fill(const qe_args *a);
 int qe_k_gather_rows(const qe_args *a);
 int qe_k_pool2d(const qe_args *a);
+int qe_k_maxpool_f32(const qe_args *a);
+int qe_k_avgpool_global_f32(const qe_args *a);
 int qe_k_reduce_f32(const qe_args *a);
 int qe_k_reduce_minmax(const qe_args *a);
 int qe_reduce_f32(int kind, const float *x, float *y, double *acc, int64_t outer, int64_t red,

@@ -36,7 +36,7 @@ from ...ops import (
     shape as shape_ops,
 )
 from ...spec.quant import Dequantizer, Requantize
-from .lowering import F32, Unsupported, lowers, type_code
+from .lowering import F32, Unsupported, _cast_target, lowers, type_code
 
 I64 = np.dtype(np.int64)
 MAX_INDEXED_ELEMENTS = 1 << 23   # the index run's int64 arrays stay below 64 MB at finalize
@@ -293,9 +293,27 @@ def plain_copy(ctx) -> None:
     op = ctx.impl
     if type(op) not in PLAIN_COPIES or ctx.n_out != 1:
         raise Unsupported("a wrapped movement op")
-    src, dtype = received(ctx, 0)
     n = int(np.prod(ctx.in_shape(0), dtype=np.int64))
+    if _share_bytes(ctx, 0, 0):
+        return
+    src, dtype = received(ctx, 0)
     ctx.emit("qe_k_copy", (src, result_buffer(ctx, 0, dtype)), (n * dtype.itemsize,))
+
+
+def _share_bytes(ctx, k: int, offset: int) -> bool:
+    """Output ``k`` as the bytes of input 0 from element ``offset`` on, no copy (Reshape and
+    its kin, a slice that is one contiguous run): when neither side converts, the types agree
+    and the engine can let the two values share arena bytes (program.Builder.alias).  A no-op
+    step stands for the node (profiles list it); the caller emits nothing else for output k."""
+    dtype = ctx.in_dtype(0)
+    if ctx.in_conv(0) is not None or dtype != ctx.out_dtype(k):
+        return False
+    if ctx.out_conv(k) is not None and _cast_target(ctx.out_conv(k)) != dtype:
+        return False   # (a cast to the type it already has leaves the bytes as they are)
+    if ctx.b.alias(ctx.step.writes[k], ctx.step.reads[0], ctx.index, offset * dtype.itemsize) is None:
+        return False
+    ctx.emit("qe_k_nop", ())
+    return True
 
 
 # -- fixed-point codes moved without dequantizing ---------------------------------------------------
@@ -447,7 +465,21 @@ def indexed_move(ctx) -> None:
     progs = [plan_single(m, in_size, _refinements(op, ctx.in_shape(0), m.shape)) for m in maps]
     fill_buf = ctx.const(fill) if fill is not None else None
     for k, prog in enumerate(progs):
+        start = _one_run(prog)
+        if start is not None and _share_bytes(ctx, k, start):
+            continue
         prog.emit(ctx, srcs, result_buffer(ctx, k, dtype), dtype.itemsize, fill_buf)
+
+
+def _one_run(prog: Program) -> int | None:
+    """The input element an output starts at when the output is one contiguous run of the
+    input (a slice or split along the outermost live axis), else None."""
+    if prog.fill or prog.gathers or len(prog.moves) != 1:
+        return None
+    shape, ss, ds, so, do, i = prog.moves[0]
+    if i != 0 or do != 0 or len(shape) != 1 or ss[0] != 1 or ds[0] != 1 or shape[0] != prog.n:
+        return None
+    return int(so)
 
 
 def gather(ctx, op) -> None:
@@ -508,7 +540,8 @@ def _verify(ctx, op, data, progs, maps=None) -> None:
 # -- pooling ---------------------------------------------------------------------------------------
 @lowers("PoolMax2d", "PoolAvg2d")
 def pool2d(ctx) -> None:
-    """kernels.c's qe_pool2d, as the op's fast path calls it."""
+    """kernels.c's qe_pool2d, as the op's fast path calls it; max pooling and global average
+    pooling through eng_movement.c's register versions of it (the same values, bit for bit)."""
     op = ctx.impl
     if type(op) not in (pool_ops.PoolMax2d, pool_ops.PoolAvg2d) or ctx.n_out != 1:
         raise Unsupported("a wrapped pooling op")
@@ -537,6 +570,14 @@ def pool2d(ctx) -> None:
             ctx.emit("qe_k_move", (x, xp), (4, len(shape), 0, (pad[0][0] * pw + pad[1][0]) * c,
                                             *shape, *ss, *ds))
             x, h, w, pad = xp, ph, pw, ((0, 0), (0, 0))
+    if op.kind == "max":   # qe_pool2d's max pooling, 16 channels a register, threaded
+        ctx.emit("qe_k_maxpool_f32", (x, y), (n, h, w, c, k[0], k[1], out[0], out[1], s[0], s[1],
+                                               pad[0][0], pad[1][0]))
+        return
+    if tuple(out) == (1, 1) and tuple(k) == (h, w) and not any(pad[0]) and not any(pad[1]):
+        # a global average (squeeze-excitation): channel vectors of float64 sums, threaded
+        ctx.emit("qe_k_avgpool_global_f32", (x, y), (n, h, w, c))
+        return
     ctx.emit("qe_k_pool2d", (x, y), (0 if op.kind == "max" else 1, n, h, w, c, k[0], k[1], out[0], out[1],
                                      s[0], s[1], pad[0][0], pad[0][1], pad[1][0], pad[1][1], int(count_pad)))
 

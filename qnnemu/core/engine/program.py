@@ -60,6 +60,7 @@ class Builder:
         self.slot_buf: dict[int, int] = {}
         self.regions: list[list[int]] = []   # [nbytes, first node, last node]
         self.region_of_buf: dict[int, int] = {}
+        self.region_delta: dict[int, int] = {}   # alias buffer -> its byte offset in the region
         self.io_of_tid: dict[int, int] = {}
         self._fn_cache: dict[str, int] = {}
         self._slot_info: dict[int, tuple[tuple[int, ...], np.dtype] | None] = {}
@@ -136,6 +137,37 @@ class Builder:
             r[1], r[2] = min(r[1], node), max(r[2], node)
         return buf
 
+    def alias(self, slot: int, src_slot: int, node: int, delta: int = 0) -> int | None:
+        """Gives ``slot`` (written by node ``node`` only) the arena bytes of ``src_slot`` from
+        byte ``delta`` on: a value whose bytes another value already holds (a Reshape, a
+        contiguous slice) needs no copy; the region then lives as long as either does.  None
+        (nothing changed) when ``slot`` already has a buffer, either slot is a graph input or
+        written by more than one node, ``src_slot`` is not in the arena or ``delta`` is not
+        ALIGN-aligned."""
+        if slot in self.slot_buf or delta % ALIGN or delta < 0:
+            return None
+        if not hasattr(self, "_write_counts"):
+            counts: dict[int, int] = {}
+            for step in self.plan.steps:
+                for w in step.writes:
+                    counts[w] = counts.get(w, 0) + 1
+            self._write_counts = counts
+            self._input_slots = {self.plan.slots.get(t.id) for t in self.graph.app_inputs()}
+        if self._write_counts.get(slot, 0) != 1 or self._write_counts.get(src_slot, 0) > 1 \
+                or slot in self._input_slots or src_slot in self.plan.statics:
+            return None
+        if src_slot in self._input_slots and self._write_counts.get(src_slot, 0):
+            return None    # a carried APP_READWRITE input: its bytes change mid-execute
+        buf = self.slot_buffer(src_slot, node)
+        region = self.region_of_buf.get(buf)
+        if region is None or self.region_delta.get(buf, 0):
+            return None
+        new = self._new_buf(ARENA, region)
+        self.region_of_buf[new] = region
+        self.region_delta[new] = delta
+        self.slot_buf[slot] = new
+        return new
+
     def _new_buf(self, kind: int, value: int) -> int:
         self.bufs.append([kind, value])
         return len(self.bufs) - 1
@@ -194,6 +226,7 @@ class Builder:
             del self.io_of_tid[tid]
         for buf in [b for b in self.region_of_buf if b >= nb]:
             del self.region_of_buf[buf]
+            self.region_delta.pop(buf, None)
         del self.bufs[nb:], self.regions[nr:]
 
     # -- the arena ---------------------------------------------------------------------------
@@ -216,7 +249,7 @@ class Builder:
             placed.append((off, size, first, last))
             top = max(top, off + size)
         for buf, r in self.region_of_buf.items():
-            self.bufs[buf][1] = offsets[r]
+            self.bufs[buf][1] = offsets[r] + self.region_delta.get(buf, 0)
         # What the regions would take without sharing bytes (the LPAI memory planner reports
         # the arena against it: qnnemu/lpai/memory.py).
         self.naive_bytes = sum(-(-size // ALIGN) * ALIGN for size, _, _ in self.regions)
