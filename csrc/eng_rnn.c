@@ -23,6 +23,7 @@
  * (no contraction: the build's -ffp-contract=off), so the AVX-512 / AVX2 / baseline clones give
  * the same bits.
  */
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -95,12 +96,63 @@ __attribute__((target("avx2"))) static void rows_f32_avx2(int64_t m, int64_t n, 
 {
     rows_f32(m, n, k, a, rsa, w, y, ldy, bias);
 }
+/* The AVX-512 clone of rows_f32, four weight rows at a time (the additions of one sum wait on
+ * each other; four independent sums keep the adder busy): per output the very operations of
+ * dot_f32 -- 16 lanes, the tail's missing lanes adding 0 * 0 (zero-masked loads), the same
+ * pairwise combination -- so the bits are those of the portable clones. */
+__attribute__((target("avx512f"))) static inline float hsum16_avx512(__m512 s)
+{
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
 __attribute__((target("avx512f"))) static void rows_f32_avx512(int64_t m, int64_t n, int64_t k,
                                                                const float *a, int64_t rsa,
                                                                const float *w, float *y,
                                                                int64_t ldy, const float *bias)
 {
-    rows_f32(m, n, k, a, rsa, w, y, ldy, bias);
+    const int64_t kf = k & ~(int64_t)15;
+    const __mmask16 tail = (__mmask16)((1u << (k - kf)) - 1u);
+    for (int64_t i = 0; i < m; i++) {
+        const float *ar = a + i * rsa;
+        float *yr = y + i * ldy;
+        int64_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            const float *w0 = w + j * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            for (int64_t q = 0; q < kf; q += 16) {
+                __m512 av = _mm512_loadu_ps(ar + q);
+                s0 = _mm512_add_ps(s0, _mm512_mul_ps(av, _mm512_loadu_ps(w0 + q)));
+                s1 = _mm512_add_ps(s1, _mm512_mul_ps(av, _mm512_loadu_ps(w1 + q)));
+                s2 = _mm512_add_ps(s2, _mm512_mul_ps(av, _mm512_loadu_ps(w2 + q)));
+                s3 = _mm512_add_ps(s3, _mm512_mul_ps(av, _mm512_loadu_ps(w3 + q)));
+            }
+            __m512 av = _mm512_maskz_loadu_ps(tail, ar + kf);
+            s0 = _mm512_add_ps(s0, _mm512_mul_ps(av, _mm512_maskz_loadu_ps(tail, w0 + kf)));
+            s1 = _mm512_add_ps(s1, _mm512_mul_ps(av, _mm512_maskz_loadu_ps(tail, w1 + kf)));
+            s2 = _mm512_add_ps(s2, _mm512_mul_ps(av, _mm512_maskz_loadu_ps(tail, w2 + kf)));
+            s3 = _mm512_add_ps(s3, _mm512_mul_ps(av, _mm512_maskz_loadu_ps(tail, w3 + kf)));
+            float v0 = hsum16_avx512(s0), v1 = hsum16_avx512(s1), v2 = hsum16_avx512(s2),
+                  v3 = hsum16_avx512(s3);
+            if (bias) {
+                v0 = v0 + bias[j]; v1 = v1 + bias[j + 1]; v2 = v2 + bias[j + 2]; v3 = v3 + bias[j + 3];
+            }
+            yr[j] = v0; yr[j + 1] = v1; yr[j + 2] = v2; yr[j + 3] = v3;
+        }
+        for (; j < n; j++) {
+            const float *w0 = w + j * k;
+            __m512 s0 = _mm512_setzero_ps();
+            for (int64_t q = 0; q < kf; q += 16)
+                s0 = _mm512_add_ps(s0, _mm512_mul_ps(_mm512_loadu_ps(ar + q), _mm512_loadu_ps(w0 + q)));
+            s0 = _mm512_add_ps(s0, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, ar + kf),
+                                                 _mm512_maskz_loadu_ps(tail, w0 + kf)));
+            float v0 = hsum16_avx512(s0);
+            yr[j] = bias ? v0 + bias[j] : v0;
+        }
+    }
 }
 static void rows_f64_base(int64_t m, int64_t n, int64_t k, const double *a, int64_t rsa,
                           const float *w, double *y, int64_t ldy)
@@ -125,8 +177,8 @@ static int rnn_isa(void)
 {
     static int level = -1;
     if (level < 0) {
-        __builtin_cpu_init();
-        level = !qe_isa() ? 0 : (__builtin_cpu_supports("avx512f") ? 2 : 1);
+        /* the GEMM's choice (QNNEMU_KERNELS_ISA=sse / avx2 force the other clones) */
+        level = qe_gemm_avx512() ? 2 : (qe_isa() ? 1 : 0);
     }
     return level;
 }

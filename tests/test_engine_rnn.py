@@ -259,3 +259,62 @@ def test_reference_kernels_fall_back(monkeypatch):
             assert "numpy" in reasons, f"{what}: falls back with the reference kernels ({reasons})"
         finally:
             HANDLES.release(b.handle)
+
+
+# ---- the kernels' ISA clones ------------------------------------------------------------------
+_ISA_SCRIPT = r"""
+import hashlib, sys
+import numpy as np
+from qnnemu.ops import _fast_rnn
+digest = hashlib.sha256()
+for seed in range(12):
+    rng = np.random.default_rng(seed)
+    n_in, n = (int(v) for v in rng.integers(1, 70, 2))
+    batch, steps = int(rng.integers(1, 8)), int(rng.integers(1, 6))
+    arrays = [None] * 24
+    arrays[0] = rng.standard_normal((steps, batch, n_in)).astype(np.float32)
+    for i in (1, 2, 3, 16):
+        arrays[i] = rng.standard_normal((n, n_in)).astype(np.float32)
+    for i in (4, 5, 6, 17):
+        arrays[i] = rng.standard_normal((n, n)).astype(np.float32)
+    for i in (7, 8, 9, 21):
+        arrays[i] = rng.standard_normal(n).astype(np.float32)
+    dims = _fast_rnn.lstm_dims(arrays[0].shape, n, n, True, False)
+    for out in _fast_rnn.lstm(arrays, dims, 0.0, 0.0, (steps, batch, n)):
+        digest.update(out.tobytes())
+    g = [arrays[0]] + [rng.standard_normal((n, n_in)).astype(np.float32) for _ in range(3)]
+    g += [rng.standard_normal((n, n)).astype(np.float32) for _ in range(3)]
+    g += [rng.standard_normal(n).astype(np.float32) for _ in range(6)] + [None]
+    for lbr in (0, 1):
+        dims = _fast_rnn.gru_dims(arrays[0].shape, n, True, False, lbr)
+        for out in _fast_rnn.gru(g, dims, (steps, batch, n), (1, batch, n)):
+            digest.update(out.tobytes())
+print("DIGEST", digest.hexdigest())
+"""
+
+
+def _isa_digest(isa: str | None) -> str:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ)
+    env.pop("QNNEMU_KERNELS_ISA", None)
+    if isa:
+        env["QNNEMU_KERNELS_ISA"] = isa
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", _ISA_SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=300)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("DIGEST ")]
+    assert line, f"the kernel script ({isa or 'default ISA'}) printed a digest: {proc.stderr[-800:]}"
+    return line[-1].split()[1]
+
+
+def test_isa_clones_compute_the_same_bytes():
+    """The dot-product kernel's AVX-512, AVX2 and baseline clones (and the element-wise
+    functions it calls) give the same bytes: a result does not depend on the machine's ISA
+    (products of fewer than 8 rows only: larger ones are the C GEMM's, which does)."""
+    default = _isa_digest(None)
+    for isa in ("avx2", "sse"):
+        assert _isa_digest(isa) == default, \
+            f"Lstm / Gru results with QNNEMU_KERNELS_ISA={isa} equal the default ISA's"
