@@ -58,7 +58,7 @@ class Tensors:
         dtype, np_type, top = FIXED[self.kind]
         lo, hi = min(float(values.min()), 0.0), max(float(values.max()), 0.0)
         scale = max(hi - lo, 1e-3) / top
-        offset = int(round(lo / scale))
+        offset = round(lo / scale)
         codes = np.clip(np.round(values / scale) - offset, 0, top).astype(np_type)
         return dtype, (scale, offset), codes
 
