@@ -47,6 +47,10 @@ Not executed (OpUnsupportedError): the stateful ``reset`` input in[24], and the 
 outputs out[3..7] (per-gate quantization intermediates).  The ``*_qscale`` and
 ``hidden_state_*`` parameters describe the quantized intermediates of a fixed-point kernel;
 in the real domain they do not change the result and are only validated.
+
+With the fast kernels on (the default), float32 / float16 inputs run the recurrence in C
+(qnnemu/ops/_fast_rnn.py, csrc/eng_rnn.c): the very function the C engine's step calls; the numpy
+code below is the reference (QNNEMU_KERNELS=reference) and the float64 path.
 """
 from __future__ import annotations
 

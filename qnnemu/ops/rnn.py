@@ -61,7 +61,10 @@ What the vendor's x86-64 libQnnHtp.so (QNN 2.51) does, and how qnnemu answers
   QNNEMU-Gru-direction-ignored and refuses it on sequences (QNNEMU-Gru-direction).
 
 Data types: real inputs (float32, float16 -- computed in float64 and rounded back --, or
-quantized fixed point, dequantized by the plan); the outputs take x's type.
+quantized fixed point, dequantized by the plan); the outputs take x's type.  With the fast
+kernels on (the default) a float32 x runs the same float64 recurrence in C (qnnemu/ops/
+_fast_rnn.py, csrc/eng_rnn.c), the very function the C engine's step calls; the numpy code below
+is the reference (QNNEMU_KERNELS=reference).
 """
 from __future__ import annotations
 
