@@ -218,7 +218,7 @@ enum {
 enum { D_T, D_B, D_I, D_N, D_P, D_XT, D_XB, D_OT, D_OB, D_REV, LSTM_DIMS };
 
 /* float32 elements of qe_lstm_f32's scratch */
-int64_t qe_lstm_scratch_floats(const int64_t *d)
+long qe_lstm_scratch_floats(const int64_t *d)
 {
     int64_t t = d[D_T], b = d[D_B], n = d[D_N], p = d[D_P];
     /* xg [T, B, 4N], gates [B, 4N], eight [B, N] work rows, h [B, P], m [B, N] (projected) */
@@ -375,7 +375,7 @@ enum {
  * output's step and batch strides, reverse, linear_before_reset */
 enum { GD_T, GD_B, GD_I, GD_H, GD_XT, GD_XB, GD_OT, GD_OB, GD_REV, GD_LBR, GRU_DIMS };
 
-int64_t qe_gru_scratch_doubles(const int64_t *d)
+long qe_gru_scratch_doubles(const int64_t *d)
 {
     int64_t t = d[GD_T], b = d[GD_B], i = d[GD_I], h = d[GD_H];
     /* x in float64 [T, B, I], xg [T, B, 3H], the recurrent products [B, 3H], h, r * h [B, H] */

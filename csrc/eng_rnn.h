@@ -9,11 +9,11 @@
 #include "engine.h"
 
 /* cdef begin */
-int64_t qe_lstm_scratch_floats(const int64_t *dims);
+long qe_lstm_scratch_floats(const int64_t *dims);
 int qe_lstm_f32(const float *const *w, const int64_t *dims, const double *clips, float *out_seq,
                 float *out_c, float *out_h, float *scratch);
 int qe_k_lstm(const qe_args *a);
-int64_t qe_gru_scratch_doubles(const int64_t *dims);
+long qe_gru_scratch_doubles(const int64_t *dims);
 int qe_gru_f32(const float *const *w, const int64_t *dims, float *out_seq, float *out_h,
                double *scratch);
 int qe_k_gru(const qe_args *a);
