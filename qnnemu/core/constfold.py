@@ -23,8 +23,10 @@ from ..headers import Q
 from ..spec.tensor import UPDATEABLE_TYPES, is_static
 
 # Data-movement and conversion ops only: folding them costs at most one copy of the weights.
+# StridedSlice: ONNX Runtime's QNN EP slices an ONNX LSTM's W / R / B into the Lstm's per-gate
+# weights with StridedSlice nodes (18 per Silero VAD cell).
 FOLDABLE_OPS = frozenset({"Convert", "Transpose", "Reshape", "Cast", "Quantize", "Dequantize", "ExpandDims",
-                          "Squeeze"})
+                          "Squeeze", "StridedSlice"})
 
 
 class ConstantFolded:

@@ -47,6 +47,10 @@ Not executed (OpUnsupportedError): the stateful ``reset`` input in[24], and the 
 outputs out[3..7] (per-gate quantization intermediates).  The ``*_qscale`` and
 ``hidden_state_*`` parameters describe the quantized intermediates of a fixed-point kernel;
 in the real domain they do not change the result and are only validated.
+
+With the fast kernels on (the default), float32 / float16 inputs run the recurrence in C
+(qnnemu/ops/_fast_rnn.py, csrc/eng_rnn.c): the very function the C engine's step calls; the numpy
+code below is the reference (QNNEMU_KERNELS=reference) and the float64 path.
 """
 from __future__ import annotations
 
@@ -54,6 +58,7 @@ import numpy as np
 
 from ..errors import OpUnsupportedError
 from ..headers import Q
+from . import _fast_rnn
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute, same_spec, to_compute
 from .common import optional_input, sequence_output, sigmoid, steps_first
 
@@ -233,6 +238,14 @@ class Lstm(Op):
         ct = x.dtype if x.dtype in (np.float32, np.float64) else np.float32
         a = [None if v is None else np.asarray(v, dtype=ct) for v in a]
         x = a[X]
+        if ct == np.float32 and _fast_rnn.available():
+            # the C recurrence the engine's step runs too (qnnemu/ops/_fast_rnn.py)
+            p = a[W_HF].shape[1]
+            dims = _fast_rnn.lstm_dims(x.shape, a[W_XF].shape[0], p, time_major,
+                                       direction != FORWARD)
+            seq, c, h = _fast_rnn.lstm(a[:RESET], dims, cell_clip_threshold,
+                                       output_clip_threshold, tuple(x.shape[:-1]) + (p,))
+            return from_compute(seq, dtype), from_compute(c, dtype), from_compute(h, dtype)
         xs, seq_axis = steps_first(x, time_major)       # [T, B, I]
         steps, b = xs.shape[0], xs.shape[1]
         n, p = a[W_XF].shape[0], a[W_HF].shape[1]

@@ -61,7 +61,10 @@ What the vendor's x86-64 libQnnHtp.so (QNN 2.51) does, and how qnnemu answers
   QNNEMU-Gru-direction-ignored and refuses it on sequences (QNNEMU-Gru-direction).
 
 Data types: real inputs (float32, float16 -- computed in float64 and rounded back --, or
-quantized fixed point, dequantized by the plan); the outputs take x's type.
+quantized fixed point, dequantized by the plan); the outputs take x's type.  With the fast
+kernels on (the default) a float32 x runs the same float64 recurrence in C (qnnemu/ops/
+_fast_rnn.py, csrc/eng_rnn.c), the very function the C engine's step calls; the numpy code below
+is the reference (QNNEMU_KERNELS=reference).
 """
 from __future__ import annotations
 
@@ -69,6 +72,7 @@ import numpy as np
 
 from ..errors import OpUnsupportedError
 from ..headers import Q
+from . import _fast_rnn
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute, same_spec, warn
 from .common import optional_input, sequence_output, sigmoid, steps_first
 
@@ -164,6 +168,17 @@ class Gru(Op):
 
     # ---- running --------------------------------------------------------------------------
     def _run(self, *arrays, direction, linear_before_reset, time_major):
+        if arrays[X].dtype == np.float32 and _fast_rnn.available():
+            # the C recurrence (float64, as below) the engine's step runs too
+            x_shape = arrays[X].shape
+            h_size = arrays[W_XZ].shape[0]
+            dims = _fast_rnn.gru_dims(x_shape, h_size, time_major, direction == REVERSE,
+                                      linear_before_reset)
+            b = dims[1]
+            last_shape = self.output_specs[1].shape if len(self.output_specs) > 1 else \
+                ((1, b, h_size) if len(x_shape) == 3 else (b, h_size))
+            return _fast_rnn.gru([optional_input(arrays, i) for i in range(RESET)], dims,
+                                 tuple(x_shape[:-1]) + (h_size,), tuple(last_shape))
         a = [None if v is None else np.asarray(v, dtype=np.float64)
              for v in (optional_input(arrays, i) for i in range(15))]
         x = a[X]
