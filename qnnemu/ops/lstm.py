@@ -54,6 +54,7 @@ import numpy as np
 
 from ..errors import OpUnsupportedError
 from ..headers import Q
+from . import _fast, _fast_misc
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute, same_spec, to_compute
 from .common import optional_input, sequence_output, sigmoid, steps_first
 
@@ -236,6 +237,12 @@ class Lstm(Op):
         xs, seq_axis = steps_first(x, time_major)       # [T, B, I]
         steps, b = xs.shape[0], xs.shape[1]
         n, p = a[W_XF].shape[0], a[W_HF].shape[1]
+        if ct == np.float32 and a[LN_F] is None and a[LN_I] is None and _fast.enabled():
+            # the C recurrence the C engine runs too (ops/_fast_misc.py)
+            out, c, h = _fast_misc.lstm(xs, a, direction != FORWARD, cell_clip_threshold,
+                                        output_clip_threshold)
+            return (from_compute(sequence_output(out, seq_axis), dtype), from_compute(c, dtype),
+                    from_compute(h, dtype))
         cifg = a[W_XI] is None
         ln = a[LN_F] is not None
         # Gate order in the packed weights: [i,] f, g (cell), o.

@@ -69,6 +69,7 @@ import numpy as np
 
 from ..errors import OpUnsupportedError
 from ..headers import Q
+from . import _fast, _fast_misc
 from .base import Op, OpCheckError, ParamSpec, TensorSpec, check_rank, check_real, from_compute, same_spec, warn
 from .common import optional_input, sequence_output, sigmoid, steps_first
 
@@ -171,6 +172,16 @@ class Gru(Op):
         xs, seq_axis = steps_first(x, time_major)       # [T, B, I]
         steps, b = xs.shape[0], xs.shape[1]
         h_size = a[W_XZ].shape[0]
+        last_shape = self.output_specs[1].shape if len(self.output_specs) > 1 else \
+            ((1, b, h_size) if x.ndim == 3 else (b, h_size))
+        if dtype == np.float32 and _fast.enabled() and all(
+                v is None or v.dtype == np.float32 for v in (optional_input(arrays, i) for i in range(14))):
+            # the C recurrence the C engine runs too (ops/_fast_misc.py)
+            raw = [optional_input(arrays, i) for i in range(15)]
+            out, hid = _fast_misc.gru(steps_first(raw[X], time_major)[0], raw, direction == REVERSE,
+                                      bool(linear_before_reset))
+            return (from_compute(sequence_output(out, seq_axis), dtype),
+                    from_compute(hid.reshape(last_shape), dtype))
         # Input contributions of every step at once, in gate order z, r, n.
         wx = np.concatenate([a[W_XZ], a[W_XR], a[W_XN]], axis=0).T      # [I, 3H]
         bx = np.concatenate([a[B_XZ], a[B_XR], a[B_XN]])
@@ -191,8 +202,6 @@ class Gru(Op):
             hid = (1.0 - z) * n + z * hid
             out[t] = hid
         seq = sequence_output(out, seq_axis)
-        last_shape = self.output_specs[1].shape if len(self.output_specs) > 1 else \
-            ((1, b, h_size) if x.ndim == 3 else (b, h_size))
         return (from_compute(seq, dtype),
                 from_compute(hid.reshape(last_shape), dtype))
 

@@ -1,0 +1,451 @@
+/* Step kernels of the C execution engine (issue 13) for ops that ran as Python fallback steps:
+ * Cast (QNN op definition "Cast") between plain integer, BOOL_8 and float types;
+ * ElementWiseSelect; the BOOL_8 logic ops ElementWiseAnd / Or / Xor / Not; Argmax / Argmin;
+ * the recurrent cells Lstm and Gru.  The lowering is qnnemu/core/engine/lower_misc.py; each
+ * kernel reproduces the numpy code of its op (qnnemu/ops/cast.py, elementwise.py, reduce.py)
+ * or, for Lstm / Gru, IS the op's fast path (qnnemu/ops/_fast_misc.py calls the same
+ * functions), so the engine and the Python plan compute the same bytes. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "eng_misc.h"
+#include "engine.h"
+
+#define MISC_MAX_RANK 8
+
+/* -- element access ---------------------------------------------------------------------------- */
+static inline int64_t load_i64(const void *p, int t, int64_t k)
+{
+    switch (t) {
+    case QE_U8: case QE_BOOL: return ((const uint8_t *)p)[k];
+    case QE_I8: return ((const int8_t *)p)[k];
+    case QE_U16: return ((const uint16_t *)p)[k];
+    case QE_I16: return ((const int16_t *)p)[k];
+    case QE_U32: return ((const uint32_t *)p)[k];
+    case QE_I32: return ((const int32_t *)p)[k];
+    case QE_I64: return ((const int64_t *)p)[k];
+    case QE_U64: return (int64_t)((const uint64_t *)p)[k];
+    default: return 0;
+    }
+}
+
+/* Stores the low bits of v (numpy's astype between integer types wraps). */
+static inline int store_i64(void *p, int t, int64_t k, int64_t v)
+{
+    switch (t) {
+    case QE_U8: case QE_BOOL: ((uint8_t *)p)[k] = (uint8_t)(uint64_t)v; return 0;
+    case QE_I8: ((int8_t *)p)[k] = (int8_t)(uint8_t)(uint64_t)v; return 0;
+    case QE_U16: ((uint16_t *)p)[k] = (uint16_t)(uint64_t)v; return 0;
+    case QE_I16: ((int16_t *)p)[k] = (int16_t)(uint16_t)(uint64_t)v; return 0;
+    case QE_U32: ((uint32_t *)p)[k] = (uint32_t)(uint64_t)v; return 0;
+    case QE_I32: ((int32_t *)p)[k] = (int32_t)(uint32_t)(uint64_t)v; return 0;
+    case QE_I64: ((int64_t *)p)[k] = v; return 0;
+    case QE_U64: ((uint64_t *)p)[k] = (uint64_t)v; return 0;
+    default: return 2;
+    }
+}
+
+static inline int is_signed_int(int t)
+{
+    return t == QE_I8 || t == QE_I16 || t == QE_I32 || t == QE_I64;
+}
+
+static inline double load_float(const void *p, int t, int64_t k)
+{
+    return t == QE_F32 ? (double)((const float *)p)[k] : (double)((const _Float16 *)p)[k];
+}
+
+/* -- Cast ---------------------------------------------------------------------------------------
+ * p: x, y; i: n, kind, from type, to type; d: (kind 3) lo, hi.
+ * kind 0: integer -> integer, wrapping (numpy astype);
+ * kind 1: integer -> float32 (one rounding, as numpy's astype);
+ * kind 2: anything -> BOOL_8 / 0-1 integer: y = (x != 0) (NaN is != 0);
+ * kind 3: float -> integer: trunc toward zero in float64, NaN -> 0, clipped to [lo, hi] (the
+ *         float64 bounds ops/cast.py's _float_to_int uses; +-inf clip to them). */
+int qe_k_misc_cast(const qe_args *a)
+{
+    const void *x = a->p[0];
+    void *y = a->p[1];
+    int64_t n = a->i[0];
+    int kind = (int)a->i[1], from = (int)a->i[2], to = (int)a->i[3];
+    switch (kind) {
+    case 0:
+        for (int64_t k = 0; k < n; k++)
+            if (store_i64(y, to, k, load_i64(x, from, k))) return 2;
+        return 0;
+    case 1:
+        if (to != QE_F32) return 2;
+        for (int64_t k = 0; k < n; k++) {
+            float v;
+            if (from == QE_U64) v = (float)((const uint64_t *)x)[k];
+            else v = (float)load_i64(x, from, k);   /* int64 -> float: one rounding */
+            ((float *)y)[k] = v;
+        }
+        return 0;
+    case 2:
+        for (int64_t k = 0; k < n; k++) {
+            int nz;
+            if (from == QE_F32 || from == QE_F16) nz = load_float(x, from, k) != 0.0;
+            else nz = load_i64(x, from, k) != 0;
+            if (store_i64(y, to, k, nz)) return 2;
+        }
+        return 0;
+    case 3: {
+        double lo = a->d[0], hi = a->d[1];
+        for (int64_t k = 0; k < n; k++) {
+            double v = load_float(x, from, k);
+            v = v != v ? 0.0 : trunc(v);
+            if (v < lo) v = lo;
+            if (v > hi) v = hi;
+            int64_t iv;
+            if (to == QE_U64) {
+                uint64_t u = (uint64_t)v;
+                iv = (int64_t)u;
+            } else {
+                iv = (int64_t)v;
+            }
+            if (store_i64(y, to, k, iv)) return 2;
+        }
+        return 0;
+    }
+    default:
+        return 2;
+    }
+    (void)is_signed_int;
+}
+
+/* -- broadcasting -------------------------------------------------------------------------------
+ * An odometer over the output's (collapsed) dims; each operand has its own element strides
+ * (0 along broadcast dims). */
+typedef struct {
+    int rank;
+    int64_t dims[MISC_MAX_RANK];
+    int64_t idx[MISC_MAX_RANK];
+} odo;
+
+static inline int odo_next(odo *o, const int64_t *const *strides, int64_t *pos, int nops)
+{
+    for (int d = o->rank - 2; d >= 0; d--) {
+        if (++o->idx[d] < o->dims[d]) {
+            for (int q = 0; q < nops; q++) pos[q] += strides[q][d];
+            return 1;
+        }
+        o->idx[d] = 0;
+        for (int q = 0; q < nops; q++) pos[q] -= strides[q][d] * (o->dims[d] - 1);
+    }
+    return 0;
+}
+
+/* ElementWiseAnd / Or / Xor (op 0 / 1 / 2) and Not (op 3, one operand) of BOOL_8 values: y = 0/1.
+ * p: a, b (Not: a only), y; i: op, rank, dims[rank], sa[rank], sb[rank] (Not: no sb). */
+int qe_k_misc_logic(const qe_args *a)
+{
+    int op = (int)a->i[0], rank = (int)a->i[1];
+    if (rank < 1 || rank > MISC_MAX_RANK) return 2;
+    const int64_t *dims = a->i + 2, *sa = dims + rank, *sb = sa + rank;
+    const uint8_t *x = a->p[0];
+    const uint8_t *z = op == 3 ? NULL : a->p[1];
+    uint8_t *y = a->p[op == 3 ? 1 : 2];
+    odo o = {.rank = rank};
+    for (int d = 0; d < rank; d++) { o.dims[d] = dims[d]; o.idx[d] = 0; if (dims[d] == 0) return 0; }
+    const int64_t *strides[2] = {sa, op == 3 ? sa : sb};
+    int64_t pos[2] = {0, 0}, inner = dims[rank - 1], ia = sa[rank - 1], ib = op == 3 ? 0 : sb[rank - 1];
+    int64_t out = 0;
+    do {
+        const uint8_t *pa = x + pos[0], *pb = z ? z + pos[1] : NULL;
+        switch (op) {
+        case 0: for (int64_t k = 0; k < inner; k++) y[out + k] = (pa[k * ia] != 0) & (pb[k * ib] != 0); break;
+        case 1: for (int64_t k = 0; k < inner; k++) y[out + k] = (pa[k * ia] != 0) | (pb[k * ib] != 0); break;
+        case 2: for (int64_t k = 0; k < inner; k++) y[out + k] = (pa[k * ia] != 0) ^ (pb[k * ib] != 0); break;
+        case 3: for (int64_t k = 0; k < inner; k++) y[out + k] = pa[k * ia] == 0; break;
+        default: return 2;
+        }
+        out += inner;
+    } while (odo_next(&o, strides, pos, 2));
+    return 0;
+}
+
+/* ElementWiseSelect: y = cond != 0 ? a : b, elements of `size` bytes copied.
+ * p: cond (bytes), a, b, y; i: size, rank, dims[rank], sc[rank], sa[rank], sb[rank]. */
+int qe_k_misc_select(const qe_args *a)
+{
+    int64_t size = a->i[0];
+    int rank = (int)a->i[1];
+    if (rank < 1 || rank > MISC_MAX_RANK) return 2;
+    const int64_t *dims = a->i + 2, *sc = dims + rank, *sa = sc + rank, *sb = sa + rank;
+    const uint8_t *c = a->p[0];
+    const char *xa = a->p[1], *xb = a->p[2];
+    char *y = a->p[3];
+    odo o = {.rank = rank};
+    for (int d = 0; d < rank; d++) { o.dims[d] = dims[d]; o.idx[d] = 0; if (dims[d] == 0) return 0; }
+    const int64_t *strides[3] = {sc, sa, sb};
+    int64_t pos[3] = {0, 0, 0}, inner = dims[rank - 1];
+    int64_t ic = sc[rank - 1], ia = sa[rank - 1], ib = sb[rank - 1];
+    char *out = y;
+    do {
+        const uint8_t *pc = c + pos[0];
+        const char *pa = xa + pos[1] * size, *pb = xb + pos[2] * size;
+        switch (size) {
+        case 1:
+            for (int64_t k = 0; k < inner; k++)
+                out[k] = pc[k * ic] ? pa[k * ia] : pb[k * ib];
+            break;
+        case 2:
+            for (int64_t k = 0; k < inner; k++)
+                ((uint16_t *)out)[k] = pc[k * ic] ? ((const uint16_t *)pa)[k * ia] : ((const uint16_t *)pb)[k * ib];
+            break;
+        case 4:
+            for (int64_t k = 0; k < inner; k++)
+                ((uint32_t *)out)[k] = pc[k * ic] ? ((const uint32_t *)pa)[k * ia] : ((const uint32_t *)pb)[k * ib];
+            break;
+        case 8:
+            for (int64_t k = 0; k < inner; k++)
+                ((uint64_t *)out)[k] = pc[k * ic] ? ((const uint64_t *)pa)[k * ia] : ((const uint64_t *)pb)[k * ib];
+            break;
+        default:
+            return 2;
+        }
+        out += inner * size;
+    } while (odo_next(&o, strides, pos, 3));
+    return 0;
+}
+
+/* -- Argmax / Argmin ----------------------------------------------------------------------------
+ * numpy.argmax / argmin along one axis: the first extreme; for floats the first NaN wins.
+ * p: x, y; i: min (0 max, 1 min), x type, y type, outer, len, inner. */
+int qe_k_misc_arg(const qe_args *a)
+{
+    const void *x = a->p[0];
+    void *y = a->p[1];
+    int want_min = (int)a->i[0], t = (int)a->i[1], yt = (int)a->i[2];
+    int64_t outer = a->i[3], len = a->i[4], inner = a->i[5];
+    int is_float = t == QE_F32 || t == QE_F16;
+    if (len < 1) return 2;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t in = 0; in < inner; in++) {
+            int64_t base = o * len * inner + in, best = 0;
+            if (is_float) {
+                double bv = load_float(x, t, base);
+                if (bv == bv) {
+                    for (int64_t k = 1; k < len; k++) {
+                        double v = load_float(x, t, base + k * inner);
+                        if (v != v) { best = k; break; }
+                        if (want_min ? v < bv : v > bv) { bv = v; best = k; }
+                    }
+                }
+            } else if (t == QE_U64) {
+                uint64_t bv = ((const uint64_t *)x)[base];
+                for (int64_t k = 1; k < len; k++) {
+                    uint64_t v = ((const uint64_t *)x)[base + k * inner];
+                    if (want_min ? v < bv : v > bv) { bv = v; best = k; }
+                }
+            } else {
+                int64_t bv = load_i64(x, t, base);
+                for (int64_t k = 1; k < len; k++) {
+                    int64_t v = load_i64(x, t, base + k * inner);
+                    if (want_min ? v < bv : v > bv) { bv = v; best = k; }
+                }
+            }
+            if (store_i64(y, yt, o * inner + in, best)) return 2;
+        }
+    }
+    return 0;
+}
+
+/* -- dot products in a fixed order ----------------------------------------------------------------
+ * Eight partial sums (k = l mod 8, ascending k each), combined as ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)),
+ * then the tail in order: the source fixes every rounding, so each ISA clone (the vectoriser
+ * keeps the lanes as written: no reassociation without -ffast-math, no contraction with
+ * -ffp-contract=off) computes the same bits. */
+#define DOT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+DOT_CLONES static float dot_f32(const float *a, const float *b, int64_t n)
+{
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int l = 0; l < 8; l++) s[l] += a[k + l] * b[k + l];
+    float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; k < n; k++) t += a[k] * b[k];
+    return t;
+}
+
+/* The same in float64 on float32 operands (each converted exactly). */
+DOT_CLONES static double dot_f32_f64(const float *a, const float *b, int64_t n)
+{
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int l = 0; l < 8; l++) s[l] += (double)a[k + l] * (double)b[k + l];
+    double t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; k < n; k++) t += (double)a[k] * (double)b[k];
+    return t;
+}
+
+DOT_CLONES static double dot_f64_f32(const double *a, const float *b, int64_t n)
+{
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int l = 0; l < 8; l++) s[l] += a[k + l] * (double)b[k + l];
+    double t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; k < n; k++) t += a[k] * (double)b[k];
+    return t;
+}
+
+/* -- Lstm ---------------------------------------------------------------------------------------
+ * The op's float32 recurrence (qnnemu/ops/lstm.py, without layer norm), on the weights as the
+ * node reads them (row-major [N, I] / [N, P] per gate, [P, N] projection):
+ *   pre_g = (W_xg x + b_g) + W_hg h          (each product a dot_f32)
+ *   f = sigma(pre_f [+ W_cf c]), i = sigma(pre_i [+ W_ci c]) or 1 - f (CIFG), g = tanh(pre_g)
+ *   c = f c + i g (clipped), o = sigma(pre_o [+ W_co c]), m = o tanh(c)
+ *   h = W_proj m + b_proj (clipped) or m,    sigma(v) = 0.5 (1 + tanh(0.5 v)).
+ * w: 17 pointers W_xi, W_xf, W_xc, W_xo, W_hi, W_hf, W_hc, W_ho, b_i, b_f, b_c, b_o, W_ci, W_cf,
+ *    W_co, W_proj, b_proj (NULL where absent; W_xi NULL = CIFG).
+ * dims: T, B, I, N, P, reverse, x strides (t, b), out strides (t, b) (elements; a row of I / P
+ * contiguous).  h0 [B, P] / c0 [B, N] or NULL (zeros).  scratch: 5 N floats.
+ * clips: cell, output (0 = none). */
+static inline float sig_f(float v)
+{
+    return 0.5f * (1.0f + tanhf(0.5f * v));
+}
+
+static inline float clip_f(float v, float lim)
+{
+    return lim > 0.0f ? (v < -lim ? -lim : (v > lim ? lim : v)) : v;
+}
+
+int qe_misc_lstm_f32(const float *x, const float *const *w, const float *h0, const float *c0,
+                     float *out, float *c_last, float *h_last, float *scratch,
+                     const int64_t *dims, const double *clips)
+{
+    int64_t T = dims[0], B = dims[1], I = dims[2], N = dims[3], P = dims[4];
+    int reverse = (int)dims[5];
+    int64_t xst = dims[6], xsb = dims[7], ost = dims[8], osb = dims[9];
+    float cell_clip = (float)clips[0], out_clip = (float)clips[1];
+    const float *w_ci = w[12], *w_cf = w[13], *w_co = w[14], *w_proj = w[15], *b_proj = w[16];
+    int cifg = w[0] == NULL;
+    float *pre = scratch, *m = scratch + 4 * N;   /* pre: [i,] f, g, o blocks of N */
+    if (!w_proj && P != N) return 2;
+    for (int g = cifg; g < 4; g++)
+        if (!w[g] || !w[4 + g] || !w[8 + g]) return 2;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t j = 0; j < N; j++) c_last[b * N + j] = c0 ? c0[b * N + j] : 0.0f;
+        for (int64_t j = 0; j < P; j++) h_last[b * P + j] = h0 ? h0[b * P + j] : 0.0f;
+    }
+    for (int64_t s = 0; s < T; s++) {
+        int64_t t = reverse ? T - 1 - s : s;
+        for (int64_t b = 0; b < B; b++) {
+            float *c = c_last + b * N, *h = h_last + b * P;
+            const float *xr = x + t * xst + b * xsb;
+            for (int g = cifg; g < 4; g++)
+                for (int64_t j = 0; j < N; j++)
+                    pre[g * N + j] = (dot_f32(w[g] + j * I, xr, I) + w[8 + g][j]) + dot_f32(w[4 + g] + j * P, h, P);
+            for (int64_t j = 0; j < N; j++) {
+                float f_pre = pre[N + j];
+                if (w_cf) f_pre = f_pre + c[j] * w_cf[j];
+                float f = sig_f(f_pre), ig;
+                if (cifg) {
+                    ig = 1.0f - f;
+                } else {
+                    float i_pre = pre[j];
+                    if (w_ci) i_pre = i_pre + c[j] * w_ci[j];
+                    ig = sig_f(i_pre);
+                }
+                float cn = clip_f(f * c[j] + ig * tanhf(pre[2 * N + j]), cell_clip);
+                c[j] = cn;
+                float o_pre = pre[3 * N + j];
+                if (w_co) o_pre = o_pre + cn * w_co[j];
+                m[j] = sig_f(o_pre) * tanhf(cn);
+            }
+            if (w_proj) {
+                for (int64_t j = 0; j < P; j++) {
+                    float v = dot_f32(w_proj + j * N, m, N);
+                    if (b_proj) v = v + b_proj[j];
+                    h[j] = clip_f(v, out_clip);
+                }
+            } else {
+                memcpy(h, m, (size_t)N * sizeof(float));
+            }
+            memcpy(out + t * ost + b * osb, h, (size_t)P * sizeof(float));
+        }
+    }
+    return 0;
+}
+
+/* p: x, the 17 weights of qe_misc_lstm_f32 (absent ones: any buffer, per the flags), h0, c0,
+ *    out, c_last, h_last, scratch (5 N floats);
+ * i: dims[10], then 17 present flags, h0 given, c0 given; d: cell clip, output clip. */
+int qe_k_misc_lstm(const qe_args *a)
+{
+    const float *w[17];
+    for (int k = 0; k < 17; k++) w[k] = a->i[10 + k] ? a->p[1 + k] : NULL;
+    return qe_misc_lstm_f32(a->p[0], w, a->i[27] ? a->p[18] : NULL, a->i[28] ? a->p[19] : NULL,
+                            a->p[20], a->p[21], a->p[22], a->p[23], a->i, a->d);
+}
+
+/* -- Gru ----------------------------------------------------------------------------------------
+ * The op's float64 recurrence (qnnemu/ops/rnn.py) on float32 inputs (converted exactly):
+ *   zr = sigma(((W_x x + b_x) + W_h h) + b_h)                 for z, r
+ *   n = tanh(xn + r (W_hn h + b_hn))          (linear before reset; xn = W_xn x + b_xn)
+ *     or tanh((xn + W_hn (r h)) + b_hn)
+ *   h = (1 - z) n + z h,   sigma(v) = 0.5 (1 + tanh(0.5 v)),
+ * results rounded once to float32 (the op's from_compute).
+ * w: 12 pointers W_xz, W_xr, W_xn ([H, I]), W_hz, W_hr, W_hn ([H, H]), b_xz, b_xr, b_xn, b_hz,
+ *    b_hr, b_hn ([H]).  dims: T, B, I, H, reverse, linear_before_reset, x strides (t, b), out
+ *    strides (t, b).  h0 [B, H] or NULL.  out: float32; h_last float32 [B, H].
+ * scratch: B H (h) + 4 H doubles. */
+int qe_misc_gru_f32(const float *x, const float *const *w, const float *h0, float *out,
+                    float *h_last, double *scratch, const int64_t *dims)
+{
+    int64_t T = dims[0], B = dims[1], I = dims[2], H = dims[3];
+    int reverse = (int)dims[4], lbr = (int)dims[5];
+    int64_t xst = dims[6], xsb = dims[7], ost = dims[8], osb = dims[9];
+    double *hs = scratch, *z = hs + B * H, *r = z + H, *nn = r + H, *rh = nn + H;
+    for (int k = 0; k < 12; k++)
+        if (!w[k]) return 2;
+    for (int64_t j = 0; j < B * H; j++) hs[j] = h0 ? (double)h0[j] : 0.0;
+    for (int64_t s = 0; s < T; s++) {
+        int64_t t = reverse ? T - 1 - s : s;
+        for (int64_t b = 0; b < B; b++) {
+            double *h = hs + b * H;
+            const float *xr = x + t * xst + b * xsb;
+            for (int64_t j = 0; j < H; j++) {
+                double vz = ((dot_f32_f64(w[0] + j * I, xr, I) + (double)w[6][j])
+                             + dot_f64_f32(h, w[3] + j * H, H)) + (double)w[9][j];
+                double vr = ((dot_f32_f64(w[1] + j * I, xr, I) + (double)w[7][j])
+                             + dot_f64_f32(h, w[4] + j * H, H)) + (double)w[10][j];
+                z[j] = 0.5 * (1.0 + tanh(0.5 * vz));
+                r[j] = 0.5 * (1.0 + tanh(0.5 * vr));
+            }
+            if (lbr) {
+                for (int64_t j = 0; j < H; j++) {
+                    double xn = dot_f32_f64(w[2] + j * I, xr, I) + (double)w[8][j];
+                    nn[j] = tanh(xn + r[j] * (dot_f64_f32(h, w[5] + j * H, H) + (double)w[11][j]));
+                }
+            } else {
+                for (int64_t j = 0; j < H; j++) rh[j] = r[j] * h[j];
+                for (int64_t j = 0; j < H; j++) {
+                    double xn = dot_f32_f64(w[2] + j * I, xr, I) + (double)w[8][j];
+                    nn[j] = tanh((xn + dot_f64_f32(rh, w[5] + j * H, H)) + (double)w[11][j]);
+                }
+            }
+            for (int64_t j = 0; j < H; j++) {
+                h[j] = (1.0 - z[j]) * nn[j] + z[j] * h[j];
+                out[t * ost + b * osb + j] = (float)h[j];
+            }
+        }
+    }
+    for (int64_t j = 0; j < B * H; j++) h_last[j] = (float)hs[j];
+    return 0;
+}
+
+/* p: x, the 12 weights of qe_misc_gru_f32, h0 (or any buffer), out, h_last, scratch;
+ * i: dims[10], h0 given. */
+int qe_k_misc_gru(const qe_args *a)
+{
+    const float *w[12];
+    for (int k = 0; k < 12; k++) w[k] = a->p[1 + k];
+    return qe_misc_gru_f32(a->p[0], w, a->i[10] ? a->p[13] : NULL, a->p[14], a->p[15], a->p[16], a->i);
+}

@@ -1,0 +1,24 @@
+/* Step kernels of the C execution engine (issue 13) for ops that had no C lowering: Cast,
+ * ElementWiseSelect, the BOOL_8 logic ops, Argmax / Argmin, and the recurrent cells Lstm / Gru
+ * (the lowering is qnnemu/core/engine/lower_misc.py; docs/engine-misc.md). */
+#ifndef QNNEMU_ENG_MISC_H
+#define QNNEMU_ENG_MISC_H
+
+#include <stdint.h>
+#include "engine.h"
+
+/* cdef begin */
+int qe_k_misc_cast(const qe_args *a);
+int qe_k_misc_logic(const qe_args *a);
+int qe_k_misc_select(const qe_args *a);
+int qe_k_misc_arg(const qe_args *a);
+int qe_k_misc_lstm(const qe_args *a);
+int qe_k_misc_gru(const qe_args *a);
+int qe_misc_lstm_f32(const float *x, const float *const *w, const float *h0, const float *c0,
+                     float *out, float *c_last, float *h_last, float *scratch,
+                     const int64_t *dims, const double *clips);
+int qe_misc_gru_f32(const float *x, const float *const *w, const float *h0, float *out,
+                    float *h_last, double *scratch, const int64_t *dims);
+/* cdef end */
+
+#endif /* QNNEMU_ENG_MISC_H */

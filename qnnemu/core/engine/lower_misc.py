@@ -1,0 +1,283 @@
+"""C lowering of ops that had none (issue 13, "zero Python fallback steps"): Cast between plain
+integer, BOOL_8 and float types (QNN op definition "Cast"; qnnemu/ops/cast.py),
+ElementWiseSelect, the BOOL_8 logic ops ElementWiseAnd / ElementWiseOr / ElementWiseXor /
+ElementWiseNot (qnnemu/ops/elementwise.py), Argmax / Argmin (qnnemu/ops/reduce.py), and the
+recurrent cells Lstm (qnnemu/ops/lstm.py, without layer norm) and Gru (qnnemu/ops/rnn.py).
+Kernels: csrc/eng_misc.c (docs/engine-misc.md).
+
+Cast, Select, the logic ops and Argmax/Argmin reproduce the numpy code of their ops on the
+stored values (integer arithmetic, copies, comparisons: nothing to round).  Lstm and Gru run
+the C recurrence their ops' fast path calls (qnnemu/ops/_fast_misc.py) on the same packed
+weights, so both paths share one implementation.  Anything else (fixed-point Cast, the 8-bit
+code logic path, layer-norm Lstm, dynamic recurrent weights, wrapped ops) raises Unsupported.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...headers import Q
+from ...ops import _fast_misc, cast as cast_ops, elementwise as ew_ops, lstm as lstm_ops
+from ...ops import reduce as reduce_ops, rnn as rnn_ops
+from ...spec import dtypes
+from .lowering import F32, Unsupported, lowers, type_code
+
+MAX_RANK = 8                       # csrc/eng_misc.c MISC_MAX_RANK
+_BOOL = Q.QNN_DATATYPE_BOOL_8
+_FLOATS = (Q.QNN_DATATYPE_FLOAT_32, Q.QNN_DATATYPE_FLOAT_16)
+_INTS = frozenset(dtypes.INT_TYPES)
+_F16 = np.dtype(np.float16)
+_DUMMY = np.zeros(1, np.float32)
+
+
+def _n(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _broadcast(out_shape, in_shapes) -> tuple[list[int], list[list[int]]]:
+    """(dims, per-input element strides) walking ``out_shape`` in order, inputs broadcast
+    numpy-style (stride 0 along broadcast dims); size-1 dims dropped, neighbours that step
+    through every operand as one merged."""
+    r = len(out_shape)
+    strides = []
+    for s in in_shapes:
+        s = (1,) * (r - len(s)) + tuple(s)
+        st, acc = [0] * r, 1
+        for d in range(r - 1, -1, -1):
+            st[d] = 0 if s[d] == 1 and out_shape[d] != 1 else acc
+            acc *= s[d]
+        strides.append(st)
+    dims: list[int] = []
+    merged: list[list[int]] = [[] for _ in in_shapes]
+    for d in range(r):
+        if out_shape[d] == 1:
+            continue
+        if dims and all(m[-1] == st[d] * out_shape[d] for m, st in zip(merged, strides)):
+            dims[-1] *= out_shape[d]
+            for m, st in zip(merged, strides):
+                m[-1] = st[d]
+            continue
+        dims.append(int(out_shape[d]))
+        for m, st in zip(merged, strides):
+            m.append(st[d])
+    if not dims:
+        return [1], [[0] for _ in in_shapes]
+    if len(dims) > MAX_RANK:
+        raise Unsupported(f"a broadcast of rank {len(dims)} after merging")
+    return dims, merged
+
+
+def _received(ctx, i: int) -> tuple[int, np.dtype]:
+    """(buffer, dtype) of input ``i`` as the Python op receives it."""
+    if ctx.in_conv(i) is None:
+        return ctx.input_raw(i), ctx.in_dtype(i)
+    return ctx.input_f32(i), F32
+
+
+def _result(ctx, k: int, dtype: np.dtype) -> int:
+    """The buffer output ``k`` is written to when the op returns an array of ``dtype``."""
+    if ctx.out_conv(k) is None or dtype != F32:
+        if dtype != ctx.out_dtype(k):
+            raise Unsupported(f"output {k}: the op returns {dtype}, the slot stores {ctx.out_dtype(k)}")
+        return ctx.output_raw(k)
+    return ctx.output_f32(k)
+
+
+# -- Cast ------------------------------------------------------------------------------------------
+def _cast_bounds(qnn_dtype: int) -> tuple[float, float]:
+    """ops/cast.py _float_to_int's clip bounds, as float64."""
+    lo, hi = cast_ops.int_range(qnn_dtype)
+    if dtypes.itemsize(qnn_dtype) == 8:
+        return float(lo), float(np.nextafter(float(hi) + 1.0, 0.0))
+    return float(lo), float(hi)
+
+
+@lowers("Cast")
+def cast(ctx) -> None:
+    op = ctx.impl
+    if type(op) is not cast_ops.Cast or ctx.n_out != 1 or not op.input_specs or not op.output_specs:
+        raise Unsupported("a wrapped Cast or one without tensor specs")
+    src, dst = op.input_specs[0].dtype, op.output_specs[0].dtype
+    declared = getattr(op, "declared_dtypes", ([], []))
+    if (declared[0] and declared[0][0] != src) or (declared[1] and declared[1][0] != dst):
+        raise Unsupported("a Cast whose declared types differ from its tensors'")
+    kinds = {src: None, dst: None}
+    if any(t not in _INTS and t not in _FLOATS and t != _BOOL for t in kinds):
+        raise Unsupported("a Cast from or to fixed point")
+    x, y = ctx.input_raw(0), ctx.output_raw(0)
+    xt, yt = ctx.in_dtype(0), ctx.out_dtype(0)
+    if np.dtype(dtypes.numpy_dtype(src)).itemsize != xt.itemsize or \
+            np.dtype(dtypes.numpy_dtype(dst)).itemsize != yt.itemsize:
+        raise Unsupported("a Cast whose slots are stored in other types than its tensors'")
+    n = _n(ctx.in_shape(0))
+    if src in _INTS and dst in _INTS:
+        ctx.emit("qe_k_misc_cast", (x, y), (n, 0, type_code(xt), type_code(yt)))
+    elif src == dst:
+        ctx.emit("qe_k_copy", (x, y), (n * xt.itemsize,))
+    elif dst == _BOOL:
+        ctx.emit("qe_k_misc_cast", (x, y), (n, 2, type_code(xt), type_code(yt)))
+    elif src == _BOOL and dst in _INTS:
+        ctx.emit("qe_k_misc_cast", (x, y), (n, 2, type_code(xt), type_code(yt)))
+    elif src in _INTS and dst == Q.QNN_DATATYPE_FLOAT_32 and yt == F32:
+        ctx.emit("qe_k_misc_cast", (x, y), (n, 1, type_code(xt), type_code(yt)))
+    elif src in _FLOATS and dst in _INTS and xt in (F32, _F16):
+        ctx.emit("qe_k_misc_cast", (x, y), (n, 3, type_code(xt), type_code(yt)), _cast_bounds(dst))
+    elif src in _FLOATS and dst in _FLOATS and {xt, yt} == {F32, _F16}:
+        ctx.emit("qe_k_cast", (x, y), (n, type_code(xt), type_code(yt)))
+    else:
+        raise Unsupported(f"Cast {dtypes.name(src)} -> {dtypes.name(dst)}")
+
+
+# -- ElementWiseSelect ------------------------------------------------------------------------------
+@lowers("ElementWiseSelect")
+def select(ctx) -> None:
+    if type(ctx.impl) is not ew_ops.ElementWiseSelect or ctx.n_out != 1 or ctx.n_in != 3:
+        raise Unsupported("a wrapped ElementWiseSelect")
+    cond = ctx.input_raw(0)
+    if ctx.in_dtype(0).itemsize != 1:
+        raise Unsupported(f"a condition stored as {ctx.in_dtype(0)}")
+    (a, at), (b, bt) = _received(ctx, 1), _received(ctx, 2)
+    if at != bt or at.itemsize not in (1, 2, 4, 8):
+        raise Unsupported(f"Select of {at} and {bt}")
+    y = _result(ctx, 0, at)
+    dims, (sc, sa, sb) = _broadcast(ctx.out_shape(0), [ctx.in_shape(i) for i in range(3)])
+    ctx.emit("qe_k_misc_select", (cond, a, b, y), (at.itemsize, len(dims), *dims, *sc, *sa, *sb))
+
+
+# -- BOOL_8 logic ---------------------------------------------------------------------------------
+_LOGIC = {"ElementWiseAnd": 0, "ElementWiseOr": 1, "ElementWiseXor": 2, "ElementWiseNot": 3}
+_LOGIC_TYPES = {"ElementWiseAnd": ew_ops.ElementWiseAnd, "ElementWiseOr": ew_ops.ElementWiseOr,
+                "ElementWiseXor": ew_ops.ElementWiseXor, "ElementWiseNot": ew_ops.ElementWiseNot}
+
+
+@lowers(*_LOGIC)
+def logic(ctx) -> None:
+    name = ctx.node.op_type
+    op = ctx.impl
+    if type(op) is not _LOGIC_TYPES[name] or ctx.n_out != 1:
+        raise Unsupported(f"a wrapped {name}")
+    arity = 1 if name == "ElementWiseNot" else 2
+    specs = list(op.input_specs or [])[:arity] + list(op.output_specs or [])[:1]
+    if len(specs) != arity + 1 or any(s is None or s.dtype != _BOOL for s in specs) or ctx.n_in != arity:
+        raise Unsupported(f"{name} of other than BOOL_8 tensors (the 8-bit code path)")
+    ins = [ctx.input_raw(i) for i in range(arity)]
+    if any(ctx.in_dtype(i).itemsize != 1 for i in range(arity)) or ctx.out_dtype(0).itemsize != 1:
+        raise Unsupported("BOOL_8 values not stored as bytes")
+    dims, strides = _broadcast(ctx.out_shape(0), [ctx.in_shape(i) for i in range(arity)])
+    ints = [_LOGIC[name], len(dims), *dims] + [v for st in strides for v in st]
+    ctx.emit("qe_k_misc_logic", (*ins, ctx.output_raw(0)), ints)
+
+
+# -- Argmax / Argmin ------------------------------------------------------------------------------
+@lowers("Argmax", "Argmin")
+def arg(ctx) -> None:
+    cls = reduce_ops.Argmax if ctx.node.op_type == "Argmax" else reduce_ops.Argmin
+    op = ctx.impl
+    if type(op) is not cls or ctx.n_out != 1:
+        raise Unsupported(f"a wrapped {ctx.node.op_type}")
+    x, xt = _received(ctx, 0)
+    shape = ctx.in_shape(0)
+    axis = int(op.param_values.get("axis", 0))
+    if not 0 <= axis < len(shape) or shape[axis] < 1:
+        raise Unsupported("an axis outside the shape or of length 0")
+    index_np = np.dtype(reduce_ops._index_np(op.output_specs, 0))
+    y = _result(ctx, 0, index_np)
+    if xt not in (F32, _F16) and xt.kind not in "iu" and xt != np.dtype(np.bool_):
+        raise Unsupported(f"{ctx.node.op_type} of {xt}")
+    outer, inner = _n(shape[:axis]), _n(shape[axis + 1:])
+    ctx.emit("qe_k_misc_arg", (x, y), (int(cls is reduce_ops.Argmin), type_code(xt), type_code(index_np),
+                                       outer, shape[axis], inner))
+
+
+# -- Lstm / Gru -----------------------------------------------------------------------------------
+def _layout(shape, time_major: bool, width: int) -> tuple[int, int, tuple[int, int]]:
+    """(steps, batch, (t stride, b stride)) of a recurrent op's 2-D / 3-D sequence tensor."""
+    if len(shape) == 2:
+        return 1, shape[0], (shape[0] * width, width)
+    if time_major:
+        return shape[0], shape[1], (shape[1] * width, width)
+    return shape[1], shape[0], (width, shape[1] * width)
+
+
+def _given(ctx, i: int) -> bool:
+    return ctx.n_in > i and ctx.present(i)
+
+
+def _f32_or_dummy(ctx, i: int, shape) -> int:
+    """Input ``i`` as the float32 the op computes on (its slot, or its converter's output),
+    checked against ``shape``; a dummy buffer when absent."""
+    if not _given(ctx, i):
+        return ctx.const(_DUMMY)
+    if tuple(ctx.in_shape(i)) != tuple(shape):
+        raise Unsupported(f"input {i} of shape {ctx.in_shape(i)}, not {tuple(shape)}")
+    return ctx.input_f32(i)
+
+
+def _outputs(ctx, sizes) -> list[int]:
+    """Float32 buffers of the outputs (scratch for outputs the node does not have)."""
+    return [ctx.output_f32(k) if k < ctx.n_out else ctx.scratch(4 * max(1, s)) for k, s in enumerate(sizes)]
+
+
+@lowers("Lstm")
+def lstm(ctx) -> None:
+    L = lstm_ops
+    op = ctx.impl
+    if type(op) is not L.Lstm or ctx.n_out > 3:
+        raise Unsupported("a wrapped Lstm")
+    prm = op.param_values
+    if _given(ctx, L.RESET):
+        raise Unsupported("the reset input")
+    if any(_given(ctx, i) for i in _fast_misc.LSTM_LAYER_NORM):
+        raise Unsupported("a layer-norm Lstm (its fast path is numpy)")
+    shape = ctx.in_shape(0)
+    n_in = shape[-1]
+    n, p = ctx.in_shape(L.W_XF)[0], ctx.in_shape(L.W_HF)[1]
+    if not _given(ctx, L.W_PROJ) and p != n:
+        raise Unsupported("output_size != num_units without a projection")
+    steps, batch, xs = _layout(shape, bool(prm["time_major"]), n_in)
+    _, _, os_ = _layout(shape, bool(prm["time_major"]), p)
+    expect = {L.W_XI: (n, n_in), L.W_XF: (n, n_in), L.W_XC: (n, n_in), L.W_XO: (n, n_in),
+              L.W_HI: (n, p), L.W_HF: (n, p), L.W_HC: (n, p), L.W_HO: (n, p), L.W_PROJ: (p, n),
+              L.B_PROJ: (p,)}
+    x = ctx.input_f32(0)
+    weights = [_f32_or_dummy(ctx, i, expect.get(i, (n,))) for i in _fast_misc.LSTM_WEIGHTS]
+    present = [int(_given(ctx, i)) for i in _fast_misc.LSTM_WEIGHTS]
+    h0 = _f32_or_dummy(ctx, L.H0, (batch, p))
+    c0 = _f32_or_dummy(ctx, L.C0, (batch, n))
+    out, c_last, h_last = _outputs(ctx, (steps * batch * p, batch * n, batch * p))
+    dims = [steps, batch, n_in, n, p, int(prm["direction"] != L.FORWARD), *xs, *os_]
+    ctx.emit("qe_k_misc_lstm", (x, *weights, h0, c0, out, c_last, h_last,
+                                ctx.scratch(4 * _fast_misc.lstm_scratch(n))),
+             (*dims, *present, int(_given(ctx, L.H0)), int(_given(ctx, L.C0))),
+             (float(prm["cell_clip_threshold"]), float(prm["output_clip_threshold"])))
+
+
+@lowers("Gru")
+def gru(ctx) -> None:
+    R = rnn_ops
+    op = ctx.impl
+    if type(op) is not R.Gru or ctx.n_out > 2:
+        raise Unsupported("a wrapped Gru")
+    prm = op.param_values
+    if _given(ctx, R.RESET):
+        raise Unsupported("the reset input")
+    if not all(_given(ctx, i) for i in _fast_misc.GRU_WEIGHTS):
+        raise Unsupported("an absent Gru weight")
+    # the op's fast path runs the C recurrence only when every input it gets is float32
+    if any(ctx.in_conv(i) is None and ctx.in_dtype(i) != F32 for i in range(min(ctx.n_in, 14)) if ctx.present(i)):
+        raise Unsupported("a Gru input the op does not receive as float32")
+    shape = ctx.in_shape(0)
+    n_in = shape[-1]
+    h = ctx.in_shape(R.W_XZ)[0]
+    steps, batch, xs = _layout(shape, bool(prm["time_major"]), n_in)
+    _, _, os_ = _layout(shape, bool(prm["time_major"]), h)
+    x = ctx.input_f32(0)
+    ws = [_f32_or_dummy(ctx, i, (h, n_in) if i <= R.W_XN else (h, h) if i <= R.W_HN else (h,))
+          for i in _fast_misc.GRU_WEIGHTS]
+    has_h0 = _given(ctx, R.H0)
+    if has_h0 and _n(ctx.in_shape(R.H0)) != batch * h:
+        raise Unsupported("an initial h of another size")
+    h0 = ctx.input_f32(R.H0) if has_h0 else ctx.const(_DUMMY)
+    out, h_last = _outputs(ctx, (steps * batch * h, batch * h))
+    ctx.emit("qe_k_misc_gru", (x, *ws, h0, out, h_last, ctx.scratch(8 * _fast_misc.gru_scratch(h, batch))),
+             (steps, batch, n_in, h, int(prm["direction"] == R.REVERSE),
+              int(bool(prm["linear_before_reset"])), *xs, *os_, int(has_h0)))
