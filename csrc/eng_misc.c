@@ -62,7 +62,8 @@ static inline double load_float(const void *p, int t, int64_t k)
  * kind 1: integer -> float32 (one rounding, as numpy's astype);
  * kind 2: anything -> BOOL_8 / 0-1 integer: y = (x != 0) (NaN is != 0);
  * kind 3: float -> integer: trunc toward zero in float64, NaN -> 0, clipped to [lo, hi] (the
- *         float64 bounds ops/cast.py's _float_to_int uses; +-inf clip to them). */
+ *         float64 bounds ops/cast.py's _float_to_int uses; +-inf clip to them);
+ * kind 4: integer -> integer clamped to [lo, hi] (d; may run in place). */
 int qe_k_misc_cast(const qe_args *a)
 {
     const void *x = a->p[0];
@@ -106,6 +107,16 @@ int qe_k_misc_cast(const qe_args *a)
                 iv = (int64_t)v;
             }
             if (store_i64(y, to, k, iv)) return 2;
+        }
+        return 0;
+    }
+    case 4: {
+        /* a plain integer through an op's fixed-point view and back (ops/base.py FixedView):
+         * the value read as `from` (UINT_32 as INT_32), clamped to [lo, hi] (plain_range) */
+        int64_t lo = (int64_t)a->d[0], hi = (int64_t)a->d[1];
+        for (int64_t k = 0; k < n; k++) {
+            int64_t v = load_i64(x, from, k);
+            if (store_i64(y, to, k, v < lo ? lo : (v > hi ? hi : v))) return 2;
         }
         return 0;
     }

@@ -13,11 +13,14 @@ code logic path, layer-norm Lstm, dynamic recurrent weights, wrapped ops) raises
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...headers import Q
 from ...ops import _fast_misc, cast as cast_ops, elementwise as ew_ops, lstm as lstm_ops
 from ...ops import reduce as reduce_ops, rnn as rnn_ops
+from ...ops.base import FixedView, plain_range
 from ...spec import dtypes
 from .lowering import F32, Unsupported, lowers, type_code
 
@@ -135,12 +138,48 @@ def select(ctx) -> None:
     cond = ctx.input_raw(0)
     if ctx.in_dtype(0).itemsize != 1:
         raise Unsupported(f"a condition stored as {ctx.in_dtype(0)}")
+    dims, (sc, sa, sb) = _broadcast(ctx.out_shape(0), [ctx.in_shape(i) for i in range(3)])
+    view = _plain_view(ctx)
+    if view is not None:
+        # plain integers through the op's fixed-point view: the values, clamped as the view's
+        # requantization clamps them
+        y, dt = ctx.b.slot_buffer(ctx.step.writes[0], ctx.index), ctx.out_dtype(0)
+        ctx.emit("qe_k_misc_select", (cond, ctx.b.slot_buffer(ctx.step.reads[1], ctx.index),
+                                      ctx.b.slot_buffer(ctx.step.reads[2], ctx.index), y),
+                 (dt.itemsize, len(dims), *dims, *sc, *sa, *sb))
+        if view is not True:
+            read_as, lo, hi = view
+            ctx.emit("qe_k_misc_cast", (y, y), (_n(ctx.out_shape(0)), 4, type_code(read_as), type_code(dt)),
+                     (lo, hi))
+        return
     (a, at), (b, bt) = _received(ctx, 1), _received(ctx, 2)
     if at != bt or at.itemsize not in (1, 2, 4, 8):
         raise Unsupported(f"Select of {at} and {bt}")
     y = _result(ctx, 0, at)
-    dims, (sc, sa, sb) = _broadcast(ctx.out_shape(0), [ctx.in_shape(i) for i in range(3)])
     ctx.emit("qe_k_misc_select", (cond, a, b, y), (at.itemsize, len(dims), *dims, *sc, *sa, *sb))
+
+
+def _plain_view(ctx):
+    """For a Select whose plain integer operands the plan passes through the op's fixed-point
+    view (ops/base.py FixedView: dequantized to float, requantized with rounding and
+    saturation): True when that is the identity (8/16-bit), (type read as, lo, hi) of the clamp
+    it amounts to (32-bit: UINT_32 read as INT_32; plain_range's bounds), None when the step
+    has no such view or another one."""
+    convs = [ctx.in_conv(1), ctx.in_conv(2)]
+    out = ctx.out_conv(0)
+    if not all(c is FixedView.dequantize for c in convs):
+        return None
+    if not (isinstance(out, functools.partial) and out.func is FixedView.requantize and not out.args):
+        raise Unsupported("a fixed-point view without its requantization")
+    qdt = out.keywords.get("dtype")
+    dt = ctx.out_dtype(0)
+    if ctx.in_dtype(1) != dt or ctx.in_dtype(2) != dt or qdt is None or \
+            np.dtype(dtypes.numpy_dtype(qdt)) != dt or dt.kind not in "iu" or dt.itemsize > 4:
+        raise Unsupported(f"a fixed-point view of {ctx.in_dtype(1)} / {ctx.in_dtype(2)} into {dt}")
+    if dt.itemsize <= 2:
+        return True
+    lo, hi = plain_range(qdt)
+    return (np.dtype(np.int32), float(lo), float(np.floor(hi)))
 
 
 # -- BOOL_8 logic ---------------------------------------------------------------------------------
