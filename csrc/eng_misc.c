@@ -5,7 +5,9 @@
  * kernel reproduces the numpy code of its op (qnnemu/ops/cast.py, elementwise.py, reduce.py)
  * or, for Lstm / Gru, IS the op's fast path (qnnemu/ops/_fast_misc.py calls the same
  * functions), so the engine and the Python plan compute the same bytes. */
+#define _GNU_SOURCE
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -259,6 +261,103 @@ int qe_k_misc_arg(const qe_args *a)
                 }
             }
             if (store_i64(y, yt, o * inner + in, best)) return 2;
+        }
+    }
+    return 0;
+}
+
+/* -- CumulativeSum -----------------------------------------------------------------------------
+ * ops/reduce.py: the running sum in float64 along the axis (numpy's cumsum: the first partial
+ * sum is the first element itself, then one addition per element, in order; reverse walks the
+ * axis backwards; exclusive shifts by one with 0 first), then float32 (one rounding) or, for
+ * integers, clipped to [lo, hi] and truncated (_saturate).  NaN: the first NaN of the running
+ * sum stays (as numpy's accumulate keeps the running sum's NaN operand).
+ * p: x, y; i: x type, y type, outer, len, inner, exclusive, reverse; d: lo, hi (integers). */
+int qe_k_misc_cumsum(const qe_args *a)
+{
+    const void *x = a->p[0];
+    void *y = a->p[1];
+    int xt = (int)a->i[0], yt = (int)a->i[1];
+    int64_t outer = a->i[2], len = a->i[3], inner = a->i[4];
+    int exclusive = (int)a->i[5], reverse = (int)a->i[6];
+    double lo = a->nd > 0 ? a->d[0] : 0.0, hi = a->nd > 1 ? a->d[1] : 0.0;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t in = 0; in < inner; in++) {
+            double acc = 0.0;
+            for (int64_t s = 0; s < len; s++) {
+                int64_t k = reverse ? len - 1 - s : s;
+                int64_t pos = (o * len + k) * inner + in;
+                double v = xt == QE_F32 ? (double)((const float *)x)[pos] : (double)load_i64(x, xt, pos);
+                double before = acc;
+                /* acc + v with numpy's NaN: the running sum's NaN when it has one, else v's
+                 * (x86 keeps the first operand's NaN; the compiler may swap an addition's
+                 * operands, so the choice is spelled out) */
+                if (s == 0 || (v != v && acc == acc)) acc = v;
+                else if (acc == acc) acc = acc + v;
+                double r = exclusive ? (s == 0 ? 0.0 : before) : acc;
+                if (yt == QE_F32) {
+                    ((float *)y)[pos] = (float)r;
+                } else {
+                    r = r < lo ? lo : (r > hi ? hi : r);
+                    if (store_i64(y, yt, pos, (int64_t)r)) return 2;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* -- TopK ---------------------------------------------------------------------------------------
+ * ops/reduce.py: the k elements of each last-axis row ranked by key descending (key = x, or -x
+ * for largest = 0; integers widened first), NaN above everything, equal keys by the higher index
+ * first (numpy's stable ascending argsort, reversed); values copied, indices stored.
+ * p: x, values, indices, scratch (n int64 + n double); i: x type, rows, n, k, largest,
+ * index type. */
+typedef struct { const double *key; } topk_ctx;
+
+static int topk_cmp(const void *pa, const void *pb, void *ctx)
+{
+    const double *key = ((const topk_ctx *)ctx)->key;
+    int64_t ia = *(const int64_t *)pa, ib = *(const int64_t *)pb;
+    double ka = key[ia], kb = key[ib];
+    int na = ka != ka, nb = kb != kb;
+    if (na != nb) return na ? -1 : 1;                  /* NaN first */
+    if (!na && ka != kb) return ka > kb ? -1 : 1;      /* larger key first */
+    return ia > ib ? -1 : (ia < ib ? 1 : 0);           /* then the higher index */
+}
+
+int qe_k_misc_topk(const qe_args *a)
+{
+    const char *x = a->p[0];
+    char *vals = a->p[1];
+    void *idx = a->p[2];
+    int64_t *order = a->p[3];
+    double *key = (double *)(order + a->i[2]);
+    int xt = (int)a->i[0], largest = (int)a->i[4], it = (int)a->i[5];
+    int64_t rows = a->i[1], n = a->i[2], k = a->i[3];
+    int64_t size = xt == QE_F16 || xt == QE_U16 || xt == QE_I16 ? 2 : xt == QE_U8 || xt == QE_I8 || xt == QE_BOOL ? 1
+                 : xt == QE_I64 || xt == QE_U64 ? 8 : 4;
+    int is_float = xt == QE_F32 || xt == QE_F16;
+    if (k < 1 || k > n || xt == QE_U64) return 2;
+    topk_ctx ctx = {key};
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t j = 0; j < n; j++) {
+            int64_t pos = r * n + j;
+            double v;
+            if (is_float) {
+                v = load_float(x, xt, pos);
+                if (!largest) v = -v;
+            } else {
+                int64_t iv = load_i64(x, xt, pos);
+                v = largest ? (double)iv : -(double)iv;   /* |iv| < 2^53 for <= 32-bit types */
+            }
+            key[j] = v;
+            order[j] = j;
+        }
+        qsort_r(order, (size_t)n, sizeof(int64_t), topk_cmp, &ctx);
+        for (int64_t j = 0; j < k; j++) {
+            memcpy(vals + (r * k + j) * size, x + (r * n + order[j]) * size, (size_t)size);
+            if (store_i64(idx, it, r * k + j, order[j])) return 2;
         }
     }
     return 0;

@@ -1,5 +1,6 @@
 /* Step kernels of the C execution engine (issue 13) for ops that had no C lowering: Cast,
- * ElementWiseSelect, the BOOL_8 logic ops, Argmax / Argmin, and the recurrent cells Lstm / Gru
+ * ElementWiseSelect, the BOOL_8 logic ops, Argmax / Argmin, CumulativeSum, TopK, and the
+ * recurrent cells Lstm / Gru
  * (the lowering is qnnemu/core/engine/lower_misc.py; docs/engine-misc.md). */
 #ifndef QNNEMU_ENG_MISC_H
 #define QNNEMU_ENG_MISC_H
@@ -12,6 +13,8 @@ int qe_k_misc_cast(const qe_args *a);
 int qe_k_misc_logic(const qe_args *a);
 int qe_k_misc_select(const qe_args *a);
 int qe_k_misc_arg(const qe_args *a);
+int qe_k_misc_cumsum(const qe_args *a);
+int qe_k_misc_topk(const qe_args *a);
 int qe_k_misc_lstm(const qe_args *a);
 int qe_k_misc_gru(const qe_args *a);
 int qe_misc_lstm_f32(const float *x, const float *const *w, const float *h0, const float *c0,

@@ -321,3 +321,60 @@ def test_rnn_models_through_the_ep_have_no_fallback(name, float_math, monkeypatc
         for k, (u, v) in enumerate(zip(ours, cpu)):
             assert np.allclose(u, v, atol=1e-5), f"{name}: output {k} matches the CPU EP: {np.abs(u - v).max()}"
     del sess
+
+
+# -- CumulativeSum / TopK ---------------------------------------------------------------------------
+def _single(op, x, xt, outs, quant=None, **params):
+    """One node on one input ``x`` of QNN type ``xt``; outs: (QNN type, shape, quant); asserts no
+    fallback and bit identity."""
+    b = GraphBuilder(new_context(), "g")
+    try:
+        xin = b.tensor("x", x.shape, xt, APP_WRITE, quant=quant)
+        ys = [b.tensor(f"y{k}", s, t, APP_READ, quant=q) for k, (t, s, q) in enumerate(outs)]
+        b.node(op, "n", [xin], ys, **params)
+        try:
+            b.graph.finalize()
+        except QnnError as exc:
+            if exc.rule != "QNNEMU-htp-op-finalize":
+                raise
+            assume(False)
+        assert b.graph.plan.engine.fallbacks == [], f"{op} lowers to C: {b.graph.plan.engine.fallbacks}"
+        check_plan(b.graph.plan, {xin.id: x})
+    finally:
+        b.graph.context.free()
+
+
+@pytest.mark.soc("SM8550")          # v68 has no float32 CumulativeSum (docs/op-support.md)
+@pytest.mark.float_math("float32")
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4).map(tuple), data=st.data(),
+       dtype=st.sampled_from([F32, I32, U8, "u8q"]), exclusive=st.booleans(), reverse=st.booleans())
+def test_cumulative_sum_in_c_bit_identical(shape, data, dtype, exclusive, reverse):
+    """numpy's float64 running sum in order (first element itself, -0.0 kept), rounded once to
+    float32, saturated for integers, requantized for 8-bit codes."""
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+    if dtype == "u8q":
+        x, qt, q = rng.integers(0, 256, shape).astype(np.uint8), UFX8, (0.05, -128)
+    else:
+        x, qt, q = values(dtype, shape, rng), dtype, None
+        if dtype == F32:
+            x = np.where(np.isfinite(x), x / 1e10, x).astype(np.float32)
+    _single("CumulativeSum", x, qt, [(qt, shape, q)], quant=q, axis=axis, exclusive=exclusive, reverse=reverse)
+
+
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=3).map(tuple), data=st.data(),
+       dtype=st.sampled_from([F32, F16, I32, U8, "u8q"]), largest=st.booleans(), ties=st.booleans(),
+       index=st.sampled_from([I32, U32]))
+def test_topk_in_c_bit_identical(shape, data, dtype, largest, ties, index):
+    """Ranked by key descending, NaN first, ties by the higher index (numpy's stable argsort
+    reversed); values copied, indices stored."""
+    k = data.draw(st.integers(1, shape[-1]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+    if dtype == "u8q":
+        x, qt, q = rng.integers(0, 4 if ties else 256, shape).astype(np.uint8), UFX8, (0.05, -128)
+    else:
+        x, qt, q = values(dtype, shape, rng), dtype, None
+        if ties:
+            x = (x % 3).astype(x.dtype) if dtype in (I32, U8) else np.round(np.clip(x, -1, 1)).astype(x.dtype)
+    out = tuple(shape[:-1]) + (k,)
+    _single("TopK", x, qt, [(qt, out, q), (index, out, None)], quant=q, k=k, largest=largest)

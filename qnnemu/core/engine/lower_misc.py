@@ -1,15 +1,17 @@
 """C lowering of ops that had none (issue 13, "zero Python fallback steps"): Cast between plain
 integer, BOOL_8 and float types (QNN op definition "Cast"; qnnemu/ops/cast.py),
 ElementWiseSelect, the BOOL_8 logic ops ElementWiseAnd / ElementWiseOr / ElementWiseXor /
-ElementWiseNot (qnnemu/ops/elementwise.py), Argmax / Argmin (qnnemu/ops/reduce.py), and the
-recurrent cells Lstm (qnnemu/ops/lstm.py, without layer norm) and Gru (qnnemu/ops/rnn.py).
-Kernels: csrc/eng_misc.c (docs/engine-misc.md).
+ElementWiseNot (qnnemu/ops/elementwise.py), Argmax / Argmin, CumulativeSum and TopK
+(qnnemu/ops/reduce.py), and the recurrent cells Lstm (qnnemu/ops/lstm.py, without layer norm)
+and Gru (qnnemu/ops/rnn.py).  Kernels: csrc/eng_misc.c (docs/engine-misc.md).
 
-Cast, Select, the logic ops and Argmax/Argmin reproduce the numpy code of their ops on the
-stored values (integer arithmetic, copies, comparisons: nothing to round).  Lstm and Gru run
-the C recurrence their ops' fast path calls (qnnemu/ops/_fast_misc.py) on the same packed
-weights, so both paths share one implementation.  Anything else (fixed-point Cast, the 8-bit
-code logic path, layer-norm Lstm, dynamic recurrent weights, wrapped ops) raises Unsupported.
+Cast, Select, the logic ops, Argmax/Argmin and TopK reproduce the numpy code of their ops on
+the values the op receives (integer arithmetic, copies, comparisons: nothing to round);
+CumulativeSum repeats numpy's float64 running sum in its order.  Lstm and Gru run the C
+recurrence their ops' fast path calls (qnnemu/ops/_fast_misc.py), on the weights as the node
+reads them (static, or sliced per gate by other steps as ONNX Runtime's QNN EP emits them), so
+both paths share one implementation.  Anything else (fixed-point Cast, the 8-bit code logic
+path, layer-norm Lstm, 64-bit integer CumulativeSum / TopK, wrapped ops) raises Unsupported.
 """
 from __future__ import annotations
 
@@ -225,6 +227,42 @@ def arg(ctx) -> None:
     outer, inner = _n(shape[:axis]), _n(shape[axis + 1:])
     ctx.emit("qe_k_misc_arg", (x, y), (int(cls is reduce_ops.Argmin), type_code(xt), type_code(index_np),
                                        outer, shape[axis], inner))
+
+
+# -- CumulativeSum / TopK -------------------------------------------------------------------------
+@lowers("CumulativeSum")
+def cumulative_sum(ctx) -> None:
+    op = ctx.impl
+    if type(op) is not reduce_ops.CumulativeSum or ctx.n_out != 1:
+        raise Unsupported("a wrapped CumulativeSum")
+    x, xt = _received(ctx, 0)
+    if xt != F32 and (xt.kind not in "iu" or xt.itemsize > 4):
+        raise Unsupported(f"CumulativeSum of {xt}")
+    y = _result(ctx, 0, xt)
+    shape = ctx.in_shape(0)
+    prm = op.param_values
+    axis = int(prm["axis"])
+    bounds = () if xt == F32 else (float(np.iinfo(xt).min), float(np.iinfo(xt).max))
+    ctx.emit("qe_k_misc_cumsum", (x, y), (type_code(xt), type_code(xt), _n(shape[:axis]), shape[axis],
+                                          _n(shape[axis + 1:]), int(bool(prm["exclusive"])),
+                                          int(bool(prm["reverse"]))), bounds)
+
+
+@lowers("TopK")
+def top_k(ctx) -> None:
+    op = ctx.impl
+    if type(op) is not reduce_ops.TopK or ctx.n_out != 2:
+        raise Unsupported("a wrapped TopK")
+    x, xt = _received(ctx, 0)
+    if xt not in (F32, _F16) and (xt.kind not in "iu" or xt.itemsize > 4):
+        raise Unsupported(f"TopK of {xt}")
+    shape = ctx.in_shape(0)
+    n, k = shape[-1], int(op.param_values["k"])
+    values = _result(ctx, 0, xt)
+    index_np = np.dtype(reduce_ops._index_np(op.output_specs, 1))
+    indices = _result(ctx, 1, index_np)
+    ctx.emit("qe_k_misc_topk", (x, values, indices, ctx.scratch(16 * n)),
+             (type_code(xt), _n(shape[:-1]), n, k, int(bool(op.param_values["largest"])), type_code(index_np)))
 
 
 # -- Lstm / Gru -----------------------------------------------------------------------------------
