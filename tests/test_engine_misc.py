@@ -91,7 +91,10 @@ CAST_PAIRS = ([(s, d) for s in INTS for d in INTS] + [(s, BOOL) for s in INTS + 
               + [(s, d) for s in (F32, F16) for d in INTS] + [(F32, F16), (F16, F32), (F32, F32), (BOOL, BOOL)])
 
 
-@pytest.mark.parametrize("src,dst", CAST_PAIRS, ids=[f"{dtypes.name(s)[14:]}-{dtypes.name(d)[14:]}" for s, d in CAST_PAIRS])
+CAST_IDS = [f"{dtypes.name(s)[14:]}-{dtypes.name(d)[14:]}" for s, d in CAST_PAIRS]
+
+
+@pytest.mark.parametrize("src,dst", CAST_PAIRS, ids=CAST_IDS)
 def test_cast_pairs_run_in_c_bit_identical(src, dst):
     """Every plain type pair: wrap-around integer casts, x != 0 to BOOL_8, truncation with
     saturation (NaN -> 0, +-inf -> the bounds) from floats, one rounding to float32/float16."""
@@ -116,7 +119,8 @@ def test_cast_of_fixed_point_still_falls_back_with_a_reason():
 
 
 # -- ElementWiseSelect -------------------------------------------------------------------------------
-@given(shapes=broadcast_shapes(3), dtype=st.sampled_from([F32, F16, I32, U32, I16, U8, I8, BOOL]), seed=st.integers(0, 99))
+@given(shapes=broadcast_shapes(3), dtype=st.sampled_from([F32, F16, I32, U32, I16, U8, I8, BOOL]),
+       seed=st.integers(0, 99))
 def test_select_broadcasts_in_c_bit_identical(shapes, dtype, seed):
     out, (sc, sa, sb) = shapes
     rng = np.random.default_rng(seed)
@@ -154,7 +158,7 @@ def test_arg_in_c_bit_identical(shape, data, op, dtype, index, keep, ties):
     else:
         x = values(dtype, shape, rng)
         if ties:
-            x = (x % 3).astype(x.dtype) if dtype != F32 and dtype != F16 else np.round(np.clip(x, -2, 2)).astype(x.dtype)
+            x = (x % 3).astype(x.dtype) if dtype not in (F32, F16) else np.round(np.clip(x, -2, 2)).astype(x.dtype)
     out = list(shape)
     if keep:
         out[axis] = 1
@@ -301,8 +305,9 @@ def test_rnn_models_through_the_ep_have_no_fallback(name, float_math, monkeypatc
     passes; float32 results match the CPU EP."""
     pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
-    import qnnemu.onnxruntime as qort
     from helpers.lstm_models import VARIANTS, lstm_model
+
+    import qnnemu.onnxruntime as qort
     monkeypatch.setenv("QNNEMU_ENGINE", "check")
     monkeypatch.setenv("QNNEMU_FLOAT_MATH", float_math)
     if name.startswith("lstm-"):

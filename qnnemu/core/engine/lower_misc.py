@@ -20,8 +20,14 @@ import functools
 import numpy as np
 
 from ...headers import Q
-from ...ops import _fast_misc, cast as cast_ops, elementwise as ew_ops, lstm as lstm_ops
-from ...ops import reduce as reduce_ops, rnn as rnn_ops
+from ...ops import (
+    _fast_misc,
+    cast as cast_ops,
+    elementwise as ew_ops,
+    lstm as lstm_ops,
+    reduce as reduce_ops,
+    rnn as rnn_ops,
+)
 from ...ops.base import FixedView, plain_range
 from ...spec import dtypes
 from .lowering import F32, Unsupported, lowers, type_code
@@ -102,11 +108,10 @@ def cast(ctx) -> None:
     if type(op) is not cast_ops.Cast or ctx.n_out != 1 or not op.input_specs or not op.output_specs:
         raise Unsupported("a wrapped Cast or one without tensor specs")
     src, dst = op.input_specs[0].dtype, op.output_specs[0].dtype
-    declared = getattr(op, "declared_dtypes", ([], []))
+    declared: tuple[list[int], list[int]] = getattr(op, "declared_dtypes", ([], []))
     if (declared[0] and declared[0][0] != src) or (declared[1] and declared[1][0] != dst):
         raise Unsupported("a Cast whose declared types differ from its tensors'")
-    kinds = {src: None, dst: None}
-    if any(t not in _INTS and t not in _FLOATS and t != _BOOL for t in kinds):
+    if any(t not in _INTS and t not in _FLOATS and t != _BOOL for t in (src, dst)):
         raise Unsupported("a Cast from or to fixed point")
     x, y = ctx.input_raw(0), ctx.output_raw(0)
     xt, yt = ctx.in_dtype(0), ctx.out_dtype(0)
@@ -118,9 +123,7 @@ def cast(ctx) -> None:
         ctx.emit("qe_k_misc_cast", (x, y), (n, 0, type_code(xt), type_code(yt)))
     elif src == dst:
         ctx.emit("qe_k_copy", (x, y), (n * xt.itemsize,))
-    elif dst == _BOOL:
-        ctx.emit("qe_k_misc_cast", (x, y), (n, 2, type_code(xt), type_code(yt)))
-    elif src == _BOOL and dst in _INTS:
+    elif dst == _BOOL or (src == _BOOL and dst in _INTS):
         ctx.emit("qe_k_misc_cast", (x, y), (n, 2, type_code(xt), type_code(yt)))
     elif src in _INTS and dst == Q.QNN_DATATYPE_FLOAT_32 and yt == F32:
         ctx.emit("qe_k_misc_cast", (x, y), (n, 1, type_code(xt), type_code(yt)))
