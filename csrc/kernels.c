@@ -82,7 +82,7 @@ int qe_isa(void) { return use_avx2(); }
 /* ---- GEMM -------------------------------------------------------------------------------- */
 
 #define KC 256     /* at most; K is split into equal blocks of <= KC */
-#define MC 120     /* multiple of MR and SMR (ROW_SPLIT below) */
+#define MC 120     /* multiple of MR and SMR (row_unit below) */
 #define NC 4096    /* multiple of every NR (8, 16, 32) */
 #define MR 6
 
@@ -1084,13 +1084,37 @@ struct k2d {
     static void NAME##_range_avx2(const void *a, long p0, long p1)                         \
     { NAME##_range_body(a, p0, p1); }
 
-/* Rows of a split product start at multiples of this (a multiple of MR and of SMR, dividing
- * MC): every row then falls in the same micro-kernel tile, at the same position, whatever the
- * split.  The kernels for different tile heights may order the operands of a fused
- * multiply-add differently (the compiler picks the instruction form), which changes which NaN a
- * result made of two NaNs carries: chunks starting at multiples of MR alone changed the sign of
- * such NaNs with 5 threads (tests/test_kernels_split.py). */
-#define ROW_SPLIT 24
+/* Rows of a split product start at multiples of the tile height of the micro-kernel that runs
+ * it (SMR for the AVX-512 segment kernels, else MR; MC is a multiple of both): every row then
+ * falls in the same tile, at the same position, whatever the split.  The kernels for different
+ * tile heights may order the operands of a fused multiply-add differently (the compiler picks
+ * the instruction form), which changes which NaN a result made of two NaNs carries: chunks at
+ * multiples of MR on the segment path changed the sign of such NaNs with 5 threads
+ * (tests/test_kernels_split.py). */
+static long row_unit(const struct gemm_job *j) { return qe_gemm_avx512() && j->sa ? SMR : MR; }
+
+/* The chunk size of a split of ``total`` rows / columns into about 4 chunks per thread:
+ * multiples of ``unit``, at most ``cap`` (0: no cap). */
+static long chunk_step(long total, long unit, int T, long cap)
+{
+    long want = (total + 4L * T - 1) / (4L * T);
+    long step = (want + unit - 1) / unit * unit;
+    return cap > 0 && step > cap ? cap : step;
+}
+
+/* The largest share one thread's block of chunks holds (run_pieces), over total / T: 1 when
+ * the threads get equal work. */
+static double block_imbalance(long total, long step, int T)
+{
+    long n = (total + step - 1) / step, worst = 0;
+    int blocks = T < n ? T : (int)n;
+    for (int t = 0; t < blocks; t++) {
+        long c0 = n * t / blocks, c1 = n * (t + 1) / blocks;
+        long hi = c1 * step < total ? c1 * step : total;
+        if (hi - c0 * step > worst) worst = hi - c0 * step;
+    }
+    return (double)worst * T / (double)total;
+}
 
 /* A product split into chunks run as pieces (run_pieces: each thread owns a block of
  * consecutive chunks, then helps with the others'): a thread that starts late (the other core
@@ -1123,16 +1147,13 @@ static void dyn_piece(void *arg, long c)
     if (gemm_run(&j)) atomic_store(&d->rc, -1);
 }
 
-static int gemm_dynamic(const struct gemm_job *base, int T, int by_rows)
+static int gemm_dynamic(const struct gemm_job *base, int T, int by_rows, long step)
 {
     struct dyn_ctx d;
     d.base = *base;
     d.by_rows = by_rows;
     d.total = by_rows ? base->M : base->N;
-    /* about 4 chunks per thread: a row block of at most MC rows, at least one tile */
-    long unit = by_rows ? ROW_SPLIT : 32, want = (d.total + 4L * T - 1) / (4L * T);
-    d.step = (want + unit - 1) / unit * unit;
-    if (by_rows && d.step > MC) d.step = MC;
+    d.step = step;
     atomic_init(&d.rc, 0);
     run_pieces(dyn_piece, &d, (d.total + d.step - 1) / d.step, T);
     return atomic_load(&d.rc);
@@ -1153,13 +1174,23 @@ static int gemm_split(long M, long N, int K, pack_a_fn pa, const void *actx,
     /* the work: the products, plus reading B, which a product of few rows is bound by (a
      * classifier's 1280 x 1000 weights on a batch of 1 stream 5 MB: split by column panels) */
     double work = (double)M * N * K + 8.0 * (double)N * K;
-    int T = threads_for(work, N <= M ? (M + ROW_SPLIT - 1) / ROW_SPLIT : (N + 31) / 32);
+    int T = threads_for(work, N <= M ? (M + MR - 1) / MR : (N + 31) / 32);
     if (T <= 1) return gemm_run(&base);
-    if (Bpre || N > M) return gemm_dynamic(&base, T, N <= M);
+    long ru = row_unit(&base);
+    if (Bpre || N > M) {
+        /* chunks of row tiles (at most MC rows) or of 32-column panels, about 4 per thread; by
+         * rows when B is the smaller operand, unless the columns share out more evenly (7x7
+         * layers: 49 rows in 7 chunks of 8 rather than 160 columns in 5 panels, 3 for one
+         * thread and 2 for the other) */
+        long rstep = chunk_step(M, ru, T, MC), cstep = chunk_step(N, 32, T, 0);
+        double ri = block_imbalance(M, rstep, T), ci = block_imbalance(N, cstep, T);
+        int by_rows = N <= M ? !(ci < ri - 0.05) : ri < ci - 0.05;
+        return gemm_dynamic(&base, T, by_rows, by_rows ? rstep : cstep);
+    }
     struct gemm_job jobs[64];
     int n = 0;
     if (N <= M) {
-        long step = ((M + T - 1) / T + ROW_SPLIT - 1) / ROW_SPLIT * ROW_SPLIT;
+        long step = ((M + T - 1) / T + ru - 1) / ru * ru;
         for (long m0 = 0; m0 < M; m0 += step) {
             jobs[n] = base;
             jobs[n].m0 = m0;
