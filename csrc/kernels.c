@@ -18,8 +18,8 @@
  *   output (the adjoint of im2col);
  * - qe_depthwise2d: direct depthwise convolution (one input channel per group), which has too
  *   little arithmetic per byte for a GEMM (3x3 and 5x5 with the filter in AVX-512 registers);
- * - qe_pool2d: max / average pooling.
- * The kernels other than the GEMM are single-threaded.
+ * - qe_pool2d: max / average pooling (max pooling 16 channels per AVX-512 vector).
+ * The memory-bound kernels split their output pixels over the threads as the GEMM splits rows.
  *
  * Built with -O3 -march=x86-64-v2 (SSE4.2).  The hot loops are compiled a second time with
  * __attribute__((target("avx2,fma"))) (the GEMM micro-kernel also for "avx512f") and picked
@@ -1779,6 +1779,50 @@ ALWAYS_INLINE void pool_range_body(const void *ctx, long p0, long p1)
 
 RANGE_VARIANTS(pool)
 
+/* Max pooling (kind 0) with AVX-512: 16 channels per vector, the window's cells in pool_body's
+ * order, each taken as max(cell, so far) by VMAXPS, which returns its second operand unless the
+ * first is greater -- pool_body's ``in > out ? in : out``: the same value, NaN and signed zero
+ * included (a NaN cell is skipped, a NaN so far is kept, an equal cell does not replace it). */
+__attribute__((target("avx512f")))
+static void maxpool512_range(const void *ctx, long p0, long p1)
+{
+    const struct k2d *a = ctx;
+    int c = a->c_in;
+    long ohw = (long)a->oh * a->ow;
+    long b = p0 / ohw;
+    int rem = (int)(p0 - b * ohw), oy = rem / a->ow, ox = rem - oy * a->ow;
+    for (long p = p0; p < p1; p++) {
+        int y0 = oy * a->sh - a->pt, x0 = ox * a->sw - a->pl;
+        int iy0 = y0 < 0 ? 0 : y0, iy1 = y0 + a->fh > a->h ? a->h : y0 + a->fh;
+        int ix0 = x0 < 0 ? 0 : x0, ix1 = x0 + a->fw > a->w ? a->w : x0 + a->fw;
+        long inside = (long)(iy1 > iy0 ? iy1 - iy0 : 0) * (ix1 > ix0 ? ix1 - ix0 : 0);
+        int zero_start = inside < (long)a->fh * a->fw;   /* zero padding counts as a cell */
+        const float *xb = a->x + b * a->h * (long)a->w * c;
+        float *out = a->y + p * c;
+        for (int c0 = 0; c0 < c; c0 += 16) {
+            __mmask16 m = c - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - c0)) - 1);
+            __m512 acc = _mm512_setzero_ps();
+            int first = !zero_start;
+            for (int iy = iy0; iy < iy1; iy++) {
+                const float *row = xb + (long)iy * a->w * c + c0;
+                for (int ix = ix0; ix < ix1; ix++) {
+                    __m512 v = _mm512_maskz_loadu_ps(m, row + (long)ix * c);
+                    acc = first ? v : _mm512_max_ps(v, acc);
+                    first = 0;
+                }
+            }
+            _mm512_mask_storeu_ps(out + c0, m, acc);
+        }
+        if (++ox == a->ow) {
+            ox = 0;
+            if (++oy == a->oh) {
+                oy = 0;
+                b++;
+            }
+        }
+    }
+}
+
 /* Returns 0. */
 int qe_pool2d(int kind, int n, int h, int w, int c, int fh, int fw, int oh, int ow, int sh,
               int sw, int pt, int pb, int pl, int pr, int count_pad, const float *x, float *y)
@@ -1788,7 +1832,8 @@ int qe_pool2d(int kind, int n, int h, int w, int c, int fh, int fw, int oh, int 
     a.sh = sh; a.sw = sw; a.pt = pt; a.pb = pb; a.pl = pl; a.pr = pr;
     a.count_pad = count_pad; a.x = x; a.y = y;
     /* ~0.05 ns per window cell and channel */
-    parallel_for(use_avx2() ? pool_range_avx2 : pool_range_base, &a, (long)n * oh * ow,
-                 0.05 * fh * fw * c + 2.0);
+    range_fn fn = kind == 0 && qe_gemm_avx512() ? maxpool512_range
+                  : use_avx2() ? pool_range_avx2 : pool_range_base;
+    parallel_for(fn, &a, (long)n * oh * ow, 0.05 * fh * fw * c + 2.0);
     return 0;
 }

@@ -5,8 +5,13 @@ runs here with the split costs set so low that everything splits (``qe_set_split
 both signs included, with and without a folded activation.  The C engine and the Python plan may
 run one op with different thread limits (a loaded caller, ``qnnemu/core/threads.py``), so a
 result that depended on the split would break their bit identity.  Also: which products the
-fast path (``qnnemu/ops/_fast.py``) keeps on the calling thread."""
+fast path (``qnnemu/ops/_fast.py``) keeps on the calling thread, and that the AVX-512 max pooling
+gives the bytes of the AVX2 one."""
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -218,3 +223,38 @@ def test_which_products_run_on_the_calling_thread(rows, k, n, one, monkeypatch):
         f"{_fast.gemm_single_limit(rows)})"
     assert (rows * k * n < _fast.gemm_single_limit(rows)) == one, \
         f"gemm_single_limit({rows}) gives the same answer for {rows}x{k}x{n}"
+
+
+MAXPOOL_PROBE = """
+import hashlib, numpy as np
+from qnnemu.ops import _fast
+rng = np.random.default_rng(8)
+h = hashlib.sha256()
+for (hw, c, k, s, pad) in ((17, 40, 3, 2, 1), (12, 16, 2, 2, 0), (9, 7, 3, 1, 1), (11, 33, 5, 3, 2)):
+    x = rng.standard_normal((2, hw, hw, c)).astype(np.float32)
+    u = rng.random(x.shape)
+    x[u < 0.1] = 0.0
+    x[(u >= 0.1) & (u < 0.2)] = -0.0
+    b = x.view(np.uint32)
+    b[(u >= 0.2) & (u < 0.25)] = 0x7FC00001
+    b[(u >= 0.25) & (u < 0.3)] = 0xFFC00002
+    x[(u >= 0.3) & (u < 0.32)] = -np.inf
+    o = (hw + 2 * pad - k) // s + 1
+    h.update(_fast.pool2d("max", x, (k, k), (s, s), ((pad, pad), (pad, pad)), (o, o)).tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_max_pool_avx512_equals_avx2():
+    """Max pooling 16 channels per AVX-512 vector (VMAXPS in the window's order) gives the bytes of
+    the AVX2 kernel's ``in > out ? in : out``: NaNs of both signs, signed zeros, the zero padding."""
+    if not _fast._lib.qe_gemm_avx512():
+        pytest.skip("no AVX-512 on this CPU")
+    digests = {}
+    for isa in ("", "avx2"):
+        env = dict(os.environ, QNNEMU_KERNELS_ISA=isa)
+        run = subprocess.run([sys.executable, "-c", MAXPOOL_PROBE], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert run.returncode == 0, f"the max pooling probe ran (ISA {isa or 'default'}): {run.stderr[-2000:]}"
+        digests[isa or "avx512"] = run.stdout.strip()
+    assert digests["avx512"] == digests["avx2"], f"AVX-512 and AVX2 max pooling are the same bytes: {digests}"
