@@ -88,7 +88,7 @@ def test_gemm_split_keeps_bytes(shape, packed):
     lib = _fast._lib
     for mode, lo, hi in ACTS:
         for bb in (None, bias):
-            def run():
+            def run(bb=bb, mode=mode, lo=lo, hi=hi):
                 y = np.empty((m, n), np.float32)
                 if packed:
                     rc = lib.qe_sgemm_packed_act(m, n, k, P(a), k, 1, P(pb.buf), P(y), n, P(bb),
@@ -124,7 +124,7 @@ def test_implicit_gemm_conv_split_keeps_bytes(case):
     lib = _fast._lib
     for mode, lo, hi in ACTS:
         for packed in ((False, True) if group == 1 else (False,)):
-            def run():
+            def run(packed=packed, mode=mode, lo=lo, hi=hi):
                 y = np.empty((2 * oh * ow, c_out), np.float32)
                 rc = lib.qe_sconv2d_act(2, h, w, c_in, fh, fw, oh, ow, s, s, pad, pad, d, d, group, cog,
                                         P(x), _fast._ffi.NULL if packed else P(f), cog, 1, K * cog,
@@ -148,7 +148,7 @@ def test_depthwise_split_keeps_bytes(case):
     x, f, bias = special(rng, (1, h, w, c)), special(rng, (k, k, 1, c_out)), plain(rng, (c_out,))
     lib = _fast._lib
     for mode, lo, hi in ACTS:
-        def run():
+        def run(mode=mode, lo=lo, hi=hi):
             y = np.empty((1, oh, ow, c_out), np.float32)
             lib.qe_depthwise2d_act(1, h, w, c, k, k, c_out, oh, ow, s, s, 1, 1, 1, 1, P(x), P(f), P(bias),
                                    P(y), mode, lo, hi)
@@ -181,7 +181,7 @@ def test_batched_gemm_split_keeps_bytes():
     rng = np.random.default_rng(11)
     for batch in (1, 6):
         a, b = special(rng, (batch, 37, 50)), special(rng, (batch, 50, 45))
-        def run():
+        def run(a=a, b=b):
             return _fast.matmul(a, b).tobytes()
         assert_same(on_threads(run), f"batched GEMM of {batch}")
 
