@@ -1102,20 +1102,6 @@ static long chunk_step(long total, long unit, int T, long cap)
     return cap > 0 && step > cap ? cap : step;
 }
 
-/* The largest share one thread's block of chunks holds (run_pieces), over total / T: 1 when
- * the threads get equal work. */
-static double block_imbalance(long total, long step, int T)
-{
-    long n = (total + step - 1) / step, worst = 0;
-    int blocks = T < n ? T : (int)n;
-    for (int t = 0; t < blocks; t++) {
-        long c0 = n * t / blocks, c1 = n * (t + 1) / blocks;
-        long hi = c1 * step < total ? c1 * step : total;
-        if (hi - c0 * step > worst) worst = hi - c0 * step;
-    }
-    return (double)worst * T / (double)total;
-}
-
 /* A product split into chunks run as pieces (run_pieces: each thread owns a block of
  * consecutive chunks, then helps with the others'): a thread that starts late (the other core
  * busy) takes fewer chunks instead of holding everyone up.  Chunks are whole row tiles (by_rows) or whole 32-column panels, so every element is computed
@@ -1179,12 +1165,11 @@ static int gemm_split(long M, long N, int K, pack_a_fn pa, const void *actx,
     long ru = row_unit(&base);
     if (Bpre || N > M) {
         /* chunks of row tiles (at most MC rows) or of 32-column panels, about 4 per thread; by
-         * rows when B is the smaller operand, unless the columns share out more evenly (7x7
-         * layers: 49 rows in 7 chunks of 8 rather than 160 columns in 5 panels, 3 for one
-         * thread and 2 for the other) */
+         * rows when B is the smaller operand.  (Choosing rows when the columns share out
+         * unevenly -- a 7x7 layer's 160 columns are 5 panels -- made each 8-row chunk read all
+         * of B again: 7x7x960 -> 160 took 95 -> 120 us.) */
+        int by_rows = N <= M;
         long rstep = chunk_step(M, ru, T, MC), cstep = chunk_step(N, 32, T, 0);
-        double ri = block_imbalance(M, rstep, T), ci = block_imbalance(N, cstep, T);
-        int by_rows = N <= M ? !(ci < ri - 0.05) : ri < ci - 0.05;
         return gemm_dynamic(&base, T, by_rows, by_rows ? rstep : cstep);
     }
     struct gemm_job jobs[64];
