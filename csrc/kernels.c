@@ -18,8 +18,8 @@
  *   output (the adjoint of im2col);
  * - qe_depthwise2d: direct depthwise convolution (one input channel per group), which has too
  *   little arithmetic per byte for a GEMM (3x3 and 5x5 with the filter in AVX-512 registers);
- * - qe_pool2d: max / average pooling.
- * The kernels other than the GEMM are single-threaded.
+ * - qe_pool2d: max / average pooling (max pooling 16 channels per AVX-512 vector).
+ * The memory-bound kernels split their output pixels over the threads as the GEMM splits rows.
  *
  * Built with -O3 -march=x86-64-v2 (SSE4.2).  The hot loops are compiled a second time with
  * __attribute__((target("avx2,fma"))) (the GEMM micro-kernel also for "avx512f") and picked
@@ -82,7 +82,7 @@ int qe_isa(void) { return use_avx2(); }
 /* ---- GEMM -------------------------------------------------------------------------------- */
 
 #define KC 256     /* at most; K is split into equal blocks of <= KC */
-#define MC 120     /* multiple of MR */
+#define MC 120     /* multiple of MR and SMR (row_unit below) */
 #define NC 4096    /* multiple of every NR (8, 16, 32) */
 #define MR 6
 
@@ -445,12 +445,21 @@ static int aseg_conv(const void *ctx, long i0, int mr, int p0, int kc, const flo
     const float *base[SMR];
     int y0[SMR], x0[SMR];
     long ohw = (long)c->oh * c->ow;
+    /* the first row's pixel by division, the next ones by stepping (divisions cost more than
+     * the products of a small-K tile: a first layer's K is 27) */
+    long b = i0 / ohw;
+    int rem = (int)(i0 - b * ohw), oy = rem / c->ow, ox = rem - oy * c->ow;
     for (int r = 0; r < mr; r++) {
-        long p = i0 + r, b = p / ohw;
-        int rem = (int)(p - b * ohw), oy = rem / c->ow, ox = rem % c->ow;
         base[r] = c->x + b * c->h * (long)c->w * c->c_in + c->c0;
         y0[r] = oy * c->sh - c->pt;
         x0[r] = ox * c->sw - c->pl;
+        if (++ox == c->ow) {
+            ox = 0;
+            if (++oy == c->oh) {
+                oy = 0;
+                b++;
+            }
+        }
     }
     int n = 0, end = p0 + kc;
     /* Fast path: the rows are output pixels of one output row whose filter rows lie inside
@@ -512,6 +521,15 @@ static int aseg_conv(const void *ctx, long i0, int mr, int p0, int kc, const flo
  * the im2col rows of one block, in cache) rather than read as per-tap segments. */
 #define CONV_FILL_CIG 16
 static void conv_fill(const void *ctx, long i0, int mc, float *buf);
+
+/* Whether a convolution's row blocks are materialised (conv_fill): few channels per tap,
+ * unless a filter row's taps are contiguous in the input (all channels, no dilation): a first
+ * layer's 3 channels then make segments of fw * 3 floats per filter row, read in place faster
+ * than a block is gathered (224x224x3, 3x3 stride 2, 32 filters: 270 vs 350 us on one core). */
+static int conv_fills(const struct conv_a *c)
+{
+    return c->cig < CONV_FILL_CIG && (c->cig != c->c_in || c->dw != 1);
+}
 
 /* Segments a K block of at most kc_max columns may need. */
 static int conv_max_segments(const struct conv_a *c, int kc_max)
@@ -919,14 +937,32 @@ static int run_jobs(struct gemm_job *jobs, int n)
     return rc;
 }
 
-/* Multiply-adds per thread a GEMM needs before it is split (thread creation costs ~20 us;
- * 2^22 multiply-adds take ~40 us on one AVX-512 core). */
-#define FMAS_PER_THREAD (1L << 22)
+/* Multiply-adds per thread a GEMM needs before it is split: 2^20 take ~12 us on one AVX-512
+ * core.  The pool's workers spin between ops (csrc/pool.c), so a split costs a few microseconds
+ * (it was 2^22 when each split waited tens of microseconds for a sleeping worker). */
+#define FMAS_PER_THREAD (1L << 20)
+/* Nanoseconds of estimated work per thread before a memory-bound range is split (was 50 us
+ * for the same reason): MobileNetV2's 14x14 and 7x7 depthwise layers (20-40 us) split too. */
+#define NS_PER_THREAD 10000.0
+
+/* The split costs in use (qe_set_split_costs; the defaults above). */
+static double g_fmas_per_thread = (double)FMAS_PER_THREAD;
+static double g_ns_per_thread = NS_PER_THREAD;
+
+/* Sets the work per thread a GEMM (multiply-adds) and a memory-bound range (nanoseconds)
+ * need before they are split; a value <= 0 restores its default.  Results never depend on
+ * these (the pieces do not change what an element sums): tests set them tiny to split small
+ * problems, the tuning script to compare splits. */
+void qe_set_split_costs(double fmas_per_thread, double ns_per_thread)
+{
+    g_fmas_per_thread = fmas_per_thread > 0 ? fmas_per_thread : (double)FMAS_PER_THREAD;
+    g_ns_per_thread = ns_per_thread > 0 ? ns_per_thread : NS_PER_THREAD;
+}
 
 /* Threads for a product of ``fmas`` multiply-adds in ``items`` independent pieces. */
 static int threads_for(double fmas, long items)
 {
-    double t = fmas / (double)FMAS_PER_THREAD;
+    double t = fmas / g_fmas_per_thread;
     int limit = threads_now();
     long n = t < limit ? (long)t : limit;
     if (n > items) n = items;
@@ -935,31 +971,80 @@ static int threads_for(double fmas, long items)
 
 /* ---- parallel ranges (the memory-bound kernels) ---- */
 
-/* Nanoseconds of work per thread before a range is split (thread creation costs ~20 us). */
-#define NS_PER_THREAD 50000.0
-
 typedef void (*range_fn)(const void *ctx, long p0, long p1);
 
-/* fn(ctx, p0, p1) over [0, n) on up to qe_threads() threads, by the estimated cost of an
- * item: pieces of a multiple of ``align`` items (about 8 in all) that the threads take in
- * turn (an atomic counter), so a thread that starts late (its core busy) takes fewer instead of
- * holding the others up.  The pieces do not depend on the thread count. */
-struct range_dyn { range_fn fn; const void *ctx; long n, step; atomic_long next; };
+/* ---- pieces shared by the threads, each thread owning a block of consecutive pieces ----
+ * Pieces [0, npieces) are cut into T blocks of consecutive pieces.  The thread that takes pool
+ * item t runs block t's pieces in order, then helps with the pieces left in the other blocks, so
+ * a thread that starts late (its core busy) takes fewer instead of holding the others up.  On
+ * a quiet machine each thread keeps to its own block: the caller (item 0) the first rows of an
+ * activation, a worker the next ones, layer after layer, so a memory-bound layer mostly reads
+ * what the same core wrote (with pieces handed out one by one in turn, every layer read half of
+ * its input from the other core's cache: depthwise layers gained nothing from a second thread).
+ * Which thread runs a piece never changes its result. */
+struct piece_block { atomic_long next; long end; char pad[64 - 2 * sizeof(long)]; };
+struct pieces {
+    void (*run)(void *ctx, long piece);
+    void *ctx;
+    int T;
+    struct piece_block blk[64];
+};
 
-static void range_dyn_item(void *arg)
+/* Pool item t of a pieces run: block t first, then the others' leftovers. */
+struct piece_slot { struct pieces *ps; int t; };
+
+static void piece_slot_item(void *arg)
 {
-    struct range_dyn *d = *(struct range_dyn **)arg;
-    for (;;) {
-        long p0 = atomic_fetch_add(&d->next, 1) * d->step;
-        if (p0 >= d->n) break;
-        d->fn(d->ctx, p0, d->n - p0 < d->step ? d->n : p0 + d->step);
+    const struct piece_slot *slot = arg;
+    struct pieces *ps = slot->ps;
+    for (int k = 0; k < ps->T; k++) {
+        struct piece_block *b = &ps->blk[(slot->t + k) % ps->T];
+        for (;;) {
+            long i = atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed);
+            if (i >= b->end) break;
+            ps->run(ps->ctx, i);
+        }
     }
+}
+
+static void run_pieces(void (*run)(void *ctx, long piece), void *ctx, long npieces, int T)
+{
+    if (T > 64) T = 64;
+    if (T > npieces) T = (int)npieces;
+    if (T < 2) {
+        for (long i = 0; i < npieces; i++) run(ctx, i);
+        return;
+    }
+    struct pieces ps;
+    struct piece_slot slots[64];
+    ps.run = run;
+    ps.ctx = ctx;
+    ps.T = T;
+    for (int t = 0; t < T; t++) {
+        atomic_init(&ps.blk[t].next, npieces * t / T);
+        ps.blk[t].end = npieces * (t + 1) / T;
+        slots[t].ps = &ps;
+        slots[t].t = t;
+    }
+    qe_pool_run(piece_slot_item, slots, sizeof slots[0], T);
+}
+
+/* fn(ctx, p0, p1) over [0, n) on up to qe_threads() threads, by the estimated cost of an
+ * item: pieces of a multiple of ``align`` items (about 8 in all: their size depends on n, not
+ * on the thread count) in blocks the threads own (run_pieces). */
+struct range_dyn { range_fn fn; const void *ctx; long n, step; };
+
+static void range_piece(void *arg, long i)
+{
+    const struct range_dyn *d = arg;
+    long p0 = i * d->step;
+    d->fn(d->ctx, p0, d->n - p0 < d->step ? d->n : p0 + d->step);
 }
 
 static void parallel_for_aligned(range_fn fn, const void *ctx, long n, double ns_per_item,
                                  long align)
 {
-    double t = (double)n * ns_per_item / NS_PER_THREAD;
+    double t = (double)n * ns_per_item / g_ns_per_thread;
     int limit = threads_now();
     long T = t < limit ? (long)t : limit;
     if (T > n) T = n;
@@ -967,15 +1052,11 @@ static void parallel_for_aligned(range_fn fn, const void *ctx, long n, double ns
         fn(ctx, 0, n);
         return;
     }
-    if (T > 64) T = 64;
     if (align < 1) align = 1;
     /* pieces of a fixed size for this n (not for T): about 8 of them, whole ``align`` units */
     long want = (n + 7) / 8;
-    struct range_dyn d = {fn, ctx, n, (want + align - 1) / align * align, 0};
-    atomic_init(&d.next, 0);
-    struct range_dyn *same[64];
-    for (long i = 0; i < T; i++) same[i] = &d;
-    qe_pool_run(range_dyn_item, same, sizeof same[0], (int)T);
+    struct range_dyn d = {fn, ctx, n, (want + align - 1) / align * align};
+    run_pieces(range_piece, &d, (n + d.step - 1) / d.step, (int)T);
 }
 
 static void parallel_for(range_fn fn, const void *ctx, long n, double ns_per_item)
@@ -990,6 +1071,8 @@ struct k2d {
     long p0;           /* im2col: the first row of ``y`` */
     const float *x, *f, *bias;
     float *y;
+    int act;           /* depthwise, AVX-512 kernels: a folded activation applied as they store */
+    float act_lo, act_hi;
 };
 
 /* Defines NAME_range_base / NAME_range_avx2 (range_fn): NAME_range_body for the baseline
@@ -1001,58 +1084,64 @@ struct k2d {
     static void NAME##_range_avx2(const void *a, long p0, long p1)                         \
     { NAME##_range_body(a, p0, p1); }
 
-/* A product split into chunks that the threads take in turn (an atomic counter): a thread
- * that starts late (the other core busy) takes fewer chunks instead of holding everyone up.
- * Chunks are whole row tiles (by_rows) or whole 32-column panels, so every element is computed
+/* Rows of a split product start at multiples of the tile height of the micro-kernel that runs
+ * it (SMR for the AVX-512 segment kernels, else MR; MC is a multiple of both): every row then
+ * falls in the same tile, at the same position, whatever the split.  The kernels for different
+ * tile heights may order the operands of a fused multiply-add differently (the compiler picks
+ * the instruction form), which changes which NaN a result made of two NaNs carries: chunks at
+ * multiples of MR on the segment path changed the sign of such NaNs with 5 threads
+ * (tests/test_kernels_split.py). */
+static long row_unit(const struct gemm_job *j) { return qe_gemm_avx512() && j->sa ? SMR : MR; }
+
+/* The chunk size of a split of ``total`` rows / columns into about 4 chunks per thread:
+ * multiples of ``unit``, at most ``cap`` (0: no cap). */
+static long chunk_step(long total, long unit, int T, long cap)
+{
+    long want = (total + 4L * T - 1) / (4L * T);
+    long step = (want + unit - 1) / unit * unit;
+    return cap > 0 && step > cap ? cap : step;
+}
+
+/* A product split into chunks run as pieces (run_pieces: each thread owns a block of
+ * consecutive chunks, then helps with the others'): a thread that starts late (the other core
+ * busy) takes fewer chunks instead of holding everyone up.  Chunks are whole row tiles (by_rows) or whole 32-column panels, so every element is computed
  * exactly as without the split.  Used when B is pre-packed or the split is by columns: no
  * chunk then repacks what another chunk packs too. */
 struct dyn_ctx {
     struct gemm_job base;
     int by_rows;
-    long step, total, nchunks;
-    atomic_long next;
+    long step, total;
     atomic_int rc;
 };
 
-static void dyn_item(void *arg)
+static void dyn_piece(void *arg, long c)
 {
-    struct dyn_ctx *d = *(struct dyn_ctx **)arg;
-    for (;;) {
-        long c = atomic_fetch_add(&d->next, 1);
-        if (c >= d->nchunks) break;
-        struct gemm_job j = d->base;
-        long s0 = c * d->step, len = d->total - s0 < d->step ? d->total - s0 : d->step;
-        if (d->by_rows) {
-            j.m0 = s0;
-            j.M = len;
-            j.C = d->base.C + s0 * d->base.ldc;
-        } else {
-            j.N = len;
-            j.B = d->base.B ? d->base.B + s0 * d->base.csb : NULL;
-            j.n0 = s0;
-            j.C = d->base.C + s0;
-            j.bias = d->base.bias ? d->base.bias + s0 : NULL;
-        }
-        if (gemm_run(&j)) atomic_store(&d->rc, -1);
+    struct dyn_ctx *d = arg;
+    struct gemm_job j = d->base;
+    long s0 = c * d->step, len = d->total - s0 < d->step ? d->total - s0 : d->step;
+    if (d->by_rows) {
+        j.m0 = s0;
+        j.M = len;
+        j.C = d->base.C + s0 * d->base.ldc;
+    } else {
+        j.N = len;
+        j.B = d->base.B ? d->base.B + s0 * d->base.csb : NULL;
+        j.n0 = s0;
+        j.C = d->base.C + s0;
+        j.bias = d->base.bias ? d->base.bias + s0 : NULL;
     }
+    if (gemm_run(&j)) atomic_store(&d->rc, -1);
 }
 
-static int gemm_dynamic(const struct gemm_job *base, int T, int by_rows)
+static int gemm_dynamic(const struct gemm_job *base, int T, int by_rows, long step)
 {
     struct dyn_ctx d;
     d.base = *base;
     d.by_rows = by_rows;
     d.total = by_rows ? base->M : base->N;
-    /* about 4 chunks per thread: a row block of at most MC rows, at least one tile */
-    long unit = by_rows ? MR : 32, want = (d.total + 4L * T - 1) / (4L * T);
-    d.step = (want + unit - 1) / unit * unit;
-    if (by_rows && d.step > MC) d.step = MC;
-    d.nchunks = (d.total + d.step - 1) / d.step;
-    atomic_init(&d.next, 0);
+    d.step = step;
     atomic_init(&d.rc, 0);
-    struct dyn_ctx *same[64];
-    for (int t = 0; t < T && t < 64; t++) same[t] = &d;
-    qe_pool_run(dyn_item, same, sizeof same[0], T < 64 ? T : 64);
+    run_pieces(dyn_piece, &d, (d.total + d.step - 1) / d.step, T);
     return atomic_load(&d.rc);
 }
 
@@ -1068,13 +1157,25 @@ static int gemm_split(long M, long N, int K, pack_a_fn pa, const void *actx,
                             (N + NR - 1) / NR * NR, seg ? seg->fn : NULL,
                             seg ? seg->ctx : NULL, seg ? seg->maxseg : 0,
                             seg ? seg->fill : NULL, act, lo, hi};
-    int T = threads_for((double)M * N * K, N <= M ? (M + MR - 1) / MR : (N + 31) / 32);
+    /* the work: the products, plus reading B, which a product of few rows is bound by (a
+     * classifier's 1280 x 1000 weights on a batch of 1 stream 5 MB: split by column panels) */
+    double work = (double)M * N * K + 8.0 * (double)N * K;
+    int T = threads_for(work, N <= M ? (M + MR - 1) / MR : (N + 31) / 32);
     if (T <= 1) return gemm_run(&base);
-    if (Bpre || N > M) return gemm_dynamic(&base, T, N <= M);
+    long ru = row_unit(&base);
+    if (Bpre || N > M) {
+        /* chunks of row tiles (at most MC rows) or of 32-column panels, about 4 per thread; by
+         * rows when B is the smaller operand.  (Choosing rows when the columns share out
+         * unevenly -- a 7x7 layer's 160 columns are 5 panels -- made each 8-row chunk read all
+         * of B again: 7x7x960 -> 160 took 95 -> 120 us.) */
+        int by_rows = N <= M;
+        long rstep = chunk_step(M, ru, T, MC), cstep = chunk_step(N, 32, T, 0);
+        return gemm_dynamic(&base, T, by_rows, by_rows ? rstep : cstep);
+    }
     struct gemm_job jobs[64];
     int n = 0;
     if (N <= M) {
-        long step = ((M + T - 1) / T + MR - 1) / MR * MR;
+        long step = ((M + T - 1) / T + ru - 1) / ru * ru;
         for (long m0 = 0; m0 < M; m0 += step) {
             jobs[n] = base;
             jobs[n].m0 = m0;
@@ -1163,7 +1264,7 @@ int qe_sconv2d_act(int n, int h, int w, int c_in, int fh, int fw, int oh, int ow
     for (int g = 0; g < group; g++) {
         struct conv_a a = {h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw, g * cig, cig, x};
         struct seg_src seg = {aseg_conv, &a, conv_max_segments(&a, kc_for(K > 0 ? K : 1)),
-                              cig < CONV_FILL_CIG ? conv_fill : NULL};
+                              conv_fills(&a) ? conv_fill : NULL};
         int rc = gemm_split(M, cog, K, pack_a_segments, &seg, &seg,
                             Bpacked ? NULL : B + g * b_gstride, rsb, csb, Bpacked,
                             C + g * cog, ldc, bias ? bias + g * cog : NULL, act, lo, hi);
@@ -1458,6 +1559,7 @@ static void dw512_##FH##x##FW(const void *ctx, long p0, long p1)                
     const struct k2d *a = ctx;                                                                \
     int c = a->c_in;                                                                          \
     long ohw = (long)a->oh * a->ow;                                                           \
+    const __m512 alo = _mm512_set1_ps(a->act_lo), ahi = _mm512_set1_ps(a->act_hi);           \
     for (long p = p0; p < p1;) {                                                              \
         /* the run of output pixels [p, p + run) in one output row */                         \
         long b = p / ohw;                                                                     \
@@ -1495,10 +1597,10 @@ static void dw512_##FH##x##FW(const void *ctx, long p0, long p1)                
                             s3 = _mm512_add_ps(s3, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xp + 3 * st), wk)); \
                         }                                                                     \
                     }                                                                         \
-                    _mm512_mask_storeu_ps(yo + (long)q * c, m, s0);                           \
-                    _mm512_mask_storeu_ps(yo + (long)(q + 1) * c, m, s1);                     \
-                    _mm512_mask_storeu_ps(yo + (long)(q + 2) * c, m, s2);                     \
-                    _mm512_mask_storeu_ps(yo + (long)(q + 3) * c, m, s3);                     \
+                    _mm512_mask_storeu_ps(yo + (long)q * c, m, act512(s0, a->act, alo, ahi));  \
+                    _mm512_mask_storeu_ps(yo + (long)(q + 1) * c, m, act512(s1, a->act, alo, ahi)); \
+                    _mm512_mask_storeu_ps(yo + (long)(q + 2) * c, m, act512(s2, a->act, alo, ahi)); \
+                    _mm512_mask_storeu_ps(yo + (long)(q + 3) * c, m, act512(s3, a->act, alo, ahi)); \
                     q += 4;                                                                   \
                     continue;                                                                 \
                 }                                                                             \
@@ -1514,7 +1616,7 @@ static void dw512_##FH##x##FW(const void *ctx, long p0, long p1)                
                         acc = _mm512_add_ps(acc, _mm512_mul_ps(in, wv[ky * FW + kx]));        \
                     }                                                                         \
                 }                                                                             \
-                _mm512_mask_storeu_ps(yo + (long)q * c, m, acc);                              \
+                _mm512_mask_storeu_ps(yo + (long)q * c, m, act512(acc, a->act, alo, ahi)); \
                 q++;                                                                          \
             }                                                                                 \
         }                                                                                     \
@@ -1575,12 +1677,20 @@ void qe_depthwise2d_act(int n, int h, int w, int c_in, int fh, int fw, int c_out
     a->ow = ow; a->sh = sh; a->sw = sw; a->pt = pt; a->pl = pl; a->dh = dh; a->dw = dw;
     a->x = x; a->f = f; a->bias = bias; a->y = y;
     d.fn = depthwise_range_fn(fh, fw, c_in, c_out);
+    /* the AVX-512 kernels apply the activation to the values they store (act512: the same
+     * max / min as act_block, so the same bytes); the others get a pass every few rows */
+    int in_kernel = d.fn == dw512_3x3 || d.fn == dw512_5x5;
+    if (in_kernel) {
+        a->act = act;
+        a->act_lo = lo;
+        a->act_hi = hi;
+    }
     /* ~0.05 ns per multiply-add (vectorized); the same split with or without the activation */
     /* pieces of whole output rows: each run of pixels the kernels compute is the same on any
      * thread count (the 4-pixel and 1-pixel paths may order the adds of two NaNs differently) */
-    parallel_for_aligned(act == QE_ACT_NONE ? d.fn : depthwise_act_range,
-                         act == QE_ACT_NONE ? (void *)a : (void *)&d, (long)n * oh * ow,
-                         0.05 * fh * fw * c_out + 2.0, ow);
+    int pass = act != QE_ACT_NONE && !in_kernel;
+    parallel_for_aligned(pass ? depthwise_act_range : d.fn, pass ? (void *)&d : (void *)a,
+                         (long)n * oh * ow, 0.05 * fh * fw * c_out + 2.0, ow);
 }
 
 /* ---- pooling ----------------------------------------------------------------------------- */
@@ -1654,6 +1764,50 @@ ALWAYS_INLINE void pool_range_body(const void *ctx, long p0, long p1)
 
 RANGE_VARIANTS(pool)
 
+/* Max pooling (kind 0) with AVX-512: 16 channels per vector, the window's cells in pool_body's
+ * order, each taken as max(cell, so far) by VMAXPS, which returns its second operand unless the
+ * first is greater -- pool_body's ``in > out ? in : out``: the same value, NaN and signed zero
+ * included (a NaN cell is skipped, a NaN so far is kept, an equal cell does not replace it). */
+__attribute__((target("avx512f")))
+static void maxpool512_range(const void *ctx, long p0, long p1)
+{
+    const struct k2d *a = ctx;
+    int c = a->c_in;
+    long ohw = (long)a->oh * a->ow;
+    long b = p0 / ohw;
+    int rem = (int)(p0 - b * ohw), oy = rem / a->ow, ox = rem - oy * a->ow;
+    for (long p = p0; p < p1; p++) {
+        int y0 = oy * a->sh - a->pt, x0 = ox * a->sw - a->pl;
+        int iy0 = y0 < 0 ? 0 : y0, iy1 = y0 + a->fh > a->h ? a->h : y0 + a->fh;
+        int ix0 = x0 < 0 ? 0 : x0, ix1 = x0 + a->fw > a->w ? a->w : x0 + a->fw;
+        long inside = (long)(iy1 > iy0 ? iy1 - iy0 : 0) * (ix1 > ix0 ? ix1 - ix0 : 0);
+        int zero_start = inside < (long)a->fh * a->fw;   /* zero padding counts as a cell */
+        const float *xb = a->x + b * a->h * (long)a->w * c;
+        float *out = a->y + p * c;
+        for (int c0 = 0; c0 < c; c0 += 16) {
+            __mmask16 m = c - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - c0)) - 1);
+            __m512 acc = _mm512_setzero_ps();
+            int first = !zero_start;
+            for (int iy = iy0; iy < iy1; iy++) {
+                const float *row = xb + (long)iy * a->w * c + c0;
+                for (int ix = ix0; ix < ix1; ix++) {
+                    __m512 v = _mm512_maskz_loadu_ps(m, row + (long)ix * c);
+                    acc = first ? v : _mm512_max_ps(v, acc);
+                    first = 0;
+                }
+            }
+            _mm512_mask_storeu_ps(out + c0, m, acc);
+        }
+        if (++ox == a->ow) {
+            ox = 0;
+            if (++oy == a->oh) {
+                oy = 0;
+                b++;
+            }
+        }
+    }
+}
+
 /* Returns 0. */
 int qe_pool2d(int kind, int n, int h, int w, int c, int fh, int fw, int oh, int ow, int sh,
               int sw, int pt, int pb, int pl, int pr, int count_pad, const float *x, float *y)
@@ -1663,7 +1817,8 @@ int qe_pool2d(int kind, int n, int h, int w, int c, int fh, int fw, int oh, int 
     a.sh = sh; a.sw = sw; a.pt = pt; a.pb = pb; a.pl = pl; a.pr = pr;
     a.count_pad = count_pad; a.x = x; a.y = y;
     /* ~0.05 ns per window cell and channel */
-    parallel_for(use_avx2() ? pool_range_avx2 : pool_range_base, &a, (long)n * oh * ow,
-                 0.05 * fh * fw * c + 2.0);
+    range_fn fn = kind == 0 && qe_gemm_avx512() ? maxpool512_range
+                  : use_avx2() ? pool_range_avx2 : pool_range_base;
+    parallel_for(fn, &a, (long)n * oh * ow, 0.05 * fh * fw * c + 2.0);
     return 0;
 }

@@ -14,6 +14,7 @@ void qe_set_threads(int n);
 int qe_threads(void);
 void qe_set_call_threads(int n);
 int qe_call_threads(void);
+void qe_set_split_costs(double fmas_per_thread, double ns_per_thread);
 int qe_sgemm(long M, long N, int K, const float *A, long rsa, long csa, const float *B,
              long rsb, long csb, float *C, long ldc, const float *bias);
 int qe_sconv2d(int n, int h, int w, int c_in, int fh, int fw, int oh, int ow, int sh, int sw,

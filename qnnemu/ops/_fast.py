@@ -222,12 +222,28 @@ SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_GEMM_SINGLE_THREAD_FMAS", ""
 
 
 # Convolutions may be split from this many multiply-adds on (QNNEMU_CONV_SINGLE_THREAD_FMAS;
-# 2**23, ~0.1 ms on one AVX-512 core, is where the C GEMM itself starts using a second thread):
-# ResNet-50's dozens of 1x1 convolutions and most of MobileNetV2's are below the general limit
-# above, and two cores run them in about half the time on a quiet machine.  Their products are
-# split into chunks the threads take in turn (csrc/kernels.c gemm_dynamic), so a thread that
-# starts late (its core busy) takes fewer of them.
-CONV_SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_CONV_SINGLE_THREAD_FMAS", "") or (1 << 23))
+# 2**21, ~25 us on one AVX-512 core, twice the C GEMM's own work per thread, 2**20 in
+# csrc/kernels.c): ResNet-50's dozens of 1x1 convolutions and most of MobileNetV2's are below the
+# general limit above, and two cores run them in about 0.55-0.7 of the time on a quiet machine
+# (the pool's workers spin between ops, so a split costs a few microseconds, not a wake-up:
+# MobileNetV2's 14x14 1x1 convolutions of 2.4-4.8M multiply-adds, 27-56 us, run 1.4-1.5x faster
+# on two threads).  Their products are split into chunks each thread takes from its own block
+# first (csrc/kernels.c run_pieces), so a thread that starts late (its core busy) takes fewer.
+CONV_SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_CONV_SINGLE_THREAD_FMAS", "") or (1 << 21))
+
+# Products of at most GEMV_MAX_ROWS rows (a classifier FullyConnected on a batch of 1) may be
+# split from GEMV_SINGLE_THREAD_MAX_FMAS multiply-adds on, by column panels: they stream their
+# weights once (MobileNetV2's 1280 x 1000 classifier: 5 MB, ~0.16 ms on one core), so two cores
+# read them faster, and such products are rare and short in a graph, unlike the BERT-size
+# products SINGLE_THREAD_MAX_FMAS keeps on one thread.
+GEMV_MAX_ROWS = 8
+GEMV_SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_GEMV_SINGLE_THREAD_FMAS", "") or (1 << 20))
+
+
+def gemm_single_limit(rows: int) -> int:
+    """The multiply-adds below which a product of ``rows`` rows (``gemm`` / ``c_gemm`` without
+    ``single_thread_below``) runs on the calling thread; the engine's lowering asks the same."""
+    return GEMV_SINGLE_THREAD_MAX_FMAS if rows <= GEMV_MAX_ROWS else SINGLE_THREAD_MAX_FMAS
 
 
 def _small(fmas: int, limit: int | None = None) -> bool:
@@ -302,7 +318,7 @@ def c_gemm(a: np.ndarray, b, bias: np.ndarray | None = None,
         y = np.empty((m, n), np.float32)
     else:
         y = out
-    if _small(m * n * k, single_thread_below):
+    if _small(m * n * k, gemm_single_limit(m) if single_thread_below is None else single_thread_below):
         with _OneThread():
             _c_gemm_call(m, n, k, abuf, rsa, csa, b, y, bias)
     else:
@@ -524,7 +540,8 @@ def pool2d(kind: str, x: np.ndarray, k, stride, pad, out_hw, count_pad: bool = F
 
 __all__ = ["available", "fast", "enabled", "isa", "blas_core", "threads", "set_threads",
            "gemm_backend", "use_c_gemm", "single_thread_c", "SINGLE_THREAD_MAX_FMAS",
-           "CONV_SINGLE_THREAD_MAX_FMAS", "PackedB",
+           "CONV_SINGLE_THREAD_MAX_FMAS", "GEMV_MAX_ROWS", "GEMV_SINGLE_THREAD_MAX_FMAS",
+           "gemm_single_limit", "PackedB",
            "pack_operand", "gemm", "c_gemm",
            "matmul", "conv2d", "im2col2d",
            "col2im2d", "depthwise2d", "pool2d"]

@@ -108,7 +108,8 @@ def _fully_connected(ctx, op, act) -> None:
     out = ctx.output_f32(0)
     ai, ad = _act(act)
     ctx.emit("qe_k_gemm", (x, b_buf, out) + bias,
-             (rows, m, k, k, 1, rsb, csb, packed, has_bias, int(rows * m * k < _small())) + ai, ad)
+             (rows, m, k, k, 1, rsb, csb, packed, has_bias,
+              int(rows * m * k < _fast.gemm_single_limit(rows))) + ai, ad)
 
 
 # ---- MatMul ----------------------------------------------------------------------------------
@@ -152,13 +153,13 @@ def _matmul(ctx, op, act) -> None:
             b_buf, rsb, csb = packed_buf, n, 1
         ctx.emit("qe_k_gemm", (a, b_buf, out),
                  (rows, n, k, k, 1, rsb, csb, int(packed_buf is not None), 0,
-                  int(rows * n * k < _small())) + ai, ad)
+                  int(rows * n * k < _fast.gemm_single_limit(rows))) + ai, ad)
         return
     m = a_shape[-1] if t0 else a_shape[-2]
     rsa, csa = (1, m) if t0 else (k, 1)
     if len(a_shape) == 2 and len(b_shape) == 2:
         ctx.emit("qe_k_gemm", (a, b_buf, out),
-                 (m, n, k, rsa, csa, rsb, csb, 0, 0, int(m * n * k < _small())) + ai, ad)
+                 (m, n, k, rsa, csa, rsb, csb, 0, 0, int(m * n * k < _fast.gemm_single_limit(m))) + ai, ad)
         return
     batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
     nb = math.prod(batch)
@@ -262,7 +263,9 @@ def _transpose(ctx, op, g, geo, x, bias, has_bias, wbuf, packed, static, f_shape
     cols = ctx.scratch(max(4 * n * h * w * T * c_out, 64))
     out = ctx.output_f32(0)
     ctx.emit("qe_k_tconv2d", (x, wbuf, out, cols) + bias,
-             geo + (c_out, group, packed, has_bias, _small()) + ai, ad)
+             geo + (c_out, group, packed, has_bias,
+                    # group 1: one _fast.gemm of n*h*w rows; groups: a batched _fast.matmul
+                    _fast.gemm_single_limit(n * h * w) if group == 1 else _small()) + ai, ad)
 
 
 # ---- activations folded into these ops (qnnemu/core/plan.py, "relu folded into convolutions") --
