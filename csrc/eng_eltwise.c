@@ -89,17 +89,19 @@ static int ew_vbmi(void)
 }
 
 /* Work (ns) per thread below which a pass is not split further: QNNEMU_EW_SPLIT_US (default
- * 200 us).  The pool's workers now spin before they sleep, so on an idle machine a split costs
- * a few us; but a second thread waits for a core when other processes hold them, and on this
- * shared machine (load 8 on 2 cores) splitting 50-250 us passes made them 1.2-2x slower than
- * one thread (docs/engine-eltwise.md): the default stays. */
+ * 10 us, as the memory-bound kernels of kernels.c).  The pool's workers spin before they sleep,
+ * so on an idle machine a split costs a few us: efficientnet_b0 float, quiet machine, 2 threads:
+ * 13.3 ms per inference splitting from 200 us, 10.9 from 50, 9.6 from 20, 9.2 from 10.  On a
+ * machine whose cores other processes hold, a second thread waits for one, and splitting 50-250 us
+ * passes was measured 1.2-2x slower than one thread (load 8 on 2 cores: docs/engine-eltwise.md);
+ * the caller then runs the pieces nobody took (csrc/pool.c), which bounds the loss. */
 static double ew_split = -1.0;   /* ns; < 0: not read yet */
 static double ew_split_ns(void)
 {
     if (ew_split < 0.0) {
         const char *env = getenv("QNNEMU_EW_SPLIT_US");
-        double us = env && *env ? atof(env) : 200.0;
-        ew_split = (us > 0.0 ? us : 200.0) * 1000.0;
+        double us = env && *env ? atof(env) : 10.0;
+        ew_split = (us > 0.0 ? us : 10.0) * 1000.0;
     }
     return ew_split;
 }
