@@ -445,9 +445,7 @@ static int avx512_usable(void)
     static int ok = -1;
     if (ok < 0) {
         __builtin_cpu_init();
-        const char *force = getenv("QNNEMU_KERNELS_ISA");
-        int capped = force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0
-                               || strcmp(force, "avxvnni") == 0);
+        int capped = qe_isa_avx512_capped();
         ok = !capped && __builtin_cpu_supports("avx512f");
     }
     return ok;
@@ -853,9 +851,7 @@ static int bw_usable(void)
     static int ok = -1;
     if (ok < 0) {
         __builtin_cpu_init();
-        const char *force = getenv("QNNEMU_KERNELS_ISA");
-        int capped = force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0
-                               || strcmp(force, "avxvnni") == 0);
+        int capped = qe_isa_avx512_capped();
         ok = !capped && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     }
     return ok;

@@ -172,6 +172,17 @@ static long run_chain(const int64_t *steps, long k, const int64_t *pbuf, const i
     return atomic_load(&err);
 }
 
+int qe_isa_avx512_capped(void)
+{
+    static int capped = -1;
+    if (capped < 0) {
+        const char *force = getenv("QNNEMU_KERNELS_ISA");
+        capped = force && (strcmp(force, "sse") == 0 || strcmp(force, "avx2") == 0
+                           || strcmp(force, "avxvnni") == 0);
+    }
+    return capped;
+}
+
 /* A chain header (see the top of this file; its step row has QE_CHAIN_MARK buffers); run by
  * itself it does nothing. */
 int qe_k_chain(const qe_args *a)

@@ -37,6 +37,10 @@ int qe_k_dequant64(const qe_args *a);
 enum { QE_STEP_FN, QE_STEP_POFF, QE_STEP_NP, QE_STEP_IOFF, QE_STEP_NI, QE_STEP_DOFF,
        QE_STEP_ND, QE_STEP_COLS };
 
+/* 1 when QNNEMU_KERNELS_ISA keeps the kernels below AVX-512 (sse, avx2, avxvnni): the families'
+ * AVX-512 paths check it once (csrc/engine.c). */
+int qe_isa_avx512_capped(void);
+
 /* The buffer count of a chain header's step row (csrc/engine.c qe_run). */
 #define QE_CHAIN_MARK (-1)
 

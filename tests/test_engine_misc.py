@@ -161,21 +161,8 @@ def test_arg_in_c_bit_identical(shape, data, op, dtype, index, keep, ties):
         out[axis] = 1
     else:
         del out[axis]
-    b = GraphBuilder(new_context(), "g")
-    try:
-        xt = b.tensor("x", shape, dtype, APP_WRITE, quant=(0.1, -10) if dtype == UFX8 else None)
-        yt = b.tensor("y", tuple(out) or (1,), index, APP_READ)
-        b.node(op, "n", [xt], [yt], axis=axis, keep_dims=keep)
-        try:
-            b.graph.finalize()
-        except QnnError as exc:
-            if exc.rule != "QNNEMU-htp-op-finalize":
-                raise
-            assume(False)
-        assert b.graph.plan.engine.fallbacks == [], f"{op} lowers to C: {b.graph.plan.engine.fallbacks}"
-        check_plan(b.graph.plan, {xt.id: x})
-    finally:
-        b.graph.context.free()
+    _single(op, x, dtype, [(index, tuple(out) or (1,), None)], quant=(0.1, -10) if dtype == UFX8 else None,
+            axis=axis, keep_dims=keep)
 
 
 # -- Lstm / Gru through ONNX Runtime's QNN EP, engine in check mode -------------------------------------
