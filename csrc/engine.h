@@ -24,6 +24,9 @@ long qe_run(const int64_t *steps, long first, long last, const int64_t *pbuf,
 int qe_k_copy(const qe_args *a);
 int qe_k_nop(const qe_args *a);
 int qe_k_chain(const qe_args *a);
+/* 1 when QNNEMU_KERNELS_ISA keeps the kernels below AVX-512 (sse, avx2, avxvnni): the families'
+ * AVX-512 paths check it once. */
+int qe_isa_avx512_capped(void);
 int qe_k_dequant(const qe_args *a);
 int qe_k_requant(const qe_args *a);
 int qe_k_fp16_round(const qe_args *a);
@@ -36,10 +39,6 @@ int qe_k_dequant64(const qe_args *a);
 /* Step table columns (int64 each), one row per step. */
 enum { QE_STEP_FN, QE_STEP_POFF, QE_STEP_NP, QE_STEP_IOFF, QE_STEP_NI, QE_STEP_DOFF,
        QE_STEP_ND, QE_STEP_COLS };
-
-/* 1 when QNNEMU_KERNELS_ISA keeps the kernels below AVX-512 (sse, avx2, avxvnni): the families'
- * AVX-512 paths check it once (csrc/engine.c). */
-int qe_isa_avx512_capped(void);
 
 /* The buffer count of a chain header's step row (csrc/engine.c qe_run). */
 #define QE_CHAIN_MARK (-1)
