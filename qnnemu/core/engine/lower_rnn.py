@@ -46,19 +46,24 @@ def _scratch_size(fn_name: str, dims: list[int]) -> int:
     return int(getattr(lib, fn_name)(ffi.cast("int64_t *", d.ctypes.data)))
 
 
+def _check_cell(ctx, cls, inputs: int, outputs: int) -> dict:
+    """The op's parameters, or Unsupported for what the recurrent kernels do not run."""
+    op = ctx.impl
+    if type(op) is not cls:
+        raise Unsupported(f"a wrapped {cls.__name__} ({type(op).__name__})")
+    if not _fast_rnn.available():
+        raise Unsupported(f"the Python path's {cls.__name__} runs in numpy (QNNEMU_GEMM=blas or "
+                          "QNNEMU_KERNELS=reference)")
+    if ctx.n_in > inputs and ctx.present(inputs):
+        raise Unsupported("the reset input")
+    if ctx.n_out != outputs:
+        raise Unsupported(f"{ctx.n_out} outputs")
+    return op.param_values
+
+
 @lowers("Lstm")
 def lstm(ctx) -> None:
-    op = ctx.impl
-    if type(op) is not Lstm:
-        raise Unsupported(f"a wrapped Lstm ({type(op).__name__})")
-    if not _fast_rnn.available():
-        raise Unsupported("the Python path's Lstm runs in numpy (QNNEMU_GEMM=blas or "
-                          "QNNEMU_KERNELS=reference)")
-    if ctx.n_in > _fast_rnn.LSTM_INPUTS and ctx.present(_fast_rnn.LSTM_INPUTS):
-        raise Unsupported("the reset input")
-    if ctx.n_out != 3:
-        raise Unsupported(f"{ctx.n_out} outputs")
-    prm = op.param_values
+    prm = _check_cell(ctx, Lstm, _fast_rnn.LSTM_INPUTS, 3)
     x_shape = ctx.in_shape(0)
     n, p = ctx.in_shape(1)[0], ctx.in_shape(4)[1]
     dims = _fast_rnn.lstm_dims(x_shape, n, p, bool(prm["time_major"]),
@@ -72,17 +77,7 @@ def lstm(ctx) -> None:
 
 @lowers("Gru")
 def gru(ctx) -> None:
-    op = ctx.impl
-    if type(op) is not Gru:
-        raise Unsupported(f"a wrapped Gru ({type(op).__name__})")
-    if not _fast_rnn.available():
-        raise Unsupported("the Python path's Gru runs in numpy (QNNEMU_GEMM=blas or "
-                          "QNNEMU_KERNELS=reference)")
-    if ctx.n_in > _fast_rnn.GRU_INPUTS and ctx.present(_fast_rnn.GRU_INPUTS):
-        raise Unsupported("the reset input")
-    if ctx.n_out != 2:
-        raise Unsupported(f"{ctx.n_out} outputs")
-    prm = op.param_values
+    prm = _check_cell(ctx, Gru, _fast_rnn.GRU_INPUTS, 2)
     dims = _fast_rnn.gru_dims(ctx.in_shape(0), ctx.in_shape(1)[0], bool(prm["time_major"]),
                               prm["direction"] == GRU_REVERSE, bool(int(prm["linear_before_reset"])))
     bufs, mask = _float_inputs(ctx, _fast_rnn.GRU_INPUTS)
