@@ -59,6 +59,21 @@ def _emulator_environment(request, monkeypatch):
             monkeypatch.delenv(variable, raising=False)
 
 
+@pytest.fixture
+def isolated_votes():
+    """Perf votes are process-wide (qnnemu/htp/perf.py PERF): other tests' ids are set aside
+    while the test votes, so the clocks it sees come from its own votes only, and are put back
+    (without the test's) after it."""
+    from qnnemu.htp.perf import PERF
+    with PERF.lock:
+        others = dict(PERF.configs)
+        PERF.configs.clear()
+    yield
+    with PERF.lock:
+        PERF.configs.clear()
+        PERF.configs.update(others)
+
+
 # ---- one Backend per module for each library, default device (tests that need another device
 # or options define their own fixture of the same name)
 @pytest.fixture(scope="module")

@@ -16,24 +16,12 @@ from qnnemu.client.perf import PerfInfrastructure
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.htp import cost, perf, rpc, runtime, settings
-from qnnemu.htp.perf import PERF
 
 ACCEL_CYCLES = Q.QNN_HTP_PROFILE_EVENTTYPE_GRAPH_EXECUTE_ACCEL_TIME_CYCLE
 SM8550 = int(Q.QNN_SOC_MODEL_SM8550)
 IN, OUT = 512, 1024     # FullyConnected [1, IN] x [OUT, IN]: 2 MB of float32 weights, tiny activations
 BIG_BATCH = 32          # more batch elements than fit beside the weights in a 256 KB budget
 
-
-@pytest.fixture
-def isolated_votes():
-    """Perf votes are process-wide: other tests' ids are set aside while this test votes."""
-    with PERF.lock:
-        others = dict(PERF.configs)
-        PERF.configs.clear()
-    yield
-    with PERF.lock:
-        PERF.configs.clear()
-        PERF.configs.update(others)
 
 
 def core_of(g):

@@ -57,7 +57,6 @@ from qnnemu.core.handles import HANDLES
 from qnnemu.core.profile import step_label
 from qnnemu.headers import Q
 from qnnemu.htp import perf
-from qnnemu.htp.perf import PERF
 from qnnemu.htp.plan_types import TCM
 
 pytestmark = pytest.mark.usefixtures("qnn_abi")
@@ -84,18 +83,6 @@ def env():
     yield e
     e.close()
 
-
-@pytest.fixture
-def isolated_votes():
-    """Perf votes are process-wide: other tests' ids are set aside so that the clocks seen here
-    come from this test's votes only (as tests/test_htp_perf.py does)."""
-    with PERF.lock:
-        others = dict(PERF.configs)
-        PERF.configs.clear()
-    yield
-    with PERF.lock:
-        PERF.configs.clear()
-        PERF.configs.update(others)
 
 
 # ----------------------------------------------------------------------- the test graph

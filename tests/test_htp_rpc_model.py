@@ -22,22 +22,10 @@ from qnnemu.client.perf import PerfInfrastructure
 from qnnemu.core.handles import HANDLES
 from qnnemu.headers import Q
 from qnnemu.htp import perf, rpc, runtime, settings
-from qnnemu.htp.perf import PERF
 
 TRACE = Q.QNN_PROFILE_EVENTTYPE_TRACE
 BURST = rpc.RpcVote(sleep_latency_us=40, rpc_control_latency_us=100, rpc_polling_time_us=9999)
 
-
-@pytest.fixture
-def isolated_votes():
-    """Perf votes are process-wide: other tests' ids are set aside while this test votes."""
-    with PERF.lock:
-        others = dict(PERF.configs)
-        PERF.configs.clear()
-    yield
-    with PERF.lock:
-        PERF.configs.clear()
-        PERF.configs.update(others)
 
 
 @pytest.fixture
