@@ -241,6 +241,29 @@ def test_implicit_gemm_equals_gemm_on_the_im2col_matrix(monkeypatch):
         lib.qe_set_threads(prev)
 
 
+@pytest.mark.parametrize("op", ["Conv2d", "DepthWiseConv2d"])
+@pytest.mark.parametrize("static_f", [True, False])
+def test_one_input_channel_convolutions_run_as_a_gemm(op, static_f):
+    """One input channel into many filters (an STFT written as a 1x256 convolution of stride 128,
+    as in Silero VAD) is the GEMM of K = taps (qe_k_conv2d), not the depthwise kernel's
+    channel-multiplier path, in the C program and the Python plan alike (bit-identical)."""
+    rng = np.random.default_rng(5)
+    b = GraphBuilder(new_context(), "stft")
+    x = b.tensor("x", (1, 1, 640, 1), type_=APP_WRITE)
+    feeds = {x.id: rand(rng, (1, 1, 640, 1), zeros=True)}
+    f, fv = operand(b, rng, "f", (1, 256, 1, 258), static_f, zeros=True)
+    if fv is not None:
+        feeds[f.id] = fv
+    y = b.tensor("y", (1, 1, 4, 258), type_=APP_READ)
+    b.node(op, "conv", [x, f], [y], stride=[1, 128])
+    b.graph.finalize()
+    names = set(b.graph.plan.engine.kernel_names)
+    assert "qe_k_conv2d" in names and "qe_k_depthwise2d" not in names, \
+        f"{op} 1x640x1 -> 258 filters runs the GEMM kernel, steps {sorted(names)}"
+    check_plan(b.graph.plan, feeds)
+    release(b)
+
+
 @given(h=st.integers(1, 8), w=st.integers(1, 8), c_in=st.integers(1, 6), mult=st.integers(1, 3),
        fh=st.integers(1, 3), fw=st.integers(1, 3), s=st.integers(1, 2), d=st.integers(1, 2),
        pad=st.integers(0, 2), static_f=st.booleans(), bias=st.booleans(), fp16=st.booleans(),

@@ -180,6 +180,7 @@ class Engine:
                           for step, code in zip(plan.steps, program.nodes) if code.fallback]
         self.c_nodes = len(plan.steps) - len(self.fallbacks)
         self.c_steps = len(program.steps)
+        self.kernel_names = tuple(builder.kernel_names)   # step k's kernel (tests, profiles)
         self.arena_bytes = program.arena_bytes
         self.naive_arena_bytes = int(getattr(builder, "naive_bytes", program.arena_bytes))
         # An arena the caller provides instead of the engine's own (a uint8 array of at least

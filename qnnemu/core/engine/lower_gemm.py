@@ -34,6 +34,7 @@ from ...ops.conv import (
     Conv2d,
     DepthWiseConv2d,
     TransposeConv2d,
+    runs_depthwise,
 )
 from ...ops.matmul import FullyConnected, MatMul
 from .. import plan as plan_mod
@@ -225,7 +226,7 @@ def _convolution(ctx, op, act) -> None:
         return
     c_out = f_shape[-1]
     cig = f_shape[-2]
-    if cig == 1 and g.group == c_in:                  # depthwise (conv_fast's first test)
+    if runs_depthwise(c_in, cig, g.group):            # conv_fast's first test
         if fbuf is None:
             fbuf = ctx.input_f32(1)
         out = ctx.output_f32(0)
@@ -235,7 +236,10 @@ def _convolution(ctx, op, act) -> None:
     group = g.group
     K = fh * fw * cig
     P = n * oh * ow
-    if wbuf is None:
+    if wbuf is None and fbuf is not None:
+        # a DepthWiseConv2d of one input channel (conv_fast): its filter is the [K, c_out] operand
+        wbuf, packed, wgs, wrs = fbuf, 0, K * c_out, c_out
+    elif wbuf is None:
         # a dynamic filter [*k, cig, c_out] is the [K, c_out] operand; group gi's columns start
         # at gi * cog with row stride c_out
         wbuf, packed, wgs, wrs = ctx.input_f32(1), 0, c_out // group, c_out
