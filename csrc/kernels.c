@@ -35,6 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
+#include "eng_eltwise.h"   /* qe_ew_silu_inplace: a folded SiLU */
 #include "kernels.h"
 #include "pool.h"
 
@@ -44,6 +46,8 @@
 #define QE_ACT_NONE 0
 #define QE_ACT_RELU 1   /* numpy.maximum(x, 0) */
 #define QE_ACT_CLIP 2   /* numpy.clip(x, lo, hi) */
+#define QE_ACT_SILU 3   /* x * sigmoid(x): the Sigmoid's float32 value, then the float32 product */
+#define QE_ACT_SILU_SX 4    /* sigmoid(x) * x (the Multiply's other operand order) */
 
 typedef float v8f __attribute__((vector_size(32)));
 
@@ -734,6 +738,15 @@ static void act_block_avx2(float *C, long ldc, long rows, long cols, int mode, f
 static void act_block(float *C, long ldc, long rows, long cols, int mode, float lo, float hi)
 {
     if (mode == QE_ACT_NONE || rows <= 0 || cols <= 0) return;
+    if (mode == QE_ACT_SILU || mode == QE_ACT_SILU_SX) {
+        /* the element-wise kernels' SiLU (csrc/eng_eltwise.c): row by row, or in one call when
+         * the rows are contiguous */
+        if (cols == ldc || rows == 1)
+            qe_ew_silu_inplace(C, rows * cols, mode == QE_ACT_SILU);
+        else
+            for (long r = 0; r < rows; r++) qe_ew_silu_inplace(C + r * ldc, cols, mode == QE_ACT_SILU);
+        return;
+    }
     if (qe_gemm_avx512()) {
         act_block_avx512(C, ldc, rows, cols, mode, lo, hi);
     } else if (use_avx2()) {
@@ -854,6 +867,11 @@ static int gemm_run_seg(const struct gemm_job *j)
                                            j->act_lo, j->act_hi);
                     }
                 }
+                /* act512 leaves a SiLU's values as they are: the row block gets it here, still
+                 * in L1 / L2 (per tile, the calls cost more than the 8 x 32 sigmoids) */
+                if (j->act >= QE_ACT_SILU && pc + kc >= K)
+                    act_block(j->C + ic * j->ldc + jc, j->ldc, mc, nc, j->act, j->act_lo,
+                              j->act_hi);
             }
         }
     }
@@ -907,11 +925,14 @@ static int gemm_run(const struct gemm_job *j)
                         int mr = mc - ir < MR ? mc - ir : MR;
                         uk(kc, Ap + (long)ir * kc, Bp + (long)jr * kc,
                            j->C + (ic + ir) * j->ldc + jc + jr, j->ldc, mr, nr, pc == 0, bb);
-                        if (j->act && pc + kc >= K)
+                        if (j->act && j->act < QE_ACT_SILU && pc + kc >= K)
                             act_block(j->C + (ic + ir) * j->ldc + jc + jr, j->ldc, mr, nr,
                                       j->act, j->act_lo, j->act_hi);
                     }
                 }
+                if (j->act >= QE_ACT_SILU && pc + kc >= K)   /* the row block, as above */
+                    act_block(j->C + ic * j->ldc + jc, j->ldc, mc, nc, j->act, j->act_lo,
+                              j->act_hi);
             }
         }
     }
@@ -1160,6 +1181,7 @@ static int gemm_split(long M, long N, int K, pack_a_fn pa, const void *actx,
     /* the work: the products, plus reading B, which a product of few rows is bound by (a
      * classifier's 1280 x 1000 weights on a batch of 1 stream 5 MB: split by column panels) */
     double work = (double)M * N * K + 8.0 * (double)N * K;
+    if (act >= QE_ACT_SILU) work += 64.0 * (double)M * N;   /* a SiLU element: ~0.7 ns, 64 FMAs */
     int T = threads_for(work, N <= M ? (M + MR - 1) / MR : (N + 31) / 32);
     if (T <= 1) return gemm_run(&base);
     long ru = row_unit(&base);
@@ -1679,7 +1701,7 @@ void qe_depthwise2d_act(int n, int h, int w, int c_in, int fh, int fw, int c_out
     d.fn = depthwise_range_fn(fh, fw, c_in, c_out);
     /* the AVX-512 kernels apply the activation to the values they store (act512: the same
      * max / min as act_block, so the same bytes); the others get a pass every few rows */
-    int in_kernel = d.fn == dw512_3x3 || d.fn == dw512_5x5;
+    int in_kernel = (d.fn == dw512_3x3 || d.fn == dw512_5x5) && act < QE_ACT_SILU;
     if (in_kernel) {
         a->act = act;
         a->act_lo = lo;
@@ -1690,7 +1712,8 @@ void qe_depthwise2d_act(int n, int h, int w, int c_in, int fh, int fw, int c_out
      * thread count (the 4-pixel and 1-pixel paths may order the adds of two NaNs differently) */
     int pass = act != QE_ACT_NONE && !in_kernel;
     parallel_for_aligned(pass ? depthwise_act_range : d.fn, pass ? (void *)&d : (void *)a,
-                         (long)n * oh * ow, 0.05 * fh * fw * c_out + 2.0, ow);
+                         (long)n * oh * ow,
+                         0.05 * fh * fw * c_out + 2.0 + (act >= QE_ACT_SILU ? 0.7 * c_out : 0.0), ow);
 }
 
 /* ---- pooling ----------------------------------------------------------------------------- */

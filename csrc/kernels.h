@@ -37,8 +37,9 @@ void qe_col2im2d(int n, int h, int w, int group, int cog, int fh, int fw, int oh
 void qe_depthwise2d(int n, int h, int w, int c_in, int fh, int fw, int c_out, int oh, int ow,
                     int sh, int sw, int pt, int pl, int dh, int dw, const float *x,
                     const float *f, const float *bias, float *y);
-/* a Relu / ReluMinMax folded into a product or convolution: act is one of 0 (none),
- * 1 (numpy.maximum(x, 0)), 2 (numpy.clip(x, lo, hi)) -- QE_ACT_* in kernels.c */
+/* a Relu / ReluMinMax / SiLU folded into a product or convolution: act is one of 0 (none),
+ * 1 (numpy.maximum(x, 0)), 2 (numpy.clip(x, lo, hi)), 3 (x * sigmoid(x)), 4 (sigmoid(x) * x)
+ * -- QE_ACT_* in kernels.c */
 int qe_sgemm_act(long M, long N, int K, const float *A, long rsa, long csa, const float *B,
                  long rsb, long csb, float *C, long ldc, const float *bias, int act, float lo,
                  float hi);

@@ -8,7 +8,9 @@ QNN_HTP_GRAPH_CONFIG_OPTION_FOLD_RELU_ACTIVATION_INTO_CONV_OFF) and their C lowe
   ``qe_k_nop``.
 - SiLU: a Sigmoid read only by an ElementWiseMultiply of its own input by it is computed by the
   Multiply's step, reading x and writing the product alone (``qe_k_silu_f32`` without the
-  Sigmoid's output); the Sigmoid's step is a ``qe_k_nop``.
+  Sigmoid's output); the Sigmoid's step is a ``qe_k_nop``.  When x is a convolution's or
+  product's result that nothing else reads, that step computes the SiLU as its epilogue
+  (``ActivationEpilogue`` of the ``SiluProduct``; test_engine_gemm covers every producer).
 
 Checked: the fold happens exactly in those cases (float32 math; no other reader; no graph
 output), the bytes equal the unfolded plan's (FOLD_RELU_ACTIVATION_INTO_CONV_OFF) and the engine
@@ -18,10 +20,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.binary_builders import APP_READ, APP_WRITE, GraphBuilder, new_context
+from helpers.binary_builders import APP_READ, APP_WRITE, STATIC, GraphBuilder, new_context
 
 from qnnemu.core.engine import check_plan
-from qnnemu.core.plan import EltwiseActivationEpilogue, FoldedIntoProducer, SiluProduct, compile_plan
+from qnnemu.core.plan import (
+    ActivationEpilogue,
+    EltwiseActivationEpilogue,
+    FoldedIntoProducer,
+    SiluProduct,
+    compile_plan,
+)
 from qnnemu.headers import Q
 from qnnemu.ops import _fast
 
@@ -240,3 +248,48 @@ def test_add_fold_through_the_abi_with_a_weight_update(our_backend, monkeypatch,
             f"engine {engine}, {when}: folded bytes == FOLD_OFF bytes"
     assert np.asarray(outs[0][0]["y"]).tobytes() != np.asarray(outs[0][1]["y"]).tobytes(), \
         "the update changed the clipped sum"
+
+
+def conv_silu_graph(ctx, x_first: bool, *, extra_reader=False):
+    """x -> Conv2d 3x3 -> c -> Sigmoid -> s; Multiply(c, s) -> y; c optionally also read by an
+    ElementWiseAdd whose sum is a graph output."""
+    rng = np.random.default_rng(11)
+    b = GraphBuilder(ctx, "convsilu")
+    x = b.tensor("x", (1, 10, 9, 8), F32, type_=APP_WRITE)
+    f = b.tensor("f", (3, 3, 8, 40), F32, type_=STATIC, data=rng.standard_normal((3, 3, 8, 40)).astype(np.float32))
+    c = b.tensor("c", (1, 10, 9, 40), F32, type_=NATIVE)
+    s = b.tensor("s", (1, 10, 9, 40), F32, type_=NATIVE)
+    y = b.tensor("y", (1, 10, 9, 40), F32, type_=APP_READ)
+    b.node("Conv2d", "conv", [x, f], [c], pad_amount=[[1, 1], [1, 1]])
+    b.node("Sigmoid", "sig", [c], [s])
+    b.node("ElementWiseMultiply", "mul", [c, s] if x_first else [s, c], [y])
+    if extra_reader:
+        z = b.tensor("z", (1, 10, 9, 40), F32, type_=APP_READ)
+        b.node("ElementWiseAdd", "other", [c, c], [z])
+    b.graph.finalize()
+    return b.graph, [x], y
+
+
+@pytest.mark.parametrize("x_first", [True, False])
+def test_silu_folds_into_the_convolution_epilogue(contexts, x_first):
+    """A SiLU of a Conv2d's result that nothing else reads: the convolution's step computes it as
+    its epilogue (mode 3: x * s, 4: s * x), the Sigmoid's and the Multiply's steps write nothing."""
+    graph, ins, y = conv_silu_graph(contexts(), x_first)
+    plan = graph.plan
+    assert plan.float_folds == {1: 2, 2: 0}, f"Sigmoid -> Multiply -> Conv2d: {plan.float_folds}"
+    assert [type(s.impl) for s in plan.steps] == [ActivationEpilogue, FoldedIntoProducer, FoldedIntoProducer], \
+        f"the convolution's step computes the SiLU: {plan.steps}"
+    assert plan.steps[0].impl.mode == (3 if x_first else 4), f"epilogue mode {plan.steps[0].impl.mode}"
+    assert plan.engine.fallbacks == [], f"no Python fallback: {plan.engine.fallbacks}"
+    assert "qe_k_silu_f32" not in plan.engine.kernel_names, \
+        f"no SiLU pass of its own: {plan.engine.kernel_names}"
+    assert_identical_to_unfolded(graph, ins, y, 12, f"Conv2d -> SiLU x_first={x_first}", nan=False)
+
+
+def test_silu_stays_a_pass_when_the_convolution_result_is_read_again(contexts):
+    graph, ins, y = conv_silu_graph(contexts(), True, extra_reader=True)
+    plan = graph.plan
+    assert plan.float_folds == {1: 2}, f"only the Sigmoid into the Multiply: {plan.float_folds}"
+    assert type(plan.steps[2].impl) is SiluProduct, f"the Multiply's step computes the SiLU: {plan.steps[2]}"
+    assert "qe_k_silu_f32" in plan.engine.kernel_names, f"a SiLU pass: {plan.engine.kernel_names}"
+    assert_identical_to_unfolded(graph, ins, y, 13, "Conv2d -> SiLU with another reader", nan=False)

@@ -386,14 +386,18 @@ def test_conv_relu_folded_runs_in_c():
 FOLD_PRODUCERS = ["Conv2d", "DepthWiseConv2d", "FullyConnected", "MatMul"]
 
 
-@given(producer=st.sampled_from(FOLD_PRODUCERS), clip=st.booleans(), hw=st.integers(1, 12),
-       c_in=st.sampled_from([3, 8, 16, 33]), c_out=st.sampled_from([5, 16, 32, 40]), k=st.sampled_from([1, 3]),
-       stride=st.integers(1, 2), bias=st.booleans(), fp16=st.booleans(), seed=st.integers(0, 2**31))
-def test_folded_activation_bit_identical(producer, clip, hw, c_in, c_out, k, stride, bias, fp16, seed):
-    """A Relu / ReluMinMax folded into a float producer (the kernels' epilogue): the engine equals
-    the plan, and the plan equals the unfolded plan (compile_plan(fold_relu=False)), byte for
-    byte, over shapes that take every micro-kernel (partial tiles, narrow panels, 1x1 and
-    implicit-GEMM convolutions, strides) with NaN and signed zeros."""
+@given(producer=st.sampled_from(FOLD_PRODUCERS), activation=st.sampled_from(["relu", "clip", "silu", "silu_sx"]),
+       hw=st.integers(1, 12), c_in=st.sampled_from([3, 8, 16, 33]), c_out=st.sampled_from([5, 16, 32, 40]),
+       k=st.sampled_from([1, 3]), stride=st.integers(1, 2), bias=st.booleans(), fp16=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_folded_activation_bit_identical(producer, activation, hw, c_in, c_out, k, stride, bias, fp16, seed):
+    """A Relu / ReluMinMax / SiLU (Sigmoid, then x * s or s * x) folded into a float producer (the
+    kernels' epilogue; SiLU in float32 math only): the engine equals the plan, and the plan equals
+    the unfolded plan (compile_plan(fold_relu=False)), byte for byte, over shapes that take every
+    micro-kernel (partial tiles, narrow panels, 1x1 and implicit-GEMM convolutions, strides) with
+    signed zeros, and NaN but for SiLU (numpy's product of two NaNs takes either operand,
+    test_engine_eltwise_folds.special)."""
+    silu = activation.startswith("silu")
     from qnnemu.core.plan import compile_plan
     rng = np.random.default_rng(seed)
     b = GraphBuilder(context(fp16), "fold")
@@ -410,7 +414,8 @@ def test_folded_activation_bit_identical(producer, clip, hw, c_in, c_out, k, str
         params = dict(stride=[stride, stride], pad_amount=[[pad, pad], [pad, pad]])
     x = b.tensor("x", xs, type_=APP_WRITE)
     xv = rand(rng, xs, zeros=True)
-    xv.reshape(-1)[rng.integers(0, xv.size, max(xv.size // 40, 1))] = np.nan
+    if not silu:
+        xv.reshape(-1)[rng.integers(0, xv.size, max(xv.size // 40, 1))] = np.nan
     w = b.tensor("w", ws, type_=STATIC, data=rand(rng, ws))
     ins = [x, w]
     if bias and producer != "MatMul":
@@ -418,15 +423,20 @@ def test_folded_activation_bit_identical(producer, clip, hw, c_in, c_out, k, str
     c = b.tensor("c", cs)
     b.node(producer, "p", ins, [c], **params)
     y = b.tensor("y", cs, type_=APP_READ)
-    if clip:
+    if activation == "clip":
         b.node("ReluMinMax", "a", [c], [y], min_value=-0.25, max_value=0.5)
-    else:
+    elif activation == "relu":
         b.node("Relu", "a", [c], [y])
-    what = f"{producer} x{xs} w{ws} {'clip' if clip else 'relu'} fp16={fp16}"
+    else:
+        sig = b.tensor("s", cs)
+        b.node("Sigmoid", "a", [c], [sig])
+        b.node("ElementWiseMultiply", "m", [c, sig] if activation == "silu" else [sig, c], [y])
+    what = f"{producer} x{xs} w{ws} {activation} fp16={fp16}"
+    want = ({} if fp16 else {1: 2, 2: 0}) if silu else {1: 0}
     try:
         b.graph.finalize()
         plan = b.graph.plan
-        assert plan.float_folds == {1: 0}, f"{what}: folded ({plan.float_folds})"
+        assert plan.float_folds == want, f"{what}: folds {plan.float_folds}, expected {want}"
         assert plan.engine.fallbacks == [], f"{what}: both steps in C ({plan.engine.fallbacks})"
         check_plan(plan, {x.id: xv})
         got = plan.run({x.id: xv}, [y.id])[y.id]

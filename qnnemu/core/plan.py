@@ -538,12 +538,15 @@ FLOAT_FOLDING_PRODUCERS = FOLDING_PRODUCERS | {"MatMul"}
 class ActivationEpilogue:
     """A float producer's step with the activation folded into it: ``activation`` (the Relu /
     ReluMinMax op instance) applied to the op's result -- after ``rounded`` (the producer's
-    float16 output rounding) in float16 math.  ``mode`` / ``lo`` / ``hi`` say the same for the C
-    kernels (1: numpy.maximum(x, 0); 2: numpy.clip(x, lo, hi), bounds as float32)."""
+    float16 output rounding) in float16 math, or a ``SiluProduct`` (float32 math).  ``mode`` /
+    ``lo`` / ``hi`` say the same for the C kernels (1: numpy.maximum(x, 0); 2: numpy.clip(x, lo,
+    hi), bounds as float32; 3 / 4: the SiLU x * sigmoid(x) / sigmoid(x) * x)."""
 
     def __init__(self, impl, activation, activation_node, rounded: Callable | None):
         self.impl, self.activation, self.activation_node, self.rounded = impl, activation, activation_node, rounded
-        if activation_node.op_type == "Relu":
+        if isinstance(activation, SiluProduct):   # 3: x * sigmoid(x), 4: sigmoid(x) * x
+            self.mode, self.lo, self.hi = (3 if activation.x_first else 4), 0.0, 0.0
+        elif activation_node.op_type == "Relu":
             self.mode, self.lo, self.hi = 1, 0.0, 0.0
         else:
             self.mode = 2
@@ -571,7 +574,12 @@ class FoldedIntoProducer:
 #   by it reads (x * sigmoid(x), either operand order, same shapes) is computed by the
 #   Multiply's step (``SiluProduct``: it reads x, writes the product), the Sigmoid's step stays
 #   as ``FoldedIntoProducer``: the Sigmoid's own output is never stored, one read and one write
-#   per element.  Both are no change of a number: the same float32 operations on the same values.
+#   per element.  When x is the result of a Conv2d / DepthWiseConv2d / TransposeConv2d /
+#   FullyConnected / MatMul that only the Sigmoid and the Multiply read, the producer's step
+#   computes the SiLU as its epilogue (``ActivationEpilogue`` of the ``SiluProduct``: the C
+#   kernels apply it to each finished tile, still in L1) and the Multiply's step is
+#   ``FoldedIntoProducer`` too: x is never stored either (EfficientNet's 49 SiLUs).
+#   All are no change of a number: the same float32 operations on the same values.
 ELTWISE_FOLDING_PRODUCERS = {"ElementWiseAdd"}
 
 
@@ -607,6 +615,9 @@ def float_folded_activations(graph, fp16: bool, arch: int | None, islands: bool)
             m = _silu_multiply(graph, node, index, arch, islands)
             if m is not None:
                 folds[k] = m
+                p = _silu_producer(graph, node, graph.nodes[m], index, arch, islands)
+                if p is not None:
+                    folds[m] = p
             continue
         if node.op_type not in FOLDED_ACTIVATIONS or len(node.inputs) != 1 or len(node.outputs) != 1 \
                 or node.inputs[0] is None:
@@ -671,6 +682,21 @@ def _silu_multiply(graph, node, index: dict, arch: int | None, islands: bool) ->
     return m
 
 
+def _silu_producer(graph, sigmoid, mul, index: dict, arch: int | None, islands: bool) -> int | None:
+    """The node index of the product or convolution whose epilogue computes this SiLU (see
+    above), or None: x's producer writes x alone, and only the Sigmoid and the Multiply read x."""
+    x = graph.tensor(sigmoid.inputs[0])
+    p = index.get(x.producer) if x is not None else None
+    if p is None or x.dtype != FLOAT32 or x.type != Q.QNN_TENSOR_TYPE_NATIVE \
+            or sorted(x.consumers) != sorted((sigmoid.name, mul.name)):
+        return None
+    producer = graph.nodes[p]
+    if producer.op_type not in FLOAT_FOLDING_PRODUCERS or list(producer.outputs) != [x.id] \
+            or not _plain_float32_step(graph, producer, arch, islands):
+        return None
+    return p
+
+
 def _float_fold_step(graph, k: int, step: Step, folds: dict[int, int], slot_of, fp16: bool, arch: int | None,
                      islands: bool) -> Step:
     """Node k's step with a float fold applied: an activation's becomes ``FoldedIntoProducer``,
@@ -682,6 +708,13 @@ def _float_fold_step(graph, k: int, step: Step, folds: dict[int, int], slot_of, 
         return step
     node = graph.nodes[a]
     act = _compile_step(graph, node, _Slots(), {}, fp16, arch=arch, islands=islands).impl   # the op instance
+    if node.op_type == "ElementWiseMultiply":   # SiLU in the producer's epilogue
+        sig = graph.nodes[next(r for r, p in folds.items() if p == a)]
+        sig_op = _compile_step(graph, sig, _Slots(), {}, fp16, arch=arch, islands=islands).impl
+        silu = SiluProduct(sig_op, act, node.inputs[0] == sig.inputs[0], sig)
+        y = graph.tensor(node.outputs[0])
+        return Step(step.node, ActivationEpilogue(step.impl, silu, node, None), list(step.reads),
+                    [slot_of(y.id)], list(step.in_conv), list(step.out_conv))
     if node.op_type == "Sigmoid":   # SiLU: the Multiply reads x alone
         x_first = graph.nodes[k].inputs[0] == node.inputs[0]
         x_slot = step.reads[0 if x_first else 1]
