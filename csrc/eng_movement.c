@@ -410,6 +410,42 @@ int qe_k_gather_rows(const qe_args *a)
     return 0;
 }
 
+/* Index i of a dynamic index tensor of type code t (QE_I32, QE_U32, QE_I64). */
+static inline int64_t dyn_index(const void *ind, int t, int64_t i)
+{
+    if (t == QE_I32) return ((const int32_t *)ind)[i];
+    if (t == QE_U32) return ((const uint32_t *)ind)[i];
+    return ((const int64_t *)ind)[i];
+}
+
+/* Gather with dynamic indices (QNN op Gather; a token embedding's lookup): out[o, j, :] =
+ * src[o, index[j], :].  Indices are checked before anything is written: any outside [0, dim)
+ * -- a negative one, which the op wraps with a warning, or one beyond, which fails the execute
+ * -- returns QE_RC_PYTHON and the node runs its Python step, which warns or fails as the op
+ * does (a C step has no warning channel).  p: src, dst, index; i: element size, outer, index
+ * count, dim, inner (elements per row), index type (QE_I32, QE_U32 or QE_I64). */
+int qe_k_gather_dyn(const qe_args *a)
+{
+    if (a->np != 3 || a->ni != 6) return 1;
+    int es = (int)a->i[0], t = (int)a->i[5];
+    int64_t outer = a->i[1], m = a->i[2], dim = a->i[3], inner = a->i[4];
+    const char *src = (const char *)a->p[0];
+    char *dst = (char *)a->p[1];
+    const void *ind = a->p[2];
+    for (int64_t j = 0; j < m; j++) {
+        int64_t v = dyn_index(ind, t, j);
+        if (v < 0 || v >= dim) return QE_RC_PYTHON;
+    }
+    size_t row = (size_t)(inner * es);
+    for (int64_t o = 0; o < outer; o++) {
+        const char *base = src + (size_t)o * dim * row;
+        char *out = dst + (size_t)o * m * row;
+        for (int64_t j = 0; j < m; j++)
+            memcpy(out + (size_t)j * row, base + (size_t)dyn_index(ind, t, j) * row, row);
+    }
+    return 0;
+}
+
 /* p: x, y (float32 NHWC).  i: the 16 integer arguments of qe_pool2d after ``kind``'s
  * position: kind, n, h, w, c, fh, fw, oh, ow, sh, sw, pt, pb, pl, pr, count_pad. */
 int qe_k_pool2d(const qe_args *a)

@@ -225,6 +225,8 @@ long qe_run(const int64_t *steps, long first, long last, const int64_t *pbuf,
     return -1;   /* every step ran */
 }
 
+int qe_rc_python(void) { return QE_RC_PYTHON; }
+
 /* p[0] -> p[1], i[0] bytes. */
 int qe_k_copy(const qe_args *a)
 {

@@ -34,6 +34,8 @@ int qe_k_fp16_to_fp32(const qe_args *a);
 int qe_k_cast(const qe_args *a);
 int qe_k_nan_to_num(const qe_args *a);
 int qe_k_dequant64(const qe_args *a);
+/* QE_RC_PYTHON, for the engine's Python side */
+int qe_rc_python(void);
 /* cdef end */
 
 /* Step table columns (int64 each), one row per step. */
@@ -51,6 +53,11 @@ enum { QE_U8 = 0, QE_I8 = 1, QE_U16 = 2, QE_I16 = 3, QE_U32 = 4, QE_I32 = 5, QE_
        QE_F16 = 7, QE_F64 = 8, QE_I64 = 9, QE_U64 = 10, QE_BOOL = 11 };
 
 #define QE_MAX_STEP_BUFFERS 512
+
+/* A step kernel's return code for values it leaves to the node's Python step (an index the op
+ * wraps with a warning or fails on): qe_run stops there, the engine runs the node in Python and
+ * goes on with the next node's steps (qnnemu/core/engine, Engine._run). */
+#define QE_RC_PYTHON 0x7d
 
 /* (shared by the converter kernels of engine.c and eng_convert.c; not declared to cffi) */
 #include <math.h>

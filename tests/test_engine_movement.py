@@ -12,6 +12,7 @@ import pytest
 from helpers.binary_builders import APP_READ, APP_WRITE, STATIC, U8, GraphBuilder, desc, new_context, param
 from hypothesis import assume, given, strategies as st
 
+from qnnemu.core.device import model_from_configs
 from qnnemu.core.engine import check_plan
 from qnnemu.core.engine.lower_movement import Program, plan_single
 from qnnemu.core.graph import OpConfigDesc, ParamDesc
@@ -405,3 +406,72 @@ def test_code_kernels_portable_path():
                           "-k", "pool2d or concat_of_codes"],
                          capture_output=True, text=True, env=env, timeout=600, cwd=os.path.dirname(__file__))
     assert out.returncode == 0, f"the code kernels pass on the portable path: {out.stdout[-3000:]}"
+
+
+I64 = Q.QNN_DATATYPE_INT_64
+U32 = Q.QNN_DATATYPE_UINT_32
+INDEX_NP = {I32: np.int32, U32: np.uint32, I64: np.int64}
+
+
+def dynamic_gather_graph(kind: str, index_type: int, *, relu_after: bool):
+    """x [6, 5] (``kind``) and indices [6] (``index_type``), both fed at execute -> Gather axis 0
+    -> [6, 5], then (float32, ``relu_after``) a Relu running in C after it."""
+    dtype, qin, qout = KINDS[kind]
+    # (float32: SM8550, whose float16 math rounds the rows; v68 has no float Gather of dynamic
+    # indices, docs/op-support.md)
+    ctx = new_context(model=model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None)) if dtype == F32 else new_context()
+    b = GraphBuilder(ctx, "dyngather")
+    x = b.tensor("x", (6, 5), dtype, APP_WRITE, quant=qin)
+    idx = b.tensor("idx", (6,), index_type, APP_WRITE)
+    g = b.tensor("g", (6, 5), dtype, Q.QNN_TENSOR_TYPE_NATIVE if relu_after else APP_READ, quant=qout)
+    b.node("Gather", "gather", [x, idx], [g], axis=0)
+    y = g
+    if relu_after:
+        y = b.tensor("y", (6, 5), dtype, APP_READ)
+        b.node("Relu", "relu", [g], [y])
+    b.graph.finalize()
+    rng = np.random.default_rng(3)
+    if dtype == F32:
+        xv = rng.standard_normal((6, 5)).astype(np.float32)
+    else:
+        xv = rng.integers(0, 256, (6, 5)).astype(np.uint8)
+    return b, x, idx, y, xv
+
+
+@pytest.mark.parametrize("index_type", [I32, U32, I64], ids=["int32", "uint32", "int64"])
+@pytest.mark.parametrize("kind", ["f32", "u8", "u8-requant"])
+def test_gather_with_dynamic_indices_is_one_c_step(kind, index_type):
+    """Gather with indices fed at execute (a token embedding's lookup): one qe_k_gather_dyn step,
+    no fallback, the Python plan's bytes."""
+    b, x, idx, y, xv = dynamic_gather_graph(kind, index_type, relu_after=kind == "f32")
+    try:
+        engine = b.graph.plan.engine
+        assert engine.fallbacks == [], f"dynamic Gather ({kind}) lowers to C: {engine.fallbacks}"
+        assert "qe_k_gather_dyn" in engine.kernel_names, f"a dynamic row gather: {engine.kernel_names}"
+        ind = np.array([5, 0, 2, 2, 2, 4], INDEX_NP[index_type])
+        check_plan(b.graph.plan, {x.id: xv, idx.id: ind})
+    finally:
+        b.graph.context.free()
+
+
+def test_dynamic_gather_leaves_a_negative_index_to_the_python_step(caplog):
+    """An index the op wraps (negative, with its warning rule) is left to the node's Python step
+    (QE_RC_PYTHON): the result is the wrapped gather, the warning is logged, and the Relu after
+    it still runs; an index beyond the dimension fails the execute as the Python plan does."""
+    from qnnemu.errors import OpCheckError
+    b, x, idx, y, xv = dynamic_gather_graph("f32", I32, relu_after=True)
+    try:
+        plan = b.graph.plan
+        ind = np.array([-1, 0, 2, 2, -6, 4], np.int32)
+        with caplog.at_level("WARNING"):
+            got = plan.engine.run({x.id: xv, idx.id: ind}, [y.id])[y.id]
+        wrapped = np.where(ind < 0, ind + 6, ind).astype(np.int32)
+        want = plan.engine.run({x.id: xv, idx.id: wrapped}, [y.id])[y.id]
+        assert got.tobytes() == want.tobytes(), "the rows of the wrapped indices, then the Relu"
+        assert "QNNEMU-index-negative-wrapped" in caplog.text, f"the op's warning is logged: {caplog.text!r}"
+        check_plan(plan, {x.id: xv, idx.id: ind})
+        with pytest.raises(OpCheckError) as info:
+            plan.engine.run({x.id: xv, idx.id: np.array([0, 6, 1, 0, 0, 0], np.int32)}, [y.id])
+        assert info.value.rule == "QNNEMU-Gather-index-range", f"index 6 of 6 rows fails: {info.value}"
+    finally:
+        b.graph.context.free()

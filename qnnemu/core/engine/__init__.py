@@ -17,6 +17,7 @@ DEBUG when the program is built.
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import os
@@ -224,6 +225,8 @@ class Engine:
                        ffi.cast("int64_t *", p.bufs.ctypes.data))
         self._no_io = self.ffi.new("void *[]", 1)
         self.chains: list[tuple[int, int]] = []   # (header step, steps): element-wise chains
+        self._node_firsts = [code.first for code in program.nodes]
+        self._rc_python = int(self.lib.qe_rc_python())   # csrc/engine.h QE_RC_PYTHON
 
     def fast_descriptor(self, graph) -> np.ndarray | None:
         """The descriptor of graphExecute's C fast path (csrc/fast_execute.h) for this program,
@@ -334,13 +337,26 @@ class Engine:
                         sched_point()
                         t0 = _clock()
                         rc = run(steps, code.first, code.last, pbuf, ints, dbls, bufs, arena_ptr, ptrs)
-                        self._check_rc(rc)
-                        if observer is not None:
-                            observer(plan.steps[k], _clock() - t0)
+                        if rc != -1 and rc & 0xff == self._rc_python:
+                            self._fallback(plan.steps[k], arena, io, observer)   # (it reports the time)
+                        else:
+                            self._check_rc(rc)
+                            if observer is not None:
+                                observer(plan.steps[k], _clock() - t0)
                         if after_node is not None:
                             after_node(k, arena, io)
                 else:
-                    self._check_rc(run(steps, seg[1], seg[2], pbuf, ints, dbls, bufs, arena_ptr, ptrs))
+                    first = seg[1]
+                    while True:
+                        rc = run(steps, first, seg[2], pbuf, ints, dbls, bufs, arena_ptr, ptrs)
+                        if rc == -1 or rc & 0xff != self._rc_python:
+                            self._check_rc(rc)
+                            break
+                        # a step left its node to Python (QE_RC_PYTHON): that node's Python step,
+                        # then the C steps of the nodes after it
+                        k = self._node_of_step(rc >> 8)
+                        self._fallback(plan.steps[k], arena, io, observer)
+                        first = self.program.nodes[k].last
             else:
                 sched_point()    # an op boundary of the Python steps (C steps: inside qe_run)
                 self._fallback(plan.steps[seg[1]], arena, io, observer)
@@ -360,6 +376,13 @@ class Engine:
             v = np.array(v, copy=True) if v is not None else None
             out[tid] = out_conv[tid](v) if tid in out_conv else v
         return out
+
+    def _node_of_step(self, step: int) -> int:
+        """The node whose C steps include ``step``."""
+        k = bisect.bisect_right(self._node_firsts, step) - 1
+        while self.program.nodes[k].last <= step:
+            k -= 1
+        return k
 
     def _check_rc(self, rc: int) -> None:
         if rc != -1:

@@ -1,7 +1,7 @@
 """C lowering of the data-movement, pooling and reduction ops (QNN op definitions "Reshape",
 "Identity", "ExpandDims", "Squeeze", "Transpose", "Concat", "Split", "StridedSlice", "Pad",
 "Pack", "UnPack", "Tile", "DepthToSpace", "SpaceToDepth", "ChannelShuffle", "BatchToSpace",
-"SpaceToBatch", "Gather" (static indices), "PoolMax2d", "PoolAvg2d", "ReduceMean",
+"SpaceToBatch", "Gather", "PoolMax2d", "PoolAvg2d", "ReduceMean",
 "ReduceSum", "ReduceMax", "ReduceMin", "Resize", "ResizeBilinear", "ResizeNearestNeighbor";
 qnnemu/ops/shape.py, gather.py, pool.py, reduce.py, resize.py).
 Kernels: csrc/eng_movement.c.
@@ -12,9 +12,10 @@ element"), which gives, for every output element, the input element it holds.  T
 strided copies (``qe_k_move``, when it is affine in the output index, possibly after splitting
 output dimensions the op's block structure suggests), a constant fill (``qe_k_fill``: Pad's
 constant, SpaceToBatch's zero) or a gather of contiguous rows through an index table
-(``qe_k_gather_rows``).  The copies move bytes, so the result is bit-identical whatever the
-element type; before emitting anything the lowering replays its copies on the index arrays and
-compares with the op's own map (a mismatch falls back to Python).
+(``qe_k_gather_rows``; Gather with dynamic indices: ``qe_k_gather_dyn``).  The copies move
+bytes, so the result is bit-identical whatever the element type; before emitting anything the
+lowering replays its copies on the index arrays and compares with the op's own map (a mismatch
+falls back to Python).
 
 Pooling calls kernels.c's ``qe_pool2d``, the function the op's fast path calls; float
 ReduceMean/ReduceSum/ReduceMax/ReduceMin run ``qe_reduce_f32``, which the ops' fast path calls
@@ -482,21 +483,34 @@ def _one_run(prog: Program) -> int | None:
     return int(so)
 
 
+# dynamic index types qe_k_gather_dyn reads (csrc/engine.h element type codes)
+_DYN_INDEX_CODES = {np.dtype(np.int32): 5, np.dtype(np.uint32): 4, np.dtype(np.int64): 9}
+
+
 def gather(ctx, op) -> None:
-    """Gather with static indices in range: rows of the input along ``axis`` (negative static
-    indices wrap with a warning in the op: they stay in Python)."""
+    """Gather: rows of the input along ``axis``.  Static indices in range: a row table at
+    finalize (negative static ones wrap with a warning in the op: they stay in Python).  Dynamic
+    indices: ``qe_k_gather_dyn`` checks them at each execute and leaves any outside [0, dim)
+    to the op's Python step (QE_RC_PYTHON: it wraps a negative one with its warning, or fails)."""
     ind = static_input(ctx, 1)
-    if ind is None:
-        raise Unsupported("Gather with dynamic indices (negative ones wrap with a warning)")
     shape = ctx.in_shape(0)
     axis = int(op.param_values["axis"])
     dim = shape[axis]
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    if ind is None:
+        code = _DYN_INDEX_CODES.get(ctx.in_dtype(1))
+        if code is None:
+            raise Unsupported(f"Gather with dynamic {ctx.in_dtype(1)} indices")
+        src, dtype = _same_received(ctx, [0])
+        m = int(np.prod(ctx.in_shape(1), dtype=np.int64))
+        ctx.emit("qe_k_gather_dyn", (src[0], result_buffer(ctx, 0, dtype), ctx.input_raw(1)),
+                 (dtype.itemsize, outer, m, dim, inner, code))
+        return
     if ind.dtype.kind not in "iu" or (ind.size and (int(ind.min()) < 0 or int(ind.max()) >= dim)):
         raise Unsupported("Gather with negative or out-of-range static indices")
     src, dtype = _same_received(ctx, [0])
     table = np.ascontiguousarray(ind.reshape(-1).astype(np.int64))
-    outer = int(np.prod(shape[:axis], dtype=np.int64))
-    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
     ctx.emit("qe_k_gather_rows", (src[0], result_buffer(ctx, 0, dtype), ctx.const(table)),
              (dtype.itemsize, outer, table.size, dim, inner))
 
