@@ -557,6 +557,10 @@ static void fp16_round_fast(const float *x, float *y, int64_t n, int even)
     else fp16_round_block(x, y, n, even);
 }
 
+/* y[0:n] rounded to float16 values in place on the calling thread (ties: 0 away, 1 even): the
+ * epilogue of a GEMM or convolution in float16 math (csrc/kernels.c), qe_k_fp16_round's values. */
+void qe_fp16_round_inplace(float *y, int64_t n, int even) { fp16_round_fast(y, y, n, even); }
+
 /* p: x, y; i: n, ties (0 away, 1 even); i[2] if present: 1 runs the plain loop alone (the
  * tests compare the two). */
 int qe_k_fp16_round(const qe_args *a)

@@ -34,6 +34,7 @@ int qe_k_fp16_to_fp32(const qe_args *a);
 int qe_k_cast(const qe_args *a);
 int qe_k_nan_to_num(const qe_args *a);
 int qe_k_dequant64(const qe_args *a);
+void qe_fp16_round_inplace(float *y, int64_t n, int even);
 /* QE_RC_PYTHON, for the engine's Python side */
 int qe_rc_python(void);
 /* cdef end */

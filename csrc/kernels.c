@@ -48,6 +48,13 @@
 #define QE_ACT_CLIP 2   /* numpy.clip(x, lo, hi) */
 #define QE_ACT_SILU 3   /* x * sigmoid(x): the Sigmoid's float32 value, then the float32 product */
 #define QE_ACT_SILU_SX 4    /* sigmoid(x) * x (the Multiply's other operand order) */
+/* The bits above the mode: float16 math's rounding of the result before the activation (1: ties
+ * away from zero, 2: ties to even; qe_fp16_round_inplace), applied to each finished row block. */
+#define QE_ACT_MODE(a) ((a) & 0xff)
+#define QE_ACT_ROUND(a) ((a) >> 8)
+/* Whether the micro-kernels apply the activation to the values they store (act512) or the row
+ * block gets it after (rounding first, a SiLU) */
+#define QE_ACT_IN_STORE(a) ((a) < QE_ACT_SILU)
 
 typedef float v8f __attribute__((vector_size(32)));
 
@@ -738,6 +745,15 @@ static void act_block_avx2(float *C, long ldc, long rows, long cols, int mode, f
 static void act_block(float *C, long ldc, long rows, long cols, int mode, float lo, float hi)
 {
     if (mode == QE_ACT_NONE || rows <= 0 || cols <= 0) return;
+    if (QE_ACT_ROUND(mode)) {   /* float16 math: the rounding first, then the activation */
+        int even = QE_ACT_ROUND(mode) == 2;
+        if (cols == ldc || rows == 1)
+            qe_fp16_round_inplace(C, rows * cols, even);
+        else
+            for (long r = 0; r < rows; r++) qe_fp16_round_inplace(C + r * ldc, cols, even);
+        mode = QE_ACT_MODE(mode);
+        if (mode == QE_ACT_NONE) return;
+    }
     if (mode == QE_ACT_SILU || mode == QE_ACT_SILU_SX) {
         /* the element-wise kernels' SiLU (csrc/eng_eltwise.c): row by row, or in one call when
          * the rows are contiguous */
@@ -863,13 +879,14 @@ static int gemm_run_seg(const struct gemm_job *j)
                                            ptrs + (long)t * maxseg * SMR, bp,
                                            j->C + (ic + (long)t * SMR) * j->ldc + jc + jr,
                                            j->ldc, nr, pc == 0, bb, next + (long)t * kc * 16,
-                                           j->Bpre && t < 2 ? kc : 0, pc + kc >= K ? j->act : 0,
+                                           j->Bpre && t < 2 ? kc : 0,
+                                           pc + kc >= K && QE_ACT_IN_STORE(j->act) ? j->act : 0,
                                            j->act_lo, j->act_hi);
                     }
                 }
-                /* act512 leaves a SiLU's values as they are: the row block gets it here, still
-                 * in L1 / L2 (per tile, the calls cost more than the 8 x 32 sigmoids) */
-                if (j->act >= QE_ACT_SILU && pc + kc >= K)
+                /* a SiLU or a rounding: the row block gets it here, still in L1 / L2 (per
+                 * tile, the calls cost more than the 8 x 32 sigmoids) */
+                if (!QE_ACT_IN_STORE(j->act) && pc + kc >= K)
                     act_block(j->C + ic * j->ldc + jc, j->ldc, mc, nc, j->act, j->act_lo,
                               j->act_hi);
             }
@@ -925,12 +942,12 @@ static int gemm_run(const struct gemm_job *j)
                         int mr = mc - ir < MR ? mc - ir : MR;
                         uk(kc, Ap + (long)ir * kc, Bp + (long)jr * kc,
                            j->C + (ic + ir) * j->ldc + jc + jr, j->ldc, mr, nr, pc == 0, bb);
-                        if (j->act && j->act < QE_ACT_SILU && pc + kc >= K)
+                        if (j->act && QE_ACT_IN_STORE(j->act) && pc + kc >= K)
                             act_block(j->C + (ic + ir) * j->ldc + jc + jr, j->ldc, mr, nr,
                                       j->act, j->act_lo, j->act_hi);
                     }
                 }
-                if (j->act >= QE_ACT_SILU && pc + kc >= K)   /* the row block, as above */
+                if (!QE_ACT_IN_STORE(j->act) && pc + kc >= K)   /* the row block, as above */
                     act_block(j->C + ic * j->ldc + jc, j->ldc, mc, nc, j->act, j->act_lo,
                               j->act_hi);
             }
@@ -1181,7 +1198,7 @@ static int gemm_split(long M, long N, int K, pack_a_fn pa, const void *actx,
     /* the work: the products, plus reading B, which a product of few rows is bound by (a
      * classifier's 1280 x 1000 weights on a batch of 1 stream 5 MB: split by column panels) */
     double work = (double)M * N * K + 8.0 * (double)N * K;
-    if (act >= QE_ACT_SILU) work += 64.0 * (double)M * N;   /* a SiLU element: ~0.7 ns, 64 FMAs */
+    if (QE_ACT_MODE(act) >= QE_ACT_SILU) work += 64.0 * (double)M * N;   /* a SiLU element: ~0.7 ns */
     int T = threads_for(work, N <= M ? (M + MR - 1) / MR : (N + 31) / 32);
     if (T <= 1) return gemm_run(&base);
     long ru = row_unit(&base);
@@ -1701,7 +1718,7 @@ void qe_depthwise2d_act(int n, int h, int w, int c_in, int fh, int fw, int c_out
     d.fn = depthwise_range_fn(fh, fw, c_in, c_out);
     /* the AVX-512 kernels apply the activation to the values they store (act512: the same
      * max / min as act_block, so the same bytes); the others get a pass every few rows */
-    int in_kernel = (d.fn == dw512_3x3 || d.fn == dw512_5x5) && act < QE_ACT_SILU;
+    int in_kernel = (d.fn == dw512_3x3 || d.fn == dw512_5x5) && QE_ACT_IN_STORE(act);
     if (in_kernel) {
         a->act = act;
         a->act_lo = lo;
@@ -1713,7 +1730,8 @@ void qe_depthwise2d_act(int n, int h, int w, int c_in, int fh, int fw, int c_out
     int pass = act != QE_ACT_NONE && !in_kernel;
     parallel_for_aligned(pass ? depthwise_act_range : d.fn, pass ? (void *)&d : (void *)a,
                          (long)n * oh * ow,
-                         0.05 * fh * fw * c_out + 2.0 + (act >= QE_ACT_SILU ? 0.7 * c_out : 0.0), ow);
+                         0.05 * fh * fw * c_out + 2.0 + (QE_ACT_MODE(act) >= QE_ACT_SILU ? 0.7 * c_out : 0.0),
+                         ow);
 }
 
 /* ---- pooling ----------------------------------------------------------------------------- */

@@ -76,12 +76,13 @@ def _small() -> int:
     return int(_fast.SINGLE_THREAD_MAX_FMAS)
 
 
-def _act(act) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    """The extra (ints, floats) of a kernel for a folded activation ``act`` (mode, lo, hi)."""
-    if act is None:
+def _act(act, rounding: int = 0) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The extra (ints, floats) of a kernel for a folded activation ``act`` (mode, lo, hi) after
+    ``rounding`` (``LowerCtx.fused_rounding``: in the bits above the mode, csrc/kernels.c)."""
+    if act is None and not rounding:
         return (), ()
-    mode, lo, hi = act
-    return (int(mode),), (float(lo), float(hi))
+    mode, lo, hi = act if act is not None else (0, 0.0, 0.0)
+    return (int(mode) | rounding << 8,), (float(lo), float(hi))
 
 
 # ---- FullyConnected --------------------------------------------------------------------------
@@ -106,8 +107,8 @@ def _fully_connected(ctx, op, act) -> None:
         b_buf, packed = ctx.input_f32(1), 0
         rsb, csb = 1, k      # w.T: a transposed view of the [m, k] weights
     bias, has_bias = _bias(ctx, 2)
-    out = ctx.output_f32(0)
-    ai, ad = _act(act)
+    out, rounding = ctx.output_f32_rounding(0)
+    ai, ad = _act(act, rounding)
     ctx.emit("qe_k_gemm", (x, b_buf, out) + bias,
              (rows, m, k, k, 1, rsb, csb, packed, has_bias,
               int(rows * m * k < _fast.gemm_single_limit(rows))) + ai, ad)
@@ -145,8 +146,8 @@ def _matmul(ctx, op, act) -> None:
     k, n = b_shape[-2:]
     # (row stride, column stride) of the [k, n] operand
     rsb, csb = (1, k) if b_t else (n, 1)
-    out = ctx.output_f32(0)
-    ai, ad = _act(act)
+    out, rounding = ctx.output_f32_rounding(0)
+    ai, ad = _act(act, rounding)
     if len(b_shape) == 2 and not t0:
         # _fast.matmul: a's batch folded into the rows of one GEMM (a PackedB operand too)
         rows = math.prod(a_shape[:-1])
@@ -220,7 +221,7 @@ def _convolution(ctx, op, act) -> None:
     bias, has_bias = _bias(ctx, 2)
     fbuf, wbuf, packed, static = _filter(ctx, op, g)
     geo = (n, h, w, c_in, fh, fw, oh, ow, sh, sw, pt, pl, dh, dw)
-    ai, ad = _act(act)
+    ai, ad = _act(act, ctx.fused_rounding(0))
     if op.kind == "transpose":
         _transpose(ctx, op, g, geo, x, bias, has_bias, wbuf, packed, static, f_shape, ai, ad)
         return
@@ -229,7 +230,7 @@ def _convolution(ctx, op, act) -> None:
     if runs_depthwise(c_in, cig, g.group):            # conv_fast's first test
         if fbuf is None:
             fbuf = ctx.input_f32(1)
-        out = ctx.output_f32(0)
+        out, _ = ctx.output_f32_rounding(0)
         ctx.emit("qe_k_depthwise2d", (x, fbuf, out) + bias,
                  (n, h, w, c_in, fh, fw, c_out, oh, ow, sh, sw, pt, pl, dh, dw, has_bias) + ai, ad)
         return
@@ -251,7 +252,7 @@ def _convolution(ctx, op, act) -> None:
     else:
         # _fast.conv2d: the implicit GEMM (qe_sconv2d) reads the input in place
         mode, scratch = (1 if group == 1 else 2), x
-    out = ctx.output_f32(0)
+    out, _ = ctx.output_f32_rounding(0)
     ctx.emit("qe_k_conv2d", (x, wbuf, out, scratch) + bias,
              geo + (c_out, group, mode, packed, has_bias, int(_fast.CONV_SINGLE_THREAD_MAX_FMAS),
                     0, wgs, wrs) + ai, ad)
@@ -265,7 +266,7 @@ def _transpose(ctx, op, g, geo, x, bias, has_bias, wbuf, packed, static, f_shape
     c_out = f_shape[-1] * group
     T = g.k[0] * g.k[1]
     cols = ctx.scratch(max(4 * n * h * w * T * c_out, 64))
-    out = ctx.output_f32(0)
+    out, _ = ctx.output_f32_rounding(0)
     ctx.emit("qe_k_tconv2d", (x, wbuf, out, cols) + bias,
              geo + (c_out, group, packed, has_bias,
                     # group 1: one _fast.gemm of n*h*w rows; groups: a batched _fast.matmul
@@ -283,8 +284,9 @@ def activation_epilogue(ctx) -> None:
     if lower is None:
         raise Unsupported(f"an activation folded into {ctx.node.op_type}")
     act = (wrap.mode, wrap.lo, wrap.hi)
-    if wrap.rounded is None:
-        lower(ctx, wrap.impl, act)       # the kernel's epilogue
+    if wrap.rounded is None or ctx.fused_rounding(0):
+        # the kernel's epilogue (in float16 math: the rounding, then the activation)
+        lower(ctx, wrap.impl, act)
         return
     # float16 math: the activation of the rounded result, in place (rounding it again would
     # change nothing: it is a float16 value or a float16 bound)

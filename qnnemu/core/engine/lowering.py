@@ -185,6 +185,24 @@ class LowerCtx:
         self.pending.append((tmp, conv, k))
         return tmp
 
+    def fused_rounding(self, k: int) -> int:
+        """How a GEMM-family kernel rounds float32 output ``k`` to float16 itself (csrc/kernels.c
+        QE_ACT_ROUND: 1 ties away from zero, 2 ties to even), or 0: float16 math's output
+        rounding (the plan's ``_fp16_round`` / ``_fp16_round_even``) of a float32 slot."""
+        conv = self.step.out_conv[k]
+        if self.b.slot_dtype(self.step.writes[k]) != F32:
+            return 0
+        return 1 if conv is plan_mod._fp16_round else 2 if conv is plan_mod._fp16_round_even else 0
+
+    def output_f32_rounding(self, k: int) -> tuple[int, int]:
+        """(buffer, rounding) of output ``k`` for a kernel that rounds its result to float16 as it
+        finishes each block (``fused_rounding``): no rounding step of its own then, the values
+        rounded while still in cache; (``output_f32(k)``, 0) when the rounding is not fused."""
+        rounding = self.fused_rounding(k)
+        if rounding:
+            return self.b.slot_buffer(self.step.writes[k], self.index), rounding
+        return self.output_f32(k), 0
+
     def const(self, array: np.ndarray) -> int:
         return self.b.const_buffer(array)
 
