@@ -832,6 +832,118 @@ void qe_ew_silu_inplace(float *y, int64_t n, int x_first)
     silu_range(&c, 0, n);
 }
 
+/* ---- Sigmoid and SiLU in float16 math: tables over the float16 values ------------------------
+ * In float16 math each step's float32 result is rounded to a float16 value (qe_fp16_round_inplace;
+ * ties away from zero, or to even on the SoCs that round so), so a Sigmoid reads one of 65536
+ * values.  The tables hold, per float16 bit pattern h of value v, what the steps compute:
+ * sig16[e][h] = round(sigmoid(v)) and silu16[e][h] = round(v * sig16[e][h]) (e: ties to even),
+ * made by the same kernels (sigmoid_rows, bin_row, the rounding) at first use.  A vector of 16
+ * inputs that are all float16 values (converted to float16 and back unchanged) is looked up;
+ * any other vector (a graph input not rounded, NaN) is computed step by step as the tables were
+ * made, so the values are the two steps' bytes for every input. */
+static float *sig16_tab[2], *silu16_tab[2];
+static pthread_once_t sig16_once = PTHREAD_ONCE_INIT;
+
+static void sig16_rows_steps(const float *x, float *s, float *y, int64_t n, int x_first, int even);
+
+static void sig16_init(void)
+{
+    pthread_once(&sig_once, sig_table_init);
+    float *v = malloc(sizeof(float) * 65536);
+    for (int e = 0; e < 2; e++) {
+        sig16_tab[e] = malloc(sizeof(float) * 65536);
+        silu16_tab[e] = malloc(sizeof(float) * 65536);
+    }
+    if (!v || !sig16_tab[0] || !sig16_tab[1] || !silu16_tab[0] || !silu16_tab[1]) {
+        free(v);
+        for (int e = 0; e < 2; e++) {
+            free(sig16_tab[e]);
+            free(silu16_tab[e]);
+            sig16_tab[e] = silu16_tab[e] = NULL;   /* the kernels then compute step by step */
+        }
+        return;
+    }
+    for (int h = 0; h < 65536; h++) {   /* the float16 value of bit pattern h */
+        int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+        float mag = e == 0 ? ldexpf((float)m, -24)
+                  : e == 31 ? (m ? NAN : INFINITY)
+                  : ldexpf((float)(m | 0x400), e - 25);
+        v[h] = (h & 0x8000) ? -mag : mag;
+    }
+    for (int e = 0; e < 2; e++) sig16_rows_steps(v, sig16_tab[e], silu16_tab[e], 65536, 1, e);
+    free(v);
+}
+
+/* The two steps: s = round(sigmoid(x)), y = round(x * s) (or s * x); s or y may be NULL. */
+static void sig16_rows_steps(const float *x, float *s, float *y, int64_t n, int x_first, int even)
+{
+    float own[SILU_BLOCK] __attribute__((aligned(64)));
+    for (int64_t b = 0; b < n; b += SILU_BLOCK) {
+        int64_t m = n - b < SILU_BLOCK ? n - b : SILU_BLOCK;
+        float *sb = s ? s + b : own;
+        un_range(&(un_ctx){QE_UN_SIGMOID, x + b, sb, NULL}, 0, m);
+        qe_fp16_round_inplace(sb, m, even);
+        if (!y) continue;
+        const float *a = x_first ? x + b : sb, *bb = x_first ? sb : x + b;
+        bin_row(QE_BIN_MUL, a, bb, y + b, m, 1, 1, 0.0f, 0.0f);
+        qe_fp16_round_inplace(y + b, m, even);
+    }
+}
+
+typedef struct { const float *x; float *s, *y; int x_first, even; } sig16_ctx;
+
+__attribute__((target("avx512f,f16c"))) static void sig16_range_avx512(const void *cp, int64_t e0, int64_t e1)
+{
+    const sig16_ctx *c = cp;
+    const float *st = sig16_tab[c->even], *yt = silu16_tab[c->even];
+    int64_t i = e0;
+    for (; i + 16 <= e1; i += 16) {
+        __m512 xv = _mm512_loadu_ps(c->x + i);
+        __m256i h = _mm512_cvtps_ph(xv, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        if (_mm512_cmp_ps_mask(_mm512_cvtph_ps(h), xv, _CMP_EQ_OQ) != 0xFFFF) {
+            sig16_rows_steps(c->x + i, c->s ? c->s + i : NULL, c->y ? c->y + i : NULL, 16, c->x_first, c->even);
+            continue;
+        }
+        __m512i idx = _mm512_cvtepu16_epi32(h);
+        if (c->s) _mm512_storeu_ps(c->s + i, _mm512_i32gather_ps(idx, st, 4));
+        if (c->y) _mm512_storeu_ps(c->y + i, _mm512_i32gather_ps(idx, yt, 4));
+    }
+    if (i < e1)
+        sig16_rows_steps(c->x + i, c->s ? c->s + i : NULL, c->y ? c->y + i : NULL, e1 - i, c->x_first, c->even);
+}
+
+static void sig16_range(const void *cp, int64_t e0, int64_t e1)
+{
+    const sig16_ctx *c = cp;
+    if (sig16_tab[0] && use_avx512()) {
+        sig16_range_avx512(cp, e0, e1);
+        return;
+    }
+    sig16_rows_steps(c->x + e0, c->s ? c->s + e0 : NULL, c->y ? c->y + e0 : NULL, e1 - e0, c->x_first, c->even);
+}
+
+/* Sigmoid in float16 math: y = round(sigmoid(x)).  p: x, y; i: n, ties (0 away, 1 even). */
+int qe_k_sigmoid_f16(const qe_args *a)
+{
+    if (a->np != 2 || a->ni != 2) return 1;
+    pthread_once(&sig16_once, sig16_init);
+    sig16_ctx c = {a->p[0], a->p[1], NULL, 1, (int)a->i[1] != 0};
+    ew_parallel(sig16_range, &c, a->i[0], 0.15);
+    return 0;
+}
+
+/* SiLU in float16 math (a Sigmoid and the Multiply of its input by it, each step rounding):
+ * s = round(sigmoid(x)), y = round(x * s) (x_first) or round(s * x).  p: x, s, y; i: n,
+ * x_first, ties (0 away, 1 even). */
+int qe_k_silu_f16(const qe_args *a)
+{
+    if (a->np != 3 || a->ni != 3) return 1;
+    pthread_once(&sig16_once, sig16_init);
+    sig16_ctx c = {a->p[0], a->p[1], a->p[2], (int)a->i[1] != 0, (int)a->i[2] != 0};
+    ew_parallel(sig16_range, &c, a->i[0], 0.2);
+    return 0;
+}
+
 /* p: x, s (the Sigmoid's output; left out when nothing reads it), y (the Multiply's); i: n,
  * x_first (1: the Multiply computes x * s, 0: s * x). */
 int qe_k_silu_f32(const qe_args *a)

@@ -727,3 +727,65 @@ def test_silu_is_not_fused_when_the_sigmoid_has_other_readers(variant):
     assert "qe_k_silu_f32" not in kernels and kernels[:2] == ["qe_k_unary_f32", "qe_k_binary_f32"], \
         f"{variant}: the Sigmoid's output is needed, no fusion: {kernels}"
     assert_lowered_and_identical(graph, ins, "float32", 4, f"SiLU not fused ({variant})")
+
+
+# -- Sigmoid and SiLU in float16 math: table lookups (csrc/eng_eltwise.c qe_k_sigmoid_f16) ------------
+def _step_kernel(name: str, arrays, ints) -> int:
+    lib, ffi = _fast.library()
+    args = ffi.new("qe_args *")
+    ptrs = ffi.new("void *[]", [ffi.cast("void *", a.ctypes.data) for a in arrays])
+    vals = ffi.new("int64_t[]", [int(v) for v in ints])
+    args.p, args.i, args.np, args.ni, args.nd = ptrs, vals, len(arrays), len(ints), 0
+    return getattr(lib, name)(args)
+
+
+@pytest.mark.parametrize("even", [0, 1])
+def test_float16_sigmoid_and_silu_tables_equal_the_two_steps(even):
+    """Every float16 value (and float32 values that are none: the step-by-step path, NaN, tails
+    of fewer than 16): qe_k_sigmoid_f16 / qe_k_silu_f16 give the bytes of the Sigmoid's kernel,
+    the float16 rounding, the float32 product and the rounding again, both operand orders."""
+    from qnnemu.core.plan import _fp16_round, _fp16_round_even
+    rnd = _fp16_round_even if even else _fp16_round
+    rng = np.random.default_rng(17)
+    halves = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
+    others = np.concatenate([SPECIALS, (rng.standard_normal(3001) * 6).astype(np.float32)])
+    x = np.concatenate([halves, others])
+    sig = _fast_eltwise.unary("sigmoid", x)    # the Sigmoid step's kernel
+    with np.errstate(all="ignore"):
+        s_ref = rnd(sig)
+        y = np.empty_like(x)
+        assert _step_kernel("qe_k_sigmoid_f16", [x, y], (x.size, even)) == 0, "qe_k_sigmoid_f16 returns 0"
+        assert y.tobytes() == s_ref.tobytes(), f"Sigmoid in float16 math (ties {'even' if even else 'away'})"
+        for x_first in (1, 0):
+            s, y = np.empty_like(x), np.empty_like(x)
+            assert _step_kernel("qe_k_silu_f16", [x, s, y], (x.size, x_first, even)) == 0, "qe_k_silu_f16 returns 0"
+            y_ref = rnd(x * s_ref if x_first else s_ref * x)
+            assert s.tobytes() == s_ref.tobytes(), f"the SiLU's Sigmoid output (x_first={x_first})"
+            assert y.tobytes() == y_ref.tobytes(), f"the SiLU's product (x_first={x_first}, ties even={even})"
+
+
+def test_float16_math_silu_pair_is_one_c_step(monkeypatch):
+    """A Sigmoid and the Multiply of its input by it, in float16 math: one qe_k_silu_f16 step
+    (the Multiply's a qe_k_nop), another Sigmoid of the same value a qe_k_sigmoid_f16 step; the
+    Python plan's bytes."""
+    monkeypatch.setenv("QNNEMU_FLOAT_MATH", "float16")
+    b = GraphBuilder(tracked_context(), "silu16")
+    x = b.tensor("x", (4, 9, 33), F32, type_=APP_WRITE)
+    n = b.tensor("n", (4, 9, 33), F32)
+    s = b.tensor("s", (4, 9, 33), F32)
+    y = b.tensor("y", (4, 9, 33), F32, type_=APP_READ)
+    z = b.tensor("z", (4, 9, 33), F32, type_=APP_READ)
+    b.node("ElementWiseNeg", "neg", [x], [n])
+    b.node("Sigmoid", "sig", [n], [s])
+    b.node("ElementWiseMultiply", "mul", [s, n], [y])
+    b.node("Sigmoid", "sig2", [n], [z])
+    b.graph.finalize()
+    plan = b.graph.plan
+    assert plan.fp16 and plan.engine.fallbacks == [], f"float16 math, all in C: {plan.engine.fallbacks}"
+    names = plan.engine.kernel_names
+    assert "qe_k_silu_f16" in names and "qe_k_sigmoid_f16" in names, f"the float16 kernels: {names}"
+    rng = np.random.default_rng(23)
+    values = (rng.standard_normal(4 * 9 * 33 - SPECIALS.size) * 5).astype(np.float32)
+    feeds = {x.id: np.concatenate([SPECIALS, values]).reshape(4, 9, 33)}
+    with np.errstate(all="ignore"):
+        check_plan(plan, feeds)

@@ -11,6 +11,8 @@ elementwise.py, qnnemu/ops/activation.py), kernels in csrc/eng_eltwise.c:
   ElementWiseUnary with one of those (or RECIPROCAL), Relu, Relu1, Relu6, ReluMinMax, HardSwish,
   Sigmoid, Tanh, Elu, Gelu, Erf, ThresholdedRelu, ElementWiseSoftplus, ElementWiseNeuron;
 - ``qe_k_softmax_f32``: Softmax, LogSoftmax (any axis, beta);
+- ``qe_k_sigmoid_f16`` / ``qe_k_silu_f16``: a Sigmoid (and such a SiLU pair) in float16 math,
+  its rounded results looked up in tables over the float16 values (csrc/eng_eltwise.c);
 - ``qe_k_silu_f32``: SiLU folded by the plan (qnnemu/core/plan.py ``SiluProduct``: the Multiply's
   step reads x and writes x * sigmoid(x), the Sigmoid's own output is never stored; its step,
   ``FoldedIntoProducer``, is a ``qe_k_nop``); and with the plan's folds off
@@ -189,7 +191,7 @@ def binary(ctx) -> None:
     if ctx.index in _silu_products.get(ctx.b, ()):
         # the product is written by the Sigmoid step before (``_silu``); its buffers are named so
         # that they keep their lifetimes
-        ctx.emit("qe_k_nop", (ctx.input_raw(0), ctx.input_raw(1), ctx.output_raw(0)))
+        ctx.emit("qe_k_nop", (ctx.input_raw(0), ctx.input_raw(1), ctx.b.slot_buffer(ctx.step.writes[0], ctx.index)))
         return
     if cls is float16.ReciprocalDivide and ctx.node.op_type == "ElementWiseDivide":
         _reciprocal_divide(ctx)
@@ -441,7 +443,7 @@ def activation(ctx) -> None:
     elif cls is act.HardSwish:
         op, prm = "hard_swish", (1.0 / 6.0, 0.5)
     elif cls is act.Sigmoid:
-        if _silu(ctx):
+        if _silu(ctx) or _sigmoid_f16(ctx):
             return
         op, prm = "sigmoid", ()
     elif cls is act.Tanh:
@@ -473,24 +475,39 @@ def _identity(conv) -> bool:
     return conv is None or _cast_target(conv) == _F32
 
 
+def _sigmoid_f16(ctx) -> bool:
+    """A float32 Sigmoid in float16 math (its result rounded to float16): one qe_k_sigmoid_f16
+    step, a table lookup of the rounded result for inputs that are float16 values."""
+    rounding = ctx.fused_rounding(0) if ctx.n_out == 1 and ctx.n_in == 1 else 0
+    if not rounding or not _fast.enabled() or ctx.in_shape(0) != ctx.out_shape(0):
+        return False
+    x = _input(ctx, 0)
+    y, _ = ctx.output_f32_rounding(0)
+    ctx.emit("qe_k_sigmoid_f16", (x, y), (_n(ctx.in_shape(0)), int(rounding == 2)))
+    return True
+
+
 def _silu(ctx) -> bool:
     """A Sigmoid whose output only the next step reads, an ElementWiseMultiply of the Sigmoid's
     own input by it (SiLU, x * sigmoid(x)), all float32 without converters: one qe_k_silu_f32
     step that writes the Sigmoid's output and the Multiply's product in one pass (the same
-    float32 values the two steps compute); the Multiply's step then emits a qe_k_nop.  False
+    float32 values the two steps compute); the Multiply's step then emits a qe_k_nop.  In
+    float16 math (both steps rounding their results alike), one qe_k_silu_f16 step.  False
     (emits nothing) otherwise."""
     step, k = ctx.step, ctx.index
     steps = ctx.plan.steps
     if not _fast.enabled() or ctx.impl is not step.impl or k + 1 >= len(steps):
         return False
+    rounding = ctx.fused_rounding(0) if len(step.writes) == 1 else 0
     if len(step.reads) != 1 or len(step.writes) != 1 or step.in_conv[0] is not None \
-            or not _identity(step.out_conv[0]):
+            or not (rounding or _identity(step.out_conv[0])):
         return False
     x, s = step.reads[0], step.writes[0]
     mul = steps[k + 1]
     if type(mul.impl) is not ew.ElementWiseMultiply or mul.node.op_type != "ElementWiseMultiply" \
             or len(mul.reads) != 2 or len(mul.writes) != 1 or sorted(mul.reads) != sorted((x, s)) \
-            or x == s or any(c is not None for c in mul.in_conv) or not _identity(mul.out_conv[0]):
+            or x == s or any(c is not None for c in mul.in_conv) \
+            or not (mul.out_conv[0] is step.out_conv[0] if rounding else _identity(mul.out_conv[0])):
         return False
     y = mul.writes[0]
     if x < 0 or ctx.b.slot_dtype(x) != _F32 or ctx.b.slot_dtype(s) != _F32 or ctx.b.slot_dtype(y) != _F32:
@@ -506,8 +523,11 @@ def _silu(ctx) -> bool:
     if s in outputs or s in inputs or y in inputs:
         return False
     # y's region lives from this node on (slot_buffer extends its lifetime to node k)
-    ctx.emit("qe_k_silu_f32", (ctx.b.slot_buffer(x, k), ctx.b.slot_buffer(s, k), ctx.b.slot_buffer(y, k)),
-             (_n(shape), int(mul.reads[0] == x)))
+    bufs = (ctx.b.slot_buffer(x, k), ctx.b.slot_buffer(s, k), ctx.b.slot_buffer(y, k))
+    if rounding:
+        ctx.emit("qe_k_silu_f16", bufs, (_n(shape), int(mul.reads[0] == x), int(rounding == 2)))
+    else:
+        ctx.emit("qe_k_silu_f32", bufs, (_n(shape), int(mul.reads[0] == x)))
     _silu_products.setdefault(ctx.b, set()).add(k + 1)
     return True
 
