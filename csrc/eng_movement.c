@@ -195,6 +195,22 @@ static void short_rows(char *dst, const char *src, int64_t rows, int64_t bytes, 
     }
 }
 
+/* Planes interleaved: dst[p * n + c] = src[p + c * plane] for p < rows, c < n (2..4) of 4-byte
+ * elements: an NCHW image's NHWC transpose (a network's input, 3 channels), where the 8x8
+ * transposes leave most of each tile unused (224x224x3: 71 -> 30 us). */
+#define INTERLEAVE_BODY(N)                                                               \
+    for (int64_t p = 0; p < rows; p++)                                                   \
+        for (int c = 0; c < (N); c++) d[p * ds0 + c] = s[p + c * plane];
+static void interleave_planes(uint32_t *restrict d, const uint32_t *restrict s, int64_t rows,
+                              int n, int64_t plane, int64_t ds0)
+{
+    switch (n) {
+    case 2: INTERLEAVE_BODY(2) break;
+    case 3: INTERLEAVE_BODY(3) break;
+    default: INTERLEAVE_BODY(4) break;
+    }
+}
+
 /* The copy of one box: shape[r], element strides ss (source) / ds (destination). */
 static void move_box(char *dst, const char *src, int r, const int64_t *shape, const int64_t *ss,
                      const int64_t *ds, int es)
@@ -206,6 +222,10 @@ static void move_box(char *dst, const char *src, int r, const int64_t *shape, co
     }
     int64_t n = shape[r - 1];
     if (n <= 0) return;
+    if (r == 2 && es == 4 && ds[1] == 1 && ss[0] == 1 && n >= 2 && n <= 4 && ds[0] >= n) {
+        interleave_planes((uint32_t *)dst, (const uint32_t *)src, shape[0], (int)n, ss[1], ds[0]);
+        return;
+    }
     if (r >= 2 && ds[r - 1] == 1 && ss[r - 1] != 1 && n >= 2)
         for (int k = r - 2; k >= 0; k--)
             if (ss[k] == 1 && shape[k] >= 8) {
