@@ -475,3 +475,45 @@ def test_dynamic_gather_leaves_a_negative_index_to_the_python_step(caplog):
         assert info.value.rule == "QNNEMU-Gather-index-range", f"index 6 of 6 rows fails: {info.value}"
     finally:
         b.graph.context.free()
+
+
+def test_float16_math_moves_of_float16_values_do_not_round_again(monkeypatch):
+    """Float16 math: a move of values a step already rounded (Reshape, Transpose, Concat, Gather)
+    has no rounding step of its own (lowering.redundant_roundings) and a Reshape shares its
+    input's bytes; so has a move of a graph input, which it reads rounded (its input converter).
+    The Python plan's bytes (check_plan)."""
+    monkeypatch.setenv("QNNEMU_FLOAT_MATH", "float16")
+    b = GraphBuilder(new_context(), "moves16")
+    x = b.tensor("x", (2, 3, 4), F32, APP_WRITE)
+    n = b.tensor("n", (2, 3, 4), F32)
+    r = b.tensor("r", (6, 4), F32)
+    t = b.tensor("t", (4, 6), F32)
+    c = b.tensor("c", (8, 6), F32)
+    y = b.tensor("y", (8, 6), F32, APP_READ)
+    raw = b.tensor("raw", (6, 4), F32, APP_READ)
+    b.node("ElementWiseNeg", "neg", [x], [n])
+    b.node("Reshape", "reshape", [n], [r])
+    b.node("Transpose", "transpose", [r], [t], perm=[1, 0])
+    b.node("Concat", "concat", [t, t], [c], axis=0)
+    b.node("ElementWiseNeg", "neg2", [c], [y])
+    b.node("Reshape", "reshape_input", [x], [raw])
+    # a Dequantize's float32 output is no float16 value: the Reshape of it rounds
+    q = b.tensor("q", (2, 3, 4), U8, APP_WRITE, quant=(0.0123, -100))
+    dq = b.tensor("dq", (2, 3, 4), F32)
+    rdq = b.tensor("rdq", (6, 4), F32, APP_READ)
+    b.node("Dequantize", "dequantize", [q], [dq])
+    b.node("Reshape", "reshape_dq", [dq], [rdq])
+    b.graph.finalize()
+    try:
+        plan = b.graph.plan
+        assert plan.fp16 and plan.engine.fallbacks == [], f"float16 math, all in C: {plan.engine.fallbacks}"
+        moves = {plan.steps[k].node.name for k in plan.engine.fp16_moves}
+        assert moves == {"reshape", "transpose", "concat", "reshape_input"}, \
+            f"the moves of float16 values: {sorted(moves)}"
+        names = kernels_of(b.graph)
+        assert names.count("qe_k_nop") >= 1, f"the Reshape of float16 values shares its bytes: {names}"
+        rng = np.random.default_rng(8)
+        check_plan(plan, {x.id: (rng.standard_normal((2, 3, 4)) * 100).astype(np.float32),
+                          q.id: rng.integers(0, 256, (2, 3, 4)).astype(np.uint8)})
+    finally:
+        b.graph.context.free()

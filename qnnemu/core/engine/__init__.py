@@ -182,6 +182,7 @@ class Engine:
         self.c_nodes = len(plan.steps) - len(self.fallbacks)
         self.c_steps = len(program.steps)
         self.kernel_names = tuple(builder.kernel_names)   # step k's kernel (tests, profiles)
+        self.fp16_moves = frozenset(builder.fp16_moves)     # nodes not rounding again (lowering.py)
         self.arena_bytes = program.arena_bytes
         self.naive_arena_bytes = int(getattr(builder, "naive_bytes", program.arena_bytes))
         # An arena the caller provides instead of the engine's own (a uint8 array of at least

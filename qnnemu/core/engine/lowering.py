@@ -131,7 +131,12 @@ class LowerCtx:
         return self.step.in_conv[i]
 
     def out_conv(self, k: int):
-        return self.step.out_conv[k]
+        """Output k's converter; None for float16 math's rounding of a value that is float16
+        already (``redundant_rounding``)."""
+        conv = self.step.out_conv[k]
+        if conv is not None and self.index in self.b.fp16_moves:
+            return None
+        return conv
 
     def _read(self, i: int) -> int:
         slot = self.step.reads[i]
@@ -160,14 +165,14 @@ class LowerCtx:
         return tmp
 
     def output_raw(self, k: int) -> int:
-        conv = self.step.out_conv[k]
+        conv = self.out_conv(k)
         if conv is not None and _cast_target(conv) != self.b.slot_dtype(self.step.writes[k]):
             raise Unsupported(f"output {k} has a converter ({_name(conv)})")
         return self.b.slot_buffer(self.step.writes[k], self.index)
 
     def output_f32(self, k: int) -> int:
         slot = self.step.writes[k]
-        conv = self.step.out_conv[k]
+        conv = self.out_conv(k)
         dtype = self.b.slot_dtype(slot)
         if (conv is None or _cast_target(conv) == F32) and dtype == F32:
             return self.b.slot_buffer(slot, self.index)
@@ -221,6 +226,46 @@ class LowerCtx:
             self.b.convert(conv, tmp, F32, self.b.slot_buffer(slot, self.index),
                            self.b.slot_dtype(slot), n, self.index, direction="out")
         self.pending = []
+
+
+# Float16 math rounds every step's float32 result to float16 (qnnemu/core/plan.py).  A step that
+# only moves values (these ops, unwrapped) rounds values that are float16 already when every
+# float32 value it reads is: the rounding changes no byte (a rounded value is finite: NaN and
+# infinities became +-65504), so the C program leaves it out, and a Reshape then shares its
+# input's bytes instead of copying them.
+FP16_PRESERVING_MOVES = frozenset({
+    "Reshape", "Identity", "ExpandDims", "Squeeze", "Transpose", "Split", "StridedSlice", "UnPack",
+    "Tile", "DepthToSpace", "SpaceToDepth", "ChannelShuffle", "Concat", "Pack", "Gather"})
+
+
+def _rounds_to_fp16(conv) -> bool:
+    return conv is plan_mod._fp16_round or conv is plan_mod._fp16_round_even
+
+
+def redundant_roundings(plan, slot_dtype, multi_written) -> set[int]:
+    """Indices of the steps whose float16 rounding is redundant (``FP16_PRESERVING_MOVES`` of
+    float16 values, in step order, the values a step rounds counting as float16 for the steps
+    after it); ``slot_dtype(slot)``: a slot's storage type; ``multi_written``: slots written by
+    more than one step (a value carried between executes), never counted."""
+    from ...ops import gather as gather_ops, shape as shape_ops  # (the op classes, unwrapped)
+    plain = {getattr(shape_ops, name, None) for name in FP16_PRESERVING_MOVES} | {gather_ops.Gather}
+    fp16: set[int] = set()
+    moves: set[int] = set()
+    for k, step in enumerate(plan.steps):
+        floats = [(slot, conv) for slot, conv in zip(step.reads, step.in_conv)
+                  if slot >= 0 and slot_dtype(slot) == F32]
+        move = step.node.op_type in FP16_PRESERVING_MOVES and type(step.impl) in plain and floats \
+            and all(slot in fp16 or _rounds_to_fp16(conv) for slot, conv in floats) \
+            and all(_rounds_to_fp16(c) for c in step.out_conv) \
+            and all(slot_dtype(w) == F32 for w in step.writes)
+        if move:
+            moves.add(k)
+        for slot, conv in zip(step.writes, step.out_conv):
+            if slot in multi_written or not (move or _rounds_to_fp16(conv)) or slot_dtype(slot) != F32:
+                fp16.discard(slot)
+            else:
+                fp16.add(slot)
+    return moves
 
 
 # float32 -> float32 converters whose C twins (emit_converter) work element by element, so they

@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from ...headers import Q
 from ...ops import _fast
 from ...spec import dtypes
-from .lowering import F32, emit_converter
+from .lowering import F32, emit_converter, redundant_roundings
 
 ALIGN = 64
 ABSOLUTE, ARENA, IO = 0, 1, 2
@@ -69,8 +70,19 @@ class Builder:
         # graph inputs no step writes (an APP_READWRITE tensor with a producer lives in the arena)
         written = {slot for step in plan.steps for slot in step.writes}
         self.inputs = {t.id for t in graph.app_inputs() if plan.slots.get(t.id) not in written}
+        # float16 math: the moves whose output rounding changes no byte (lowering.py)
+        self.fp16_moves: set[int] = set()
+        if getattr(plan, "fp16", False):
+            counts = Counter(slot for step in plan.steps for slot in step.writes)
+            carried = {slot for slot, n in counts.items() if n > 1}
+            carried |= {plan.slots.get(t.id) for t in graph.app_inputs()}
+            self.fp16_moves = redundant_roundings(plan, self._dtype_or_none, carried)
 
     # -- slots -----------------------------------------------------------------------------
+    def _dtype_or_none(self, slot: int):
+        info = self._info(slot)
+        return None if info is None else info[1]
+
     def _info(self, slot: int):
         if slot not in self._slot_info:
             self._slot_info[slot] = self._derive_info(slot)
