@@ -922,6 +922,15 @@ static void sig16_range(const void *cp, int64_t e0, int64_t e1)
     sig16_rows_steps(c->x + e0, c->s ? c->s + e0 : NULL, c->y ? c->y + e0 : NULL, e1 - e0, c->x_first, c->even);
 }
 
+/* SiLU in float16 math in place, on the calling thread: y = round(y * round(sigmoid(y))) (or
+ * the other operand order): a product's or convolution's epilogue (csrc/kernels.c). */
+void qe_ew_silu_f16_inplace(float *y, int64_t n, int x_first, int even)
+{
+    pthread_once(&sig16_once, sig16_init);
+    sig16_ctx c = {y, NULL, y, x_first, even};
+    sig16_range(&c, 0, n);
+}
+
 /* Sigmoid in float16 math: y = round(sigmoid(x)).  p: x, y; i: n, ties (0 away, 1 even). */
 int qe_k_sigmoid_f16(const qe_args *a)
 {

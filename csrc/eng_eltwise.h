@@ -32,6 +32,7 @@ long qe_ew_set_split_ns(long ns);
 void qe_ew_silu_inplace(float *y, int64_t n, int x_first);
 int qe_k_sigmoid_f16(const qe_args *a);
 int qe_k_silu_f16(const qe_args *a);
+void qe_ew_silu_f16_inplace(float *y, int64_t n, int x_first, int even);
 /* cdef end */
 
 /* Unary operation codes (qe_ew_unary_f32's op; mirrored in qnnemu/ops/_fast_eltwise.py). */

@@ -48,6 +48,8 @@
 #define QE_ACT_CLIP 2   /* numpy.clip(x, lo, hi) */
 #define QE_ACT_SILU 3   /* x * sigmoid(x): the Sigmoid's float32 value, then the float32 product */
 #define QE_ACT_SILU_SX 4    /* sigmoid(x) * x (the Multiply's other operand order) */
+#define QE_ACT_SILU16 5     /* float16 math's SiLU: both steps round (after the result's rounding) */
+#define QE_ACT_SILU16_SX 6
 /* The bits above the mode: float16 math's rounding of the result before the activation (1: ties
  * away from zero, 2: ties to even; qe_fp16_round_inplace), applied to each finished row block. */
 #define QE_ACT_MODE(a) ((a) & 0xff)
@@ -752,8 +754,17 @@ static void act_block(float *C, long ldc, long rows, long cols, int mode, float 
         else
             for (long r = 0; r < rows; r++) qe_fp16_round_inplace(C + r * ldc, cols, even);
         mode = QE_ACT_MODE(mode);
+        if (mode == QE_ACT_SILU16 || mode == QE_ACT_SILU16_SX) {   /* its tables (eng_eltwise.c) */
+            int x_first = mode == QE_ACT_SILU16;
+            if (cols == ldc || rows == 1)
+                qe_ew_silu_f16_inplace(C, rows * cols, x_first, even);
+            else
+                for (long r = 0; r < rows; r++) qe_ew_silu_f16_inplace(C + r * ldc, cols, x_first, even);
+            return;
+        }
         if (mode == QE_ACT_NONE) return;
     }
+    if (mode >= QE_ACT_SILU16) return;   /* (only after a rounding: the lowering sees to it) */
     if (mode == QE_ACT_SILU || mode == QE_ACT_SILU_SX) {
         /* the element-wise kernels' SiLU (csrc/eng_eltwise.c): row by row, or in one call when
          * the rows are contiguous */

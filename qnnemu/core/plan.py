@@ -544,8 +544,9 @@ class ActivationEpilogue:
 
     def __init__(self, impl, activation, activation_node, rounded: Callable | None):
         self.impl, self.activation, self.activation_node, self.rounded = impl, activation, activation_node, rounded
-        if isinstance(activation, SiluProduct):   # 3: x * sigmoid(x), 4: sigmoid(x) * x
-            self.mode, self.lo, self.hi = (3 if activation.x_first else 4), 0.0, 0.0
+        if isinstance(activation, SiluProduct):   # 3: x * sigmoid(x), 4: sigmoid(x) * x; 5, 6: rounding
+            self.mode = (3 if activation.x_first else 4) + (2 if activation.rounded is not None else 0)
+            self.lo, self.hi = 0.0, 0.0
         elif activation_node.op_type == "Relu":
             self.mode, self.lo, self.hi = 1, 0.0, 0.0
         else:
@@ -578,7 +579,9 @@ class FoldedIntoProducer:
 #   FullyConnected / MatMul that only the Sigmoid and the Multiply read, the producer's step
 #   computes the SiLU as its epilogue (``ActivationEpilogue`` of the ``SiluProduct``: the C
 #   kernels apply it to each finished tile, still in L1) and the Multiply's step is
-#   ``FoldedIntoProducer`` too: x is never stored either (EfficientNet's 49 SiLUs).
+#   ``FoldedIntoProducer`` too: x is never stored either (EfficientNet's 49 SiLUs).  In float16
+#   math only this fold into a producer is made, the ``SiluProduct`` then rounding the Sigmoid's
+#   result and the product as the two steps do (C: a table over the float16 values).
 #   All are no change of a number: the same float32 operations on the same values.
 ELTWISE_FOLDING_PRODUCERS = {"ElementWiseAdd"}
 
@@ -593,12 +596,18 @@ class SiluProduct:
     ``multiply`` (the ElementWiseMultiply op instance) of x and it in the node's operand order
     (``x_first``: x * s, else s * x)."""
 
-    def __init__(self, sigmoid, multiply, x_first: bool, sigmoid_node):
+    def __init__(self, sigmoid, multiply, x_first: bool, sigmoid_node, rounded: Callable | None = None):
         self.sigmoid, self.multiply, self.x_first, self.sigmoid_node = sigmoid, multiply, x_first, sigmoid_node
+        self.rounded = rounded   # float16 math: both steps' rounding (only in a producer's epilogue)
 
     def run(self, x):
         s = self.sigmoid.run(x)[0]
-        return self.multiply.run(x, s) if self.x_first else self.multiply.run(s, x)
+        if self.rounded is not None:
+            s = self.rounded(s)
+        y = self.multiply.run(x, s) if self.x_first else self.multiply.run(s, x)
+        if self.rounded is not None:
+            y = [self.rounded(y[0]), *y[1:]]
+        return y
 
 
 def _fp16_value(v: float) -> bool:
@@ -611,11 +620,11 @@ def float_folded_activations(graph, fp16: bool, arch: int | None, islands: bool)
     index = {node.name: k for k, node in enumerate(graph.nodes)}
     folds: dict[int, int] = {}
     for k, node in enumerate(graph.nodes):
-        if node.op_type == "Sigmoid" and not fp16:
-            m = _silu_multiply(graph, node, index, arch, islands)
-            if m is not None:
+        if node.op_type == "Sigmoid":
+            m = _silu_multiply(graph, node, index, arch, islands, fp16)
+            p = None if m is None else _silu_producer(graph, node, graph.nodes[m], index, arch, islands, fp16)
+            if m is not None and (p is not None or not fp16):   # (float16 math: into a producer only)
                 folds[k] = m
-                p = _silu_producer(graph, node, graph.nodes[m], index, arch, islands)
                 if p is not None:
                     folds[m] = p
             continue
@@ -650,17 +659,21 @@ def float_folded_activations(graph, fp16: bool, arch: int | None, islands: bool)
     return folds
 
 
-def _plain_float32_step(graph, node, arch: int | None, islands: bool) -> bool:
-    """Node's step is its own op on float32 tensors, without converters (float32 math)."""
+def _plain_float32_step(graph, node, arch: int | None, islands: bool, fp16: bool = False) -> bool:
+    """Node's step is its own op on float32 tensors, without converters (float32 math); in
+    float16 math (``fp16``), without input converters and rounding its results to float16."""
     if any(t is None or graph.tensor(t) is None or graph.tensor(t).dtype != FLOAT32
            for t in [*node.inputs, *node.outputs]):
         return False
-    step = _compile_step(graph, node, _Slots(), {}, False, arch=arch, islands=islands)
-    return type(step.impl) is node.op_cls and all(c is None for c in step.in_conv) and \
-        all(c is None or getattr(c, "__qualname__", "") == "_cast_to.<locals>.cast" for c in step.out_conv)
+    step = _compile_step(graph, node, _Slots(), {}, fp16, arch=arch, islands=islands)
+    if type(step.impl) is not node.op_cls or any(c is not None for c in step.in_conv):
+        return False
+    if fp16:
+        return all(c is _fp16_round for c in step.out_conv) or all(c is _fp16_round_even for c in step.out_conv)
+    return all(c is None or getattr(c, "__qualname__", "") == "_cast_to.<locals>.cast" for c in step.out_conv)
 
 
-def _silu_multiply(graph, node, index: dict, arch: int | None, islands: bool) -> int | None:
+def _silu_multiply(graph, node, index: dict, arch: int | None, islands: bool, fp16: bool = False) -> int | None:
     """The node index of the ElementWiseMultiply that folds this Sigmoid (SiLU, see above), or None."""
     if len(node.inputs) != 1 or len(node.outputs) != 1 or node.inputs[0] is None:
         return None
@@ -677,12 +690,14 @@ def _silu_multiply(graph, node, index: dict, arch: int | None, islands: bool) ->
     y = graph.tensor(mul.outputs[0])
     if y is None or not (tuple(x.dims) == tuple(s.dims) == tuple(y.dims)):
         return None
-    if not (_plain_float32_step(graph, node, arch, islands) and _plain_float32_step(graph, mul, arch, islands)):
+    if not (_plain_float32_step(graph, node, arch, islands, fp16)
+            and _plain_float32_step(graph, mul, arch, islands, fp16)):
         return None
     return m
 
 
-def _silu_producer(graph, sigmoid, mul, index: dict, arch: int | None, islands: bool) -> int | None:
+def _silu_producer(graph, sigmoid, mul, index: dict, arch: int | None, islands: bool,
+                   fp16: bool = False) -> int | None:
     """The node index of the product or convolution whose epilogue computes this SiLU (see
     above), or None: x's producer writes x alone, and only the Sigmoid and the Multiply read x."""
     x = graph.tensor(sigmoid.inputs[0])
@@ -691,8 +706,14 @@ def _silu_producer(graph, sigmoid, mul, index: dict, arch: int | None, islands: 
             or sorted(x.consumers) != sorted((sigmoid.name, mul.name)):
         return None
     producer = graph.nodes[p]
-    if producer.op_type not in FLOAT_FOLDING_PRODUCERS or list(producer.outputs) != [x.id] \
-            or not _plain_float32_step(graph, producer, arch, islands):
+    if producer.op_type not in FLOAT_FOLDING_PRODUCERS or list(producer.outputs) != [x.id]:
+        return None
+    if fp16:   # its own op, rounding its result (its inputs may be rounded on the way in)
+        step = _compile_step(graph, producer, _Slots(), {}, True, arch=arch, islands=islands)
+        if type(step.impl) is not producer.op_cls or \
+                not (all(c is _fp16_round for c in step.out_conv) or all(c is _fp16_round_even for c in step.out_conv)):
+            return None
+    elif not _plain_float32_step(graph, producer, arch, islands):
         return None
     return p
 
@@ -711,9 +732,10 @@ def _float_fold_step(graph, k: int, step: Step, folds: dict[int, int], slot_of, 
     if node.op_type == "ElementWiseMultiply":   # SiLU in the producer's epilogue
         sig = graph.nodes[next(r for r, p in folds.items() if p == a)]
         sig_op = _compile_step(graph, sig, _Slots(), {}, fp16, arch=arch, islands=islands).impl
-        silu = SiluProduct(sig_op, act, node.inputs[0] == sig.inputs[0], sig)
+        rounded = step.out_conv[0] if step.out_conv[0] in (_fp16_round, _fp16_round_even) else None
+        silu = SiluProduct(sig_op, act, node.inputs[0] == sig.inputs[0], sig, rounded)
         y = graph.tensor(node.outputs[0])
-        return Step(step.node, ActivationEpilogue(step.impl, silu, node, None), list(step.reads),
+        return Step(step.node, ActivationEpilogue(step.impl, silu, node, rounded), list(step.reads),
                     [slot_of(y.id)], list(step.in_conv), list(step.out_conv))
     if node.op_type == "Sigmoid":   # SiLU: the Multiply reads x alone
         x_first = graph.nodes[k].inputs[0] == node.inputs[0]

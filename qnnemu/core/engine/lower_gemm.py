@@ -288,6 +288,8 @@ def activation_epilogue(ctx) -> None:
         # the kernel's epilogue (in float16 math: the rounding, then the activation)
         lower(ctx, wrap.impl, act)
         return
+    if wrap.mode >= 5:
+        raise Unsupported("a float16 SiLU whose producer does not round in its epilogue")
     # float16 math: the activation of the rounded result, in place (rounding it again would
     # change nothing: it is a float16 value or a float16 bound)
     lower(ctx, wrap.impl, None)
