@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers.binary_builders import APP_READ, APP_WRITE, GraphBuilder, new_context
+from helpers.step_kernels import call
 from hypothesis import assume, given, strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
@@ -730,15 +731,6 @@ def test_silu_is_not_fused_when_the_sigmoid_has_other_readers(variant):
 
 
 # -- Sigmoid and SiLU in float16 math: table lookups (csrc/eng_eltwise.c qe_k_sigmoid_f16) ------------
-def _step_kernel(name: str, arrays, ints) -> int:
-    lib, ffi = _fast.library()
-    args = ffi.new("qe_args *")
-    ptrs = ffi.new("void *[]", [ffi.cast("void *", a.ctypes.data) for a in arrays])
-    vals = ffi.new("int64_t[]", [int(v) for v in ints])
-    args.p, args.i, args.np, args.ni, args.nd = ptrs, vals, len(arrays), len(ints), 0
-    return getattr(lib, name)(args)
-
-
 @pytest.mark.parametrize("even", [0, 1])
 def test_float16_sigmoid_and_silu_tables_equal_the_two_steps(even):
     """Every float16 value (and float32 values that are none: the step-by-step path, NaN, tails
@@ -754,11 +746,11 @@ def test_float16_sigmoid_and_silu_tables_equal_the_two_steps(even):
     with np.errstate(all="ignore"):
         s_ref = rnd(sig)
         y = np.empty_like(x)
-        assert _step_kernel("qe_k_sigmoid_f16", [x, y], (x.size, even)) == 0, "qe_k_sigmoid_f16 returns 0"
+        assert call("qe_k_sigmoid_f16", [x, y], (x.size, even)) == 0, "qe_k_sigmoid_f16 returns 0"
         assert y.tobytes() == s_ref.tobytes(), f"Sigmoid in float16 math (ties {'even' if even else 'away'})"
         for x_first in (1, 0):
             s, y = np.empty_like(x), np.empty_like(x)
-            assert _step_kernel("qe_k_silu_f16", [x, s, y], (x.size, x_first, even)) == 0, "qe_k_silu_f16 returns 0"
+            assert call("qe_k_silu_f16", [x, s, y], (x.size, x_first, even)) == 0, "qe_k_silu_f16 returns 0"
             y_ref = rnd(x * s_ref if x_first else s_ref * x)
             assert s.tobytes() == s_ref.tobytes(), f"the SiLU's Sigmoid output (x_first={x_first})"
             assert y.tobytes() == y_ref.tobytes(), f"the SiLU's product (x_first={x_first}, ties even={even})"

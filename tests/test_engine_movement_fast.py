@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers.binary_builders import APP_READ, APP_WRITE, STATIC, GraphBuilder, desc, new_context
+from helpers.step_kernels import call
 from hypothesis import given, strategies as st
 
 from qnnemu.core.engine import check_plan
@@ -21,16 +22,6 @@ pytestmark = pytest.mark.skipif(not _fast.available(), reason="qnnemu._kernels i
 
 lib, ffi = _fast.library()
 I32 = Q.QNN_DATATYPE_INT_32
-
-
-# -- calling the step kernels directly ---------------------------------------------------------------
-def call(name: str, arrays, ints) -> int:
-    """The step kernel ``name`` on numpy buffers and int64 parameters; its return code."""
-    args = ffi.new("qe_args *")
-    ptrs = ffi.new("void *[]", [ffi.cast("void *", a.ctypes.data) for a in arrays])
-    vals = ffi.new("int64_t[]", [int(v) for v in ints])
-    args.p, args.i, args.np, args.ni, args.nd = ptrs, vals, len(arrays), len(ints), 0
-    return getattr(lib, name)(args)
 
 
 @pytest.fixture

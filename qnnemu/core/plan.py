@@ -659,6 +659,11 @@ def float_folded_activations(graph, fp16: bool, arch: int | None, islands: bool)
     return folds
 
 
+def _rounds_alike(convs) -> bool:
+    """Every output converter is float16 math's rounding, all of one kind (ties away / even)."""
+    return all(c is _fp16_round for c in convs) or all(c is _fp16_round_even for c in convs)
+
+
 def _plain_float32_step(graph, node, arch: int | None, islands: bool, fp16: bool = False) -> bool:
     """Node's step is its own op on float32 tensors, without converters (float32 math); in
     float16 math (``fp16``), without input converters and rounding its results to float16."""
@@ -669,7 +674,7 @@ def _plain_float32_step(graph, node, arch: int | None, islands: bool, fp16: bool
     if type(step.impl) is not node.op_cls or any(c is not None for c in step.in_conv):
         return False
     if fp16:
-        return all(c is _fp16_round for c in step.out_conv) or all(c is _fp16_round_even for c in step.out_conv)
+        return _rounds_alike(step.out_conv)
     return all(c is None or getattr(c, "__qualname__", "") == "_cast_to.<locals>.cast" for c in step.out_conv)
 
 
@@ -710,8 +715,7 @@ def _silu_producer(graph, sigmoid, mul, index: dict, arch: int | None, islands: 
         return None
     if fp16:   # its own op, rounding its result (its inputs may be rounded on the way in)
         step = _compile_step(graph, producer, _Slots(), {}, True, arch=arch, islands=islands)
-        if type(step.impl) is not producer.op_cls or \
-                not (all(c is _fp16_round for c in step.out_conv) or all(c is _fp16_round_even for c in step.out_conv)):
+        if type(step.impl) is not producer.op_cls or not _rounds_alike(step.out_conv):
             return None
     elif not _plain_float32_step(graph, producer, arch, islands):
         return None
