@@ -466,6 +466,36 @@ int qe_k_gather_dyn(const qe_args *a)
     return 0;
 }
 
+/* GatherNd (QNN op GatherNd): out[b, j, :] = x[b, t, :] for index tuple t = index[b, j, 0:k] of
+ * the k dimensions after the batch_dims ones.  As qe_k_gather_dyn: every tuple is checked first,
+ * and any index outside [0, dim) (the op wraps a negative one with a warning, fails beyond)
+ * returns QE_RC_PYTHON.  p: x, out, index; i: element size, batches, tuples per batch, k,
+ * inner (elements per row), index type (QE_I32, QE_U32, QE_I64), then the k dimensions. */
+int qe_k_gather_nd(const qe_args *a)
+{
+    if (a->np != 3 || a->ni < 6 || a->ni != 6 + a->i[3] || a->i[3] < 1) return 1;
+    int es = (int)a->i[0], t = (int)a->i[5];
+    int64_t nb = a->i[1], m = a->i[2], k = a->i[3], inner = a->i[4];
+    const int64_t *dims = a->i + 6;
+    const char *src = (const char *)a->p[0];
+    char *dst = (char *)a->p[1];
+    const void *ind = a->p[2];
+    int64_t rows = 1;
+    for (int64_t d = 0; d < k; d++) rows *= dims[d];
+    for (int64_t e = 0; e < nb * m * k; e++) {
+        int64_t v = dyn_index(ind, t, e);
+        if (v < 0 || v >= dims[e % k]) return QE_RC_PYTHON;
+    }
+    size_t row = (size_t)(inner * es);
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t j = 0; j < m; j++) {
+            int64_t lin = 0, at = (b * m + j) * k;
+            for (int64_t d = 0; d < k; d++) lin = lin * dims[d] + dyn_index(ind, t, at + d);
+            memcpy(dst + (size_t)(b * m + j) * row, src + (size_t)(b * rows + lin) * row, row);
+        }
+    return 0;
+}
+
 /* p: x, y (float32 NHWC).  i: the 16 integer arguments of qe_pool2d after ``kind``'s
  * position: kind, n, h, w, c, fh, fw, oh, ow, sh, sw, pt, pb, pl, pr, count_pad. */
 int qe_k_pool2d(const qe_args *a)

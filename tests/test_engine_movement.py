@@ -517,3 +517,40 @@ def test_float16_math_moves_of_float16_values_do_not_round_again(monkeypatch):
                           q.id: rng.integers(0, 256, (2, 3, 4)).astype(np.uint8)})
     finally:
         b.graph.context.free()
+
+
+@pytest.mark.parametrize("kind", ["f32", "u8", "u8-requant"])
+@pytest.mark.parametrize("batch_dims,x_shape,i_shape,out_shape", [
+    (0, (4, 5, 3), (6, 2), (6, 3)),
+    (0, (4, 5, 3), (2, 3, 1), (2, 3, 5, 3)),
+    (1, (2, 5, 3), (2, 4, 1), (2, 4, 3)),
+])
+def test_gather_nd_is_one_c_step(kind, batch_dims, x_shape, i_shape, out_shape):
+    """GatherNd with indices fed at execute: one qe_k_gather_nd step, the Python plan's bytes; a
+    negative index (the op wraps it with a warning) is left to the node's Python step."""
+    dtype, qin, qout = KINDS[kind]
+    ctx = new_context(model=model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None)) if dtype == F32 else new_context()
+    b = GraphBuilder(ctx, "gathernd")
+    x = b.tensor("x", x_shape, dtype, APP_WRITE, quant=qin)
+    idx = b.tensor("idx", i_shape, I32, APP_WRITE)
+    y = b.tensor("y", out_shape, dtype, APP_READ, quant=qout)
+    b.node("GatherNd", "gnd", [x, idx], [y], batch_dims=batch_dims)
+    try:
+        try:
+            b.graph.finalize()
+        except QnnError as exc:   # a configuration the HTP has no kernel for (docs/op-support.md)
+            assert exc.rule == "QNNEMU-htp-op-finalize", f"GatherNd finalizes or the HTP refuses it: {exc}"
+            pytest.skip(f"the HTP model refuses this GatherNd ({exc})")
+        engine = b.graph.plan.engine
+        assert engine.fallbacks == [] and "qe_k_gather_nd" in engine.kernel_names, \
+            f"GatherNd lowers to qe_k_gather_nd: {engine.kernel_names} {engine.fallbacks}"
+        rng = np.random.default_rng(4)
+        xv = rng.standard_normal(x_shape).astype(np.float32) if dtype == F32 else \
+            rng.integers(0, 256, x_shape).astype(np.uint8)
+        dims = x_shape[batch_dims:batch_dims + i_shape[-1]]
+        ind = np.stack([rng.integers(0, d, i_shape[:-1]) for d in dims], axis=-1).astype(np.int32)
+        check_plan(b.graph.plan, {x.id: xv, idx.id: ind})
+        ind.reshape(-1)[0] = -1
+        check_plan(b.graph.plan, {x.id: xv, idx.id: ind})   # (the node's Python step this time)
+    finally:
+        b.graph.context.free()

@@ -1,7 +1,7 @@
 """C lowering of the data-movement, pooling and reduction ops (QNN op definitions "Reshape",
 "Identity", "ExpandDims", "Squeeze", "Transpose", "Concat", "Split", "StridedSlice", "Pad",
 "Pack", "UnPack", "Tile", "DepthToSpace", "SpaceToDepth", "ChannelShuffle", "BatchToSpace",
-"SpaceToBatch", "Gather", "PoolMax2d", "PoolAvg2d", "ReduceMean",
+"SpaceToBatch", "Gather", "GatherNd", "PoolMax2d", "PoolAvg2d", "ReduceMean",
 "ReduceSum", "ReduceMax", "ReduceMin", "Resize", "ResizeBilinear", "ResizeNearestNeighbor";
 qnnemu/ops/shape.py, gather.py, pool.py, reduce.py, resize.py).
 Kernels: csrc/eng_movement.c.
@@ -12,10 +12,10 @@ element"), which gives, for every output element, the input element it holds.  T
 strided copies (``qe_k_move``, when it is affine in the output index, possibly after splitting
 output dimensions the op's block structure suggests), a constant fill (``qe_k_fill``: Pad's
 constant, SpaceToBatch's zero) or a gather of contiguous rows through an index table
-(``qe_k_gather_rows``; Gather with dynamic indices: ``qe_k_gather_dyn``).  The copies move
-bytes, so the result is bit-identical whatever the element type; before emitting anything the
-lowering replays its copies on the index arrays and compares with the op's own map (a mismatch
-falls back to Python).
+(``qe_k_gather_rows``; Gather with dynamic indices: ``qe_k_gather_dyn``; GatherNd:
+``qe_k_gather_nd``).  The copies move bytes, so the result is bit-identical whatever the
+element type; before emitting anything the lowering replays its copies on the index arrays and
+compares with the op's own map (a mismatch falls back to Python).
 
 Pooling calls kernels.c's ``qe_pool2d``, the function the op's fast path calls; float
 ReduceMean/ReduceSum/ReduceMax/ReduceMin run ``qe_reduce_f32``, which the ops' fast path calls
@@ -513,6 +513,28 @@ def gather(ctx, op) -> None:
     table = np.ascontiguousarray(ind.reshape(-1).astype(np.int64))
     ctx.emit("qe_k_gather_rows", (src[0], result_buffer(ctx, 0, dtype), ctx.const(table)),
              (dtype.itemsize, outer, table.size, dim, inner))
+
+
+@lowers("GatherNd")
+def gather_nd(ctx) -> None:
+    """GatherNd: index tuples (static or dynamic) into the dimensions after batch_dims, whole
+    rows of what follows them copied (``qe_k_gather_nd``; an index the op wraps or refuses is
+    left to its Python step, QE_RC_PYTHON)."""
+    op = ctx.impl
+    if type(op) is not gather_ops.GatherNd or ctx.n_out != 1:
+        raise Unsupported("a wrapped GatherNd")
+    code = _DYN_INDEX_CODES.get(ctx.in_dtype(1))
+    if code is None or ctx.in_conv(1) is not None:
+        raise Unsupported(f"GatherNd with {ctx.in_dtype(1)} indices")
+    shape, i_shape = ctx.in_shape(0), ctx.in_shape(1)
+    b = int(op.param_values.get("batch_dims", 0))
+    k, _ = op.geometry(shape, i_shape, b)
+    nb = int(np.prod(shape[:b], dtype=np.int64))
+    m = int(np.prod(i_shape[b:-1], dtype=np.int64))
+    inner = int(np.prod(shape[b + k:], dtype=np.int64))
+    src, dtype = _same_received(ctx, [0])
+    ctx.emit("qe_k_gather_nd", (src[0], result_buffer(ctx, 0, dtype), ctx.input_raw(1)),
+             (dtype.itemsize, nb, m, k, inner, code, *shape[b:b + k]))
 
 
 def _op_maps(ctx, op, data: list[int]) -> list[np.ndarray]:
