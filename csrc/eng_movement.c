@@ -496,6 +496,35 @@ int qe_k_gather_nd(const qe_args *a)
     return 0;
 }
 
+/* ScatterNd without reduction (QNN op ScatterNd, reduction NONE): out = x, then row lin(t) of out
+ * = updates row j for each index tuple t = index[j, 0:k] in order (a repeated tuple: the last
+ * one's row).  Every tuple is checked first: any outside the data's dimensions (the op skips
+ * those updates with a warning) returns QE_RC_PYTHON.  p: x, updates, out, index; i: element
+ * size, rows (the product of the k dimensions), inner (elements per row), tuples, k, index
+ * type (QE_I32, QE_U32, QE_I64), then the k dimensions. */
+int qe_k_scatter_nd(const qe_args *a)
+{
+    if (a->np != 4 || a->ni < 6 || a->ni != 6 + a->i[4] || a->i[4] < 1) return 1;
+    int es = (int)a->i[0], t = (int)a->i[5];
+    int64_t rows = a->i[1], inner = a->i[2], m = a->i[3], k = a->i[4];
+    const int64_t *dims = a->i + 6;
+    const char *x = (const char *)a->p[0], *upd = (const char *)a->p[1];
+    char *out = (char *)a->p[2];
+    const void *ind = a->p[3];
+    for (int64_t e = 0; e < m * k; e++) {
+        int64_t v = dyn_index(ind, t, e);
+        if (v < 0 || v >= dims[e % k]) return QE_RC_PYTHON;
+    }
+    size_t row = (size_t)(inner * es);
+    if (out != x) memcpy(out, x, (size_t)rows * row);
+    for (int64_t j = 0; j < m; j++) {
+        int64_t lin = 0;
+        for (int64_t d = 0; d < k; d++) lin = lin * dims[d] + dyn_index(ind, t, j * k + d);
+        memcpy(out + (size_t)lin * row, upd + (size_t)j * row, row);
+    }
+    return 0;
+}
+
 /* p: x, y (float32 NHWC).  i: the 16 integer arguments of qe_pool2d after ``kind``'s
  * position: kind, n, h, w, c, fh, fw, oh, ow, sh, sw, pt, pb, pl, pr, count_pad. */
 int qe_k_pool2d(const qe_args *a)

@@ -554,3 +554,45 @@ def test_gather_nd_is_one_c_step(kind, batch_dims, x_shape, i_shape, out_shape):
         check_plan(b.graph.plan, {x.id: xv, idx.id: ind})   # (the node's Python step this time)
     finally:
         b.graph.context.free()
+
+
+@pytest.mark.parametrize("kind", ["f32", "u8", "u8-requant"])
+@pytest.mark.parametrize("x_shape,i_shape,u_shape", [
+    ((6, 4), (5, 1), (5, 4)),          # rows, one of them twice (the last write stays)
+    ((3, 4, 2), (4, 2), (4, 2)),       # tuples of two
+])
+def test_scatter_nd_is_one_c_step(kind, x_shape, i_shape, u_shape):
+    """ScatterNd without reduction, indices fed at execute: one qe_k_scatter_nd step, the Python
+    plan's bytes (a repeated tuple included); a tuple outside the data (the op skips its update
+    with a warning) is left to the node's Python step."""
+    dtype, qin, qout = KINDS[kind]
+    ctx = new_context(model=model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None)) if dtype == F32 else new_context()
+    b = GraphBuilder(ctx, "scatternd")
+    x = b.tensor("x", x_shape, dtype, APP_WRITE, quant=qin)
+    idx = b.tensor("idx", i_shape, I32, APP_WRITE)
+    u = b.tensor("u", u_shape, dtype, APP_WRITE, quant=qin)
+    y = b.tensor("y", x_shape, dtype, APP_READ, quant=qout)
+    b.node("ScatterNd", "snd", [x, idx, u], [y])
+    try:
+        try:
+            b.graph.finalize()
+        except QnnError as exc:   # a configuration the HTP has no kernel for (docs/op-support.md)
+            assert exc.rule == "QNNEMU-htp-op-finalize", f"ScatterNd finalizes or the HTP refuses it: {exc}"
+            pytest.skip(f"the HTP model refuses this ScatterNd ({exc})")
+        engine = b.graph.plan.engine
+        assert engine.fallbacks == [] and "qe_k_scatter_nd" in engine.kernel_names, \
+            f"ScatterNd lowers to qe_k_scatter_nd: {engine.kernel_names} {engine.fallbacks}"
+        rng = np.random.default_rng(6)
+
+        def values(shape):
+            return rng.standard_normal(shape).astype(np.float32) if dtype == F32 else \
+                rng.integers(0, 256, shape).astype(np.uint8)
+        xv, uv = values(x_shape), values(u_shape)
+        k = i_shape[-1]
+        ind = np.stack([rng.integers(0, d, i_shape[:-1]) for d in x_shape[:k]], axis=-1).astype(np.int32)
+        ind[-1] = ind[0]                   # a repeated tuple
+        check_plan(b.graph.plan, {x.id: xv, idx.id: ind, u.id: uv})
+        ind[1, 0] = x_shape[0]             # outside: the Python step skips that update
+        check_plan(b.graph.plan, {x.id: xv, idx.id: ind, u.id: uv})
+    finally:
+        b.graph.context.free()

@@ -1,8 +1,9 @@
 """C lowering of the data-movement, pooling and reduction ops (QNN op definitions "Reshape",
 "Identity", "ExpandDims", "Squeeze", "Transpose", "Concat", "Split", "StridedSlice", "Pad",
 "Pack", "UnPack", "Tile", "DepthToSpace", "SpaceToDepth", "ChannelShuffle", "BatchToSpace",
-"SpaceToBatch", "Gather", "GatherNd", "PoolMax2d", "PoolAvg2d", "ReduceMean",
-"ReduceSum", "ReduceMax", "ReduceMin", "Resize", "ResizeBilinear", "ResizeNearestNeighbor";
+"SpaceToBatch", "Gather", "GatherNd", "ScatterNd" (no reduction), "PoolMax2d", "PoolAvg2d",
+"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "Resize", "ResizeBilinear",
+"ResizeNearestNeighbor";
 qnnemu/ops/shape.py, gather.py, pool.py, reduce.py, resize.py).
 Kernels: csrc/eng_movement.c.
 
@@ -535,6 +536,27 @@ def gather_nd(ctx) -> None:
     src, dtype = _same_received(ctx, [0])
     ctx.emit("qe_k_gather_nd", (src[0], result_buffer(ctx, 0, dtype), ctx.input_raw(1)),
              (dtype.itemsize, nb, m, k, inner, code, *shape[b:b + k]))
+
+
+@lowers("ScatterNd")
+def scatter_nd(ctx) -> None:
+    """ScatterNd without reduction: the data copied, then the update rows written at their index
+    tuples in order (``qe_k_scatter_nd``; a tuple the op skips with a warning is left to its
+    Python step, QE_RC_PYTHON)."""
+    op = ctx.impl
+    if type(op) is not gather_ops.ScatterNd or ctx.n_out != 1:
+        raise Unsupported("a wrapped ScatterNd")
+    if int(op.param_values.get("reduction", gather_ops.RED_NONE)) != gather_ops.RED_NONE:
+        raise Unsupported("ScatterNd with a reduction")
+    code = _DYN_INDEX_CODES.get(ctx.in_dtype(1))
+    if code is None or ctx.in_conv(1) is not None:
+        raise Unsupported(f"ScatterNd with {ctx.in_dtype(1)} indices")
+    shape, i_shape = ctx.in_shape(0), ctx.in_shape(1)
+    k = int(i_shape[-1])
+    srcs, dtype = _same_received(ctx, [0, 2])
+    ctx.emit("qe_k_scatter_nd", (srcs[0], srcs[1], result_buffer(ctx, 0, dtype), ctx.input_raw(1)),
+             (dtype.itemsize, int(np.prod(shape[:k], dtype=np.int64)), int(np.prod(shape[k:], dtype=np.int64)),
+              int(np.prod(i_shape[:-1], dtype=np.int64)), k, code, *shape[:k]))
 
 
 def _op_maps(ctx, op, data: list[int]) -> list[np.ndarray]:
