@@ -525,6 +525,48 @@ int qe_k_scatter_nd(const qe_args *a)
     return 0;
 }
 
+/* GatherElements / ScatterElements without reduction (QNN ops): for each position p of the
+ * index tensor, in row-major order, the data element at p with its axis coordinate replaced by
+ * index[p] is read into out[p] (mode 0), or (mode 1: out = x first) written with updates[p] (a
+ * repeated target: the last one's value).  The indices are checked first: any outside
+ * [0, dims[axis]) (the ops read 0 / skip the update there, with a warning) returns
+ * QE_RC_PYTHON.  p: x, out, index[, updates]; i: mode, element size, rank (<= 8), axis, index
+ * type (QE_I32, QE_U32, QE_I64), the index dimensions, the data dimensions. */
+int qe_k_elements(const qe_args *a)
+{
+    if (a->ni < 5) return 1;
+    int mode = (int)a->i[0], es = (int)a->i[1], r = (int)a->i[2], axis = (int)a->i[3], t = (int)a->i[4];
+    if (r < 1 || r > 8 || axis < 0 || axis >= r || a->ni != 5 + 2 * r || a->np != (mode ? 4 : 3)) return 1;
+    const int64_t *idims = a->i + 5, *xdims = idims + r;
+    const char *x = (const char *)a->p[0];
+    char *out = (char *)a->p[1];
+    const void *ind = a->p[2];
+    const char *upd = mode ? (const char *)a->p[3] : NULL;
+    int64_t n = 1, xn = 1, stride[8];
+    for (int d = r - 1; d >= 0; d--) {
+        stride[d] = xn;
+        xn *= xdims[d];
+        n *= idims[d];
+    }
+    for (int64_t e = 0; e < n; e++) {
+        int64_t v = dyn_index(ind, t, e);
+        if (v < 0 || v >= xdims[axis]) return QE_RC_PYTHON;
+    }
+    if (mode && out != x) memcpy(out, x, (size_t)(xn * es));
+    int64_t c[8] = {0};
+    for (int64_t e = 0; e < n; e++) {
+        int64_t off = 0;
+        for (int d = 0; d < r; d++) off += (d == axis ? dyn_index(ind, t, e) : c[d]) * stride[d];
+        if (mode) memcpy(out + (size_t)off * es, upd + (size_t)e * es, (size_t)es);
+        else memcpy(out + (size_t)e * es, x + (size_t)off * es, (size_t)es);
+        for (int d = r - 1; d >= 0; d--) {   /* the next position: an odometer */
+            if (++c[d] < idims[d]) break;
+            c[d] = 0;
+        }
+    }
+    return 0;
+}
+
 /* p: x, y (float32 NHWC).  i: the 16 integer arguments of qe_pool2d after ``kind``'s
  * position: kind, n, h, w, c, fh, fw, oh, ow, sh, sw, pt, pb, pl, pr, count_pad. */
 int qe_k_pool2d(const qe_args *a)

@@ -13,6 +13,7 @@ int qe_k_gather_rows(const qe_args *a);
 int qe_k_gather_dyn(const qe_args *a);
 int qe_k_gather_nd(const qe_args *a);
 int qe_k_scatter_nd(const qe_args *a);
+int qe_k_elements(const qe_args *a);
 int qe_k_pool2d(const qe_args *a);
 int qe_k_maxpool_f32(const qe_args *a);
 int qe_k_avgpool_global_f32(const qe_args *a);

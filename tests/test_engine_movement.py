@@ -596,3 +596,48 @@ def test_scatter_nd_is_one_c_step(kind, x_shape, i_shape, u_shape):
         check_plan(b.graph.plan, {x.id: xv, idx.id: ind, u.id: uv})
     finally:
         b.graph.context.free()
+
+
+@pytest.mark.parametrize("op", ["GatherElements", "ScatterElements"])
+@pytest.mark.parametrize("kind", ["f32", "u8", "u8-requant"])
+@pytest.mark.parametrize("axis,x_shape,i_shape", [(0, (5, 4), (3, 4)), (1, (3, 6, 2), (3, 4, 2)),
+                                                  (2, (2, 3, 5), (2, 2, 5))])
+def test_gather_and_scatter_elements_are_one_c_step(op, kind, axis, x_shape, i_shape):
+    """GatherElements / ScatterElements (no reduction) with indices fed at execute: one
+    qe_k_elements step, the Python plan's bytes (ScatterElements with a repeated target); an
+    index outside the axis (the ops read 0 / skip the update, with a warning) is left to the
+    node's Python step."""
+    dtype, qin, qout = KINDS[kind]
+    ctx = new_context(model=model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None)) if dtype == F32 else new_context()
+    b = GraphBuilder(ctx, "elements")
+    scatter = op == "ScatterElements"
+    x = b.tensor("x", x_shape, dtype, APP_WRITE, quant=qin)
+    idx = b.tensor("idx", i_shape, I32, APP_WRITE)
+    ins = [x, idx]
+    if scatter:
+        u = b.tensor("u", i_shape, dtype, APP_WRITE, quant=qin)
+        ins.append(u)
+    y = b.tensor("y", x_shape if scatter else i_shape, dtype, APP_READ, quant=qout)
+    b.node(op, "el", ins, [y], axis=axis)
+    try:
+        try:
+            b.graph.finalize()
+        except QnnError as exc:   # a configuration the HTP has no kernel for (docs/op-support.md)
+            assert exc.rule == "QNNEMU-htp-op-finalize", f"{op} finalizes or the HTP refuses it: {exc}"
+            pytest.skip(f"the HTP model refuses this {op} ({exc})")
+        engine = b.graph.plan.engine
+        assert engine.fallbacks == [] and "qe_k_elements" in engine.kernel_names, \
+            f"{op} lowers to qe_k_elements: {engine.kernel_names} {engine.fallbacks}"
+        rng = np.random.default_rng(9)
+
+        def values(shape):
+            return rng.standard_normal(shape).astype(np.float32) if dtype == F32 else \
+                rng.integers(0, 256, shape).astype(np.uint8)
+        feeds = {x.id: values(x_shape), idx.id: rng.integers(0, x_shape[axis], i_shape).astype(np.int32)}
+        if scatter:
+            feeds[u.id] = values(i_shape)
+        check_plan(b.graph.plan, feeds)
+        feeds[idx.id].reshape(-1)[2] = x_shape[axis]     # outside: the node's Python step
+        check_plan(b.graph.plan, feeds)
+    finally:
+        b.graph.context.free()

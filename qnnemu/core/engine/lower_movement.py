@@ -1,9 +1,9 @@
 """C lowering of the data-movement, pooling and reduction ops (QNN op definitions "Reshape",
 "Identity", "ExpandDims", "Squeeze", "Transpose", "Concat", "Split", "StridedSlice", "Pad",
 "Pack", "UnPack", "Tile", "DepthToSpace", "SpaceToDepth", "ChannelShuffle", "BatchToSpace",
-"SpaceToBatch", "Gather", "GatherNd", "ScatterNd" (no reduction), "PoolMax2d", "PoolAvg2d",
-"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "Resize", "ResizeBilinear",
-"ResizeNearestNeighbor";
+"SpaceToBatch", "Gather", "GatherNd", "GatherElements", "ScatterNd" and "ScatterElements" (no
+reduction), "PoolMax2d", "PoolAvg2d", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+"Resize", "ResizeBilinear", "ResizeNearestNeighbor";
 qnnemu/ops/shape.py, gather.py, pool.py, reduce.py, resize.py).
 Kernels: csrc/eng_movement.c.
 
@@ -557,6 +557,29 @@ def scatter_nd(ctx) -> None:
     ctx.emit("qe_k_scatter_nd", (srcs[0], srcs[1], result_buffer(ctx, 0, dtype), ctx.input_raw(1)),
              (dtype.itemsize, int(np.prod(shape[:k], dtype=np.int64)), int(np.prod(shape[k:], dtype=np.int64)),
               int(np.prod(i_shape[:-1], dtype=np.int64)), k, code, *shape[:k]))
+
+
+@lowers("GatherElements", "ScatterElements")
+def elements(ctx) -> None:
+    """GatherElements, and ScatterElements without reduction: element by element along the axis
+    (``qe_k_elements``; an index the op reads 0 at or skips, with a warning, is left to its
+    Python step, QE_RC_PYTHON)."""
+    op = ctx.impl
+    scatter = type(op) is gather_ops.ScatterElements
+    if type(op) not in (gather_ops.GatherElements, gather_ops.ScatterElements) or ctx.n_out != 1:
+        raise Unsupported("a wrapped GatherElements / ScatterElements")
+    if scatter and int(op.param_values.get("reduction", gather_ops.RED_NONE)) != gather_ops.RED_NONE:
+        raise Unsupported("ScatterElements with a reduction")
+    code = _DYN_INDEX_CODES.get(ctx.in_dtype(1))
+    if code is None or ctx.in_conv(1) is not None:
+        raise Unsupported(f"{ctx.node.op_type} with {ctx.in_dtype(1)} indices")
+    shape, i_shape = ctx.in_shape(0), ctx.in_shape(1)
+    if not 1 <= len(shape) <= 8 or len(i_shape) != len(shape):
+        raise Unsupported(f"rank {len(shape)}")
+    axis = int(op.param_values.get("axis", 0)) % len(shape)
+    srcs, dtype = _same_received(ctx, [0, 2] if scatter else [0])
+    bufs = (srcs[0], result_buffer(ctx, 0, dtype), ctx.input_raw(1)) + ((srcs[1],) if scatter else ())
+    ctx.emit("qe_k_elements", bufs, (int(scatter), dtype.itemsize, len(shape), axis, code, *i_shape, *shape))
 
 
 def _op_maps(ctx, op, data: list[int]) -> list[np.ndarray]:
