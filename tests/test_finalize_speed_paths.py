@@ -176,6 +176,41 @@ def test_qgemm_pack_layout(seed, k, n, transposed):
     assert np.array_equal(wsum[:n], ref_sum), "column sums differ"
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_large_operands_split_over_threads_pack_the_same_bytes(transposed):
+    """qe_qgemm_pack and qe_weight_codes split large operands over the pool's threads by column
+    blocks / channel ranges (from 256 Ki weights): the same packed bytes, sums and values as
+    the layouts they must have (a 1152 x 700 operand: several ranges, a partial last block)."""
+    lib, _ = _fast.library()
+    before = _fast.threads()
+    _fast.set_threads(3)     # (2 cores here: 3 ranges still run, some on the same core)
+    try:
+        _split_operands(lib, transposed)
+    finally:
+        _fast.set_threads(before)
+
+
+def _split_operands(lib, transposed: bool) -> None:
+    rng = np.random.default_rng(21)
+    k, n = 1152, 700
+    b = rng.integers(-128, 128, (n, k)).astype(np.int8).T if transposed else \
+        rng.integers(-128, 128, (k, n)).astype(np.int8)
+    packed, wsum = _fast_qgemm.pack(b)
+    kp = int(lib.qe_qgemm_packed_size(k, n)) // (16 * -(-n // 16))
+    ref, ref_sum = _pack_reference(b, kp)
+    assert np.array_equal(packed, ref), f"packed layout of [{k}, {n}] split over threads differs"
+    assert np.array_equal(wsum[:n], ref_sum), "column sums split over threads differ"
+    codes = rng.integers(0, 256, (k, n)).astype(np.uint8)
+    off = rng.integers(-300, 300, n).astype(np.float64)
+    values, factor, wsum, wabs = quant.htp_int8_weight_codes(codes, off, 1, True)
+    with np.errstate(all="ignore"):
+        want, want_factor = quant.htp_int8_weights(codes.astype(np.float64) + off, 1)
+    assert np.array_equal(values.astype(np.float64), want), "weight codes split over threads differ"
+    assert np.array_equal(factor, want_factor), "requantization factors differ"
+    assert np.array_equal(wsum, want.sum(axis=0)) and np.array_equal(wabs, np.abs(want).sum(axis=0)), \
+        "per-channel sums split over threads differ"
+
+
 # -- IntegerAccumulation: fast path == float64 route -----------------------------------------------
 
 def _build(op: str, seed: int, unsigned_w: bool, per_channel: bool, x_dtype: int):
