@@ -290,6 +290,31 @@ def test_depthwise_conv2d_bit_identical(h, w, c_in, mult, fh, fw, s, d, pad, sta
     check(b, feeds, f"DepthWiseConv2d x{(1, h, w, c_in)} f{(fh, fw, 1, c_out)} s{s} d{d} p{pad}")
 
 
+@pytest.mark.parametrize("mult,k,s,pad", [(2, 3, 1, 1), (3, 5, 2, 2), (7, 3, 1, 0)])
+def test_depthwise_channel_multiplier_sums_taps_in_order(mult, k, s, pad):
+    """A channel multiplier above 1 (each input channel feeding ``mult`` outputs): the bias, then
+    per tap in order the float32 product added (no fused multiply-add), as a multiplier of 1
+    sums; the vector path of the expanded input pixel gives exactly those bytes."""
+    rng = np.random.default_rng(mult * 10 + k)
+    h, w, c_in = 9, 8, 5
+    c_out = c_in * mult
+    x = rand(rng, (1, h, w, c_in), zeros=True)
+    f, bias = rand(rng, (k, k, 1, c_out)), rand(rng, (c_out,))
+    oh, ow = (h + 2 * pad - k) // s + 1, (w + 2 * pad - k) // s + 1
+    got = _fast.depthwise2d(x, f, bias, (s, s), ((pad, pad), (pad, pad)), (1, 1), (oh, ow))
+    want = np.empty_like(got)
+    for oy in range(oh):
+        for ox in range(ow):
+            acc = bias.copy()
+            for ky in range(k):
+                for kx in range(k):
+                    iy, ix = oy * s - pad + ky, ox * s - pad + kx
+                    if 0 <= iy < h and 0 <= ix < w:
+                        acc = acc + np.repeat(x[0, iy, ix], mult) * f[ky, kx, 0]
+            want[0, oy, ox] = acc
+    assert got.tobytes() == want.tobytes(), f"multiplier {mult}, {k}x{k} stride {s}: taps summed in order"
+
+
 @pytest.mark.parametrize("k,s,c", [(3, 1, 40), (3, 2, 16), (5, 1, 24), (5, 2, 7)])
 def test_depthwise_register_filter_kernels(k, s, c):
     """3x3 and 5x5 depthwise steps (the AVX-512 kernels that hold the filter in registers, with
