@@ -1519,9 +1519,9 @@ void qe_col2im2d(int n, int h, int w, int group, int cog, int fh, int fw, int oh
 /* NHWC input [n,h,w,c_in], filter [fh,fw,1,c_out] with c_out = c_in * mult (output channel o
  * reads input channel o / mult), optional bias [c_out], output [n,oh,ow,c_out].
  * Channels are processed in blocks of 32 held in registers across all taps. */
-/* Output channels of a depthwise convolution with a channel multiplier above 1 that the
- * vector path takes (a stack row of them). */
-#define DW_MULT_MAX 8192
+/* Output channels a depthwise step expands per block (the channel tail, or every channel when
+ * the multiplier is above 1). */
+#define DW_EXPAND 1024
 
 ALWAYS_INLINE void depthwise_body(int h, int w, int c_in, int fh, int fw, int c_out,
                                   int oh, int ow, int sh, int sw, int pt, int pl, int dh,
@@ -1578,30 +1578,11 @@ ALWAYS_INLINE void depthwise_body(int h, int w, int c_in, int fh, int fw, int c_
                 /* channel tail, and every channel when mult > 1 */
                 for (int o = c; o < c_out; o++) out[o] = bias ? bias[o] : 0.0f;
                 if (c == c_out) continue;
-                if (mult > 1 && c_out <= DW_MULT_MAX) {
-                    /* each tap's input pixel expanded to the output channels (input channel
-                     * o / mult at o), then 8 products and sums at a time: the same operations
-                     * in the same order as the loop below (which divided per element: 15x
-                     * slower per output than a multiplier of 1) */
-                    float expd[DW_MULT_MAX];
-                    for (int ky = 0; ky < fh; ky++) {
-                        int iy = oy * sh - pt + ky * dh;
-                        if (iy < 0 || iy >= h) continue;
-                        for (int kx = 0; kx < fw; kx++) {
-                            int ix = ox * sw - pl + kx * dw;
-                            if (ix < 0 || ix >= w) continue;
-                            const float *in = x + (((long)b * h + iy) * w + ix) * c_in;
-                            const float *wt = f + ((long)ky * fw + kx) * c_out;
-                            for (int ci = 0, o = 0; ci < c_in; ci++)
-                                for (int m = 0; m < mult; m++) expd[o++] = in[ci];
-                            int o = 0;
-                            for (; o + 8 <= c_out; o += 8)
-                                st8(out + o, ld8(out + o) + ld8(expd + o) * ld8(wt + o));
-                            for (; o < c_out; o++) out[o] += expd[o] * wt[o];
-                        }
-                    }
-                    continue;
-                }
+                /* each tap's input pixel expanded to the output channels (input channel o / mult
+                 * at o) a block at a time, then 8 products and sums at a time: the same
+                 * operations in the same order as a scalar loop (which divided per element: 15x
+                 * slower per output than a multiplier of 1) */
+                float expd[DW_EXPAND];
                 for (int ky = 0; ky < fh; ky++) {
                     int iy = oy * sh - pt + ky * dh;
                     if (iy < 0 || iy >= h) continue;
@@ -1610,7 +1591,19 @@ ALWAYS_INLINE void depthwise_body(int h, int w, int c_in, int fh, int fw, int c_
                         if (ix < 0 || ix >= w) continue;
                         const float *in = x + (((long)b * h + iy) * w + ix) * c_in;
                         const float *wt = f + ((long)ky * fw + kx) * c_out;
-                        for (int o = c; o < c_out; o++) out[o] += in[o / mult] * wt[o];
+                        /* blocks of whole input channels (c is 0 when mult > 1) */
+                        int blk = DW_EXPAND / mult * mult;
+                        for (int o0 = c; o0 < c_out; o0 += blk) {
+                            int n = c_out - o0 < blk ? c_out - o0 : blk;
+                            for (int ci = o0 / mult, q = 0; q < n; ci++)
+                                for (int m = 0; m < mult; m++) expd[q++] = in[ci];
+                            float *ob = out + o0;
+                            const float *wb = wt + o0;
+                            int q = 0;
+                            for (; q + 8 <= n; q += 8)
+                                st8(ob + q, ld8(ob + q) + ld8(expd + q) * ld8(wb + q));
+                            for (; q < n; q++) ob[q] += expd[q] * wb[q];
+                        }
                     }
                 }
     }
