@@ -413,14 +413,37 @@ U32 = Q.QNN_DATATYPE_UINT_32
 INDEX_NP = {I32: np.int32, U32: np.uint32, I64: np.int64}
 
 
+def index_op_context(dtype):
+    """A context for an index op's graph: float32 on SM8550 (v68 has no float Gather family of
+    dynamic indices, docs/op-support.md; SM8550's float16 math rounds the values), codes on v68."""
+    return new_context(model=model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None)) if dtype == F32 else new_context()
+
+
+def random_values(rng, dtype, shape) -> np.ndarray:
+    """Float32 values, or uint8 codes, of ``shape``."""
+    if dtype == F32:
+        return rng.standard_normal(shape).astype(np.float32)
+    return rng.integers(0, 256, shape).astype(np.uint8)
+
+
+def finalize_index_op(b, op: str, kernel: str) -> None:
+    """Finalizes ``b`` (skips when the HTP model refuses the configuration, as the vendor's
+    graphFinalize does) and checks the node is one ``kernel`` step, no fallback."""
+    try:
+        b.graph.finalize()
+    except QnnError as exc:   # a configuration the HTP has no kernel for (docs/op-support.md)
+        assert exc.rule == "QNNEMU-htp-op-finalize", f"{op} finalizes or the HTP refuses it: {exc}"
+        pytest.skip(f"the HTP model refuses this {op} ({exc})")
+    engine = b.graph.plan.engine
+    assert engine.fallbacks == [] and kernel in engine.kernel_names, \
+        f"{op} lowers to {kernel}: {engine.kernel_names} {engine.fallbacks}"
+
+
 def dynamic_gather_graph(kind: str, index_type: int, *, relu_after: bool):
     """x [6, 5] (``kind``) and indices [6] (``index_type``), both fed at execute -> Gather axis 0
     -> [6, 5], then (float32, ``relu_after``) a Relu running in C after it."""
     dtype, qin, qout = KINDS[kind]
-    # (float32: SM8550, whose float16 math rounds the rows; v68 has no float Gather of dynamic
-    # indices, docs/op-support.md)
-    ctx = new_context(model=model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None)) if dtype == F32 else new_context()
-    b = GraphBuilder(ctx, "dyngather")
+    b = GraphBuilder(index_op_context(dtype), "dyngather")
     x = b.tensor("x", (6, 5), dtype, APP_WRITE, quant=qin)
     idx = b.tensor("idx", (6,), index_type, APP_WRITE)
     g = b.tensor("g", (6, 5), dtype, Q.QNN_TENSOR_TYPE_NATIVE if relu_after else APP_READ, quant=qout)
@@ -430,12 +453,7 @@ def dynamic_gather_graph(kind: str, index_type: int, *, relu_after: bool):
         y = b.tensor("y", (6, 5), dtype, APP_READ)
         b.node("Relu", "relu", [g], [y])
     b.graph.finalize()
-    rng = np.random.default_rng(3)
-    if dtype == F32:
-        xv = rng.standard_normal((6, 5)).astype(np.float32)
-    else:
-        xv = rng.integers(0, 256, (6, 5)).astype(np.uint8)
-    return b, x, idx, y, xv
+    return b, x, idx, y, random_values(np.random.default_rng(3), dtype, (6, 5))
 
 
 @pytest.mark.parametrize("index_type", [I32, U32, I64], ids=["int32", "uint32", "int64"])
@@ -529,24 +547,15 @@ def test_gather_nd_is_one_c_step(kind, batch_dims, x_shape, i_shape, out_shape):
     """GatherNd with indices fed at execute: one qe_k_gather_nd step, the Python plan's bytes; a
     negative index (the op wraps it with a warning) is left to the node's Python step."""
     dtype, qin, qout = KINDS[kind]
-    ctx = new_context(model=model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None)) if dtype == F32 else new_context()
-    b = GraphBuilder(ctx, "gathernd")
+    b = GraphBuilder(index_op_context(dtype), "gathernd")
     x = b.tensor("x", x_shape, dtype, APP_WRITE, quant=qin)
     idx = b.tensor("idx", i_shape, I32, APP_WRITE)
     y = b.tensor("y", out_shape, dtype, APP_READ, quant=qout)
     b.node("GatherNd", "gnd", [x, idx], [y], batch_dims=batch_dims)
     try:
-        try:
-            b.graph.finalize()
-        except QnnError as exc:   # a configuration the HTP has no kernel for (docs/op-support.md)
-            assert exc.rule == "QNNEMU-htp-op-finalize", f"GatherNd finalizes or the HTP refuses it: {exc}"
-            pytest.skip(f"the HTP model refuses this GatherNd ({exc})")
-        engine = b.graph.plan.engine
-        assert engine.fallbacks == [] and "qe_k_gather_nd" in engine.kernel_names, \
-            f"GatherNd lowers to qe_k_gather_nd: {engine.kernel_names} {engine.fallbacks}"
+        finalize_index_op(b, "GatherNd", "qe_k_gather_nd")
         rng = np.random.default_rng(4)
-        xv = rng.standard_normal(x_shape).astype(np.float32) if dtype == F32 else \
-            rng.integers(0, 256, x_shape).astype(np.uint8)
+        xv = random_values(rng, dtype, x_shape)
         dims = x_shape[batch_dims:batch_dims + i_shape[-1]]
         ind = np.stack([rng.integers(0, d, i_shape[:-1]) for d in dims], axis=-1).astype(np.int32)
         check_plan(b.graph.plan, {x.id: xv, idx.id: ind})
@@ -566,28 +575,16 @@ def test_scatter_nd_is_one_c_step(kind, x_shape, i_shape, u_shape):
     plan's bytes (a repeated tuple included); a tuple outside the data (the op skips its update
     with a warning) is left to the node's Python step."""
     dtype, qin, qout = KINDS[kind]
-    ctx = new_context(model=model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None)) if dtype == F32 else new_context()
-    b = GraphBuilder(ctx, "scatternd")
+    b = GraphBuilder(index_op_context(dtype), "scatternd")
     x = b.tensor("x", x_shape, dtype, APP_WRITE, quant=qin)
     idx = b.tensor("idx", i_shape, I32, APP_WRITE)
     u = b.tensor("u", u_shape, dtype, APP_WRITE, quant=qin)
     y = b.tensor("y", x_shape, dtype, APP_READ, quant=qout)
     b.node("ScatterNd", "snd", [x, idx, u], [y])
     try:
-        try:
-            b.graph.finalize()
-        except QnnError as exc:   # a configuration the HTP has no kernel for (docs/op-support.md)
-            assert exc.rule == "QNNEMU-htp-op-finalize", f"ScatterNd finalizes or the HTP refuses it: {exc}"
-            pytest.skip(f"the HTP model refuses this ScatterNd ({exc})")
-        engine = b.graph.plan.engine
-        assert engine.fallbacks == [] and "qe_k_scatter_nd" in engine.kernel_names, \
-            f"ScatterNd lowers to qe_k_scatter_nd: {engine.kernel_names} {engine.fallbacks}"
+        finalize_index_op(b, "ScatterNd", "qe_k_scatter_nd")
         rng = np.random.default_rng(6)
-
-        def values(shape):
-            return rng.standard_normal(shape).astype(np.float32) if dtype == F32 else \
-                rng.integers(0, 256, shape).astype(np.uint8)
-        xv, uv = values(x_shape), values(u_shape)
+        xv, uv = random_values(rng, dtype, x_shape), random_values(rng, dtype, u_shape)
         k = i_shape[-1]
         ind = np.stack([rng.integers(0, d, i_shape[:-1]) for d in x_shape[:k]], axis=-1).astype(np.int32)
         ind[-1] = ind[0]                   # a repeated tuple
@@ -608,8 +605,7 @@ def test_gather_and_scatter_elements_are_one_c_step(op, kind, axis, x_shape, i_s
     index outside the axis (the ops read 0 / skip the update, with a warning) is left to the
     node's Python step."""
     dtype, qin, qout = KINDS[kind]
-    ctx = new_context(model=model_from_configs(Q.QNN_SOC_MODEL_SM8550, None, None)) if dtype == F32 else new_context()
-    b = GraphBuilder(ctx, "elements")
+    b = GraphBuilder(index_op_context(dtype), "elements")
     scatter = op == "ScatterElements"
     x = b.tensor("x", x_shape, dtype, APP_WRITE, quant=qin)
     idx = b.tensor("idx", i_shape, I32, APP_WRITE)
@@ -620,22 +616,12 @@ def test_gather_and_scatter_elements_are_one_c_step(op, kind, axis, x_shape, i_s
     y = b.tensor("y", x_shape if scatter else i_shape, dtype, APP_READ, quant=qout)
     b.node(op, "el", ins, [y], axis=axis)
     try:
-        try:
-            b.graph.finalize()
-        except QnnError as exc:   # a configuration the HTP has no kernel for (docs/op-support.md)
-            assert exc.rule == "QNNEMU-htp-op-finalize", f"{op} finalizes or the HTP refuses it: {exc}"
-            pytest.skip(f"the HTP model refuses this {op} ({exc})")
-        engine = b.graph.plan.engine
-        assert engine.fallbacks == [] and "qe_k_elements" in engine.kernel_names, \
-            f"{op} lowers to qe_k_elements: {engine.kernel_names} {engine.fallbacks}"
+        finalize_index_op(b, op, "qe_k_elements")
         rng = np.random.default_rng(9)
-
-        def values(shape):
-            return rng.standard_normal(shape).astype(np.float32) if dtype == F32 else \
-                rng.integers(0, 256, shape).astype(np.uint8)
-        feeds = {x.id: values(x_shape), idx.id: rng.integers(0, x_shape[axis], i_shape).astype(np.int32)}
+        feeds = {x.id: random_values(rng, dtype, x_shape),
+                 idx.id: rng.integers(0, x_shape[axis], i_shape).astype(np.int32)}
         if scatter:
-            feeds[u.id] = values(i_shape)
+            feeds[u.id] = random_values(rng, dtype, i_shape)
         check_plan(b.graph.plan, feeds)
         feeds[idx.id].reshape(-1)[2] = x_shape[axis]     # outside: the node's Python step
         check_plan(b.graph.plan, feeds)
