@@ -381,22 +381,23 @@ static double sig_exp2_16[16];
 /* 2^(j/4), j = 0..3, with j << 50 subtracted (the AVX2 pass: n = 4 k + j) */
 static double sig_exp2_4[4] __attribute__((aligned(32)));
 static pthread_once_t sig_once = PTHREAD_ONCE_INIT;
+/* t[j] = the bits of 2^(j/n) minus j << (52 - log2 n), j < n (n = 2^log2n). */
+static void exp2_table(double *t, int log2n)
+{
+    int n = 1 << log2n;
+    for (int j = 0; j < n; j++) {
+        double v = exp2((double)j / n);
+        int64_t bits;
+        memcpy(&bits, &v, sizeof bits);
+        bits -= (int64_t)j << (52 - log2n);
+        memcpy(&t[j], &bits, sizeof bits);
+    }
+}
+
 static void sig_table_init(void)
 {
-    for (int j = 0; j < 16; j++) {
-        double t = exp2((double)j / 16.0);
-        int64_t bits;
-        memcpy(&bits, &t, sizeof bits);
-        bits -= (int64_t)j << 48;
-        memcpy(&sig_exp2_16[j], &bits, sizeof bits);
-    }
-    for (int j = 0; j < 4; j++) {
-        double t = exp2((double)j / 4.0);
-        int64_t bits;
-        memcpy(&bits, &t, sizeof bits);
-        bits -= (int64_t)j << 50;
-        memcpy(&sig_exp2_4[j], &bits, sizeof bits);
-    }
+    exp2_table(sig_exp2_16, 4);
+    exp2_table(sig_exp2_4, 2);
 }
 
 /* Fallback window: lanes whose float64 result lies within SIG_WINDOW float64 units of a float32
