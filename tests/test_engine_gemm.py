@@ -4,13 +4,10 @@ float16 math) lower to C steps without fallbacks, and their results equal the Py
 for byte; the C GEMM's results do not depend on its thread count."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from helpers.binary_builders import APP_READ, APP_WRITE, STATIC, GraphBuilder, new_context
+from helpers.isa_probe import digests_by_isa
 from hypothesis import given, strategies as st
 
 from qnnemu.core.device import model_from_configs
@@ -353,13 +350,7 @@ def test_depthwise_avx512_equals_avx2():
     then + in * w per tap, no fused multiply-add): the same bytes with QNNEMU_KERNELS_ISA=avx2."""
     if not _fast._lib.qe_gemm_avx512():
         pytest.skip("no AVX-512 on this CPU")
-    digests = {}
-    for isa in ("", "avx2"):
-        env = dict(os.environ, QNNEMU_KERNELS_ISA=isa)
-        run = subprocess.run([sys.executable, "-c", DEPTHWISE_PROBE], env=env, capture_output=True,
-                             text=True, timeout=120)
-        assert run.returncode == 0, f"the depthwise probe ran (ISA {isa or 'default'}): {run.stderr[-2000:]}"
-        digests[isa or "avx512"] = run.stdout.strip()
+    digests = digests_by_isa(DEPTHWISE_PROBE, "depthwise")
     assert digests["avx512"] == digests["avx2"], f"AVX-512 and AVX2 depthwise results are the same bytes: {digests}"
 
 

@@ -9,12 +9,9 @@ fast path (``qnnemu/ops/_fast.py``) keeps on the calling thread, and that the AV
 gives the bytes of the AVX2 one."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from helpers.isa_probe import digests_by_isa
 
 from qnnemu.ops import _fast
 
@@ -250,11 +247,5 @@ def test_max_pool_avx512_equals_avx2():
     the AVX2 kernel's ``in > out ? in : out``: NaNs of both signs, signed zeros, the zero padding."""
     if not _fast._lib.qe_gemm_avx512():
         pytest.skip("no AVX-512 on this CPU")
-    digests = {}
-    for isa in ("", "avx2"):
-        env = dict(os.environ, QNNEMU_KERNELS_ISA=isa)
-        run = subprocess.run([sys.executable, "-c", MAXPOOL_PROBE], env=env, capture_output=True,
-                             text=True, timeout=120)
-        assert run.returncode == 0, f"the max pooling probe ran (ISA {isa or 'default'}): {run.stderr[-2000:]}"
-        digests[isa or "avx512"] = run.stdout.strip()
+    digests = digests_by_isa(MAXPOOL_PROBE, "max pooling")
     assert digests["avx512"] == digests["avx2"], f"AVX-512 and AVX2 max pooling are the same bytes: {digests}"
