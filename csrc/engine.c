@@ -485,36 +485,58 @@ static void fp16_parallel(const float *x, float *y, int64_t n, int kind, int eve
     qe_pool_run(fp16_piece_run, pieces, sizeof pieces[0], cnt);
 }
 
-/* The same rounding, 16 (AVX-512) or 8 (AVX2) lanes at a time, with the common case first: a
- * vector whose lanes are all zero or at least 2**-14 (a normal float16, or beyond: > 131008,
- * infinity and NaN round to bits above 0x47ffe000 and clamp to it by an unsigned minimum) needs
- * only the bit-13 rounding; a vector with a float16 subnormal (a nonzero |x| < 2**-14) goes
- * through fp16_round_block.  The same bits as fp16_round_block for every float32 (checked over
- * all 2**32 patterns in both tie modes: tests/test_engine_convert.py samples them, the
- * exhaustive run is tools/exhaustive_fp16_round.py). */
-__attribute__((target("avx512f"))) static void fp16_round_avx512(const float *x, float *y, int64_t n,
-                                                               int even)
+/* The same rounding, 16 (AVX-512) or 8 (AVX2) lanes at a time.  A normal float16 (or beyond:
+ * > 131008, infinity and NaN round to bits above 0x47ffe000 and clamp to it by an unsigned
+ * minimum) needs only the bit-13 rounding; a vector with a float16 subnormal (a nonzero
+ * |x| < 2**-14) also computes those lanes in float arithmetic, all exact: s = |x| * 2**24 (a
+ * power of two), its integer part t (truncation) and fraction s - t, rounded to q (ties even:
+ * the rounding instruction; ties away: t + (fraction >= 0.5)), times 2**-24.  (Conv and GEMM
+ * outputs of random-weight models have a subnormal in a few percent of their vectors: a scalar
+ * loop there took 12% of MobileNetV2 in float16 math.)  The same bits as fp16_round_block for
+ * every float32 (checked over all 2**32 patterns in both tie modes: tests/test_engine_convert.py
+ * samples them, the exhaustive run is tools/exhaustive_fp16_round.py). */
+/* One vector of 16 lanes rounded (the sign back included); 'sub' the float16-subnormal lanes. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512i fp16_round16(__m512i v, int even)
 {
-    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), min_normal = _mm512_set1_epi32(0x38800000);
-    const __m512i top = _mm512_set1_epi32(0x47ffe000), keep = _mm512_set1_epi32((int)0xffffe000u);
-    const __m512i half = _mm512_set1_epi32(even ? 0x0fff : 0x1000), one = _mm512_set1_epi32(1);
-    int64_t k = 0;
-    for (; k + 16 <= n; k += 16) {
-        __m512i v = _mm512_loadu_si512((const void *)(x + k));
-        __m512i bits = _mm512_and_si512(v, absmask);
-        __mmask16 sub = _mm512_mask_cmpneq_epi32_mask(_mm512_cmplt_epu32_mask(bits, min_normal), bits,
-                                                      _mm512_setzero_si512());
-        if (__builtin_expect(sub != 0, 0)) {
-            fp16_round_block(x + k, y + k, 16, even);
-            continue;
-        }
-        __m512i add = even ? _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(bits, 13), one)) : half;
-        __m512i rb = _mm512_and_si512(_mm512_add_epi32(bits, add), keep);
-        rb = _mm512_min_epu32(rb, top);
-        rb = _mm512_or_si512(rb, _mm512_andnot_si512(absmask, v));   /* the sign back */
-        _mm512_storeu_si512((void *)(y + k), rb);
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+    __m512i bits = _mm512_and_si512(v, absmask);
+    __mmask16 sub = _mm512_mask_cmpneq_epi32_mask(
+        _mm512_cmplt_epu32_mask(bits, _mm512_set1_epi32(0x38800000)), bits, _mm512_setzero_si512());
+    __m512i add = even ? _mm512_add_epi32(_mm512_set1_epi32(0x0fff),
+                                          _mm512_and_si512(_mm512_srli_epi32(bits, 13), _mm512_set1_epi32(1)))
+                       : _mm512_set1_epi32(0x1000);
+    __m512i rb = _mm512_and_si512(_mm512_add_epi32(bits, add), _mm512_set1_epi32((int)0xffffe000u));
+    rb = _mm512_min_epu32(rb, _mm512_set1_epi32(0x47ffe000));
+    /* the subnormal lanes always (a branch on them mispredicts: they are common) */
+    __m512 sc = _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(16777216.0f));
+    __m512 q;
+    if (even) {
+        q = _mm512_roundscale_ps(sc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+        __m512 t = _mm512_roundscale_ps(sc, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        __mmask16 up = _mm512_cmp_ps_mask(_mm512_sub_ps(sc, t), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+        q = _mm512_mask_add_ps(t, up, t, _mm512_set1_ps(1.0f));
     }
-    if (k < n) fp16_round_block(x + k, y + k, n - k, even);
+    q = _mm512_mul_ps(q, _mm512_set1_ps(1.0f / 16777216.0f));
+    rb = _mm512_mask_mov_epi32(rb, sub, _mm512_castps_si512(q));
+    return _mm512_or_si512(rb, _mm512_andnot_si512(absmask, v));   /* the sign back */
+}
+
+/* The rounding, then (act 1) a ReLU or (act 2) a clip to [lo, hi] as csrc/kernels.c applies them
+ * (a rounded value is never NaN), in one pass; the tail by masked loads and stores. */
+__attribute__((target("avx512f"))) static void fp16_round_avx512(const float *x, float *y, int64_t n,
+                                                               int even, int act, float lo, float hi)
+{
+    const __m512 l = _mm512_set1_ps(lo), u = _mm512_set1_ps(hi), z = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n; k += 16) {
+        __mmask16 m = n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1u);
+        __m512 r = _mm512_castsi512_ps(fp16_round16(_mm512_maskz_loadu_epi32(m, x + k), even));
+        if (act == 1)
+            r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, z, _CMP_NLE_UQ), r);
+        else if (act == 2)
+            r = _mm512_min_ps(u, _mm512_max_ps(l, r));
+        _mm512_mask_storeu_ps(y + k, m, r);
+    }
 }
 
 __attribute__((target("avx2"))) static void fp16_round_avx2(const float *x, float *y, int64_t n, int even)
@@ -529,20 +551,29 @@ __attribute__((target("avx2"))) static void fp16_round_avx2(const float *x, floa
         __m256i bits = _mm256_and_si256(v, absmask);
         /* (bits < 2**31: a signed compare is an unsigned one) */
         __m256i sub = _mm256_andnot_si256(_mm256_cmpeq_epi32(bits, zero), _mm256_cmpgt_epi32(min_normal, bits));
-        if (__builtin_expect(!_mm256_testz_si256(sub, sub), 0)) {
-            fp16_round_block(x + k, y + k, 8, even);
-            continue;
-        }
         __m256i add = even ? _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(bits, 13), one)) : half;
         __m256i rb = _mm256_and_si256(_mm256_add_epi32(bits, add), keep);
         rb = _mm256_min_epu32(rb, top);
+        if (__builtin_expect(!_mm256_testz_si256(sub, sub), 0)) {
+            __m256 sc = _mm256_mul_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(16777216.0f));
+            __m256 q;
+            if (even) {
+                q = _mm256_round_ps(sc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            } else {
+                __m256 t = _mm256_round_ps(sc, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+                __m256 up = _mm256_cmp_ps(_mm256_sub_ps(sc, t), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+                q = _mm256_add_ps(t, _mm256_and_ps(up, _mm256_set1_ps(1.0f)));
+            }
+            q = _mm256_mul_ps(q, _mm256_set1_ps(1.0f / 16777216.0f));
+            rb = _mm256_blendv_epi8(rb, _mm256_castps_si256(q), sub);
+        }
         rb = _mm256_or_si256(rb, _mm256_and_si256(v, sign));
         _mm256_storeu_si256((__m256i *)(y + k), rb);
     }
     if (k < n) fp16_round_block(x + k, y + k, n - k, even);
 }
 
-static void fp16_round_fast(const float *x, float *y, int64_t n, int even)
+static int fp16_level(void)
 {
     static int level = -1;
     if (level < 0) {
@@ -552,7 +583,13 @@ static void fp16_round_fast(const float *x, float *y, int64_t n, int even)
         if (force && strcmp(force, "avx2") == 0 && level > 1) level = 1;
         if (force && strcmp(force, "sse") == 0) level = 0;
     }
-    if (level == 2) fp16_round_avx512(x, y, n, even);
+    return level;
+}
+
+static void fp16_round_fast(const float *x, float *y, int64_t n, int even)
+{
+    int level = fp16_level();
+    if (level == 2) fp16_round_avx512(x, y, n, even, 0, 0.0f, 0.0f);
     else if (level == 1) fp16_round_avx2(x, y, n, even);
     else fp16_round_block(x, y, n, even);
 }
@@ -560,6 +597,15 @@ static void fp16_round_fast(const float *x, float *y, int64_t n, int even)
 /* y[0:n] rounded to float16 values in place on the calling thread (ties: 0 away, 1 even): the
  * epilogue of a GEMM or convolution in float16 math (csrc/kernels.c), qe_k_fp16_round's values. */
 void qe_fp16_round_inplace(float *y, int64_t n, int even) { fp16_round_fast(y, y, n, even); }
+
+/* The same rounding and then act (1 ReLU, 2 clip to [lo, hi]) in one pass when AVX-512 is on:
+ * returns 1 then, 0 (nothing done) otherwise. */
+int qe_fp16_round_act_inplace(float *y, int64_t n, int even, int act, float lo, float hi)
+{
+    if (fp16_level() != 2) return 0;
+    fp16_round_avx512(y, y, n, even, act, lo, hi);
+    return 1;
+}
 
 /* p: x, y; i: n, ties (0 away, 1 even); i[2] if present: 1 runs the plain loop alone (the
  * tests compare the two). */

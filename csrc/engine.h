@@ -35,6 +35,7 @@ int qe_k_cast(const qe_args *a);
 int qe_k_nan_to_num(const qe_args *a);
 int qe_k_dequant64(const qe_args *a);
 void qe_fp16_round_inplace(float *y, int64_t n, int even);
+int qe_fp16_round_act_inplace(float *y, int64_t n, int even, int act, float lo, float hi);
 /* QE_RC_PYTHON, for the engine's Python side */
 int qe_rc_python(void);
 /* cdef end */

@@ -749,11 +749,21 @@ static void act_block(float *C, long ldc, long rows, long cols, int mode, float 
     if (mode == QE_ACT_NONE || rows <= 0 || cols <= 0) return;
     if (QE_ACT_ROUND(mode)) {   /* float16 math: the rounding first, then the activation */
         int even = QE_ACT_ROUND(mode) == 2;
+        int act = QE_ACT_MODE(mode);
+        if (act == QE_ACT_RELU || act == QE_ACT_CLIP) {   /* one pass when it can */
+            int done = 1;
+            if (cols == ldc || rows == 1)
+                done = qe_fp16_round_act_inplace(C, rows * cols, even, act, lo, hi);
+            else
+                for (long r = 0; r < rows && done; r++)
+                    done = qe_fp16_round_act_inplace(C + r * ldc, cols, even, act, lo, hi);
+            if (done) return;
+        }
         if (cols == ldc || rows == 1)
             qe_fp16_round_inplace(C, rows * cols, even);
         else
             for (long r = 0; r < rows; r++) qe_fp16_round_inplace(C + r * ldc, cols, even);
-        mode = QE_ACT_MODE(mode);
+        mode = act;
         if (mode == QE_ACT_SILU16 || mode == QE_ACT_SILU16_SX) {   /* its tables (eng_eltwise.c) */
             int x_first = mode == QE_ACT_SILU16;
             if (cols == ldc || rows == 1)

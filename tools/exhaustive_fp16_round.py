@@ -3,8 +3,8 @@ csrc/engine.c: the HTP's float16 grid of float16-math results, ``htp_fp16_round`
 qnnemu/ops/base.py).
 
 Runs every float32 bit pattern (2^32, in chunks of consecutive patterns, so that 16 neighbours
-share a vector: the normal range goes through the fast vector path, the float16 subnormal range
-through the plain loop) through the kernel as the engine calls it and through its plain loop
+share a vector: the normal range and the float16 subnormal range each fill whole vectors of the
+fast path) through the kernel as the engine calls it and through its plain loop
 alone (``i[2] = 1``), in both tie modes, and prints how many results differ::
 
     python3 tools/exhaustive_fp16_round.py [--chunk-bits 24]
