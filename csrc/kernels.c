@@ -1656,6 +1656,45 @@ static void dw512_##FH##x##FW(const void *ctx, long p0, long p1)                
             __m512 bv = a->bias ? _mm512_maskz_loadu_ps(m, a->bias + c0)                      \
                                 : _mm512_setzero_ps();                                        \
             float *yo = a->y + p * c + c0;                                                    \
+            /* Stride and dilation 1: blocks of 8 pixels, each input vector loaded once per   \
+             * filter row and used by up to FW pixels (8 chains of adds); the taps outside     \
+             * the row are masked off the adds (the sum keeps its bits, as when skipped), the  \
+             * pixels past the run are not stored. */                                         \
+            if (a->sw == 1 && a->dw == 1) {                                                   \
+                for (int q = 0; q < run; q += 8) {                                            \
+                    int xl = ox0 + q - a->pl, np = run - q < 8 ? run - q : 8;                 \
+                    int inside = xl >= 0 && xl + 8 + FW - 1 <= a->w;  /* no masks needed */  \
+                    __mmask16 vm[8 + FW - 1];                                                 \
+                    for (int i = 0; i < 8 + FW - 1; i++)                                      \
+                        vm[i] = xl + i >= 0 && xl + i < a->w ? m : (__mmask16)0;              \
+                    __m512 s[8], in[8 + FW - 1];                                              \
+                    for (int o = 0; o < 8; o++) s[o] = bv;                                    \
+                    for (int ky = 0; ky < FH; ky++) {                                         \
+                        int iy = oy * a->sh - a->pt + ky * a->dh;                             \
+                        if (iy < 0 || iy >= a->h) continue;                                   \
+                        const float *xr = xb + ((long)iy * a->w + xl) * c + c0;               \
+                        for (int i = 0; i < 8 + FW - 1; i++)                                  \
+                            in[i] = _mm512_maskz_loadu_ps(vm[i], xr + (long)i * c);           \
+                        if (inside) {                                                         \
+                            for (int kx = 0; kx < FW; kx++) {                                 \
+                                __m512 wk = wv[ky * FW + kx];                                 \
+                                for (int o = 0; o < 8; o++)                                   \
+                                    s[o] = _mm512_add_ps(s[o], _mm512_mul_ps(in[o + kx], wk)); \
+                            }                                                                 \
+                        } else {                                                              \
+                            for (int kx = 0; kx < FW; kx++) {                                 \
+                                __m512 wk = wv[ky * FW + kx];                                 \
+                                for (int o = 0; o < 8; o++)                                   \
+                                    s[o] = _mm512_mask_add_ps(s[o], vm[o + kx], s[o],         \
+                                                              _mm512_mul_ps(in[o + kx], wk)); \
+                            }                                                                 \
+                        }                                                                     \
+                    }                                                                         \
+                    for (int o = 0; o < np; o++)                                              \
+                        _mm512_mask_storeu_ps(yo + (long)(q + o) * c, m, act512(s[o], a->act, alo, ahi)); \
+                }                                                                             \
+                continue;                                                                     \
+            }                                                                                 \
             /* 4 pixels whose taps are all inside the row at a time (4 independent chains of \
              * adds), the others one by one */                                                \
             for (int q = 0; q < run;) {                                                       \

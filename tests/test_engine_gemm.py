@@ -312,12 +312,14 @@ def test_depthwise_channel_multiplier_sums_taps_in_order(mult, k, s, pad):
     assert got.tobytes() == want.tobytes(), f"multiplier {mult}, {k}x{k} stride {s}: taps summed in order"
 
 
-@pytest.mark.parametrize("k,s,c", [(3, 1, 40), (3, 2, 16), (5, 1, 24), (5, 2, 7)])
-def test_depthwise_register_filter_kernels(k, s, c):
-    """3x3 and 5x5 depthwise steps (the AVX-512 kernels that hold the filter in registers, with
-    interior runs of 4 pixels, borders and a channel tail) run in C, bit identical."""
-    rng = np.random.default_rng(k * 100 + s * 10 + c)
-    h, w, pad = 13, 11, k // 2
+@pytest.mark.parametrize("k,s,c,w", [(3, 1, 40, 11), (3, 2, 16, 11), (5, 1, 24, 11), (5, 2, 7, 11),
+                                     (3, 1, 17, 29), (5, 1, 33, 30)])
+def test_depthwise_register_filter_kernels(k, s, c, w):
+    """3x3 and 5x5 depthwise steps (the AVX-512 kernels: stride 1 in blocks of 8 pixels, inside
+    the row or with the outside taps masked; other strides with the filter in registers, interior
+    runs of 4 pixels and borders; a channel tail) run in C, bit identical."""
+    rng = np.random.default_rng(k * 100 + s * 10 + c + w)
+    h, pad = 13, k // 2
     oh, ow = (h + 2 * pad - k) // s + 1, (w + 2 * pad - k) // s + 1
     b = GraphBuilder(new_context(), "dwk")
     x = b.tensor("x", (1, h, w, c), type_=APP_WRITE)
@@ -333,7 +335,8 @@ import hashlib, numpy as np
 from qnnemu.ops import _fast
 rng = np.random.default_rng(5)
 out = []
-for h, w, c, k, s in [(13, 11, 40, 3, 1), (12, 9, 19, 3, 2), (10, 12, 24, 5, 1), (9, 7, 7, 5, 2)]:
+for h, w, c, k, s in [(13, 11, 40, 3, 1), (12, 9, 19, 3, 2), (10, 12, 24, 5, 1), (9, 7, 7, 5, 2),
+                      (5, 29, 33, 3, 1), (6, 30, 17, 5, 1)]:
     x = rng.standard_normal((1, h, w, c)).astype(np.float32)
     x[rng.random(x.shape) < 0.2] = -0.0
     f = rng.standard_normal((k, k, 1, c)).astype(np.float32)
