@@ -313,7 +313,7 @@ def test_depthwise_channel_multiplier_sums_taps_in_order(mult, k, s, pad):
 
 
 @pytest.mark.parametrize("k,s,c,w", [(3, 1, 40, 11), (3, 2, 16, 11), (5, 1, 24, 11), (5, 2, 7, 11),
-                                     (3, 1, 17, 29), (5, 1, 33, 30)])
+                                     (3, 1, 17, 29), (5, 1, 33, 30), (5, 2, 18, 31)])
 def test_depthwise_register_filter_kernels(k, s, c, w):
     """3x3 and 5x5 depthwise steps (the AVX-512 kernels: stride 1 in blocks of 8 pixels, inside
     the row or with the outside taps masked; other strides with the filter in registers, interior
@@ -336,7 +336,7 @@ from qnnemu.ops import _fast
 rng = np.random.default_rng(5)
 out = []
 for h, w, c, k, s in [(13, 11, 40, 3, 1), (12, 9, 19, 3, 2), (10, 12, 24, 5, 1), (9, 7, 7, 5, 2),
-                      (5, 29, 33, 3, 1), (6, 30, 17, 5, 1)]:
+                      (5, 29, 33, 3, 1), (6, 30, 17, 5, 1), (7, 31, 18, 5, 2)]:
     x = rng.standard_normal((1, h, w, c)).astype(np.float32)
     x[rng.random(x.shape) < 0.2] = -0.0
     f = rng.standard_normal((k, k, 1, c)).astype(np.float32)
