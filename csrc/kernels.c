@@ -887,6 +887,25 @@ static int gemm_run_seg(const struct gemm_job *j)
                                         ptrs + (long)t * maxseg * SMR, lens + (long)t * maxseg);
                     }
                 }
+                if (kc == K && (long)K * nc <= 8192) {
+                    /* one K block whose packed panels fit in L1 (32 KiB): each row tile
+                     * through every panel, so that C's rows are written whole, in order
+                     * (small-K products are bound by their stores: 12544 x 16 x 96, one core,
+                     * 486 -> 390-455 us; EfficientNet-B0 float about 1% faster) */
+                    for (int t = 0; t < tiles; t++) {
+                        int mr = mc - t * SMR < SMR ? mc - t * SMR : SMR;
+                        for (int jr = 0; jr < nc; jr += NR) {
+                            int nr = nc - jr < NR ? nc - jr : NR;
+                            const float *bb = j->bias ? j->bias + jc + jr : NULL;
+                            ukseg[nr > 16][mr](nseg[t], lens + (long)t * maxseg,
+                                               ptrs + (long)t * maxseg * SMR, Bp + (long)jr * kc,
+                                               j->C + (ic + (long)t * SMR) * j->ldc + jc + jr,
+                                               j->ldc, nr, 1, bb, NULL, 0,
+                                               QE_ACT_IN_STORE(j->act) ? j->act : 0,
+                                               j->act_lo, j->act_hi);
+                        }
+                    }
+                } else
                 for (int jr = 0; jr < nc; jr += NR) {
                     int nr = nc - jr < NR ? nc - jr : NR;
                     const float *bb = j->bias ? j->bias + jc + jr : NULL;

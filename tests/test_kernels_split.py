@@ -204,11 +204,12 @@ _REAL_ONE_THREAD = _fast._OneThread
 
 @pytest.mark.parametrize("rows, k, n, one", [(1, 1280, 1000, False), (8, 512, 512, False),
                                              (1, 64, 64, True), (9, 512, 512, True),
-                                             (128, 256, 1024, True)])
+                                             (64, 256, 128, True), (128, 256, 1024, False)])
 def test_which_products_run_on_the_calling_thread(rows, k, n, one, monkeypatch):
     """A classifier-like product (at most GEMV_MAX_ROWS rows) may split from
-    GEMV_SINGLE_THREAD_MAX_FMAS on; products of more rows keep SINGLE_THREAD_MAX_FMAS (BERT-size
-    FullyConnected steps stay on the calling thread); the engine's lowering asks the same limit."""
+    GEMV_SINGLE_THREAD_MAX_FMAS on; products of more rows keep SINGLE_THREAD_MAX_FMAS (2^22: a
+    BERT-size FullyConnected step splits, a quarter of one does not); the engine's lowering asks the
+    same limit."""
     if not _fast.single_thread_c():
         pytest.skip("the C GEMM has no AVX-512 micro-kernel here")
     monkeypatch.setattr(_OneThreadCount, "entered", 0)

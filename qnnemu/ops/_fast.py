@@ -216,16 +216,19 @@ C_GEMM_MIN_ROWS = 8
 
 
 # Products with fewer multiply-adds than this run on the calling thread only (module docstring):
-# 2**26 take ~3 ms on one AVX-512 core (the FFN FullyConnected of the benchmark BERT is 2**25).
-# QNNEMU_GEMM_SINGLE_THREAD_FMAS overrides it (0: every product may be split, as before).
-SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_GEMM_SINGLE_THREAD_FMAS", "") or (1 << 26))
+# 2**22, ~45 us on one AVX-512 core.  It was 2**26 (~3 ms: every product of the benchmark BERT)
+# while a split could wait a scheduler time slice for a worker on a loaded machine; the pool's
+# split now never waits for a worker that has not started a piece (docs/gemm-threads.md,
+# "BERT-size products split again"): BERT float on SM8550 7.0 -> 6.0 ms on 2 cores.
+# QNNEMU_GEMM_SINGLE_THREAD_FMAS overrides it (0: every product may be split).
+SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_GEMM_SINGLE_THREAD_FMAS", "") or (1 << 22))
 
 
 # Convolutions may be split from this many multiply-adds on (QNNEMU_CONV_SINGLE_THREAD_FMAS;
 # 2**21, ~25 us on one AVX-512 core, twice the C GEMM's own work per thread, 2**20 in
-# csrc/kernels.c): ResNet-50's dozens of 1x1 convolutions and most of MobileNetV2's are below the
-# general limit above, and two cores run them in about 0.55-0.7 of the time on a quiet machine
-# (the pool's workers spin between ops, so a split costs a few microseconds, not a wake-up:
+# csrc/kernels.c): ResNet-50's dozens of 1x1 convolutions and most of MobileNetV2's were below the
+# general limit above when it was 2**26, and two cores run them in about 0.55-0.7 of the time on a
+# quiet machine (the pool's workers spin between ops, so a split costs a few microseconds, not a wake-up:
 # MobileNetV2's 14x14 1x1 convolutions of 2.4-4.8M multiply-adds, 27-56 us, run 1.4-1.5x faster
 # on two threads).  Their products are split into chunks each thread takes from its own block
 # first (csrc/kernels.c run_pieces), so a thread that starts late (its core busy) takes fewer.
@@ -234,8 +237,7 @@ CONV_SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_CONV_SINGLE_THREAD_FMAS
 # Products of at most GEMV_MAX_ROWS rows (a classifier FullyConnected on a batch of 1) may be
 # split from GEMV_SINGLE_THREAD_MAX_FMAS multiply-adds on, by column panels: they stream their
 # weights once (MobileNetV2's 1280 x 1000 classifier: 5 MB, ~0.16 ms on one core), so two cores
-# read them faster, and such products are rare and short in a graph, unlike the BERT-size
-# products SINGLE_THREAD_MAX_FMAS keeps on one thread.
+# read them faster, and such products are rare and short in a graph.
 GEMV_MAX_ROWS = 8
 GEMV_SINGLE_THREAD_MAX_FMAS = int(os.environ.get("QNNEMU_GEMV_SINGLE_THREAD_FMAS", "") or (1 << 20))
 
