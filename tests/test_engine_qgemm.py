@@ -329,7 +329,9 @@ def test_integer_requantization_equals_accrequant(seed, fine, bits, y_bits, sign
     xw = (x_off - shift) * wsum
     tab = _int_requant(rq, n, xw, clmax, wsum, 255 if wide else 0)
     if tab is None:
-        assert fine or bits or y_bits == 16 or k == 4000 or wide or not -6 <= log_ys <= 2, \
+        # (output scales above ~10 make some channels' multipliers too small for the table: at
+        # 10^1.5 about 1 draw in 300 declines, at 10^2 1 in 50; at 10^1 none did in 300)
+        assert fine or bits or y_bits == 16 or k == 4000 or wide or not -6 <= log_ys <= 1, \
             "ordinary 8-bit requantizations get an integer table"
         return
     cl = np.concatenate([rng.integers(-clmax[0], clmax[0] + 1, (300, n)), clmax[None], -clmax[None]]).astype(np.int64)
