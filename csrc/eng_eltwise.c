@@ -369,170 +369,151 @@ EW_INLINE double exp_d(double x)
     return p * scale;
 }
 
-/* ---- Sigmoid: a fast AVX-512 pass that gives the exact formula's bytes ---------------------- */
-/* The exact formula (QE_UN_SIGMOID's definition; the ops' fast path and the engine both run it):
+/* The exact formula (QE_UN_SIGMOID_EXACT; QE_UN_SIGMOID's lanes with |x| > 87 or NaN):
  * 1 / (1 + exp_d(-x)) in float64, rounded once to float32. */
 EW_INLINE float sigmoid_exact(float v) { return (float)(1.0 / (1.0 + exp_d(-(double)v))); }
 
-/* 2^(j/16), j = 0..15 (exp2 of glibc: within 1 ulp of float64, far inside the budget below),
- * stored as bit patterns with j << 48 subtracted: adding n << 48 to entry (n mod 16), n = 16 k + j,
- * gives the bits of 2^k 2^(j/16) in one integer add (n << 48 = k << 52 + j << 48). */
-static double sig_exp2_16[16];
-/* 2^(j/4), j = 0..3, with j << 50 subtracted (the AVX2 pass: n = 4 k + j) */
-static double sig_exp2_4[4] __attribute__((aligned(32)));
-static pthread_once_t sig_once = PTHREAD_ONCE_INIT;
-/* t[j] = the bits of 2^(j/n) minus j << (52 - log2 n), j < n (n = 2^log2n). */
-static void exp2_table(double *t, int log2n)
+/* ---- Sigmoid: a float32 evaluation, the same bits on every ISA --------------------------------
+ * QE_UN_SIGMOID (the Sigmoid op, the SiLU folds, the recurrent ops' gates): float32 operations,
+ * each IEEE-rounded, and the fused multiply-adds the source spells out (the build has
+ * -ffp-contract=off), in the same order in the scalar, AVX2 and AVX-512 code, so every ISA gives
+ * the same bytes:
+ *   a = -|x|; k = rint(a log2(e)); r = a - k ln2 (two fused steps, ln2 in two parts);
+ *   p = e^r by its Taylor polynomial to r^7 / 7! (|r| <= 0.35: truncation below 2^-27);
+ *   t = p 2^k = e^-|x|; d = 1 + t; q = 1 / d from a quadratic start (1% on [1, 2]) and two
+ *   Newton steps (2^-26); sigmoid = q for x >= 0, t q for x < 0 (e^x / (1 + e^x)).
+ * Within 2 float32 ulps of the exact formula (sigmoid_exact, 1 / (1 + exp(-x)) in float64, one
+ * rounding) on every input -- the vendor's own Sigmoid is an approximation (docs/numerics.md) --
+ * at a third of the float64 pass's cost (tools/exhaustive_sigmoid.py: the distribution over all
+ * 2^32 inputs, and the ISAs' bytes compared).  |x| > 87 (where e^-|x| leaves float32's normal
+ * range) and NaN take the exact formula. */
+#define SIG_X_MAX 87.0f
+#define SIG_LOG2E 1.44269502162933349609f
+#define SIG_LN2_HI 0.693145751953125f                   /* 0x3f317200: k ln2_hi is exact */
+#define SIG_LN2_LO 1.428606765330187045e-06f            /* ln2 - ln2_hi */
+#define SIG_Q0 2.12121200561523437500f                  /* ~1 / d on [1, 2] (Chebyshev) */
+#define SIG_Q1 -1.45454549789428710938f
+#define SIG_Q2 0.32323232293128967285f
+
+EW_INLINE float sigmoid_f32(float v)
 {
-    int n = 1 << log2n;
-    for (int j = 0; j < n; j++) {
-        double v = exp2((double)j / n);
-        int64_t bits;
-        memcpy(&bits, &v, sizeof bits);
-        bits -= (int64_t)j << (52 - log2n);
-        memcpy(&t[j], &bits, sizeof bits);
-    }
+    float ax = fabsf(v);
+    if (!(ax <= SIG_X_MAX)) return sigmoid_exact(v);
+    float a = -ax;
+    float k = rintf(a * SIG_LOG2E);
+    float r = fmaf(k, -SIG_LN2_HI, a);
+    r = fmaf(k, -SIG_LN2_LO, r);
+    float p = 1.0f / 5040.0f;
+    p = fmaf(p, r, 1.0f / 720.0f);
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    int32_t sb = ((int32_t)k + 127) * (1 << 23);
+    float scale;
+    memcpy(&scale, &sb, sizeof scale);
+    float t = p * scale;
+    float d = 1.0f + t;
+    float q = fmaf(fmaf(SIG_Q2, d, SIG_Q1), d, SIG_Q0);
+    q = fmaf(q, fmaf(-d, q, 1.0f), q);
+    q = fmaf(q, fmaf(-d, q, 1.0f), q);
+    float dl = (1.0f - d) + t;                      /* d's rounding error, exactly */
+    float e = fmaf(-dl, q, fmaf(-d, q, 1.0f));      /* 1 - (d + dl) q */
+    float tq = t * q;
+    return v >= 0.0f ? fmaf(q, e, q) : fmaf(tq, e, tq);
 }
 
-static void sig_table_init(void)
+__attribute__((target("avx512f,avx512dq,avx512vl"))) static inline __m512 sigmoid16_avx512(__m512 v, __m512 ax)
 {
-    exp2_table(sig_exp2_16, 4);
-    exp2_table(sig_exp2_4, 2);
-}
-
-/* Fallback window: lanes whose float64 result lies within SIG_WINDOW float64 units of a float32
- * rounding midpoint take the exact formula (about 1 lane in 2^11). */
-#define SIG_WINDOW (1LL << 17)
-/* Below this x (or NaN) the exact formula runs: the result is below 2^-125 (float32 subnormals
- * round on another grid) or NaN. */
-#define SIG_X_LOW (-86.5f)
-
-/* Eight lanes of the fast sigmoid, x in float64 (clamped to [-86.5, 700]): s ~ 1 / (1 + e^-x)
- * with a relative error below 2^-38.4:
- * - e^-x = 2^k 2^(j/16) e^r', n = 16 k + j = round(-x 16/ln2), r' = -x - n ln2/16 (|r'| <=
- *   ln2/32; ln2/16 in one part: |n| <= 16200 leaves an error below 2.4e-14 in r'), the sign of x
- *   folded into the constants (x + n ln2/16 = -r' is computed, the polynomial takes -r');
- * - e^r' by a degree-4 near-minimax polynomial on [-ln2/32, ln2/32] (Chebyshev fit: 2.53e-12 =
- *   2^-38.5 with its float64 coefficients), the table entry times 2^k by one integer add;
- * - one division, correctly rounded.
- * The exact formula is within 2^-51 of the true value, so the two differ by less than
- * 2^53 (2^-38.4 + 2^-51) < 2^14.7 float64 units of the result: both round to the same float32
- * unless the result is within SIG_WINDOW = 2^17 units (a margin of 5) of a float32 rounding
- * midpoint.  Those lanes (the 29 bits float32 drops, minus the half-way pattern 2^28, within
- * +-2^17) are returned in *redo and recomputed by the exact formula (as are x < -86.5 and NaN:
- * the caller's mask).  The result therefore equals the exact formula's for every float32 input:
- * checked over all 2^32 of them (tools/exhaustive_sigmoid.py, docs/engine-eltwise.md). */
-__attribute__((target("avx512f,avx512dq,avx512vl"))) static inline __m256
-sigmoid8_avx512(__m512d x, __m512d tlo, __m512d thi, __mmask8 *redo)
-{
-    const __m512d shift = _mm512_set1_pd(EXP_SHIFT), one = _mm512_set1_pd(1.0);
-    __m512d kd = _mm512_fmadd_pd(x, _mm512_set1_pd(-23.083120654223414), shift);   /* -16/ln2 */
-    __m512d kf = _mm512_sub_pd(kd, shift);
-    __m512d rn = _mm512_fmadd_pd(kf, _mm512_set1_pd(0.04332169878499658), x);      /* -r' */
-    __m512i kb = _mm512_castpd_si512(kd);              /* n in the low bits (j = bits 0-3) */
-    __m512d t = _mm512_permutex2var_pd(tlo, kb, thi);
-    __m512d t2k = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), _mm512_slli_epi64(kb, 48)));
-    __m512d p = _mm512_set1_pd(0.04166748124362417);  /* e^r' = p(r'), odd coefficients negated for -r' */
-    p = _mm512_fmadd_pd(p, rn, _mm512_set1_pd(-0.16667155414206147));
-    p = _mm512_fmadd_pd(p, rn, _mm512_set1_pd(0.4999999999044515));
-    p = _mm512_fmadd_pd(p, rn, _mm512_set1_pd(-0.9999999994267068));
-    p = _mm512_fmadd_pd(p, rn, one);
-    /* 1 / d by a reciprocal estimate (relative error below 2^-14) and two Newton steps (2^-28,
-     * then the float64 rounding: a few units): half the cost of vdivpd, the pass's bottleneck */
-    __m512d d = _mm512_fmadd_pd(t2k, p, one);
-    __m512d q = _mm512_rcp14_pd(d);
-    q = _mm512_fmadd_pd(q, _mm512_fnmadd_pd(d, q, one), q);
-    q = _mm512_fmadd_pd(q, _mm512_fnmadd_pd(d, q, one), q);
-    /* (the 29 low bits - (2^28 - W)) mod 2^29 <= 2 W: within W of the half-way pattern 2^28 */
-    __m512i low = _mm512_and_si512(_mm512_sub_epi64(_mm512_castpd_si512(q), _mm512_set1_epi64((1LL << 28) - SIG_WINDOW)),
-                                   _mm512_set1_epi64((1LL << 29) - 1));
-    *redo = _mm512_cmple_epu64_mask(low, _mm512_set1_epi64(2 * SIG_WINDOW));
-    return _mm512_cvtpd_ps(q);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 a = _mm512_sub_ps(_mm512_setzero_ps(), ax);
+    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(SIG_LOG2E)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-SIG_LN2_HI), a);
+    r = _mm512_fmadd_ps(k, _mm512_set1_ps(-SIG_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, one);
+    p = _mm512_fmadd_ps(p, r, one);
+    __m512i sb = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+    __m512 t = _mm512_mul_ps(p, _mm512_castsi512_ps(sb));
+    __m512 d = _mm512_add_ps(one, t);
+    __m512 q = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(SIG_Q2), d, _mm512_set1_ps(SIG_Q1)), d,
+                               _mm512_set1_ps(SIG_Q0));
+    q = _mm512_fmadd_ps(q, _mm512_fnmadd_ps(d, q, one), q);
+    q = _mm512_fmadd_ps(q, _mm512_fnmadd_ps(d, q, one), q);
+    __m512 dl = _mm512_add_ps(_mm512_sub_ps(one, d), t);
+    __m512 e = _mm512_fnmadd_ps(dl, q, _mm512_fnmadd_ps(d, q, one));
+    __m512 tq = _mm512_mul_ps(t, q);
+    __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+    return _mm512_fmadd_ps(_mm512_mask_blend_ps(neg, q, tq), e, _mm512_mask_blend_ps(neg, q, tq));
 }
 
 __attribute__((target("avx512f,avx512dq,avx512vl"))) static void sigmoid_rows_avx512(const float *x,
                                                                                     float *y,
                                                                                     int64_t n)
 {
-    const __m512d tlo = _mm512_loadu_pd(sig_exp2_16), thi = _mm512_loadu_pd(sig_exp2_16 + 8);
-    const __m512 lo = _mm512_set1_ps(SIG_X_LOW), hi = _mm512_set1_ps(700.0f);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 xv = _mm512_loadu_ps(x + i);
-        __mmask16 exact = _mm512_cmp_ps_mask(xv, lo, _CMP_NGE_UQ);       /* x < -86.5 or NaN */
-        /* (max / min return their second operand when one is NaN: such lanes stay NaN) */
-        __m512 v = _mm512_min_ps(hi, _mm512_max_ps(lo, xv));
-        __mmask8 r0, r1;
-        __m256 y0 = sigmoid8_avx512(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), tlo, thi, &r0);
-        __m256 y1 = sigmoid8_avx512(
-            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), tlo, thi, &r1);
-        _mm256_storeu_ps(y + i, y0);
-        _mm256_storeu_ps(y + i + 8, y1);
-        unsigned m = ((unsigned)r0 | (unsigned)r1 << 8) | (unsigned)exact;
-        if (__builtin_expect(m != 0, 0))
+    const __m512 xmax = _mm512_set1_ps(SIG_X_MAX);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 ax = _mm512_abs_ps(v);
+        __mmask16 exact = _mm512_mask_cmp_ps_mask(m, ax, xmax, _CMP_NLE_UQ);   /* |x| > 87, NaN */
+        _mm512_mask_storeu_ps(y + i, m, sigmoid16_avx512(v, ax));
+        if (__builtin_expect(exact != 0, 0))
             for (int l = 0; l < 16; l++)
-                if (m >> l & 1) y[i + l] = sigmoid_exact(x[i + l]);
+                if (exact >> l & 1) y[i + l] = sigmoid_exact(x[i + l]);
     }
-    for (; i < n; i++) y[i] = sigmoid_exact(x[i]);
-}
-
-/* The same pass for AVX2 (+FMA) machines: 8 float32 lanes a step, two halves of 4 float64 lanes;
- * n = round(-x 4/ln2) = 4 k + j, |r'| <= ln2/8, 2^(j/4) from a 4-entry table (vpermps on the
- * doubles' halves), e^r' by a degree-6 near-minimax polynomial (Chebyshev fit on [-ln2/8, ln2/8]:
- * relative error 1.23e-13 = 2^-42.9 with its float64 coefficients; ln2/4 in one part leaves
- * below 1e-14 in r'), then the same division, window and exact fallback as above: the error
- * budget is smaller than the AVX-512 pass's, and all 2^32 inputs were checked the same way
- * (QNNEMU_KERNELS_ISA=avx2 tools/exhaustive_sigmoid.py). */
-__attribute__((target("avx2,fma"))) static inline __m128 sigmoid4_avx2(__m256d x, __m256 tab, int *redo)
-{
-    const __m256d shift = _mm256_set1_pd(EXP_SHIFT), one = _mm256_set1_pd(1.0);
-    __m256d kd = _mm256_fmadd_pd(x, _mm256_set1_pd(-5.7707801635558535), shift);   /* -4/ln2 */
-    __m256d kf = _mm256_sub_pd(kd, shift);
-    __m256d rn = _mm256_fmadd_pd(kf, _mm256_set1_pd(0.17328679513998632), x);      /* -r' */
-    __m256i kb = _mm256_castpd_si256(kd);
-    /* float32 indices (2j, 2j + 1) of the table entry's two halves */
-    __m256i j2 = _mm256_slli_epi64(_mm256_and_si256(kb, _mm256_set1_epi64x(3)), 1);
-    __m256i idx = _mm256_add_epi32(_mm256_shuffle_epi32(j2, 0xA0), _mm256_set_epi32(1, 0, 1, 0, 1, 0, 1, 0));
-    __m256d t = _mm256_castps_pd(_mm256_permutevar8x32_ps(tab, idx));
-    __m256d t2k = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(t), _mm256_slli_epi64(kb, 50)));
-    __m256d p = _mm256_set1_pd(0.0013892147509165275);
-    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(-0.008335940297507852));
-    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(0.041666665443492526));
-    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(-0.16666665688094193));
-    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(0.5000000000011479));
-    p = _mm256_fmadd_pd(p, rn, _mm256_set1_pd(-1.0000000000091829));
-    p = _mm256_fmadd_pd(p, rn, one);
-    __m256d q = _mm256_div_pd(one, _mm256_add_pd(one, _mm256_mul_pd(t2k, p)));
-    __m256i low = _mm256_and_si256(_mm256_sub_epi64(_mm256_castpd_si256(q), _mm256_set1_epi64x((1LL << 28) - SIG_WINDOW)),
-                                   _mm256_set1_epi64x((1LL << 29) - 1));
-    __m256i near = _mm256_cmpgt_epi64(_mm256_set1_epi64x(2 * SIG_WINDOW + 1), low);
-    *redo = _mm256_movemask_pd(_mm256_castsi256_pd(near));
-    return _mm256_cvtpd_ps(q);
 }
 
 __attribute__((target("avx2,fma"))) static void sigmoid_rows_avx2(const float *x, float *y, int64_t n)
 {
-    const __m256 tab = _mm256_load_ps((const float *)sig_exp2_4);
-    const __m256 lo = _mm256_set1_ps(SIG_X_LOW), hi = _mm256_set1_ps(700.0f);
+    const __m256 one = _mm256_set1_ps(1.0f), xmax = _mm256_set1_ps(SIG_X_MAX);
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 xv = _mm256_loadu_ps(x + i);
-        int exact = _mm256_movemask_ps(_mm256_cmp_ps(xv, lo, _CMP_NGE_UQ));   /* x < -86.5 or NaN */
-        __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, xv));
-        int r0, r1;
-        __m128 y0 = sigmoid4_avx2(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), tab, &r0);
-        __m128 y1 = sigmoid4_avx2(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), tab, &r1);
-        _mm_storeu_ps(y + i, y0);
-        _mm_storeu_ps(y + i + 4, y1);
-        unsigned m = (unsigned)(r0 | r1 << 4 | exact);
-        if (__builtin_expect(m != 0, 0))
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 ax = _mm256_and_ps(v, absmask);
+        int exact = _mm256_movemask_ps(_mm256_cmp_ps(ax, xmax, _CMP_NLE_UQ));   /* |x| > 87, NaN */
+        __m256 a = _mm256_sub_ps(_mm256_setzero_ps(), ax);
+        __m256 k = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(SIG_LOG2E)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-SIG_LN2_HI), a);
+        r = _mm256_fmadd_ps(k, _mm256_set1_ps(-SIG_LN2_LO), r);
+        __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+        p = _mm256_fmadd_ps(p, r, one);
+        p = _mm256_fmadd_ps(p, r, one);
+        __m256i sb = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+        __m256 t = _mm256_mul_ps(p, _mm256_castsi256_ps(sb));
+        __m256 d = _mm256_add_ps(one, t);
+        __m256 q = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(SIG_Q2), d, _mm256_set1_ps(SIG_Q1)), d,
+                                   _mm256_set1_ps(SIG_Q0));
+        q = _mm256_fmadd_ps(q, _mm256_fnmadd_ps(d, q, one), q);
+        q = _mm256_fmadd_ps(q, _mm256_fnmadd_ps(d, q, one), q);
+        __m256 dl = _mm256_add_ps(_mm256_sub_ps(one, d), t);
+        __m256 e = _mm256_fnmadd_ps(dl, q, _mm256_fnmadd_ps(d, q, one));
+        __m256 u = _mm256_blendv_ps(q, _mm256_mul_ps(t, q), _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ));
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(u, e, u));
+        if (__builtin_expect(exact != 0, 0))
             for (int l = 0; l < 8; l++)
-                if (m >> l & 1) y[i + l] = sigmoid_exact(x[i + l]);
+                if (exact >> l & 1) y[i + l] = sigmoid_exact(x[i + l]);
     }
-    for (; i < n; i++) y[i] = sigmoid_exact(x[i]);
+    for (; i < n; i++) y[i] = sigmoid_f32(x[i]);
 }
 
-/* The fast pass of this machine (AVX-512, AVX2 + FMA) or the exact formula: the same bytes. */
+/* The vector pass of this machine (AVX-512, AVX2 + FMA), or 0: sigmoid_f32 element by element
+ * (the same bytes). */
 static int sig_fast_level(void)
 {
     static int level = -1;
@@ -680,7 +661,8 @@ EW_INLINE int un_all(int op, const float *x, float *y, int64_t n, const double *
     /* float64 evaluations, rounded once to float32 */
     case QE_UN_EXP: UN_LOOP((float)exp_d((double)v)); break;
     case QE_UN_LOG: UN_LOOP((float)log((double)v)); break;
-    case QE_UN_SIGMOID: case QE_UN_SIGMOID_EXACT: UN_LOOP(sigmoid_exact(v)); break;
+    case QE_UN_SIGMOID: UN_LOOP(sigmoid_f32(v)); break;
+    case QE_UN_SIGMOID_EXACT: UN_LOOP(sigmoid_exact(v)); break;
     case QE_UN_TANH: UN_LOOP((float)tanh_d((double)v)); break;
     case QE_UN_ELU: {  /* max(x, 0) + alpha expm1(min(x, 0)); prm: alpha */
         double al = prm[0];
@@ -774,9 +756,8 @@ int qe_ew_unary_f32(int op, const float *x, float *y, int64_t n, const double *p
     if (op < 0 || op >= QE_UN_COUNT || n < 0) return 2;
     if (!prm) prm = none;
     if (op == QE_UN_GELU) pthread_once(&erf_once, erf_table_init);
-    if (op == QE_UN_SIGMOID) pthread_once(&sig_once, sig_table_init);
     /* the float64 functions cost ~1.5 ns an element here, the rest is memory-bound */
-    double ns = op == QE_UN_SIGMOID && sig_fast_level() ? (sig_fast_level() == 2 ? 0.5 : 0.9)
+    double ns = op == QE_UN_SIGMOID && sig_fast_level() ? (sig_fast_level() == 2 ? 0.2 : 0.4)
               : op >= QE_UN_EXP && op != QE_UN_HTP_RECIP ? 1.5 : 0.3;
     un_ctx c = {op, x, y, prm};
     ew_parallel(un_range, &c, n, ns);
@@ -828,7 +809,6 @@ static void silu_range(const void *cp, int64_t e0, int64_t e1)
  * depends on it), the same float32 values as silu_range. */
 void qe_ew_silu_inplace(float *y, int64_t n, int x_first)
 {
-    pthread_once(&sig_once, sig_table_init);
     silu_ctx c = {y, NULL, y, x_first};
     silu_range(&c, 0, n);
 }
@@ -849,7 +829,6 @@ static void sig16_rows_steps(const float *x, float *s, float *y, int64_t n, int 
 
 static void sig16_init(void)
 {
-    pthread_once(&sig_once, sig_table_init);
     float *v = malloc(sizeof(float) * 65536);
     for (int e = 0; e < 2; e++) {
         sig16_tab[e] = malloc(sizeof(float) * 65536);
@@ -959,7 +938,6 @@ int qe_k_silu_f16(const qe_args *a)
 int qe_k_silu_f32(const qe_args *a)
 {
     if ((a->np != 3 && a->np != 2) || a->ni != 2) return 1;
-    pthread_once(&sig_once, sig_table_init);
     silu_ctx c = {a->p[0], a->np == 3 ? a->p[1] : NULL, a->p[a->np - 1], (int)a->i[1]};
     ew_parallel(silu_range, &c, a->i[0], sig_fast_level() == 2 ? 0.6 : (sig_fast_level() ? 1.0 : 1.8));
     return 0;
@@ -1334,9 +1312,9 @@ int qe_eltwise_isa(char *buf, int n)
     const char *unary = use_avx512() ? "avx512f+dq+vl" : (qe_isa() ? "avx2" : "sse4.2");
     const char *binary = qe_isa() ? "avx2" : "sse4.2";
     const char *fixed = ew_level() == 2 ? "avx512f+bw+dq+vl" : (ew_level() == 1 ? "avx2" : "sse4.2");
-    const char *sigmoid = sig_fast_level() == 2 ? "avx512f+dq+vl" : (sig_fast_level() ? "avx2+fma" : "exact formula");
+    const char *sigmoid = sig_fast_level() == 2 ? "avx512f+dq+vl" : (sig_fast_level() ? "avx2+fma" : "scalar");
     return snprintf(buf, (size_t)n,
-                    "unary/softmax/gelu/norm %s (fast Sigmoid %s), binary %s, fixed-point binary %s, 8-bit tables %s",
+                    "unary/softmax/gelu/norm %s (float32 Sigmoid %s), binary %s, fixed-point binary %s, 8-bit tables %s",
                     unary, sigmoid, binary, fixed, ew_vbmi() ? "avx512vbmi" : "scalar");
 }
 

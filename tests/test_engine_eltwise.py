@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers.binary_builders import APP_READ, APP_WRITE, GraphBuilder, new_context
+from helpers.isa_probe import digests_by_isa
 from helpers.step_kernels import call
 from hypothesis import assume, given, strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
@@ -289,12 +290,14 @@ def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(ia - ib)
 
 
-@pytest.mark.parametrize("name,ref", [
-    ("exp", np.exp), ("log", np.log), ("tanh", np.tanh), ("sin", np.sin), ("atan", np.arctan),
-    ("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x))),
-    ("erf", act.erf), ("gelu", lambda x: 0.5 * x * act.erfc(-x / np.sqrt(2.0))),
+@pytest.mark.parametrize("name,ref,ulps", [
+    ("exp", np.exp, 1), ("log", np.log, 1), ("tanh", np.tanh, 1), ("sin", np.sin, 1), ("atan", np.arctan, 1),
+    ("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x)), 2), ("sigmoid_exact", lambda x: 1.0 / (1.0 + np.exp(-x)), 1),
+    ("erf", act.erf, 1), ("gelu", lambda x: 0.5 * x * act.erfc(-x / np.sqrt(2.0)), 1),
 ])
-def test_shared_kernels_are_correctly_rounded_but_for_ties(name, ref):
+def test_shared_kernels_are_accurate(name, ref, ulps):
+    """The float64 evaluations round once (within 1 ulp of numpy's float64 value, ties aside);
+    the Sigmoid's float32 evaluation stays within 2 ulps (csrc/eng_eltwise.c sigmoid_f32)."""
     rng = np.random.default_rng(5)
     x = np.concatenate([rng.standard_normal(20000) * 4, rng.uniform(0, 30, 2000),
                         rng.uniform(-1e-3, 1e-3, 2000)]).astype(np.float32)
@@ -304,8 +307,8 @@ def test_shared_kernels_are_correctly_rounded_but_for_ties(name, ref):
     with np.errstate(all="ignore"):
         want = ref(x.astype(np.float64)).astype(np.float32)
     finite = np.isfinite(want) & (np.abs(want) > np.float32(1e-37))
-    assert _ulps(got[finite], want[finite]).max() <= 1, \
-        f"{name}: within 1 float32 ulp of the float64 reference (one rounding of a float64 value)"
+    assert _ulps(got[finite], want[finite]).max() <= ulps, \
+        f"{name}: within {ulps} float32 ulp(s) of the float64 reference"
 
 
 def test_shared_kernels_special_values():
@@ -643,53 +646,51 @@ def _sigmoid_patterns(rng, n: int) -> np.ndarray:
 
 
 @given(seed=st.integers(0, 2**32 - 1))
-def test_fast_sigmoid_equals_the_exact_formula_bytewise(seed):
-    """The AVX-512 Sigmoid pass (fast exp, one division, exact fallback near float32 rounding
-    midpoints) gives the exact formula's bytes (1 / (1 + exp(-x)) in float64, one rounding) and
-    numpy's float64 reference values; tools/exhaustive_sigmoid.py checks all 2^32 inputs."""
+def test_sigmoid_within_two_ulps_of_the_exact_formula(seed):
+    """The Sigmoid's float32 evaluation (csrc/eng_eltwise.c sigmoid_f32: AVX-512, AVX2 or scalar)
+    against the exact formula (1 / (1 + exp(-x)) in float64, one rounding): within 2 float32 ulps
+    everywhere, mostly equal; |x| > 87 and NaN take the exact formula itself (the same bytes);
+    tools/exhaustive_sigmoid.py measures all 2^32 inputs."""
     rng = np.random.default_rng(seed)
     x = _sigmoid_patterns(rng, 20000)
     fast = _fast_eltwise.unary("sigmoid", x)
     exact = _fast_eltwise.unary("sigmoid_exact", x)
-    with np.errstate(all="ignore"):
-        ref = (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
     nan = np.isnan(x)
     assert np.isnan(fast[nan]).all() and np.isnan(exact[nan]).all(), "sigmoid(NaN) is NaN on both paths"
-    bad = np.flatnonzero(fast.view(np.uint32) != exact.view(np.uint32))
-    assert bad.size == 0, f"fast == exact sigmoid bytewise; differs at x = {x[bad[:5]]}"
-    # numpy's float64 value may itself sit on (or within an ulp of) a float32 halfway point and
-    # round the other way (x = 0x37260000 on an AVX-512 numpy): compare elsewhere
-    with np.errstate(all="ignore"):
-        s64 = 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
-    low = (s64.view(np.uint64) & np.uint64((1 << 29) - 1)).astype(np.int64)
-    tie = np.abs(low - (1 << 28)) <= 2
-    bad = np.flatnonzero((exact.view(np.uint32) != ref.view(np.uint32)) & ~nan & ~tie)
-    assert bad.size == 0, f"exact sigmoid == numpy's float64 reference; differs at x = {x[bad[:5]]}"
+    far = ~nan & (np.abs(x) > np.float32(87.0))
+    assert fast[far].tobytes() == exact[far].tobytes(), "|x| > 87: the exact formula's bytes"
+    ulps = _ulps(fast[~nan], exact[~nan])
+    assert ulps.max() <= 2, f"within 2 ulps of the exact formula; {ulps.max()} at x = {x[~nan][ulps.argmax()]}"
+    live = ~nan & (np.abs(x) < 20)
+    assert (fast[live] == exact[live]).mean() > 0.8, "most values are the exact formula's"
 
 
-def test_sigmoid_is_correctly_rounded_where_numpys_float64_formula_is_not():
-    """The one input of 2^32 where the kernel and numpy's float64 reference differ (on this
+def test_exact_sigmoid_is_correctly_rounded_where_numpys_float64_formula_is_not():
+    """The one input of 2^32 where the exact kernel and numpy's float64 reference differ (on this
     machine's numpy): numpy's value is exactly the float32 halfway point 0x1.0000530000000p-1 and
     rounds up to even, the true sigmoid lies 2e-17 below it, so 0.50000244 is the correct result."""
     x = np.array([0x37260000] * 3, np.uint32).view(np.float32)     # 9.894371e-06
     want = np.float32(0.500002443790435791015625)
-    for op in ("sigmoid", "sigmoid_exact"):
-        assert (_fast_eltwise.unary(op, x) == want).all(), f"{op}(9.894371e-06) rounds down to {want}"
+    assert (_fast_eltwise.unary("sigmoid_exact", x) == want).all(), f"sigmoid_exact(9.894371e-06) rounds down to {want}"
 
 
-def test_fast_sigmoid_takes_its_exact_fallback_near_rounding_midpoints():
-    """Inputs whose float64 sigmoid lies close to a float32 rounding midpoint (found by scanning)
-    still give the exact formula's result (the fallback lanes), at every position of a vector."""
-    x = np.arange(0x3F000000, 0x3F000000 + (1 << 21), dtype=np.uint32).view(np.float32)  # 0.5 .. ~0.56
-    s = 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
-    low = s.view(np.uint64) & np.uint64((1 << 29) - 1)
-    dist = np.abs(low.astype(np.int64) - (1 << 28))
-    hard = x[np.argsort(dist)[:64]]            # the 64 closest to a midpoint
-    assert dist.min() < (1 << 14), "the scan found inputs inside the fast pass's uncertainty band"
-    for shift in range(17):                    # every lane of the 16-wide loop, and the tail
-        v = np.concatenate([np.zeros(shift, np.float32), hard]).astype(np.float32)
-        assert _fast_eltwise.unary("sigmoid", v).tobytes() == _fast_eltwise.unary("sigmoid_exact", v).tobytes(), \
-            f"hard inputs at offset {shift}: fast == exact bytewise"
+SIGMOID_PROBE = """
+import hashlib, numpy as np
+from qnnemu.ops import _fast_eltwise
+rng = np.random.default_rng(9)
+x = np.concatenate([rng.integers(0, 1 << 32, 50000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+                    rng.uniform(-90.0, 90.0, 50000).astype(np.float32),
+                    (rng.standard_normal(50001) * 4).astype(np.float32)])
+print(hashlib.sha256(_fast_eltwise.unary("sigmoid", x).tobytes()).hexdigest())
+"""
+
+
+def test_sigmoid_same_bytes_on_every_isa():
+    """The Sigmoid's float32 evaluation spells out every rounding and fused multiply-add, so the
+    AVX-512, AVX2 and scalar code give the same bytes (a tail of 1 element and NaN lanes
+    included)."""
+    digests = digests_by_isa(SIGMOID_PROBE, "sigmoid", ("", "avx2", "sse"))
+    assert len(set(digests.values())) == 1, f"Sigmoid bytes per ISA are equal: {digests}"
 
 
 def silu_graph(shape, x_first: bool = True, extra_reader: bool = False, graph_output: bool = False):

@@ -134,10 +134,10 @@ def _clip(x, lo, hi):
 
 
 def _sigmoid(x):
-    y = _fast_eltwise.unary("sigmoid", x)  # the C engine's kernel (fast path)
-    if y is not None:
+    y = _fast_eltwise.unary("sigmoid", x)  # the C engine's kernel (fast path): a float32
+    if y is not None:                      # evaluation within 2 ulps of the exact value
         return y
-    # float64 intermediate keeps float32 results within 1 ulp-ish of the exact value.
+    # the reference: the exact value, rounded once (from float64)
     return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(x.dtype)
 
 

@@ -8,10 +8,11 @@ import subprocess
 import sys
 
 
-def digests_by_isa(probe: str, what: str) -> dict[str, str]:
-    """{"avx512": stdout at the default ISA, "avx2": stdout with QNNEMU_KERNELS_ISA=avx2}."""
+def digests_by_isa(probe: str, what: str, isas=("", "avx2")) -> dict[str, str]:
+    """{"avx512": stdout at the default ISA, "avx2": stdout with QNNEMU_KERNELS_ISA=avx2} (and
+    "sse", the scalar code, when ``isas`` names it)."""
     digests = {}
-    for isa in ("", "avx2"):
+    for isa in isas:
         env = dict(os.environ, QNNEMU_KERNELS_ISA=isa)
         run = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
         assert run.returncode == 0, f"the {what} probe ran (ISA {isa or 'default'}): {run.stderr[-2000:]}"
