@@ -496,7 +496,8 @@ static void fp16_parallel(const float *x, float *y, int64_t n, int kind, int eve
  * every float32 (checked over all 2**32 patterns in both tie modes: tests/test_engine_convert.py
  * samples them, the exhaustive run is tools/exhaustive_fp16_round.py). */
 /* One vector of 16 lanes rounded (the sign back included); 'sub' the float16-subnormal lanes. */
-__attribute__((target("avx512f"), always_inline)) static inline __m512i fp16_round16(__m512i v, int even)
+__attribute__((target("avx512f"), always_inline)) static inline __m512i fp16_round16(__m512i v, int even,
+                                                                                 int always)
 {
     const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
     __m512i bits = _mm512_and_si512(v, absmask);
@@ -507,7 +508,7 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512i fp16_rou
                        : _mm512_set1_epi32(0x1000);
     __m512i rb = _mm512_and_si512(_mm512_add_epi32(bits, add), _mm512_set1_epi32((int)0xffffe000u));
     rb = _mm512_min_epu32(rb, _mm512_set1_epi32(0x47ffe000));
-    /* the subnormal lanes always (a branch on them mispredicts: they are common) */
+    if (always || sub) {
     __m512 sc = _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(16777216.0f));
     __m512 q;
     if (even) {
@@ -519,18 +520,20 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512i fp16_rou
     }
     q = _mm512_mul_ps(q, _mm512_set1_ps(1.0f / 16777216.0f));
     rb = _mm512_mask_mov_epi32(rb, sub, _mm512_castps_si512(q));
+    }
     return _mm512_or_si512(rb, _mm512_andnot_si512(absmask, v));   /* the sign back */
 }
 
 /* The rounding, then (act 1) a ReLU or (act 2) a clip to [lo, hi] as csrc/kernels.c applies them
  * (a rounded value is never NaN), in one pass; the tail by masked loads and stores. */
 __attribute__((target("avx512f"))) static void fp16_round_avx512(const float *x, float *y, int64_t n,
-                                                               int even, int act, float lo, float hi)
+                                                               int even, int act, float lo, float hi,
+                                                               int always)
 {
     const __m512 l = _mm512_set1_ps(lo), u = _mm512_set1_ps(hi), z = _mm512_setzero_ps();
     for (int64_t k = 0; k < n; k += 16) {
         __mmask16 m = n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1u);
-        __m512 r = _mm512_castsi512_ps(fp16_round16(_mm512_maskz_loadu_epi32(m, x + k), even));
+        __m512 r = _mm512_castsi512_ps(fp16_round16(_mm512_maskz_loadu_epi32(m, x + k), even, always));
         if (act == 1)
             r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, z, _CMP_NLE_UQ), r);
         else if (act == 2)
@@ -586,24 +589,24 @@ static int fp16_level(void)
     return level;
 }
 
-static void fp16_round_fast(const float *x, float *y, int64_t n, int even)
+static void fp16_round_fast(const float *x, float *y, int64_t n, int even, int always)
 {
     int level = fp16_level();
-    if (level == 2) fp16_round_avx512(x, y, n, even, 0, 0.0f, 0.0f);
+    if (level == 2) fp16_round_avx512(x, y, n, even, 0, 0.0f, 0.0f, always);
     else if (level == 1) fp16_round_avx2(x, y, n, even);
     else fp16_round_block(x, y, n, even);
 }
 
 /* y[0:n] rounded to float16 values in place on the calling thread (ties: 0 away, 1 even): the
  * epilogue of a GEMM or convolution in float16 math (csrc/kernels.c), qe_k_fp16_round's values. */
-void qe_fp16_round_inplace(float *y, int64_t n, int even) { fp16_round_fast(y, y, n, even); }
+void qe_fp16_round_inplace(float *y, int64_t n, int even) { fp16_round_fast(y, y, n, even, 1); }
 
 /* The same rounding and then act (1 ReLU, 2 clip to [lo, hi]) in one pass when AVX-512 is on:
  * returns 1 then, 0 (nothing done) otherwise. */
 int qe_fp16_round_act_inplace(float *y, int64_t n, int even, int act, float lo, float hi)
 {
     if (fp16_level() != 2) return 0;
-    fp16_round_avx512(y, y, n, even, act, lo, hi);
+    fp16_round_avx512(y, y, n, even, act, lo, hi, 1);
     return 1;
 }
 
@@ -648,7 +651,7 @@ static void fp16_to_fp32_block(const float *x, float *y, int64_t n)
 
 static void fp16_block(const float *x, float *y, int64_t n, int kind, int even)
 {
-    if (kind == 0) fp16_round_fast(x, y, n, even);
+    if (kind == 0) fp16_round_fast(x, y, n, even, 0);
     else if (kind == 2) fp16_round_block(x, y, n, even);
     else fp16_to_fp32_block(x, y, n);
 }
