@@ -32,13 +32,13 @@ def paths() -> dict[str, str]:
         return {}
     out = {"memory-bound kernels": "avx2+fma" if lib.qe_isa() else "sse4.2",
            "float GEMM micro-kernel": "avx512f (8x32 tiles; convolutions as implicit GEMM, depthwise "
-                                      "3x3/5x5 in registers)" if lib.qe_gemm_avx512() else (
+                                      "3x3/5x5 in blocks of pixels)" if lib.qe_gemm_avx512() else (
                "avx2+fma" if lib.qe_isa() else "sse4.2")}
     for name in sorted(dir(lib)):
         if name.startswith("qe_") and name.endswith("_isa") and name not in ("qe_isa",):
-            buf = ffi.new("char[]", 128)
+            buf = ffi.new("char[]", 512)     # (128 cut two families' descriptions short)
             try:
-                getattr(lib, name)(buf, 128)
+                getattr(lib, name)(buf, 512)
             except TypeError:
                 continue
             out[name[3:-4]] = ffi.string(buf).decode(errors="replace")
